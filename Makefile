@@ -1,0 +1,167 @@
+# ffm — top-level Makefile.
+#
+#   make            BPF objects + skeletons, ffmd, ffmctl, the simulated driver, workloads, tests
+#   make test       build and run every test (BPF tests skip, saying why, where BPF is not allowed)
+#   make deps       install the Debian packages the build and the tests need (idempotent)
+#   make vmlinux    regenerate bpf/vmlinux.h from the running kernel's BTF (checked in)
+#   make install    PREFIX=/usr/local DESTDIR= : binaries, systemd unit, default config
+#   make STATIC=1   ffmd/ffmctl that run on a machine without the -dev packages (the GPU nodes)
+#   make V=1        show the commands
+#
+# Objects go out of tree into $(O) (default build/). Each library directory (symbols/, store/,
+# stages/, daemon/) is built from all of its *.c files into $(O)/lib<dir>.a; a directory with
+# special needs brings its own <dir>.mk fragment, included below.
+
+O        ?= build
+V        ?= 0
+STATIC   ?= 0
+PREFIX   ?= /usr/local
+DESTDIR  ?=
+CUDA_INC ?= /usr/local/cuda/include
+
+CC       ?= gcc
+CLANG    ?= clang
+BPFTOOL  ?= bpftool
+LLVM_STRIP ?= llvm-strip
+
+ifeq ($(V),1)
+Q =
+msg =
+else
+Q = @
+msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
+endif
+
+.DELETE_ON_ERROR:
+.SUFFIXES:
+.SECONDARY:
+
+WARN     := -Wall -Wextra -Werror=undef -Wmissing-field-initializers -Wno-unused-parameter \
+	    -Wno-missing-field-initializers
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=gnu11 -fno-omit-frame-pointer $(WARN) -D_GNU_SOURCE
+CPPFLAGS += -I. -I$(O)
+LDFLAGS  ?=
+
+# libsystemd has no static archive: the static build speaks the documented sd_notify datagram
+# protocol itself (daemon/notify.c), the dynamic build uses libsystemd.
+ifeq ($(STATIC),1)
+LDFLAGS  += -static
+SYS_LIBS := -lbpf -ldw -lelf -lsqlite3 -lz -lzstd -llzma -lbz2 -lstdc++ -lm -lpthread -ldl
+else
+CPPFLAGS += -DFFM_HAVE_LIBSYSTEMD=1
+SYS_LIBS := -lbpf -ldw -lelf -lsqlite3 -lsystemd -lstdc++ -lz -lm -lpthread -ldl
+endif
+
+ARCH     := x86
+BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I. -Ibpf -Wall -Wno-unused-function
+
+all:
+
+# ---------------------------------------------------------------------------------------------
+# Libraries: every *.c in the directory.
+LIBDIRS  := symbols stages store daemon
+define lib_template
+$(1)_SRCS := $$(filter-out $(1)/ffmd.c,$$(wildcard $(1)/*.c))
+$(1)_OBJS := $$(patsubst %.c,$(O)/%.o,$$($(1)_SRCS))
+$(O)/lib$(1).a: $$($(1)_OBJS)
+	$$(call msg,AR,$$@)
+	$$(Q)rm -f $$@ && ar rcs $$@ $$^
+endef
+$(foreach d,$(LIBDIRS),$(eval $(call lib_template,$(d))))
+
+# Link order: daemon uses store, stages, symbols.
+FFM_LIBS := $(O)/libdaemon.a $(O)/libstore.a $(O)/libstages.a $(O)/libsymbols.a
+
+# ---------------------------------------------------------------------------------------------
+# BPF: bpf/X.bpf.c -> $(O)/bpf/X.bpf.o -> $(O)/bpf/X.skel.h
+BPF_SRCS := $(wildcard bpf/*.bpf.c)
+BPF_OBJS := $(patsubst bpf/%.bpf.c,$(O)/bpf/%.bpf.o,$(BPF_SRCS))
+BPF_SKELS := $(patsubst bpf/%.bpf.c,$(O)/bpf/%.skel.h,$(BPF_SRCS))
+
+$(O)/bpf/%.tmp.o: bpf/%.bpf.c bpf/ffm.h bpf/vmlinux.h | $(O)/bpf
+	$(call msg,BPF,$@)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+$(O)/bpf/%.bpf.o: $(O)/bpf/%.tmp.o
+	$(call msg,GEN-OBJ,$@)
+	$(Q)$(BPFTOOL) gen object $@ $<
+
+$(O)/bpf/%.skel.h: $(O)/bpf/%.bpf.o
+	$(call msg,GEN-SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< name $(subst -,_,$*)_bpf > $@
+
+vmlinux:
+	$(call msg,GEN,bpf/vmlinux.h)
+	$(Q)$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > bpf/vmlinux.h
+
+# C objects; the daemon includes the skeletons.
+$(O)/%.o: %.c | $(BPF_SKELS)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(O)/bpf:
+	$(Q)mkdir -p $@
+
+# ---------------------------------------------------------------------------------------------
+# Programs
+FFMD_OBJS   := $(O)/daemon/ffmd.o
+FFMCTL_SRCS := $(wildcard cli/*.c)
+FFMCTL_OBJS := $(patsubst %.c,$(O)/%.o,$(FFMCTL_SRCS))
+
+$(O)/ffmd: $(FFMD_OBJS) $(FFM_LIBS)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(FFMD_OBJS) $(FFM_LIBS) $(SYS_LIBS)
+
+$(O)/ffmctl: $(FFMCTL_OBJS) $(FFM_LIBS)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(FFMCTL_OBJS) $(FFM_LIBS) $(SYS_LIBS)
+
+PROGRAMS := $(if $(wildcard daemon/ffmd.c),$(O)/ffmd) $(if $(FFMCTL_SRCS),$(O)/ffmctl)
+
+# ---------------------------------------------------------------------------------------------
+# Simulated driver, workloads, tests: their own fragments.
+# Optional per-directory fragments (e.g. symbols/symbols.mk) add programs to EXTRA_PROGS.
+EXTRA_PROGS :=
+include $(wildcard bpf/*.mk symbols/*.mk stages/*.mk store/*.mk daemon/*.mk cli/*.mk)
+include tests/fakecuda/fakecuda.mk
+include tests/workloads/workloads.mk
+include tests/tests.mk
+
+all: $(BPF_SKELS) $(PROGRAMS) $(EXTRA_PROGS) $(FAKECUDA) $(WORKLOADS) $(TEST_BINS)
+
+test: all
+	$(Q)O=$(O) tests/run-tests.sh
+
+# ---------------------------------------------------------------------------------------------
+# Dependencies. The CUDA toolkit's headers (cuda.h) come from the CUDA toolkit in
+# /usr/local/cuda, which Debian does not package; the rest are Debian packages.
+DEB_PKGS := make gcc g++ clang llvm libbpf-dev bpftool libelf-dev libdw-dev libsqlite3-dev \
+	    libsystemd-dev zlib1g-dev libzstd-dev liblzma-dev libbz2-dev pkg-config sqlite3 \
+	    systemd python3 binutils
+deps:
+	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
+		grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing:" $$missing; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	else echo "deps: all Debian packages present"; fi
+	@test -f $(CUDA_INC)/cuda.h || { echo "deps: $(CUDA_INC)/cuda.h not found: install the CUDA toolkit or set CUDA_INC=" >&2; exit 1; }
+
+# ---------------------------------------------------------------------------------------------
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/libexec/ffm
+	install -m 0755 $(O)/ffmd $(DESTDIR)$(PREFIX)/sbin/ffmd
+	install -m 0755 $(O)/ffmctl $(DESTDIR)$(PREFIX)/bin/ffmctl
+	if [ -f $(O)/ffm-calibrate ]; then install -m 0755 $(O)/ffm-calibrate $(DESTDIR)$(PREFIX)/libexec/ffm/; fi
+	install -d $(DESTDIR)/etc/ffm $(DESTDIR)$(PREFIX)/lib/systemd/system
+	if [ ! -f $(DESTDIR)/etc/ffm/ffmd.conf ]; then install -m 0644 systemd/ffmd.conf $(DESTDIR)/etc/ffm/ffmd.conf; fi
+	sed 's|@PREFIX@|$(PREFIX)|g' systemd/ffmd.service.in > $(DESTDIR)$(PREFIX)/lib/systemd/system/ffmd.service
+
+clean:
+	rm -rf $(O)
+
+.PHONY: all test deps vmlinux install clean
+
+-include $(shell find $(O) -name '*.d' 2>/dev/null)

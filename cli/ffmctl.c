@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: MIT */
+/* ffmctl: the command-line front of ffm. See cli/ffmctl.h for the verb conventions. */
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/ffmctl.h"
+
+struct ffmctl_globals ffmctl_g;
+
+static const struct ffmctl_verb verbs[] = {
+	{ "calibrate", ffmctl_calibrate, "calibrate [--driver PATH] [--json] [--force]" },
+};
+
+void ffmctl_err(const char *verb, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "ffmctl%s%s: ", verb ? " " : "", verb ? verb : "");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "Usage: ffmctl [--runtime-dir DIR] [--state-dir DIR] VERB [ARGS]\n\nVerbs:\n");
+	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+		fprintf(f, "  ffmctl %s\n", verbs[i].grammar);
+	fprintf(f, "\nEnvironment: FFM_RUNTIME_DIR (default /run/ffm), FFM_STATE_DIR (default /var/lib/ffm)\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "runtime-dir", required_argument, NULL, 'r' },
+		{ "state-dir", required_argument, NULL, 's' },
+		{ "help", no_argument, NULL, 'h' },
+		{},
+	};
+	int c;
+
+	ffmctl_g.runtime_dir = getenv("FFM_RUNTIME_DIR");
+	ffmctl_g.state_dir = getenv("FFM_STATE_DIR");
+	if (!ffmctl_g.runtime_dir || !*ffmctl_g.runtime_dir)
+		ffmctl_g.runtime_dir = "/run/ffm";
+	if (!ffmctl_g.state_dir || !*ffmctl_g.state_dir)
+		ffmctl_g.state_dir = "/var/lib/ffm";
+
+	/* '+': stop at the verb, its options are its own. */
+	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'r':
+			ffmctl_g.runtime_dir = optarg;
+			break;
+		case 's':
+			ffmctl_g.state_dir = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return EXIT_OK;
+		default:
+			return EXIT_USAGE;
+		}
+	}
+	if (optind >= argc) {
+		ffmctl_err(NULL, "no verb given (try --help)");
+		return EXIT_USAGE;
+	}
+	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
+		if (!strcmp(argv[optind], verbs[i].name)) {
+			char **vargv = argv + optind;
+			int vargc = argc - optind;
+
+			optind = 0; /* reset getopt for the verb */
+			return verbs[i].run(vargc, vargv);
+		}
+	}
+	ffmctl_err(NULL, "unknown verb '%s' (try --help)", argv[optind]);
+	return EXIT_USAGE;
+}

@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ffmctl's verbs. Each verb is a function that takes the arguments after its name
+ * (argv[0] is the verb itself, so getopt_long works as usual) and returns the exit code:
+ * 0 ok, 1 failure, 2 usage error. Verbs print one specific error on a bad argument, not
+ * the whole help. Output that is data has a --json form.
+ */
+#ifndef FFMCTL_H
+#define FFMCTL_H
+
+#include <stdbool.h>
+
+enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
+
+struct ffmctl_verb {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *grammar; /* one line, shown by --help */
+};
+
+/* Global options shared by the verbs (set before the verb runs). */
+struct ffmctl_globals {
+	const char *runtime_dir; /* --runtime-dir or $FFM_RUNTIME_DIR or /run/ffm */
+	const char *state_dir;   /* --state-dir or $FFM_STATE_DIR or /var/lib/ffm */
+};
+extern struct ffmctl_globals ffmctl_g;
+
+int ffmctl_calibrate(int argc, char **argv);
+
+/* Print "ffmctl VERB: message" to stderr. */
+void ffmctl_err(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

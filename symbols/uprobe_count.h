@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Counting uprobes through the perf "uprobe" PMU: no BPF program, just a kernel counter of how
+ * often an instruction at a file offset was executed (entry probe) or a function returned
+ * (return probe). Used to verify a wait-function candidate during calibration and by the tests
+ * that check the simulated driver's contract.
+ *
+ * A return probe must only be placed at a function's true entry: anywhere else the kernel
+ * overwrites a word on the traced thread's stack that is not a return address (DESIGN.md).
+ */
+#ifndef FFM_UPROBE_COUNT_H
+#define FFM_UPROBE_COUNT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct ffm_uprobe_counter;
+
+/*
+ * Count executions of the instruction at file offset @offset of @path.
+ * @pid: the process to count in (its threads included, also those created later); -1 counts in
+ * every process on every CPU (one event per CPU).
+ * Returns 0 or -errno (-EACCES/-EPERM without CAP_PERFMON, -ENOENT for a missing file, -EINVAL for
+ * an offset the kernel rejects).
+ */
+int ffm_uprobe_counter__open(const char *path, uint64_t offset, bool retprobe, pid_t pid,
+			     struct ffm_uprobe_counter **ret);
+/* Hits so far (>= 0) or -errno. */
+int64_t ffm_uprobe_counter__read(struct ffm_uprobe_counter *c);
+/* Start again from zero. */
+int ffm_uprobe_counter__reset(struct ffm_uprobe_counter *c);
+struct ffm_uprobe_counter *ffm_uprobe_counter__free(struct ffm_uprobe_counter *c);
+
+/* The perf PMU type of uprobes, read from @sysfs_path (NULL: the standard place); -errno. */
+int ffm_uprobe_pmu_type(const char *sysfs_path);
+
+#endif

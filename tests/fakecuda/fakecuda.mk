@@ -1,0 +1,2 @@
+# Simulated driver: filled in by tests/fakecuda.
+FAKECUDA :=

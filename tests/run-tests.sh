@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Runs every test of ffm and prints one closing line: "N passed, N failed, N skipped".
+#   C tests:     $O/tests/<dir>/test_*   (TAP on stdout; exit 77 = whole binary skipped)
+#   shell tests: tests/<dir>/test_*.sh   (same conventions)
+# A binary that exits non-zero without printing "not ok" counts as one failure, so a crash is
+# never a pass. FFM_TEST_FILTER=substring runs only matching test files.
+set -u
+O=${O:-build}
+export FFM_BUILD=$O
+cd "$(dirname "$0")/.." || exit 2
+
+pass=0 fail=0 skip=0
+failed_names=()
+logdir=$O/test-logs
+mkdir -p "$logdir"
+
+run_one() {
+	local t=$1 name log rc
+	name=${t#"$O"/}
+	name=${name#tests/}
+	log=$logdir/$(echo "$name" | tr '/' '_').log
+	timeout "${FFM_TEST_TIMEOUT:-600}" "$t" >"$log" 2>&1
+	rc=$?
+	local p f s
+	p=$(grep -cE '^ok [0-9]+' "$log" | head -1)
+	s=$(grep -cE '^ok [0-9]+ .*# SKIP' "$log" | head -1)
+	f=$(grep -cE '^not ok [0-9]+' "$log" | head -1)
+	p=$((p - s))
+	if [ "$rc" = 77 ] && [ "$p" = 0 ] && [ "$f" = 0 ]; then
+		s=$((s > 0 ? s : 1))
+		echo "SKIP $name: $(tail -n 1 "$log")"
+	elif [ "$rc" != 0 ] && [ "$f" = 0 ]; then
+		f=1
+		echo "FAIL $name (exit $rc, no failing case reported; log: $log)"
+		tail -n 20 "$log" | sed 's/^/    /'
+	elif [ "$f" != 0 ]; then
+		echo "FAIL $name ($f failed; log: $log)"
+		grep -E '^(not ok|# )' "$log" | head -n 40 | sed 's/^/    /'
+	else
+		echo "ok   $name ($p passed${s:+, $s skipped})"
+	fi
+	grep -E '^ok [0-9]+ .*# SKIP' "$log" | grep -v FFM_TEST_ONLY | sed 's/^/    /'
+	pass=$((pass + p)) fail=$((fail + f)) skip=$((skip + s))
+	[ "$f" = 0 ] || failed_names+=("$name")
+}
+
+tests=()
+for t in "$O"/tests/*/test_*; do
+	[ -x "$t" ] && [ -f "$t" ] && case $t in *.o | *.d) ;; *) tests+=("$t") ;; esac
+done
+for t in tests/*/test_*.sh; do
+	[ -f "$t" ] && tests+=("$t")
+done
+for t in "${tests[@]}"; do
+	if [ -n "${FFM_TEST_FILTER:-}" ] && [[ $t != *"$FFM_TEST_FILTER"* ]]; then continue; fi
+	run_one "$t"
+done
+
+echo
+[ ${#failed_names[@]} = 0 ] || echo "failed: ${failed_names[*]}"
+echo "$pass passed, $fail failed, $skip skipped"
+[ "$fail" = 0 ]

@@ -1,0 +1,2 @@
+# Workloads: filled in by tests/workloads.
+WORKLOADS :=
