@@ -11,7 +11,7 @@
 struct ffmctl_globals ffmctl_g;
 
 static const struct ffmctl_verb verbs[] = {
-	{ "calibrate", ffmctl_calibrate, "calibrate [--driver PATH] [--json] [--force]" },
+	/* verbs are added here as they land */
 };
 
 void ffmctl_err(const char *verb, const char *fmt, ...)

@@ -25,7 +25,7 @@ struct ffmctl_globals {
 };
 extern struct ffmctl_globals ffmctl_g;
 
-int ffmctl_calibrate(int argc, char **argv);
+
 
 /* Print "ffmctl VERB: message" to stderr. */
 void ffmctl_err(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
