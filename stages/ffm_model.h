@@ -1,0 +1,235 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ffm_model.h — the analysis stage of FFM (Diogenes, SC'19, section 3.5): the CPU timeline graph
+ * of one run, the expected-benefit algorithm of Figure 5, and the node groupings of 3.5.2.
+ *
+ * Contract
+ *   - Plain structs in, numbers out. No I/O, no globals; errors are -errno. All times are in
+ *     nanoseconds of one clock (the daemon uses CLOCK_MONOTONIC).
+ *   - ffm_graph__build() *borrows* the event array: it must stay valid and unchanged until
+ *     ffm_graph__free(). The graph itself is immutable after build; every analysis function takes
+ *     a const graph, allocates its own scratch, and may run concurrently with the others.
+ *   - Cost: build is O(n) for events that come sorted by start time per thread (what the store
+ *     returns), O(n log n) otherwise; benefit, each grouping and each subsequence estimate are
+ *     O(nodes). Memory: 13 bytes per node (at most 3 nodes per event, 2 per thread) + 4 bytes per
+ *     problematic node; no per-node allocation.
+ *
+ * The graph (one CPU chain per thread)
+ *   The paper's graph has one CPU chain; a CUDA program's threads each have their own. ffm builds
+ *   one chain per tid, in tid order, each closed by an END node: an implicit synchronization at
+ *   the end of the run (context destroy / exit wait for the GPU's remaining work), so a removed
+ *   wait that the thread's later CPU time cannot absorb is carried to the end and lost there, never
+ *   dropped silently. Chains share nothing: a wait moved on one thread is modelled on that thread.
+ *   Each event becomes, in this order:
+ *     CWork   the CPU time since the previous call's return (gap), merged with the non-waiting
+ *             part of calls that do not hand work to the GPU (sync, alloc, free, other);
+ *     CLaunch the non-waiting part of a launch / transfer / memset call (always emitted, even
+ *             when 0 ns long, so that a duplicate-transfer annotation has a node);
+ *     CWait   the time waited inside the call (emitted when wait_ns > 0, when the event is
+ *             flagged FFM_EVENT_SYNC, or when it carries a synchronization problem).
+ *   Adjacent CWork pieces merge, so chains stay compact. The nodes of a chain tile it: events
+ *   that overlap an earlier call on the same thread (malformed or nested input) are clipped to the
+ *   time not yet accounted for, so no nanosecond is counted twice — that is what makes every
+ *   benefit ≤ the chain's span ≤ the run's wall time (see ffm_model__benefit()).
+ *   A CWait is a *sync* node when its event is flagged FFM_EVENT_SYNC or has a synchronization
+ *   problem; other waits (short internal waits of non-synchronizing calls) stay CWait, count as
+ *   neither sync nor GPU-idle time.
+ *
+ * The algorithm (Figure 5), per problematic node in timeline order, "mutating" the graph
+ *   unnecessary sync  NextSync = next sync node (END at the latest); idle = Σ CLaunch+CWork
+ *                     durations strictly between; benefit = min(idle, dur); NextSync gets
+ *                     dur − benefit added; dur = 0.
+ *   misplaced sync    benefit = min(FirstUseTime, dur); dur −= benefit. The paper writes
+ *                     benefit = FirstUseTime, but moving a sync later by FirstUseTime can hide at
+ *                     most the wait it had: a GPU that finishes early leaves the moved sync
+ *                     nothing to overlap. Uncapped, one misplaced sync with a long first use
+ *                     would "save" time that was never spent waiting (and could exceed the run).
+ *   duplicate xfer    benefit = the CLaunch duration (the transfer call's CPU time outside the
+ *                     wait); dur = 0. A synchronous transfer's wait stays as its own CWait: that
+ *                     wait also orders the GPU work queued before the copy, which is a question
+ *                     for stage 3 about the sync, not about the copy (a conservative estimate).
+ *   The only mutations a later node can observe are "NextSync += carry" (the first sync after a
+ *   removed one) — zeroed nodes are waits or lie behind the walk. So the implementation keeps one
+ *   carry register (target node, amount) instead of writing durations: exactly the paper's
+ *   mutation semantics, with an immutable graph, so subsequences need no copy of the graph.
+ *   Carry-forward inside a sequence (3.5.2's "small modification") falls out of this: when the
+ *   next sync is itself being fixed, its grown duration is removed in turn and absorbed by the
+ *   idle time after it; when the next sync stays (a required one, or one outside the set being
+ *   evaluated), the unabsorbed part stays in it — the limited-benefit case of Figure 4.
+ *
+ * Groupings (3.5.2): each group's benefit is that of fixing exactly its members and nothing else
+ *   (the algorithm re-run over the group's nodes), i.e. what the user gains from that one fix.
+ *   point     same stack id;
+ *   fold      same fold key (the caller's id for the demangled function name without template
+ *             arguments; this module only groups by it);
+ *   sequence  the problematic nodes of one chain between two required syncs (a sync node without
+ *             a problem, or END). A misplaced sync is still problematic and does not end a
+ *             sequence. Sequences never interact, so a sequence's benefit equals the sum of its
+ *             members' benefits in ffm_model__benefit().
+ */
+#ifndef FFM_MODEL_H
+#define FFM_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* What a driver call does, as far as the model cares. */
+enum ffm_call_kind {
+	FFM_CALL_OTHER = 0,
+	FFM_CALL_SYNC,     /* explicit synchronization (cuCtxSynchronize, cuStreamSynchronize, ...) */
+	FFM_CALL_LAUNCH,   /* kernel / graph launch: CLaunch */
+	FFM_CALL_TRANSFER, /* cuMemcpy*: CLaunch */
+	FFM_CALL_MEMSET,   /* cuMemset*: CLaunch */
+	FFM_CALL_ALLOC,
+	FFM_CALL_FREE,
+	FFM_CALL__MAX,
+};
+
+enum ffm_problem {
+	FFM_PROBLEM_NONE = 0,
+	FFM_PROBLEM_UNNECESSARY_SYNC,
+	FFM_PROBLEM_MISPLACED_SYNC,
+	FFM_PROBLEM_DUPLICATE_TRANSFER,
+	FFM_PROBLEM__MAX,
+};
+
+/* ffm_event.flags */
+#define FFM_EVENT_SYNC 0x1u /* the wait inside this call is a CPU/GPU synchronization */
+
+/* One driver call of one thread (stage 2 data, annotated with stages 3 and 4). 56 bytes. */
+struct ffm_event {
+	uint64_t start_ns;     /* call entry */
+	uint64_t dur_ns;       /* entry to return, waiting included */
+	uint64_t wait_ns;      /* time in the wait function inside the call (≤ dur_ns) */
+	uint64_t stack_id;     /* call-stack id: the single-point key */
+	uint64_t first_use_ns; /* misplaced sync: sync end to the first use of protected data */
+	uint32_t tid;          /* CPU thread: one chain per tid */
+	uint32_t fold_id;      /* folded-function key, interned by the caller */
+	uint32_t api_id;       /* driver API function, the caller's numbering */
+	uint8_t kind;          /* enum ffm_call_kind */
+	uint8_t problem;       /* enum ffm_problem */
+	uint8_t flags;         /* FFM_EVENT_* */
+	uint8_t _pad;
+};
+
+enum ffm_node_type {
+	FFM_NODE_CWORK = 0,
+	FFM_NODE_CLAUNCH,
+	FFM_NODE_CWAIT,
+};
+
+#define FFM_NO_EVENT UINT32_MAX
+
+/* A node as the accessors return it (the graph stores nodes far more compactly). */
+struct ffm_node {
+	uint64_t start_ns; /* exact for non-overlapping events (see "tile" above) */
+	uint64_t dur_ns;   /* as measured (clipped); the algorithm never changes it */
+	uint64_t stack_id;
+	uint64_t first_use_ns;
+	uint32_t event; /* index into the event array; FFM_NO_EVENT for pure gaps and END */
+	uint32_t tid;
+	uint32_t fold_id;
+	uint32_t api_id;
+	uint8_t type;    /* enum ffm_node_type */
+	uint8_t problem; /* enum ffm_problem */
+	uint8_t sync;    /* 1: a synchronization (NextSync candidate) */
+	uint8_t end;     /* 1: the implicit end-of-run synchronization closing a chain */
+	uint32_t _pad;
+};
+
+struct ffm_chain {
+	uint32_t tid;
+	uint32_t first_node; /* nodes [first_node, first_node + n_nodes), the last one is END */
+	uint32_t n_nodes;
+	uint32_t n_events;
+	uint64_t start_ns; /* first call's entry */
+	uint64_t end_ns;   /* the run's end (END node) */
+};
+
+struct ffm_graph_opts {
+	/* The run's bounds (stage 1's process start/exit). 0 = the first entry / last return of the
+	 * events. Events outside the given bounds widen them: the wall time is never shorter than
+	 * what the events span. Every chain's trailing CWork runs to run_end_ns. */
+	uint64_t run_start_ns;
+	uint64_t run_end_ns;
+};
+
+struct ffm_graph;
+
+/* -EINVAL: bad kind/problem, a duplicate-transfer problem on a non-transfer call, NULL events
+ * with n > 0; -E2BIG: more than 2^32 - 2 events or nodes; -ENOMEM. */
+int ffm_graph__build(const struct ffm_event *ev, size_t n, const struct ffm_graph_opts *opts,
+		     struct ffm_graph **ret);
+struct ffm_graph *ffm_graph__free(struct ffm_graph *g); /* NULL-safe, returns NULL */
+
+size_t ffm_graph__node_count(const struct ffm_graph *g);
+size_t ffm_graph__chain_count(const struct ffm_graph *g);
+size_t ffm_graph__problem_count(const struct ffm_graph *g);
+uint64_t ffm_graph__wall_ns(const struct ffm_graph *g);
+/* -ERANGE when i is out of range. */
+int ffm_graph__node(const struct ffm_graph *g, size_t i, struct ffm_node *out);
+int ffm_graph__chain(const struct ffm_graph *g, size_t i, struct ffm_chain *out);
+/* Node index of the k-th problematic node, in timeline order (chain by chain); -ERANGE. */
+int64_t ffm_graph__problem_node(const struct ffm_graph *g, size_t k);
+
+struct ffm_totals {
+	uint64_t wall_ns;         /* the run's wall time */
+	uint64_t wait_ns;         /* Σ sync waits: what a profiler without FFM would show */
+	uint64_t problem_wait_ns; /* Σ durations of the problematic nodes */
+	uint64_t sum_ns;          /* Σ per-node benefits */
+	uint64_t max_chain_ns;    /* largest per-thread sum (each is ≤ wall_ns) */
+	/* min(sum_ns, wall_ns): per-thread savings can overlap in time, so their sum bounds the
+	 * run's saving only up to the wall time. With one thread it never needs the clamp. */
+	uint64_t total_ns;
+};
+
+/*
+ * Figure 5 over all problematic nodes. benefit (optional) gets problem_count entries, in the
+ * order of ffm_graph__problem_node(). Returns 0 or -ENOMEM; tot may be NULL.
+ */
+int ffm_model__benefit(const struct ffm_graph *g, uint64_t *benefit, struct ffm_totals *tot);
+
+/*
+ * Figure 5 over the given problematic nodes only (strictly ascending node indexes), every other
+ * node left as it is: the benefit of fixing exactly these. benefit (optional) gets n entries;
+ * *total the sum. -EINVAL for an unsorted list or a node without a problem, -ERANGE for a bad
+ * index.
+ */
+int ffm_model__estimate(const struct ffm_graph *g, const uint32_t *nodes, size_t n,
+			uint64_t *benefit, uint64_t *total);
+
+enum ffm_grouping {
+	FFM_GROUP_POINT = 0, /* key: stack id */
+	FFM_GROUP_FOLD,      /* key: fold id */
+	FFM_GROUP_SEQUENCE,  /* key: the sequence's ordinal in timeline order (chain by chain) */
+	FFM_GROUP__MAX,
+};
+
+struct ffm_group {
+	uint64_t key;
+	uint64_t wait_ns;    /* Σ member durations as measured (the profiler's view) */
+	uint64_t benefit_ns; /* expected benefit of fixing all members, nothing else */
+	uint32_t members;
+	uint32_t problems;   /* bit (1u << enum ffm_problem) for each problem type among members */
+	uint32_t first_node; /* first and last member, node indexes */
+	uint32_t last_node;
+	uint32_t tid; /* thread of the first member (the only one, for sequences) */
+	uint32_t _pad;
+};
+
+/*
+ * Groups the problematic nodes. *groups is a malloc'ed array (free() it) in the order of each
+ * group's first member; *n its length (0 and NULL when there is nothing to group).
+ */
+int ffm_model__group(const struct ffm_graph *g, enum ffm_grouping how, struct ffm_group **groups,
+		     size_t *n);
+
+/*
+ * The benefit of fixing only entries from..to (0-based, inclusive) of a sequence returned by
+ * ffm_model__group(FFM_GROUP_SEQUENCE), from the stored graph, no new run. -EINVAL when seq is
+ * not a sequence of this graph or from > to; -ERANGE when to ≥ seq->members.
+ */
+int ffm_model__subsequence(const struct ffm_graph *g, const struct ffm_group *seq, uint32_t from,
+			   uint32_t to, uint64_t *benefit);
+
+#endif /* FFM_MODEL_H */

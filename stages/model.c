@@ -1,0 +1,799 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The CPU timeline graph and the expected-benefit model (see ffm_model.h for the contract and
+ * the decisions). Nodes are stored as three parallel arrays (structure of arrays, 13 bytes a
+ * node) because a 10M-event run has 20-30M nodes and the report must stay under 1 GiB.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stages/ffm_model.h"
+
+/* Node bits: type in bits 0-1, then flags, problem in bits 4-5. */
+#define NB_TYPE_MASK 0x03u
+#define NB_SYNC 0x04u
+#define NB_END 0x08u
+#define NB_PROB_SHIFT 4
+#define NB_PROB_MASK 0x30u
+
+#define NO_NODE UINT32_MAX
+#define MAX_ITEMS (UINT32_MAX - 1)
+
+struct ffm_graph {
+	const struct ffm_event *ev; /* borrowed */
+	size_t n_ev;
+	uint64_t run_start, run_end;
+
+	size_t n_nodes;
+	uint64_t *dur;
+	uint32_t *nev;  /* node -> event index or FFM_NO_EVENT */
+	uint8_t *bits;
+
+	size_t n_chains;
+	struct ffm_chain *chains;
+
+	size_t n_prob;
+	uint32_t *prob; /* problematic node indexes, ascending */
+};
+
+static inline unsigned nb_type(uint8_t b)
+{
+	return b & NB_TYPE_MASK;
+}
+
+static inline unsigned nb_prob(uint8_t b)
+{
+	return (b & NB_PROB_MASK) >> NB_PROB_SHIFT;
+}
+
+static inline uint64_t sat_add(uint64_t a, uint64_t b)
+{
+	return a + b < a ? UINT64_MAX : a + b;
+}
+
+static inline uint64_t min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+static bool kind_is_launch(unsigned kind)
+{
+	return kind == FFM_CALL_LAUNCH || kind == FFM_CALL_TRANSFER || kind == FFM_CALL_MEMSET;
+}
+
+static bool prob_is_sync(unsigned p)
+{
+	return p == FFM_PROBLEM_UNNECESSARY_SYNC || p == FFM_PROBLEM_MISPLACED_SYNC;
+}
+
+/* ---- a small open-addressing map, u64 key -> u32 value ------------------------------------ */
+
+struct u64map {
+	uint64_t *keys;
+	uint32_t *vals; /* UINT32_MAX: empty slot */
+	size_t mask;
+};
+
+static int u64map_init(struct u64map *m, size_t expect)
+{
+	size_t cap = 16;
+
+	while (cap < expect * 2)
+		cap <<= 1;
+	m->keys = malloc(cap * sizeof(*m->keys));
+	m->vals = malloc(cap * sizeof(*m->vals));
+	if (!m->keys || !m->vals) {
+		free(m->keys);
+		free(m->vals);
+		return -ENOMEM;
+	}
+	memset(m->vals, 0xff, cap * sizeof(*m->vals));
+	m->mask = cap - 1;
+	return 0;
+}
+
+static void u64map_fini(struct u64map *m)
+{
+	free(m->keys);
+	free(m->vals);
+}
+
+static inline size_t u64_hash(uint64_t k)
+{
+	k ^= k >> 33;
+	k *= 0xff51afd7ed558ccdULL;
+	k ^= k >> 33;
+	return (size_t)k;
+}
+
+/* Returns the value for key, inserting next_val when absent (*inserted = true). */
+static uint32_t u64map_get_or_put(struct u64map *m, uint64_t key, uint32_t next_val, bool *inserted)
+{
+	size_t i = u64_hash(key) & m->mask;
+
+	for (;; i = (i + 1) & m->mask) {
+		if (m->vals[i] == UINT32_MAX) {
+			m->keys[i] = key;
+			m->vals[i] = next_val;
+			*inserted = true;
+			return next_val;
+		}
+		if (m->keys[i] == key) {
+			*inserted = false;
+			return m->vals[i];
+		}
+	}
+}
+
+/* ---- build ---------------------------------------------------------------------------------- */
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static int cmp_ev_start(const void *a, const void *b, void *arg)
+{
+	const struct ffm_event *ev = arg;
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	if (ev[x].start_ns != ev[y].start_ns)
+		return ev[x].start_ns < ev[y].start_ns ? -1 : 1;
+	return x < y ? -1 : x > y; /* stable: input order breaks ties */
+}
+
+struct builder {
+	struct ffm_graph *g;
+	size_t chain_first; /* first node of the chain being emitted */
+};
+
+static void emit(struct builder *b, unsigned type, uint64_t dur, uint32_t ev, uint8_t extra)
+{
+	struct ffm_graph *g = b->g;
+	size_t i = g->n_nodes;
+
+	/* Adjacent CPU-work pieces merge: a gap followed by an alloc call is one stretch of CPU
+	 * time as far as the GPU is concerned. */
+	if (type == FFM_NODE_CWORK && i > b->chain_first && nb_type(g->bits[i - 1]) == FFM_NODE_CWORK) {
+		g->dur[i - 1] = sat_add(g->dur[i - 1], dur);
+		if (ev != FFM_NO_EVENT)
+			g->nev[i - 1] = ev;
+		return;
+	}
+	g->dur[i] = dur;
+	g->nev[i] = ev;
+	g->bits[i] = (uint8_t)(type | extra);
+	g->n_nodes++;
+}
+
+static void emit_chain(struct builder *b, struct ffm_chain *c, const uint32_t *order)
+{
+	struct ffm_graph *g = b->g;
+	const struct ffm_event *ev = g->ev;
+	uint64_t cursor = ev[order[0]].start_ns;
+
+	b->chain_first = g->n_nodes;
+	c->first_node = (uint32_t)g->n_nodes;
+	c->start_ns = cursor;
+	for (uint32_t k = 0; k < c->n_events; k++) {
+		uint32_t idx = order[k];
+		const struct ffm_event *e = &ev[idx];
+		uint64_t s = e->start_ns, end = sat_add(s, e->dur_ns), wait, pre;
+		bool sync_prob = prob_is_sync(e->problem);
+
+		if (s > cursor)
+			emit(b, FFM_NODE_CWORK, s - cursor, FFM_NO_EVENT, 0);
+		/* Clip to the time not yet accounted for on this thread. */
+		if (s < cursor)
+			s = cursor;
+		if (end < s)
+			end = s;
+		wait = min_u64(e->wait_ns, end - s);
+		pre = end - s - wait;
+
+		if (kind_is_launch(e->kind)) {
+			uint8_t p = e->problem == FFM_PROBLEM_DUPLICATE_TRANSFER
+					    ? (uint8_t)(e->problem << NB_PROB_SHIFT)
+					    : 0;
+			emit(b, FFM_NODE_CLAUNCH, pre, idx, p);
+		} else if (pre) {
+			emit(b, FFM_NODE_CWORK, pre, idx, 0);
+		}
+		if (wait || (e->flags & FFM_EVENT_SYNC) || sync_prob) {
+			uint8_t x = 0;
+
+			if ((e->flags & FFM_EVENT_SYNC) || sync_prob)
+				x |= NB_SYNC;
+			if (sync_prob)
+				x |= (uint8_t)(e->problem << NB_PROB_SHIFT);
+			emit(b, FFM_NODE_CWAIT, wait, idx, x);
+		}
+		cursor = end;
+	}
+	if (g->run_end > cursor)
+		emit(b, FFM_NODE_CWORK, g->run_end - cursor, FFM_NO_EVENT, 0);
+	emit(b, FFM_NODE_CWAIT, 0, FFM_NO_EVENT, NB_SYNC | NB_END);
+	c->n_nodes = (uint32_t)(g->n_nodes - c->first_node);
+	c->end_ns = g->run_end;
+}
+
+static int validate(const struct ffm_event *ev, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (ev[i].kind >= FFM_CALL__MAX || ev[i].problem >= FFM_PROBLEM__MAX)
+			return -EINVAL;
+		if (ev[i].problem == FFM_PROBLEM_DUPLICATE_TRANSFER && !kind_is_launch(ev[i].kind))
+			return -EINVAL;
+	}
+	return 0;
+}
+
+int ffm_graph__build(const struct ffm_event *ev, size_t n, const struct ffm_graph_opts *opts,
+		     struct ffm_graph **ret)
+{
+	struct ffm_graph *g = NULL;
+	struct u64map tids = { 0 };
+	uint32_t *order = NULL, *tid_list = NULL, *cnt = NULL;
+	size_t n_tids = 0, cap_nodes;
+	uint64_t lo = UINT64_MAX, hi = 0;
+	uint32_t last_tid = 0, last_chain = UINT32_MAX;
+	struct builder b = { 0 };
+	int err;
+
+	if (!ret || (!ev && n))
+		return -EINVAL;
+	if (n > MAX_ITEMS / 3)
+		return -E2BIG;
+	err = validate(ev, n);
+	if (err)
+		return err;
+
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return -ENOMEM;
+	g->ev = ev;
+	g->n_ev = n;
+
+	/* Run bounds. */
+	for (size_t i = 0; i < n; i++) {
+		uint64_t end = sat_add(ev[i].start_ns, ev[i].dur_ns);
+		if (ev[i].start_ns < lo)
+			lo = ev[i].start_ns;
+		if (end > hi)
+			hi = end;
+	}
+	if (!n)
+		lo = hi = 0;
+	g->run_start = opts && opts->run_start_ns && opts->run_start_ns < lo ? opts->run_start_ns : lo;
+	g->run_end = opts && opts->run_end_ns > hi ? opts->run_end_ns : hi;
+
+	/* Distinct tids -> chains, in tid order. */
+	err = u64map_init(&tids, 64);
+	if (err)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		bool ins;
+
+		if (ev[i].tid == last_tid && last_chain != UINT32_MAX)
+			continue;
+		if (n_tids * 2 >= tids.mask) {
+			/* grow: rebuild from the list */
+			struct u64map m2;
+			err = u64map_init(&m2, n_tids * 4);
+			if (err)
+				goto out;
+			for (size_t t = 0; t < n_tids; t++)
+				u64map_get_or_put(&m2, tid_list[t], (uint32_t)t, &ins);
+			u64map_fini(&tids);
+			tids = m2;
+		}
+		last_chain = u64map_get_or_put(&tids, ev[i].tid, (uint32_t)n_tids, &ins);
+		last_tid = ev[i].tid;
+		if (ins) {
+			if ((n_tids & (n_tids - 1)) == 0) {
+				uint32_t *t = realloc(tid_list, (n_tids ? n_tids * 2 : 1) * sizeof(*t));
+				if (!t) {
+					err = -ENOMEM;
+					goto out;
+				}
+				tid_list = t;
+			}
+			tid_list[n_tids++] = ev[i].tid;
+		}
+	}
+	if (n_tids) {
+		bool ins;
+
+		qsort(tid_list, n_tids, sizeof(*tid_list), cmp_u32);
+		u64map_fini(&tids);
+		err = u64map_init(&tids, n_tids);
+		if (err)
+			goto out;
+		for (size_t t = 0; t < n_tids; t++)
+			u64map_get_or_put(&tids, tid_list[t], (uint32_t)t, &ins);
+	}
+
+	g->n_chains = n_tids;
+	g->chains = calloc(n_tids ? n_tids : 1, sizeof(*g->chains));
+	cnt = calloc(n_tids + 1, sizeof(*cnt));
+	order = malloc((n ? n : 1) * sizeof(*order));
+	if (!g->chains || !cnt || !order) {
+		err = -ENOMEM;
+		goto out;
+	}
+
+	/* Counting sort of event indexes by chain (stable), then by start within each chain when
+	 * the input is not already in order. */
+	last_chain = UINT32_MAX;
+	for (size_t i = 0; i < n; i++) {
+		bool ins;
+		if (last_chain == UINT32_MAX || ev[i].tid != last_tid) {
+			last_chain = u64map_get_or_put(&tids, ev[i].tid, 0, &ins);
+			last_tid = ev[i].tid;
+		}
+		cnt[last_chain + 1]++;
+	}
+	for (size_t t = 0; t < n_tids; t++) {
+		g->chains[t].tid = tid_list[t];
+		g->chains[t].n_events = cnt[t + 1];
+		cnt[t + 1] += cnt[t];
+	}
+	last_chain = UINT32_MAX;
+	for (size_t i = 0; i < n; i++) {
+		bool ins;
+		if (last_chain == UINT32_MAX || ev[i].tid != last_tid) {
+			last_chain = u64map_get_or_put(&tids, ev[i].tid, 0, &ins);
+			last_tid = ev[i].tid;
+		}
+		order[cnt[last_chain]++] = (uint32_t)i;
+	}
+	for (size_t t = 0, off = 0; t < n_tids; off += g->chains[t].n_events, t++) {
+		uint32_t *o = order + off;
+		size_t m = g->chains[t].n_events;
+		bool sorted = true;
+
+		for (size_t k = 1; k < m && sorted; k++)
+			sorted = ev[o[k - 1]].start_ns <= ev[o[k]].start_ns;
+		if (!sorted)
+			qsort_r(o, m, sizeof(*o), cmp_ev_start, (void *)ev);
+	}
+
+	/* Nodes: at most 3 per event and 2 per chain. Untouched pages of the upper bound cost no
+	 * memory; the arrays are shrunk afterwards. */
+	cap_nodes = 3 * n + 2 * n_tids;
+	if (cap_nodes > MAX_ITEMS) {
+		err = -E2BIG;
+		goto out;
+	}
+	g->dur = malloc((cap_nodes ? cap_nodes : 1) * sizeof(*g->dur));
+	g->nev = malloc((cap_nodes ? cap_nodes : 1) * sizeof(*g->nev));
+	g->bits = malloc(cap_nodes ? cap_nodes : 1);
+	if (!g->dur || !g->nev || !g->bits) {
+		err = -ENOMEM;
+		goto out;
+	}
+	b.g = g;
+	for (size_t t = 0, off = 0; t < n_tids; off += g->chains[t].n_events, t++)
+		emit_chain(&b, &g->chains[t], order + off);
+	free(order);
+	order = NULL;
+	if (g->n_nodes < cap_nodes && g->n_nodes) {
+		void *p;
+		if ((p = realloc(g->dur, g->n_nodes * sizeof(*g->dur))))
+			g->dur = p;
+		if ((p = realloc(g->nev, g->n_nodes * sizeof(*g->nev))))
+			g->nev = p;
+		if ((p = realloc(g->bits, g->n_nodes)))
+			g->bits = p;
+	}
+
+	for (size_t i = 0; i < g->n_nodes; i++)
+		g->n_prob += nb_prob(g->bits[i]) != FFM_PROBLEM_NONE;
+	g->prob = malloc((g->n_prob ? g->n_prob : 1) * sizeof(*g->prob));
+	if (!g->prob) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0, k = 0; i < g->n_nodes; i++)
+		if (nb_prob(g->bits[i]) != FFM_PROBLEM_NONE)
+			g->prob[k++] = (uint32_t)i;
+
+	*ret = g;
+	g = NULL;
+	err = 0;
+out:
+	u64map_fini(&tids);
+	free(order);
+	free(tid_list);
+	free(cnt);
+	ffm_graph__free(g);
+	return err;
+}
+
+struct ffm_graph *ffm_graph__free(struct ffm_graph *g)
+{
+	if (!g)
+		return NULL;
+	free(g->dur);
+	free(g->nev);
+	free(g->bits);
+	free(g->chains);
+	free(g->prob);
+	free(g);
+	return NULL;
+}
+
+size_t ffm_graph__node_count(const struct ffm_graph *g)
+{
+	return g ? g->n_nodes : 0;
+}
+
+size_t ffm_graph__chain_count(const struct ffm_graph *g)
+{
+	return g ? g->n_chains : 0;
+}
+
+size_t ffm_graph__problem_count(const struct ffm_graph *g)
+{
+	return g ? g->n_prob : 0;
+}
+
+uint64_t ffm_graph__wall_ns(const struct ffm_graph *g)
+{
+	return g ? g->run_end - g->run_start : 0;
+}
+
+int ffm_graph__chain(const struct ffm_graph *g, size_t i, struct ffm_chain *out)
+{
+	if (!g || !out)
+		return -EINVAL;
+	if (i >= g->n_chains)
+		return -ERANGE;
+	*out = g->chains[i];
+	return 0;
+}
+
+int64_t ffm_graph__problem_node(const struct ffm_graph *g, size_t k)
+{
+	if (!g)
+		return -EINVAL;
+	if (k >= g->n_prob)
+		return -ERANGE;
+	return g->prob[k];
+}
+
+/* Start of node i: a call's pieces from its own timestamps, a CWork node ends where the next
+ * node (never CWork: they merge) starts, END at the run's end. */
+static uint64_t node_start(const struct ffm_graph *g, size_t i)
+{
+	uint8_t b = g->bits[i];
+	const struct ffm_event *e;
+
+	if (b & NB_END)
+		return g->run_end;
+	if (nb_type(b) == FFM_NODE_CWORK) {
+		uint64_t next = node_start(g, i + 1);
+		return next > g->dur[i] ? next - g->dur[i] : 0;
+	}
+	e = &g->ev[g->nev[i]];
+	if (nb_type(b) == FFM_NODE_CLAUNCH)
+		return e->start_ns;
+	return sat_add(e->start_ns, e->dur_ns) - g->dur[i]; /* the wait ends the call */
+}
+
+int ffm_graph__node(const struct ffm_graph *g, size_t i, struct ffm_node *out)
+{
+	uint8_t b;
+	uint32_t e;
+
+	if (!g || !out)
+		return -EINVAL;
+	if (i >= g->n_nodes)
+		return -ERANGE;
+	b = g->bits[i];
+	e = g->nev[i];
+	memset(out, 0, sizeof(*out));
+	out->start_ns = node_start(g, i);
+	out->dur_ns = g->dur[i];
+	out->event = e;
+	out->type = (uint8_t)nb_type(b);
+	out->problem = (uint8_t)nb_prob(b);
+	out->sync = !!(b & NB_SYNC);
+	out->end = !!(b & NB_END);
+	if (e != FFM_NO_EVENT) {
+		out->stack_id = g->ev[e].stack_id;
+		out->first_use_ns = g->ev[e].first_use_ns;
+		out->tid = g->ev[e].tid;
+		out->fold_id = g->ev[e].fold_id;
+		out->api_id = g->ev[e].api_id;
+	} else {
+		/* tid of the chain holding i */
+		size_t lo = 0, hi = g->n_chains;
+		while (hi - lo > 1) {
+			size_t mid = (lo + hi) / 2;
+			if (g->chains[mid].first_node <= i)
+				lo = mid;
+			else
+				hi = mid;
+		}
+		out->tid = g->n_chains ? g->chains[lo].tid : 0;
+	}
+	return 0;
+}
+
+/* ---- Figure 5 ------------------------------------------------------------------------------ */
+
+/*
+ * Runs the algorithm over `nodes` (ascending, all problematic), leaving every other node as it
+ * is. The paper writes the new durations into the graph; the only written value a later node
+ * reads is NextSync's grown duration, which is the next sync after the removed node: at most one
+ * pending "carry" exists at a time, so a register replaces the writes (see ffm_model.h).
+ * Walks from distinct unnecessary syncs cover disjoint stretches (each stops at the next sync),
+ * so one call is O(nodes).
+ */
+static uint64_t run_fig5(const struct ffm_graph *g, const uint32_t *nodes, size_t n, uint64_t *out,
+			 uint64_t *max_chain)
+{
+	uint32_t carry_to = NO_NODE, chain_first = 0, chain_end = 0;
+	uint64_t carry = 0, sum = 0, chain_sum = 0, best = 0;
+	size_t c = 0;
+
+	for (size_t k = 0; k < n; k++) {
+		uint32_t i = nodes[k];
+		uint8_t b = g->bits[i];
+		uint64_t dur = g->dur[i], est = 0;
+
+		if (max_chain && i >= chain_end) {
+			/* entering another chain: per-thread subtotal */
+			if (chain_sum > best)
+				best = chain_sum;
+			chain_sum = 0;
+			while (c < g->n_chains &&
+			       g->chains[c].first_node + g->chains[c].n_nodes <= i)
+				c++;
+			chain_first = g->chains[c].first_node;
+			chain_end = chain_first + g->chains[c].n_nodes;
+		}
+		if (carry_to == i) {
+			dur = sat_add(dur, carry);
+			carry_to = NO_NODE;
+		}
+		switch (nb_prob(b)) {
+		case FFM_PROBLEM_UNNECESSARY_SYNC: {
+			uint64_t idle = 0;
+			uint32_t j = i + 1;
+
+			/* Every chain ends with a sync (END), so the walk stops inside the chain. */
+			for (; !(g->bits[j] & NB_SYNC); j++)
+				if (nb_type(g->bits[j]) != FFM_NODE_CWAIT)
+					idle = sat_add(idle, g->dur[j]);
+			est = min_u64(idle, dur);
+			if (dur > est) {
+				carry_to = j;
+				carry = dur - est;
+			}
+			break;
+		}
+		case FFM_PROBLEM_MISPLACED_SYNC:
+			/* Capped at the wait itself; whatever remains of it stays in the sync. */
+			est = min_u64(g->ev[g->nev[i]].first_use_ns, dur);
+			break;
+		case FFM_PROBLEM_DUPLICATE_TRANSFER:
+			est = dur;
+			break;
+		}
+		if (out)
+			out[k] = est;
+		sum = sat_add(sum, est);
+		chain_sum = sat_add(chain_sum, est);
+	}
+	if (chain_sum > best)
+		best = chain_sum;
+	if (max_chain)
+		*max_chain = best;
+	return sum;
+}
+
+int ffm_model__benefit(const struct ffm_graph *g, uint64_t *benefit, struct ffm_totals *tot)
+{
+	uint64_t max_chain = 0, sum;
+
+	if (!g)
+		return -EINVAL;
+	sum = run_fig5(g, g->prob, g->n_prob, benefit, &max_chain);
+	if (tot) {
+		memset(tot, 0, sizeof(*tot));
+		tot->wall_ns = ffm_graph__wall_ns(g);
+		for (size_t i = 0; i < g->n_nodes; i++)
+			if ((g->bits[i] & NB_SYNC) && nb_type(g->bits[i]) == FFM_NODE_CWAIT)
+				tot->wait_ns = sat_add(tot->wait_ns, g->dur[i]);
+		for (size_t k = 0; k < g->n_prob; k++)
+			tot->problem_wait_ns = sat_add(tot->problem_wait_ns, g->dur[g->prob[k]]);
+		tot->sum_ns = sum;
+		tot->max_chain_ns = max_chain;
+		tot->total_ns = min_u64(sum, tot->wall_ns);
+	}
+	return 0;
+}
+
+int ffm_model__estimate(const struct ffm_graph *g, const uint32_t *nodes, size_t n,
+			uint64_t *benefit, uint64_t *total)
+{
+	uint64_t sum;
+
+	if (!g || (!nodes && n))
+		return -EINVAL;
+	for (size_t k = 0; k < n; k++) {
+		if (nodes[k] >= g->n_nodes)
+			return -ERANGE;
+		if (k && nodes[k] <= nodes[k - 1])
+			return -EINVAL;
+		if (nb_prob(g->bits[nodes[k]]) == FFM_PROBLEM_NONE)
+			return -EINVAL;
+	}
+	sum = run_fig5(g, nodes, n, benefit, NULL);
+	if (total)
+		*total = sum;
+	return 0;
+}
+
+/* ---- groupings ----------------------------------------------------------------------------- */
+
+static void group_add(const struct ffm_graph *g, struct ffm_group *gr, uint32_t node)
+{
+	if (!gr->members) {
+		gr->first_node = node;
+		gr->tid = g->ev[g->nev[node]].tid;
+	}
+	gr->last_node = node;
+	gr->members++;
+	gr->wait_ns = sat_add(gr->wait_ns, g->dur[node]);
+	gr->problems |= 1u << nb_prob(g->bits[node]);
+}
+
+/* Point and fold groups: hash the key, bucket the members in timeline order (counting sort),
+ * then run Figure 5 over each bucket. */
+static int group_by_key(const struct ffm_graph *g, bool fold, struct ffm_group **ret, size_t *ret_n)
+{
+	struct u64map map = { 0 };
+	struct ffm_group *gr = NULL;
+	uint32_t *gid = NULL, *off = NULL, *members = NULL;
+	size_t n_gr = 0;
+	int err;
+
+	err = u64map_init(&map, g->n_prob);
+	if (err)
+		return err;
+	gid = malloc(g->n_prob * sizeof(*gid));
+	gr = calloc(g->n_prob, sizeof(*gr));
+	if (!gid || !gr) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (size_t k = 0; k < g->n_prob; k++) {
+		const struct ffm_event *e = &g->ev[g->nev[g->prob[k]]];
+		uint64_t key = fold ? e->fold_id : e->stack_id;
+		bool ins;
+
+		gid[k] = u64map_get_or_put(&map, key, (uint32_t)n_gr, &ins);
+		if (ins)
+			gr[n_gr++].key = key;
+		group_add(g, &gr[gid[k]], g->prob[k]);
+	}
+	off = calloc(n_gr + 1, sizeof(*off));
+	members = malloc(g->n_prob * sizeof(*members));
+	if (!off || !members) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < n_gr; i++)
+		off[i + 1] = off[i] + gr[i].members;
+	for (size_t k = 0; k < g->n_prob; k++)
+		members[off[gid[k]]++] = g->prob[k];
+	for (size_t i = 0, start = 0; i < n_gr; start += gr[i].members, i++)
+		gr[i].benefit_ns = run_fig5(g, members + start, gr[i].members, NULL, NULL);
+
+	if (n_gr < g->n_prob) {
+		struct ffm_group *p = realloc(gr, n_gr * sizeof(*gr));
+		if (p)
+			gr = p;
+	}
+	*ret = gr;
+	*ret_n = n_gr;
+	gr = NULL;
+out:
+	u64map_fini(&map);
+	free(gid);
+	free(off);
+	free(members);
+	free(gr);
+	return err;
+}
+
+/* Sequences: consecutive problematic nodes of one chain with no required sync between them.
+ * Each sequence is a slice of g->prob. */
+static int group_sequences(const struct ffm_graph *g, struct ffm_group **ret, size_t *ret_n)
+{
+	struct ffm_group *gr;
+	size_t n_gr = 0, start = 0;
+
+	gr = calloc(g->n_prob, sizeof(*gr));
+	if (!gr)
+		return -ENOMEM;
+	for (size_t k = 0; k < g->n_prob; k++) {
+		bool split = false;
+
+		if (k) {
+			/* A required sync (problem-free sync node, END included) between the two? */
+			for (uint32_t j = g->prob[k - 1] + 1; j < g->prob[k]; j++) {
+				uint8_t b = g->bits[j];
+				if ((b & NB_SYNC) && nb_prob(b) == FFM_PROBLEM_NONE) {
+					split = true;
+					break;
+				}
+			}
+		}
+		if (k && split) {
+			gr[n_gr].benefit_ns = run_fig5(g, g->prob + start, k - start, NULL, NULL);
+			n_gr++;
+			start = k;
+		}
+		if (!gr[n_gr].members)
+			gr[n_gr].key = n_gr;
+		group_add(g, &gr[n_gr], g->prob[k]);
+	}
+	if (g->n_prob) {
+		gr[n_gr].benefit_ns = run_fig5(g, g->prob + start, g->n_prob - start, NULL, NULL);
+		n_gr++;
+	}
+	if (n_gr < g->n_prob) {
+		struct ffm_group *p = realloc(gr, n_gr * sizeof(*gr));
+		if (p)
+			gr = p;
+	}
+	*ret = gr;
+	*ret_n = n_gr;
+	return 0;
+}
+
+int ffm_model__group(const struct ffm_graph *g, enum ffm_grouping how, struct ffm_group **groups,
+		     size_t *n)
+{
+	if (!g || !groups || !n || (unsigned)how >= FFM_GROUP__MAX)
+		return -EINVAL;
+	*groups = NULL;
+	*n = 0;
+	if (!g->n_prob)
+		return 0;
+	if (how == FFM_GROUP_SEQUENCE)
+		return group_sequences(g, groups, n);
+	return group_by_key(g, how == FFM_GROUP_FOLD, groups, n);
+}
+
+int ffm_model__subsequence(const struct ffm_graph *g, const struct ffm_group *seq, uint32_t from,
+			   uint32_t to, uint64_t *benefit)
+{
+	size_t lo = 0, hi;
+
+	if (!g || !seq || !benefit || from > to)
+		return -EINVAL;
+	if (to >= seq->members)
+		return -ERANGE;
+	/* Find the sequence's first member in g->prob; it must be a slice of it. */
+	hi = g->n_prob;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (g->prob[mid] < seq->first_node)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo >= g->n_prob || g->prob[lo] != seq->first_node ||
+	    lo + seq->members > g->n_prob || g->prob[lo + seq->members - 1] != seq->last_node)
+		return -EINVAL;
+	*benefit = run_fig5(g, g->prob + lo + from, (size_t)to - from + 1, NULL, NULL);
+	return 0;
+}
