@@ -74,20 +74,21 @@ $(foreach d,$(LIBDIRS),$(eval $(call lib_template,$(d))))
 FFM_LIBS := $(O)/libdaemon.a $(O)/libstore.a $(O)/libstages.a $(O)/libsymbols.a
 
 # ---------------------------------------------------------------------------------------------
-# BPF: bpf/X.bpf.c -> $(O)/bpf/X.bpf.o -> $(O)/bpf/X.skel.h
+# BPF: bpf/X.bpf.c -> $(O)/bpf/X.bpfo -> $(O)/bpf/X.skel.h (own suffix: the generic
+# $(O)/%.o rule below must not match BPF objects).
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
-BPF_OBJS := $(patsubst bpf/%.bpf.c,$(O)/bpf/%.bpf.o,$(BPF_SRCS))
+BPF_OBJS := $(patsubst bpf/%.bpf.c,$(O)/bpf/%.bpfo,$(BPF_SRCS))
 BPF_SKELS := $(patsubst bpf/%.bpf.c,$(O)/bpf/%.skel.h,$(BPF_SRCS))
 
-$(O)/bpf/%.tmp.o: bpf/%.bpf.c bpf/ffm.h bpf/vmlinux.h | $(O)/bpf
+$(O)/bpf/%.tmp.bpfo: bpf/%.bpf.c bpf/ffm.h bpf/vmlinux.h | $(O)/bpf
 	$(call msg,BPF,$@)
 	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
 
-$(O)/bpf/%.bpf.o: $(O)/bpf/%.tmp.o
+$(O)/bpf/%.bpfo: $(O)/bpf/%.tmp.bpfo
 	$(call msg,GEN-OBJ,$@)
 	$(Q)$(BPFTOOL) gen object $@ $<
 
-$(O)/bpf/%.skel.h: $(O)/bpf/%.bpf.o
+$(O)/bpf/%.skel.h: $(O)/bpf/%.bpfo
 	$(call msg,GEN-SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< name $(subst -,_,$*)_bpf > $@
 

@@ -106,7 +106,7 @@ int ffm_test_can_bpf(char *why, size_t len);
 
 static inline int ffm_test_main(void)
 {
-	int failed = 0;
+	volatile int failed = 0;
 	const char *only = getenv("FFM_TEST_ONLY");
 
 	printf("1..%d\n", ffm_ntests);

@@ -1,0 +1,210 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The one contract between ffm's BPF programs (bpf/ffm.bpf.c) and user space (daemon/).
+ *
+ * Records travel through one BPF ring buffer. Each starts with struct ffm_rec_hdr; the type
+ * says which record follows. Fields are fixed width, no pointers, no `long`, explicit padding;
+ * user space checks every size with _Static_assert (daemon/collector.c). Changing a record
+ * means changing FFM_ABI_VERSION.
+ *
+ * Call-stack identity ("stack key"): at a probe inside libcuda the BPF side walks the rbp chain
+ * through libcuda (libcuda keeps frame pointers) to the first return address outside libcuda's
+ * text: the call site in the application (or in the CUDA runtime linked into it). The key is a
+ * hash of the libcuda return addresses, that call site, and the words at the "learned slots"
+ * of that call site: stack positions, relative to the call-site slot, where the first full
+ * unwind (user space, CFI) found the return addresses of the application's frames. The first
+ * time a key is seen in a process, a FFM_REC_STACK record carries registers and a copy of the
+ * stack so user space can unwind and symbolize it; later records carry only the key.
+ */
+#ifndef FFM_BPF_ABI_H
+#define FFM_BPF_ABI_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+#define FFM_ABI_VERSION 1
+
+#define FFM_MAX_JOBS 64           /* job slots active at once */
+#define FFM_MAX_PROCS 16384       /* tracked processes */
+#define FFM_MAX_THREADS 65536     /* threads inside a driver call */
+#define FFM_LIB_FRAMES 24         /* libcuda frames walked by rbp */
+#define FFM_LEARNED_SLOTS 16      /* application frames identified by slot reads */
+#define FFM_STACK_BYTES 16384     /* stack bytes copied with a new stack */
+#define FFM_MAX_CGROUP_LEVELS 16  /* cgroup ancestors checked against cgroup rules */
+#define FFM_RINGBUF_BYTES (64u << 20)
+
+enum ffm_rec_type {
+	FFM_REC_WAIT = 1,   /* one wait in the internal wait function */
+	FFM_REC_CALL = 2,   /* one probed driver API call (stage >= 2) */
+	FFM_REC_STACK = 3,  /* first occurrence of a stack key in a process */
+	FFM_REC_EXEC = 4,   /* a tracked process exec'd (or joined a job) */
+	FFM_REC_EXIT = 5,   /* a tracked process exited */
+	FFM_REC_FORK = 6,   /* a tracked process forked a child that inherits the job */
+};
+
+/* The probe classes; the attach cookie carries one (see FFM_COOKIE). */
+enum ffm_api_kind {
+	FFM_KIND_WAIT = 0,     /* the internal wait function */
+	FFM_KIND_SYNC = 1,     /* explicit synchronization (ctx/stream/event sync) */
+	FFM_KIND_MEMCPY = 2,   /* transfers */
+	FFM_KIND_ALLOC = 3,
+	FFM_KIND_FREE = 4,
+	FFM_KIND_MEMSET = 5,
+	FFM_KIND_LAUNCH = 6,
+	FFM_KIND_OTHER = 7,
+};
+
+enum ffm_dir {
+	FFM_DIR_NONE = 0,
+	FFM_DIR_HTOD = 1,
+	FFM_DIR_DTOH = 2,
+	FFM_DIR_DTOD = 3,
+	FFM_DIR_HTOH = 4,
+	FFM_DIR_ANY = 5, /* cuMemcpy / cuMemcpyAsync: direction from the pointers (UVA) */
+};
+
+/*
+ * Attach cookie of an API probe: where the interesting arguments are. An argument index is
+ * 1..6 for the first six integer arguments (rdi, rsi, rdx, rcx, r8, r9), 0 for "none".
+ *   bits  0..15  api id (index in the daemon's API table)
+ *   bits 16..19  enum ffm_api_kind
+ *   bits 20..23  enum ffm_dir
+ *   bits 24..27  argument holding the byte count (for memset: the element count)
+ *   bits 28..31  argument holding the destination pointer
+ *   bits 32..35  argument holding the source pointer
+ *   bits 36..39  argument holding the stream
+ *   bits 40..43  element size in bytes for memset counts (1, 2, 4), 0 = bytes
+ *   bits 44..47  argument holding a pointer to the destination (cuMemAlloc's CUdeviceptr *)
+ */
+#define FFM_COOKIE(api, kind, dir, bytes, dst, src, stream, elsz, outp)                            \
+	((__u64)(api) | (__u64)(kind) << 16 | (__u64)(dir) << 20 | (__u64)(bytes) << 24 |          \
+	 (__u64)(dst) << 28 | (__u64)(src) << 32 | (__u64)(stream) << 36 | (__u64)(elsz) << 40 |   \
+	 (__u64)(outp) << 44)
+#define FFM_COOKIE_API(c) ((__u32)((c)&0xffff))
+#define FFM_COOKIE_KIND(c) ((__u32)(((c) >> 16) & 0xf))
+#define FFM_COOKIE_DIR(c) ((__u32)(((c) >> 20) & 0xf))
+#define FFM_COOKIE_ARG(c, shift) ((__u32)(((c) >> (shift)) & 0xf))
+#define FFM_COOKIE_BYTES_SHIFT 24
+#define FFM_COOKIE_DST_SHIFT 28
+#define FFM_COOKIE_SRC_SHIFT 32
+#define FFM_COOKIE_STREAM_SHIFT 36
+#define FFM_COOKIE_ELSZ_SHIFT 40
+#define FFM_COOKIE_OUTP_SHIFT 44
+
+/* Per job slot: what the job's runs record. */
+enum ffm_job_flags {
+	FFM_JOB_ACTIVE = 1 << 0,
+	FFM_JOB_CALLS = 1 << 1,  /* record API calls (stage >= 2) */
+	FFM_JOB_STACKS = 1 << 2, /* stack keys + first-seen stacks */
+};
+
+struct ffm_job_cfg {
+	__u32 flags; /* enum ffm_job_flags */
+	__u32 stage;
+};
+
+/* Drop counters per job slot (index FFM_MAX_JOBS: records of no job). */
+enum ffm_drop_reason {
+	FFM_DROP_RINGBUF = 0,   /* ring buffer full: a record was lost */
+	FFM_DROP_STACK = 1,     /* new stack could not be sent (ring buffer full) */
+	FFM_DROP_DEPTH = 2,     /* libcuda frames deeper than FFM_LIB_FRAMES: key is partial */
+	FFM_DROP_PROCS = 3,     /* process map full: a process could not be tracked */
+	FFM_DROP_THREADS = 4,   /* thread map full: a call's entry was not recorded */
+	FFM_DROP_UNMATCHED = 5, /* a return without its entry (attached mid-call) */
+	FFM_DROP__MAX = 8,
+};
+
+struct ffm_drops {
+	__u64 n[FFM_DROP__MAX];
+};
+
+/* A tracked process: value of the procs map (key: tgid). */
+struct ffm_proc {
+	__u32 job;       /* job slot */
+	__u32 flags;
+	__u64 lib_start; /* libcuda text range in this process, learned at the first probe */
+	__u64 lib_end;
+};
+
+/* Rules that make a new process part of a job (checked at exec, in BPF). */
+struct ffm_exe_key {
+	__u64 dev;
+	__u64 ino;
+};
+
+/* Learned stack slots of a call site (key: struct ffm_slot_key). */
+struct ffm_slot_key {
+	__u32 tgid;
+	__u32 _pad;
+	__u64 callsite; /* return address into the application */
+};
+
+struct ffm_slots {
+	__u32 n;
+	__s32 off[FFM_LEARNED_SLOTS]; /* byte offset from the call-site slot */
+	__u32 _pad;
+};
+
+struct ffm_rec_hdr {
+	__u16 type; /* enum ffm_rec_type */
+	__u16 flags;
+	__u32 cpu;
+	__u64 ts_ns; /* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
+	__u32 tgid;
+	__u32 tid;
+	__u32 job; /* job slot */
+	__u32 _pad;
+};
+
+/* FFM_REC_WAIT: ts_ns is the end of the wait. */
+struct ffm_rec_wait {
+	struct ffm_rec_hdr hdr;
+	__u64 start_ns;
+	__u64 dur_ns;
+	__u64 stack_key;
+	__u32 api_id; /* the probed call it happened in, or 0xffff outside any */
+	__u32 _pad;
+};
+
+/* FFM_REC_CALL: ts_ns is the return. */
+struct ffm_rec_call {
+	struct ffm_rec_hdr hdr;
+	__u64 start_ns;
+	__u64 dur_ns;
+	__u64 wait_ns; /* time inside the wait function during this call */
+	__u64 stack_key;
+	__u64 bytes;
+	__u64 dst;
+	__u64 src;
+	__u64 stream;
+	__u64 ret; /* CUresult */
+	__u32 api_id;
+	__u32 nwaits;
+};
+
+/* FFM_REC_STACK: a stack key's first occurrence in a process. */
+struct ffm_rec_stack {
+	struct ffm_rec_hdr hdr;
+	__u64 stack_key;
+	__u64 ip, sp, bp;     /* user registers at the probe (a function entry) */
+	__u64 callsite;       /* first return address outside libcuda, 0 if not found */
+	__u64 callsite_slot;  /* its stack address */
+	__u32 nlib;           /* libcuda return addresses in lib[] */
+	__u32 stack_len;      /* bytes of stack[] copied from sp */
+	__u64 lib[FFM_LIB_FRAMES];
+	__u8 stack[FFM_STACK_BYTES];
+};
+
+/* FFM_REC_EXEC / FFM_REC_EXIT / FFM_REC_FORK */
+struct ffm_rec_proc {
+	struct ffm_rec_hdr hdr;
+	__u32 ppid;     /* FORK: parent tgid */
+	__u32 exit_code;
+	__u64 cgroup_id;
+	__u32 uid;
+	__u32 _pad;
+	char comm[16];
+};
+
+#endif /* FFM_BPF_ABI_H */

@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The collector: ffm's BPF programs and maps behind a small API, used by ffmd and by the
+ * embedded collector of `ffmctl profile`. Lifecycle: open (open, configure, load, attach the
+ * process tracepoints) -> attach drivers -> consume records -> free (detach in reverse).
+ *
+ * Uprobes are attached system-wide to each libcuda file (by file offset, so every process that
+ * maps that inode is covered, also one that maps it later); the BPF side returns at once for
+ * processes outside every job. A process joins a job through a rule checked in BPF at exec
+ * (uid, cgroup and its ancestors, executable inode), by pid (ffm_collector__track_pid), or by
+ * being forked from a member: none of these has a window in which a call could be missed.
+ */
+#ifndef FFM_COLLECTOR_H
+#define FFM_COLLECTOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "bpf/ffm.h"
+
+struct ffm_collector;
+struct ffm_attachment;
+
+/* Called for every record, in ring-buffer order; a negative return stops consumption. */
+typedef int (*ffm_record_fn)(void *ctx, const void *rec, size_t size);
+
+struct ffm_collector_opts {
+	size_t sz;
+	ffm_record_fn on_record;
+	void *ctx;
+	/* Wake the consumer when this many bytes are pending (0: default, 1/8 of the buffer). */
+	uint32_t wakeup_bytes;
+};
+
+int ffm_collector__open(const struct ffm_collector_opts *opts, struct ffm_collector **ret);
+struct ffm_collector *ffm_collector__free(struct ffm_collector *c);
+
+/* The ring buffer's epoll fd (readable when records are pending). */
+int ffm_collector__fd(const struct ffm_collector *c);
+/* Consume all pending records; returns how many, or -errno. */
+int ffm_collector__consume(struct ffm_collector *c);
+
+/* One probe point in a driver file. Return probes are attached only to true function entries:
+ * exported symbols and a verified wait function (DESIGN.md: a return probe elsewhere corrupts
+ * the traced process). */
+struct ffm_probe {
+	uint64_t offset; /* file offset */
+	uint64_t cookie; /* FFM_COOKIE(...) */
+	bool wait;       /* the internal wait function (else an API entry point) */
+};
+
+/* Attach @probes (entry + return each) to @path; on error nothing stays attached. */
+int ffm_collector__attach(struct ffm_collector *c, const char *path, const struct ffm_probe *probes,
+			  size_t n, struct ffm_attachment **ret);
+struct ffm_attachment *ffm_attachment__free(struct ffm_attachment *a);
+size_t ffm_attachment__count(const struct ffm_attachment *a);
+
+/* Jobs: slot 0..FFM_MAX_JOBS-1. */
+int ffm_collector__set_job(struct ffm_collector *c, uint32_t slot, const struct ffm_job_cfg *cfg);
+int ffm_collector__track_pid(struct ffm_collector *c, pid_t pid, uint32_t slot);
+int ffm_collector__untrack_pid(struct ffm_collector *c, pid_t pid);
+/* Every tracked pid of @slot into @pids (up to @max); returns the count. */
+int ffm_collector__job_pids(struct ffm_collector *c, uint32_t slot, pid_t *pids, int max);
+
+enum ffm_rule_type { FFM_RULE_UID, FFM_RULE_CGROUP, FFM_RULE_EXE };
+struct ffm_rule {
+	enum ffm_rule_type type;
+	uint64_t id;  /* uid, cgroup id */
+	uint64_t dev; /* EXE: st_dev of the executable (user-space encoding) */
+	uint64_t ino; /* EXE: st_ino */
+};
+int ffm_collector__add_rule(struct ffm_collector *c, const struct ffm_rule *r, uint32_t slot);
+int ffm_collector__del_rule(struct ffm_collector *c, const struct ffm_rule *r);
+
+/* Drops of @slot (FFM_MAX_JOBS: records of no job), summed over CPUs. */
+int ffm_collector__drops(struct ffm_collector *c, uint32_t slot, struct ffm_drops *out);
+int ffm_collector__clear_drops(struct ffm_collector *c, uint32_t slot);
+
+/* Learned slots of a call site (see bpf/ffm.h). */
+int ffm_collector__learn_slots(struct ffm_collector *c, uint32_t tgid, uint64_t callsite,
+			       const int32_t *off, uint32_t n);
+/* Forget per-process state of @tgid (slots, seen stacks) after it exited. */
+void ffm_collector__forget_process(struct ffm_collector *c, uint32_t tgid);
+
+/* Record sizes, for decoding. */
+size_t ffm_rec_size(uint32_t type);
+
+#endif
