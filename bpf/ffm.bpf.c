@@ -42,7 +42,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, FFM_MAX_JOBS + 1);
 	__type(key, __u32);
-	__type(value, struct ffm_drops);
+	__type(value, struct ffm_rec_drops);
 } drops SEC(".maps");
 
 /* Rules that make a newly exec'd process part of a job: value = job slot. */
@@ -110,12 +110,12 @@ struct {
 
 static __always_inline void count_drop(__u32 job, __u32 reason)
 {
-	struct ffm_drops *d;
+	struct ffm_rec_drops *d;
 
 	if (job >= FFM_MAX_JOBS)
 		job = FFM_MAX_JOBS;
 	d = bpf_map_lookup_elem(&drops, &job);
-	if (d && reason < FFM_DROP__MAX)
+	if (d && reason < FFM_REC_DROP__MAX)
 		d->n[reason]++;
 }
 
@@ -281,7 +281,7 @@ static __always_inline void send_stack(struct pt_regs *ctx, const struct walk *w
 		return;
 	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 	if (!r) {
-		count_drop(job, FFM_DROP_STACK);
+		count_drop(job, FFM_REC_DROP_STACK);
 		return;
 	}
 	fill_hdr(&r->hdr, FFM_REC_STACK, id, job, now);
@@ -334,7 +334,7 @@ int BPF_KPROBE(wait_entry)
 	if (!t) {
 		if (bpf_map_update_elem(&threads, &tid, &zero, BPF_NOEXIST) &&
 		    !bpf_map_lookup_elem(&threads, &tid)) {
-			count_drop(p->job, FFM_DROP_THREADS);
+			count_drop(p->job, FFM_REC_DROP_THREADS);
 			return 0;
 		}
 		t = bpf_map_lookup_elem(&threads, &tid);
@@ -364,7 +364,7 @@ int BPF_KRETPROBE(wait_exit)
 	job = p->job;
 	t = bpf_map_lookup_elem(&threads, &tid);
 	if (!t || t->wait_depth == 0) {
-		count_drop(job, FFM_DROP_UNMATCHED);
+		count_drop(job, FFM_REC_DROP_UNMATCHED);
 		return 0;
 	}
 	if (--t->wait_depth)
@@ -385,11 +385,11 @@ int BPF_KRETPROBE(wait_exit)
 	if (jc->flags & FFM_JOB_STACKS) {
 		walk_lib(w, p, PT_REGS_IP(ctx), PT_REGS_FP(ctx));
 		if (w->truncated)
-			count_drop(job, FFM_DROP_DEPTH);
+			count_drop(job, FFM_REC_DROP_DEPTH);
 	}
 	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 	if (!r) {
-		count_drop(job, FFM_DROP_RINGBUF);
+		count_drop(job, FFM_REC_DROP_RINGBUF);
 		return 0;
 	}
 	fill_hdr(&r->hdr, FFM_REC_WAIT, id, job, now);
@@ -453,7 +453,7 @@ int BPF_KPROBE(api_entry)
 		bpf_map_update_elem(&threads, &tid, &zero, BPF_NOEXIST);
 		t = bpf_map_lookup_elem(&threads, &tid);
 		if (!t) {
-			count_drop(job, FFM_DROP_THREADS);
+			count_drop(job, FFM_REC_DROP_THREADS);
 			return 0;
 		}
 	}
@@ -508,7 +508,7 @@ int BPF_KRETPROBE(api_exit)
 
 	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 	if (!r) {
-		count_drop(job, FFM_DROP_RINGBUF);
+		count_drop(job, FFM_REC_DROP_RINGBUF);
 		return 0;
 	}
 	fill_hdr(&r->hdr, FFM_REC_CALL, id, job, now);
@@ -543,7 +543,7 @@ static __always_inline void emit_proc(__u32 type, __u32 tgid, __u32 tid, __u32 j
 	struct ffm_rec_proc *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 
 	if (!r) {
-		count_drop(job, FFM_DROP_RINGBUF);
+		count_drop(job, FFM_REC_DROP_RINGBUF);
 		return;
 	}
 	fill_hdr(&r->hdr, type, (__u64)tgid << 32 | tid, job, bpf_ktime_get_ns());
@@ -614,7 +614,7 @@ int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid, struct linux_binp
 		return 0;
 	np.job = job;
 	if (bpf_map_update_elem(&procs, &tgid, &np, BPF_NOEXIST)) {
-		count_drop(job, FFM_DROP_PROCS);
+		count_drop(job, FFM_REC_DROP_PROCS);
 		return 0;
 	}
 	emit_proc(FFM_REC_EXEC, tgid, (__u32)id, job, 0, 0);
@@ -636,7 +636,7 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 	/* The child shares the parent's mappings until it execs. */
 	np = *p;
 	if (bpf_map_update_elem(&procs, &ctgid, &np, BPF_NOEXIST)) {
-		count_drop(p->job, FFM_DROP_PROCS);
+		count_drop(p->job, FFM_REC_DROP_PROCS);
 		return 0;
 	}
 	emit_proc(FFM_REC_FORK, ctgid, BPF_CORE_READ(child, pid), p->job, ptgid, 0);

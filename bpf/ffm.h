@@ -55,13 +55,13 @@ enum ffm_api_kind {
 	FFM_KIND_OTHER = 7,
 };
 
-enum ffm_dir {
-	FFM_DIR_NONE = 0,
-	FFM_DIR_HTOD = 1,
-	FFM_DIR_DTOH = 2,
-	FFM_DIR_DTOD = 3,
-	FFM_DIR_HTOH = 4,
-	FFM_DIR_ANY = 5, /* cuMemcpy / cuMemcpyAsync: direction from the pointers (UVA) */
+enum ffm_rec_dir {
+	FFM_REC_DIR_NONE = 0,
+	FFM_REC_DIR_HTOD = 1,
+	FFM_REC_DIR_DTOH = 2,
+	FFM_REC_DIR_DTOD = 3,
+	FFM_REC_DIR_HTOH = 4,
+	FFM_REC_DIR_ANY = 5, /* cuMemcpy / cuMemcpyAsync: direction from the pointers (UVA) */
 };
 
 /*
@@ -69,7 +69,7 @@ enum ffm_dir {
  * 1..6 for the first six integer arguments (rdi, rsi, rdx, rcx, r8, r9), 0 for "none".
  *   bits  0..15  api id (index in the daemon's API table)
  *   bits 16..19  enum ffm_api_kind
- *   bits 20..23  enum ffm_dir
+ *   bits 20..23  enum ffm_rec_dir
  *   bits 24..27  argument holding the byte count (for memset: the element count)
  *   bits 28..31  argument holding the destination pointer
  *   bits 32..35  argument holding the source pointer
@@ -105,18 +105,18 @@ struct ffm_job_cfg {
 };
 
 /* Drop counters per job slot (index FFM_MAX_JOBS: records of no job). */
-enum ffm_drop_reason {
-	FFM_DROP_RINGBUF = 0,   /* ring buffer full: a record was lost */
-	FFM_DROP_STACK = 1,     /* new stack could not be sent (ring buffer full) */
-	FFM_DROP_DEPTH = 2,     /* libcuda frames deeper than FFM_LIB_FRAMES: key is partial */
-	FFM_DROP_PROCS = 3,     /* process map full: a process could not be tracked */
-	FFM_DROP_THREADS = 4,   /* thread map full: a call's entry was not recorded */
-	FFM_DROP_UNMATCHED = 5, /* a return without its entry (attached mid-call) */
-	FFM_DROP__MAX = 8,
+enum ffm_rec_drop {
+	FFM_REC_DROP_RINGBUF = 0,   /* ring buffer full: a record was lost */
+	FFM_REC_DROP_STACK = 1,     /* new stack could not be sent (ring buffer full) */
+	FFM_REC_DROP_DEPTH = 2,     /* libcuda frames deeper than FFM_LIB_FRAMES: key is partial */
+	FFM_REC_DROP_PROCS = 3,     /* process map full: a process could not be tracked */
+	FFM_REC_DROP_THREADS = 4,   /* thread map full: a call's entry was not recorded */
+	FFM_REC_DROP_UNMATCHED = 5, /* a return without its entry (attached mid-call) */
+	FFM_REC_DROP__MAX = 8,
 };
 
-struct ffm_drops {
-	__u64 n[FFM_DROP__MAX];
+struct ffm_rec_drops {
+	__u64 n[FFM_REC_DROP__MAX];
 };
 
 /* A tracked process: value of the procs map (key: tgid). */

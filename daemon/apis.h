@@ -23,7 +23,7 @@
 struct ffm_api_desc {
 	const char *name;  /* base name */
 	uint8_t kind;      /* enum ffm_api_kind */
-	uint8_t dir;       /* enum ffm_dir */
+	uint8_t dir;       /* enum ffm_rec_dir */
 	uint8_t bytes_arg; /* 1..6, 0 = none */
 	uint8_t dst_arg;
 	uint8_t src_arg;

@@ -273,9 +273,9 @@ int ffm_collector__del_rule(struct ffm_collector *c, const struct ffm_rule *r)
 	return bpf_map_delete_elem(fd, key) && errno != ENOENT ? -errno : 0;
 }
 
-int ffm_collector__drops(struct ffm_collector *c, uint32_t slot, struct ffm_drops *out)
+int ffm_collector__drops(struct ffm_collector *c, uint32_t slot, struct ffm_rec_drops *out)
 {
-	struct ffm_drops *percpu;
+	struct ffm_rec_drops *percpu;
 	int err = 0;
 
 	memset(out, 0, sizeof(*out));
@@ -288,7 +288,7 @@ int ffm_collector__drops(struct ffm_collector *c, uint32_t slot, struct ffm_drop
 		err = -errno;
 	} else {
 		for (int i = 0; i < c->ncpus; i++)
-			for (int r = 0; r < FFM_DROP__MAX; r++)
+			for (int r = 0; r < FFM_REC_DROP__MAX; r++)
 				out->n[r] += percpu[i].n[r];
 	}
 	free(percpu);
@@ -297,7 +297,7 @@ int ffm_collector__drops(struct ffm_collector *c, uint32_t slot, struct ffm_drop
 
 int ffm_collector__clear_drops(struct ffm_collector *c, uint32_t slot)
 {
-	struct ffm_drops *percpu;
+	struct ffm_rec_drops *percpu;
 	int err = 0;
 
 	if (slot > FFM_MAX_JOBS)

@@ -75,7 +75,7 @@ int ffm_collector__add_rule(struct ffm_collector *c, const struct ffm_rule *r, u
 int ffm_collector__del_rule(struct ffm_collector *c, const struct ffm_rule *r);
 
 /* Drops of @slot (FFM_MAX_JOBS: records of no job), summed over CPUs. */
-int ffm_collector__drops(struct ffm_collector *c, uint32_t slot, struct ffm_drops *out);
+int ffm_collector__drops(struct ffm_collector *c, uint32_t slot, struct ffm_rec_drops *out);
 int ffm_collector__clear_drops(struct ffm_collector *c, uint32_t slot);
 
 /* Learned slots of a call site (see bpf/ffm.h). */

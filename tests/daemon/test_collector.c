@@ -35,10 +35,10 @@ TEST(loads_and_tracks_pids)
 TEST(drops_start_at_zero)
 {
 	struct ffm_collector *c = open_or_skip();
-	struct ffm_drops d;
+	struct ffm_rec_drops d;
 
 	ASSERT_OK(ffm_collector__drops(c, 0, &d));
-	for (int i = 0; i < FFM_DROP__MAX; i++)
+	for (int i = 0; i < FFM_REC_DROP__MAX; i++)
 		ASSERT_EQ(d.n[i], 0);
 	ASSERT_EQ(ffm_collector__drops(c, FFM_MAX_JOBS + 1, &d), -EINVAL);
 	ffm_collector__free(c);
