@@ -90,7 +90,7 @@ $(O)/bpf/%.bpfo: $(O)/bpf/%.tmp.bpfo
 
 $(O)/bpf/%.skel.h: $(O)/bpf/%.bpfo
 	$(call msg,GEN-SKEL,$@)
-	$(Q)$(BPFTOOL) gen skeleton $< name $(subst -,_,$*)_bpf > $@
+	$(Q)$(BPFTOOL) gen skeleton $< name $(subst -,_,$*)_bpf > $@.tmp && mv $@.tmp $@
 
 vmlinux:
 	$(call msg,GEN,bpf/vmlinux.h)

@@ -357,7 +357,7 @@ int BPF_KRETPROBE(wait_exit)
 	struct ffm_job_cfg *jc;
 	struct walk *w;
 	struct thr *t;
-	__u64 dur;
+	__u64 dur, key;
 
 	if (!p)
 		return 0;
@@ -387,6 +387,11 @@ int BPF_KRETPROBE(wait_exit)
 		if (w->truncated)
 			count_drop(job, FFM_REC_DROP_DEPTH);
 	}
+	/* A new stack goes first: records are consumed in reservation order, so user space
+	 * knows every key before the first record that uses it. */
+	key = (jc->flags & FFM_JOB_STACKS) ? stack_key_of(w, id >> 32) : 0;
+	if (key)
+		send_stack(ctx, w, key, id, job, now);
 	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 	if (!r) {
 		count_drop(job, FFM_REC_DROP_RINGBUF);
@@ -395,16 +400,10 @@ int BPF_KRETPROBE(wait_exit)
 	fill_hdr(&r->hdr, FFM_REC_WAIT, id, job, now);
 	r->start_ns = t->wait_start;
 	r->dur_ns = dur;
-	r->stack_key = (jc->flags & FFM_JOB_STACKS) ? stack_key_of(w, id >> 32) : 0;
+	r->stack_key = key;
 	r->api_id = 0xffff;
 	r->_pad = 0;
-	{
-		__u64 key = r->stack_key;
-
-		bpf_ringbuf_submit(r, rb_flags());
-		if (key)
-			send_stack(ctx, w, key, id, job, now);
-	}
+	bpf_ringbuf_submit(r, rb_flags());
 	return 0;
 }
 
@@ -505,6 +504,7 @@ int BPF_KRETPROBE(api_exit)
 	w->callsite = PT_REGS_IP(ctx);
 	w->callsite_slot = PT_REGS_SP(ctx) - 8;
 	key = stack_key_of(w, id >> 32);
+	send_stack(ctx, w, key, id, job, now); /* before the call record, as in wait_exit */
 
 	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 	if (!r) {
@@ -531,7 +531,6 @@ int BPF_KRETPROBE(api_exit)
 		r->dst = v;
 	}
 	bpf_ringbuf_submit(r, rb_flags());
-	send_stack(ctx, w, key, id, job, now);
 	return 0;
 }
 
