@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ffm_plan.h — the FFM stage plan: which stage the next run of a job key gets, and what a stage
+ * probes. Pure functions over plain structs (the store supplies the history, the daemon consumes
+ * the probe set); no I/O, no globals, -errno on bad input.
+ *
+ * Decisions where the paper is silent
+ *   - Order 1 → 2 → 3 → 4: the next run gets the lowest stage without a complete run.
+ *   - A partial or aborted run (job killed, timeout, crash, lost records) does not complete its
+ *     stage: the next run repeats it. After FFM_PLAN_MAX_FAILURES such runs of one stage without a
+ *     complete one, the plan gives the stage up so one stage the job cannot survive (memory
+ *     tracing is the costly one) never blocks the rest:
+ *       stage 1 given up → stage 2 probes the static list of synchronizing entry points instead
+ *                          of the stage-1 list (FFM_PROBE_SYNC_STATIC);
+ *       stage 2 given up → stages 3 and 4 still run (they probe what they need themselves), the
+ *                          analysis then lacks per-call timing;
+ *       stage 3 given up → stage 4 is skipped too (it times the accesses stage 3 found).
+ *   - After stage 4 (all stages complete or given up) the analysis runs from stored data, and
+ *     further runs get stage 1's probe set as *monitoring* (reason FFM_PLAN_MONITOR): it is the
+ *     cheapest set (one probe pair per wait, nothing per launch/copy), keeps the wall time fresh
+ *     and lets the store compare waits per call site with the stored runs. Re-running stage 2 on
+ *     every production run would add ~1 µs to every launch and copy forever. When the store sees
+ *     drift (in->drift), the plan re-traces: stage 2, and out->invalidate tells the store to forget
+ *     stages 2-4 so that 3 and 4 follow with addresses of the new behaviour.
+ *   - An override (--stage N, 1..4) always wins, even when earlier stages have not run (reason
+ *     FFM_PLAN_OVERRIDE; FFM_PROBE_SYNC_STATIC stands in for a missing stage-1 list).
+ */
+#ifndef FFM_PLAN_H
+#define FFM_PLAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum ffm_stage {
+	FFM_STAGE_NONE = 0,
+	FFM_STAGE_BASELINE = 1, /* wait function only: wall time, which public functions sync */
+	FFM_STAGE_DETAIL = 2,   /* per-call timing of syncs, transfers, alloc/free, memset, launch */
+	FFM_STAGE_MEMORY = 3,   /* memory tracing after syncs, hashing of transfers */
+	FFM_STAGE_SYNC_USE = 4, /* time from sync end to the first use of protected data */
+	FFM_STAGE__MAX,
+};
+
+#define FFM_PLAN_MAX_FAILURES 2
+#define FFM_STAGE_BIT(s) (1u << (s))
+
+/* What to probe. The daemon maps each class to symbols (ffm_plan__api_names()) and offsets. */
+#define FFM_PROBE_PROC 0x0001u        /* process start/exit: the run's wall time */
+#define FFM_PROBE_WAIT 0x0002u        /* the internal wait function, entry+return, stack id */
+#define FFM_PROBE_SYNC_FUNCS 0x0004u  /* synchronizing public functions found in stage 1 */
+#define FFM_PROBE_SYNC_STATIC 0x0008u /* FFM_API_SYNC table, when stage 1's list is missing */
+#define FFM_PROBE_TRANSFER 0x0010u    /* every cuMemcpy* entry point */
+#define FFM_PROBE_ALLOC 0x0020u
+#define FFM_PROBE_FREE 0x0040u
+#define FFM_PROBE_MEMSET 0x0080u
+#define FFM_PROBE_LAUNCH 0x0100u
+#define FFM_PROBE_MEMTRACE 0x0200u /* first CPU touch of GPU-written memory after a sync */
+#define FFM_PROBE_HASH 0x0400u     /* hash the bytes of each transfer */
+#define FFM_PROBE_SYNC_USE 0x0800u /* time the first use at stage 3's instructions */
+
+enum ffm_plan_reason {
+	FFM_PLAN_NEXT = 0,  /* the next stage in order */
+	FFM_PLAN_RETRY,     /* the last run of this stage was partial or aborted */
+	FFM_PLAN_OVERRIDE,  /* --stage N */
+	FFM_PLAN_MONITOR,   /* every stage is done: stage-1 probes to watch for drift */
+	FFM_PLAN_DRIFT,     /* behaviour changed: re-trace from stage 2 */
+};
+
+struct ffm_plan_input {
+	uint32_t completed; /* FFM_STAGE_BIT(s) for each stage with a complete run */
+	/* partial/aborted runs of each stage since its last complete run (index = stage) */
+	uint8_t failures[FFM_STAGE__MAX];
+	bool drift;         /* the store saw the job's behaviour change since stages 2-4 ran */
+	int override_stage; /* --stage N: 1..4; 0 = none */
+};
+
+struct ffm_plan {
+	uint32_t stage;      /* enum ffm_stage, 1..4 */
+	uint32_t probes;     /* FFM_PROBE_* */
+	uint32_t reason;     /* enum ffm_plan_reason */
+	uint32_t skipped;    /* FFM_STAGE_BIT(s) of stages given up */
+	uint32_t invalidate; /* FFM_STAGE_BIT(s) whose completion the store must forget */
+	bool analysis_ready; /* stages 1-4 are complete or given up: a full report is possible */
+};
+
+/* -EINVAL for a NULL argument or an override outside 1..4. */
+int ffm_plan__next(const struct ffm_plan_input *in, struct ffm_plan *out);
+
+/* The probe set of a stage run normally (stage-1 list available); 0 for an unknown stage. */
+uint32_t ffm_plan__probes(enum ffm_stage stage);
+
+/* Driver API entry points per class: names only, every variant the headers can produce
+ * (sync/async, _v2, _ptds/_ptsz). Absent symbols are for the symbol lookup to skip. */
+enum ffm_api_class {
+	FFM_API_SYNC = 0, /* explicit synchronizations (the static fallback list) */
+	FFM_API_TRANSFER,
+	FFM_API_ALLOC,
+	FFM_API_FREE,
+	FFM_API_MEMSET,
+	FFM_API_LAUNCH,
+	FFM_API__MAX,
+};
+
+/* The names of a class (NULL and *n = 0 for an unknown class). */
+const char *const *ffm_plan__api_names(enum ffm_api_class cls, size_t *n);
+/* The class of a driver function name, or -ENOENT. */
+int ffm_plan__api_class(const char *name);
+/* The FFM_PROBE_* flag of a class (0 for an unknown class). */
+uint32_t ffm_plan__class_probe(enum ffm_api_class cls);
+
+#endif /* FFM_PLAN_H */
