@@ -1,0 +1,378 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ffm_store: the per-job-key SQLite store.
+ *
+ * One SQLite file per job key, <state>/keys/<escaped key>.db (see ffm_store__key_file_name()),
+ * holding every scheduler job, run, process, stack and event recorded for that key. ffmd writes
+ * it; ffmctl report and stages/ read it, concurrently (WAL: readers never block the writer).
+ * This header has only plain C types; nothing here needs SQLite or BPF.
+ *
+ * Contract
+ * - Library rules: functions return 0 (or a count) on success and -errno on failure, never
+ *   print, never exit. One struct ffm_store is used by one thread at a time.
+ * - Errors (also see ffm_store__strerror()):
+ *     -ENOENT    the file does not exist and opts->create is false; or a queried row is absent
+ *     -EBADMSG   the file is not a usable SQLite database: empty, shorter than its header says
+ *                (truncated), bad magic (not SQLite at all), or SQLite reports CORRUPT/NOTADB
+ *     -EPROTO    a valid SQLite database that is not an ffm store (foreign application_id or
+ *                tables without our application_id)
+ *     -ENOTSUP   an ffm store written by a newer ffm (schema version above FFM_STORE_SCHEMA_VERSION)
+ *     -EBUSY     SQLITE_BUSY/LOCKED after busy_timeout_ms
+ *     -ENOMEM    SQLITE_NOMEM or allocation failure
+ *     -EEXIST    SQLITE_CONSTRAINT (e.g. a duplicate scheduler job id in job__begin is *not* this:
+ *                that one is an upsert); also a key file that holds a different key (hash clash)
+ *     -EROFS     a write on a store opened read_only
+ *     -ENOSPC, -EACCES, ... the OS errno behind SQLITE_IOERR/CANTOPEN/FULL/PERM when known,
+ *     -EIO       everything else from SQLite
+ *   A refused file (-EBADMSG, -EPROTO, -ENOTSUP) is never modified: it is inspected through a
+ *   read-only connection that does not checkpoint.
+ * - Durability: WAL with synchronous=NORMAL. Ingest calls (put_*) write into one open transaction
+ *   that commits every opts.batch_events puts or when it is opts.batch_ms old (checked on each
+ *   put) and on ffm_store__flush(), which the daemon calls on a timer and at shutdown. A SIGKILL
+ *   of the writer loses at most the uncommitted batch and never corrupts the file; a power loss
+ *   may also lose batches committed since the last WAL sync (checkpoint), never consistency.
+ *   job__begin/end and run__begin/end commit at once (they also commit the open batch).
+ * - Files are created 0640 and directories 0750 whatever the umask (root-owned daemon, admin
+ *   group reads); SQLite gives -wal/-shm the mode of the database file.
+ * - Time: *_ns fields are in the clock of the BPF records (CLOCK_MONOTONIC/boot ns); *_unix
+ *   fields are seconds since the epoch.
+ */
+#ifndef FFM_STORE_H
+#define FFM_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define FFM_STORE_SCHEMA_VERSION 2
+#define FFM_STORE_MAX_STAGE 5
+
+struct ffm_store;
+struct ffm_store_cursor;
+
+struct ffm_store_opts {
+	size_t sz;		  /* sizeof(struct ffm_store_opts); 0 is taken as sizeof */
+	bool create;		  /* create the file (and for open_key the directories) if missing */
+	bool read_only;		  /* reader (ffmctl report): no writes, no migration */
+	bool verify;		  /* run PRAGMA quick_check at open: O(file size), -EBADMSG if bad */
+	uint32_t batch_events;	  /* commit after this many puts; 0 = 65536 */
+	uint32_t batch_ms;	  /* ... or when the open batch is this old; 0 = 250 */
+	uint32_t busy_timeout_ms; /* 0 = 5000 */
+	const char *tool_version; /* stored in meta at creation; NULL = "unknown" */
+};
+
+/* Identity of a job key, stored in the key's file at creation. */
+struct ffm_store_key {
+	const char *key;    /* user-supplied name or hash; any bytes but NUL, not empty */
+	uint32_t uid;
+	const char *exe;    /* may be NULL */
+	uint64_t args_hash; /* hash of the arguments (0 = unknown) */
+};
+
+enum ffm_job_state {
+	FFM_JOB_RUNNING = 1,
+	FFM_JOB_DONE = 2,
+	FFM_JOB_FAILED = 3,
+	FFM_JOB_CANCELLED = 4,
+};
+
+struct ffm_store_job {
+	const char *job_id; /* scheduler job id ("12345", "12345_7", "99.pbs01") */
+	uint32_t uid;
+	int32_t state;	    /* enum ffm_job_state */
+	int64_t start_unix, end_unix; /* end 0 = not ended */
+	const char *node;   /* node name, may be NULL */
+};
+
+/* A job as listed by for_each_job: the job row plus a summary of its runs. */
+struct ffm_store_job_info {
+	int64_t id;	    /* row id */
+	const char *job_id;
+	const char *key;
+	uint32_t uid;
+	int32_t state;
+	int64_t start_unix, end_unix;
+	const char *node;
+	uint32_t runs;	    /* number of runs */
+	uint32_t stages_done; /* bit s set when a run of stage s ended (bit 1 = stage 1) */
+};
+
+enum ffm_run_flags {
+	FFM_RUN_PARTIAL = 1u << 0,   /* coverage was partial (e.g. out of watchpoints) */
+	FFM_RUN_DROPPED = 1u << 1,   /* records were dropped (see drops) */
+	FFM_RUN_DIVERGENT = 1u << 2, /* behaviour differs too much from earlier runs of the key */
+	FFM_RUN_ABORTED = 1u << 3,   /* the collector stopped before the job did */
+};
+
+struct ffm_store_run {
+	int64_t id;	    /* out: for_each_run; ignored by run__begin */
+	const char *job_id; /* scheduler job id; in: must name a job of this key */
+	int32_t stage;	    /* 1..FFM_STORE_MAX_STAGE */
+	int64_t driver;	    /* driver row id from put_driver, 0 = unknown */
+	uint64_t start_ns, end_ns; /* end 0 = still running */
+	int64_t start_unix;
+	double wall_s;
+	int32_t exit_status;
+	uint32_t flags;	    /* enum ffm_run_flags */
+};
+
+struct ffm_store_driver {
+	const char *path;     /* libcuda path */
+	const char *build_id; /* hex; the identity of the driver */
+	uint64_t wait_off, wait_size; /* internal wait function: file offset and size */
+};
+
+struct ffm_store_process {
+	int64_t run;
+	uint32_t tgid, ptgid;
+	const char *exe;
+	uint64_t start_ns, end_ns;
+	int32_t exit_code;
+};
+
+/*
+ * One frame of a stack. (build_id, offset) is the frame's identity; a module without a
+ * build-id is identified by "path:<module>" instead. Symbol fields may be NULL (not yet
+ * symbolized); put_frame fills them in later without changing the frame's id.
+ */
+struct ffm_store_frame {
+	int64_t id;	      /* out */
+	const char *build_id; /* hex, or NULL to use the module path */
+	const char *module;   /* module path */
+	uint64_t offset;      /* file offset in the module */
+	const char *func, *demangled, *folded, *file;
+	uint32_t line;
+};
+
+enum ffm_event_kind {
+	FFM_EV_WAIT = 1,     /* internal wait function */
+	FFM_EV_API = 2,	     /* synchronizing or other driver API call */
+	FFM_EV_TRANSFER = 3, /* cuMemcpy* */
+	FFM_EV_ALLOC = 4,
+	FFM_EV_FREE = 5,
+	FFM_EV_MEMSET = 6,
+	FFM_EV_LAUNCH = 7,
+};
+
+enum ffm_dir {
+	FFM_DIR_NONE = 0,
+	FFM_DIR_HTOD = 1,
+	FFM_DIR_DTOH = 2,
+	FFM_DIR_DTOD = 3,
+	FFM_DIR_HTOH = 4,
+	FFM_DIR_PEER = 5,
+};
+
+struct ffm_store_event {
+	int64_t id;	   /* out: row id (iteration, put_event's ret_id) */
+	int64_t run;
+	uint32_t kind;	   /* enum ffm_event_kind */
+	uint32_t api;	   /* api id (see put_api_name), 0 = none */
+	uint32_t tgid, tid;
+	uint64_t start_ns, dur_ns;
+	uint64_t wait_ns;  /* time spent in the wait function inside this call */
+	uint64_t bytes;
+	uint32_t dir;	   /* enum ffm_dir */
+	uint32_t flags;
+	uint64_t stream, src, dst;
+	int64_t stack;	   /* stack id from put_stack, 0 = none */
+};
+
+enum ffm_drop_reason {
+	FFM_DROP_RINGBUF_FULL = 0,
+	FFM_DROP_STACK_TOO_DEEP = 1,
+	FFM_DROP_MAP_FULL = 2,
+	FFM_DROP_OTHER = 3,
+	FFM_DROP__MAX = 4,
+};
+
+struct ffm_store_drops {
+	uint64_t count[FFM_DROP__MAX];
+};
+
+/* Per (run, stack, kind, api) totals, maintained at ingest. */
+struct ffm_store_stack_agg {
+	int64_t stack;
+	uint32_t kind, api;
+	uint64_t count, dur_ns, wait_ns, bytes;
+};
+
+enum ffm_dup_kind {
+	FFM_DUP_NONE = 0,     /* first transfer of this content */
+	FFM_DUP_SAME_DST = 1, /* same content to the same destination again */
+	FFM_DUP_OTHER_DST = 2,/* same content, another destination */
+};
+
+struct ffm_store_xfer_hash {
+	int64_t id; /* out */
+	int64_t run, event, stack;
+	uint64_t hash;	   /* content hash */
+	uint64_t dst;	   /* destination identity (e.g. allocation base + offset) */
+	uint64_t bytes;
+	int64_t first_event, first_stack; /* first transfer seen with this content (0 = this one) */
+	uint32_t dup;	   /* enum ffm_dup_kind */
+};
+
+enum ffm_sync_use_flags {
+	FFM_SYNC_USE_PARTIAL = 1u << 0, /* not every protected range could be watched */
+	FFM_SYNC_USE_NONE = 1u << 1,	/* no protected data touched before the next sync: unnecessary */
+};
+
+struct ffm_store_sync_use {
+	int64_t id; /* out */
+	int64_t run, event, stack;	  /* the synchronization */
+	uint64_t prot_lo, prot_hi;	  /* protected range [lo, hi) */
+	uint64_t use_addr;		  /* first CPU access (0 = none) */
+	int64_t use_stack, use_frame;	  /* its stack and innermost frame (0 = unknown) */
+	int64_t use_delay_ns;		  /* sync end -> first use, -1 = no use */
+	uint32_t flags;			  /* enum ffm_sync_use_flags */
+};
+
+/* Which stages have run for this key: input of the stage plan. */
+struct ffm_store_stage_history {
+	uint32_t runs[FFM_STORE_MAX_STAGE + 1];	    /* ended runs per stage (index = stage) */
+	uint32_t partial[FFM_STORE_MAX_STAGE + 1];  /* ... of them with FFM_RUN_PARTIAL */
+	int64_t last_run[FFM_STORE_MAX_STAGE + 1];  /* latest ended run id per stage, 0 = none */
+	uint32_t open_runs;			    /* runs begun and not ended */
+};
+
+/* ---- opening ---------------------------------------------------------------------------- */
+
+/* Open (or with opts->create, create) the store file at path. opts may be NULL (defaults). */
+int ffm_store__open(const char *path, const struct ffm_store_opts *opts, struct ffm_store **ret);
+
+/*
+ * Open the store of key->key under state_dir (<state_dir>/keys/<name>.db). On creation the key
+ * row is written from *key; on opening an existing file the stored key must equal key->key
+ * (-EEXIST otherwise). For read-only use, only key->key is needed.
+ */
+int ffm_store__open_key(const char *state_dir, const struct ffm_store_key *key,
+			const struct ffm_store_opts *opts, struct ffm_store **ret);
+
+/*
+ * Find the store holding scheduler job id job_id among <state_dir>/keys/ *.db and open it with
+ * opts (create is ignored). When several keys ran under one job id, the one whose job row
+ * started last is opened. Files that are not usable stores are skipped. -ENOENT if none.
+ */
+int ffm_store__find_job(const char *state_dir, const char *job_id,
+			const struct ffm_store_opts *opts, struct ffm_store **ret);
+
+/*
+ * Call cb for each key file under <state_dir>/keys with its path and key (read from the file).
+ * Unusable files are reported with key NULL and err < 0. A nonzero return from cb stops and
+ * is returned. Returns 0, or -errno when the directory cannot be read.
+ */
+typedef int (*ffm_store_key_cb)(const char *path, const char *key, int err, void *ctx);
+int ffm_store__for_each_key(const char *state_dir, ffm_store_key_cb cb, void *ctx);
+
+/*
+ * File name (no directory) of key's store: bytes outside [A-Za-z0-9_.-] and a leading '.' are
+ * %XX-escaped, so the mapping is injective and never leaves the directory; names longer than
+ * 200 bytes keep 160 and end in "~<16 hex of a 64-bit hash>". Returns the length, -EINVAL for
+ * an empty key, -ENAMETOOLONG if len is too small (256 is always enough).
+ */
+int ffm_store__key_file_name(const char *key, char *buf, size_t len);
+
+/* Commit the open batch (if any) and close. NULL-safe; returns NULL. */
+struct ffm_store *ffm_store__free(struct ffm_store *s);
+
+const char *ffm_store__path(const struct ffm_store *s);
+/* The key row. Strings belong to the store; valid until free. -ENOENT if the file has none. */
+int ffm_store__key(struct ffm_store *s, struct ffm_store_key *out);
+/* Integrity check (full = integrity_check, else quick_check): 0 ok, -EBADMSG if damaged. */
+int ffm_store__check(struct ffm_store *s, bool full);
+/* Schema version of the open file (== FFM_STORE_SCHEMA_VERSION after open). */
+int ffm_store__schema_version(struct ffm_store *s);
+/* A message for the store's own errno meanings (falls back to strerror). */
+const char *ffm_store__strerror(int err);
+
+/* ---- writing ---------------------------------------------------------------------------- */
+
+/* Set the key row (first creation does this in open_key). */
+int ffm_store__set_key(struct ffm_store *s, const struct ffm_store_key *key);
+
+/* Insert or update the job with job->job_id; returns its row id in *ret_id (may be NULL). */
+int ffm_store__job_begin(struct ffm_store *s, const struct ffm_store_job *job, int64_t *ret_id);
+int ffm_store__job_end(struct ffm_store *s, const char *job_id, int32_t state, int64_t end_unix);
+
+/* Insert a driver, deduplicated by build_id. */
+int ffm_store__put_driver(struct ffm_store *s, const struct ffm_store_driver *d, int64_t *ret_id);
+
+int ffm_store__run_begin(struct ffm_store *s, const struct ffm_store_run *r, int64_t *ret_run);
+int ffm_store__run_end(struct ffm_store *s, int64_t run, uint64_t end_ns, double wall_s,
+		       int32_t exit_status, uint32_t flags);
+
+/* Name of an api id (insert or replace). */
+int ffm_store__put_api_name(struct ffm_store *s, uint32_t api, const char *name);
+
+/* Batched puts (see Durability). */
+int ffm_store__put_process(struct ffm_store *s, const struct ffm_store_process *p);
+int ffm_store__process_exit(struct ffm_store *s, int64_t run, uint32_t tgid, uint64_t end_ns,
+			    int32_t exit_code);
+int ffm_store__put_thread(struct ffm_store *s, int64_t run, uint32_t tgid, uint32_t tid);
+/* Insert or complete a frame (symbol fields given here replace NULL ones). */
+int ffm_store__put_frame(struct ffm_store *s, const struct ffm_store_frame *f, int64_t *ret_id);
+/*
+ * The id of the stack with this 64-bit hash, inserting it with frames[0..n) (innermost first)
+ * when new. An existing stack keeps its frames. Returns 1 if inserted, 0 if it existed.
+ */
+int ffm_store__put_stack(struct ffm_store *s, uint64_t hash, const struct ffm_store_frame *frames,
+			 size_t n, int64_t *ret_id);
+/* The hot path: no allocation; ret_id may be NULL. */
+int ffm_store__put_event(struct ffm_store *s, const struct ffm_store_event *ev, int64_t *ret_id);
+/* Add count to the run's counter of reason. */
+int ffm_store__add_drops(struct ffm_store *s, int64_t run, enum ffm_drop_reason reason,
+			 uint64_t count);
+int ffm_store__put_xfer_hash(struct ffm_store *s, const struct ffm_store_xfer_hash *h,
+			     int64_t *ret_id);
+int ffm_store__put_sync_use(struct ffm_store *s, const struct ffm_store_sync_use *u,
+			    int64_t *ret_id);
+
+/* Commit the open batch now. 0 if nothing was pending. */
+int ffm_store__flush(struct ffm_store *s);
+
+/* ---- reading -------------------------------------------------------------------------------
+ * Callbacks get structs whose strings are valid only during the call. A nonzero return from a
+ * callback stops the iteration and is returned. Readers see committed batches only.
+ */
+typedef int (*ffm_store_job_cb)(const struct ffm_store_job_info *j, void *ctx);
+typedef int (*ffm_store_run_cb)(const struct ffm_store_run *r, void *ctx);
+typedef int (*ffm_store_event_cb)(const struct ffm_store_event *ev, void *ctx);
+typedef int (*ffm_store_agg_cb)(const struct ffm_store_stack_agg *a, void *ctx);
+typedef int (*ffm_store_frame_cb)(const struct ffm_store_frame *f, uint32_t depth, void *ctx);
+typedef int (*ffm_store_api_cb)(uint32_t api, const char *name, void *ctx);
+typedef int (*ffm_store_xfer_cb)(const struct ffm_store_xfer_hash *h, void *ctx);
+typedef int (*ffm_store_sync_use_cb)(const struct ffm_store_sync_use *u, void *ctx);
+
+/* Jobs in start order. */
+int ffm_store__for_each_job(struct ffm_store *s, ffm_store_job_cb cb, void *ctx);
+/* Runs of the key in id order (stage included). */
+int ffm_store__for_each_run(struct ffm_store *s, ffm_store_run_cb cb, void *ctx);
+int ffm_store__get_run(struct ffm_store *s, int64_t run, struct ffm_store_run *out);
+/* Events of a run in (start_ns, id) order, streamed: memory does not grow with the run. */
+int ffm_store__for_each_event(struct ffm_store *s, int64_t run, ffm_store_event_cb cb, void *ctx);
+/* Per-stack totals of a run, largest total wait first. */
+int ffm_store__for_each_stack_agg(struct ffm_store *s, int64_t run, ffm_store_agg_cb cb,
+				  void *ctx);
+/* Frames of a stack, innermost (depth 0) first. Returns the number of frames, -ENOENT. */
+int ffm_store__for_each_frame(struct ffm_store *s, int64_t stack, ffm_store_frame_cb cb, void *ctx);
+int ffm_store__for_each_api_name(struct ffm_store *s, ffm_store_api_cb cb, void *ctx);
+int ffm_store__get_drops(struct ffm_store *s, int64_t run, struct ffm_store_drops *out);
+int ffm_store__stage_history(struct ffm_store *s, struct ffm_store_stage_history *out);
+int ffm_store__for_each_xfer_hash(struct ffm_store *s, int64_t run, ffm_store_xfer_cb cb,
+				  void *ctx);
+int ffm_store__for_each_sync_use(struct ffm_store *s, int64_t run, ffm_store_sync_use_cb cb,
+				 void *ctx);
+
+/*
+ * Event cursor, for consumers that pull (e.g. merging several runs). It holds a read snapshot
+ * until freed; one cursor per store at a time besides callbacks is fine. from/to_ns bound
+ * start_ns (to_ns 0 = no bound).
+ */
+int ffm_store_cursor__new(struct ffm_store *s, int64_t run, uint64_t from_ns, uint64_t to_ns,
+			  struct ffm_store_cursor **ret);
+/* 1 and *ev filled, 0 at the end, -errno. */
+int ffm_store_cursor__next(struct ffm_store_cursor *c, struct ffm_store_event *ev);
+struct ffm_store_cursor *ffm_store_cursor__free(struct ffm_store_cursor *c);
+
+#endif /* FFM_STORE_H */

@@ -1,0 +1,485 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Reads for the report, the analysis and the stage plan. Iterations prepare their own statement
+ * (so a callback may run other queries on the same store) and step it row by row: memory does
+ * not grow with the number of rows. Strings handed to callbacks point into SQLite's row buffer.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/store_int.h"
+
+struct ffm_store_cursor {
+	struct ffm_store *s;
+	sqlite3_stmt *st;
+};
+
+static int prepare(struct ffm_store *s, const char *sql, sqlite3_stmt **st)
+{
+	int rc = sqlite3_prepare_v2(s->db, sql, -1, st, NULL);
+
+	return rc == SQLITE_OK ? 0 : ffm_store_err(s->db, rc);
+}
+
+/* Step st, calling row(st, ...) per row; finalizes st. Returns 0, cb's nonzero or -errno. */
+static int each_row(struct ffm_store *s, sqlite3_stmt *st, int (*row)(sqlite3_stmt *, void *),
+		    void *arg)
+{
+	int rc, r = 0;
+
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		r = row(st, arg);
+		if (r)
+			break;
+	}
+	if (!r && rc != SQLITE_DONE)
+		r = ffm_store_err(s->db, rc);
+	sqlite3_finalize(st);
+	return r;
+}
+
+static const char *col_text(sqlite3_stmt *st, int i)
+{
+	return (const char *)sqlite3_column_text(st, i);
+}
+
+struct cb_arg {
+	void *cb;
+	void *ctx;
+	struct ffm_store *s;
+};
+
+/* ---- jobs and runs ---------------------------------------------------------------------- */
+
+static int job_row(sqlite3_stmt *st, void *arg)
+{
+	struct cb_arg *a = arg;
+	struct ffm_store_key k = { 0 };
+	struct ffm_store_job_info j = {
+		.id = sqlite3_column_int64(st, 0),
+		.job_id = col_text(st, 1),
+		.uid = (uint32_t)sqlite3_column_int64(st, 2),
+		.state = (int32_t)sqlite3_column_int64(st, 3),
+		.start_unix = sqlite3_column_int64(st, 4),
+		.end_unix = sqlite3_column_int64(st, 5),
+		.node = col_text(st, 6),
+		.runs = (uint32_t)sqlite3_column_int64(st, 7),
+		.stages_done = (uint32_t)sqlite3_column_int64(st, 8),
+	};
+
+	if (ffm_store__key(a->s, &k) == 0)
+		j.key = k.key;
+	return ((ffm_store_job_cb)a->cb)(&j, a->ctx);
+}
+
+int ffm_store__for_each_job(struct ffm_store *s, ffm_store_job_cb cb, void *ctx)
+{
+	struct cb_arg a = { (void *)cb, ctx, s };
+	sqlite3_stmt *st;
+	int err;
+
+	/* stages_done: OR of 1 << stage over ended runs (SQLite has no bit_or aggregate, but
+	 * distinct powers of two add up to the same). */
+	err = prepare(s,
+		      "SELECT j.id, j.job_id, j.uid, j.state, j.start_unix, j.end_unix, j.node,"
+		      " (SELECT count(*) FROM runs r WHERE r.job = j.id),"
+		      " (SELECT coalesce(sum(b), 0) FROM (SELECT DISTINCT 1 << r.stage AS b FROM runs r"
+		      "   WHERE r.job = j.id AND r.end_ns != 0))"
+		      " FROM jobs j ORDER BY j.start_unix, j.id",
+		      &st);
+	return err ? err : each_row(s, st, job_row, &a);
+}
+
+#define RUN_COLS                                                                                   \
+	"r.id, j.job_id, r.stage, r.driver, r.start_ns, r.end_ns, r.start_unix, r.wall_s,"         \
+	" r.exit_status, r.flags FROM runs r JOIN jobs j ON j.id = r.job"
+
+static void run_of_row(sqlite3_stmt *st, struct ffm_store_run *r)
+{
+	*r = (struct ffm_store_run){
+		.id = sqlite3_column_int64(st, 0),
+		.job_id = col_text(st, 1),
+		.stage = (int32_t)sqlite3_column_int64(st, 2),
+		.driver = sqlite3_column_int64(st, 3),
+		.start_ns = (uint64_t)sqlite3_column_int64(st, 4),
+		.end_ns = (uint64_t)sqlite3_column_int64(st, 5),
+		.start_unix = sqlite3_column_int64(st, 6),
+		.wall_s = sqlite3_column_double(st, 7),
+		.exit_status = (int32_t)sqlite3_column_int64(st, 8),
+		.flags = (uint32_t)sqlite3_column_int64(st, 9),
+	};
+}
+
+static int run_row(sqlite3_stmt *st, void *arg)
+{
+	struct cb_arg *a = arg;
+	struct ffm_store_run r;
+
+	run_of_row(st, &r);
+	return ((ffm_store_run_cb)a->cb)(&r, a->ctx);
+}
+
+int ffm_store__for_each_run(struct ffm_store *s, ffm_store_run_cb cb, void *ctx)
+{
+	struct cb_arg a = { (void *)cb, ctx, s };
+	sqlite3_stmt *st;
+	int err;
+
+	err = prepare(s, "SELECT " RUN_COLS " ORDER BY r.id", &st);
+	return err ? err : each_row(s, st, run_row, &a);
+}
+
+/* out->job_id is NULL here: the row buffer does not outlive the call. */
+int ffm_store__get_run(struct ffm_store *s, int64_t run, struct ffm_store_run *out)
+{
+	sqlite3_stmt *st;
+	int rc, err;
+
+	err = prepare(s, "SELECT " RUN_COLS " WHERE r.id = ?1", &st);
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, run);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		run_of_row(st, out);
+		out->job_id = NULL;
+		err = 0;
+	} else {
+		err = rc == SQLITE_DONE ? -ENOENT : ffm_store_err(s->db, rc);
+	}
+	sqlite3_finalize(st);
+	return err;
+}
+
+int ffm_store__stage_history(struct ffm_store *s, struct ffm_store_stage_history *out)
+{
+	sqlite3_stmt *st;
+	int rc, err;
+
+	memset(out, 0, sizeof(*out));
+	err = prepare(s,
+		      "SELECT stage, end_ns != 0, count(*), sum(flags & 1 != 0), max(id)"
+		      " FROM runs GROUP BY stage, end_ns != 0",
+		      &st);
+	if (err)
+		return err;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		int64_t stage = sqlite3_column_int64(st, 0);
+		uint32_t n = (uint32_t)sqlite3_column_int64(st, 2);
+
+		if (stage < 1 || stage > FFM_STORE_MAX_STAGE)
+			continue;
+		if (!sqlite3_column_int64(st, 1)) {
+			out->open_runs += n;
+			continue;
+		}
+		out->runs[stage] = n;
+		out->partial[stage] = (uint32_t)sqlite3_column_int64(st, 3);
+		out->last_run[stage] = sqlite3_column_int64(st, 4);
+	}
+	err = rc == SQLITE_DONE ? 0 : ffm_store_err(s->db, rc);
+	sqlite3_finalize(st);
+	return err;
+}
+
+/* ---- events ----------------------------------------------------------------------------- */
+
+static void event_of_row(sqlite3_stmt *st, struct ffm_store_event *ev)
+{
+	uint64_t info = (uint64_t)sqlite3_column_int64(st, 5);
+	uint64_t pid = (uint64_t)sqlite3_column_int64(st, 6);
+
+	*ev = (struct ffm_store_event){
+		.run = sqlite3_column_int64(st, 0),
+		.start_ns = (uint64_t)sqlite3_column_int64(st, 1),
+		.id = sqlite3_column_int64(st, 2),
+		.dur_ns = (uint64_t)sqlite3_column_int64(st, 3),
+		.wait_ns = (uint64_t)sqlite3_column_int64(st, 4),
+		.kind = (uint32_t)(info & 255),
+		.dir = (uint32_t)(info >> 8 & 255),
+		.api = (uint32_t)(info >> 16),
+		.tgid = (uint32_t)(pid >> 32),
+		.tid = (uint32_t)pid,
+		.bytes = (uint64_t)sqlite3_column_int64(st, 7),
+		.stream = (uint64_t)sqlite3_column_int64(st, 8),
+		.src = (uint64_t)sqlite3_column_int64(st, 9),
+		.dst = (uint64_t)sqlite3_column_int64(st, 10),
+		.stack = sqlite3_column_int64(st, 11),
+		.flags = (uint32_t)sqlite3_column_int64(st, 12),
+	};
+}
+
+/* start_ns is stored as signed: times from a boot clock stay far below 2^63. The primary key
+ * (run, start_ns, id) gives the order without a sort. */
+static const char event_sql[] =
+	"SELECT run, start_ns, id, dur_ns, wait_ns, info, pid, bytes, stream, src, dst, stack,"
+	" flags FROM events WHERE run = ?1 AND start_ns >= ?2 AND start_ns <= ?3"
+	" ORDER BY start_ns, id";
+
+int ffm_store_cursor__new(struct ffm_store *s, int64_t run, uint64_t from_ns, uint64_t to_ns,
+			  struct ffm_store_cursor **ret)
+{
+	struct ffm_store_cursor *c;
+	int err;
+
+	if (s->in_txn) {
+		err = ffm_store_drain(s);
+		if (err)
+			return err;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->s = s;
+	err = prepare(s, event_sql, &c->st);
+	if (err) {
+		free(c);
+		return err;
+	}
+	sqlite3_bind_int64(c->st, 1, run);
+	sqlite3_bind_int64(c->st, 2, i64(from_ns));
+	sqlite3_bind_int64(c->st, 3, to_ns ? i64(to_ns) : INT64_MAX);
+	*ret = c;
+	return 0;
+}
+
+int ffm_store_cursor__next(struct ffm_store_cursor *c, struct ffm_store_event *ev)
+{
+	int rc;
+
+	if (!c->st)
+		return 0;
+	rc = sqlite3_step(c->st);
+	if (rc == SQLITE_ROW) {
+		event_of_row(c->st, ev);
+		return 1;
+	}
+	/* end or error: release the read snapshot at once */
+	sqlite3_finalize(c->st);
+	c->st = NULL;
+	return rc == SQLITE_DONE ? 0 : ffm_store_err(c->s->db, rc);
+}
+
+struct ffm_store_cursor *ffm_store_cursor__free(struct ffm_store_cursor *c)
+{
+	if (!c)
+		return NULL;
+	sqlite3_finalize(c->st);
+	free(c);
+	return NULL;
+}
+
+int ffm_store__for_each_event(struct ffm_store *s, int64_t run, ffm_store_event_cb cb, void *ctx)
+{
+	struct ffm_store_cursor *c;
+	struct ffm_store_event ev;
+	int r;
+
+	r = ffm_store_cursor__new(s, run, 0, 0, &c);
+	if (r)
+		return r;
+	while ((r = ffm_store_cursor__next(c, &ev)) == 1) {
+		r = cb(&ev, ctx);
+		if (r)
+			break;
+	}
+	ffm_store_cursor__free(c);
+	return r;
+}
+
+static int agg_row(sqlite3_stmt *st, void *arg)
+{
+	struct cb_arg *a = arg;
+	struct ffm_store_stack_agg g = {
+		.stack = sqlite3_column_int64(st, 0),
+		.kind = (uint32_t)sqlite3_column_int64(st, 1),
+		.api = (uint32_t)sqlite3_column_int64(st, 2),
+		.count = (uint64_t)sqlite3_column_int64(st, 3),
+		.dur_ns = (uint64_t)sqlite3_column_int64(st, 4),
+		.wait_ns = (uint64_t)sqlite3_column_int64(st, 5),
+		.bytes = (uint64_t)sqlite3_column_int64(st, 6),
+	};
+
+	return ((ffm_store_agg_cb)a->cb)(&g, a->ctx);
+}
+
+int ffm_store__for_each_stack_agg(struct ffm_store *s, int64_t run, ffm_store_agg_cb cb,
+				  void *ctx)
+{
+	struct cb_arg a = { (void *)cb, ctx, s };
+	sqlite3_stmt *st;
+	int err;
+
+	err = prepare(s,
+		      "SELECT stack, kind, api, count, dur_ns, wait_ns, bytes FROM stack_stats"
+		      " WHERE run = ?1 ORDER BY wait_ns DESC, dur_ns DESC, stack, kind, api",
+		      &st);
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, run);
+	return each_row(s, st, agg_row, &a);
+}
+
+/* ---- stacks, names, drops --------------------------------------------------------------- */
+
+static int frame_row(sqlite3_stmt *st, void *arg)
+{
+	struct cb_arg *a = arg;
+	const char *bid = col_text(st, 2);
+	struct ffm_store_frame f = {
+		.id = sqlite3_column_int64(st, 1),
+		.build_id = bid && strncmp(bid, "path:", 5) ? bid : NULL,
+		.offset = (uint64_t)sqlite3_column_int64(st, 3),
+		.module = col_text(st, 4),
+		.func = col_text(st, 5),
+		.demangled = col_text(st, 6),
+		.folded = col_text(st, 7),
+		.file = col_text(st, 8),
+		.line = (uint32_t)sqlite3_column_int64(st, 9),
+	};
+
+	return ((ffm_store_frame_cb)a->cb)(&f, (uint32_t)sqlite3_column_int64(st, 0), a->ctx);
+}
+
+int ffm_store__for_each_frame(struct ffm_store *s, int64_t stack, ffm_store_frame_cb cb, void *ctx)
+{
+	struct cb_arg a = { (void *)cb, ctx, s };
+	sqlite3_stmt *st;
+	int64_t n = -1;
+	int rc, err;
+
+	err = prepare(s, "SELECT nframes FROM stacks WHERE id = ?1", &st);
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, stack);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		n = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_ROW)
+		return rc == SQLITE_DONE ? -ENOENT : ffm_store_err(s->db, rc);
+	err = prepare(s,
+		      "SELECT sf.depth, f.id, f.build_id, f.offset, f.module, f.func, f.demangled,"
+		      " f.folded, f.file, f.line FROM stack_frames sf JOIN frames f ON f.id = sf.frame"
+		      " WHERE sf.stack = ?1 ORDER BY sf.depth",
+		      &st);
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, stack);
+	err = each_row(s, st, frame_row, &a);
+	return err ? err : (int)n;
+}
+
+static int api_row(sqlite3_stmt *st, void *arg)
+{
+	struct cb_arg *a = arg;
+
+	return ((ffm_store_api_cb)a->cb)((uint32_t)sqlite3_column_int64(st, 0), col_text(st, 1),
+					 a->ctx);
+}
+
+int ffm_store__for_each_api_name(struct ffm_store *s, ffm_store_api_cb cb, void *ctx)
+{
+	struct cb_arg a = { (void *)cb, ctx, s };
+	sqlite3_stmt *st;
+	int err;
+
+	err = prepare(s, "SELECT id, name FROM api_names ORDER BY id", &st);
+	return err ? err : each_row(s, st, api_row, &a);
+}
+
+int ffm_store__get_drops(struct ffm_store *s, int64_t run, struct ffm_store_drops *out)
+{
+	sqlite3_stmt *st;
+	int rc, err;
+
+	memset(out, 0, sizeof(*out));
+	err = prepare(s, "SELECT reason, count FROM drops WHERE run = ?1", &st);
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, run);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		int64_t r = sqlite3_column_int64(st, 0);
+		if (r >= 0 && r < FFM_DROP__MAX)
+			out->count[r] += (uint64_t)sqlite3_column_int64(st, 1);
+	}
+	err = rc == SQLITE_DONE ? 0 : ffm_store_err(s->db, rc);
+	sqlite3_finalize(st);
+	return err;
+}
+
+/* ---- stage 3 and 4 results -------------------------------------------------------------- */
+
+static int xfer_row(sqlite3_stmt *st, void *arg)
+{
+	struct cb_arg *a = arg;
+	struct ffm_store_xfer_hash h = {
+		.id = sqlite3_column_int64(st, 0),
+		.run = sqlite3_column_int64(st, 1),
+		.event = sqlite3_column_int64(st, 2),
+		.stack = sqlite3_column_int64(st, 3),
+		.hash = (uint64_t)sqlite3_column_int64(st, 4),
+		.dst = (uint64_t)sqlite3_column_int64(st, 5),
+		.bytes = (uint64_t)sqlite3_column_int64(st, 6),
+		.first_event = sqlite3_column_int64(st, 7),
+		.first_stack = sqlite3_column_int64(st, 8),
+		.dup = (uint32_t)sqlite3_column_int64(st, 9),
+	};
+
+	return ((ffm_store_xfer_cb)a->cb)(&h, a->ctx);
+}
+
+int ffm_store__for_each_xfer_hash(struct ffm_store *s, int64_t run, ffm_store_xfer_cb cb,
+				  void *ctx)
+{
+	struct cb_arg a = { (void *)cb, ctx, s };
+	sqlite3_stmt *st;
+	int err;
+
+	err = prepare(s,
+		      "SELECT id, run, event, stack, hash, dst, bytes, first_event, first_stack, dup"
+		      " FROM xfer_hashes WHERE run = ?1 ORDER BY id",
+		      &st);
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, run);
+	return each_row(s, st, xfer_row, &a);
+}
+
+static int sync_use_row(sqlite3_stmt *st, void *arg)
+{
+	struct cb_arg *a = arg;
+	struct ffm_store_sync_use u = {
+		.id = sqlite3_column_int64(st, 0),
+		.run = sqlite3_column_int64(st, 1),
+		.event = sqlite3_column_int64(st, 2),
+		.stack = sqlite3_column_int64(st, 3),
+		.prot_lo = (uint64_t)sqlite3_column_int64(st, 4),
+		.prot_hi = (uint64_t)sqlite3_column_int64(st, 5),
+		.use_addr = (uint64_t)sqlite3_column_int64(st, 6),
+		.use_stack = sqlite3_column_int64(st, 7),
+		.use_frame = sqlite3_column_int64(st, 8),
+		.use_delay_ns = sqlite3_column_int64(st, 9),
+		.flags = (uint32_t)sqlite3_column_int64(st, 10),
+	};
+
+	return ((ffm_store_sync_use_cb)a->cb)(&u, a->ctx);
+}
+
+int ffm_store__for_each_sync_use(struct ffm_store *s, int64_t run, ffm_store_sync_use_cb cb,
+				 void *ctx)
+{
+	struct cb_arg a = { (void *)cb, ctx, s };
+	sqlite3_stmt *st;
+	int err;
+
+	err = prepare(s,
+		      "SELECT id, run, event, stack, prot_lo, prot_hi, use_addr, use_stack,"
+		      " use_frame, use_delay_ns, flags FROM sync_uses WHERE run = ?1 ORDER BY id",
+		      &st);
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, run);
+	return each_row(s, st, sync_use_row, &a);
+}

@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: MIT */
+/* Internals of store/: shared by store.c (open, migrate, ingest) and query.c (reads). */
+#ifndef FFM_STORE_INT_H
+#define FFM_STORE_INT_H
+
+#include <sqlite3.h>
+
+#include "store/ffm_store.h"
+
+#define FFM_STORE_APP_ID 1179012435 /* 'FFMS' */
+
+extern const char *const ffm_store_migrations[FFM_STORE_SCHEMA_VERSION];
+
+/* Cached statements (prepared on first use, SQLITE_PREPARE_PERSISTENT). */
+enum st {
+	ST_EVENT,
+	ST_EVENT_CHUNK,
+	ST_SEQ_GET,
+	ST_SEQ_SET,
+	ST_AGG_UPSERT,
+	ST_THREAD,
+	ST_PROCESS,
+	ST_PROCESS_EXIT,
+	ST_FRAME_UPSERT,
+	ST_STACK_FIND,
+	ST_STACK_INSERT,
+	ST_STACK_FRAME,
+	ST_DROPS,
+	ST_XFER,
+	ST_SYNC_USE,
+	ST__MAX,
+};
+
+/* One entry of the per-batch stack totals (open addressing, key (run, stack, kind, api)). */
+struct agg_ent {
+	int64_t run, stack;
+	uint32_t kind, api;
+	uint64_t count, dur_ns, wait_ns, bytes;
+	bool used;
+};
+
+/* Events are inserted EV_CHUNK rows per statement: per-statement overhead dominates otherwise. */
+#define EV_CHUNK 64
+#define EV_COLS 13
+
+#define AGG_CAP 8192 /* power of two; spilled into stack_stats at 3/4 full and on commit */
+
+struct ffm_store {
+	sqlite3 *db;
+	char *path;
+	struct ffm_store_opts opts;
+	int version;
+	bool in_txn;
+	uint32_t pending;
+	uint64_t batch_start_ms;
+	sqlite3_stmt *st[ST__MAX];
+	int64_t next_event; /* next event id, valid while in_txn */
+	int64_t seq_event;  /* seq('events') as read at batch begin */
+	uint32_t evn;	    /* events buffered in ev[] (part of the open batch) */
+	struct ffm_store_event ev[EV_CHUNK];
+	struct agg_ent *agg;
+	uint32_t agg_n;
+	/* key row, loaded on demand */
+	char *key, *exe;
+	uint32_t uid;
+	uint64_t args_hash;
+};
+
+int ffm_store_err(sqlite3 *db, int rc);
+int ffm_store_stmt(struct ffm_store *s, enum st which, sqlite3_stmt **ret);
+int ffm_store_exec(struct ffm_store *s, const char *sql);
+/* Write buffered events into the open transaction (so this connection's reads see them). */
+int ffm_store_drain(struct ffm_store *s);
+
+static inline sqlite3_int64 i64(uint64_t v)
+{
+	return (sqlite3_int64)v;
+}
+
+#endif
