@@ -1,0 +1,854 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Tests of store/: creation and reopening, migration of a v1 file, refusal of files that are
+ * not (usable) ffm stores without changing them, batched ingest and queries, event order,
+ * per-stack totals, SIGKILL durability, key file names and job lookup across key files.
+ *
+ * SQLite is used directly only to hand-make the odd files (an older schema, a newer one, a
+ * foreign database): that is the store's own test, the one place besides store/ allowed to.
+ */
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "store/ffm_store.h"
+#include "tests/testutil.h"
+
+static char tmp_dirs[32][64];
+static int tmp_n;
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	remove(path);
+	return 0;
+}
+
+static void rm_tmp_dirs(void)
+{
+	for (int i = 0; i < tmp_n && i < 32; i++)
+		nftw(tmp_dirs[i], rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* A fresh temporary directory, removed with everything in it when the test program exits. */
+static char *mktmp(void)
+{
+	char *d;
+
+	if (tmp_n >= 32)
+		FAIL("too many temporary directories");
+	if (!tmp_n)
+		atexit(rm_tmp_dirs);
+	d = tmp_dirs[tmp_n++];
+	snprintf(d, 64, "/tmp/ffm-store-test-XXXXXX");
+	if (!mkdtemp(d))
+		FAIL("mkdtemp: %s", strerror(errno));
+	return d;
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf;
+	long n;
+
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	buf = malloc(n ? n : 1);
+	if (buf && fread(buf, 1, n, f) != (size_t)n) {
+		free(buf);
+		buf = NULL;
+	}
+	fclose(f);
+	*len = (size_t)n;
+	return buf;
+}
+
+static void sql(const char *path, const char *q)
+{
+	sqlite3 *db;
+	char *msg = NULL;
+
+	ASSERT_EQ(sqlite3_open(path, &db), SQLITE_OK);
+	if (sqlite3_exec(db, q, NULL, NULL, &msg) != SQLITE_OK)
+		FAIL("sql %s: %s", q, msg);
+	sqlite3_close(db);
+}
+
+static const struct ffm_store_opts wopts = { .sz = sizeof(wopts), .create = true };
+static const struct ffm_store_opts ropts = { .sz = sizeof(ropts), .read_only = true };
+
+/* A store at <dir>/s.db with one job "1" and one run of stage 1; returns the run id. */
+static int64_t new_store(const char *path, struct ffm_store **s)
+{
+	struct ffm_store_job j = { .job_id = "1", .uid = 7, .start_unix = 100, .node = "n1" };
+	struct ffm_store_run r = { .job_id = "1", .stage = 1, .start_ns = 1000 };
+	int64_t run = 0;
+
+	ASSERT_OK(ffm_store__open(path, &wopts, s));
+	ASSERT_OK(ffm_store__job_begin(*s, &j, NULL));
+	ASSERT_OK(ffm_store__run_begin(*s, &r, &run));
+	ASSERT(run > 0);
+	return run;
+}
+
+static int count_cb(const struct ffm_store_event *ev, void *ctx)
+{
+	(*(long *)ctx)++;
+	return 0;
+}
+
+static long count_events(struct ffm_store *s, int64_t run)
+{
+	long n = 0;
+
+	ASSERT_OK(ffm_store__for_each_event(s, run, count_cb, &n));
+	return n;
+}
+
+static void put_events(struct ffm_store *s, int64_t run, int n, uint64_t t0)
+{
+	for (int i = 0; i < n; i++) {
+		struct ffm_store_event ev = { .run = run, .kind = FFM_EV_WAIT, .tgid = 1, .tid = 1,
+					      .start_ns = t0 + (uint64_t)i, .dur_ns = 1 };
+		ASSERT_OK(ffm_store__put_event(s, &ev, NULL));
+	}
+}
+
+TEST(create_and_reopen)
+{
+	char *d = mktmp(), path[256];
+	struct ffm_store_key k = { .key = "job-a", .uid = 1000, .exe = "/bin/app", .args_hash = 42 }, got;
+	struct ffm_store *s = NULL;
+	struct stat st;
+
+	ASSERT_EQ(ffm_store__open_key(d, &k, &ropts, &s), -ENOENT); /* read-only never creates */
+	umask(077);
+	ASSERT_OK(ffm_store__open_key(d, &k, &wopts, &s));
+	umask(022);
+	ASSERT_EQ(ffm_store__schema_version(s), FFM_STORE_SCHEMA_VERSION);
+	ASSERT_OK(ffm_store__key(s, &got));
+	ASSERT_STREQ(got.key, "job-a");
+	ASSERT_STREQ(got.exe, "/bin/app");
+	ASSERT_EQ(got.uid, 1000);
+	ASSERT_EQ(got.args_hash, 42);
+	ASSERT_OK(ffm_store__check(s, true));
+	s = ffm_store__free(s);
+	ASSERT(s == NULL);
+	ffm_store__free(NULL);
+
+	snprintf(path, sizeof(path), "%s/keys/job-a.db", d);
+	ASSERT_OK(stat(path, &st));
+	ASSERT_EQ(st.st_mode & 07777, 0640);
+	snprintf(path, sizeof(path), "%s/keys", d);
+	ASSERT_OK(stat(path, &st));
+	ASSERT_EQ(st.st_mode & 07777, 0750);
+
+	/* reopen, read-only and read-write; no temporary files left behind */
+	ASSERT_OK(ffm_store__open_key(d, &k, &ropts, &s));
+	ASSERT_OK(ffm_store__key(s, &got));
+	ASSERT_STREQ(got.key, "job-a");
+	s = ffm_store__free(s);
+	ASSERT_OK(ffm_store__open_key(d, &k, &wopts, &s));
+	ASSERT_EQ(ffm_store__set_key(s, &(struct ffm_store_key){ .key = "" }), -EINVAL);
+	s = ffm_store__free(s);
+	ASSERT_EQ(ffm_store__open(path, &ropts, &s), -EBADMSG); /* a directory */
+}
+
+/* A v1 file: the current schema minus what v2 added, user_version 1, with data in it. */
+TEST(migrate_from_v1)
+{
+	char *d = mktmp(), path[256];
+	struct ffm_store *s = NULL;
+	struct ffm_store_xfer_hash h = { .hash = 5, .bytes = 64 };
+	int64_t run, id = 0;
+
+	snprintf(path, sizeof(path), "%s/old.db", d);
+	run = new_store(path, &s);
+	put_events(s, run, 100, 5000);
+	ASSERT_OK(ffm_store__flush(s));
+	s = ffm_store__free(s);
+	sql(path, "BEGIN; DROP TABLE xfer_hashes; DROP TABLE sync_uses;"
+		  "UPDATE meta SET value = '1' WHERE name = 'schema_version';"
+		  "PRAGMA user_version = 1; COMMIT;");
+
+	/* a reader does not migrate: it sees v1 and the v2 tables are absent */
+	ASSERT_OK(ffm_store__open(path, &ropts, &s));
+	ASSERT_EQ(ffm_store__schema_version(s), 1);
+	ASSERT_EQ(count_events(s, run), 100);
+	s = ffm_store__free(s);
+
+	ASSERT_OK(ffm_store__open(path, &wopts, &s));
+	ASSERT_EQ(ffm_store__schema_version(s), FFM_STORE_SCHEMA_VERSION);
+	ASSERT_EQ(count_events(s, run), 100);
+	h.run = run;
+	ASSERT_OK(ffm_store__put_xfer_hash(s, &h, &id));
+	ASSERT(id > 0);
+	ASSERT_OK(ffm_store__check(s, true));
+	s = ffm_store__free(s);
+	ASSERT_OK(ffm_store__open(path, &ropts, &s));
+	ASSERT_EQ(ffm_store__schema_version(s), FFM_STORE_SCHEMA_VERSION);
+	s = ffm_store__free(s);
+}
+
+/* open(path) must fail with want and leave the file byte-for-byte as it was. */
+static void assert_refused(const char *path, int want)
+{
+	struct ffm_store *s = NULL;
+	size_t n0, n1;
+	char *b0 = slurp(path, &n0), *b1;
+
+	ASSERT(b0);
+	ASSERT_EQ(ffm_store__open(path, &wopts, &s), want);
+	ASSERT(s == NULL);
+	ASSERT_EQ(ffm_store__open(path, &ropts, &s), want);
+	b1 = slurp(path, &n1);
+	ASSERT(b1);
+	ASSERT_EQ(n0, n1);
+	ASSERT(memcmp(b0, b1, n0) == 0);
+	free(b0);
+	free(b1);
+}
+
+TEST(refuse_newer_version)
+{
+	char *d = mktmp(), path[256];
+	struct ffm_store *s = NULL;
+
+	snprintf(path, sizeof(path), "%s/new.db", d);
+	new_store(path, &s);
+	s = ffm_store__free(s);
+	sql(path, "PRAGMA user_version = 99");
+	assert_refused(path, -ENOTSUP);
+}
+
+TEST(refuse_foreign_sqlite)
+{
+	char *d = mktmp(), path[256];
+
+	snprintf(path, sizeof(path), "%s/foreign.db", d);
+	sql(path, "CREATE TABLE t(a, b); INSERT INTO t VALUES(1, 2);");
+	assert_refused(path, -EPROTO);
+	/* a different application's id */
+	snprintf(path, sizeof(path), "%s/other.db", d);
+	sql(path, "PRAGMA application_id = 1234; CREATE TABLE events(x);");
+	assert_refused(path, -EPROTO);
+}
+
+TEST(refuse_not_sqlite_empty_truncated)
+{
+	char *d = mktmp(), path[256], big[256];
+	struct ffm_store *s = NULL;
+	struct stat st;
+	int64_t run;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/text.db", d);
+	f = fopen(path, "w");
+	ASSERT(f);
+	for (int i = 0; i < 200; i++)
+		fputs("this is not a database at all\n", f);
+	fclose(f);
+	assert_refused(path, -EBADMSG);
+
+	snprintf(path, sizeof(path), "%s/empty.db", d);
+	f = fopen(path, "w");
+	fclose(f);
+	assert_refused(path, -EBADMSG);
+
+	snprintf(path, sizeof(path), "%s/short.db", d);
+	f = fopen(path, "w");
+	fputs("SQLite format 3", f);
+	fputc(0, f);
+	fclose(f);
+	assert_refused(path, -EBADMSG);
+
+	/* a real store cut short: at a page boundary, and mid-page */
+	snprintf(big, sizeof(big), "%s/big.db", d);
+	run = new_store(big, &s);
+	put_events(s, run, 20000, 1);
+	s = ffm_store__free(s);
+	ASSERT_OK(stat(big, &st));
+	ASSERT(st.st_size > 4 * 16384);
+	snprintf(path, sizeof(path), "%s/big.db", d);
+	ASSERT_OK(truncate(path, st.st_size / 2 / 16384 * 16384));
+	assert_refused(path, -EBADMSG);
+	ASSERT_OK(truncate(path, 16384 + 100));
+	assert_refused(path, -EBADMSG);
+}
+
+struct rt {
+	int events;
+	uint64_t last_start;
+	int64_t last_id;
+	bool sorted;
+	int frames;
+	int aggs;
+	uint64_t agg_count, agg_wait;
+	const char *api1;
+};
+
+static int rt_event(const struct ffm_store_event *ev, void *ctx)
+{
+	struct rt *r = ctx;
+
+	if (r->events && (ev->start_ns < r->last_start ||
+			  (ev->start_ns == r->last_start && ev->id < r->last_id)))
+		r->sorted = false;
+	r->last_start = ev->start_ns;
+	r->last_id = ev->id;
+	r->events++;
+	return 0;
+}
+
+static int rt_frame(const struct ffm_store_frame *f, uint32_t depth, void *ctx)
+{
+	struct rt *r = ctx;
+
+	if (depth == 0) {
+		ASSERT_STREQ(f->build_id, "b1");
+		ASSERT_STREQ(f->func, "cuStreamSynchronize");
+		ASSERT_EQ(f->offset, 0x10);
+	} else {
+		ASSERT(f->build_id == NULL); /* identified by module path */
+		ASSERT_STREQ(f->module, "/bin/app");
+		ASSERT_STREQ(f->file, "app.cu"); /* filled in by a later put_frame */
+		ASSERT_EQ(f->line, 42);
+	}
+	r->frames++;
+	return 0;
+}
+
+static int rt_agg(const struct ffm_store_stack_agg *a, void *ctx)
+{
+	struct rt *r = ctx;
+
+	r->aggs++;
+	r->agg_count += a->count;
+	r->agg_wait += a->wait_ns;
+	return 0;
+}
+
+static int rt_api(uint32_t api, const char *name, void *ctx)
+{
+	if (api == 1)
+		((struct rt *)ctx)->api1 = strdup(name);
+	return 0;
+}
+
+static int rt_job(const struct ffm_store_job_info *j, void *ctx)
+{
+	ASSERT_STREQ(j->job_id, "1");
+	ASSERT_STREQ(j->node, "n1");
+	ASSERT_EQ(j->runs, 1);
+	ASSERT_EQ(j->stages_done, 1u << 1);
+	ASSERT_EQ(j->state, FFM_JOB_DONE);
+	(*(int *)ctx)++;
+	return 0;
+}
+
+static int rt_xfer(const struct ffm_store_xfer_hash *h, void *ctx)
+{
+	ASSERT_EQ(h->hash, 0xfedcba9876543210ull);
+	ASSERT_EQ(h->dup, FFM_DUP_SAME_DST);
+	(*(int *)ctx)++;
+	return 0;
+}
+
+static int rt_sync(const struct ffm_store_sync_use *u, void *ctx)
+{
+	ASSERT_EQ(u->use_delay_ns, -1);
+	ASSERT_EQ(u->flags, FFM_SYNC_USE_NONE);
+	(*(int *)ctx)++;
+	return 0;
+}
+
+static int stop_cb(const struct ffm_store_event *ev, void *ctx)
+{
+	return ++*(int *)ctx == 3 ? 77 : 0;
+}
+
+TEST(ingest_flush_query_roundtrip)
+{
+	char *d = mktmp(), path[256];
+	struct ffm_store_opts o = wopts;
+	struct ffm_store *s = NULL, *r = NULL;
+	struct ffm_store_driver drv = { .path = "/usr/lib/libcuda.so.1", .build_id = "dd",
+					.wait_off = 0x1234, .wait_size = 99 };
+	struct ffm_store_frame fr[2] = {
+		{ .build_id = "b1", .module = "/lib/libcuda.so.1", .offset = 0x10,
+		  .func = "cuStreamSynchronize" },
+		{ .module = "/bin/app", .offset = 0x20 },
+	};
+	struct ffm_store_frame late = { .module = "/bin/app", .offset = 0x20, .func = "main",
+					.file = "app.cu", .line = 42 };
+	struct ffm_store_job j = { .job_id = "1", .uid = 7, .start_unix = 100, .node = "n1" };
+	struct ffm_store_run run_in = { .job_id = "1", .stage = 1, .start_ns = 1000 }, run_out;
+	struct ffm_store_process p = { .tgid = 10, .ptgid = 1, .exe = "/bin/app", .start_ns = 1 };
+	struct ffm_store_drops drops;
+	struct ffm_store_stage_history hist;
+	struct rt rt = { .sorted = true };
+	int64_t drv_id, drv_id2, stack, stack2, run, ev_id = 0, frame_id = 0;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "%s/rt.db", d);
+	o.batch_events = 10;
+	o.batch_ms = 1000000;
+	ASSERT_OK(ffm_store__open(path, &o, &s));
+	ASSERT_OK(ffm_store__put_driver(s, &drv, &drv_id));
+	ASSERT_OK(ffm_store__put_driver(s, &drv, &drv_id2));
+	ASSERT_EQ(drv_id, drv_id2);
+	ASSERT_OK(ffm_store__job_begin(s, &j, NULL));
+	run_in.driver = drv_id;
+	ASSERT_EQ(ffm_store__run_begin(s, &(struct ffm_store_run){ .job_id = "nope", .stage = 1 },
+				       &run),
+		  -ENOENT);
+	ASSERT_EQ(ffm_store__run_begin(s, &(struct ffm_store_run){ .job_id = "1", .stage = 9 },
+				       &run),
+		  -EINVAL);
+	ASSERT_OK(ffm_store__run_begin(s, &run_in, &run));
+	ASSERT_OK(ffm_store__put_api_name(s, 1, "cuStreamSynchronize"));
+	p.run = run;
+	ASSERT_OK(ffm_store__put_process(s, &p));
+	ASSERT_OK(ffm_store__put_thread(s, run, 10, 11));
+	ASSERT_OK(ffm_store__put_thread(s, run, 10, 11)); /* idempotent */
+	ASSERT_EQ(ffm_store__put_stack(s, 0xabcdef0123456789ull, fr, 2, &stack), 1);
+	ASSERT_EQ(ffm_store__put_stack(s, 0xabcdef0123456789ull, fr, 2, &stack2), 0);
+	ASSERT_EQ(stack, stack2);
+	ASSERT_OK(ffm_store__put_frame(s, &late, &frame_id));
+	ASSERT(frame_id > 0);
+	ASSERT_OK(ffm_store__flush(s));
+
+	/* 25 events with batches of 10: a concurrent reader sees whole batches only */
+	ASSERT_OK(ffm_store__open(path, &ropts, &r));
+	for (int i = 0; i < 25; i++) {
+		struct ffm_store_event ev = {
+			.run = run, .kind = FFM_EV_API, .api = 1, .tgid = 10, .tid = 11,
+			.start_ns = 10000 - (uint64_t)i * 100, /* reverse time order */
+			.dur_ns = 50, .wait_ns = 40, .bytes = 8, .dir = FFM_DIR_DTOH,
+			.stream = 3, .src = 0xffff800000000000ull, .dst = 0x7f00, .stack = stack,
+			.flags = 5,
+		};
+		ASSERT_OK(ffm_store__put_event(s, &ev, &ev_id));
+	}
+	ASSERT(ev_id > 0);
+	ASSERT_EQ(count_events(r, run), 20);
+	ASSERT_OK(ffm_store__flush(s));
+	ASSERT_EQ(count_events(r, run), 25);
+	ASSERT_OK(ffm_store__process_exit(s, run, 10, 99, 3));
+	ASSERT_EQ(ffm_store__process_exit(s, run, 12345, 99, 3), -ENOENT);
+	ASSERT_OK(ffm_store__add_drops(s, run, FFM_DROP_RINGBUF_FULL, 3));
+	ASSERT_OK(ffm_store__add_drops(s, run, FFM_DROP_RINGBUF_FULL, 4));
+	ASSERT_OK(ffm_store__add_drops(s, run, FFM_DROP_MAP_FULL, 1));
+	ASSERT_EQ(ffm_store__add_drops(s, run, FFM_DROP__MAX, 1), -EINVAL);
+	ASSERT_OK(ffm_store__put_xfer_hash(
+		s,
+		&(struct ffm_store_xfer_hash){ .run = run, .event = ev_id, .stack = stack,
+					       .hash = 0xfedcba9876543210ull, .dst = 0x7f00,
+					       .bytes = 8, .dup = FFM_DUP_SAME_DST },
+		NULL));
+	ASSERT_OK(ffm_store__put_sync_use(
+		s,
+		&(struct ffm_store_sync_use){ .run = run, .event = ev_id, .stack = stack,
+					      .prot_lo = 0x1000, .prot_hi = 0x2000,
+					      .use_delay_ns = -1, .flags = FFM_SYNC_USE_NONE },
+		NULL));
+	ASSERT_OK(ffm_store__run_end(s, run, 20000, 1.5, 0, FFM_RUN_DROPPED));
+	ASSERT_OK(ffm_store__job_end(s, "1", FFM_JOB_DONE, 200));
+	ASSERT_EQ(ffm_store__job_end(s, "2", FFM_JOB_DONE, 200), -ENOENT);
+	s = ffm_store__free(s);
+
+	/* everything back through the reader (opened before most of it was written) */
+	ASSERT_OK(ffm_store__for_each_event(r, run, rt_event, &rt));
+	ASSERT_EQ(rt.events, 25);
+	ASSERT(rt.sorted);
+	n = 0;
+	ASSERT_EQ(ffm_store__for_each_event(r, run, stop_cb, &n), 77);
+	ASSERT_EQ(n, 3);
+	ASSERT_EQ(ffm_store__for_each_frame(r, stack, rt_frame, &rt), 2);
+	ASSERT_EQ(rt.frames, 2);
+	ASSERT_EQ(ffm_store__for_each_frame(r, 999, rt_frame, &rt), -ENOENT);
+	ASSERT_OK(ffm_store__for_each_stack_agg(r, run, rt_agg, &rt));
+	ASSERT_EQ(rt.aggs, 1);
+	ASSERT_EQ(rt.agg_count, 25);
+	ASSERT_EQ(rt.agg_wait, 25 * 40);
+	ASSERT_OK(ffm_store__for_each_api_name(r, rt_api, &rt));
+	ASSERT_STREQ(rt.api1, "cuStreamSynchronize");
+	free((void *)rt.api1);
+	ASSERT_OK(ffm_store__get_drops(r, run, &drops));
+	ASSERT_EQ(drops.count[FFM_DROP_RINGBUF_FULL], 7);
+	ASSERT_EQ(drops.count[FFM_DROP_MAP_FULL], 1);
+	ASSERT_EQ(drops.count[FFM_DROP_STACK_TOO_DEEP], 0);
+	ASSERT_OK(ffm_store__get_run(r, run, &run_out));
+	ASSERT_EQ(run_out.stage, 1);
+	ASSERT_EQ(run_out.driver, drv_id);
+	ASSERT_EQ(run_out.end_ns, 20000);
+	ASSERT_NEAR(run_out.wall_s, 1.5, 1e-9);
+	ASSERT_EQ(run_out.flags, FFM_RUN_DROPPED);
+	ASSERT_EQ(ffm_store__get_run(r, run + 100, &run_out), -ENOENT);
+	n = 0;
+	ASSERT_OK(ffm_store__for_each_job(r, rt_job, &n));
+	ASSERT_EQ(n, 1);
+	n = 0;
+	ASSERT_OK(ffm_store__for_each_xfer_hash(r, run, rt_xfer, &n));
+	ASSERT_EQ(n, 1);
+	n = 0;
+	ASSERT_OK(ffm_store__for_each_sync_use(r, run, rt_sync, &n));
+	ASSERT_EQ(n, 1);
+	ASSERT_OK(ffm_store__stage_history(r, &hist));
+	ASSERT_EQ(hist.runs[1], 1);
+	ASSERT_EQ(hist.runs[2], 0);
+	ASSERT_EQ(hist.last_run[1], run);
+	ASSERT_EQ(hist.open_runs, 0);
+	/* writes on a reader */
+	ASSERT_EQ(ffm_store__put_thread(r, run, 1, 1), -EROFS);
+	ASSERT_EQ(ffm_store__job_end(r, "1", FFM_JOB_DONE, 1), -EROFS);
+	r = ffm_store__free(r);
+}
+
+struct ord {
+	long n;
+	uint64_t last;
+	int64_t last_id;
+	bool ok;
+	struct ffm_store_event first;
+};
+
+static int ord_cb(const struct ffm_store_event *ev, void *ctx)
+{
+	struct ord *o = ctx;
+
+	if (o->n && (ev->start_ns < o->last || (ev->start_ns == o->last && ev->id <= o->last_id)))
+		o->ok = false;
+	if (!o->n)
+		o->first = *ev;
+	o->last = ev->start_ns;
+	o->last_id = ev->id;
+	o->n++;
+	return 0;
+}
+
+TEST(event_iteration_order_and_cursor)
+{
+	char *d = mktmp(), path[256];
+	struct ffm_store *s = NULL;
+	struct ffm_store_cursor *c = NULL;
+	struct ffm_store_event ev;
+	struct ord o = { .ok = true };
+	int64_t run, run2;
+	long n = 0;
+	int r;
+
+	snprintf(path, sizeof(path), "%s/o.db", d);
+	run = new_store(path, &s);
+	ASSERT_OK(ffm_store__run_begin(s, &(struct ffm_store_run){ .job_id = "1", .stage = 2 },
+				       &run2));
+	srand(1);
+	for (int i = 0; i < 20000; i++) {
+		struct ffm_store_event e = { .run = i % 2 ? run : run2, .kind = FFM_EV_LAUNCH,
+					     .tgid = 0xfffffff0u, .tid = 0xfffffff1u,
+					     .api = 0x12345678, .dir = 255,
+					     .start_ns = (uint64_t)(rand() % 5000) + 1 };
+		ASSERT_OK(ffm_store__put_event(s, &e, NULL));
+	}
+	/* the writer's own reads see its unflushed batch */
+	ASSERT_OK(ffm_store__for_each_event(s, run, ord_cb, &o));
+	ASSERT_EQ(o.n, 10000);
+	ASSERT(o.ok);
+	ASSERT_EQ(o.first.tgid, 0xfffffff0u);
+	ASSERT_EQ(o.first.tid, 0xfffffff1u);
+	ASSERT_EQ(o.first.api, 0x12345678);
+	ASSERT_EQ(o.first.dir, 255);
+	ASSERT_EQ(o.first.kind, FFM_EV_LAUNCH);
+	ASSERT_EQ(ffm_store__put_event(s, &(struct ffm_store_event){ .run = run, .kind = 256 },
+				       NULL),
+		  -EINVAL);
+	s = ffm_store__free(s);
+
+	ASSERT_OK(ffm_store__open(path, &ropts, &s));
+	ASSERT_OK(ffm_store_cursor__new(s, run2, 1000, 1999, &c));
+	while ((r = ffm_store_cursor__next(c, &ev)) == 1) {
+		ASSERT(ev.start_ns >= 1000 && ev.start_ns <= 1999);
+		ASSERT_EQ(ev.run, run2);
+		n++;
+	}
+	ASSERT_EQ(r, 0);
+	ASSERT_EQ(ffm_store_cursor__next(c, &ev), 0);
+	ASSERT(n > 1500 && n < 2500);
+	c = ffm_store_cursor__free(c);
+	ASSERT(c == NULL);
+	s = ffm_store__free(s);
+}
+
+struct aggsum {
+	uint64_t count, dur, wait, bytes;
+	int rows;
+};
+
+static int aggsum_cb(const struct ffm_store_stack_agg *a, void *ctx)
+{
+	struct aggsum *g = ctx;
+
+	g->rows++;
+	g->count += a->count;
+	g->dur += a->dur_ns;
+	g->wait += a->wait_ns;
+	g->bytes += a->bytes;
+	if (a->stack == 7) {
+		/* stack 7 got every 10000th event below */
+		ASSERT_EQ(a->count, 3);
+	}
+	return 0;
+}
+
+TEST(per_stack_aggregates)
+{
+	char *d = mktmp(), path[256];
+	struct ffm_store_opts o = wopts;
+	struct ffm_store *s = NULL;
+	struct aggsum g = { 0 };
+	uint64_t dur = 0, wait = 0, bytes = 0;
+	int64_t run;
+	const int n = 30000;
+
+	snprintf(path, sizeof(path), "%s/a.db", d);
+	o.batch_events = 7000; /* several commits, and the in-memory totals spill mid-batch */
+	ASSERT_OK(ffm_store__open(path, &o, &s));
+	ASSERT_OK(ffm_store__job_begin(s, &(struct ffm_store_job){ .job_id = "1" }, NULL));
+	ASSERT_OK(ffm_store__run_begin(s, &(struct ffm_store_run){ .job_id = "1", .stage = 2 },
+				       &run));
+	for (int i = 0; i < n; i++) {
+		/* 9000 distinct stacks: more than the in-memory table holds */
+		struct ffm_store_event e = { .run = run, .kind = FFM_EV_TRANSFER, .api = 3,
+					     .start_ns = (uint64_t)i, .dur_ns = (uint64_t)i % 100,
+					     .wait_ns = (uint64_t)i % 10, .bytes = 4096,
+					     .stack = i % 10000 == 0 ? 7 : 100 + i % 9000 };
+		dur += e.dur_ns;
+		wait += e.wait_ns;
+		bytes += e.bytes;
+		ASSERT_OK(ffm_store__put_event(s, &e, NULL));
+	}
+	ASSERT_OK(ffm_store__flush(s));
+	ASSERT_OK(ffm_store__for_each_stack_agg(s, run, aggsum_cb, &g));
+	ASSERT_EQ(g.count, n);
+	ASSERT_EQ(g.dur, dur);
+	ASSERT_EQ(g.wait, wait);
+	ASSERT_EQ(g.bytes, bytes);
+	ASSERT_EQ(g.rows, 9001);
+	s = ffm_store__free(s);
+}
+
+/*
+ * SIGKILL the writer mid-ingest: the file must pass integrity_check and hold every batch that
+ * was committed (the child reports each commit through a pipe after it returns), and only
+ * whole batches.
+ */
+TEST(sigkill_durability)
+{
+	char *d = mktmp(), path[256];
+	struct ffm_store *s = NULL;
+	struct ord o = { .ok = true };
+	long committed = 0, got;
+	int pfd[2];
+	pid_t pid;
+	int64_t run;
+
+	snprintf(path, sizeof(path), "%s/k.db", d);
+	run = new_store(path, &s);
+	s = ffm_store__free(s);
+	ASSERT_OK(pipe(pfd));
+	pid = fork();
+	ASSERT(pid >= 0);
+	if (pid == 0) {
+		struct ffm_store_opts wo = wopts;
+		long i = 0;
+
+		close(pfd[0]);
+		wo.batch_events = 1000;
+		wo.batch_ms = 1000000;
+		if (ffm_store__open(path, &wo, &s))
+			_exit(1);
+		for (;;) {
+			struct ffm_store_event e = { .run = run, .kind = FFM_EV_WAIT,
+						     .start_ns = (uint64_t)i + 1, .dur_ns = 1 };
+			if (ffm_store__put_event(s, &e, NULL))
+				_exit(2);
+			if (++i % 1000 == 0 && write(pfd[1], &i, sizeof(i)) != sizeof(i))
+				_exit(3);
+		}
+	}
+	close(pfd[1]);
+	while (committed < 50000 && read(pfd[0], &got, sizeof(got)) == sizeof(got))
+		committed = got;
+	usleep(3000); /* let it be somewhere inside the next batch */
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	close(pfd[0]);
+	ASSERT(committed >= 50000);
+
+	ASSERT_OK(ffm_store__open(path, &wopts, &s));
+	ASSERT_OK(ffm_store__check(s, true));
+	ASSERT_OK(ffm_store__for_each_event(s, run, ord_cb, &o));
+	ASSERT(o.ok);
+	ASSERT(o.n >= committed);
+	ASSERT_EQ(o.n % 1000, 0);
+	ASSERT_EQ(o.last, (uint64_t)o.n); /* 1..n, none missing */
+	/* the writer can go on after the crash */
+	put_events(s, run, 10, 1ull << 40);
+	ASSERT_OK(ffm_store__flush(s));
+	ASSERT_EQ(count_events(s, run), o.n + 10);
+	s = ffm_store__free(s);
+}
+
+TEST(key_file_names)
+{
+	static const char *keys[] = { "../x", "../../etc/passwd", "a/b", "a%2Fb", ".hidden", "..",
+				      ".", "sp ace", "ünï", "-", "x.db", NULL };
+	char *d = mktmp(), name[256], path[4400], names[16][256];
+	char longkey[400];
+	struct ffm_store *s = NULL;
+	struct ffm_store_key k = { .uid = 1 }, got;
+	int i, r;
+
+	for (i = 0; keys[i]; i++) {
+		r = ffm_store__key_file_name(keys[i], names[i], sizeof(names[i]));
+		ASSERT(r > 3);
+		ASSERT(!strchr(names[i], '/'));
+		ASSERT(names[i][0] != '.');
+		for (int j = 0; j < i; j++)
+			ASSERT(strcmp(names[i], names[j])); /* injective */
+		k.key = keys[i];
+		ASSERT_OK(ffm_store__open_key(d, &k, &wopts, &s));
+		snprintf(path, sizeof(path), "%s/keys/%s", d, names[i]);
+		ASSERT_STREQ(ffm_store__path(s), path);
+		ASSERT_OK(ffm_store__key(s, &got));
+		ASSERT_STREQ(got.key, keys[i]);
+		s = ffm_store__free(s);
+		ASSERT_OK(access(path, F_OK));
+	}
+	ASSERT_STREQ(names[0], "%2e.%2fx.db");
+	/* nothing escaped the keys directory */
+	snprintf(path, sizeof(path), "%s/x.db", d);
+	ASSERT(access(path, F_OK) < 0);
+	ASSERT_EQ(ffm_store__key_file_name("", name, sizeof(name)), -EINVAL);
+	ASSERT_EQ(ffm_store__key_file_name("abc", name, 5), -ENAMETOOLONG);
+
+	/* long keys: bounded name, distinct for keys that differ only at the end */
+	memset(longkey, '/', sizeof(longkey) - 1);
+	longkey[sizeof(longkey) - 1] = 0;
+	r = ffm_store__key_file_name(longkey, names[0], sizeof(names[0]));
+	ASSERT(r > 0 && r < 200);
+	longkey[sizeof(longkey) - 2] = 'z';
+	ffm_store__key_file_name(longkey, names[1], sizeof(names[1]));
+	ASSERT(strcmp(names[0], names[1]));
+	k.key = longkey;
+	ASSERT_OK(ffm_store__open_key(d, &k, &wopts, &s));
+	s = ffm_store__free(s);
+}
+
+struct keylist {
+	int good, bad;
+};
+
+static int keylist_cb(const char *path, const char *key, int err, void *ctx)
+{
+	struct keylist *l = ctx;
+
+	if (key)
+		l->good++;
+	else
+		l->bad++;
+	return 0;
+}
+
+TEST(find_job_across_keys)
+{
+	char *d = mktmp(), path[512];
+	struct ffm_store *s = NULL;
+	struct ffm_store_key k = { .uid = 1 }, got;
+	struct keylist l = { 0 };
+	static const struct {
+		const char *key, *job;
+		int64_t start;
+	} rows[] = {
+		{ "alpha", "100", 10 }, { "alpha", "101", 20 }, { "beta", "200", 30 },
+		{ "gamma", "300", 40 }, { "gamma", "shared", 50 }, { "beta", "shared", 60 },
+	};
+	FILE *f;
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		k.key = rows[i].key;
+		ASSERT_OK(ffm_store__open_key(d, &k, &wopts, &s));
+		ASSERT_OK(ffm_store__job_begin(
+			s, &(struct ffm_store_job){ .job_id = rows[i].job, .start_unix = rows[i].start },
+			NULL));
+		s = ffm_store__free(s);
+	}
+	/* junk in the directory is skipped, not fatal */
+	snprintf(path, sizeof(path), "%s/keys/junk.db", d);
+	f = fopen(path, "w");
+	fputs("junk", f);
+	fclose(f);
+
+	ASSERT_OK(ffm_store__find_job(d, "200", &ropts, &s));
+	ASSERT_OK(ffm_store__key(s, &got));
+	ASSERT_STREQ(got.key, "beta");
+	s = ffm_store__free(s);
+	ASSERT_OK(ffm_store__find_job(d, "101", &ropts, &s));
+	ASSERT_OK(ffm_store__key(s, &got));
+	ASSERT_STREQ(got.key, "alpha");
+	s = ffm_store__free(s);
+	ASSERT_OK(ffm_store__find_job(d, "shared", &ropts, &s)); /* latest start wins */
+	ASSERT_OK(ffm_store__key(s, &got));
+	ASSERT_STREQ(got.key, "beta");
+	s = ffm_store__free(s);
+	ASSERT_EQ(ffm_store__find_job(d, "999", &ropts, &s), -ENOENT);
+	ASSERT_EQ(ffm_store__find_job("/nonexistent-ffm", "1", &ropts, &s), -ENOENT);
+
+	ASSERT_OK(ffm_store__for_each_key(d, keylist_cb, &l));
+	ASSERT_EQ(l.good, 3);
+	ASSERT_EQ(l.bad, 1);
+}
+
+TEST(stage_history)
+{
+	char *d = mktmp(), path[256];
+	struct ffm_store *s = NULL;
+	struct ffm_store_stage_history h;
+	int64_t r1, r2, r3;
+
+	snprintf(path, sizeof(path), "%s/h.db", d);
+	r1 = new_store(path, &s);
+	ASSERT_OK(ffm_store__stage_history(s, &h));
+	ASSERT_EQ(h.open_runs, 1);
+	ASSERT_EQ(h.runs[1], 0);
+	ASSERT_OK(ffm_store__run_end(s, r1, 5, 1.0, 0, 0));
+	ASSERT_OK(ffm_store__run_begin(s, &(struct ffm_store_run){ .job_id = "1", .stage = 2 }, &r2));
+	ASSERT_OK(ffm_store__run_end(s, r2, 5, 1.0, 0, FFM_RUN_PARTIAL));
+	ASSERT_OK(ffm_store__run_begin(s, &(struct ffm_store_run){ .job_id = "1", .stage = 2 }, &r3));
+	ASSERT_OK(ffm_store__run_end(s, r3, 5, 1.0, 0, 0));
+	ASSERT_OK(ffm_store__stage_history(s, &h));
+	ASSERT_EQ(h.open_runs, 0);
+	ASSERT_EQ(h.runs[1], 1);
+	ASSERT_EQ(h.runs[2], 2);
+	ASSERT_EQ(h.partial[2], 1);
+	ASSERT_EQ(h.last_run[2], r3);
+	ASSERT_EQ(h.runs[3], 0);
+	ASSERT_EQ(h.last_run[3], 0);
+	s = ffm_store__free(s);
+}
+
+TEST(strerror_and_errno_mapping)
+{
+	ASSERT(strstr(ffm_store__strerror(-ENOTSUP), "newer"));
+	ASSERT(strstr(ffm_store__strerror(-EPROTO), "not an ffm store"));
+	ASSERT(strstr(ffm_store__strerror(EBADMSG), "truncated"));
+	ASSERT(ffm_store__strerror(-ENOENT));
+}
+
+TEST_MAIN()
