@@ -11,7 +11,9 @@
 struct ffmctl_globals ffmctl_g;
 
 static const struct ffmctl_verb verbs[] = {
-	/* verbs are added here as they land */
+	{ "calibrate", ffmctl_calibrate, "calibrate [--driver PATH] [--json] [--force]" },
+	{ "profile", ffmctl_profile, "profile [--stages A-B] [--key K] [--job-id ID] [--json] -- CMD [ARGS...]" },
+	{ "report", ffmctl_report, "report <jobid> [--json]" },
 };
 
 void ffmctl_err(const char *verb, const char *fmt, ...)

@@ -27,6 +27,13 @@ extern struct ffmctl_globals ffmctl_g;
 
 
 
+int ffmctl_profile(int argc, char **argv);
+int ffmctl_report(int argc, char **argv);
+/* Print the report of a job (shared by report and profile); 0 or -errno. */
+int ffmctl_report_job(const char *job_id, bool json);
+
+int ffmctl_calibrate(int argc, char **argv);
+
 /* Print "ffmctl VERB: message" to stderr. */
 void ffmctl_err(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -1,0 +1,396 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ffmctl profile [--stages A-B] [--key K] [--job-id ID] [--json] -- CMD ARGS...
+ *
+ * Diogenes' own workflow without a daemon: run CMD once per FFM stage with an embedded collector
+ * (the daemon's collector library), each run escalating on what the previous ones stored, then
+ * print the report. Needs root or CAP_BPF + CAP_PERFMON (uprobes and BPF programs).
+ *
+ * The command is forked and held before exec until its pid is tracked and the stage's probes
+ * are attached, so its first driver call is seen. Its children inherit the job.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/ffmctl.h"
+#include "daemon/apis.h"
+#include "daemon/collector.h"
+#include "daemon/driver_setup.h"
+#include "daemon/jobrun.h"
+#include "daemon/probes.h"
+#include "daemon/resolve.h"
+#include "stages/ffm_plan.h"
+#include "symbols/ffm_driver.h"
+#include "symbols/ffm_stack.h"
+
+#define SLOT 0
+
+static const char *const stage_names[] = {
+	[1] = "baseline: waits and which calls synchronize",
+	[2] = "detailed tracing: every sync, transfer, alloc, free, memset, launch",
+	[3] = "memory tracing and transfer hashing",
+	[4] = "sync-use timing",
+};
+
+struct profile {
+	struct ffm_collector *col;
+	struct ffm_jobrun *jr;
+	uint64_t records;
+	int err;
+};
+
+static int on_record(void *ctx, const void *rec, size_t size)
+{
+	struct profile *p = ctx;
+	const struct ffm_rec_hdr *h = rec;
+	int err;
+
+	if (!p->jr || h->job != SLOT)
+		return 0;
+	p->records++;
+	err = ffm_jobrun__record(p->jr, rec, size);
+	if (err < 0 && !p->err)
+		p->err = err;
+	return 0;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int parse_stages(const char *s, int *from, int *to)
+{
+	char *end;
+	long a = strtol(s, &end, 10), b = a;
+
+	if (end == s)
+		return -EINVAL;
+	if (*end == '-') {
+		const char *q = end + 1;
+
+		b = strtol(q, &end, 10);
+		if (end == q)
+			return -EINVAL;
+	}
+	if (*end || a < 1 || b > 4 || a > b)
+		return -EINVAL;
+	*from = (int)a;
+	*to = (int)b;
+	return 0;
+}
+
+/* Fork CMD held before exec; returns the pid and the fd that releases it. */
+static pid_t spawn_held(char **argv, int *release_fd)
+{
+	int pfd[2];
+	pid_t pid;
+
+	if (pipe2(pfd, O_CLOEXEC) < 0)
+		return -errno;
+	pid = fork();
+	if (pid < 0) {
+		int err = -errno;
+
+		close(pfd[0]);
+		close(pfd[1]);
+		return err;
+	}
+	if (pid == 0) {
+		char c;
+
+		close(pfd[1]);
+		/* Wait until the parent has tracked us and attached the probes. EOF without a
+		 * byte means the parent gave up: do not run untraced. */
+		if (read(pfd[0], &c, 1) != 1)
+			_exit(127);
+		execvp(argv[0], argv);
+		fprintf(stderr, "ffmctl profile: cannot run %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	close(pfd[0]);
+	*release_fd = pfd[1];
+	return pid;
+}
+
+static volatile sig_atomic_t interrupted;
+static void on_sigint(int sig)
+{
+	interrupted = sig;
+}
+
+int ffmctl_profile(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "stages", required_argument, NULL, 's' },
+		{ "key", required_argument, NULL, 'k' },
+		{ "job-id", required_argument, NULL, 'j' },
+		{ "json", no_argument, NULL, 'J' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{},
+	};
+	int from = 1, to = 4, c, ret = EXIT_FAIL, err, ep = -1;
+	const char *key_arg = NULL, *job_arg = NULL;
+	bool json = false, quiet = false;
+	char key[128], job_id[64], drv_path[PATH_MAX], exe[PATH_MAX], why[512] = "";
+	struct ffm_ready_driver rd = {};
+	struct ffm_symbolizer *sym = NULL;
+	struct ffm_apis *apis = NULL;
+	struct profile p = {};
+	struct sigaction sa = { .sa_handler = on_sigint };
+	char **cmd;
+
+	while ((c = getopt_long(argc, argv, "+s:k:j:Jqh", opts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			if (parse_stages(optarg, &from, &to) < 0) {
+				ffmctl_err("profile", "--stages wants N or A-B within 1-4, not '%s'", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case 'k':
+			key_arg = optarg;
+			break;
+		case 'j':
+			job_arg = optarg;
+			break;
+		case 'J':
+			json = true;
+			break;
+		case 'q':
+			quiet = true;
+			break;
+		case 'h':
+			printf("Usage: ffmctl profile [--stages A-B] [--key K] [--job-id ID] [--json] [--quiet] -- CMD [ARGS...]\n");
+			return EXIT_OK;
+		default:
+			return EXIT_USAGE;
+		}
+	}
+	if (optind >= argc) {
+		ffmctl_err("profile", "no command given (ffmctl profile -- CMD ARGS...)");
+		return EXIT_USAGE;
+	}
+	cmd = argv + optind;
+	if (key_arg && !*key_arg) {
+		ffmctl_err("profile", "--key must not be empty");
+		return EXIT_USAGE;
+	}
+
+	/* The command as the job key sees it: its resolved executable and its arguments. */
+	{
+		char *path = getenv("PATH"), *dup, *save = NULL;
+
+		snprintf(exe, sizeof(exe), "%s", cmd[0]);
+		if (!strchr(cmd[0], '/') && path && (dup = strdup(path))) {
+			for (char *d = strtok_r(dup, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+				char cand[PATH_MAX];
+
+				snprintf(cand, sizeof(cand), "%s/%s", d, cmd[0]);
+				if (access(cand, X_OK) == 0) {
+					snprintf(exe, sizeof(exe), "%s", cand);
+					break;
+				}
+			}
+			free(dup);
+		}
+		if (access(exe, X_OK) < 0) {
+			ffmctl_err("profile", "cannot run '%s': %s", cmd[0], strerror(errno));
+			return EXIT_FAIL;
+		}
+		char real[PATH_MAX];
+
+		if (realpath(exe, real))
+			snprintf(exe, sizeof(exe), "%s", real);
+	}
+	if (key_arg)
+		snprintf(key, sizeof(key), "%s", key_arg);
+	else
+		ffm_job_key(getuid(), exe, cmd + 1, key, sizeof(key));
+	if (job_arg)
+		snprintf(job_id, sizeof(job_id), "%s", job_arg);
+	else
+		snprintf(job_id, sizeof(job_id), "p%ld-%d", (long)time(NULL), (int)getpid());
+
+	err = ffm_collector__open(&(struct ffm_collector_opts){ .sz = sizeof(struct ffm_collector_opts),
+							       .on_record = on_record, .ctx = &p },
+				  &p.col);
+	if (err < 0) {
+		ffmctl_err("profile", "cannot load the BPF collector: %s (%s)", strerror(-err),
+			   err == -EPERM || err == -EACCES ?
+				   "profile needs root, or CAP_BPF and CAP_PERFMON" :
+				   "is BPF enabled in this kernel?");
+		return EXIT_FAIL;
+	}
+	p.col = p.col;
+	err = ffm_resolve_libcuda(getenv("LD_LIBRARY_PATH"), NULL, drv_path, sizeof(drv_path));
+	if (err < 0) {
+		ffmctl_err("profile", "no libcuda.so.1 found in LD_LIBRARY_PATH, ld.so.cache or the usual directories");
+		goto out;
+	}
+	if (!quiet)
+		fprintf(stderr, "ffm: driver %s\n", drv_path);
+	err = ffm_driver_ready(drv_path, ffmctl_g.state_dir, &rd, why, sizeof(why));
+	if (err < 0) {
+		ffmctl_err("profile", "cannot use driver %s: %s", drv_path, why[0] ? why : strerror(-err));
+		goto out;
+	}
+	if (!quiet && rd.calibrated_now)
+		fprintf(stderr, "ffm: calibrated %s: wait function at %#llx (%.1f s, cached)\n",
+			ffm_driver__build_id(rd.drv), (unsigned long long)rd.wait_off, rd.calib_seconds);
+	if ((err = ffm_apis__new(&apis)) < 0 ||
+	    (err = ffm_symbolizer__new(NULL, &sym)) < 0) {
+		ffmctl_err("profile", "out of memory");
+		goto out;
+	}
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, ffm_collector__fd(p.col),
+				&(struct epoll_event){ .events = EPOLLIN }) < 0) {
+		ffmctl_err("profile", "epoll: %s", strerror(errno));
+		goto out;
+	}
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+
+	for (int stage = from; stage <= to && !interrupted; stage++) {
+		struct ffm_jobrun_opts jo = {
+			.sz = sizeof(jo), .state_dir = ffmctl_g.state_dir, .key = key, .job_id = job_id,
+			.uid = getuid(), .exe = exe, .args_hash = ffm_args_hash(cmd + 1),
+			.override_stage = stage, .slot = SLOT, .collector = p.col, .sym = sym,
+			.apis = apis, .driver_path = drv_path,
+			.driver_build_id = ffm_driver__build_id(rd.drv),
+			.wait_off = rd.wait_off, .wait_size = rd.wait_size,
+		};
+		struct ffm_probe_set ps = {};
+		struct ffm_attachment *att = NULL;
+		const char *const *names;
+		size_t nnames;
+		int release = -1, status = 0;
+		struct ffm_recorder_stats st;
+		struct ffm_job_cfg cfg;
+		double t0, wall;
+		pid_t pid;
+
+		if (stage >= 3) {
+			fprintf(stderr, "ffm: stage %d of %d (%s): not implemented yet, skipped\n",
+				stage, to, stage_names[stage]);
+			continue;
+		}
+		err = ffm_jobrun__begin(&jo, &p.jr);
+		if (err < 0) {
+			ffmctl_err("profile", "cannot open the store of key %s under %s: %s", key,
+				   ffmctl_g.state_dir, strerror(-err));
+			goto out;
+		}
+		names = ffm_jobrun__sync_names(p.jr, &nnames);
+		err = ffm_probe_set__build(&ps, rd.drv, apis, ffm_jobrun__plan(p.jr)->probes,
+					   rd.wait_off, names, nnames);
+		if (!err)
+			err = ffm_collector__attach(p.col, drv_path, ps.p, ps.n, &att);
+		if (err < 0) {
+			ffmctl_err("profile", "failed to attach uprobes to %s: %s", drv_path, strerror(-err));
+			ffm_probe_set__release(&ps);
+			ffm_jobrun__end(p.jr, 0, 0, true, stage == to);
+			p.jr = ffm_jobrun__free(p.jr);
+			goto out;
+		}
+		cfg.stage = stage;
+		cfg.flags = FFM_JOB_ACTIVE | FFM_JOB_STACKS | (stage >= 2 ? FFM_JOB_CALLS : 0);
+		ffm_collector__set_job(p.col, SLOT, &cfg);
+		ffm_collector__clear_drops(p.col, SLOT);
+		if (!quiet)
+			fprintf(stderr, "ffm: stage %d of %d (%s): %zu probes on %u entry points\n",
+				stage, to, stage_names[stage], ps.n, ps.napis);
+
+		p.records = 0;
+		pid = spawn_held(cmd, &release);
+		if (pid < 0) {
+			ffmctl_err("profile", "fork: %s", strerror(-pid));
+			ffm_attachment__free(att);
+			ffm_probe_set__release(&ps);
+			goto out;
+		}
+		err = ffm_collector__track_pid(p.col, pid, SLOT);
+		t0 = now_s();
+		if (err < 0 || write(release, "g", 1) != 1) {
+			ffmctl_err("profile", "cannot track pid %d: %s", pid, strerror(err < 0 ? -err : errno));
+			kill(pid, SIGKILL);
+		}
+		close(release);
+		for (;;) {
+			struct epoll_event ev;
+			pid_t w = waitpid(pid, &status, WNOHANG);
+
+			if (w == pid)
+				break;
+			if (interrupted)
+				kill(pid, interrupted);
+			epoll_wait(ep, &ev, 1, 50);
+			ffm_collector__consume(p.col);
+		}
+		wall = now_s() - t0;
+		/* Records submitted just before the exit may still be in flight. */
+		ffm_collector__consume(p.col);
+		ffm_attachment__free(att);
+		ffm_collector__consume(p.col);
+		ffm_probe_set__release(&ps);
+		cfg.flags = 0;
+		ffm_collector__set_job(p.col, SLOT, &cfg);
+
+		ffm_recorder__stats(ffm_jobrun__recorder(p.jr), &st);
+		{
+			struct ffm_rec_drops d;
+			uint64_t lost = 0;
+
+			ffm_collector__drops(p.col, SLOT, &d);
+			for (int i = 0; i < FFM_REC_DROP__MAX; i++)
+				if (i != FFM_REC_DROP_UNMATCHED)
+					lost += d.n[i];
+			if (!quiet)
+				fprintf(stderr, "ffm: stage %d: %.2f s, %llu waits, %llu calls, %llu stacks, %llu records lost, exit %d\n",
+					stage, wall, (unsigned long long)st.waits, (unsigned long long)st.calls,
+					(unsigned long long)st.stacks, (unsigned long long)lost,
+					WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+		}
+		err = ffm_jobrun__end(p.jr, wall, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
+				      interrupted != 0 || p.err != 0, stage == to || interrupted);
+		if (p.err)
+			ffmctl_err("profile", "writing the store failed: %s", strerror(-p.err));
+		p.jr = ffm_jobrun__free(p.jr);
+		if (err < 0 || p.err) {
+			ffmctl_err("profile", "cannot finish the run: %s", strerror(-(err < 0 ? err : p.err)));
+			goto out;
+		}
+	}
+	if (interrupted) {
+		ffmctl_err("profile", "interrupted; what was recorded is in job %s", job_id);
+		goto out;
+	}
+	ret = ffmctl_report_job(job_id, json) == 0 ? EXIT_OK : EXIT_FAIL;
+	if (!json)
+		printf("\njob id: %s (ffmctl report %s)\n", job_id, job_id);
+out:
+	if (ep >= 0)
+		close(ep);
+	ffm_jobrun__free(p.jr);
+	ffm_ready_driver__release(&rd);
+	ffm_symbolizer__free(sym);
+	ffm_apis__free(apis);
+	ffm_collector__free(p.col);
+	return ret;
+}

@@ -1,0 +1,179 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * /etc/ffm/ffmd.conf: "name = value" lines, '#' comments, and [rule NAME] sections:
+ *
+ *     state_dir = /var/lib/ffm
+ *     runtime_dir = /run/ffm
+ *     admin_group = ffm
+ *     flush_ms = 200
+ *
+ *     [rule gpu-users]
+ *     uid = 1000            # selectors as in `ffmctl job start`: uid, cgroup, exe (repeatable)
+ *     key = nightly         # optional; default: uid + executable + arguments
+ *     stage = 1             # optional override
+ *
+ * Unknown names and malformed lines are errors (a daemon that ignores a typo in its config
+ * does something else than the admin asked).
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/server.h"
+
+static char *trim(char *s)
+{
+	char *e;
+
+	while (isspace((unsigned char)*s))
+		s++;
+	e = s + strlen(s);
+	while (e > s && isspace((unsigned char)e[-1]))
+		*--e = 0;
+	return s;
+}
+
+static int parse_u32(const char *v, uint32_t max, uint32_t *out)
+{
+	char *end;
+	unsigned long x;
+
+	errno = 0;
+	x = strtoul(v, &end, 10);
+	if (errno || end == v || *end || x > max || *v == '-')
+		return -EINVAL;
+	*out = (uint32_t)x;
+	return 0;
+}
+
+static int copy(char *dst, size_t len, const char *v)
+{
+	if (strlen(v) >= len)
+		return -ENAMETOOLONG;
+	strcpy(dst, v);
+	return 0;
+}
+
+int ffmd_config_load(struct ffmd_config *cfg, const char *path, char *err, size_t errlen)
+{
+	struct ffmd_rule *rule = NULL;
+	char line[4096];
+	int lineno = 0, r = 0;
+	FILE *f;
+
+	memset(cfg, 0, sizeof(*cfg));
+	strcpy(cfg->state_dir, "/var/lib/ffm");
+	strcpy(cfg->runtime_dir, "/run/ffm");
+	cfg->flush_ms = 200;
+	cfg->wakeup_kib = 8192;
+	if (!path)
+		return 0;
+	f = fopen(path, "re");
+	if (!f) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return -errno;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		char *s, *eq, *name, *val, *hash;
+
+		lineno++;
+		if (!strchr(line, '\n') && !feof(f)) {
+			snprintf(err, errlen, "%s:%d: line too long", path, lineno);
+			r = -EINVAL;
+			break;
+		}
+		hash = strchr(line, '#');
+		if (hash)
+			*hash = 0;
+		s = trim(line);
+		if (!*s)
+			continue;
+		if (*s == '[') {
+			char rname[64];
+
+			if (sscanf(s, "[rule %63[^] \t]]", rname) != 1 || s[strlen(s) - 1] != ']') {
+				snprintf(err, errlen, "%s:%d: want [rule NAME]", path, lineno);
+				r = -EINVAL;
+				break;
+			}
+			if (cfg->nrules == FFM_MAX_RULES) {
+				snprintf(err, errlen, "%s:%d: more than %d rules", path, lineno, FFM_MAX_RULES);
+				r = -ENOSPC;
+				break;
+			}
+			rule = &cfg->rules[cfg->nrules++];
+			strcpy(rule->name, rname);
+			continue;
+		}
+		eq = strchr(s, '=');
+		if (!eq) {
+			snprintf(err, errlen, "%s:%d: want name = value", path, lineno);
+			r = -EINVAL;
+			break;
+		}
+		*eq = 0;
+		name = trim(s);
+		val = trim(eq + 1);
+		if (!*val) {
+			snprintf(err, errlen, "%s:%d: %s has no value", path, lineno, name);
+			r = -EINVAL;
+			break;
+		}
+		if (!rule) {
+			if (!strcmp(name, "state_dir"))
+				r = copy(cfg->state_dir, sizeof(cfg->state_dir), val);
+			else if (!strcmp(name, "runtime_dir"))
+				r = copy(cfg->runtime_dir, sizeof(cfg->runtime_dir), val);
+			else if (!strcmp(name, "admin_group"))
+				r = copy(cfg->admin_group, sizeof(cfg->admin_group), val);
+			else if (!strcmp(name, "flush_ms"))
+				r = parse_u32(val, 60000, &cfg->flush_ms);
+			else if (!strcmp(name, "ringbuf_wakeup_kib"))
+				r = parse_u32(val, 65536, &cfg->wakeup_kib);
+			else
+				r = -ENOENT;
+		} else if (!strcmp(name, "key")) {
+			r = copy(rule->key, sizeof(rule->key), val);
+		} else if (!strcmp(name, "stage")) {
+			uint32_t st;
+
+			r = parse_u32(val, 4, &st);
+			if (!r && st < 1)
+				r = -EINVAL;
+			rule->stage = (int)st;
+		} else if (!strcmp(name, "uid") || !strcmp(name, "cgroup") || !strcmp(name, "exe")) {
+			struct ffm_selector *sel;
+
+			if (rule->nsel == FFM_MAX_SELECTORS) {
+				r = -ENOSPC;
+			} else {
+				sel = &rule->sel[rule->nsel++];
+				sel->type = !strcmp(name, "uid") ? FFM_SEL_UID :
+					    !strcmp(name, "cgroup") ? FFM_SEL_CGROUP : FFM_SEL_EXE;
+				r = copy(sel->value, sizeof(sel->value), val);
+				if (!r && sel->type == FFM_SEL_UID) {
+					uint32_t u;
+
+					r = parse_u32(val, UINT32_MAX - 1, &u);
+				}
+			}
+		} else {
+			r = -ENOENT;
+		}
+		if (r) {
+			snprintf(err, errlen, "%s:%d: %s '%s'", path, lineno,
+				 r == -ENOENT ? "unknown setting" : "bad value for", name);
+			break;
+		}
+	}
+	fclose(f);
+	for (int i = 0; !r && i < cfg->nrules; i++)
+		if (!cfg->rules[i].nsel) {
+			snprintf(err, errlen, "%s: rule %s has no selector (uid, cgroup or exe)", path,
+				 cfg->rules[i].name);
+			r = -EINVAL;
+		}
+	return r;
+}

@@ -1,0 +1,302 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "daemon/collector.h"
+#include "daemon/jobrun.h"
+#include "store/ffm_store.h"
+
+struct ffm_jobrun {
+	struct ffm_jobrun_opts o;
+	struct ffm_store *store;
+	struct ffm_recorder *rec;
+	struct ffm_plan plan;
+	int64_t run;
+	char **sync_names;
+	size_t nsync;
+	char job_id[128];
+	bool ended;
+};
+
+static uint64_t fnv64(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 0x100000001b3ULL;
+	return h;
+}
+
+uint64_t ffm_args_hash(char *const *argv)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (; argv && *argv; argv++)
+		h = fnv64(h, *argv, strlen(*argv) + 1);
+	return h;
+}
+
+void ffm_job_key(uint32_t uid, const char *exe, char *const *argv, char *buf, size_t len)
+{
+	uint64_t h = 0xcbf29ce484222325ULL, a = ffm_args_hash(argv);
+
+	h = fnv64(h, &uid, sizeof(uid));
+	h = fnv64(h, exe ? exe : "", exe ? strlen(exe) + 1 : 1);
+	h = fnv64(h, &a, sizeof(a));
+	snprintf(buf, len, "%016llx", (unsigned long long)h);
+}
+
+struct names_ctx {
+	struct ffm_jobrun *jr;
+	uint32_t *ids;
+	size_t nids, cap;
+	int err;
+};
+
+static int collect_wait_apis(const struct ffm_store_stack_agg *a, void *vctx)
+{
+	struct names_ctx *c = vctx;
+
+	if (a->kind != FFM_EV_WAIT || !a->api)
+		return 0;
+	for (size_t i = 0; i < c->nids; i++)
+		if (c->ids[i] == a->api)
+			return 0;
+	if (c->nids == c->cap) {
+		size_t ncap = c->cap ? c->cap * 2 : 16;
+		uint32_t *n = realloc(c->ids, ncap * sizeof(*n));
+
+		if (!n)
+			return c->err = -ENOMEM;
+		c->ids = n;
+		c->cap = ncap;
+	}
+	c->ids[c->nids++] = a->api;
+	return 0;
+}
+
+static int collect_names(uint32_t api, const char *name, void *vctx)
+{
+	struct names_ctx *c = vctx;
+	struct ffm_jobrun *jr = c->jr;
+
+	for (size_t i = 0; i < c->nids; i++) {
+		if (c->ids[i] != api)
+			continue;
+		char **n = realloc(jr->sync_names, (jr->nsync + 1) * sizeof(*n));
+
+		if (!n)
+			return c->err = -ENOMEM;
+		jr->sync_names = n;
+		jr->sync_names[jr->nsync] = strdup(name);
+		if (!jr->sync_names[jr->nsync])
+			return c->err = -ENOMEM;
+		jr->nsync++;
+	}
+	return 0;
+}
+
+/* Stage 1's list of public functions that waited, from the key's latest stage-1 run. */
+static int load_sync_names(struct ffm_jobrun *jr, int64_t run)
+{
+	struct names_ctx c = { .jr = jr };
+	int err;
+
+	if (!run)
+		return 0;
+	err = ffm_store__for_each_stack_agg(jr->store, run, collect_wait_apis, &c);
+	if (err >= 0 && !c.err && c.nids)
+		err = ffm_store__for_each_api_name(jr->store, collect_names, &c);
+	free(c.ids);
+	return c.err ? c.err : (err < 0 ? err : 0);
+}
+
+int ffm_jobrun__begin(const struct ffm_jobrun_opts *opts, struct ffm_jobrun **ret)
+{
+	struct ffm_store_opts so = { .sz = sizeof(so), .create = true, .tool_version = "ffm 0.1" };
+	struct ffm_store_key key = { .key = opts->key, .uid = opts->uid, .exe = opts->exe,
+				     .args_hash = opts->args_hash };
+	struct ffm_store_stage_history hist;
+	struct ffm_plan_input in = { .override_stage = opts->override_stage };
+	struct ffm_recorder_opts ro = { .sz = sizeof(ro) };
+	struct ffm_jobrun *jr;
+	char host[256] = "";
+	int64_t driver = 0;
+	int err;
+
+	*ret = NULL;
+	jr = calloc(1, sizeof(*jr));
+	if (!jr)
+		return -ENOMEM;
+	jr->o = *opts;
+	snprintf(jr->job_id, sizeof(jr->job_id), "%s", opts->job_id);
+	jr->o.job_id = jr->job_id;
+	err = ffm_store__open_key(opts->state_dir, &key, &so, &jr->store);
+	if (err < 0)
+		goto fail;
+
+	err = ffm_store__stage_history(jr->store, &hist);
+	if (err < 0)
+		goto fail;
+	for (int s = 1; s < FFM_STAGE__MAX && s <= FFM_STORE_MAX_STAGE; s++) {
+		if (hist.runs[s] > hist.partial[s])
+			in.completed |= FFM_STAGE_BIT(s);
+		else
+			in.failures[s] = hist.partial[s] > 255 ? 255 : hist.partial[s];
+	}
+	err = ffm_plan__next(&in, &jr->plan);
+	if (err < 0)
+		goto fail;
+	err = load_sync_names(jr, hist.last_run[1]);
+	if (err < 0)
+		goto fail;
+	if (jr->plan.probes & FFM_PROBE_SYNC_FUNCS && !jr->nsync && !hist.last_run[1])
+		jr->plan.probes |= FFM_PROBE_SYNC_STATIC;
+
+	gethostname(host, sizeof(host) - 1);
+	err = ffm_store__job_begin(jr->store, &(struct ffm_store_job){
+		.job_id = opts->job_id, .uid = opts->uid, .state = FFM_JOB_RUNNING,
+		.start_unix = time(NULL), .node = opts->node ? opts->node : host,
+	}, NULL);
+	if (err < 0)
+		goto fail;
+	if (opts->driver_build_id && *opts->driver_build_id) {
+		err = ffm_store__put_driver(jr->store, &(struct ffm_store_driver){
+			.path = opts->driver_path, .build_id = opts->driver_build_id,
+			.wait_off = opts->wait_off, .wait_size = opts->wait_size,
+		}, &driver);
+		if (err < 0)
+			goto fail;
+	}
+	{
+		struct timespec ts;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		err = ffm_store__run_begin(jr->store, &(struct ffm_store_run){
+			.job_id = opts->job_id, .stage = jr->plan.stage, .driver = driver,
+			.start_ns = (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec,
+			.start_unix = time(NULL),
+		}, &jr->run);
+		if (err < 0)
+			goto fail;
+	}
+	ro.store = jr->store;
+	ro.run = jr->run;
+	ro.collector = opts->collector;
+	ro.sym = opts->sym;
+	ro.apis = opts->apis;
+	ro.proc_root = opts->proc_root;
+	ro.driver_build_id = opts->driver_build_id;
+	err = ffm_recorder__new(&ro, &jr->rec);
+	if (err < 0)
+		goto fail;
+	*ret = jr;
+	return 0;
+fail:
+	ffm_jobrun__free(jr);
+	return err;
+}
+
+const struct ffm_plan *ffm_jobrun__plan(const struct ffm_jobrun *jr)
+{
+	return &jr->plan;
+}
+
+int64_t ffm_jobrun__run_id(const struct ffm_jobrun *jr)
+{
+	return jr->run;
+}
+
+struct ffm_store *ffm_jobrun__store(struct ffm_jobrun *jr)
+{
+	return jr->store;
+}
+
+struct ffm_recorder *ffm_jobrun__recorder(struct ffm_jobrun *jr)
+{
+	return jr->rec;
+}
+
+const char *const *ffm_jobrun__sync_names(const struct ffm_jobrun *jr, size_t *n)
+{
+	*n = jr->nsync;
+	return (const char *const *)jr->sync_names;
+}
+
+int ffm_jobrun__record(struct ffm_jobrun *jr, const void *rec, size_t size)
+{
+	return ffm_recorder__record(jr->rec, rec, size);
+}
+
+int ffm_jobrun__end(struct ffm_jobrun *jr, double wall_s, int exit_status, bool aborted,
+		    bool end_job)
+{
+	struct ffm_rec_drops d = {};
+	struct ffm_recorder_stats st;
+	uint32_t flags = 0;
+	struct timespec ts;
+	int err;
+
+	if (jr->ended)
+		return 0;
+	jr->ended = true;
+	if (jr->o.collector && ffm_collector__drops(jr->o.collector, jr->o.slot, &d) == 0) {
+		static const int map[FFM_REC_DROP__MAX] = {
+			[FFM_REC_DROP_RINGBUF] = FFM_DROP_RINGBUF_FULL,
+			[FFM_REC_DROP_STACK] = FFM_DROP_RINGBUF_FULL,
+			[FFM_REC_DROP_DEPTH] = FFM_DROP_STACK_TOO_DEEP,
+			[FFM_REC_DROP_PROCS] = FFM_DROP_MAP_FULL,
+			[FFM_REC_DROP_THREADS] = FFM_DROP_MAP_FULL,
+			[FFM_REC_DROP_UNMATCHED] = FFM_DROP_OTHER,
+		};
+
+		for (int i = 0; i < FFM_REC_DROP__MAX; i++) {
+			if (!d.n[i])
+				continue;
+			ffm_store__add_drops(jr->store, jr->run, map[i], d.n[i]);
+			/* Entries without returns are expected when a process dies mid-call;
+			 * only lost records make the run's data incomplete. */
+			if (i != FFM_REC_DROP_UNMATCHED && i != FFM_REC_DROP_DEPTH)
+				flags |= FFM_RUN_DROPPED;
+		}
+		ffm_collector__clear_drops(jr->o.collector, jr->o.slot);
+	}
+	ffm_recorder__stats(jr->rec, &st);
+	if (st.unknown_keys) {
+		ffm_store__add_drops(jr->store, jr->run, FFM_DROP_OTHER, st.unknown_keys);
+		flags |= FFM_RUN_DROPPED;
+	}
+	if (aborted)
+		flags |= FFM_RUN_ABORTED;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	err = ffm_store__run_end(jr->store, jr->run, (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec,
+				 wall_s, exit_status, flags);
+	if (err < 0)
+		return err;
+	if (end_job) {
+		err = ffm_store__job_end(jr->store, jr->job_id,
+					 aborted ? FFM_JOB_CANCELLED :
+					 exit_status ? FFM_JOB_FAILED : FFM_JOB_DONE,
+					 time(NULL));
+		if (err < 0)
+			return err;
+	}
+	return ffm_store__flush(jr->store);
+}
+
+struct ffm_jobrun *ffm_jobrun__free(struct ffm_jobrun *jr)
+{
+	if (!jr)
+		return NULL;
+	ffm_recorder__free(jr->rec);
+	ffm_store__free(jr->store);
+	for (size_t i = 0; i < jr->nsync; i++)
+		free(jr->sync_names[i]);
+	free(jr->sync_names);
+	free(jr);
+	return NULL;
+}

@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One run of a job: the key's store, the stage the plan chose, the recorder. Shared by ffmd
+ * (a run per scheduler job start) and `ffmctl profile` (a run per stage).
+ */
+#ifndef FFM_JOBRUN_H
+#define FFM_JOBRUN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "daemon/recorder.h"
+#include "stages/ffm_plan.h"
+
+struct ffm_collector;
+struct ffm_symbolizer;
+struct ffm_apis;
+struct ffm_store;
+
+struct ffm_jobrun_opts {
+	size_t sz;
+	const char *state_dir;
+	const char *key;       /* job key (see ffm_job_key) */
+	const char *job_id;    /* scheduler job id */
+	uint32_t uid;
+	const char *exe;       /* may be NULL */
+	uint64_t args_hash;
+	const char *node;      /* NULL = this host's name */
+	int override_stage;    /* 0 = the plan decides */
+	uint32_t slot;         /* collector job slot */
+	struct ffm_collector *collector;
+	struct ffm_symbolizer *sym;
+	struct ffm_apis *apis;
+	const char *driver_path, *driver_build_id;
+	uint64_t wait_off, wait_size;
+	const char *proc_root;
+};
+
+struct ffm_jobrun;
+
+int ffm_jobrun__begin(const struct ffm_jobrun_opts *opts, struct ffm_jobrun **ret);
+const struct ffm_plan *ffm_jobrun__plan(const struct ffm_jobrun *jr);
+int64_t ffm_jobrun__run_id(const struct ffm_jobrun *jr);
+struct ffm_store *ffm_jobrun__store(struct ffm_jobrun *jr);
+/* The public functions stage 1 of this key saw waiting (valid until free). */
+const char *const *ffm_jobrun__sync_names(const struct ffm_jobrun *jr, size_t *n);
+int ffm_jobrun__record(struct ffm_jobrun *jr, const void *rec, size_t size);
+struct ffm_recorder *ffm_jobrun__recorder(struct ffm_jobrun *jr);
+/* End the run: drops from the collector, flags, wall time; ends the job too if @end_job. */
+int ffm_jobrun__end(struct ffm_jobrun *jr, double wall_s, int exit_status, bool aborted,
+		    bool end_job);
+struct ffm_jobrun *ffm_jobrun__free(struct ffm_jobrun *jr);
+
+/* The default job key: a hash of uid, executable and arguments, as hex (buf >= 17 bytes). */
+void ffm_job_key(uint32_t uid, const char *exe, char *const *argv, char *buf, size_t len);
+uint64_t ffm_args_hash(char *const *argv);
+
+#endif

@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/apis.h"
+#include "daemon/probes.h"
+#include "stages/ffm_plan.h"
+#include "symbols/ffm_driver.h"
+
+static int push(struct ffm_probe_set *ps, const struct ffm_probe *p)
+{
+	for (size_t i = 0; i < ps->n; i++)
+		if (ps->p[i].offset == p->offset)
+			return 0; /* two names for one entry (aliases): probe it once */
+	if (ps->n == ps->cap) {
+		size_t ncap = ps->cap ? ps->cap * 2 : 64;
+		struct ffm_probe *np = realloc(ps->p, ncap * sizeof(*np));
+
+		if (!np)
+			return -ENOMEM;
+		ps->p = np;
+		ps->cap = ncap;
+	}
+	ps->p[ps->n++] = *p;
+	return 1;
+}
+
+static uint32_t kind_probe(unsigned kind)
+{
+	switch (kind) {
+	case FFM_KIND_SYNC: return FFM_PROBE_SYNC_STATIC;
+	case FFM_KIND_MEMCPY: return FFM_PROBE_TRANSFER;
+	case FFM_KIND_ALLOC: return FFM_PROBE_ALLOC;
+	case FFM_KIND_FREE: return FFM_PROBE_FREE;
+	case FFM_KIND_MEMSET: return FFM_PROBE_MEMSET;
+	case FFM_KIND_LAUNCH: return FFM_PROBE_LAUNCH;
+	default: return 0;
+	}
+}
+
+static int add_api(struct ffm_probe_set *ps, const struct ffm_driver *d, struct ffm_apis *apis,
+		   uint32_t id)
+{
+	const struct ffm_api_desc *desc = ffm_apis__get(apis, id);
+	struct ffm_driver_sym syms[16];
+	int n, added = 0;
+
+	if (!desc)
+		return -EINVAL;
+	n = ffm_driver__variants(d, desc->name, syms, 16);
+	if (n < 0)
+		return n == -ENOENT ? 0 : n;
+	for (int i = 0; i < n && i < 16; i++) {
+		struct ffm_probe p = { .offset = syms[i].offset, .cookie = ffm_apis__cookie(apis, id) };
+		int err = push(ps, &p);
+
+		if (err < 0)
+			return err;
+		added += err;
+	}
+	if (added)
+		ps->napis++;
+	return 0;
+}
+
+int ffm_probe_set__build(struct ffm_probe_set *ps, const struct ffm_driver *d, struct ffm_apis *apis,
+			 uint32_t probes, uint64_t wait_off, const char *const *sync_names,
+			 size_t nsync)
+{
+	int err;
+
+	memset(ps, 0, sizeof(*ps));
+	if ((probes & FFM_PROBE_WAIT) && wait_off) {
+		struct ffm_probe p = { .offset = wait_off, .cookie = FFM_COOKIE(FFM_API_WAIT, FFM_KIND_WAIT, 0, 0, 0, 0, 0, 0, 0), .wait = true };
+
+		err = push(ps, &p);
+		if (err < 0)
+			goto fail;
+	}
+	/* The stage-1 list: what this job's runs really waited in. */
+	if (probes & FFM_PROBE_SYNC_FUNCS) {
+		for (size_t i = 0; i < nsync; i++) {
+			int id = ffm_apis__intern(apis, sync_names[i], FFM_KIND_SYNC);
+
+			if (id < 0) {
+				err = id;
+				goto fail;
+			}
+			err = add_api(ps, d, apis, id);
+			if (err < 0)
+				goto fail;
+		}
+	}
+	for (size_t id = 1; id < ffm_apis__count(apis); id++) {
+		const struct ffm_api_desc *desc = ffm_apis__get(apis, id);
+		uint32_t need = kind_probe(desc->kind);
+
+		/* Explicit syncs are also probed from the static table when stage 1 gave its
+		 * list: an explicit sync whose GPU work was already done never waits, so stage
+		 * 1 cannot see it, yet stage 2 must time it. */
+		if (need == FFM_PROBE_SYNC_STATIC && (probes & FFM_PROBE_SYNC_FUNCS))
+			need = FFM_PROBE_SYNC_FUNCS;
+		if (!need || !(probes & need))
+			continue;
+		err = add_api(ps, d, apis, id);
+		if (err < 0)
+			goto fail;
+	}
+	return 0;
+fail:
+	ffm_probe_set__release(ps);
+	return err;
+}
+
+void ffm_probe_set__release(struct ffm_probe_set *ps)
+{
+	free(ps->p);
+	memset(ps, 0, sizeof(*ps));
+}

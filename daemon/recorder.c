@@ -1,0 +1,510 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bpf/ffm.h"
+#include "daemon/apis.h"
+#include "daemon/collector.h"
+#include "daemon/recorder.h"
+#include "store/ffm_store.h"
+#include "symbols/ffm_stack.h"
+
+#define MAX_FRAMES 128
+
+/* (tgid, stack key) -> store stack id + attributed API. Open addressing, grows at 1/2 load. */
+struct key_ent {
+	uint64_t key; /* 0 = empty slot */
+	uint32_t tgid;
+	uint32_t api; /* store api id of the public function that waits, 0 = none */
+	int64_t stack;
+};
+
+struct proc_ent {
+	uint32_t tgid; /* 0 = empty */
+	bool alive;
+	struct ffm_addr_space *as;
+};
+
+struct ffm_recorder {
+	struct ffm_recorder_opts o;
+	struct key_ent *keys;
+	size_t nkeys, capkeys;
+	struct proc_ent *procs;
+	size_t nprocs, capprocs;
+	uint32_t *tids; /* threads seen (put_thread once each); open addressing */
+	size_t ntids, captids;
+	uint32_t *api_ids; /* collector api id -> store api id, 0 = not yet named */
+	struct ffm_recorder_stats st;
+	uint64_t first_ns, last_ns;
+	struct ffm_frame frames[MAX_FRAMES];
+	struct ffm_store_frame sframes[MAX_FRAMES];
+};
+
+uint32_t ffm_store_api_id(const char *base)
+{
+	uint32_t h = 2166136261u;
+
+	for (; *base; base++)
+		h = (h ^ (uint8_t)*base) * 16777619u;
+	h &= 0x7fffffff;
+	return h ? h : 1;
+}
+
+static uint64_t hash64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	return x;
+}
+
+/* ---- (tgid, key) map ---------------------------------------------------------------------- */
+
+static struct key_ent *key_find(struct ffm_recorder *r, uint32_t tgid, uint64_t key, bool insert)
+{
+	size_t i;
+
+	if (!key)
+		return NULL;
+	if (insert && (r->nkeys + 1) * 2 > r->capkeys) {
+		size_t ncap = r->capkeys ? r->capkeys * 2 : 1024;
+		struct key_ent *n = calloc(ncap, sizeof(*n));
+
+		if (!n)
+			return NULL;
+		for (size_t j = 0; j < r->capkeys; j++) {
+			struct key_ent *e = &r->keys[j];
+
+			if (!e->key)
+				continue;
+			for (i = hash64(e->key ^ e->tgid) & (ncap - 1); n[i].key; i = (i + 1) & (ncap - 1))
+				;
+			n[i] = *e;
+		}
+		free(r->keys);
+		r->keys = n;
+		r->capkeys = ncap;
+	}
+	if (!r->capkeys)
+		return NULL;
+	for (i = hash64(key ^ tgid) & (r->capkeys - 1); r->keys[i].key; i = (i + 1) & (r->capkeys - 1))
+		if (r->keys[i].key == key && r->keys[i].tgid == tgid)
+			return &r->keys[i];
+	if (!insert)
+		return NULL;
+	r->keys[i] = (struct key_ent){ .key = key, .tgid = tgid };
+	r->nkeys++;
+	return &r->keys[i];
+}
+
+/* ---- processes, threads ------------------------------------------------------------------- */
+
+static struct proc_ent *proc_find(struct ffm_recorder *r, uint32_t tgid, bool insert)
+{
+	size_t i;
+
+	if (insert && (r->nprocs + 1) * 2 > r->capprocs) {
+		size_t ncap = r->capprocs ? r->capprocs * 2 : 64;
+		struct proc_ent *n = calloc(ncap, sizeof(*n));
+
+		if (!n)
+			return NULL;
+		for (size_t j = 0; j < r->capprocs; j++) {
+			if (!r->procs[j].tgid)
+				continue;
+			for (i = hash64(r->procs[j].tgid) & (ncap - 1); n[i].tgid; i = (i + 1) & (ncap - 1))
+				;
+			n[i] = r->procs[j];
+		}
+		free(r->procs);
+		r->procs = n;
+		r->capprocs = ncap;
+	}
+	if (!r->capprocs)
+		return NULL;
+	for (i = hash64(tgid) & (r->capprocs - 1); r->procs[i].tgid; i = (i + 1) & (r->capprocs - 1))
+		if (r->procs[i].tgid == tgid)
+			return &r->procs[i];
+	if (!insert)
+		return NULL;
+	r->procs[i] = (struct proc_ent){ .tgid = tgid, .alive = true };
+	r->nprocs++;
+	return &r->procs[i];
+}
+
+static int note_thread(struct ffm_recorder *r, uint32_t tgid, uint32_t tid)
+{
+	size_t i;
+
+	if ((r->ntids + 1) * 2 > r->captids) {
+		size_t ncap = r->captids ? r->captids * 2 : 256;
+		uint32_t *n = calloc(ncap, sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		for (size_t j = 0; j < r->captids; j++) {
+			if (!r->tids[j])
+				continue;
+			for (i = hash64(r->tids[j]) & (ncap - 1); n[i]; i = (i + 1) & (ncap - 1))
+				;
+			n[i] = r->tids[j];
+		}
+		free(r->tids);
+		r->tids = n;
+		r->captids = ncap;
+	}
+	for (i = hash64(tid) & (r->captids - 1); r->tids[i]; i = (i + 1) & (r->captids - 1))
+		if (r->tids[i] == tid)
+			return 0;
+	r->tids[i] = tid;
+	r->ntids++;
+	return ffm_store__put_thread(r->o.store, r->o.run, tgid, tid);
+}
+
+static struct ffm_addr_space *addr_space(struct ffm_recorder *r, uint32_t tgid)
+{
+	struct proc_ent *p = proc_find(r, tgid, true);
+	struct ffm_addr_space_opts ao = { .sz = sizeof(ao), .proc_root = r->o.proc_root };
+
+	if (!p)
+		return NULL;
+	if (!p->as && ffm_addr_space__new(tgid, &ao, &p->as) < 0)
+		p->as = NULL;
+	return p->as;
+}
+
+static void read_exe(struct ffm_recorder *r, uint32_t tgid, char *buf, size_t len)
+{
+	char path[64];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "%s/%u/exe", r->o.proc_root ? r->o.proc_root : "/proc", tgid);
+	n = readlink(path, buf, len - 1);
+	buf[n > 0 ? n : 0] = 0;
+}
+
+/* ---- stacks ------------------------------------------------------------------------------- */
+
+static uint64_t frame_hash(uint64_t h, const char *id, uint64_t off)
+{
+	for (; id && *id; id++)
+		h = (h ^ (uint8_t)*id) * 0x100000001b3ULL;
+	h ^= off;
+	h *= 0x100000001b3ULL;
+	return hash64(h);
+}
+
+static bool is_driver_frame(const struct ffm_recorder *r, const struct ffm_sym *s)
+{
+	const char *base;
+
+	if (r->o.driver_build_id && *r->o.driver_build_id && s->build_id && *s->build_id)
+		return !strcmp(s->build_id, r->o.driver_build_id);
+	base = s->module ? strrchr(s->module, '/') : NULL;
+	base = base ? base + 1 : s->module;
+	return base && !strncmp(base, "libcuda.so", 10);
+}
+
+/* Store api id of the public driver function a symbol names (interned in the store). */
+static uint32_t api_of_symbol(struct ffm_recorder *r, const char *name)
+{
+	char base[256];
+	uint32_t id;
+
+	if (!name || strncmp(name, "cu", 2))
+		return 0;
+	ffm_api_base_name(name, base, sizeof(base));
+	id = ffm_store_api_id(base);
+	ffm_store__put_api_name(r->o.store, id, base);
+	return id;
+}
+
+static int on_stack(struct ffm_recorder *r, const struct ffm_rec_stack *s)
+{
+	struct ffm_stack_snapshot snap = {
+		.tgid = s->hdr.tgid, .ip = s->ip, .sp = s->sp, .bp = s->bp,
+		.stack = s->stack, .stack_len = s->stack_len < FFM_STACK_BYTES ? s->stack_len : FFM_STACK_BYTES,
+	};
+	struct ffm_addr_space *as = addr_space(r, s->hdr.tgid);
+	struct key_ent *ke = key_find(r, s->hdr.tgid, s->stack_key, true);
+	uint64_t h = 0xcbf29ce484222325ULL;
+	int n = 0, callsite_idx = -1, outer_lib = -1, err;
+	uint32_t api = 0;
+	int64_t stack_id = 0;
+
+	r->st.stacks++;
+	if (!ke)
+		return -ENOMEM;
+	if (as)
+		n = ffm_stack__unwind(r->o.sym, as, &snap, r->frames, MAX_FRAMES);
+	if (n <= 0) {
+		/* Process gone or no CFI: keep what BPF saw (libcuda frames + call site). */
+		r->st.stacks_failed++;
+		n = 0;
+		for (uint32_t i = 0; i < s->nlib && i < FFM_LIB_FRAMES && n < MAX_FRAMES; i++)
+			r->frames[n++] = (struct ffm_frame){ .pc = s->lib[i] };
+		if (s->callsite && n < MAX_FRAMES)
+			r->frames[n++] = (struct ffm_frame){ .pc = s->callsite };
+	} else {
+		r->st.stacks_unwound++;
+	}
+
+	for (int i = 0; i < n; i++) {
+		struct ffm_store_frame *f = &r->sframes[i];
+		const struct ffm_sym *sym = NULL;
+
+		memset(f, 0, sizeof(*f));
+		/* Every probe of ours fires at a return (uretprobe), so even frame 0's ip is a
+		 * return address: look up the call instruction, pc-1, for the right line. */
+		if (as && ffm_symbolizer__symbolize(r->o.sym, as, r->frames[i].pc, true, &sym) == 0) {
+			f->build_id = sym->build_id && *sym->build_id ? sym->build_id : NULL;
+			f->module = sym->module;
+			f->offset = sym->offset;
+			f->func = sym->name;
+			f->demangled = sym->function;
+			f->folded = sym->folded;
+			f->file = sym->file;
+			f->line = sym->line > 0 ? sym->line : 0;
+			if (is_driver_frame(r, sym))
+				outer_lib = i;
+			else if (callsite_idx < 0 && outer_lib >= 0)
+				callsite_idx = i;
+		} else {
+			f->module = "[unknown]";
+			f->offset = r->frames[i].pc;
+		}
+		h = frame_hash(h, f->build_id ? f->build_id : f->module, f->offset);
+	}
+	if (outer_lib >= 0)
+		api = api_of_symbol(r, r->sframes[outer_lib].func);
+	if (n > 0) {
+		err = ffm_store__put_stack(r->o.store, h ? h : 1, r->sframes, n, &stack_id);
+		if (err < 0)
+			return err;
+	}
+	ke->stack = stack_id;
+	ke->api = api;
+
+	/* Learned slots: where the frames above the call site keep their return addresses,
+	 * relative to the call site's own slot (bpf/ffm.h). */
+	if (r->o.collector && s->callsite && s->callsite_slot) {
+		int32_t off[FFM_LEARNED_SLOTS];
+		uint32_t k = 0;
+		int ci = -1;
+
+		for (int i = 0; i < n; i++)
+			if (r->frames[i].pc == s->callsite) {
+				ci = i;
+				break;
+			}
+		for (int i = ci; ci >= 0 && i < n && k < FFM_LEARNED_SLOTS; i++) {
+			int64_t d = (int64_t)(r->frames[i].ra_slot - s->callsite_slot);
+
+			if (!r->frames[i].ra_slot || d <= 0 || d > INT32_MAX)
+				break;
+			off[k++] = (int32_t)d;
+		}
+		if (k)
+			ffm_collector__learn_slots(r->o.collector, s->hdr.tgid, s->callsite, off, k);
+	}
+	return 0;
+}
+
+/* ---- events ------------------------------------------------------------------------------- */
+
+static uint32_t store_api(struct ffm_recorder *r, uint32_t api)
+{
+	const struct ffm_api_desc *d = ffm_apis__get(r->o.apis, api);
+
+	if (!d)
+		return 0;
+	if (!r->api_ids[api]) {
+		r->api_ids[api] = ffm_store_api_id(d->name);
+		ffm_store__put_api_name(r->o.store, r->api_ids[api], d->name);
+	}
+	return r->api_ids[api];
+}
+
+static uint32_t event_kind(unsigned kind)
+{
+	switch (kind) {
+	case FFM_KIND_WAIT: return FFM_EV_WAIT;
+	case FFM_KIND_MEMCPY: return FFM_EV_TRANSFER;
+	case FFM_KIND_ALLOC: return FFM_EV_ALLOC;
+	case FFM_KIND_FREE: return FFM_EV_FREE;
+	case FFM_KIND_MEMSET: return FFM_EV_MEMSET;
+	case FFM_KIND_LAUNCH: return FFM_EV_LAUNCH;
+	default: return FFM_EV_API;
+	}
+}
+
+static uint32_t store_dir(unsigned d)
+{
+	switch (d) {
+	case FFM_REC_DIR_HTOD: return FFM_DIR_HTOD;
+	case FFM_REC_DIR_DTOH: return FFM_DIR_DTOH;
+	case FFM_REC_DIR_DTOD: return FFM_DIR_DTOD;
+	case FFM_REC_DIR_HTOH: return FFM_DIR_HTOH;
+	default: return FFM_DIR_NONE;
+	}
+}
+
+static int64_t resolve_key(struct ffm_recorder *r, uint32_t tgid, uint64_t key, uint32_t *api)
+{
+	struct key_ent *ke = key_find(r, tgid, key, false);
+
+	if (!key)
+		return 0;
+	if (!ke) {
+		/* Its stack record was lost (ring buffer full): counted, never guessed. */
+		r->st.unknown_keys++;
+		return 0;
+	}
+	if (api)
+		*api = ke->api;
+	return ke->stack;
+}
+
+static int on_wait(struct ffm_recorder *r, const struct ffm_rec_wait *w)
+{
+	struct ffm_store_event ev = {
+		.run = r->o.run, .kind = FFM_EV_WAIT, .tgid = w->hdr.tgid, .tid = w->hdr.tid,
+		.start_ns = w->start_ns, .dur_ns = w->dur_ns, .wait_ns = w->dur_ns,
+	};
+	int err = note_thread(r, w->hdr.tgid, w->hdr.tid);
+
+	if (err < 0)
+		return err;
+	r->st.waits++;
+	ev.stack = resolve_key(r, w->hdr.tgid, w->stack_key, &ev.api);
+	return ffm_store__put_event(r->o.store, &ev, NULL);
+}
+
+static int on_call(struct ffm_recorder *r, const struct ffm_rec_call *c)
+{
+	const struct ffm_api_desc *d = ffm_apis__get(r->o.apis, c->api_id);
+	struct ffm_store_event ev = {
+		.run = r->o.run, .tgid = c->hdr.tgid, .tid = c->hdr.tid,
+		.start_ns = c->start_ns, .dur_ns = c->dur_ns, .wait_ns = c->wait_ns,
+		.bytes = c->bytes, .stream = c->stream, .src = c->src, .dst = c->dst,
+		.flags = (uint32_t)c->ret, /* CUresult: nonzero = the call failed */
+	};
+	int err = note_thread(r, c->hdr.tgid, c->hdr.tid);
+
+	if (err < 0)
+		return err;
+	r->st.calls++;
+	if (!d)
+		return 0;
+	ev.kind = event_kind(d->kind);
+	ev.dir = store_dir(d->dir);
+	ev.api = store_api(r, c->api_id);
+	ev.stack = resolve_key(r, c->hdr.tgid, c->stack_key, NULL);
+	return ffm_store__put_event(r->o.store, &ev, NULL);
+}
+
+static int on_proc(struct ffm_recorder *r, const struct ffm_rec_proc *p)
+{
+	struct proc_ent *pe;
+	char exe[PATH_MAX];
+
+	if (!r->first_ns || p->hdr.ts_ns < r->first_ns)
+		r->first_ns = p->hdr.ts_ns;
+	if (p->hdr.type == FFM_REC_EXIT) {
+		pe = proc_find(r, p->hdr.tgid, false);
+		if (pe)
+			pe->alive = false;
+		r->last_ns = p->hdr.ts_ns;
+		if (r->o.collector)
+			ffm_collector__forget_process(r->o.collector, p->hdr.tgid);
+		return ffm_store__process_exit(r->o.store, r->o.run, p->hdr.tgid, p->hdr.ts_ns,
+					       (int32_t)p->exit_code);
+	}
+	pe = proc_find(r, p->hdr.tgid, true);
+	if (!pe)
+		return -ENOMEM;
+	pe->alive = true;
+	/* A new image (exec) has a new address space. */
+	pe->as = ffm_addr_space__free(pe->as);
+	r->st.processes++;
+	read_exe(r, p->hdr.tgid, exe, sizeof(exe));
+	return ffm_store__put_process(r->o.store, &(struct ffm_store_process){
+		.run = r->o.run, .tgid = p->hdr.tgid, .ptgid = p->ppid,
+		.exe = *exe ? exe : p->comm, .start_ns = p->hdr.ts_ns, .exit_code = 0,
+	});
+}
+
+int ffm_recorder__record(struct ffm_recorder *r, const void *rec, size_t size)
+{
+	const struct ffm_rec_hdr *h = rec;
+
+	r->st.records++;
+	switch (h->type) {
+	case FFM_REC_WAIT: return on_wait(r, rec);
+	case FFM_REC_CALL: return on_call(r, rec);
+	case FFM_REC_STACK: return on_stack(r, rec);
+	case FFM_REC_EXEC:
+	case FFM_REC_FORK:
+	case FFM_REC_EXIT: return on_proc(r, rec);
+	default: return 0;
+	}
+}
+
+int ffm_recorder__new(const struct ffm_recorder_opts *opts, struct ffm_recorder **ret)
+{
+	struct ffm_recorder *r;
+
+	*ret = NULL;
+	if (!opts || !opts->store || !opts->sym || !opts->apis)
+		return -EINVAL;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->o = *opts;
+	r->api_ids = calloc(FFM_API_MAX, sizeof(*r->api_ids));
+	if (!r->api_ids) {
+		free(r);
+		return -ENOMEM;
+	}
+	*ret = r;
+	return 0;
+}
+
+struct ffm_recorder *ffm_recorder__free(struct ffm_recorder *r)
+{
+	if (!r)
+		return NULL;
+	for (size_t i = 0; i < r->capprocs; i++)
+		ffm_addr_space__free(r->procs[i].as);
+	free(r->procs);
+	free(r->keys);
+	free(r->tids);
+	free(r->api_ids);
+	free(r);
+	return NULL;
+}
+
+void ffm_recorder__stats(const struct ffm_recorder *r, struct ffm_recorder_stats *out)
+{
+	*out = r->st;
+}
+
+uint64_t ffm_recorder__live_processes(const struct ffm_recorder *r)
+{
+	uint64_t n = 0;
+
+	for (size_t i = 0; i < r->capprocs; i++)
+		n += r->procs[i].tgid && r->procs[i].alive;
+	return n;
+}
+
+void ffm_recorder__span(const struct ffm_recorder *r, uint64_t *first_ns, uint64_t *last_ns)
+{
+	*first_ns = r->first_ns;
+	*last_ns = r->last_ns;
+}

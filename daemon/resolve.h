@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Which libcuda.so.1 a process will load, decided before it loads it, so probes are in place
+ * for its first driver call. Follows the dynamic loader's order for dlopen("libcuda.so.1"):
+ * LD_LIBRARY_PATH, then ld.so.cache and the default directories (symbols/ffm_driver.h),
+ * all inside the process's root directory (containers: /proc/PID/root).
+ */
+#ifndef FFM_RESOLVE_H
+#define FFM_RESOLVE_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/*
+ * @ld_library_path: the process's LD_LIBRARY_PATH (NULL: none); @root: its root directory
+ * (NULL: "/"). @out gets a path this process can open (under @root). -ENOENT if none found.
+ */
+int ffm_resolve_libcuda(const char *ld_library_path, const char *root, char *out, size_t len);
+/* The same for a running process, from /proc/PID/environ and /proc/PID/root. */
+int ffm_resolve_libcuda_pid(pid_t pid, const char *proc_root, char *out, size_t len);
+
+#endif

@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ffmd's core: jobs, drivers, the collector and the control socket behind one event loop.
+ * daemon/ffmd.c parses the command line and the config, then runs this.
+ */
+#ifndef FFM_SERVER_H
+#define FFM_SERVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define FFM_MAX_RULES 64
+#define FFM_MAX_SELECTORS 32
+
+enum ffm_sel_type { FFM_SEL_CGROUP, FFM_SEL_PID, FFM_SEL_UID, FFM_SEL_EXE };
+
+struct ffm_selector {
+	enum ffm_sel_type type;
+	char value[1024]; /* cgroup path, pid, uid or executable path as given */
+};
+
+struct ffmd_config {
+	char state_dir[4096];
+	char runtime_dir[4096];
+	char admin_group[64];     /* members may start/end jobs and see all of them */
+	uint32_t flush_ms;        /* store flush period */
+	uint32_t wakeup_kib;      /* ring buffer bytes pending before BPF wakes ffmd */
+	/* [rule NAME] sections: processes matching them become jobs of their own. */
+	struct ffmd_rule {
+		char name[64];
+		char key[128];    /* "" = derived from uid + executable + arguments */
+		int stage;        /* 0 = the plan decides */
+		int nsel;
+		struct ffm_selector sel[FFM_MAX_SELECTORS];
+	} rules[FFM_MAX_RULES];
+	int nrules;
+};
+
+/* Defaults, then @path (NULL: no file). -errno; @err gets "file:line: reason". */
+int ffmd_config_load(struct ffmd_config *cfg, const char *path, char *err, size_t errlen);
+
+struct ffmd;
+
+int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret);
+/* The event loop; returns when SIGTERM/SIGINT arrives (0) or on a fatal error (-errno). */
+int ffmd__run(struct ffmd *d);
+struct ffmd *ffmd__free(struct ffmd *d);
+
+#endif
