@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/perf_event.h>
@@ -32,7 +33,8 @@ int ffm_uprobe_pmu_type(const char *sysfs_path)
 	return type;
 }
 
-static int open_one(int type, const char *path, uint64_t offset, bool retprobe, pid_t pid, int cpu)
+static int open_one(int type, const char *path, uint64_t offset, bool retprobe, pid_t pid, int cpu,
+		    bool inherit)
 {
 	struct perf_event_attr attr = {
 		.size = sizeof(attr),
@@ -41,7 +43,7 @@ static int open_one(int type, const char *path, uint64_t offset, bool retprobe, 
 		.config = retprobe ? 1 : 0,
 		.config1 = (uint64_t)(uintptr_t)path,
 		.config2 = offset,
-		.inherit = pid >= 0,
+		.inherit = inherit,
 		.disabled = 0,
 	};
 	int fd = syscall(SYS_perf_event_open, &attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
@@ -49,36 +51,87 @@ static int open_one(int type, const char *path, uint64_t offset, bool retprobe, 
 	return fd < 0 ? -errno : fd;
 }
 
+/* The threads of another process (its /proc/PID/task entries). */
+static int list_tasks(pid_t pid, pid_t **tids)
+{
+	char dir[64];
+	DIR *d;
+	struct dirent *de;
+	int n = 0, cap = 0;
+
+	snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
+	d = opendir(dir);
+	if (!d)
+		return errno == ENOENT ? -ESRCH : -errno;
+	*tids = NULL;
+	while ((de = readdir(d))) {
+		pid_t *nt;
+
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 16;
+			nt = realloc(*tids, cap * sizeof(*nt));
+			if (!nt) {
+				closedir(d);
+				free(*tids);
+				return -ENOMEM;
+			}
+			*tids = nt;
+		}
+		(*tids)[n++] = atoi(de->d_name);
+	}
+	closedir(d);
+	return n;
+}
+
 int ffm_uprobe_counter__open(const char *path, uint64_t offset, bool retprobe, pid_t pid,
 			     struct ffm_uprobe_counter **ret)
 {
 	struct ffm_uprobe_counter *c;
-	int type = ffm_uprobe_pmu_type(NULL), ncpu, err;
+	int type = ffm_uprobe_pmu_type(NULL), n, err;
+	pid_t *tids = NULL;
+	/*
+	 * An inherited uprobe event is re-created at each clone() from attr.config1, a pointer
+	 * into *our* memory: valid in our own threads, garbage in another process, where it makes
+	 * every pthread_create() there fail. So another process gets one event per thread it
+	 * has now, without inherit.
+	 */
+	bool foreign = pid >= 0 && pid != getpid();
 
 	*ret = NULL;
 	if (type < 0)
 		return type;
 	if (access(path, R_OK) < 0)
 		return -errno;
-	ncpu = pid >= 0 ? 1 : (int)sysconf(_SC_NPROCESSORS_CONF);
-	if (ncpu <= 0)
-		return -EINVAL;
-	c = calloc(1, sizeof(*c) + ncpu * sizeof(int));
-	if (!c)
+	if (foreign)
+		n = list_tasks(pid, &tids);
+	else
+		n = pid >= 0 ? 1 : (int)sysconf(_SC_NPROCESSORS_CONF);
+	if (n <= 0)
+		return n < 0 ? n : -EINVAL;
+	c = calloc(1, sizeof(*c) + n * sizeof(int));
+	if (!c) {
+		free(tids);
 		return -ENOMEM;
-	for (int i = 0; i < ncpu; i++) {
-		int fd = open_one(type, path, offset, retprobe, pid, pid >= 0 ? -1 : i);
+	}
+	for (int i = 0; i < n; i++) {
+		int fd = foreign ? open_one(type, path, offset, retprobe, tids[i], -1, false)
+				 : open_one(type, path, offset, retprobe, pid, pid >= 0 ? -1 : i,
+					    pid >= 0);
 
 		if (fd < 0) {
-			/* Offline CPUs cannot be opened; any other error is fatal. */
-			if (pid < 0 && fd == -ENODEV)
+			/* Offline CPUs cannot be opened, threads may have exited; else fatal. */
+			if ((pid < 0 && fd == -ENODEV) || (foreign && fd == -ESRCH))
 				continue;
 			err = fd;
+			free(tids);
 			ffm_uprobe_counter__free(c);
 			return err;
 		}
 		c->fds[c->nfds++] = fd;
 	}
+	free(tids);
 	*ret = c;
 	return 0;
 }

@@ -19,8 +19,11 @@ struct ffm_uprobe_counter;
 
 /*
  * Count executions of the instruction at file offset @offset of @path.
- * @pid: the process to count in (its threads included, also those created later); -1 counts in
- * every process on every CPU (one event per CPU).
+ * @pid: the process to count in; -1 counts in every process on every CPU (one event per CPU).
+ * For this process (getpid()), its threads count, also those created later (inherit). For
+ * another process, the threads it has at open time count, not later ones: an inherited uprobe
+ * event is re-created at clone() from a pointer into the opener's memory, which breaks
+ * pthread_create() in a foreign process.
  * Returns 0 or -errno (-EACCES/-EPERM without CAP_PERFMON, -ENOENT for a missing file, -EINVAL for
  * an offset the kernel rejects).
  */
