@@ -149,6 +149,16 @@ struct module {
 	Dwarf_CFI *eh_cfi, *dw_cfi;
 	Dwarf_Addr eh_bias, dw_bias;
 	int err; /* a module that could not be opened: remembered, not retried */
+	/* Function symbols sorted by address (libdwfl 0.188's addrinfo scans linearly). */
+	bool syms_done;
+	size_t nsyms;
+	struct msym *syms;
+};
+
+struct msym {
+	uint64_t addr, size;
+	const char *name;
+	int prio; /* GLOBAL 2, WEAK 1, LOCAL 0 */
 };
 
 struct symentry {
@@ -176,6 +186,7 @@ static struct module *module_free(struct module *m)
 		return NULL;
 	if (m->dwfl)
 		dwfl_end(m->dwfl);
+	free(m->syms);
 	ffm_elf_close(m->elf);
 	free(m->path);
 	free(m);
@@ -478,14 +489,86 @@ static const char *dwarf_func_name(Dwfl_Module *mod, Dwarf_Addr addr)
 	return name;
 }
 
+static int msym_cmp(const void *a, const void *b)
+{
+	const struct msym *x = a, *y = b;
+
+	if (x->addr != y->addr)
+		return x->addr < y->addr ? -1 : 1;
+	return y->prio - x->prio; /* the preferred name first among aliases */
+}
+
+/* All function symbols of the module (symtab of the file or its debug file, else dynsym). */
+static void module_syms(struct module *m)
+{
+	int n;
+	size_t cap = 0;
+
+	if (m->syms_done)
+		return;
+	m->syms_done = true;
+	n = dwfl_module_getsymtab(m->mod);
+	for (int i = 1; i < n; i++) {
+		GElf_Sym sym;
+		GElf_Addr addr;
+		const char *name = dwfl_module_getsym_info(m->mod, i, &sym, &addr, NULL, NULL, NULL);
+		int type = GELF_ST_TYPE(sym.st_info), bind = GELF_ST_BIND(sym.st_info);
+
+		if (!name || !*name || sym.st_shndx == SHN_UNDEF ||
+		    (type != STT_FUNC && type != STT_GNU_IFUNC))
+			continue;
+		if (m->nsyms == cap) {
+			struct msym *ns;
+
+			cap = cap ? cap * 2 : 1024;
+			ns = realloc(m->syms, cap * sizeof(*ns));
+			if (!ns)
+				return;
+			m->syms = ns;
+		}
+		m->syms[m->nsyms++] = (struct msym){ addr, sym.st_size, name,
+						     bind == STB_GLOBAL ? 2 : bind == STB_WEAK ? 1 : 0 };
+	}
+	if (m->nsyms)
+		qsort(m->syms, m->nsyms, sizeof(*m->syms), msym_cmp);
+}
+
+/* The function symbol containing @addr: the nearest one below that covers it. */
+static const struct msym *msym_lookup(struct module *m, uint64_t addr)
+{
+	size_t lo = 0, hi;
+
+	module_syms(m);
+	hi = m->nsyms;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (m->syms[mid].addr <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* Walk down a few entries: a sized symbol that covers addr wins over a closer
+	 * one that ends before it (nested or overlapping symbols are rare). */
+	for (size_t i = lo, k = 0; i > 0 && k < 8; i--, k++) {
+		const struct msym *c = &m->syms[i - 1];
+
+		if (addr < c->addr + c->size)
+			return c;
+		if (!c->size && k == 0)
+			return c; /* a sizeless symbol: trust the nearest one (as libdwfl does) */
+	}
+	return NULL;
+}
+
 static int symbolize_in(struct ffm_symbolizer *s, struct module *m, uint64_t offset, bool retaddr,
 			const struct ffm_sym **ret)
 {
 	uint64_t key = offset << 1 | retaddr, vaddr;
 	struct symentry **slot = tab_slot(s, m, key), *e;
 	GElf_Off symoff = 0;
-	GElf_Sym sym;
-	const char *name;
+	const struct msym *ms;
+	const char *name = NULL;
 	Dwarf_Addr addr;
 
 	if (*slot) {
@@ -506,7 +589,11 @@ static int symbolize_in(struct ffm_symbolizer *s, struct module *m, uint64_t off
 		vaddr = offset; /* outside every PT_LOAD: keep the offset */
 	e->sym.elf_addr = vaddr;
 	addr = vaddr - (retaddr ? 1 : 0);
-	name = dwfl_module_addrinfo(m->mod, addr, &symoff, &sym, NULL, NULL, NULL);
+	ms = msym_lookup(m, addr);
+	if (ms) {
+		name = ms->name;
+		symoff = addr - ms->addr;
+	}
 	if (!name && !s->no_lines) {
 		name = dwarf_func_name(m->mod, addr);
 		symoff = 0;
