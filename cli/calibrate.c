@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ffmctl calibrate [--driver PATH] [--json] [--force]
+ *
+ * Finds libcuda's internal wait function (symbols/ffm_calibrate.h) for the system's driver or
+ * the one given, verifies it, and caches the result per build-id under the state directory.
+ * Exit 0 with a verified result, 1 when calibration failed or could not be verified, 2 on usage.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/ffmctl.h"
+#include "symbols/ffm_calibrate.h"
+#include "symbols/ffm_driver.h"
+
+#ifndef FFM_LIBEXECDIR
+#define FFM_LIBEXECDIR "/usr/local/libexec/ffm"
+#endif
+#define PROBE_NAME "ffm-calib-probe"
+
+/* Next to the ffmctl executable, then $FFM_CALIB_PROG, then the libexec directory. */
+static int find_probe(char *buf, size_t len)
+{
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	const char *env = getenv("FFM_CALIB_PROG");
+
+	if (n > 0) {
+		char *slash;
+
+		exe[n] = 0;
+		slash = strrchr(exe, '/');
+		if (slash) {
+			slash[1] = 0;
+			snprintf(buf, len, "%.*s%s", (int)(PATH_MAX - sizeof(PROBE_NAME)), exe, PROBE_NAME);
+			if (access(buf, X_OK) == 0)
+				return 0;
+		}
+	}
+	if (env && *env && access(env, X_OK) == 0) {
+		snprintf(buf, len, "%s", env);
+		return 0;
+	}
+	snprintf(buf, len, "%s/%s", FFM_LIBEXECDIR, PROBE_NAME);
+	return access(buf, X_OK) == 0 ? 0 : -ENOENT;
+}
+
+static void print_text(const struct ffm_calibration *c)
+{
+	const char *ev = ffm_calibration__evidence_json(c), *p;
+	int stacks = 0, counts = 0;
+
+	for (p = ev; (p = strstr(p, "\"kind\":\"stack\"")); p++)
+		stacks++;
+	for (p = ev; (p = strstr(p, "\"kind\":\"count\"")); p++)
+		counts++;
+	printf("driver:         %s\n", ffm_calibration__driver_path(c));
+	printf("version:        %s\n", ffm_calibration__driver_version(c));
+	printf("build-id:       %s\n", ffm_calibration__build_id(c));
+	printf("wait function:  file offset %#" PRIx64 ", %" PRIu64 " bytes\n",
+	       ffm_calibration__wait_offset(c), ffm_calibration__wait_size(c));
+	if (ffm_calibration__verified(c))
+		printf("verified:       yes (every synchronizing call entered it, no other call did)\n");
+	else
+		printf("verified:       NO: %s\n", ffm_calibration__reason(c));
+	printf("evidence:       %d waiting stacks sampled, %d calls counted\n", stacks, counts);
+	/* The per-call counts, one line each. */
+	for (p = ev; (p = strstr(p, "\"kind\":\"count\"")); p++) {
+		char call[64] = "", mode[16] = "", sync[8] = "", ok[8] = "";
+		long long hits = -1;
+
+		if (sscanf(p, "\"kind\":\"count\",\"call\":\"%63[^\"]\",\"mode\":\"%15[^\"]\","
+			      "\"synchronizing\":%7[a-z],\"hits\":%lld,\"ok\":%7[a-z]",
+			   call, mode, sync, &hits, ok) == 5)
+			printf("  %-28s %-9s %-6s hits %-4lld %s\n", call, mode,
+			       !strcmp(sync, "true") ? "sync" : "nosync", hits,
+			       !strcmp(ok, "true") ? "ok" : "WRONG");
+	}
+	printf("time:           %.2f s%s\n", ffm_calibration__seconds(c),
+	       ffm_calibration__from_cache(c) ? " (cached result)" : "");
+}
+
+int ffmctl_calibrate(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "driver", required_argument, NULL, 'd' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "force", no_argument, NULL, 'f' },
+		{ "help", no_argument, NULL, 'h' },
+		{},
+	};
+	const char *driver = NULL;
+	bool json = false, force = false;
+	char probe[PATH_MAX];
+	struct ffm_driver_list *l = NULL;
+	struct ffm_calibration *c = NULL;
+	int ch, err, rc;
+
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, ":d:jfh", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'd':
+			driver = optarg;
+			break;
+		case 'j':
+			json = true;
+			break;
+		case 'f':
+			force = true;
+			break;
+		case 'h':
+			printf("Usage: ffmctl calibrate [--driver PATH] [--json] [--force]\n"
+			       "Find and verify libcuda's internal wait function; the result is cached "
+			       "per build-id in STATE_DIR/drivers/.\n");
+			return EXIT_OK;
+		case ':':
+			ffmctl_err("calibrate", "option '%s' needs an argument", argv[optind - 1]);
+			return EXIT_USAGE;
+		default:
+			ffmctl_err("calibrate", "unknown option '%s' (try --help)", argv[optind - 1]);
+			return EXIT_USAGE;
+		}
+	}
+	if (optind < argc) {
+		ffmctl_err("calibrate", "unexpected argument '%s' (try --help)", argv[optind]);
+		return EXIT_USAGE;
+	}
+	if (!driver) {
+		err = ffm_driver_find_system(NULL, &l);
+		if (err || !l->n) {
+			ffmctl_err("calibrate", "no libcuda.so.1 found on this system%s%s (install the "
+				   "NVIDIA driver or pass --driver PATH)",
+				   err ? ": " : "", err ? strerror(-err) : "");
+			ffm_driver_list__free(l);
+			return EXIT_FAIL;
+		}
+		driver = l->locs[0].open_path;
+	}
+	if (find_probe(probe, sizeof(probe)) < 0) {
+		ffmctl_err("calibrate", "cannot find the %s program next to ffmctl, in $FFM_CALIB_PROG "
+			   "or in %s (is ffm installed completely?)", PROBE_NAME, FFM_LIBEXECDIR);
+		ffm_driver_list__free(l);
+		return EXIT_FAIL;
+	}
+	struct ffm_calibrate_opts o = {
+		.sz = sizeof(o),
+		.driver_path = driver,
+		.probe_path = probe,
+		.state_dir = ffmctl_g.state_dir,
+		.force = force,
+	};
+	err = ffm_calibrate(&o, &c);
+	if (err) {
+		const char *hint = err == -EPERM || err == -EACCES ? " (run as root: ptrace and uprobes are needed)"
+				 : err == -ENODATA ? " (no libcuda function was common to all waiting stacks)"
+				 : err == -EPROTO ? " (the probe program reported an error: is there a usable GPU?)"
+				 : err == -ETIMEDOUT ? " (the probe program stopped answering)"
+				 : "";
+		ffmctl_err("calibrate", "calibrating %s failed: %s%s", driver, strerror(-err), hint);
+		ffm_driver_list__free(l);
+		return EXIT_FAIL;
+	}
+	if (json) {
+		char *j;
+
+		if (ffm_calibration__to_json(c, &j) == 0) {
+			printf("%s\n", j);
+			free(j);
+		}
+	} else {
+		print_text(c);
+	}
+	rc = ffm_calibration__verified(c) ? EXIT_OK : EXIT_FAIL;
+	if (!json && rc != EXIT_OK)
+		ffmctl_err("calibrate", "the wait function of %s could not be verified: %s", driver,
+			   ffm_calibration__reason(c));
+	ffm_calibration__free(c);
+	ffm_driver_list__free(l);
+	return rc;
+}

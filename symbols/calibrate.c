@@ -1,0 +1,860 @@
+/* SPDX-License-Identifier: MIT */
+/* Wait-function calibration: see ffm_calibrate.h for the method and the contract. */
+#include <elfutils/libdwfl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "symbols/ffm_calibrate.h"
+#include "symbols/ffm_driver.h"
+#include "symbols/ffm_maps.h"
+#include "symbols/uprobe_count.h"
+
+struct ffm_calibration {
+	char build_id[FFM_BUILD_ID_MAX];
+	char *driver_path;
+	char *driver_version;
+	bool verified, from_cache, found;
+	uint64_t wait_offset, wait_size;
+	double seconds;
+	char *reason;
+	char *evidence; /* JSON array text */
+};
+
+static const char *const sync_calls[] = { "ctx_sync", "stream_sync", "event_sync", "memcpy_dtoh",
+					   "mem_free", "memcpy_dtoh_async_pageable" };
+static const char *const nosync_calls[] = { "launch", "driver_version", "memcpy_htod_async_pinned",
+					     "event_record" };
+static const char *const default_modes[] = { "spin", "yield", "blocking", NULL };
+
+#define NSYNC (sizeof(sync_calls) / sizeof(sync_calls[0]))
+#define NNOSYNC (sizeof(nosync_calls) / sizeof(nosync_calls[0]))
+
+/* ------------------------------------------------------------------ accessors */
+
+struct ffm_calibration *ffm_calibration__free(struct ffm_calibration *c)
+{
+	if (!c)
+		return NULL;
+	free(c->driver_path);
+	free(c->driver_version);
+	free(c->reason);
+	free(c->evidence);
+	free(c);
+	return NULL;
+}
+
+const char *ffm_calibration__build_id(const struct ffm_calibration *c) { return c->build_id; }
+const char *ffm_calibration__driver_path(const struct ffm_calibration *c) { return c->driver_path; }
+const char *ffm_calibration__driver_version(const struct ffm_calibration *c) { return c->driver_version; }
+bool ffm_calibration__verified(const struct ffm_calibration *c) { return c->verified; }
+bool ffm_calibration__from_cache(const struct ffm_calibration *c) { return c->from_cache; }
+uint64_t ffm_calibration__wait_offset(const struct ffm_calibration *c) { return c->wait_offset; }
+uint64_t ffm_calibration__wait_size(const struct ffm_calibration *c) { return c->wait_size; }
+double ffm_calibration__seconds(const struct ffm_calibration *c) { return c->seconds; }
+const char *ffm_calibration__reason(const struct ffm_calibration *c) { return c->reason ? c->reason : ""; }
+const char *ffm_calibration__evidence_json(const struct ffm_calibration *c)
+{
+	return c->evidence ? c->evidence : "[]";
+}
+
+/* ------------------------------------------------------------------ JSON */
+
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; s && *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if (ch == '"' || ch == '\\')
+			fprintf(f, "\\%c", ch);
+		else if (ch == '\n')
+			fputs("\\n", f);
+		else if (ch < 0x20)
+			fprintf(f, "\\u%04x", ch);
+		else
+			fputc(ch, f);
+	}
+	fputc('"', f);
+}
+
+int ffm_calibration__to_json(const struct ffm_calibration *c, char **json)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	*json = NULL;
+	if (!f)
+		return -ENOMEM;
+	fputs("{\"build_id\":", f);
+	json_str(f, c->build_id);
+	fputs(",\"driver_path\":", f);
+	json_str(f, c->driver_path);
+	fputs(",\"driver_version\":", f);
+	json_str(f, c->driver_version);
+	fprintf(f, ",\"wait_function\":{\"offset\":%" PRIu64 ",\"offset_hex\":\"%#" PRIx64
+		   "\",\"size\":%" PRIu64 "}",
+		c->wait_offset, c->wait_offset, c->wait_size);
+	fprintf(f, ",\"verified\":%s,\"reason\":", c->verified ? "true" : "false");
+	json_str(f, c->reason ? c->reason : "");
+	fprintf(f, ",\"seconds\":%.3f,\"from_cache\":%s,\"evidence\":%s}", c->seconds,
+		c->from_cache ? "true" : "false", ffm_calibration__evidence_json(c));
+	if (fclose(f) != 0) {
+		free(buf);
+		return -ENOMEM;
+	}
+	*json = buf;
+	return 0;
+}
+
+/* A minimal reader for the files we write: find a key of an object, read scalars. */
+static const char *ws(const char *p)
+{
+	while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r')
+		p++;
+	return p;
+}
+
+static const char *skip_value(const char *p)
+{
+	p = ws(p);
+	if (*p == '"') {
+		for (p++; *p && *p != '"'; p++)
+			if (*p == '\\' && p[1])
+				p++;
+		return *p ? p + 1 : NULL;
+	}
+	if (*p == '{' || *p == '[') {
+		char close = *p == '{' ? '}' : ']';
+
+		p = ws(p + 1);
+		if (*p == close)
+			return p + 1;
+		for (;;) {
+			if (close == '}') {
+				p = skip_value(p); /* key */
+				if (!p || *(p = ws(p)) != ':')
+					return NULL;
+				p++;
+			}
+			p = skip_value(p);
+			if (!p)
+				return NULL;
+			p = ws(p);
+			if (*p == ',')
+				p = ws(p + 1);
+			else if (*p == close)
+				return p + 1;
+			else
+				return NULL;
+		}
+	}
+	if (!*p)
+		return NULL;
+	while (*p && !strchr(",}] \n\t\r", *p))
+		p++;
+	return p;
+}
+
+/* The value of @key in the object starting at @obj, or NULL. */
+static const char *find_key(const char *obj, const char *key)
+{
+	const char *p = ws(obj);
+	size_t kl = strlen(key);
+
+	if (*p != '{')
+		return NULL;
+	p = ws(p + 1);
+	while (*p == '"') {
+		const char *k = p + 1, *e = skip_value(p);
+
+		if (!e || *(e = ws(e)) != ':')
+			return NULL;
+		if ((size_t)(e - k) >= kl + 1 && !strncmp(k, key, kl) && k[kl] == '"')
+			return ws(e + 1);
+		p = skip_value(e + 1);
+		if (!p)
+			return NULL;
+		p = ws(p);
+		if (*p == ',')
+			p = ws(p + 1);
+	}
+	return NULL;
+}
+
+static char *get_str(const char *obj, const char *key)
+{
+	const char *v = find_key(obj, key), *e;
+	char *out, *o;
+
+	if (!v || *v != '"' || !(e = skip_value(v)))
+		return NULL;
+	out = malloc(e - v);
+	if (!out)
+		return NULL;
+	o = out;
+	for (const char *p = v + 1; p < e - 1; p++) {
+		if (*p == '\\' && p + 1 < e - 1) {
+			p++;
+			*o++ = *p == 'n' ? '\n' : *p == 'u' ? '?' : *p;
+			if (*p == 'u')
+				p += 4 < e - 1 - p ? 4 : 0;
+		} else {
+			*o++ = *p;
+		}
+	}
+	*o = 0;
+	return out;
+}
+
+static int get_u64(const char *obj, const char *key, uint64_t *v)
+{
+	const char *p = find_key(obj, key);
+	char *end;
+
+	if (!p)
+		return -ENOENT;
+	errno = 0;
+	*v = strtoull(p, &end, 10);
+	return end == p || errno ? -EINVAL : 0;
+}
+
+int ffm_calibration__load_cached(const char *state_dir, const char *build_id,
+				 struct ffm_calibration **ret)
+{
+	char path[PATH_MAX], *text = NULL, *s;
+	size_t cap = 0;
+	struct ffm_calibration *c;
+	const char *wf, *ev, *eve, *v;
+	FILE *f;
+	int err = -EINVAL;
+
+	*ret = NULL;
+	if (!build_id || !build_id[0] || strchr(build_id, '/'))
+		return -EINVAL;
+	snprintf(path, sizeof(path), "%s/drivers/%s.json", state_dir, build_id);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	if (getdelim(&text, &cap, 0, f) < 0) {
+		fclose(f);
+		free(text);
+		return -EINVAL;
+	}
+	fclose(f);
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		free(text);
+		return -ENOMEM;
+	}
+	s = get_str(text, "build_id");
+	/* Only a result for this very build of the driver counts. */
+	if (!s || strcmp(s, build_id)) {
+		free(s);
+		goto out;
+	}
+	snprintf(c->build_id, sizeof(c->build_id), "%s", s);
+	free(s);
+	c->driver_path = get_str(text, "driver_path");
+	c->driver_version = get_str(text, "driver_version");
+	c->reason = get_str(text, "reason");
+	wf = find_key(text, "wait_function");
+	v = find_key(text, "verified");
+	if (!c->driver_path || !c->driver_version || !wf || !v ||
+	    get_u64(wf, "offset", &c->wait_offset) || get_u64(wf, "size", &c->wait_size))
+		goto out;
+	c->verified = !strncmp(v, "true", 4);
+	v = find_key(text, "seconds");
+	c->seconds = v ? strtod(v, NULL) : 0;
+	ev = find_key(text, "evidence");
+	if (ev && (eve = skip_value(ev)))
+		c->evidence = strndup(ev, eve - ev);
+	c->from_cache = true;
+	c->found = true;
+	err = 0;
+out:
+	free(text);
+	if (err) {
+		ffm_calibration__free(c);
+		return err;
+	}
+	*ret = c;
+	return 0;
+}
+
+static int mkdir_p(const char *dir)
+{
+	char tmp[PATH_MAX];
+
+	snprintf(tmp, sizeof(tmp), "%s", dir);
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = 0;
+		if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+int ffm_calibration__save(const struct ffm_calibration *c, const char *state_dir)
+{
+	char dir[PATH_MAX], path[PATH_MAX + 256], tmp[PATH_MAX + 300], *json;
+	int fd, err;
+	size_t len, off = 0;
+
+	if (!c->build_id[0])
+		return -EINVAL;
+	snprintf(dir, sizeof(dir), "%s/drivers", state_dir);
+	err = mkdir_p(dir);
+	if (err)
+		return err;
+	err = ffm_calibration__to_json(c, &json);
+	if (err)
+		return err;
+	snprintf(path, sizeof(path), "%s/%s.json", dir, c->build_id);
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		free(json);
+		return -errno;
+	}
+	len = strlen(json);
+	json[len] = 0;
+	while (off < len) {
+		ssize_t w = write(fd, json + off, len - off);
+
+		if (w <= 0) {
+			err = w < 0 ? -errno : -EIO;
+			break;
+		}
+		off += w;
+	}
+	if (!err && (write(fd, "\n", 1) != 1 || fsync(fd) < 0))
+		err = -errno ?: -EIO;
+	close(fd);
+	free(json);
+	if (!err && rename(tmp, path) < 0)
+		err = -errno;
+	if (err)
+		unlink(tmp);
+	return err;
+}
+
+/* ------------------------------------------------------------------ the probe process */
+
+struct probe {
+	pid_t pid;
+	int in, out; /* our ends: write commands to in, read replies from out */
+	char buf[4096];
+	size_t len;
+	int timeout_ms;
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int probe_start(struct probe *p, const char *prog, const char *driver)
+{
+	int to[2], from[2];
+
+	if (pipe2(to, O_CLOEXEC) < 0)
+		return -errno;
+	if (pipe2(from, O_CLOEXEC) < 0) {
+		close(to[0]);
+		close(to[1]);
+		return -errno;
+	}
+	p->pid = fork();
+	if (p->pid < 0) {
+		int err = -errno;
+
+		close(to[0]), close(to[1]), close(from[0]), close(from[1]);
+		return err;
+	}
+	if (p->pid == 0) {
+		int null = open("/dev/null", O_WRONLY);
+
+		dup2(to[0], 0);
+		dup2(from[1], 1);
+		if (null >= 0)
+			dup2(null, 2);
+		execl(prog, prog, driver, (char *)NULL);
+		_exit(127);
+	}
+	close(to[0]);
+	close(from[1]);
+	p->in = to[1];
+	p->out = from[0];
+	p->len = 0;
+	return 0;
+}
+
+/* Next reply line (without newline) into @line. */
+static int probe_read(struct probe *p, char *line, size_t size)
+{
+	uint64_t deadline = now_ms() + p->timeout_ms;
+
+	for (;;) {
+		char *nl = memchr(p->buf, '\n', p->len);
+		struct pollfd pfd = { p->out, POLLIN, 0 };
+		int64_t left;
+		ssize_t r;
+
+		if (nl) {
+			size_t l = nl - p->buf;
+
+			snprintf(line, size, "%.*s", (int)l, p->buf);
+			memmove(p->buf, nl + 1, p->len - l - 1);
+			p->len -= l + 1;
+			if (!strncmp(line, "ERROR", 5))
+				return -EPROTO;
+			return 0;
+		}
+		left = (int64_t)(deadline - now_ms());
+		if (left <= 0)
+			return -ETIMEDOUT;
+		if (poll(&pfd, 1, (int)left) < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (!(pfd.revents & (POLLIN | POLLHUP)))
+			continue;
+		if (p->len == sizeof(p->buf))
+			p->len = 0; /* an absurd line: drop it */
+		r = read(p->out, p->buf + p->len, sizeof(p->buf) - p->len);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -ESRCH; /* the probe died */
+		p->len += r;
+	}
+}
+
+static int probe_say(struct probe *p, const char *fmt, const char *a, const char *b)
+{
+	char line[256];
+	int n = snprintf(line, sizeof(line), fmt, a, b);
+
+	if (write(p->in, line, n) != n)
+		return -ESRCH;
+	return 0;
+}
+
+static void probe_stop(struct probe *p)
+{
+	uint64_t deadline;
+	int st;
+
+	if (p->pid <= 0)
+		return;
+	if (p->in >= 0)
+		(void)!write(p->in, "RELEASE\nQUIT\n", 13);
+	deadline = now_ms() + 2000;
+	while (waitpid(p->pid, &st, WNOHANG) == 0) {
+		if (now_ms() > deadline) {
+			kill(p->pid, SIGKILL);
+			waitpid(p->pid, &st, 0);
+			break;
+		}
+		usleep(2000);
+	}
+	if (p->in >= 0)
+		close(p->in);
+	if (p->out >= 0)
+		close(p->out);
+	p->pid = -1;
+	p->in = p->out = -1;
+}
+
+/* ------------------------------------------------------------------ stacks */
+
+#define MAX_FRAMES 96
+#define MAX_FUNCS 32
+
+struct stack_sample {
+	int nframes;
+	int nfuncs;
+	uint64_t funcs[MAX_FUNCS]; /* libcuda function entries (file offsets), innermost first */
+	uint64_t size[MAX_FUNCS];
+};
+
+struct frame_ctx {
+	uint64_t pcs[MAX_FRAMES];
+	int n;
+};
+
+static int frame_cb(Dwfl_Frame *state, void *arg)
+{
+	struct frame_ctx *fc = arg;
+	Dwarf_Addr pc;
+	bool act;
+
+	if (!dwfl_frame_pc(state, &pc, &act))
+		return DWARF_CB_ABORT;
+	fc->pcs[fc->n++] = act ? pc : pc - 1;
+	return fc->n < MAX_FRAMES ? DWARF_CB_OK : DWARF_CB_ABORT;
+}
+
+struct cal_ctx {
+	const struct ffm_calibrate_opts *o;
+	struct ffm_driver *drv;
+	uint64_t dev, ino;
+	struct probe probe;
+	Dwfl *dwfl;
+	struct ffm_map *maps; /* libcuda mappings of the probe */
+	size_t nmaps;
+	FILE *ev; /* evidence being written */
+	bool ev_first;
+};
+
+/* libcuda's mappings in the probe: identified by inode, as maps says. */
+static int load_maps(struct cal_ctx *cx)
+{
+	char path[64];
+	struct ffm_map *m;
+	size_t n, w = 0;
+	int err;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)cx->probe.pid);
+	err = ffm_maps_parse(path, &m, &n);
+	if (err)
+		return err;
+	for (size_t i = 0; i < n; i++) {
+		if (m[i].path && m[i].ino == cx->ino)
+			m[w++] = m[i];
+		else
+			free(m[i].path);
+	}
+	cx->maps = m;
+	cx->nmaps = w;
+	return w ? 0 : -ENOENT;
+}
+
+static int sample_stack(struct cal_ctx *cx, pid_t tid, struct stack_sample *s)
+{
+	struct frame_ctx fc = { .n = 0 };
+	int r = dwfl_getthread_frames(cx->dwfl, tid, frame_cb, &fc);
+
+	/* A walk that ends early (end of CFI, our frame limit) still gave frames. */
+	if (r != 0 && fc.n == 0)
+		return -EIO;
+	s->nframes = fc.n;
+	s->nfuncs = 0;
+	for (int i = 0; i < fc.n; i++) {
+		for (size_t k = 0; k < cx->nmaps; k++) {
+			const struct ffm_map *m = &cx->maps[k];
+			struct ffm_func_range fr;
+
+			if (fc.pcs[i] < m->start || fc.pcs[i] >= m->end)
+				continue;
+			if (ffm_driver__func_at_offset(cx->drv, fc.pcs[i] - m->start + m->offset, &fr) ==
+				    0 &&
+			    s->nfuncs < MAX_FUNCS &&
+			    (!s->nfuncs || s->funcs[s->nfuncs - 1] != fr.entry_offset)) {
+				s->funcs[s->nfuncs] = fr.entry_offset;
+				s->size[s->nfuncs++] = fr.size;
+			}
+			break;
+		}
+	}
+	return 0;
+}
+
+static void ev_sep(struct cal_ctx *cx)
+{
+	if (!cx->ev_first)
+		fputc(',', cx->ev);
+	cx->ev_first = false;
+}
+
+static void ev_stack(struct cal_ctx *cx, const char *call, const char *mode,
+		     const struct stack_sample *s)
+{
+	ev_sep(cx);
+	fprintf(cx->ev, "{\"kind\":\"stack\",\"call\":\"%s\",\"mode\":\"%s\",\"frames\":%d,"
+			"\"libcuda_functions\":[", call, mode, s->nframes);
+	for (int i = 0; i < s->nfuncs; i++)
+		fprintf(cx->ev, "%s\"%#" PRIx64 "\"", i ? "," : "", s->funcs[i]);
+	fputs("]}", cx->ev);
+}
+
+static void ms_sleep(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/* Block in every synchronizing call under every mode, sampling the waiting stacks. */
+static int find_candidate(struct cal_ctx *cx, const char *const *modes, uint64_t *entry,
+			  uint64_t *size)
+{
+	int nsamples = cx->o->samples > 0 ? cx->o->samples : 3;
+	uint64_t cand[MAX_FUNCS], csize[MAX_FUNCS];
+	int ncand = -1;
+
+	for (const char *const *mode = modes; *mode; mode++) {
+		for (size_t c = 0; c < NSYNC; c++) {
+			char line[256], call[64], md[32];
+			long tid;
+			int err, valid = 0;
+
+			err = probe_say(&cx->probe, "RUN %s %s\n", sync_calls[c], *mode);
+			if (!err)
+				err = probe_read(&cx->probe, line, sizeof(line));
+			if (err)
+				return err;
+			if (sscanf(line, "BLOCKING %63s %31s %ld", call, md, &tid) != 3)
+				return -EPROTO;
+			/* Let it get into the wait, then look a few times. */
+			ms_sleep(20);
+			for (int k = 0; k < nsamples; k++) {
+				struct stack_sample s;
+
+				if (k)
+					ms_sleep(5);
+				if (sample_stack(cx, (pid_t)tid, &s) < 0)
+					continue;
+				ev_stack(cx, sync_calls[c], *mode, &s);
+				if (!s.nfuncs)
+					continue; /* not (yet) inside libcuda */
+				valid++;
+				if (ncand < 0) {
+					ncand = s.nfuncs;
+					memcpy(cand, s.funcs, sizeof(cand[0]) * ncand);
+					memcpy(csize, s.size, sizeof(csize[0]) * ncand);
+					continue;
+				}
+				/* Keep the candidates (in innermost-first order) seen here too. */
+				int w = 0;
+				for (int i = 0; i < ncand; i++)
+					for (int j = 0; j < s.nfuncs; j++)
+						if (cand[i] == s.funcs[j]) {
+							cand[w] = cand[i];
+							csize[w++] = csize[i];
+							break;
+						}
+				ncand = w;
+			}
+			err = probe_say(&cx->probe, "RELEASE\n", NULL, NULL);
+			if (!err)
+				err = probe_read(&cx->probe, line, sizeof(line));
+			if (err)
+				return err;
+			if (strncmp(line, "DONE ", 5))
+				return -EPROTO;
+			if (!valid)
+				return -ENODATA; /* never caught waiting inside libcuda */
+		}
+	}
+	if (ncand <= 0)
+		return -ENODATA;
+	*entry = cand[0];
+	*size = csize[0];
+	return 0;
+}
+
+/* Count entries of the candidate per call; fills c->verified / c->reason. */
+static int verify(struct cal_ctx *cx, const char *const *modes, struct ffm_calibration *c)
+{
+	struct ffm_uprobe_counter *ctr;
+	char reason[512] = "";
+	int err;
+
+	err = ffm_uprobe_counter__open(cx->o->driver_path, c->wait_offset, false, cx->probe.pid,
+				       &ctr);
+	if (err) {
+		snprintf(reason, sizeof(reason),
+			 "cannot count uprobe hits at %s+%#" PRIx64 ": %s (needs root or CAP_PERFMON)",
+			 cx->o->driver_path, c->wait_offset, strerror(-err));
+		c->reason = strdup(reason);
+		c->verified = false;
+		return 0;
+	}
+	c->verified = true;
+	for (const char *const *mode = modes; *mode && !err; mode++) {
+		/* Synchronizing calls first: a context switch at the first call of a mode waits
+		 * too (cuCtxDestroy), which must not be charged to a non-synchronizing call. */
+		for (size_t i = 0; i < NSYNC + NNOSYNC && !err; i++) {
+			bool sync = i < NSYNC;
+			const char *call = sync ? sync_calls[i] : nosync_calls[i - NSYNC];
+			char line[256];
+			int64_t hits;
+			bool ok;
+
+			err = ffm_uprobe_counter__reset(ctr);
+			if (!err)
+				err = probe_say(&cx->probe, "CALL %s %s\n", call, *mode);
+			if (!err)
+				err = probe_read(&cx->probe, line, sizeof(line));
+			if (err)
+				break;
+			hits = ffm_uprobe_counter__read(ctr);
+			if (hits < 0) {
+				err = (int)hits;
+				break;
+			}
+			ok = sync ? hits >= 1 : hits == 0;
+			ev_sep(cx);
+			fprintf(cx->ev,
+				"{\"kind\":\"count\",\"call\":\"%s\",\"mode\":\"%s\","
+				"\"synchronizing\":%s,\"hits\":%" PRId64 ",\"ok\":%s}",
+				call, *mode, sync ? "true" : "false", hits, ok ? "true" : "false");
+			if (!ok && c->verified) {
+				c->verified = false;
+				snprintf(reason, sizeof(reason),
+					 "%s call %s (%s mode) entered the candidate %" PRId64 " times",
+					 sync ? "synchronizing" : "non-synchronizing", call, *mode, hits);
+			}
+		}
+	}
+	ffm_uprobe_counter__free(ctr);
+	if (err) {
+		c->verified = false;
+		snprintf(reason, sizeof(reason), "verification stopped: %s", strerror(-err));
+	}
+	if (!c->verified)
+		c->reason = strdup(reason);
+	return 0;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+int ffm_calibrate(const struct ffm_calibrate_opts *o, struct ffm_calibration **ret)
+{
+	static const Dwfl_Callbacks proc_cb = {
+		.find_elf = dwfl_linux_proc_find_elf,
+		.find_debuginfo = dwfl_standard_find_debuginfo,
+	};
+	const char *const *modes = o->modes ? o->modes : default_modes;
+	struct cal_ctx cx = { .o = o, .probe = { .pid = -1, .in = -1, .out = -1 }, .ev_first = true };
+	struct ffm_calibration *c = NULL;
+	char *evbuf = NULL, line[256];
+	size_t evlen = 0;
+	double t0 = now_s();
+	int err;
+
+	*ret = NULL;
+	if (!o->driver_path)
+		return -EINVAL;
+	err = ffm_driver__open(o->driver_path, NULL, &cx.drv);
+	if (err)
+		return err;
+	ffm_driver__dev_ino(cx.drv, &cx.dev, &cx.ino);
+	if (o->state_dir && !o->force && ffm_driver__build_id(cx.drv)[0] &&
+	    ffm_calibration__load_cached(o->state_dir, ffm_driver__build_id(cx.drv), &c) == 0) {
+		/* Only a verified result is used as is; an unverified one is redone. */
+		if (c->verified) {
+			ffm_driver__free(cx.drv);
+			*ret = c;
+			return 0;
+		}
+		c = ffm_calibration__free(c);
+	}
+	if (!o->probe_path) {
+		err = -EINVAL;
+		goto out;
+	}
+	c = calloc(1, sizeof(*c));
+	cx.ev = open_memstream(&evbuf, &evlen);
+	if (!c || !cx.ev) {
+		err = -ENOMEM;
+		goto out;
+	}
+	snprintf(c->build_id, sizeof(c->build_id), "%s", ffm_driver__build_id(cx.drv));
+	c->driver_path = strdup(o->driver_path);
+	c->driver_version = strdup(ffm_driver__version(cx.drv));
+	if (!c->driver_path || !c->driver_version) {
+		err = -ENOMEM;
+		goto out;
+	}
+	fputc('[', cx.ev);
+	cx.probe.timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 10000;
+	err = probe_start(&cx.probe, o->probe_path, o->driver_path);
+	if (err)
+		goto out;
+	err = probe_read(&cx.probe, line, sizeof(line));
+	if (err)
+		goto out;
+	if (strncmp(line, "READY", 5)) {
+		err = -EPROTO;
+		goto out;
+	}
+	err = load_maps(&cx);
+	if (err)
+		goto out;
+	cx.dwfl = dwfl_begin(&proc_cb);
+	if (!cx.dwfl) {
+		err = -ENOMEM;
+		goto out;
+	}
+	if (dwfl_linux_proc_report(cx.dwfl, cx.probe.pid) != 0 ||
+	    dwfl_report_end(cx.dwfl, NULL, NULL) != 0) {
+		err = -ESRCH;
+		goto out;
+	}
+	err = dwfl_linux_proc_attach(cx.dwfl, cx.probe.pid, false);
+	if (err) {
+		err = err > 0 ? -err : -EPERM;
+		goto out;
+	}
+	err = find_candidate(&cx, modes, &c->wait_offset, &c->wait_size);
+	if (err)
+		goto out;
+	c->found = true;
+	err = verify(&cx, modes, c);
+	if (err)
+		goto out;
+	fputc(']', cx.ev);
+	fclose(cx.ev);
+	cx.ev = NULL;
+	c->evidence = evbuf;
+	evbuf = NULL;
+	c->seconds = now_s() - t0;
+	if (o->state_dir)
+		err = ffm_calibration__save(c, o->state_dir);
+out:
+	probe_stop(&cx.probe);
+	if (cx.dwfl)
+		dwfl_end(cx.dwfl);
+	if (cx.ev)
+		fclose(cx.ev);
+	free(evbuf);
+	ffm_maps_free(cx.maps, cx.nmaps);
+	ffm_driver__free(cx.drv);
+	if (err) {
+		ffm_calibration__free(c);
+		return err;
+	}
+	*ret = c;
+	return 0;
+}
