@@ -93,10 +93,15 @@ CUresult fk_mem_alloc(struct fk_ctx *ctx, size_t size, enum fk_mem_kind kind, un
 	mapped = (size + page - 1) & ~(page - 1);
 	/*
 	 * mmap: page-aligned (the real driver aligns to at least 256 bytes) and zero-filled.
-	 * The legacy 32-bit API (cuMemAlloc with CUdeviceptr_v1) needs an address below 4 GiB.
+	 * Device and pinned memory are populated now, as they are resident on a real system: a
+	 * copy's first touch must not pay page faults the model does not know about. Managed
+	 * memory is populated on first touch, like the real thing. The legacy 32-bit API
+	 * (cuMemAlloc with CUdeviceptr_v1) needs an address below 4 GiB.
 	 */
 	p = mmap(NULL, mapped, PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (low32 ? MAP_32BIT : 0), -1, 0);
+		 MAP_PRIVATE | MAP_ANONYMOUS | (kind == FK_MEM_MANAGED ? MAP_NORESERVE : MAP_POPULATE) |
+			 (low32 ? MAP_32BIT : 0),
+		 -1, 0);
 	if (p == MAP_FAILED)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	r = insert(&(struct fk_alloc){ .base = (uintptr_t)p, .size = size, .mapped = mapped,
