@@ -36,7 +36,9 @@ struct ffm_calibrate_opts {
 	const char *probe_path;  /* the ffm-calib-probe program (required unless cached) */
 	const char *state_dir;   /* cache directory; NULL: no cache */
 	bool force;              /* calibrate even when a verified cached result exists */
-	const char *const *modes; /* NULL-terminated; NULL = spin, yield, blocking */
+	/* NULL-terminated; NULL = spin, yield, blocking. Must hold "blocking" and one polling
+	 * mode (spin, yield, auto), else -EINVAL: polling alone also finds the poll helper. */
+	const char *const *modes;
 	int samples;             /* stacks sampled per blocked call; 0 = 3 */
 	int timeout_ms;          /* longest wait for one reply of the probe; 0 = 10000 */
 };

@@ -2,7 +2,8 @@
 #
 #   $(O)/ffm-calib-probe            the calibration program (symbols/calib/): dlopens a libcuda
 #                                   given on its command line; linked against libc only, never
-#                                   -static and without LDFLAGS, so it runs on the GPU nodes
+#                                   -static and without LDFLAGS, so it runs on the GPU nodes;
+#                                   no tail calls, so its own frame stays under each driver call
 #   $(O)/bench/bench_symbols        symbolization throughput (not a test)
 #   $(O)/tests/symbols/helpers/...  what tests/symbols/test_* need
 
@@ -12,7 +13,7 @@ SYMBOLS_HELPERS := $(O)/tests/symbols/helpers/libcuda.so.1.2.3
 $(CALIB_PROBE): symbols/calib/ffm-calib-probe.c
 	$(call msg,LINK,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -pthread -o $@ $<
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -fno-optimize-sibling-calls -pthread -o $@ $<
 
 $(O)/bench/bench_symbols: $(O)/symbols/bench/bench_symbols.o $(FFM_LIBS)
 	$(call msg,LINK,$@)
