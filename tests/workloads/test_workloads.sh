@@ -9,7 +9,8 @@
 #     NEEDED libcuda.so.1 and no rpath/runpath;
 #   - on the simulated driver (LD_LIBRARY_PATH=$FFM_BUILD/fakecuda): each workload runs, exits 0
 #     and prints WALL_S and CHECKSUM; plain and --fixed print the same CHECKSUM; on the median of
-#     3 runs each, --fixed is at least 10% faster (WALL_S) for the planted workloads, the smallest
+#     3 runs each (6 when the first 3 miss a bound: shared CI machines have bursts of load),
+#     --fixed is at least 10% faster (WALL_S) for the planted workloads, the smallest
 #     saving the defaults predict being ~20%, and within 10% for the control; and the time saved
 #     in the main loop (LOOP_S) is at least 0.6x what README.md's formula predicts, i.e. the
 #     planted waste really happens. No upper bound: removing a call also saves the call's own cost,
@@ -89,11 +90,16 @@ built_as_apps() {
 	! grep -qE 'RPATH|RUNPATH' <<<"$dyn" || { echo "# $f: has an rpath"; return 1; }
 	grep -q ' \.debug_line ' <<<"$secs" || { echo "# $f: no .debug_line"; return 1; }
 	grep -q ' \.eh_frame ' <<<"$secs" || { echo "# $f: no .eh_frame"; return 1; }
+	# No frame pointer in the functions that hold planted calls: ffm must unwind them with CFI.
+	local dis
+	dis=$(objdump -d --no-show-raw-insn --disassemble=seq_fetch_and_scratch "$f" 2>/dev/null)
+	grep -q 'call.*cuMemFree_v2' <<<"$dis" || { echo "# $f: cannot disassemble seq_fetch_and_scratch"; return 1; }
+	! grep -q 'mov *%rsp,%rbp' <<<"$dis" || { echo "# $f: seq_fetch_and_scratch sets up a frame pointer"; return 1; }
 }
 if [ -x "$WL/sequence" ]; then
-	check "sequence: line info, .eh_frame, NEEDED libcuda.so.1, no rpath" built_as_apps "$WL/sequence"
+	check "sequence: line info, .eh_frame, no frame pointer, NEEDED libcuda.so.1, no rpath" built_as_apps "$WL/sequence"
 else
-	skip "sequence: line info, .eh_frame, NEEDED libcuda.so.1, no rpath" "not built"
+	skip "sequence: line info, .eh_frame, no frame pointer, NEEDED libcuda.so.1, no rpath" "not built"
 fi
 
 # --- runs on the simulated driver -------------------------------------------------------------
@@ -114,28 +120,16 @@ declare -A predicted=(
 	[sequence]=0.3150          # 500 * (300 + 400 + T(256 KiB) + 300 + 400 - max(630, 800)) us
 )
 
-median3() { printf '%s\n' "$@" | sort -g | sed -n 2p; }
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 field() { sed -n "s/^$1 //p" <<<"$2" | tail -n 1; }
 
-run_skip=
-if [ ! -e "$FAKE/libcuda.so.1" ]; then
-	run_skip="simulated driver $FAKE/libcuda.so.1 not built yet"
-elif [ -n "$missing" ]; then
-	run_skip="workloads not built"
-fi
-
-for w in $WORKLOADS; do
-	if [ -n "$run_skip" ]; then
-		for t in "runs plain and --fixed, prints WALL_S and CHECKSUM" "same CHECKSUM plain and --fixed" \
-			"--fixed timing" "loop saves the modeled waste"; do
-			[ "$w" = control ] && [ "$t" = "loop saves the modeled waste" ] && continue
-			skip "$w: $t" "$run_skip"
-		done
-		continue
-	fi
-	plain_wall=() fixed_wall=() plain_loop=() fixed_loop=() sums=() runfail=
-	# Alternate plain and fixed so that a slow phase of the machine hits both alike.
-	for r in 1 2 3; do
+# measure W ROUNDS: runs W plain and --fixed ROUNDS times each, alternating so that a slow phase of
+# the machine hits both alike; appends to plain_wall/fixed_wall/plain_loop/fixed_loop/sums.
+# Returns 1 (with runfail set) on a failed run.
+measure() {
+	local w=$1 rounds=$2 r mode out rc wall loop sum
+	local -a args
+	for ((r = 1; r <= rounds; r++)); do
 		for mode in plain fixed; do
 			args=()
 			[ $mode = fixed ] && args=(--fixed)
@@ -147,7 +141,7 @@ for w in $WORKLOADS; do
 			if [ $rc != 0 ] || [ -z "$wall" ] || [ -z "$loop" ] || [ -z "$sum" ]; then
 				runfail="$mode run $r: exit $rc"
 				echo "$out" | tail -n 5 | sed 's/^/# /'
-				break 2
+				return 1
 			fi
 			sums+=("$sum")
 			if [ $mode = plain ]; then
@@ -157,15 +151,50 @@ for w in $WORKLOADS; do
 			fi
 		done
 	done
-	if [ -n "$runfail" ]; then
-		notok "$w: runs plain and --fixed, prints WALL_S and CHECKSUM ($runfail)"
-		for t in "same CHECKSUM plain and --fixed" "--fixed timing" "loop saves the modeled waste"; do
-			[ "$w" = control ] && [ "$t" = "loop saves the modeled waste" ] && continue
-			skip "$w: $t" "the runs failed"
-		done
+}
+
+# timing_ok W: the timing verdicts on the medians so far (sets pw fw pl fl saved).
+timing_ok() {
+	local w=$1
+	pw=$(median "${plain_wall[@]}") fw=$(median "${fixed_wall[@]}")
+	pl=$(median "${plain_loop[@]}") fl=$(median "${fixed_loop[@]}")
+	saved=$(awk -v p="$pl" -v f="$fl" 'BEGIN { printf "%.4f", p - f }')
+	if [ "$w" = control ]; then
+		awk -v p="$pw" -v f="$fw" 'BEGIN { d = f - p; if (d < 0) d = -d; exit !(d <= 0.10 * p) }'
+	else
+		awk -v p="$pw" -v f="$fw" -v s="$saved" -v e="${predicted[$w]}" \
+			'BEGIN { exit !(f <= 0.90 * p && s >= 0.6 * e) }'
+	fi
+}
+
+run_skip=
+if [ ! -e "$FAKE/libcuda.so.1" ]; then
+	run_skip="simulated driver $FAKE/libcuda.so.1 not built yet"
+elif [ -n "$missing" ]; then
+	run_skip="workloads not built"
+fi
+
+for w in $WORKLOADS; do
+	names=("runs plain and --fixed, prints WALL_S and CHECKSUM" "same CHECKSUM plain and --fixed"
+		"--fixed timing")
+	[ "$w" = control ] || names+=("loop saves the modeled waste")
+	if [ -n "$run_skip" ]; then
+		for t in "${names[@]}"; do skip "$w: $t" "$run_skip"; done
 		continue
 	fi
-	ok "$w: runs plain and --fixed, prints WALL_S and CHECKSUM"
+	plain_wall=() fixed_wall=() plain_loop=() fixed_loop=() sums=() runfail=
+	# Median of 3 each; a timing verdict that fails is measured once more (median of 6) before
+	# it counts, because CI machines are shared and a burst of load moves one set of runs.
+	if measure "$w" 3 && ! timing_ok "$w"; then
+		echo "# $w: medians of 3 outside the bounds (WALL_S plain $pw fixed $fw), measuring again"
+		measure "$w" 3
+	fi
+	if [ -n "$runfail" ]; then
+		notok "$w: ${names[0]} ($runfail)"
+		for t in "${names[@]:1}"; do skip "$w: $t" "the runs failed"; done
+		continue
+	fi
+	ok "$w: ${names[0]}"
 
 	if [ "$(printf '%s\n' "${sums[@]}" | sort -u | wc -l)" = 1 ]; then
 		ok "$w: same CHECKSUM plain and --fixed (${sums[0]})"
@@ -173,26 +202,22 @@ for w in $WORKLOADS; do
 		notok "$w: same CHECKSUM plain and --fixed: ${sums[*]}"
 	fi
 
-	pw=$(median3 "${plain_wall[@]}") fw=$(median3 "${fixed_wall[@]}")
-	pl=$(median3 "${plain_loop[@]}") fl=$(median3 "${fixed_loop[@]}")
-	echo "# $w: median WALL_S plain $pw fixed $fw, LOOP_S plain $pl fixed $fl"
+	timing_ok "$w"
+	echo "# $w: median of ${#plain_wall[@]}: WALL_S plain $pw fixed $fw, LOOP_S plain $pl fixed $fl"
 	if [ "$w" = control ]; then
 		if awk -v p="$pw" -v f="$fw" 'BEGIN { d = f - p; if (d < 0) d = -d; exit !(d <= 0.10 * p) }'; then
 			ok "$w: --fixed within 10% of plain ($fw s vs $pw s)"
 		else
 			notok "$w: --fixed within 10% of plain ($fw s vs $pw s)"
 		fi
-	else
-		if awk -v p="$pw" -v f="$fw" 'BEGIN { exit !(f <= 0.90 * p) }'; then
-			ok "$w: --fixed at least 10% faster ($fw s vs $pw s)"
-		else
-			notok "$w: --fixed at least 10% faster ($fw s vs $pw s)"
-		fi
+		continue
 	fi
-
-	[ "$w" = control ] && continue
+	if awk -v p="$pw" -v f="$fw" 'BEGIN { exit !(f <= 0.90 * p) }'; then
+		ok "$w: --fixed at least 10% faster ($fw s vs $pw s)"
+	else
+		notok "$w: --fixed at least 10% faster ($fw s vs $pw s)"
+	fi
 	exp=${predicted[$w]}
-	saved=$(awk -v p="$pl" -v f="$fl" 'BEGIN { printf "%.4f", p - f }')
 	if awk -v s="$saved" -v e="$exp" 'BEGIN { exit !(s >= 0.6 * e) }'; then
 		ok "$w: loop saves at least 0.6x the modeled waste (saved $saved s, model $exp s)"
 	else
