@@ -47,14 +47,38 @@ static double ms_since(uint64_t t0)
 	return (double)(fk_now() - t0) / 1e6;
 }
 
+/*
+ * A duration shorter than the model fails at once. A longer one marks the attempt as slow: the
+ * TIMED_TEST runs its body again, up to three times, because a loaded CI machine can delay any
+ * one run by many milliseconds, while a simulator bug makes every run slow.
+ */
+static bool attempt_slow;
+
 #define ASSERT_DURATION(ms, want)                                                                  \
 	do {                                                                                       \
 		double _ms = (ms), _w = (want);                                                    \
-		printf("# %s: %.3f ms (model %.3f ms)\n", #ms, _ms, _w);                           \
-		ASSERT_MSG(_ms >= _w - FK_EARLY_MS && _ms <= _w + FK_SLACK_MS,                     \
-			   "%s took %.3f ms, expected %.3f ms (-%.1f/+%.1f)", #ms, _ms, _w,        \
-			   FK_EARLY_MS, FK_SLACK_MS);                                              \
+		printf("# %s: %.3f ms (model %.3f ms)\n", #ms, _ms, _w);                          \
+		ASSERT_MSG(_ms >= _w - FK_EARLY_MS, "%s took %.3f ms, less than the model's %.3f", \
+			   #ms, _ms, _w);                                                          \
+		if (_ms > _w + FK_SLACK_MS)                                                        \
+			attempt_slow = true;                                                       \
 	} while (0)
+
+#define TIMED_TEST(name)                                                                           \
+	static void name##_body(void);                                                             \
+	TEST(name)                                                                                 \
+	{                                                                                          \
+		for (int _attempt = 0; _attempt < 3; _attempt++) {                                 \
+			attempt_slow = false;                                                      \
+			name##_body();                                                             \
+			if (!attempt_slow)                                                         \
+				return;                                                            \
+			printf("# attempt %d was more than %.1f ms slow\n", _attempt + 1,          \
+			       FK_SLACK_MS);                                                       \
+		}                                                                                  \
+		FAIL("slower than the model by more than %.1f ms three times", FK_SLACK_MS);       \
+	}                                                                                          \
+	static void name##_body(void)
 
 static void fill(uint32_t *p, size_t n, uint32_t seed)
 {
@@ -206,7 +230,7 @@ TEST(memset_writes_elements)
 	CU_OK(cu.cuMemFree_v2(d));
 }
 
-TEST(spin_kernel_takes_its_time)
+TIMED_TEST(spin_kernel_takes_its_time)
 {
 	uint64_t t0;
 
@@ -247,7 +271,7 @@ TEST(hang_kernel_runs_until_released)
 	CU_OK(cu.cuStreamDestroy_v2(s));
 }
 
-TEST(legacy_stream_waits_for_blocking_streams)
+TIMED_TEST(legacy_stream_waits_for_blocking_streams)
 {
 	CUstream a;
 	CUdeviceptr d;
@@ -281,7 +305,7 @@ TEST(legacy_stream_waits_for_blocking_streams)
 	CU_OK(cu.cuStreamDestroy_v2(a));
 }
 
-TEST(non_blocking_streams_and_streams_overlap)
+TIMED_TEST(non_blocking_streams_and_streams_overlap)
 {
 	CUstream nb, a, b;
 	uint64_t t0;
@@ -344,7 +368,7 @@ TEST(stream_wait_event_orders_across_streams)
 	CU_OK(cu.cuStreamDestroy_v2(b));
 }
 
-TEST(events_time_gpu_work)
+TIMED_TEST(events_time_gpu_work)
 {
 	CUevent e0, e1, nt;
 	CUstream s;
@@ -376,7 +400,7 @@ TEST(events_time_gpu_work)
 	CU_OK(cu.cuStreamDestroy_v2(s));
 }
 
-TEST(destroy_stream_with_pending_work_returns_at_once)
+TIMED_TEST(destroy_stream_with_pending_work_returns_at_once)
 {
 	CUstream s;
 	uint64_t t0;

@@ -26,6 +26,9 @@ struct env {
 	size_t bytes;
 };
 
+/* The counters of a case that failed half-way (a FAIL longjmps past its teardown). */
+static struct env *leaked;
+
 static void counters_open(struct env *v)
 {
 	char real[PATH_MAX];
@@ -44,12 +47,14 @@ static void counters_open(struct env *v)
 		ASSERT_MSG(err == 0, "uprobe on %s+%#llx (%s): %s", real, (unsigned long long)off,
 			   helper_names[i], strerror(-err));
 	}
+	leaked = v;
 }
 
 static void counters_close(struct env *v)
 {
 	for (int i = 0; i < H_N; i++)
 		v->c[i] = ffm_uprobe_counter__free(v->c[i]);
+	leaked = NULL;
 }
 
 static void counters_reset(struct env *v)
@@ -70,6 +75,8 @@ static void env_setup(struct env *v, unsigned int sched, bool primary)
 {
 	CUdevice dev;
 
+	if (leaked)
+		counters_close(leaked);
 	memset(v, 0, sizeof(*v));
 	fk_load();
 	CU_OK(cu.cuInit(0));
@@ -92,6 +99,12 @@ static void env_setup(struct env *v, unsigned int sched, bool primary)
 	CU_OK(cu.cuMemAllocHost_v2(&v->pinned, v->bytes));
 	v->pageable = calloc(1, v->bytes);
 	ASSERT(v->pageable);
+	/*
+	 * Create every engine thread the cases need (here: this thread's per-thread default
+	 * stream) before the counters exist: they are inherited by threads created later, and
+	 * thread creation under inherited uprobe events has been seen to fail with ENOMEM.
+	 */
+	CU_OK(cu.cuStreamSynchronize_ptsz(NULL));
 	counters_open(v);
 }
 
@@ -402,13 +415,16 @@ static double cpu_ms_of_wait(unsigned int sched, double *wall_ms)
 
 TEST(spin_burns_cpu_blocking_sleeps)
 {
-	double wall, spin = cpu_ms_of_wait(CU_CTX_SCHED_SPIN, &wall);
+	double spin_wall, block_wall, block, spin = cpu_ms_of_wait(CU_CTX_SCHED_SPIN, &spin_wall);
 
-	printf("# spin: %.1f ms CPU in a %.1f ms wait\n", spin, wall);
-	ASSERT_MSG(spin > 0.6 * wall, "a spinning wait used only %.1f of %.1f ms CPU", spin, wall);
-	spin = cpu_ms_of_wait(CU_CTX_SCHED_BLOCKING_SYNC, &wall);
-	printf("# blocking: %.1f ms CPU in a %.1f ms wait\n", spin, wall);
-	ASSERT_MSG(spin < 0.2 * wall, "a blocking wait used %.1f of %.1f ms CPU", spin, wall);
+	printf("# spin: %.1f ms CPU in a %.1f ms wait\n", spin, spin_wall);
+	block = cpu_ms_of_wait(CU_CTX_SCHED_BLOCKING_SYNC, &block_wall);
+	printf("# blocking: %.1f ms CPU in a %.1f ms wait\n", block, block_wall);
+	/* Bounds loose enough for a machine whose other load halves our share of a CPU. */
+	ASSERT_MSG(spin > 0.25 * spin_wall, "a spinning wait used only %.1f of %.1f ms CPU", spin,
+		   spin_wall);
+	ASSERT_MSG(block < 0.1 * block_wall, "a blocking wait used %.1f of %.1f ms CPU", block,
+		   block_wall);
 }
 
 TEST_MAIN()
