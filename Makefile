@@ -2,6 +2,7 @@
 #
 #   make            BPF objects + skeletons, ffmd, ffmctl, the simulated driver, workloads, tests
 #   make test       build and run every test (BPF tests skip, saying why, where BPF is not allowed)
+#   make demo       profile a bundled workload (simulated driver when there is no GPU)
 #   make deps       install the Debian packages the build and the tests need (idempotent)
 #   make vmlinux    regenerate bpf/vmlinux.h from the running kernel's BTF (checked in)
 #   make install    PREFIX=/usr/local DESTDIR= : binaries, systemd unit, default config
@@ -135,6 +136,16 @@ all: $(BPF_SKELS) $(PROGRAMS) $(EXTRA_PROGS) $(FAKECUDA) $(WORKLOADS) $(TEST_BIN
 test: all
 	$(Q)O=$(O) tests/run-tests.sh
 
+# The README's main job: profile a bundled workload through every stage. The real driver is
+# used where an NVIDIA GPU is present, else the simulated one. Needs root (BPF, uprobes).
+DEMO_WORKLOAD ?= sequence
+demo: all
+	@if [ -e /dev/nvidiactl ] && ldconfig -p | grep -q 'libcuda\.so\.1 '; then llp=; \
+		echo "demo: NVIDIA GPU found, using the system's libcuda"; \
+	else llp=$(O)/fakecuda; echo "demo: no GPU, using the simulated driver ($(O)/fakecuda)"; fi; \
+	LD_LIBRARY_PATH=$$llp $(O)/ffmctl --state-dir $(O)/state profile --stages 1-4 -- \
+		$(O)/workloads/$(DEMO_WORKLOAD)
+
 # ---------------------------------------------------------------------------------------------
 # Dependencies. The CUDA toolkit's headers (cuda.h) come from the CUDA toolkit in
 # /usr/local/cuda, which Debian does not package; the rest are Debian packages.
@@ -163,6 +174,6 @@ install: all
 clean:
 	rm -rf $(O)
 
-.PHONY: all test deps vmlinux install clean
+.PHONY: all test demo deps vmlinux install clean
 
 -include $(shell find $(O) -name '*.d' 2>/dev/null)

@@ -238,7 +238,7 @@ int ffmctl_profile(int argc, char **argv)
 		return EXIT_FAIL;
 	}
 	p.col = p.col;
-	err = ffm_resolve_libcuda(getenv("LD_LIBRARY_PATH"), NULL, drv_path, sizeof(drv_path));
+	err = ffm_resolve_libcuda(getenv("LD_LIBRARY_PATH"), NULL, NULL, drv_path, sizeof(drv_path));
 	if (err < 0) {
 		ffmctl_err("profile", "no libcuda.so.1 found in LD_LIBRARY_PATH, ld.so.cache or the usual directories");
 		goto out;

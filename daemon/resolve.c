@@ -11,7 +11,8 @@
 #include "daemon/resolve.h"
 #include "symbols/ffm_driver.h"
 
-int ffm_resolve_libcuda(const char *ld_library_path, const char *root, char *out, size_t len)
+int ffm_resolve_libcuda(const char *ld_library_path, const char *root, const char *cwd, char *out,
+			size_t len)
 {
 	struct ffm_driver_find_opts fo = { .sz = sizeof(fo), .root = root };
 	struct ffm_driver_list *l = NULL;
@@ -26,11 +27,11 @@ int ffm_resolve_libcuda(const char *ld_library_path, const char *root, char *out
 		for (char *d = strtok_r(dup, ":;", &save); d; d = strtok_r(NULL, ":;", &save)) {
 			char p[PATH_MAX];
 
-			/* Relative entries are relative to the process's cwd: not resolvable
-			 * from here reliably, and rare for a driver; skip them. */
-			if (*d != '/')
-				continue;
-			snprintf(p, sizeof(p), "%s%s/libcuda.so.1", in_root ? root : "", d);
+			/* The loader takes a relative entry relative to the process's cwd. */
+			if (*d == '/')
+				snprintf(p, sizeof(p), "%s%s/libcuda.so.1", in_root ? root : "", d);
+			else
+				snprintf(p, sizeof(p), "%s/%s/libcuda.so.1", cwd ? cwd : ".", d);
 			if (access(p, R_OK) == 0) {
 				snprintf(out, len, "%s", p);
 				free(dup);
@@ -53,7 +54,7 @@ int ffm_resolve_libcuda(const char *ld_library_path, const char *root, char *out
 
 int ffm_resolve_libcuda_pid(pid_t pid, const char *proc_root, char *out, size_t len)
 {
-	char path[PATH_MAX], root[PATH_MAX], buf[65536];
+	char path[PATH_MAX], root[PATH_MAX], cwd[PATH_MAX], buf[65536];
 	const char *llp = NULL;
 	ssize_t n;
 	int fd;
@@ -73,5 +74,6 @@ int ffm_resolve_libcuda_pid(pid_t pid, const char *proc_root, char *out, size_t 
 		if (!strncmp(p, "LD_LIBRARY_PATH=", 16))
 			llp = p + 16;
 	snprintf(root, sizeof(root), "%s/%d/root", proc_root, pid);
-	return ffm_resolve_libcuda(llp, root, out, len);
+	snprintf(cwd, sizeof(cwd), "%s/%d/cwd", proc_root, pid);
+	return ffm_resolve_libcuda(llp, root, cwd, out, len);
 }

@@ -13,9 +13,11 @@
 
 /*
  * @ld_library_path: the process's LD_LIBRARY_PATH (NULL: none); @root: its root directory
- * (NULL: "/"). @out gets a path this process can open (under @root). -ENOENT if none found.
+ * (NULL: "/"); @cwd: its working directory, for relative entries (NULL: ours). @out gets a
+ * path this process can open. -ENOENT if none found.
  */
-int ffm_resolve_libcuda(const char *ld_library_path, const char *root, char *out, size_t len);
+int ffm_resolve_libcuda(const char *ld_library_path, const char *root, const char *cwd, char *out,
+			size_t len);
 /* The same for a running process, from /proc/PID/environ and /proc/PID/root. */
 int ffm_resolve_libcuda_pid(pid_t pid, const char *proc_root, char *out, size_t len);
 
