@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""A PyTorch training loop that logs its loss with loss.item() every step.
+
+.item() copies the loss to the CPU and waits for the GPU: each step's CPU work (Python, launch
+overhead) can no longer overlap the previous step's GPU work. --fixed accumulates the loss on
+the GPU and reads it once at the end. Prints CHECKSUM-free but comparable output:
+    LOSS <final loss, 6 digits>   (the same with and without --fixed)
+    WALL_S <seconds of the training loop>
+--torch-profile FILE also runs torch.profiler (CUPTI-based, the peer tool) and writes, per
+operator/runtime call, the time it attributes (self CPU time) as JSON to FILE.
+"""
+import argparse
+import json
+import time
+
+import torch
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fixed", action="store_true")
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--width", type=int, default=2048)
+    ap.add_argument("--depth", type=int, default=4)
+    ap.add_argument("--batch", type=int, default=512)
+    ap.add_argument("--torch-profile", metavar="FILE")
+    a = ap.parse_args()
+
+    torch.manual_seed(0)
+    dev = torch.device("cuda")
+    layers = []
+    for _ in range(a.depth):
+        layers += [torch.nn.Linear(a.width, a.width), torch.nn.ReLU()]
+    model = torch.nn.Sequential(*layers, torch.nn.Linear(a.width, 1)).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+    x = torch.randn(a.batch, a.width, device=dev)
+    y = torch.randn(a.batch, 1, device=dev)
+
+    def train():
+        total = torch.zeros((), device=dev)
+        last = 0.0
+        for _ in range(a.steps):
+            opt.zero_grad(set_to_none=True)
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            opt.step()
+            if a.fixed:
+                total += loss.detach()
+            else:
+                last = loss.item()  # FFM-PLANT: torch per-step sync
+        if a.fixed:
+            last = loss.item()
+        torch.cuda.synchronize()
+        return last
+
+    train()  # warm-up: cuBLAS handles, allocator, kernels
+    a.steps = max(a.steps, 1)
+    if a.torch_profile:
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            t0 = time.monotonic()
+            last = train()
+            wall = time.monotonic() - t0
+        rows = []
+        for e in prof.key_averages():
+            rows.append({"name": e.key, "calls": e.count,
+                         "self_cpu_s": e.self_cpu_time_total / 1e6,
+                         "cpu_total_s": e.cpu_time_total / 1e6})
+        with open(a.torch_profile, "w") as f:
+            json.dump({"tool": "torch.profiler", "wall_s": wall, "ops": rows}, f)
+    else:
+        t0 = time.monotonic()
+        last = train()
+        wall = time.monotonic() - t0
+    print(f"LOSS {last:.6f}")
+    print(f"WALL_S {wall:.6f}")
+
+
+if __name__ == "__main__":
+    main()
