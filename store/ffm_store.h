@@ -349,6 +349,7 @@ typedef int (*ffm_store_frame_cb)(const struct ffm_store_frame *f, uint32_t dept
 typedef int (*ffm_store_api_cb)(uint32_t api, const char *name, void *ctx);
 typedef int (*ffm_store_xfer_cb)(const struct ffm_store_xfer_hash *h, void *ctx);
 typedef int (*ffm_store_sync_use_cb)(const struct ffm_store_sync_use *u, void *ctx);
+typedef int (*ffm_store_process_cb)(const struct ffm_store_process *p, void *ctx);
 
 /* Jobs in start order. */
 int ffm_store__for_each_job(struct ffm_store *s, ffm_store_job_cb cb, void *ctx);
@@ -369,6 +370,11 @@ int ffm_store__for_each_xfer_hash(struct ffm_store *s, int64_t run, ffm_store_xf
 				  void *ctx);
 int ffm_store__for_each_sync_use(struct ffm_store *s, int64_t run, ffm_store_sync_use_cb cb,
 				 void *ctx);
+/* Processes of a run in start order (end_ns 0: no exit seen). */
+int ffm_store__for_each_process(struct ffm_store *s, int64_t run, ffm_store_process_cb cb,
+				void *ctx);
+/* One frame by id (e.g. a sync use's use_frame), depth 0. -ENOENT if absent. */
+int ffm_store__get_frame(struct ffm_store *s, int64_t frame, ffm_store_frame_cb cb, void *ctx);
 
 /*
  * Event cursor, for consumers that pull (e.g. merging several runs). It holds a read snapshot

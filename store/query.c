@@ -483,3 +483,67 @@ int ffm_store__for_each_sync_use(struct ffm_store *s, int64_t run, ffm_store_syn
 	sqlite3_bind_int64(st, 1, run);
 	return each_row(s, st, sync_use_row, &a);
 }
+
+/* ---- processes, single frames ----------------------------------------------------------- */
+
+static int process_row(sqlite3_stmt *st, void *arg)
+{
+	struct cb_arg *a = arg;
+	struct ffm_store_process p = {
+		.run = sqlite3_column_int64(st, 0),
+		.tgid = (uint32_t)sqlite3_column_int64(st, 1),
+		.ptgid = (uint32_t)sqlite3_column_int64(st, 2),
+		.exe = col_text(st, 3),
+		.start_ns = (uint64_t)sqlite3_column_int64(st, 4),
+		.end_ns = (uint64_t)sqlite3_column_int64(st, 5),
+		.exit_code = (int32_t)sqlite3_column_int64(st, 6),
+	};
+
+	return ((ffm_store_process_cb)a->cb)(&p, a->ctx);
+}
+
+int ffm_store__for_each_process(struct ffm_store *s, int64_t run, ffm_store_process_cb cb,
+				void *ctx)
+{
+	struct cb_arg a = { (void *)cb, ctx, s };
+	sqlite3_stmt *st;
+	int err;
+
+	err = prepare(s,
+		      "SELECT run, tgid, ptgid, exe, start_ns, end_ns, exit_code FROM processes"
+		      " WHERE run = ?1 ORDER BY start_ns, id",
+		      &st);
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, run);
+	return each_row(s, st, process_row, &a);
+}
+
+int ffm_store__get_frame(struct ffm_store *s, int64_t frame, ffm_store_frame_cb cb, void *ctx)
+{
+	struct cb_arg a = { (void *)cb, ctx, s };
+	sqlite3_stmt *st;
+	int err, n = 0;
+
+	err = prepare(s,
+		      "SELECT 0, f.id, f.build_id, f.offset, f.module, f.func, f.demangled, f.folded,"
+		      " f.file, f.line FROM frames f WHERE f.id = ?1",
+		      &st);
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, frame);
+	{
+		int rc;
+
+		while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+			n++;
+			err = frame_row(st, &a);
+			if (err)
+				break;
+		}
+		if (!err && rc != SQLITE_ROW && rc != SQLITE_DONE)
+			err = ffm_store_err(s->db, rc);
+	}
+	sqlite3_finalize(st);
+	return err ? err : n ? 0 : -ENOENT;
+}
