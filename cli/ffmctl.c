@@ -12,8 +12,14 @@ struct ffmctl_globals ffmctl_g;
 
 static const struct ffmctl_verb verbs[] = {
 	{ "calibrate", ffmctl_calibrate, "calibrate [--driver PATH] [--json] [--force]" },
+	{ "export", ffmctl_export, "export <jobid> --format chrome-trace|hatchet [--run ID] [-o FILE]" },
+	{ "job", ffmctl_job, "job start <jobid> [--key K] [--stage N] [--user UID] "
+			     "(--cgroup PATH | --pid PID | --uid UID | --exe PATH)... [--json]" },
+	{ "job", ffmctl_job, "job end <jobid> [--json]" },
+	{ "jobs", ffmctl_jobs, "jobs [--json]" },
 	{ "profile", ffmctl_profile, "profile [--stages A-B] [--key K] [--job-id ID] [--json] -- CMD [ARGS...]" },
 	{ "report", ffmctl_report, "report <jobid> [--json]" },
+	{ "status", ffmctl_status, "status [--json]" },
 };
 
 void ffmctl_err(const char *verb, const char *fmt, ...)
@@ -29,7 +35,7 @@ void ffmctl_err(const char *verb, const char *fmt, ...)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "Usage: ffmctl [--runtime-dir DIR] [--state-dir DIR] VERB [ARGS]\n\nVerbs:\n");
+	fprintf(f, "Usage: ffmctl [--runtime-dir DIR] [--state-dir DIR] [--timeout SEC] VERB [ARGS]\n\nVerbs:\n");
 	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
 		fprintf(f, "  ffmctl %s\n", verbs[i].grammar);
 	fprintf(f, "\nEnvironment: FFM_RUNTIME_DIR (default /run/ffm), FFM_STATE_DIR (default /var/lib/ffm)\n");
@@ -40,11 +46,16 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "runtime-dir", required_argument, NULL, 'r' },
 		{ "state-dir", required_argument, NULL, 's' },
+		{ "timeout", required_argument, NULL, 't' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
+	char *end;
+	double t;
 	int c;
 
+	/* Long enough for ffmd to calibrate a new driver while starting a job (seconds). */
+	ffmctl_g.timeout_ms = 30000;
 	ffmctl_g.runtime_dir = getenv("FFM_RUNTIME_DIR");
 	ffmctl_g.state_dir = getenv("FFM_STATE_DIR");
 	if (!ffmctl_g.runtime_dir || !*ffmctl_g.runtime_dir)
@@ -60,6 +71,14 @@ int main(int argc, char **argv)
 			break;
 		case 's':
 			ffmctl_g.state_dir = optarg;
+			break;
+		case 't':
+			t = strtod(optarg, &end);
+			if (end == optarg || *end || !(t > 0 && t <= 3600)) {
+				ffmctl_err(NULL, "--timeout wants seconds in (0, 3600], not '%s'", optarg);
+				return EXIT_USAGE;
+			}
+			ffmctl_g.timeout_ms = (int)(t * 1000) > 0 ? (int)(t * 1000) : 1;
 			break;
 		case 'h':
 			usage(stdout);

@@ -22,6 +22,7 @@ struct ffmctl_verb {
 struct ffmctl_globals {
 	const char *runtime_dir; /* --runtime-dir or $FFM_RUNTIME_DIR or /run/ffm */
 	const char *state_dir;   /* --state-dir or $FFM_STATE_DIR or /var/lib/ffm */
+	int timeout_ms;          /* --timeout: how long to wait for ffmd's answer */
 };
 extern struct ffmctl_globals ffmctl_g;
 
@@ -33,6 +34,12 @@ int ffmctl_report(int argc, char **argv);
 int ffmctl_report_job(const char *job_id, bool json);
 
 int ffmctl_calibrate(int argc, char **argv);
+
+/* Verbs that talk to ffmd (cli/job.c, cli/status.c) and read stores (cli/export.c). */
+int ffmctl_job(int argc, char **argv);
+int ffmctl_status(int argc, char **argv);
+int ffmctl_jobs(int argc, char **argv);
+int ffmctl_export(int argc, char **argv);
 
 /* Print "ffmctl VERB: message" to stderr. */
 void ffmctl_err(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

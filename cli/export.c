@@ -1,0 +1,863 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ffmctl export <jobid> --format chrome-trace|hatchet [--run ID] [-o FILE]
+ *
+ * chrome-trace  The Trace Event Format (JSON object form) that Perfetto and chrome://tracing
+ *               open: one complete event ("ph":"X") per recorded driver call or CPU wait, on
+ *               its process (pid = tgid) and thread (tid); ts/dur in microseconds from the start
+ *               of the job's first exported run. Process and thread names come as metadata
+ *               ("ph":"M") events. Events the store's stage-3/4 tables classify as problems
+ *               (sync_uses: a sync that protects nothing, or whose data is first used later;
+ *               xfer_hashes: the same content sent to the same destination again) carry
+ *               "cname":"terrible" (red) and args.problem; a call site whose every checked
+ *               instance was a problem in another run is marked the same way, citing that run.
+ *               Default: every run of the job.
+ * hatchet       Hatchet's literal format (hatchet.GraphFrame.from_literal): a JSON list of root
+ *               nodes {"frame": {"name", "type", ...}, "metrics": {...}, "children": [...]}.
+ *               The tree is the call path from the outermost application frame down to the
+ *               driver function called; metrics (seconds, calls) on every node: "time (inc)",
+ *               "time", "wait time (inc)", "wait time", "count (inc)", "count" — exclusive
+ *               values are non-zero only on driver-function leaves. Default run: the latest
+ *               ended stage-2 run of the job, else stage 1 (the runs that time calls).
+ *
+ * The store is opened read-only; the output goes to FILE through a temporary file that is
+ * renamed at the end, so a failed export leaves no half-written file.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/ffmctl.h"
+#include "cli/json.h"
+#include "store/ffm_store.h"
+
+#define MAX_RUNS 256
+
+/* What the application frame and the driver function of a stack are, computed once. */
+struct stack_info {
+	int64_t stack;
+	char *site;      /* "func (file:line)" of the innermost application frame, or NULL */
+	char *driver_fn; /* outermost named libcuda frame (the public entry point), or NULL */
+	/* Problem instances over every run of the key (stages 3/4). */
+	uint32_t syncs, unnecessary, misplaced, xfers, dups;
+	int64_t problem_run; /* a run where they were found */
+};
+
+struct api_name {
+	uint32_t api;
+	char *name;
+};
+
+/* One classified event of the run being exported. */
+struct ev_problem {
+	int64_t event;
+	char text[160];
+};
+
+struct exp {
+	struct ffm_store *s;
+	const char *job_id;
+	FILE *out;
+	struct ffm_store_run runs[MAX_RUNS];
+	int nruns;
+	struct api_name *apis;
+	size_t napis, capis;
+	struct stack_info *stacks; /* open addressing on stack id */
+	size_t cap_stacks, nstacks;
+	struct ev_problem *probs;
+	size_t nprobs, cprobs;
+	int64_t cur_run;
+	int cur_stage;
+	uint64_t t0_ns;
+	bool first;
+	uint64_t nevents;
+	/* thread/process names already emitted (pid<<32|tid) */
+	uint64_t *seen;
+	size_t nseen, cseen;
+	int err;
+};
+
+static bool is_libcuda(const char *module)
+{
+	const char *base = module ? strrchr(module, '/') : NULL;
+
+	base = base ? base + 1 : module;
+	return base && !strncmp(base, "libcuda.so", 10);
+}
+
+static const char *frame_name(const struct ffm_store_frame *f, char *buf, size_t len)
+{
+	const char *base;
+
+	if (f->demangled && *f->demangled)
+		return f->demangled;
+	if (f->func && *f->func)
+		return f->func;
+	base = f->module ? strrchr(f->module, '/') : NULL;
+	snprintf(buf, len, "%s+%#" PRIx64, base ? base + 1 : f->module ? f->module : "?", f->offset);
+	return buf;
+}
+
+/* ---- lookups ------------------------------------------------------------------------------ */
+
+static int on_api(uint32_t api, const char *name, void *ctx)
+{
+	struct exp *e = ctx;
+
+	if (e->napis == e->capis) {
+		size_t cap = e->capis ? e->capis * 2 : 64;
+		struct api_name *n = realloc(e->apis, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		e->apis = n;
+		e->capis = cap;
+	}
+	e->apis[e->napis].api = api;
+	e->apis[e->napis].name = strdup(name ? name : "?");
+	if (!e->apis[e->napis].name)
+		return -ENOMEM;
+	e->napis++;
+	return 0;
+}
+
+static int cmp_api(const void *a, const void *b)
+{
+	const struct api_name *x = a, *y = b;
+
+	return x->api < y->api ? -1 : x->api > y->api;
+}
+
+static const char *api_name(const struct exp *e, uint32_t api)
+{
+	struct api_name k = { .api = api }, *r;
+
+	if (!api)
+		return NULL;
+	r = bsearch(&k, e->apis, e->napis, sizeof(k), cmp_api);
+	return r ? r->name : NULL;
+}
+
+struct frame_walk {
+	char site[512];
+	char driver_fn[128];
+	bool have_site;
+};
+
+static int on_site_frame(const struct ffm_store_frame *f, uint32_t depth, void *ctx)
+{
+	struct frame_walk *w = ctx;
+	char buf[256];
+
+	if (is_libcuda(f->module)) {
+		/* Innermost first: the last named libcuda frame is the outermost, the entry point. */
+		if (f->func && *f->func)
+			snprintf(w->driver_fn, sizeof(w->driver_fn), "%s", f->func);
+		return 0;
+	}
+	if (!w->have_site) {
+		if (f->file && *f->file)
+			snprintf(w->site, sizeof(w->site), "%s (%s:%u)", frame_name(f, buf, sizeof(buf)),
+				 f->file, f->line);
+		else
+			snprintf(w->site, sizeof(w->site), "%s", frame_name(f, buf, sizeof(buf)));
+		w->have_site = true;
+	}
+	return 0;
+}
+
+static size_t stack_hash(int64_t id, size_t cap)
+{
+	return (size_t)(((uint64_t)id * 0x9e3779b97f4a7c15ull) >> 20) & (cap - 1);
+}
+
+static int stacks_grow(struct exp *e)
+{
+	size_t cap = e->cap_stacks ? e->cap_stacks * 2 : 1024;
+	struct stack_info *n = calloc(cap, sizeof(*n));
+
+	if (!n)
+		return -ENOMEM;
+	for (size_t i = 0; i < e->cap_stacks; i++) {
+		size_t h;
+
+		if (!e->stacks[i].stack)
+			continue;
+		for (h = stack_hash(e->stacks[i].stack, cap); n[h].stack; h = (h + 1) & (cap - 1))
+			;
+		n[h] = e->stacks[i];
+	}
+	free(e->stacks);
+	e->stacks = n;
+	e->cap_stacks = cap;
+	return 0;
+}
+
+/* The entry of @stack, created (frames read) on first use; NULL for stack 0 or on ENOMEM. */
+static struct stack_info *stack_get(struct exp *e, int64_t stack)
+{
+	struct frame_walk w = {};
+	struct stack_info *si;
+	size_t h;
+
+	if (!stack)
+		return NULL;
+	if (e->nstacks * 2 >= e->cap_stacks && stacks_grow(e) < 0) {
+		e->err = -ENOMEM;
+		return NULL;
+	}
+	for (h = stack_hash(stack, e->cap_stacks); e->stacks[h].stack; h = (h + 1) & (e->cap_stacks - 1))
+		if (e->stacks[h].stack == stack)
+			return &e->stacks[h];
+	si = &e->stacks[h];
+	si->stack = stack;
+	e->nstacks++;
+	ffm_store__for_each_frame(e->s, stack, on_site_frame, &w);
+	si->site = w.have_site ? strdup(w.site) : NULL;
+	si->driver_fn = w.driver_fn[0] ? strdup(w.driver_fn) : NULL;
+	return si;
+}
+
+static void free_exp(struct exp *e)
+{
+	for (size_t i = 0; i < e->napis; i++)
+		free(e->apis[i].name);
+	free(e->apis);
+	for (size_t i = 0; i < e->cap_stacks; i++) {
+		free(e->stacks[i].site);
+		free(e->stacks[i].driver_fn);
+	}
+	free(e->stacks);
+	free(e->probs);
+	free(e->seen);
+	ffm_store__free(e->s);
+}
+
+static int on_run(const struct ffm_store_run *r, void *ctx)
+{
+	struct exp *e = ctx;
+
+	if (!r->job_id || strcmp(r->job_id, e->job_id))
+		return 0;
+	if (e->nruns == MAX_RUNS)
+		return -E2BIG;
+	e->runs[e->nruns] = *r;
+	e->runs[e->nruns].job_id = NULL; /* valid only during the callback */
+	e->nruns++;
+	return 0;
+}
+
+/* ---- problems (stages 3 and 4) ------------------------------------------------------------- */
+
+/* The saving the paper's model allows a misplaced sync: its wait, at most the time until the
+ * protected data is first used (Figure 5). Known only with the sync's own event. */
+static bool sync_misplaced(const struct ffm_store_sync_use *u)
+{
+	return u->use_delay_ns > 0 && !(u->flags & FFM_SYNC_USE_NONE);
+}
+
+static int count_sync_use(const struct ffm_store_sync_use *u, void *ctx)
+{
+	struct exp *e = ctx;
+	struct stack_info *si = stack_get(e, u->stack);
+
+	if (!si)
+		return e->err;
+	si->syncs++;
+	if (u->flags & FFM_SYNC_USE_NONE)
+		si->unnecessary++;
+	else if (sync_misplaced(u))
+		si->misplaced++;
+	if ((u->flags & FFM_SYNC_USE_NONE) || sync_misplaced(u))
+		si->problem_run = u->run;
+	return 0;
+}
+
+static int count_xfer(const struct ffm_store_xfer_hash *h, void *ctx)
+{
+	struct exp *e = ctx;
+	struct stack_info *si = stack_get(e, h->stack);
+
+	if (!si)
+		return e->err;
+	si->xfers++;
+	if (h->dup == FFM_DUP_SAME_DST) {
+		si->dups++;
+		si->problem_run = h->run;
+	}
+	return 0;
+}
+
+static int count_run_problems(const struct ffm_store_run *r, void *ctx)
+{
+	struct exp *e = ctx;
+	int err;
+
+	/* Every run of the key: stage 3/4 may have run under another job id. */
+	if ((err = ffm_store__for_each_sync_use(e->s, r->id, count_sync_use, e)) < 0)
+		return err;
+	return ffm_store__for_each_xfer_hash(e->s, r->id, count_xfer, e);
+}
+
+static struct ev_problem *add_prob(struct exp *e, int64_t event)
+{
+	if (e->nprobs == e->cprobs) {
+		size_t cap = e->cprobs ? e->cprobs * 2 : 256;
+		struct ev_problem *n = realloc(e->probs, cap * sizeof(*n));
+
+		if (!n)
+			return NULL;
+		e->probs = n;
+		e->cprobs = cap;
+	}
+	e->probs[e->nprobs].event = event;
+	return &e->probs[e->nprobs++];
+}
+
+static int load_sync_use(const struct ffm_store_sync_use *u, void *ctx)
+{
+	struct exp *e = ctx;
+	struct ev_problem *p;
+
+	if (!(u->flags & FFM_SYNC_USE_NONE) && !sync_misplaced(u))
+		return 0;
+	if (!(p = add_prob(e, u->event)))
+		return -ENOMEM;
+	if (u->flags & FFM_SYNC_USE_NONE)
+		snprintf(p->text, sizeof(p->text), "unnecessary synchronization: no protected data "
+			 "was used before the next one%s", u->flags & FFM_SYNC_USE_PARTIAL ?
+			 " (coverage partial)" : "");
+	else
+		snprintf(p->text, sizeof(p->text), "misplaced synchronization: protected data first "
+			 "used %.3f us after it", u->use_delay_ns / 1e3);
+	return 0;
+}
+
+static int load_xfer(const struct ffm_store_xfer_hash *h, void *ctx)
+{
+	struct exp *e = ctx;
+	struct ev_problem *p;
+
+	if (h->dup != FFM_DUP_SAME_DST)
+		return 0;
+	if (!(p = add_prob(e, h->event)))
+		return -ENOMEM;
+	snprintf(p->text, sizeof(p->text), "duplicate transfer: the same %" PRIu64 " bytes to the "
+		 "same destination as event %" PRId64, h->bytes, h->first_event);
+	return 0;
+}
+
+static int cmp_prob(const void *a, const void *b)
+{
+	const struct ev_problem *x = a, *y = b;
+
+	return x->event < y->event ? -1 : x->event > y->event;
+}
+
+static const struct ev_problem *event_problem(const struct exp *e, int64_t event)
+{
+	struct ev_problem k = { .event = event };
+
+	return e->nprobs ? bsearch(&k, e->probs, e->nprobs, sizeof(k), cmp_prob) : NULL;
+}
+
+/* ---- chrome trace ------------------------------------------------------------------------- */
+
+static const char *kind_name(uint32_t k)
+{
+	static const char *const n[] = { "?", "wait", "api", "transfer", "alloc", "free", "memset",
+					 "launch" };
+
+	return k < sizeof(n) / sizeof(n[0]) ? n[k] : "?";
+}
+
+static const char *dir_name(uint32_t d)
+{
+	static const char *const n[] = { "none", "HtoD", "DtoH", "DtoD", "HtoH", "peer" };
+
+	return d < sizeof(n) / sizeof(n[0]) ? n[d] : "?";
+}
+
+static bool seen_thread(struct exp *e, uint64_t k)
+{
+	for (size_t i = 0; i < e->nseen; i++)
+		if (e->seen[i] == k)
+			return true;
+	if (e->nseen == e->cseen) {
+		size_t cap = e->cseen ? e->cseen * 2 : 64;
+		uint64_t *n = realloc(e->seen, cap * sizeof(*n));
+
+		if (!n) {
+			e->err = -ENOMEM;
+			return true;
+		}
+		e->seen = n;
+		e->cseen = cap;
+	}
+	e->seen[e->nseen++] = k;
+	return false;
+}
+
+static void sep(struct exp *e)
+{
+	fputs(e->first ? "\n" : ",\n", e->out);
+	e->first = false;
+}
+
+static void name_threads(struct exp *e, uint32_t tgid, uint32_t tid)
+{
+	char name[128];
+
+	if (!seen_thread(e, (uint64_t)tgid << 32)) {
+		sep(e);
+		snprintf(name, sizeof(name), "pid %u (run %" PRId64 ", stage %d)", tgid, e->cur_run,
+			 e->cur_stage);
+		fprintf(e->out, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%u,\"tid\":%u,\"args\":{\"name\":",
+			tgid, tgid);
+		ffm_json_write_str(e->out, name);
+		fputs("}}", e->out);
+	}
+	if (!seen_thread(e, (uint64_t)tgid << 32 | tid | 1ull << 63)) {
+		sep(e);
+		snprintf(name, sizeof(name), tid == tgid ? "main thread %u" : "thread %u", tid);
+		fprintf(e->out, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%u,\"tid\":%u,\"args\":{\"name\":",
+			tgid, tid);
+		ffm_json_write_str(e->out, name);
+		fputs("}}", e->out);
+	}
+}
+
+static int on_trace_event(const struct ffm_store_event *ev, void *ctx)
+{
+	struct exp *e = ctx;
+	struct stack_info *si = stack_get(e, ev->stack);
+	const struct ev_problem *p = event_problem(e, ev->id);
+	const char *name = api_name(e, ev->api);
+	char site_problem[256] = "";
+
+	if (e->err)
+		return e->err;
+	if (!name)
+		name = ev->kind == 1 && si && si->driver_fn ? si->driver_fn : kind_name(ev->kind);
+	/* A call site whose every checked instance (in any run) was a problem. */
+	if (!p && si && si->problem_run) {
+		if (si->syncs && si->unnecessary == si->syncs)
+			snprintf(site_problem, sizeof(site_problem), "unnecessary synchronization at "
+				 "this call site (all %u checked in run %" PRId64 ")", si->syncs,
+				 si->problem_run);
+		else if (si->syncs && si->misplaced + si->unnecessary == si->syncs)
+			snprintf(site_problem, sizeof(site_problem), "misplaced synchronization at this "
+				 "call site (all %u checked in run %" PRId64 ")", si->syncs, si->problem_run);
+		else if (si->xfers && si->dups == si->xfers)
+			snprintf(site_problem, sizeof(site_problem), "duplicate transfer at this call "
+				 "site (all %u checked in run %" PRId64 ")", si->xfers, si->problem_run);
+	}
+	name_threads(e, ev->tgid, ev->tid);
+	sep(e);
+	fputs("{\"name\":", e->out);
+	ffm_json_write_str(e->out, name);
+	fprintf(e->out, ",\"cat\":\"%s%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%u,\"tid\":%u",
+		kind_name(ev->kind), p || site_problem[0] ? ",problem" : "",
+		(double)(ev->start_ns - e->t0_ns) / 1e3, ev->dur_ns / 1e3, ev->tgid, ev->tid);
+	if (p || site_problem[0])
+		fputs(",\"cname\":\"terrible\"", e->out);
+	fprintf(e->out, ",\"args\":{\"run\":%" PRId64 ",\"stage\":%d,\"event\":%" PRId64
+		",\"wait_us\":%.3f", e->cur_run, e->cur_stage, ev->id, ev->wait_ns / 1e3);
+	if (ev->bytes)
+		fprintf(e->out, ",\"bytes\":%" PRIu64, ev->bytes);
+	if (ev->dir)
+		fprintf(e->out, ",\"direction\":\"%s\"", dir_name(ev->dir));
+	if (ev->stream)
+		fprintf(e->out, ",\"stream\":\"%#" PRIx64 "\"", ev->stream);
+	if (si && si->site) {
+		fputs(",\"call_site\":", e->out);
+		ffm_json_write_str(e->out, si->site);
+	}
+	if (p || site_problem[0]) {
+		fputs(",\"problem\":", e->out);
+		ffm_json_write_str(e->out, p ? p->text : site_problem);
+	}
+	fputs("}}", e->out);
+	e->nevents++;
+	return ferror(e->out) ? -EIO : 0;
+}
+
+static int export_trace(struct exp *e, int64_t only_run)
+{
+	int err;
+
+	if ((err = ffm_store__for_each_run(e->s, count_run_problems, e)) < 0)
+		return err;
+	e->t0_ns = UINT64_MAX;
+	for (int i = 0; i < e->nruns; i++)
+		if ((!only_run || e->runs[i].id == only_run) && e->runs[i].start_ns < e->t0_ns)
+			e->t0_ns = e->runs[i].start_ns;
+	fprintf(e->out, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"tool\":\"ffm\",\"job\":");
+	ffm_json_write_str(e->out, e->job_id);
+	fprintf(e->out, ",\"clock\":\"CLOCK_MONOTONIC\",\"t0_ns\":%" PRIu64 "},\"traceEvents\":[", e->t0_ns);
+	e->first = true;
+	for (int i = 0; i < e->nruns; i++) {
+		const struct ffm_store_run *r = &e->runs[i];
+
+		if (only_run && r->id != only_run)
+			continue;
+		e->cur_run = r->id;
+		e->cur_stage = r->stage;
+		e->nprobs = 0;
+		if ((err = ffm_store__for_each_sync_use(e->s, r->id, load_sync_use, e)) < 0 ||
+		    (err = ffm_store__for_each_xfer_hash(e->s, r->id, load_xfer, e)) < 0)
+			return err;
+		qsort(e->probs, e->nprobs, sizeof(e->probs[0]), cmp_prob);
+		if ((err = ffm_store__for_each_event(e->s, r->id, on_trace_event, e)) < 0)
+			return err;
+	}
+	fputs("\n]}\n", e->out);
+	return 0;
+}
+
+/* ---- hatchet ------------------------------------------------------------------------------ */
+
+struct hnode {
+	char *name, *type, *file, *module;
+	uint32_t line;
+	int first_child, next; /* indices, -1 = none */
+	double time, wait, time_inc, wait_inc;
+	uint64_t count, count_inc;
+};
+
+struct htree {
+	struct hnode *n;
+	size_t len, cap;
+	int first_root;
+	struct exp *e;
+	int err;
+	/* frames of the stack being added, innermost first */
+	struct ffm_store_frame fr[256];
+	char *strs[256][4];
+	uint32_t nfr;
+};
+
+static int hnode_child(struct htree *t, int parent, const char *name, const char *type,
+		       const char *file, uint32_t line, const char *module)
+{
+	int *link = parent < 0 ? &t->first_root : &t->n[parent].first_child;
+	int i;
+
+	for (i = *link; i >= 0; i = t->n[i].next)
+		if (!strcmp(t->n[i].name, name) && !strcmp(t->n[i].type, type) &&
+		    !strcmp(t->n[i].module, module ? module : "") &&
+		    /* Driver leaves are per call site; functions per name and module. */
+		    (strcmp(type, "driver") || (!strcmp(t->n[i].file, file ? file : "") &&
+						 t->n[i].line == line)))
+			return i;
+	if (t->len == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 256;
+		struct hnode *n = realloc(t->n, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		t->n = n;
+		t->cap = cap;
+	}
+	i = (int)t->len;
+	t->n[i] = (struct hnode){ .name = strdup(name), .type = strdup(type),
+				  .file = strdup(file ? file : ""), .module = strdup(module ? module : ""),
+				  .line = line, .first_child = -1, .next = -1 };
+	if (!t->n[i].name || !t->n[i].type || !t->n[i].file || !t->n[i].module)
+		return -ENOMEM;
+	t->len++;
+	/* Append, so children keep the order they were first seen in. */
+	link = parent < 0 ? &t->first_root : &t->n[parent].first_child;
+	while (*link >= 0)
+		link = &t->n[*link].next;
+	*link = i;
+	return i;
+}
+
+static int on_tree_frame(const struct ffm_store_frame *f, uint32_t depth, void *ctx)
+{
+	struct htree *t = ctx;
+	uint32_t i = t->nfr;
+
+	if (i == sizeof(t->fr) / sizeof(t->fr[0]))
+		return 0; /* deeper than any stack the collector keeps */
+	t->fr[i] = *f;
+	t->strs[i][0] = f->module ? strdup(f->module) : NULL;
+	t->strs[i][1] = f->func ? strdup(f->func) : NULL;
+	t->strs[i][2] = f->demangled ? strdup(f->demangled) : NULL;
+	t->strs[i][3] = f->file ? strdup(f->file) : NULL;
+	t->fr[i].module = t->strs[i][0];
+	t->fr[i].func = t->strs[i][1];
+	t->fr[i].demangled = t->strs[i][2];
+	t->fr[i].file = t->strs[i][3];
+	t->fr[i].folded = NULL;
+	t->fr[i].build_id = NULL;
+	t->nfr++;
+	return 0;
+}
+
+static int on_agg(const struct ffm_store_stack_agg *a, void *ctx)
+{
+	struct htree *t = ctx;
+	const char *leaf = api_name(t->e, a->api), *site_file = NULL;
+	uint32_t app = 0, site_line = 0;
+	int node = -1, path[257], np = 0;
+	double time = a->dur_ns / 1e9, wait = (a->kind == 1 ? a->dur_ns : a->wait_ns) / 1e9;
+	char buf[256];
+
+	t->nfr = 0;
+	ffm_store__for_each_frame(t->e->s, a->stack, on_tree_frame, t);
+	/* Skip the driver's own frames (innermost); without an api id, the outermost named one
+	 * is the entry point that was called. */
+	while (app < t->nfr && is_libcuda(t->fr[app].module))
+		app++;
+	for (uint32_t i = app; !leaf && i-- > 0;)
+		if (t->fr[i].func && *t->fr[i].func)
+			leaf = t->fr[i].func;
+	if (!leaf)
+		leaf = a->kind == 1 ? "(wait in libcuda)" : kind_name(a->kind);
+	if (app < t->nfr) {
+		site_file = t->fr[app].file;
+		site_line = t->fr[app].line;
+	}
+	/* Outermost application frame first. */
+	for (uint32_t i = t->nfr; i-- > app;) {
+		const struct ffm_store_frame *f = &t->fr[i];
+
+		node = hnode_child(t, node, frame_name(f, buf, sizeof(buf)), "function", f->file,
+				   f->line, f->module);
+		if (node < 0)
+			goto nomem;
+		path[np++] = node;
+	}
+	node = hnode_child(t, node, leaf, "driver", site_file, site_line, "libcuda");
+	if (node < 0)
+		goto nomem;
+	path[np++] = node;
+	t->n[node].time += time;
+	t->n[node].wait += wait;
+	t->n[node].count += a->count;
+	for (int i = 0; i < np; i++) {
+		t->n[path[i]].time_inc += time;
+		t->n[path[i]].wait_inc += wait;
+		t->n[path[i]].count_inc += a->count;
+	}
+	for (uint32_t i = 0; i < t->nfr; i++)
+		for (int k = 0; k < 4; k++)
+			free(t->strs[i][k]);
+	return 0;
+nomem:
+	for (uint32_t i = 0; i < t->nfr; i++)
+		for (int k = 0; k < 4; k++)
+			free(t->strs[i][k]);
+	return -ENOMEM;
+}
+
+static void write_hnode(struct htree *t, int i, int depth)
+{
+	const struct hnode *n = &t->n[i];
+	FILE *o = t->e->out;
+
+	fprintf(o, "%*s{\"frame\":{\"name\":", depth * 2, "");
+	ffm_json_write_str(o, n->name);
+	fprintf(o, ",\"type\":\"%s\"", n->type);
+	if (n->file[0]) {
+		fputs(",\"file\":", o);
+		ffm_json_write_str(o, n->file);
+		fprintf(o, ",\"line\":%u", n->line);
+	}
+	if (n->module[0]) {
+		fputs(",\"module\":", o);
+		ffm_json_write_str(o, n->module);
+	}
+	fprintf(o, "},\"metrics\":{\"time (inc)\":%.9f,\"time\":%.9f,\"wait time (inc)\":%.9f,"
+		   "\"wait time\":%.9f,\"count (inc)\":%" PRIu64 ",\"count\":%" PRIu64 "}",
+		n->time_inc, n->time, n->wait_inc, n->wait, n->count_inc, n->count);
+	if (n->first_child >= 0) {
+		fputs(",\"children\":[\n", o);
+		for (int c = n->first_child; c >= 0; c = t->n[c].next) {
+			write_hnode(t, c, depth + 1);
+			fputs(t->n[c].next >= 0 ? ",\n" : "\n", o);
+		}
+		fprintf(o, "%*s]", depth * 2, "");
+	}
+	fputs("}", o);
+}
+
+static int export_hatchet(struct exp *e, int64_t run)
+{
+	struct htree t = { .first_root = -1, .e = e };
+	int err;
+
+	err = ffm_store__for_each_stack_agg(e->s, run, on_agg, &t);
+	if (err >= 0) {
+		fputs("[\n", e->out);
+		for (int r = t.first_root; r >= 0; r = t.n[r].next) {
+			write_hnode(&t, r, 1);
+			fputs(t.n[r].next >= 0 ? ",\n" : "\n", e->out);
+		}
+		fputs("]\n", e->out);
+		err = 0;
+	}
+	for (size_t i = 0; i < t.len; i++) {
+		free(t.n[i].name);
+		free(t.n[i].type);
+		free(t.n[i].file);
+		free(t.n[i].module);
+	}
+	free(t.n);
+	return err;
+}
+
+/* ---- verb --------------------------------------------------------------------------------- */
+
+static int64_t default_tree_run(const struct exp *e)
+{
+	int64_t best = 0;
+	int best_stage = 0;
+
+	/* Runs are in id order: a later run of the same stage replaces an earlier one. */
+	for (int i = 0; i < e->nruns; i++) {
+		const struct ffm_store_run *r = &e->runs[i];
+
+		if (!r->end_ns || r->stage > 2 || r->stage < best_stage)
+			continue;
+		best = r->id;
+		best_stage = r->stage;
+	}
+	return best;
+}
+
+int ffmctl_export(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "format", required_argument, NULL, 'f' },
+		{ "run", required_argument, NULL, 'r' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "help", no_argument, NULL, 'h' },
+		{},
+	};
+	struct ffm_store_opts so = { .sz = sizeof(so), .read_only = true };
+	const char *format = NULL, *output = NULL;
+	char tmp[PATH_MAX];
+	struct exp *e;
+	int64_t run = 0;
+	char *end;
+	int c, err, r = EXIT_FAIL;
+
+	while ((c = getopt_long(argc, argv, "f:r:o:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'f':
+			if (strcmp(optarg, "chrome-trace") && strcmp(optarg, "hatchet")) {
+				ffmctl_err("export", "--format must be chrome-trace or hatchet, not '%s'",
+					   optarg);
+				return EXIT_USAGE;
+			}
+			format = optarg;
+			break;
+		case 'r':
+			errno = 0;
+			run = strtoll(optarg, &end, 10);
+			if (errno || end == optarg || *end || run <= 0) {
+				ffmctl_err("export", "--run wants a run id (see ffmctl report --json), not '%s'",
+					   optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case 'o':
+			output = optarg;
+			break;
+		case 'h':
+			printf("Usage: ffmctl export <jobid> --format chrome-trace|hatchet [--run ID] [-o FILE]\n");
+			return EXIT_OK;
+		default:
+			return EXIT_USAGE;
+		}
+	}
+	if (optind != argc - 1) {
+		if (optind >= argc)
+			ffmctl_err("export", "no job id given");
+		else
+			ffmctl_err("export", "one job id, please (unexpected '%s')", argv[optind + 1]);
+		return EXIT_USAGE;
+	}
+	if (!format) {
+		ffmctl_err("export", "--format chrome-trace or --format hatchet is required");
+		return EXIT_USAGE;
+	}
+	e = calloc(1, sizeof(*e));
+	if (!e) {
+		ffmctl_err("export", "out of memory");
+		return EXIT_FAIL;
+	}
+	e->job_id = argv[optind];
+	err = ffm_store__find_job(ffmctl_g.state_dir, e->job_id, &so, &e->s);
+	if (err < 0) {
+		ffmctl_err("export", "no job '%s' under %s: %s", e->job_id, ffmctl_g.state_dir,
+			   err == -ENOENT ? "no store holds it" : ffm_store__strerror(err));
+		goto out;
+	}
+	if ((err = ffm_store__for_each_run(e->s, on_run, e)) < 0 ||
+	    (err = ffm_store__for_each_api_name(e->s, on_api, e)) < 0) {
+		ffmctl_err("export", "reading %s: %s", ffm_store__path(e->s), ffm_store__strerror(err));
+		goto out;
+	}
+	qsort(e->apis, e->napis, sizeof(e->apis[0]), cmp_api);
+	if (run) {
+		bool found = false;
+
+		for (int i = 0; i < e->nruns; i++)
+			found |= e->runs[i].id == run;
+		if (!found) {
+			ffmctl_err("export", "job %s has no run %" PRId64, e->job_id, run);
+			r = EXIT_USAGE;
+			goto out;
+		}
+	} else if (!strcmp(format, "hatchet") && !(run = default_tree_run(e))) {
+		ffmctl_err("export", "job %s has no ended stage-1 or stage-2 run to build a call tree "
+			   "from (pick one with --run)", e->job_id);
+		goto out;
+	}
+	if (!e->nruns) {
+		ffmctl_err("export", "job %s has no runs yet", e->job_id);
+		goto out;
+	}
+	if (output) {
+		snprintf(tmp, sizeof(tmp), "%s.tmp.%d", output, (int)getpid());
+		e->out = fopen(tmp, "we");
+		if (!e->out) {
+			ffmctl_err("export", "cannot create %s: %s", tmp, strerror(errno));
+			goto out;
+		}
+	} else {
+		e->out = stdout;
+	}
+	err = !strcmp(format, "hatchet") ? export_hatchet(e, run) : export_trace(e, run);
+	if (!err && e->err)
+		err = e->err;
+	if (fflush(e->out) || ferror(e->out))
+		err = err ? err : -EIO;
+	if (output) {
+		if (fclose(e->out) && !err)
+			err = -EIO;
+		if (!err && rename(tmp, output) < 0)
+			err = -errno;
+		if (err)
+			unlink(tmp);
+	}
+	if (err < 0) {
+		ffmctl_err("export", "writing the %s export of job %s failed: %s", format, e->job_id,
+			   ffm_store__strerror(err));
+		goto out;
+	}
+	r = EXIT_OK;
+out:
+	free_exp(e);
+	free(e);
+	return r;
+}

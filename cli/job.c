@@ -1,0 +1,242 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ffmctl job start <jobid> [--key K] [--stage N] [--user UID] [--json]
+ *                          (--cgroup PATH | --pid PID | --uid UID | --exe PATH)...
+ * ffmctl job end <jobid> [--json]
+ *
+ * Tell ffmd that a scheduler job begins or ends on this node (the prolog/epilog's calls). ffmd
+ * decides from the caller's SO_PEERCRED whether it may: root or members of the configured
+ * admin group. Selectors say which processes belong to the job; each may repeat. Paths are
+ * made absolute here, since ffmd resolves them in its own working directory.
+ *
+ * --user UID names the job's owner (who may see it in `ffmctl status`); without it ffmd takes
+ * the uid of a --uid selector or of a --pid process.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/client.h"
+#include "cli/ffmctl.h"
+#include "cli/json.h"
+
+#define JOB_START_USAGE                                                                            \
+	"Usage: ffmctl job start <jobid> [--key K] [--stage 1..4] [--user UID] [--json]\n"         \
+	"                        (--cgroup PATH | --pid PID | --uid UID | --exe PATH)...\n"
+#define JOB_END_USAGE "Usage: ffmctl job end <jobid> [--json]\n"
+
+/* A decimal id (uid or pid) in 0..max; the text itself is sent, so "007" is refused. */
+static int check_id(const char *s, unsigned long max)
+{
+	char *end;
+	unsigned long v;
+
+	if (!*s || *s == '-' || *s == '+' || (s[0] == '0' && s[1]))
+		return -EINVAL;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	return errno || *end || v > max ? -EINVAL : 0;
+}
+
+/* The one error for a missing or extra positional argument; exit code 2. */
+static int usage_jobid(const char *verb, int argc, char **argv)
+{
+	if (optind >= argc)
+		ffmctl_err(verb, "no job id given");
+	else
+		ffmctl_err(verb, "one job id, please (unexpected '%s')", argv[optind + 1]);
+	return EXIT_USAGE;
+}
+
+/* Send the request and print ffmd's answer; the body is JSON with "job", "key", "stage". */
+static int call_and_print(const char *verb, enum ffm_verb v, const struct ffm_proto_arg *args,
+			  size_t nargs, bool json)
+{
+	struct ffm_reply *rep = NULL;
+	struct ffm_json *body = NULL;
+	char why[512];
+	int err;
+
+	err = ffm_client__call(ffmctl_g.runtime_dir, v, args, nargs, ffmctl_g.timeout_ms, &rep);
+	if (err < 0) {
+		ffmctl_err(verb, "%s", ffm_client__strerror(err, ffmctl_g.runtime_dir, why, sizeof(why)));
+		return EXIT_FAIL;
+	}
+	if (rep->status) {
+		ffmctl_err(verb, "ffmd refused: %s (%s)", rep->message, strerror(rep->status));
+		ffm_reply__free(rep);
+		return EXIT_FAIL;
+	}
+	if (json) {
+		fputs(rep->body, stdout);
+	} else if (ffm_json__parse(rep->body, rep->body_len, &body, NULL, NULL) == 0) {
+		const char *id = ffm_json_str(ffm_json_get(body, "job"), "?");
+		const char *key = ffm_json_str(ffm_json_get(body, "key"), "?");
+		int stage = (int)ffm_json_num(ffm_json_get(body, "stage"), 0);
+
+		if (v == FFM_VERB_JOB_START)
+			printf("job %s started: key %s, stage %d, run %.0f\n", id, key, stage,
+			       ffm_json_num(ffm_json_get(body, "run"), 0));
+		else
+			printf("job %s ended: key %s, stage %d (see: ffmctl report %s)\n", id, key,
+			       stage, id);
+	} else {
+		/* An answer without the expected body is still ffmd's "ok". */
+		printf("%s\n", rep->message);
+	}
+	ffm_json__free(body);
+	ffm_reply__free(rep);
+	return EXIT_OK;
+}
+
+static int job_start(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "key", required_argument, NULL, 'k' },
+		{ "stage", required_argument, NULL, 'S' },
+		{ "user", required_argument, NULL, 'U' },
+		{ "cgroup", required_argument, NULL, 'c' },
+		{ "pid", required_argument, NULL, 'p' },
+		{ "uid", required_argument, NULL, 'u' },
+		{ "exe", required_argument, NULL, 'e' },
+		{ "json", no_argument, NULL, 'J' },
+		{ "help", no_argument, NULL, 'h' },
+		{},
+	};
+	/* Resolved paths must outlive the argument array. */
+	static char paths[FFM_PROTO_MAX_ARGS][PATH_MAX];
+	struct ffm_proto_arg args[FFM_PROTO_MAX_ARGS];
+	size_t nargs = 1, nsel = 0, npaths = 0;
+	bool json = false;
+	int c;
+
+#define ADD(n, v)                                                                                  \
+	do {                                                                                       \
+		if (nargs == FFM_PROTO_MAX_ARGS) {                                                 \
+			ffmctl_err("job start", "too many options (at most %d)",                   \
+				   FFM_PROTO_MAX_ARGS - 1);                                        \
+			return EXIT_USAGE;                                                         \
+		}                                                                                  \
+		snprintf(args[nargs].name, sizeof(args[nargs].name), "%s", n);                     \
+		args[nargs++].value = (v);                                                         \
+	} while (0)
+
+	while ((c = getopt_long(argc, argv, "k:S:U:c:p:u:e:Jh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'k':
+			if (!*optarg) {
+				ffmctl_err("job start", "--key must not be empty");
+				return EXIT_USAGE;
+			}
+			ADD("key", optarg);
+			break;
+		case 'S':
+			if (strlen(optarg) != 1 || optarg[0] < '1' || optarg[0] > '4') {
+				ffmctl_err("job start", "--stage must be 1, 2, 3 or 4, not '%s'", optarg);
+				return EXIT_USAGE;
+			}
+			ADD("stage", optarg);
+			break;
+		case 'U':
+			if (check_id(optarg, 4294967294ul) < 0) {
+				ffmctl_err("job start", "--user must be a numeric uid, not '%s'", optarg);
+				return EXIT_USAGE;
+			}
+			ADD("owner", optarg);
+			break;
+		case 'u':
+			if (check_id(optarg, 4294967294ul) < 0) {
+				ffmctl_err("job start", "--uid must be a numeric uid, not '%s'", optarg);
+				return EXIT_USAGE;
+			}
+			ADD("uid", optarg);
+			nsel++;
+			break;
+		case 'p':
+			if (check_id(optarg, 2147483647ul) < 0 || !strcmp(optarg, "0")) {
+				ffmctl_err("job start", "--pid must be a positive number, not '%s'", optarg);
+				return EXIT_USAGE;
+			}
+			ADD("pid", optarg);
+			nsel++;
+			break;
+		case 'c':
+		case 'e':
+			if (npaths == FFM_PROTO_MAX_ARGS || !realpath(optarg, paths[npaths])) {
+				ffmctl_err("job start", "--%s %s: %s", c == 'c' ? "cgroup" : "exe", optarg,
+					   strerror(errno ? errno : ENOSPC));
+				return EXIT_USAGE;
+			}
+			ADD(c == 'c' ? "cgroup" : "exe", paths[npaths]);
+			npaths++;
+			nsel++;
+			break;
+		case 'J':
+			json = true;
+			break;
+		case 'h':
+			printf(JOB_START_USAGE);
+			return EXIT_OK;
+		default:
+			return EXIT_USAGE;
+		}
+	}
+#undef ADD
+	if (optind != argc - 1) {
+		return usage_jobid("job start", argc, argv);
+	}
+	if (!nsel) {
+		ffmctl_err("job start", "no selector: give at least one of --cgroup, --pid, --uid, --exe");
+		return EXIT_USAGE;
+	}
+	snprintf(args[0].name, sizeof(args[0].name), "job");
+	args[0].value = argv[optind];
+	return call_and_print("job start", FFM_VERB_JOB_START, args, nargs, json);
+}
+
+static int job_end(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'J' },
+		{ "help", no_argument, NULL, 'h' },
+		{},
+	};
+	struct ffm_proto_arg arg = { .name = "job" };
+	bool json = false;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "Jh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'J':
+			json = true;
+			break;
+		case 'h':
+			printf(JOB_END_USAGE);
+			return EXIT_OK;
+		default:
+			return EXIT_USAGE;
+		}
+	}
+	if (optind != argc - 1) {
+		return usage_jobid("job end", argc, argv);
+	}
+	arg.value = argv[optind];
+	return call_and_print("job end", FFM_VERB_JOB_END, &arg, 1, json);
+}
+
+int ffmctl_job(int argc, char **argv)
+{
+	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		fputs(JOB_START_USAGE JOB_END_USAGE, argc < 2 ? stderr : stdout);
+		return argc < 2 ? EXIT_USAGE : EXIT_OK;
+	}
+	if (!strcmp(argv[1], "start"))
+		return job_start(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "end"))
+		return job_end(argc - 1, argv + 1);
+	ffmctl_err("job", "unknown action '%s' (start or end)", argv[1]);
+	return EXIT_USAGE;
+}

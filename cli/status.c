@@ -1,0 +1,365 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ffmctl status [--json]   what ffmd is doing now: the libcuda files it knows (path, build-id,
+ *                          wait-function offset, probes attached) and the active jobs (processes,
+ *                          stage, events/s, drops). Asks ffmd; a user sees only their own jobs.
+ * ffmctl jobs [--json]     every job recorded under the state directory, read from the stores
+ *                          (no daemon needed): id, key, user, runs, stages done, state; newest
+ *                          last.
+ *
+ * status --json prints ffmd's answer as it came; the text form is rendered from it.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/client.h"
+#include "cli/ffmctl.h"
+#include "cli/json.h"
+#include "store/ffm_store.h"
+
+/* --json and --help only: the verbs' shared option parsing; returns -1 to go on. */
+static int json_opts(const char *verb, const char *usage, int argc, char **argv, bool *json)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'J' },
+		{ "help", no_argument, NULL, 'h' },
+		{},
+	};
+	int c;
+
+	while ((c = getopt_long(argc, argv, "Jh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'J':
+			*json = true;
+			break;
+		case 'h':
+			printf("Usage: %s\n", usage);
+			return EXIT_OK;
+		default:
+			return EXIT_USAGE;
+		}
+	}
+	if (optind != argc) {
+		ffmctl_err(verb, "unexpected argument '%s'", argv[optind]);
+		return EXIT_USAGE;
+	}
+	return -1;
+}
+
+static const char *user_name(uint32_t uid, char *buf, size_t len)
+{
+	struct passwd *pw = getpwuid(uid);
+
+	if (pw)
+		snprintf(buf, len, "%s", pw->pw_name);
+	else
+		snprintf(buf, len, "%u", uid);
+	return buf;
+}
+
+/* ---- status ------------------------------------------------------------------------------- */
+
+static void print_drivers(const struct ffm_json *drivers)
+{
+	size_t n = ffm_json_len(drivers);
+
+	printf("drivers (%zu):\n", n);
+	if (!n)
+		printf("  none found yet (ffmd looks for libcuda at start and when a job's process "
+		       "starts)\n");
+	for (size_t i = 0; i < n; i++) {
+		const struct ffm_json *d = ffm_json_at(drivers, i);
+
+		printf("  %s\n", ffm_json_str(ffm_json_get(d, "path"), "?"));
+		if (!ffm_json_bool(ffm_json_get(d, "usable"), false)) {
+			printf("      unusable: %s\n", ffm_json_str(ffm_json_get(d, "error"), "?"));
+			continue;
+		}
+		printf("      version %s, build-id %s\n", ffm_json_str(ffm_json_get(d, "version"), "?"),
+		       ffm_json_str(ffm_json_get(d, "build_id"), "?"));
+		printf("      wait function at %s (%.0f bytes), %.0f probes attached\n",
+		       ffm_json_str(ffm_json_get(d, "wait_offset"), "?"),
+		       ffm_json_num(ffm_json_get(d, "wait_size"), 0),
+		       ffm_json_num(ffm_json_get(d, "probes"), 0));
+	}
+}
+
+static void print_jobs(const struct ffm_json *jobs)
+{
+	size_t n = ffm_json_len(jobs);
+
+	printf("\nactive jobs (%zu):\n", n);
+	if (!n) {
+		printf("  none (start one with: ffmctl job start <jobid> --cgroup PATH ...)\n");
+		return;
+	}
+	printf("  %-16s %-20s %-10s %5s %10s %10s %12s %8s  %s\n", "JOB", "KEY", "OWNER", "STAGE",
+	       "RUNNING", "EVENTS", "EVENTS/S", "DROPS", "PROCESSES");
+	for (size_t i = 0; i < n; i++) {
+		const struct ffm_json *j = ffm_json_at(jobs, i), *drops = ffm_json_get(j, "drops");
+		const struct ffm_json *procs = ffm_json_get(j, "processes");
+		double ndrops = 0;
+		char owner[64], running[32];
+
+		/* Every drop reason counts: each is a record the report will not have. */
+		for (size_t k = 0; k < ffm_json_len(drops); k++)
+			ndrops += ffm_json_num(ffm_json_at(drops, k), 0);
+		snprintf(running, sizeof(running), "%.1f s", ffm_json_num(ffm_json_get(j, "running_s"), 0));
+		printf("  %-16s %-20s %-10s %5.0f %10s %10.0f %12.1f %8.0f  ",
+		       ffm_json_str(ffm_json_get(j, "job"), "?"), ffm_json_str(ffm_json_get(j, "key"), "?"),
+		       user_name((uint32_t)ffm_json_num(ffm_json_get(j, "owner"), 0), owner, sizeof(owner)),
+		       ffm_json_num(ffm_json_get(j, "stage"), 0), running,
+		       ffm_json_num(ffm_json_get(j, "events"), 0),
+		       ffm_json_num(ffm_json_get(j, "events_per_s"), 0), ndrops);
+		if (!ffm_json_len(procs))
+			printf("(none yet)");
+		for (size_t k = 0; k < ffm_json_len(procs); k++)
+			printf("%s%.0f", k ? "," : "", ffm_json_num(ffm_json_at(procs, k), 0));
+		printf("\n");
+		if (ndrops > 0) {
+			printf("  %-16s drops:", "");
+			for (size_t k = 0; k < ffm_json_len(drops); k++) {
+				const struct ffm_json *d = ffm_json_at(drops, k);
+
+				if (ffm_json_num(d, 0) > 0)
+					printf(" %.0f %s", ffm_json_num(d, 0), ffm_json_key(d));
+			}
+			printf("\n");
+		}
+	}
+}
+
+int ffmctl_status(int argc, char **argv)
+{
+	struct ffm_reply *rep = NULL;
+	struct ffm_json *st = NULL;
+	const char *perr = NULL;
+	size_t off = 0;
+	char why[512];
+	bool json = false;
+	int r, err;
+
+	r = json_opts("status", "ffmctl status [--json]", argc, argv, &json);
+	if (r >= 0)
+		return r;
+	err = ffm_client__call(ffmctl_g.runtime_dir, FFM_VERB_STATUS, NULL, 0, ffmctl_g.timeout_ms, &rep);
+	if (err < 0) {
+		ffmctl_err("status", "%s", ffm_client__strerror(err, ffmctl_g.runtime_dir, why, sizeof(why)));
+		return EXIT_FAIL;
+	}
+	if (rep->status) {
+		ffmctl_err("status", "ffmd refused: %s (%s)", rep->message, strerror(rep->status));
+		ffm_reply__free(rep);
+		return EXIT_FAIL;
+	}
+	if (json) {
+		fputs(rep->body, stdout);
+		ffm_reply__free(rep);
+		return EXIT_OK;
+	}
+	err = ffm_json__parse(rep->body, rep->body_len, &st, &perr, &off);
+	if (err < 0) {
+		ffmctl_err("status", "ffmd's status is not valid JSON (%s at byte %zu); "
+			   "'ffmctl status --json' shows it as it came", perr, off);
+		ffm_reply__free(rep);
+		return EXIT_FAIL;
+	}
+	printf("ffmd on %s/%s: protocol %.0f\n\n", ffmctl_g.runtime_dir, FFM_PROTO_SOCKET,
+	       ffm_json_num(ffm_json_get(st, "version"), 0));
+	print_drivers(ffm_json_get(st, "drivers"));
+	print_jobs(ffm_json_get(st, "jobs"));
+	ffm_json__free(st);
+	ffm_reply__free(rep);
+	return EXIT_OK;
+}
+
+/* ---- jobs --------------------------------------------------------------------------------- */
+
+struct job_row {
+	char *job_id, *key, *node;
+	uint32_t uid, runs, stages_done;
+	int32_t state;
+	int64_t start_unix, end_unix;
+};
+
+struct jobs_ctx {
+	struct job_row *rows;
+	size_t n, cap;
+	int unreadable, last_err;
+	const char *key; /* of the store being listed */
+	int err;
+};
+
+static int on_job(const struct ffm_store_job_info *j, void *ctx)
+{
+	struct jobs_ctx *c = ctx;
+	struct job_row *r;
+
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 64;
+		struct job_row *n = realloc(c->rows, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		c->rows = n;
+		c->cap = cap;
+	}
+	r = &c->rows[c->n];
+	*r = (struct job_row){ .uid = j->uid, .runs = j->runs, .stages_done = j->stages_done,
+			       .state = j->state, .start_unix = j->start_unix, .end_unix = j->end_unix };
+	r->job_id = strdup(j->job_id ? j->job_id : "");
+	r->key = strdup(j->key ? j->key : c->key);
+	r->node = strdup(j->node ? j->node : "");
+	if (!r->job_id || !r->key || !r->node) {
+		free(r->job_id);
+		free(r->key);
+		free(r->node);
+		return -ENOMEM;
+	}
+	c->n++;
+	return 0;
+}
+
+static int on_key(const char *path, const char *key, int err, void *ctx)
+{
+	struct jobs_ctx *c = ctx;
+	struct ffm_store_opts so = { .sz = sizeof(so), .read_only = true };
+	struct ffm_store *s = NULL;
+	int r;
+
+	if (err < 0 || (err = ffm_store__open(path, &so, &s)) < 0) {
+		/* One unreadable store does not hide the others; the count is reported. */
+		c->unreadable++;
+		c->last_err = err;
+		return 0;
+	}
+	c->key = key;
+	r = ffm_store__for_each_job(s, on_job, c);
+	ffm_store__free(s);
+	if (r == -ENOMEM)
+		return r;
+	if (r < 0) {
+		c->unreadable++;
+		c->last_err = r;
+	}
+	return 0;
+}
+
+static int cmp_row(const void *a, const void *b)
+{
+	const struct job_row *x = a, *y = b;
+
+	if (x->start_unix != y->start_unix)
+		return x->start_unix < y->start_unix ? -1 : 1;
+	return strcmp(x->job_id, y->job_id);
+}
+
+static const char *state_name(int32_t s)
+{
+	switch (s) {
+	case FFM_JOB_RUNNING:
+		return "running";
+	case FFM_JOB_DONE:
+		return "done";
+	case FFM_JOB_FAILED:
+		return "failed";
+	case FFM_JOB_CANCELLED:
+		return "cancelled";
+	}
+	return "unknown";
+}
+
+static void stages_text(uint32_t done, char *buf, size_t len)
+{
+	size_t off = 0;
+
+	buf[0] = 0;
+	for (int s = 1; s <= FFM_STORE_MAX_STAGE && off < len; s++)
+		if (done & (1u << s))
+			off += (size_t)snprintf(buf + off, len - off, "%s%d", off ? "," : "", s);
+	if (!off)
+		snprintf(buf, len, "-");
+}
+
+int ffmctl_jobs(int argc, char **argv)
+{
+	struct jobs_ctx c = {};
+	bool json = false;
+	int r, err;
+
+	r = json_opts("jobs", "ffmctl jobs [--json]", argc, argv, &json);
+	if (r >= 0)
+		return r;
+	err = ffm_store__for_each_key(ffmctl_g.state_dir, on_key, &c);
+	if (err == -ENOENT) {
+		err = 0; /* no keys/ directory: nothing recorded yet */
+	} else if (err < 0) {
+		ffmctl_err("jobs", "cannot list the stores under %s/keys: %s", ffmctl_g.state_dir,
+			   strerror(-err));
+		r = EXIT_FAIL;
+		goto out;
+	}
+	qsort(c.rows, c.n, sizeof(c.rows[0]), cmp_row);
+	if (json) {
+		printf("[");
+		for (size_t i = 0; i < c.n; i++) {
+			const struct job_row *j = &c.rows[i];
+			char user[64];
+
+			printf("%s\n{\"job\":", i ? "," : "");
+			ffm_json_write_str(stdout, j->job_id);
+			printf(",\"key\":");
+			ffm_json_write_str(stdout, j->key);
+			printf(",\"uid\":%u,\"user\":", j->uid);
+			ffm_json_write_str(stdout, user_name(j->uid, user, sizeof(user)));
+			printf(",\"runs\":%u,\"stages_done\":[", j->runs);
+			for (int s = 1, first = 1; s <= FFM_STORE_MAX_STAGE; s++)
+				if (j->stages_done & (1u << s)) {
+					printf("%s%d", first ? "" : ",", s);
+					first = 0;
+				}
+			printf("],\"state\":\"%s\",\"start_unix\":%" PRId64 ",\"end_unix\":%" PRId64
+			       ",\"node\":", state_name(j->state), j->start_unix, j->end_unix);
+			ffm_json_write_str(stdout, j->node);
+			printf("}");
+		}
+		printf("%s]\n", c.n ? "\n" : "");
+	} else if (!c.n) {
+		printf("no jobs recorded under %s\n", ffmctl_g.state_dir);
+	} else {
+		printf("%-16s %-20s %-10s %4s %-7s %-9s %s\n", "JOB", "KEY", "USER", "RUNS", "STAGES",
+		       "STATE", "STARTED");
+		for (size_t i = 0; i < c.n; i++) {
+			const struct job_row *j = &c.rows[i];
+			char user[64], stages[32], when[32];
+			time_t t = (time_t)j->start_unix;
+			struct tm tm;
+
+			stages_text(j->stages_done, stages, sizeof(stages));
+			if (!localtime_r(&t, &tm) || !strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm))
+				snprintf(when, sizeof(when), "%" PRId64, j->start_unix);
+			printf("%-16s %-20s %-10s %4u %-7s %-9s %s\n", j->job_id, j->key,
+			       user_name(j->uid, user, sizeof(user)), j->runs, stages, state_name(j->state),
+			       when);
+		}
+	}
+	if (c.unreadable)
+		ffmctl_err("jobs", "%d store%s under %s/keys could not be read (%s)%s", c.unreadable,
+			   c.unreadable == 1 ? "" : "s", ffmctl_g.state_dir, ffm_store__strerror(c.last_err),
+			   c.last_err == -EACCES ? ": run as root or as a member of ffmd's admin group" : "");
+	r = c.unreadable ? EXIT_FAIL : EXIT_OK;
+out:
+	for (size_t i = 0; i < c.n; i++) {
+		free(c.rows[i].job_id);
+		free(c.rows[i].key);
+		free(c.rows[i].node);
+	}
+	free(c.rows);
+	return r;
+}
