@@ -82,6 +82,19 @@ int ffm_collector__open(const struct ffm_collector_opts *opts, struct ffm_collec
 	}
 	if (opts && opts->wakeup_bytes)
 		c->skel->rodata->ringbuf_wakeup_bytes = opts->wakeup_bytes;
+	if (opts && opts->ringbuf_bytes) {
+		uint32_t b = opts->ringbuf_bytes;
+
+		if (b < FFM_RINGBUF_MIN_BYTES || (b & (b - 1))) {
+			err = -EINVAL;
+			goto fail;
+		}
+		/* A wake-up threshold at or above this size never fires: the consumer then
+		 * relies on its own polling (ffmd: every 100 ms). */
+		err = bpf_map__set_max_entries(c->skel->maps.events, b);
+		if (err)
+			goto fail;
+	}
 	err = ffm_bpf__load(c->skel);
 	if (err)
 		goto fail;
@@ -210,6 +223,22 @@ int ffm_collector__untrack_pid(struct ffm_collector *c, pid_t pid)
 	return bpf_map_delete_elem(bpf_map__fd(c->skel->maps.procs), &tgid) ? -errno : 0;
 }
 
+int ffm_collector__move_pid(struct ffm_collector *c, pid_t pid, uint32_t slot)
+{
+	int fd = bpf_map__fd(c->skel->maps.procs);
+	uint32_t tgid = pid;
+	struct ffm_proc p;
+
+	if (slot >= FFM_MAX_JOBS || pid <= 0)
+		return -EINVAL;
+	if (bpf_map_lookup_elem(fd, &tgid, &p))
+		return -errno;
+	p.job = slot;
+	/* BPF_EXIST: if the exit tracepoint deleted the entry meanwhile, fail instead of
+	 * leaving an entry no exit will ever remove. */
+	return bpf_map_update_elem(fd, &tgid, &p, BPF_EXIST) ? -errno : 0;
+}
+
 int ffm_collector__job_pids(struct ffm_collector *c, uint32_t slot, pid_t *pids, int max)
 {
 	int fd = bpf_map__fd(c->skel->maps.procs), n = 0;
@@ -271,6 +300,17 @@ int ffm_collector__del_rule(struct ffm_collector *c, const struct ffm_rule *r)
 	if (fd < 0)
 		return fd;
 	return bpf_map_delete_elem(fd, key) && errno != ENOENT ? -errno : 0;
+}
+
+int ffm_collector__rule_slot(struct ffm_collector *c, const struct ffm_rule *r)
+{
+	uint8_t key[sizeof(struct ffm_exe_key)] = {};
+	int fd = rule_map(c, r, key, sizeof(key));
+	uint32_t slot;
+
+	if (fd < 0)
+		return fd;
+	return bpf_map_lookup_elem(fd, key, &slot) ? -errno : (int)slot;
 }
 
 int ffm_collector__drops(struct ffm_collector *c, uint32_t slot, struct ffm_rec_drops *out)

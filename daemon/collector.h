@@ -32,7 +32,13 @@ struct ffm_collector_opts {
 	void *ctx;
 	/* Wake the consumer when this many bytes are pending (0: default, 1/8 of the buffer). */
 	uint32_t wakeup_bytes;
+	/* Ring buffer size in bytes: a power of two, at least FFM_RINGBUF_MIN_BYTES (one stack
+	 * record must fit); 0 = FFM_RINGBUF_BYTES. Small buffers exist for tests of drop
+	 * accounting. */
+	uint32_t ringbuf_bytes;
 };
+
+#define FFM_RINGBUF_MIN_BYTES (64u << 10)
 
 int ffm_collector__open(const struct ffm_collector_opts *opts, struct ffm_collector **ret);
 struct ffm_collector *ffm_collector__free(struct ffm_collector *c);
@@ -61,6 +67,9 @@ size_t ffm_attachment__count(const struct ffm_attachment *a);
 int ffm_collector__set_job(struct ffm_collector *c, uint32_t slot, const struct ffm_job_cfg *cfg);
 int ffm_collector__track_pid(struct ffm_collector *c, pid_t pid, uint32_t slot);
 int ffm_collector__untrack_pid(struct ffm_collector *c, pid_t pid);
+/* Move a tracked process to @slot, keeping what BPF learned about it. -ENOENT when @pid is not
+ * tracked (any more): unlike track_pid, this never re-adds a process that has just exited. */
+int ffm_collector__move_pid(struct ffm_collector *c, pid_t pid, uint32_t slot);
 /* Every tracked pid of @slot into @pids (up to @max); returns the count. */
 int ffm_collector__job_pids(struct ffm_collector *c, uint32_t slot, pid_t *pids, int max);
 
@@ -73,6 +82,8 @@ struct ffm_rule {
 };
 int ffm_collector__add_rule(struct ffm_collector *c, const struct ffm_rule *r, uint32_t slot);
 int ffm_collector__del_rule(struct ffm_collector *c, const struct ffm_rule *r);
+/* The slot @r maps to now, or -ENOENT. */
+int ffm_collector__rule_slot(struct ffm_collector *c, const struct ffm_rule *r);
 
 /* Drops of @slot (FFM_MAX_JOBS: records of no job), summed over CPUs. */
 int ffm_collector__drops(struct ffm_collector *c, uint32_t slot, struct ffm_rec_drops *out);
