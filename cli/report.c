@@ -1,16 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ffmctl report <jobid> [--json] [--top N]
+ * ffmctl report <jobid> [--json] [--group point|function|sequence] [--subsequence ID:FROM:TO]
+ *               [--top N]
  *
- * What the runs of a job's key have shown so far. With stages 1 and 2: the run's wall time,
- * which driver functions synchronized and how long the CPU waited in each, per call site with
- * the application's file:line. Problems and their expected benefit need stages 3 and 4; until
- * they have run the report says so and names the run that will tell more.
+ * The problems the runs of a job's key found, sorted by expected benefit (Figure 5 of the paper,
+ * cli/analysis.h), each with its type, count, driver function and the application's call site;
+ * per driver function the time spent in it next to the benefit of fixing it (the paper's
+ * Table 2); and what the data is worth (drops, partial coverage, run-to-run differences). Until
+ * stage 3 has run it shows what stages 1 and 2 know (time per driver function and call site)
+ * and which run will tell more. A job that ran on several nodes (one store per node, see
+ * cli/report.h) is merged: problems by call-site identity, plus a per-node and per-process
+ * breakdown with the load imbalance of recoverable time (max/mean - 1).
  *
- * JSON (schema_version 1): {"schema_version", "job_id", "key", "wall_s", "recoverable_s",
- * "stages": [{"stage", "run", "wall_s", "flags"}], "drops": {...}, "apis": [{"api", "calls",
- * "time_s", "wait_s"}], "call_sites": [...], "problems": [...], "next": "..."}.
+ * Text for people, --json for tools: docs/report-json.md documents the schema (versioned).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -19,136 +23,125 @@
 #include <string.h>
 
 #include "cli/ffmctl.h"
-#include "store/ffm_store.h"
+#include "cli/report.h"
 
-#define MAX_APIS 512
-#define MAX_SITES 4096
+#define REPORT_SCHEMA_VERSION 2
 
-struct api_tot {
-	uint32_t api;
-	char name[96];
-	uint64_t calls, dur_ns, wait_ns;
+/* ---- the job's stores ------------------------------------------------------------------- */
+
+struct node_of_job {
+	const char *job_id;
+	char node[256];
 };
 
-struct site {
-	int64_t stack;
-	uint32_t kind, api;
-	uint64_t count, dur_ns, wait_ns, bytes;
-};
-
-struct rep {
-	struct ffm_store *s;
-	struct ffm_store_run runs[64];
-	int nruns;
-	int64_t best_run; /* the run whose data the tables show */
-	int best_stage;
-	struct api_tot apis[MAX_APIS];
-	int napis;
-	struct site sites[MAX_SITES];
-	int nsites;
-	uint32_t stages_done;
-};
-
-static int on_run(const struct ffm_store_run *r, void *ctx)
+static int on_job(const struct ffm_store_job_info *j, void *ctx)
 {
-	struct rep *rp = ctx;
+	struct node_of_job *nj = ctx;
 
-	if (rp->nruns < (int)(sizeof(rp->runs) / sizeof(rp->runs[0]))) {
-		rp->runs[rp->nruns] = *r;
-		rp->runs[rp->nruns].job_id = NULL; /* valid only during the callback */
-		rp->nruns++;
-	}
-	if (r->end_ns)
-		rp->stages_done |= 1u << r->stage;
+	if (j->job_id && !strcmp(j->job_id, nj->job_id) && j->node)
+		snprintf(nj->node, sizeof(nj->node), "%s", j->node);
 	return 0;
 }
 
-static int on_api_name(uint32_t api, const char *name, void *ctx)
+static int add_store(struct ffmctl_job_stores *js, const char *dir, const char *job_id,
+		     const char *node)
 {
-	struct rep *rp = ctx;
+	struct ffm_store_opts so = { .sz = sizeof(so), .read_only = true };
+	struct ffm_store *s = NULL;
+	struct ffmctl_node *v;
+	int err;
 
-	for (int i = 0; i < rp->napis; i++)
-		if (rp->apis[i].api == api) {
-			snprintf(rp->apis[i].name, sizeof(rp->apis[i].name), "%s", name);
-			return 0;
+	err = ffm_store__find_job(dir, job_id, &so, &s);
+	if (err == -ENOENT)
+		return 0;
+	if (err < 0)
+		return err;
+	v = realloc(js->v, (js->n + 1) * sizeof(*v));
+	if (!v) {
+		ffm_store__free(s);
+		return -ENOMEM;
+	}
+	js->v = v;
+	v = &js->v[js->n++];
+	memset(v, 0, sizeof(*v));
+	v->store = s;
+	if (node) {
+		snprintf(v->name, sizeof(v->name), "%s", node);
+	} else {
+		struct node_of_job nj = { .job_id = job_id };
+
+		ffm_store__for_each_job(s, on_job, &nj);
+		snprintf(v->name, sizeof(v->name), "%s", nj.node[0] ? nj.node : "local");
+	}
+	return 0;
+}
+
+static int cmp_node(const void *a, const void *b)
+{
+	return strcmp(((const struct ffmctl_node *)a)->name, ((const struct ffmctl_node *)b)->name);
+}
+
+int ffmctl_job_stores__open(const char *state_dir, const char *job_id,
+			    struct ffmctl_job_stores *out)
+{
+	char dir[4096];
+	struct dirent *de;
+	DIR *d;
+	int err;
+
+	memset(out, 0, sizeof(*out));
+	err = add_store(out, state_dir, job_id, NULL);
+	if (err && err != -ENOENT) {
+		/* a state dir without keys/ (only nodes/) is not an error */
+		if (err != -ENOTDIR)
+			goto fail;
+	}
+	snprintf(dir, sizeof(dir), "%s/nodes", state_dir);
+	d = opendir(dir);
+	while (d && (de = readdir(d))) {
+		char nd[4096 + 512];
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(nd, sizeof(nd), "%s/%s", dir, de->d_name);
+		err = add_store(out, nd, job_id, de->d_name);
+		if (err && err != -ENOENT && err != -ENOTDIR) {
+			closedir(d);
+			goto fail;
 		}
-	return 0;
-}
-
-static struct api_tot *api_slot(struct rep *rp, uint32_t api)
-{
-	for (int i = 0; i < rp->napis; i++)
-		if (rp->apis[i].api == api)
-			return &rp->apis[i];
-	if (rp->napis == MAX_APIS)
-		return NULL;
-	rp->apis[rp->napis] = (struct api_tot){ .api = api };
-	snprintf(rp->apis[rp->napis].name, sizeof(rp->apis[0].name), "%s", api ? "?" : "(unattributed)");
-	return &rp->apis[rp->napis++];
-}
-
-static int on_agg(const struct ffm_store_stack_agg *a, void *ctx)
-{
-	struct rep *rp = ctx;
-	struct api_tot *t = api_slot(rp, a->api);
-
-	if (t) {
-		t->calls += a->count;
-		t->dur_ns += a->dur_ns;
-		t->wait_ns += a->wait_ns;
 	}
-	if (rp->nsites < MAX_SITES)
-		rp->sites[rp->nsites++] = (struct site){ a->stack, a->kind, a->api, a->count, a->dur_ns,
-							 a->wait_ns, a->bytes };
+	if (d)
+		closedir(d);
+	if (!out->n)
+		return -ENOENT;
+	qsort(out->v, out->n, sizeof(*out->v), cmp_node);
 	return 0;
+fail:
+	ffmctl_job_stores__close(out);
+	return err;
 }
 
-static int cmp_api(const void *a, const void *b)
+void ffmctl_job_stores__close(struct ffmctl_job_stores *js)
 {
-	const struct api_tot *x = a, *y = b;
-
-	return x->wait_ns < y->wait_ns ? 1 : x->wait_ns > y->wait_ns ? -1 : strcmp(x->name, y->name);
-}
-
-static int cmp_site(const void *a, const void *b)
-{
-	const struct site *x = a, *y = b;
-	uint64_t tx = x->wait_ns ? x->wait_ns : x->dur_ns, ty = y->wait_ns ? y->wait_ns : y->dur_ns;
-
-	return tx < ty ? 1 : tx > ty ? -1 : 0;
-}
-
-/* The application frame of a stack: the first frame outside libcuda that has a source line,
- * else the first outside libcuda. */
-struct app_frame {
-	char func[256], file[256], module[256];
-	uint32_t line;
-	uint64_t offset;
-	int found;
-};
-
-static int on_frame(const struct ffm_store_frame *f, uint32_t depth, void *ctx)
-{
-	struct app_frame *af = ctx;
-	const char *base = f->module ? strrchr(f->module, '/') : NULL;
-
-	base = base ? base + 1 : (f->module ? f->module : "?");
-	if (!strncmp(base, "libcuda.so", 10))
-		return 0;
-	if (af->found == 2)
-		return 0;
-	if (af->found == 0 || (f->file && f->line)) {
-		snprintf(af->func, sizeof(af->func), "%s", f->demangled ? f->demangled : f->func ? f->func : "?");
-		snprintf(af->file, sizeof(af->file), "%s", f->file ? f->file : "");
-		snprintf(af->module, sizeof(af->module), "%s", base);
-		af->line = f->line;
-		af->offset = f->offset;
-		af->found = f->file && f->line ? 2 : 1;
+	for (size_t i = 0; i < js->n; i++) {
+		ffm_analysis__free(js->v[i].an);
+		ffm_store__free(js->v[i].store);
 	}
-	return 0;
+	free(js->v);
+	memset(js, 0, sizeof(*js));
 }
 
-static void json_str(FILE *o, const char *s)
+/* ---- formatting ------------------------------------------------------------------------- */
+
+void ffmctl_site_str(const struct ffm_an_site *x, char *buf, size_t len)
+{
+	if (x->file[0])
+		snprintf(buf, len, "%s at %s:%u", x->function, x->file, x->line);
+	else
+		snprintf(buf, len, "%s (%s+%#" PRIx64 ")", x->function, x->module, x->offset);
+}
+
+void ffmctl_json_str(FILE *o, const char *s)
 {
 	fputc('"', o);
 	for (; s && *s; s++) {
@@ -164,174 +157,927 @@ static void json_str(FILE *o, const char *s)
 	fputc('"', o);
 }
 
-static const char *kind_name(uint32_t k)
+void ffmctl_json_site(FILE *o, const struct ffm_an_site *x)
 {
-	static const char *n[] = { "?", "wait", "api", "transfer", "alloc", "free", "memset", "launch" };
-
-	return k < sizeof(n) / sizeof(n[0]) ? n[k] : "?";
+	fprintf(o, "{\"function\":");
+	ffmctl_json_str(o, x->function);
+	fprintf(o, ",\"file\":");
+	ffmctl_json_str(o, x->file);
+	fprintf(o, ",\"line\":%u,\"module\":", x->line);
+	ffmctl_json_str(o, x->module);
+	fprintf(o, ",\"offset\":%" PRIu64 "}", x->offset);
 }
 
-static const char *next_step(uint32_t done)
+static double s_of(uint64_t ns)
 {
-	if (!(done & (1u << 1)))
-		return "the next run of this job key records stage 1 (which calls synchronize)";
+	return ns / 1e9;
+}
+
+static double pct(uint64_t part, uint64_t whole)
+{
+	return whole ? 100.0 * (double)part / (double)whole : 0.0;
+}
+
+static const char *grouping_name(enum ffm_grouping g)
+{
+	return g == FFM_GROUP_FOLD ? "function" : g == FFM_GROUP_SEQUENCE ? "sequence" : "point";
+}
+
+static const char *type_text(unsigned p)
+{
+	switch (p) {
+	case FFM_PROBLEM_UNNECESSARY_SYNC: return "unnecessary sync";
+	case FFM_PROBLEM_MISPLACED_SYNC: return "misplaced sync";
+	case FFM_PROBLEM_DUPLICATE_TRANSFER: return "duplicate transfer";
+	default: return "none";
+	}
+}
+
+/* The most frequent problem type of a group or a site. */
+static unsigned main_type(const uint64_t *n_type)
+{
+	unsigned best = FFM_PROBLEM_NONE;
+
+	for (unsigned t = 1; t < FFM_PROBLEM__MAX; t++)
+		if (n_type[t] > (best ? n_type[best] : 0))
+			best = t;
+	return best;
+}
+
+static unsigned site_type(const struct ffm_an_site *x)
+{
+	uint64_t n[FFM_PROBLEM__MAX] = { 0, x->n_unnecessary, x->n_misplaced, x->n_dup };
+
+	return main_type(n);
+}
+
+/* ---- merging nodes ---------------------------------------------------------------------- */
+
+/* A problem group merged over nodes (by its key: call-site identity, function, pattern). */
+struct mgroup {
+	struct ffm_an_group g; /* sums; site and seq_sites refer to node `node` */
+	size_t node;
+	uint32_t nodes; /* on how many nodes */
+};
+
+struct mapi {
+	const char *name;
+	uint64_t calls, dur_ns, wait_ns, benefit_ns, problems;
+};
+
+struct merged {
+	struct mgroup *groups;
+	size_t n_groups;
+	struct mapi *apis;
+	size_t n_apis;
+	uint64_t rec_ns, wall_sum_ns, wall_max_ns;
+	double imbalance; /* max/mean - 1 of recoverable time over nodes, -1 = one node */
+	double proc_imbalance; /* the same over processes */
+	size_t n_procs;
+	bool have_problems, any_stage3_delays;
+	uint32_t stages_done; /* bit s: some node has an ended run of stage s */
+	struct ffm_an_quality q;
+};
+
+static int cmp_mgroup(const void *x, const void *y)
+{
+	const struct mgroup *a = x, *b = y;
+
+	if (a->g.benefit_ns != b->g.benefit_ns)
+		return a->g.benefit_ns < b->g.benefit_ns ? 1 : -1;
+	if (a->g.wait_ns != b->g.wait_ns)
+		return a->g.wait_ns < b->g.wait_ns ? 1 : -1;
+	return a->g.key < b->g.key ? -1 : a->g.key > b->g.key;
+}
+
+static int cmp_mapi(const void *x, const void *y)
+{
+	const struct mapi *a = x, *b = y;
+
+	if (a->wait_ns != b->wait_ns)
+		return a->wait_ns < b->wait_ns ? 1 : -1;
+	if (a->dur_ns != b->dur_ns)
+		return a->dur_ns < b->dur_ns ? 1 : -1;
+	return strcmp(a->name, b->name);
+}
+
+static double imbalance(const uint64_t *v, size_t n)
+{
+	uint64_t max = 0;
+	double sum = 0;
+
+	if (n < 2)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		sum += (double)v[i];
+		if (v[i] > max)
+			max = v[i];
+	}
+	return sum > 0 ? (double)max / (sum / n) - 1 : 0;
+}
+
+static int merge(const struct ffmctl_job_stores *js, struct merged *m)
+{
+	uint64_t *node_rec = calloc(js->n + 1, sizeof(*node_rec)), *proc_rec = NULL;
+	int err = 0;
+
+	memset(m, 0, sizeof(*m));
+	if (!node_rec)
+		return -ENOMEM;
+	for (size_t ni = 0; ni < js->n; ni++) {
+		const struct ffm_analysis_result *r = ffm_analysis__result(js->v[ni].an);
+
+		node_rec[ni] = r->totals.total_ns;
+		m->rec_ns += r->totals.total_ns;
+		m->wall_sum_ns += r->wall_ns;
+		if (r->wall_ns > m->wall_max_ns)
+			m->wall_max_ns = r->wall_ns;
+		m->have_problems |= r->have_problems;
+		m->n_procs += r->n_procs;
+		for (size_t i = 0; i < r->n_runs; i++)
+			if (r->runs[i].ended)
+				m->stages_done |= 1u << r->runs[i].stage;
+		for (int d = 0; d < FFM_DROP__MAX; d++)
+			m->q.drops[d] += r->q.drops[d];
+		m->q.incomplete_runs += r->q.incomplete_runs;
+		m->q.partial_syncs += r->q.partial_syncs;
+		m->q.divergent_sites += r->q.divergent_sites;
+		m->q.unmatched_sites += r->q.unmatched_sites;
+		m->q.unclassified_syncs += r->q.unclassified_syncs;
+		m->q.unclassified_wait_ns += r->q.unclassified_wait_ns;
+		for (size_t i = 0; i < r->n_sites; i++)
+			m->any_stage3_delays |= r->sites[i].delays_from_stage3 &&
+						r->sites[i].n_misplaced;
+
+		for (size_t i = 0; i < r->n_groups; i++) {
+			const struct ffm_an_group *g = &r->groups[i];
+			struct mgroup *mg = NULL;
+
+			for (size_t j = 0; j < m->n_groups; j++)
+				if (m->groups[j].g.key == g->key) {
+					mg = &m->groups[j];
+					break;
+				}
+			if (!mg) {
+				struct mgroup *n = realloc(m->groups, (m->n_groups + 1) * sizeof(*n));
+
+				if (!n) {
+					err = -ENOMEM;
+					goto out;
+				}
+				m->groups = n;
+				mg = &m->groups[m->n_groups++];
+				memset(mg, 0, sizeof(*mg));
+				mg->g = *g;
+				mg->node = ni;
+				mg->nodes = 1;
+				continue;
+			}
+			mg->nodes++;
+			mg->g.problems |= g->problems;
+			mg->g.count += g->count;
+			mg->g.occurrences += g->occurrences;
+			for (int t = 0; t < FFM_PROBLEM__MAX; t++)
+				mg->g.n_type[t] += g->n_type[t];
+			mg->g.wait_ns += g->wait_ns;
+			mg->g.benefit_ns += g->benefit_ns;
+			mg->g.partial |= g->partial;
+			mg->g.divergent |= g->divergent;
+		}
+		for (size_t i = 0; i < r->n_apis; i++) {
+			const struct ffm_an_api *a = &r->apis[i];
+			struct mapi *ma = NULL;
+
+			if (!a->calls && !a->problems)
+				continue;
+			for (size_t j = 0; j < m->n_apis; j++)
+				if (!strcmp(m->apis[j].name, a->name)) {
+					ma = &m->apis[j];
+					break;
+				}
+			if (!ma) {
+				struct mapi *n = realloc(m->apis, (m->n_apis + 1) * sizeof(*n));
+
+				if (!n) {
+					err = -ENOMEM;
+					goto out;
+				}
+				m->apis = n;
+				ma = &m->apis[m->n_apis++];
+				memset(ma, 0, sizeof(*ma));
+				ma->name = a->name;
+			}
+			ma->calls += a->calls;
+			ma->dur_ns += a->dur_ns;
+			ma->wait_ns += a->wait_ns;
+			ma->benefit_ns += a->benefit_ns;
+			ma->problems += a->problems;
+		}
+	}
+	qsort(m->groups, m->n_groups, sizeof(*m->groups), cmp_mgroup);
+	qsort(m->apis, m->n_apis, sizeof(*m->apis), cmp_mapi);
+	m->imbalance = imbalance(node_rec, js->n);
+	proc_rec = calloc(m->n_procs + 1, sizeof(*proc_rec));
+	if (!proc_rec) {
+		err = -ENOMEM;
+		goto out;
+	}
+	{
+		size_t k = 0;
+
+		for (size_t ni = 0; ni < js->n; ni++) {
+			const struct ffm_analysis_result *r = ffm_analysis__result(js->v[ni].an);
+
+			for (size_t i = 0; i < r->n_procs; i++)
+				if (r->procs[i].threads) /* processes that used the driver */
+					proc_rec[k++] = r->procs[i].benefit_ns;
+		}
+		m->proc_imbalance = imbalance(proc_rec, k);
+	}
+out:
+	free(node_rec);
+	free(proc_rec);
+	return err;
+}
+
+static void merged_free(struct merged *m)
+{
+	free(m->groups);
+	free(m->apis);
+}
+
+static const struct ffm_an_site *group_site(const struct ffmctl_job_stores *js,
+					    const struct mgroup *mg)
+{
+	return &ffm_analysis__result(js->v[mg->node].an)->sites[mg->g.site];
+}
+
+static const struct ffm_an_site *pattern_site(const struct ffmctl_job_stores *js,
+					      const struct mgroup *mg, uint32_t m)
+{
+	return &ffm_analysis__result(js->v[mg->node].an)->sites[mg->g.seq_sites[m]];
+}
+
+static const char *next_step(uint32_t done, bool have_problems)
+{
+	if (!(done & (1u << 1)) && !(done & (1u << 2)))
+		return "the next run of this job key records stage 1 (which calls synchronize and how long they wait)";
 	if (!(done & (1u << 2)))
-		return "the next run records stage 2 (every sync and transfer, with call sites)";
-	if (!(done & (1u << 3)))
-		return "stage 3 (which syncs and transfers are needed) is not implemented yet: "
-		       "no problems are classified, so no expected benefit is shown";
+		return "the next run records stage 2 (every sync and transfer, timed, with call sites)";
+	if (!have_problems)
+		return "the next run records stage 3 (which syncs protect data the CPU uses, which transfers repeat): then the problems and their expected benefit are shown";
 	if (!(done & (1u << 4)))
-		return "the next run records stage 4 (time from sync to first use)";
-	return "all stages have run";
+		return "the next run records stage 4 (time from each required sync to the first use of its data); until then first-use times come from stage 3, whose hashing slows the CPU side";
+	return "all stages have run; further runs of this key only monitor (stage 1) and re-trace when the behaviour changes";
+}
+
+/* ---- subsequence ------------------------------------------------------------------------ */
+
+struct subseq {
+	bool want;
+	unsigned id, from, to; /* 1-based, as listed */
+	uint64_t benefit_ns, whole_ns, occurrences;
+	const struct mgroup *mg;
+	int err;
+};
+
+static int parse_subseq(const char *s, struct subseq *q)
+{
+	char tail;
+
+	if (sscanf(s, "%u:%u:%u%c", &q->id, &q->from, &q->to, &tail) != 3 || !q->id || !q->from ||
+	    q->from > q->to)
+		return -EINVAL;
+	q->want = true;
+	return 0;
+}
+
+/* Every node's share of the subsequence; the graphs are rebuilt one node at a time unless the
+ * single node kept its own. */
+static int compute_subseq(struct ffmctl_job_stores *js, const char *job_id, struct merged *m,
+			  struct subseq *q)
+{
+	if (q->id > m->n_groups) {
+		ffmctl_err("report", "--subsequence: no sequence %u (the report lists %zu)", q->id,
+			   m->n_groups);
+		return -ERANGE;
+	}
+	q->mg = &m->groups[q->id - 1];
+	if (q->to > q->mg->g.n_members) {
+		ffmctl_err("report", "--subsequence: sequence %u has %u entries, not %u", q->id,
+			   q->mg->g.n_members, q->to);
+		return -ERANGE;
+	}
+	q->whole_ns = q->mg->g.benefit_ns;
+	for (size_t ni = 0; ni < js->n; ni++) {
+		struct ffm_analysis_opts ao = { .sz = sizeof(ao), .job_id = job_id,
+						.grouping = FFM_GROUP_SEQUENCE, .keep_graph = true };
+		struct ffm_analysis *tmp = NULL, *an = js->v[ni].an;
+		uint64_t b = 0, occ = 0;
+		int err;
+
+		if (js->n > 1) {
+			err = ffm_analysis__run(js->v[ni].store, &ao, &tmp);
+			if (err)
+				return err;
+			an = tmp;
+		}
+		err = ffm_analysis__subsequence(an, q->mg->g.key, q->from - 1, q->to - 1, &b, &occ);
+		ffm_analysis__free(tmp);
+		if (err == -ENOENT)
+			continue;
+		if (err)
+			return err;
+		q->benefit_ns += b;
+		q->occurrences += occ;
+	}
+	return 0;
+}
+
+/* ---- text --------------------------------------------------------------------------------- */
+
+static void print_runs(FILE *o, const struct ffm_analysis_result *r)
+{
+	static const char *role[] = { "", "baseline", "timeline", "problems", "first use" };
+	bool first = true;
+
+	for (size_t i = 0; i < r->n_runs; i++) {
+		const struct ffm_an_run *x = &r->runs[i];
+
+		fprintf(o, "%s stage %d run %" PRId64 " (%.2f s%s%s%s%s)", first ? "" : ",", x->stage,
+			x->id, x->wall_s, x->role ? ", used: " : "", x->role ? role[x->role] : "",
+			!x->ended ? ", not ended" : "",
+			x->flags & (FFM_RUN_PARTIAL | FFM_RUN_ABORTED) ? ", incomplete" : "");
+		first = false;
+	}
+	if (first)
+		fprintf(o, " none");
+	fputc('\n', o);
+}
+
+static void print_quality(FILE *o, const struct merged *m)
+{
+	const struct ffm_an_quality *q = &m->q;
+	uint64_t lost = q->drops[FFM_DROP_RINGBUF_FULL] + q->drops[FFM_DROP_MAP_FULL] +
+			q->drops[FFM_DROP_OTHER];
+	int n = 0;
+
+	fprintf(o, "data quality:");
+	if (lost) {
+		fprintf(o, " %" PRIu64 " records lost (ring buffer %" PRIu64 ", maps full %" PRIu64
+			   ", other %" PRIu64 ");", lost, q->drops[FFM_DROP_RINGBUF_FULL],
+			q->drops[FFM_DROP_MAP_FULL], q->drops[FFM_DROP_OTHER]);
+		n++;
+	}
+	if (q->drops[FFM_DROP_STACK_TOO_DEEP]) {
+		fprintf(o, " %" PRIu64 " stacks cut short;", q->drops[FFM_DROP_STACK_TOO_DEEP]);
+		n++;
+	}
+	if (q->incomplete_runs) {
+		fprintf(o, " %u of the runs used are incomplete (partial, aborted or lossy);",
+			q->incomplete_runs);
+		n++;
+	}
+	if (q->partial_syncs) {
+		fprintf(o, " partial coverage: %" PRIu64 " sync verdicts watched only part of the protected data;",
+			q->partial_syncs);
+		n++;
+	}
+	if (q->divergent_sites) {
+		fprintf(o, " run-to-run differences at %u call sites (counts differ by more than %d%% between stage 2 and stages 3/4: majority verdicts used);",
+			q->divergent_sites, FFM_JOIN_TOLERANCE_PCT);
+		n++;
+	}
+	if (q->unmatched_sites) {
+		fprintf(o, " %u call sites of stages 3/4 are not in the timeline;", q->unmatched_sites);
+		n++;
+	}
+	if (q->unclassified_syncs) {
+		fprintf(o, " %" PRIu64 " syncs (%.6f s waited) have no stage-3 verdict;",
+			q->unclassified_syncs, s_of(q->unclassified_wait_ns));
+		n++;
+	}
+	fprintf(o, "%s\n", n ? "" : " good (no drops, full coverage, runs agree)");
+}
+
+static void print_evidence(FILE *o, const struct ffmctl_job_stores *js, const struct mgroup *mg,
+			   const struct ffm_an_site *x)
+{
+	const struct ffm_analysis_result *r = ffm_analysis__result(js->v[mg->node].an);
+	char buf[1024];
+
+	fprintf(o, "       %.6f s spent in these calls; fixing them saves %.6f s", s_of(mg->g.wait_ns),
+		s_of(mg->g.benefit_ns));
+	if (mg->g.wait_ns > mg->g.benefit_ns && mg->g.n_type[FFM_PROBLEM_UNNECESSARY_SYNC])
+		fprintf(o, " (later waits absorb the rest: the GPU work is still there)");
+	fputc('\n', o);
+	if (mg->g.n_type[FFM_PROBLEM_UNNECESSARY_SYNC])
+		fprintf(o, "       unnecessary: no data the GPU wrote is read by the CPU before the next sync (%" PRIu64 " calls)\n",
+			mg->g.n_type[FFM_PROBLEM_UNNECESSARY_SYNC]);
+	if (mg->g.n_type[FFM_PROBLEM_MISPLACED_SYNC] && x->use_delay_ns >= 0) {
+		fprintf(o, "       misplaced: the first use of the protected data comes %.3f ms after the sync (median)",
+			x->use_delay_ns / 1e6);
+		if (x->use_function)
+			fprintf(o, ", at %s%s%s:%u", x->use_function, x->use_file[0] ? " at " : "",
+				x->use_file, x->use_line);
+		fprintf(o, ": move the sync there%s\n",
+			x->delays_from_stage3 ? " (time from stage 3, stage 4 will refine it)" : "");
+	}
+	if (mg->g.n_type[FFM_PROBLEM_DUPLICATE_TRANSFER]) {
+		fprintf(o, "       duplicate: the same bytes to the same destination again (%" PRIu64 " of %" PRIu64 " transfers)",
+			mg->g.n_type[FFM_PROBLEM_DUPLICATE_TRANSFER], x->count);
+		if (x->first_xfer_site >= 0) {
+			ffmctl_site_str(&r->sites[x->first_xfer_site], buf, sizeof(buf));
+			fprintf(o, "; first sent by %s", buf);
+		}
+		fputc('\n', o);
+	}
+	if (mg->g.partial)
+		fprintf(o, "       coverage partial: not every protected range could be watched\n");
+	if (mg->g.divergent)
+		fprintf(o, "       runs differ here: the site's majority verdict is used\n");
+}
+
+static void print_text(FILE *o, const char *job_id, const struct ffmctl_job_stores *js,
+		       const struct merged *m, enum ffm_grouping grouping, int top,
+		       const struct subseq *q)
+{
+	const struct ffm_analysis_result *r0 = ffm_analysis__result(js->v[0].an);
+	char buf[1024];
+
+	fprintf(o, "ffm report: job %s, key %s", job_id, r0->key);
+	if (js->n > 1)
+		fprintf(o, ", %zu nodes", js->n);
+	fputc('\n', o);
+	for (size_t ni = 0; ni < js->n; ni++) {
+		fprintf(o, "runs%s%s:", js->n > 1 ? " on " : "", js->n > 1 ? js->v[ni].name : "");
+		print_runs(o, ffm_analysis__result(js->v[ni].an));
+	}
+	fprintf(o, "wall time: %.3f s%s\n", s_of(m->wall_max_ns), js->n > 1 ? " (longest node)" : "");
+	if (m->have_problems)
+		fprintf(o, "recoverable: %.3f s (%.1f%% of the wall time%s) by fixing every problem below\n",
+			s_of(m->rec_ns), pct(m->rec_ns, m->wall_sum_ns),
+			js->n > 1 ? ", node-seconds over all nodes" : "");
+	else
+		fprintf(o, "recoverable: not known yet (no stage-3 run: no problem is classified)\n");
+	print_quality(o, m);
+
+	if (m->have_problems) {
+		fprintf(o, "\nproblems by expected benefit (grouped by %s):\n",
+			grouping == FFM_GROUP_FOLD ? "function" :
+			grouping == FFM_GROUP_SEQUENCE ? "sequence" : "call site");
+		if (!m->n_groups)
+			fprintf(o, "  none: every sync protects data the CPU uses soon after it, no transfer repeats\n");
+		for (size_t i = 0; i < m->n_groups && (int)i < top; i++) {
+			const struct mgroup *mg = &m->groups[i];
+			const struct ffm_an_site *x = group_site(js, mg);
+
+			if (grouping == FFM_GROUP_SEQUENCE) {
+				fprintf(o, "  %2zu  %.6f s  %5.1f%%  sequence of %u problems, %" PRIu64 "x%s\n", i + 1,
+					s_of(mg->g.benefit_ns), pct(mg->g.benefit_ns, m->wall_sum_ns),
+					mg->g.n_members, mg->g.occurrences,
+					mg->g.partial ? " (coverage partial)" : "");
+				for (uint32_t k = 0; k < mg->g.n_members && k < 50; k++) {
+					const struct ffm_an_site *s = pattern_site(js, mg, k);
+
+					ffmctl_site_str(s, buf, sizeof(buf));
+					fprintf(o, "       %u. %s %s in %s\n", k + 1, type_text(site_type(s)),
+						s->api_name, buf);
+				}
+				if (mg->g.n_members > 50)
+					fprintf(o, "       ... %u more\n", mg->g.n_members - 50);
+				continue;
+			}
+			if (grouping == FFM_GROUP_FOLD)
+				snprintf(buf, sizeof(buf), "%s", x->folded);
+			else
+				ffmctl_site_str(x, buf, sizeof(buf));
+			fprintf(o, "  %2zu  %.6f s  %5.1f%%  %-18s %7" PRIu64 "x  %-22s %s\n", i + 1,
+				s_of(mg->g.benefit_ns), pct(mg->g.benefit_ns, m->wall_sum_ns),
+				type_text(main_type(mg->g.n_type)), mg->g.count, x->api_name, buf);
+			print_evidence(o, js, mg, x);
+		}
+		if ((int)m->n_groups > top)
+			fprintf(o, "  ... %zu more (--top N)\n", m->n_groups - (size_t)top);
+		if (q && q->want && q->mg) {
+			fprintf(o, "\nsubsequence %u:%u-%u: fixing entries %u to %u of sequence %u saves %.6f s (%.1f%%) over %" PRIu64 " occurrences; the whole sequence: %.6f s\n",
+				q->id, q->from, q->to, q->from, q->to, q->id, s_of(q->benefit_ns),
+				pct(q->benefit_ns, m->wall_sum_ns), q->occurrences, s_of(q->whole_ns));
+			for (uint32_t k = q->from - 1; k < q->to; k++) {
+				const struct ffm_an_site *s = pattern_site(js, q->mg, k);
+
+				ffmctl_site_str(s, buf, sizeof(buf));
+				fprintf(o, "       %u. %s %s in %s\n", k + 1, type_text(site_type(s)),
+					s->api_name, buf);
+			}
+		}
+	}
+
+	fprintf(o, "\ntime spent vs expected benefit per driver function (what a profiler shows, what fixing saves):\n");
+	fprintf(o, "  %-26s %9s %11s %11s %7s %12s %7s\n", "driver function", "calls", "time (s)",
+		"waited (s)", "% wall", "benefit (s)", "% wall");
+	for (size_t i = 0; i < m->n_apis; i++) {
+		const struct mapi *a = &m->apis[i];
+
+		fprintf(o, "  %-26s %9" PRIu64 " %11.6f %11.6f %6.1f%% ", a->name, a->calls,
+			s_of(a->dur_ns), s_of(a->wait_ns), pct(a->wait_ns, m->wall_sum_ns));
+		if (m->have_problems)
+			fprintf(o, "%12.6f %6.1f%%\n", s_of(a->benefit_ns),
+				pct(a->benefit_ns, m->wall_sum_ns));
+		else
+			fprintf(o, "%12s %7s\n", "?", "");
+	}
+
+	if (!m->have_problems || js->n == 1) {
+		/* The call sites as stages 1/2 measured them (the single node's). */
+		fprintf(o, "\ncall sites by time waited%s:\n", m->have_problems ? "" : " (known so far)");
+		for (size_t i = 0, shown = 0; i < r0->n_sites && (int)shown < top; i++) {
+			const struct ffm_an_site *x = &r0->sites[i];
+
+			if (!x->in_timeline || !x->count)
+				continue;
+			shown++;
+			ffmctl_site_str(x, buf, sizeof(buf));
+			fprintf(o, "  %-22s %8" PRIu64 "x  time %10.6f s  waited %10.6f s  %s", x->api_name,
+				x->count, s_of(x->dur_ns), s_of(x->wait_ns), buf);
+			if (x->benefit_ns)
+				fprintf(o, "  [benefit %.6f s]", s_of(x->benefit_ns));
+			fputc('\n', o);
+		}
+	}
+
+	if (js->n > 1 || m->n_procs > 1) {
+		fprintf(o, "\nper node and process (recoverable time; load imbalance = max/mean - 1):\n");
+		for (size_t ni = 0; ni < js->n; ni++) {
+			const struct ffm_analysis_result *r = ffm_analysis__result(js->v[ni].an);
+
+			fprintf(o, "  node %-20s wall %.3f s  recoverable %.6f s (%.1f%%)\n", js->v[ni].name,
+				s_of(r->wall_ns), s_of(r->totals.total_ns),
+				pct(r->totals.total_ns, r->wall_ns));
+			for (size_t i = 0; i < r->n_procs; i++) {
+				const struct ffm_an_proc *p = &r->procs[i];
+
+				if (!p->threads)
+					continue;
+				fprintf(o, "    pid %-8u %-30s wall %.3f s  recoverable %.6f s\n", p->tgid,
+					p->exe, s_of(p->end_ns - p->start_ns), s_of(p->benefit_ns));
+			}
+		}
+		if (m->imbalance >= 0)
+			fprintf(o, "  load imbalance over nodes: %.1f%%\n", 100 * m->imbalance);
+		if (m->proc_imbalance >= 0)
+			fprintf(o, "  load imbalance over processes: %.1f%%\n", 100 * m->proc_imbalance);
+	}
+	fprintf(o, "\nnext: %s\n", next_step(m->stages_done, m->have_problems));
+}
+
+/* ---- JSON --------------------------------------------------------------------------------- */
+
+static void json_types(FILE *o, const uint64_t *n_type)
+{
+	bool first = true;
+
+	fputc('{', o);
+	for (unsigned t = 1; t < FFM_PROBLEM__MAX; t++) {
+		if (!n_type[t])
+			continue;
+		fprintf(o, "%s\"%s\":%" PRIu64, first ? "" : ",", ffm_an_problem_name(t), n_type[t]);
+		first = false;
+	}
+	fputc('}', o);
+}
+
+static void json_evidence(FILE *o, const struct ffmctl_job_stores *js, const struct mgroup *mg,
+			  const struct ffm_an_site *x)
+{
+	const struct ffm_analysis_result *r = ffm_analysis__result(js->v[mg->node].an);
+
+	fprintf(o, "{\"wait_s\":%.9f,\"first_use_s\":", s_of(mg->g.wait_ns));
+	if (mg->g.n_type[FFM_PROBLEM_MISPLACED_SYNC] && x->use_delay_ns >= 0)
+		fprintf(o, "%.9f", x->use_delay_ns / 1e9);
+	else
+		fprintf(o, "null");
+	fprintf(o, ",\"first_use_from_stage\":%d,\"first_use_site\":",
+		x->use_delay_ns < 0 ? 0 : x->delays_from_stage3 ? 3 : 4);
+	if (x->use_function) {
+		fprintf(o, "{\"function\":");
+		ffmctl_json_str(o, x->use_function);
+		fprintf(o, ",\"file\":");
+		ffmctl_json_str(o, x->use_file);
+		fprintf(o, ",\"line\":%u}", x->use_line);
+	} else {
+		fprintf(o, "null");
+	}
+	fprintf(o, ",\"first_transfer_site\":");
+	if (mg->g.n_type[FFM_PROBLEM_DUPLICATE_TRANSFER] && x->first_xfer_site >= 0)
+		ffmctl_json_site(o, &r->sites[x->first_xfer_site]);
+	else
+		fprintf(o, "null");
+	fprintf(o, ",\"partial\":%s,\"divergent\":%s}", mg->g.partial ? "true" : "false",
+		mg->g.divergent ? "true" : "false");
+}
+
+static void print_json(FILE *o, const char *job_id, const struct ffmctl_job_stores *js,
+		       const struct merged *m, enum ffm_grouping grouping, int top,
+		       const struct subseq *q)
+{
+	const struct ffm_analysis_result *r0 = ffm_analysis__result(js->v[0].an);
+
+	fprintf(o, "{\"schema_version\":%d,\"job_id\":", REPORT_SCHEMA_VERSION);
+	ffmctl_json_str(o, job_id);
+	fprintf(o, ",\"key\":");
+	ffmctl_json_str(o, r0->key);
+	fprintf(o, ",\"grouping\":\"%s\",\"wall_s\":%.9f,\"recoverable_s\":", grouping_name(grouping),
+		s_of(m->wall_max_ns));
+	if (m->have_problems)
+		fprintf(o, "%.9f,\"recoverable_pct\":%.4f", s_of(m->rec_ns),
+			pct(m->rec_ns, m->wall_sum_ns));
+	else
+		fprintf(o, "null,\"recoverable_pct\":null");
+	fprintf(o, ",\"problems_known\":%s,\"stages\":[", m->have_problems ? "true" : "false");
+	{
+		static const char *role[] = { NULL, "baseline", "timeline", "problems", "first_use" };
+		bool first = true;
+
+		for (size_t ni = 0; ni < js->n; ni++) {
+			const struct ffm_analysis_result *r = ffm_analysis__result(js->v[ni].an);
+
+			for (size_t i = 0; i < r->n_runs; i++) {
+				const struct ffm_an_run *x = &r->runs[i];
+
+				fprintf(o, "%s{\"node\":", first ? "" : ",");
+				ffmctl_json_str(o, js->v[ni].name);
+				fprintf(o, ",\"stage\":%d,\"run\":%" PRId64 ",\"job_id\":", x->stage, x->id);
+				ffmctl_json_str(o, x->job_id);
+				fprintf(o, ",\"wall_s\":%.9f,\"ended\":%s,\"partial\":%s,\"aborted\":%s,"
+					   "\"dropped\":%s,\"used_as\":",
+					x->wall_s, x->ended ? "true" : "false",
+					x->flags & FFM_RUN_PARTIAL ? "true" : "false",
+					x->flags & FFM_RUN_ABORTED ? "true" : "false",
+					x->flags & FFM_RUN_DROPPED ? "true" : "false");
+				if (x->role)
+					fprintf(o, "\"%s\"}", role[x->role]);
+				else
+					fprintf(o, "null}");
+				first = false;
+			}
+		}
+	}
+	fprintf(o, "],\"data_quality\":{\"records_lost\":%" PRIu64 ",\"drops\":{\"ringbuf\":%" PRIu64
+		   ",\"stack_depth\":%" PRIu64 ",\"map_full\":%" PRIu64 ",\"other\":%" PRIu64 "},"
+		   "\"incomplete_runs\":%u,\"partial_syncs\":%" PRIu64 ",\"divergent_sites\":%u,"
+		   "\"unmatched_sites\":%u,\"unclassified_syncs\":%" PRIu64 ",\"unclassified_wait_s\":%.9f},",
+		m->q.drops[0] + m->q.drops[2] + m->q.drops[3], m->q.drops[0], m->q.drops[1],
+		m->q.drops[2], m->q.drops[3], m->q.incomplete_runs, m->q.partial_syncs,
+		m->q.divergent_sites, m->q.unmatched_sites, m->q.unclassified_syncs,
+		s_of(m->q.unclassified_wait_ns));
+
+	fprintf(o, "\"problems\":[");
+	for (size_t i = 0; i < m->n_groups && (int)i < top; i++) {
+		const struct mgroup *mg = &m->groups[i];
+		const struct ffm_an_site *x = group_site(js, mg);
+		unsigned t = main_type(mg->g.n_type);
+
+		fprintf(o, "%s{\"rank\":%zu,\"type\":\"%s\",\"types\":", i ? "," : "", i + 1,
+			grouping == FFM_GROUP_SEQUENCE ? "sequence" : ffm_an_problem_name(t));
+		json_types(o, mg->g.n_type);
+		fprintf(o, ",\"api\":");
+		ffmctl_json_str(o, x->api_name);
+		fprintf(o, ",\"benefit_s\":%.9f,\"benefit_pct\":%.4f,\"wait_s\":%.9f,\"count\":%" PRIu64
+			   ",\"occurrences\":%" PRIu64 ",\"nodes\":%u,\"call_site\":",
+			s_of(mg->g.benefit_ns), pct(mg->g.benefit_ns, m->wall_sum_ns), s_of(mg->g.wait_ns),
+			mg->g.count, mg->g.occurrences, mg->nodes);
+		ffmctl_json_site(o, x);
+		fprintf(o, ",\"function\":");
+		ffmctl_json_str(o, grouping == FFM_GROUP_FOLD ? x->folded : x->function);
+		fprintf(o, ",\"evidence\":");
+		json_evidence(o, js, mg, x);
+		if (grouping == FFM_GROUP_SEQUENCE) {
+			fprintf(o, ",\"sequence_id\":%zu,\"members\":[", i + 1);
+			for (uint32_t k = 0; k < mg->g.n_members; k++) {
+				const struct ffm_an_site *s = pattern_site(js, mg, k);
+
+				fprintf(o, "%s{\"entry\":%u,\"type\":\"%s\",\"api\":", k ? "," : "", k + 1,
+					ffm_an_problem_name(site_type(s)));
+				ffmctl_json_str(o, s->api_name);
+				fprintf(o, ",\"call_site\":");
+				ffmctl_json_site(o, s);
+				fputc('}', o);
+			}
+			fputc(']', o);
+		}
+		fputc('}', o);
+	}
+	fprintf(o, "],\"apis\":[");
+	for (size_t i = 0; i < m->n_apis; i++) {
+		const struct mapi *a = &m->apis[i];
+
+		fprintf(o, "%s{\"api\":", i ? "," : "");
+		ffmctl_json_str(o, a->name);
+		fprintf(o, ",\"calls\":%" PRIu64 ",\"time_s\":%.9f,\"wait_s\":%.9f,\"benefit_s\":", a->calls,
+			s_of(a->dur_ns), s_of(a->wait_ns));
+		if (m->have_problems)
+			fprintf(o, "%.9f", s_of(a->benefit_ns));
+		else
+			fprintf(o, "null");
+		fprintf(o, ",\"problems\":%" PRIu64 "}", a->problems);
+	}
+	fprintf(o, "],\"call_sites\":[");
+	{
+		bool first = true;
+		int shown = 0;
+
+		for (size_t ni = 0; ni < js->n; ni++) {
+			const struct ffm_analysis_result *r = ffm_analysis__result(js->v[ni].an);
+
+			for (size_t i = 0; i < r->n_sites && shown < top; i++) {
+				const struct ffm_an_site *x = &r->sites[i];
+
+				if (!x->in_timeline || !x->count)
+					continue;
+				shown++;
+				fprintf(o, "%s{\"node\":", first ? "" : ",");
+				ffmctl_json_str(o, js->v[ni].name);
+				fprintf(o, ",\"api\":");
+				ffmctl_json_str(o, x->api_name);
+				fprintf(o, ",\"count\":%" PRIu64 ",\"time_s\":%.9f,\"wait_s\":%.9f,\"benefit_s\":%.9f,\"call_site\":",
+					x->count, s_of(x->dur_ns), s_of(x->wait_ns), s_of(x->benefit_ns));
+				ffmctl_json_site(o, x);
+				fputc('}', o);
+				first = false;
+			}
+		}
+	}
+	fprintf(o, "],\"nodes\":[");
+	for (size_t ni = 0; ni < js->n; ni++) {
+		const struct ffm_analysis_result *r = ffm_analysis__result(js->v[ni].an);
+		bool first = true;
+
+		fprintf(o, "%s{\"node\":", ni ? "," : "");
+		ffmctl_json_str(o, js->v[ni].name);
+		fprintf(o, ",\"wall_s\":%.9f,\"recoverable_s\":%.9f,\"processes\":[", s_of(r->wall_ns),
+			s_of(r->totals.total_ns));
+		for (size_t i = 0; i < r->n_procs; i++) {
+			const struct ffm_an_proc *p = &r->procs[i];
+
+			if (!p->threads)
+				continue;
+			fprintf(o, "%s{\"pid\":%u,\"exe\":", first ? "" : ",", p->tgid);
+			ffmctl_json_str(o, p->exe);
+			fprintf(o, ",\"wall_s\":%.9f,\"recoverable_s\":%.9f,\"threads\":%u}",
+				s_of(p->end_ns - p->start_ns), s_of(p->benefit_ns), p->threads);
+			first = false;
+		}
+		fprintf(o, "]}");
+	}
+	fprintf(o, "],\"load_imbalance\":");
+	if (m->imbalance >= 0)
+		fprintf(o, "%.6f", m->imbalance);
+	else
+		fprintf(o, "null");
+	fprintf(o, ",\"process_imbalance\":");
+	if (m->proc_imbalance >= 0)
+		fprintf(o, "%.6f", m->proc_imbalance);
+	else
+		fprintf(o, "null");
+	if (q && q->want && q->mg)
+		fprintf(o, ",\"subsequence\":{\"sequence_id\":%u,\"from\":%u,\"to\":%u,\"benefit_s\":%.9f,"
+			   "\"sequence_benefit_s\":%.9f,\"occurrences\":%" PRIu64 "}",
+			q->id, q->from, q->to, s_of(q->benefit_ns), s_of(q->whole_ns), q->occurrences);
+	fprintf(o, ",\"next\":");
+	ffmctl_json_str(o, next_step(m->stages_done, m->have_problems));
+	fprintf(o, "}\n");
+}
+
+/* ---- the verb ----------------------------------------------------------------------------- */
+
+static int report(const char *job_id, bool json, enum ffm_grouping grouping, int top,
+		  struct subseq *q)
+{
+	struct ffmctl_job_stores js;
+	struct merged m = { 0 };
+	int err;
+
+	err = ffmctl_job_stores__open(ffmctl_g.state_dir, job_id, &js);
+	if (err) {
+		ffmctl_err("report", "no job '%s' under %s: %s", job_id, ffmctl_g.state_dir,
+			   err == -ENOENT ? "no store holds it" : ffm_store__strerror(err));
+		return err;
+	}
+	for (size_t ni = 0; ni < js.n; ni++) {
+		struct ffm_analysis_opts ao = {
+			.sz = sizeof(ao), .job_id = job_id, .grouping = grouping,
+			/* one node: keep its graph for the subsequence instead of rebuilding it */
+			.keep_graph = q && q->want && js.n == 1,
+		};
+
+		err = ffm_analysis__run(js.v[ni].store, &ao, &js.v[ni].an);
+		if (err) {
+			ffmctl_err("report", "cannot analyse %s (node %s): %s",
+				   ffm_store__path(js.v[ni].store), js.v[ni].name,
+				   err == -ENOENT ? "the job has no runs there" : ffm_store__strerror(err));
+			goto out;
+		}
+	}
+	err = merge(&js, &m);
+	if (err) {
+		ffmctl_err("report", "out of memory");
+		goto out;
+	}
+	if (q && q->want) {
+		if (!m.have_problems) {
+			ffmctl_err("report", "--subsequence: no problems are known yet (stage 3 has not run)");
+			err = -ENOENT;
+			goto out;
+		}
+		err = compute_subseq(&js, job_id, &m, q);
+		if (err)
+			goto out;
+	}
+	if (json)
+		print_json(stdout, job_id, &js, &m, grouping, top, q);
+	else
+		print_text(stdout, job_id, &js, &m, grouping, top, q);
+	err = fflush(stdout) ? -errno : 0;
+out:
+	merged_free(&m);
+	ffmctl_job_stores__close(&js);
+	return err;
 }
 
 int ffmctl_report_job(const char *job_id, bool json)
 {
-	struct ffm_store_opts so = { .sz = sizeof(so), .read_only = true };
-	struct ffm_store_key key = {};
-	struct ffm_store_drops drops = {};
-	struct rep *rp;
-	double wall = 0;
-	int err, top = 20;
-
-	rp = calloc(1, sizeof(*rp));
-	if (!rp)
-		return -ENOMEM;
-	err = ffm_store__find_job(ffmctl_g.state_dir, job_id, &so, &rp->s);
-	if (err < 0) {
-		ffmctl_err("report", "no job '%s' under %s: %s", job_id, ffmctl_g.state_dir,
-			   err == -ENOENT ? "no store holds it" : ffm_store__strerror(err));
-		free(rp);
-		return err;
-	}
-	ffm_store__key(rp->s, &key);
-	ffm_store__for_each_run(rp->s, on_run, rp);
-
-	/* The tables show the latest ended run of the most detailed stage that times calls
-	 * (stage 2 over stage 1); runs come in id order, so a later one replaces an earlier. */
-	{
-		int best_stage = 0;
-
-		for (int i = 0; i < rp->nruns; i++) {
-			const struct ffm_store_run *r = &rp->runs[i];
-
-			if (!r->end_ns || r->stage > 2 || r->stage < best_stage)
-				continue;
-			best_stage = r->stage;
-			rp->best_run = r->id;
-			rp->best_stage = r->stage;
-			wall = r->wall_s;
-		}
-	}
-	if (rp->best_run) {
-		ffm_store__for_each_stack_agg(rp->s, rp->best_run, on_agg, rp);
-		ffm_store__for_each_api_name(rp->s, on_api_name, rp);
-		ffm_store__get_drops(rp->s, rp->best_run, &drops);
-	}
-	qsort(rp->apis, rp->napis, sizeof(rp->apis[0]), cmp_api);
-	qsort(rp->sites, rp->nsites, sizeof(rp->sites[0]), cmp_site);
-
-	if (json) {
-		printf("{\"schema_version\":1,\"job_id\":");
-		json_str(stdout, job_id);
-		printf(",\"key\":");
-		json_str(stdout, key.key);
-		printf(",\"wall_s\":%.6f,\"recoverable_s\":0,\"stages\":[", wall);
-		for (int i = 0; i < rp->nruns; i++)
-			printf("%s{\"stage\":%d,\"run\":%" PRId64 ",\"wall_s\":%.6f,\"flags\":%u}", i ? "," : "",
-			       rp->runs[i].stage, rp->runs[i].id, rp->runs[i].wall_s, rp->runs[i].flags);
-		printf("],\"drops\":{\"ringbuf\":%" PRIu64 ",\"stack_depth\":%" PRIu64 ",\"map_full\":%" PRIu64 ",\"other\":%" PRIu64 "},\"apis\":[",
-		       drops.count[0], drops.count[1], drops.count[2], drops.count[3]);
-		for (int i = 0; i < rp->napis; i++) {
-			printf("%s{\"api\":", i ? "," : "");
-			json_str(stdout, rp->apis[i].name);
-			printf(",\"calls\":%" PRIu64 ",\"time_s\":%.6f,\"wait_s\":%.6f}", rp->apis[i].calls,
-			       rp->apis[i].dur_ns / 1e9, rp->apis[i].wait_ns / 1e9);
-		}
-		printf("],\"call_sites\":[");
-		for (int i = 0; i < rp->nsites && i < top; i++) {
-			struct app_frame af = {};
-			const char *api = "?";
-
-			ffm_store__for_each_frame(rp->s, rp->sites[i].stack, on_frame, &af);
-			for (int j = 0; j < rp->napis; j++)
-				if (rp->apis[j].api == rp->sites[i].api)
-					api = rp->apis[j].name;
-			printf("%s{\"stack\":%" PRId64 ",\"kind\":\"%s\",\"api\":", i ? "," : "", rp->sites[i].stack,
-			       kind_name(rp->sites[i].kind));
-			json_str(stdout, api);
-			printf(",\"count\":%" PRIu64 ",\"time_s\":%.6f,\"wait_s\":%.6f,\"function\":",
-			       rp->sites[i].count, rp->sites[i].dur_ns / 1e9, rp->sites[i].wait_ns / 1e9);
-			json_str(stdout, af.func);
-			printf(",\"file\":");
-			json_str(stdout, af.file);
-			printf(",\"line\":%u}", af.line);
-		}
-		printf("],\"problems\":[],\"next\":");
-		json_str(stdout, next_step(rp->stages_done));
-		printf("}\n");
-	} else {
-		printf("ffm report: job %s, key %s\n", job_id, key.key ? key.key : "?");
-		printf("runs:");
-		for (int i = 0; i < rp->nruns; i++)
-			printf(" %sstage %d (%.2f s)", i ? ", " : "", rp->runs[i].stage, rp->runs[i].wall_s);
-		printf("\nwall time: %.3f s (tables from the latest stage-%d run)\n", wall, rp->best_stage);
-		printf("data quality: %" PRIu64 " records lost, %" PRIu64 " partial stacks, %" PRIu64 " map-full, %" PRIu64 " other\n",
-		       drops.count[0], drops.count[1], drops.count[2], drops.count[3]);
-		printf("\n%-28s %10s %12s %12s %8s\n", "driver function", "calls", "time (s)", "waited (s)", "% wall");
-		for (int i = 0; i < rp->napis; i++)
-			printf("%-28s %10" PRIu64 " %12.6f %12.6f %7.1f%%\n", rp->apis[i].name, rp->apis[i].calls,
-			       rp->apis[i].dur_ns / 1e9, rp->apis[i].wait_ns / 1e9,
-			       wall > 0 ? 100.0 * rp->apis[i].wait_ns / 1e9 / wall : 0.0);
-		printf("\ncall sites (by time waited):\n");
-		for (int i = 0; i < rp->nsites && i < top; i++) {
-			struct app_frame af = {};
-			const char *api = "?";
-
-			ffm_store__for_each_frame(rp->s, rp->sites[i].stack, on_frame, &af);
-			for (int j = 0; j < rp->napis; j++)
-				if (rp->apis[j].api == rp->sites[i].api)
-					api = rp->apis[j].name;
-			printf("  %-22s %8" PRIu64 "x  waited %10.6f s  %s", api, rp->sites[i].count,
-			       rp->sites[i].wait_ns / 1e9, af.func[0] ? af.func : "?");
-			if (af.file[0])
-				printf(" at %s:%u", af.file, af.line);
-			else if (af.module[0])
-				printf(" (%s+%#" PRIx64 ")", af.module, af.offset);
-			printf("\n");
-		}
-		printf("\nnext: %s\n", next_step(rp->stages_done));
-	}
-	ffm_store__free(rp->s);
-	free(rp);
-	return 0;
+	return report(job_id, json, FFM_GROUP_POINT, 20, NULL);
 }
 
 int ffmctl_report(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "json", no_argument, NULL, 'J' },
+		{ "group", required_argument, NULL, 'g' },
+		{ "subsequence", required_argument, NULL, 's' },
+		{ "top", required_argument, NULL, 't' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
-	bool json = false;
-	int c;
+	enum ffm_grouping grouping = FFM_GROUP_POINT;
+	struct subseq q = { 0 };
+	bool json = false, group_set = false;
+	int c, top = 20;
+	char *end;
+	long v;
 
-	while ((c = getopt_long(argc, argv, "Jh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "Jg:s:t:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'J':
 			json = true;
 			break;
+		case 'g':
+			group_set = true;
+			if (!strcmp(optarg, "point") || !strcmp(optarg, "site"))
+				grouping = FFM_GROUP_POINT;
+			else if (!strcmp(optarg, "function") || !strcmp(optarg, "fold"))
+				grouping = FFM_GROUP_FOLD;
+			else if (!strcmp(optarg, "sequence"))
+				grouping = FFM_GROUP_SEQUENCE;
+			else {
+				ffmctl_err("report", "--group wants point, function or sequence, not '%s'", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case 's':
+			if (parse_subseq(optarg, &q) < 0) {
+				ffmctl_err("report", "--subsequence wants ID:FROM:TO (1-based, FROM <= TO), not '%s'",
+					   optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case 't':
+			v = strtol(optarg, &end, 10);
+			if (end == optarg || *end || v < 1 || v > 1000000) {
+				ffmctl_err("report", "--top wants a count from 1, not '%s'", optarg);
+				return EXIT_USAGE;
+			}
+			top = (int)v;
+			break;
 		case 'h':
-			printf("Usage: ffmctl report <jobid> [--json]\n");
+			printf("Usage: ffmctl report <jobid> [--json] [--group point|function|sequence] "
+			       "[--subsequence ID:FROM:TO] [--top N]\n");
 			return EXIT_OK;
 		default:
 			return EXIT_USAGE;
 		}
 	}
+	if (q.want) {
+		if (group_set && grouping != FFM_GROUP_SEQUENCE) {
+			ffmctl_err("report", "--subsequence numbers sequences: use it with --group sequence");
+			return EXIT_USAGE;
+		}
+		grouping = FFM_GROUP_SEQUENCE;
+	}
 	if (optind != argc - 1) {
 		ffmctl_err("report", optind >= argc ? "no job id given" : "one job id, please");
 		return EXIT_USAGE;
 	}
-	return ffmctl_report_job(argv[optind], json) == 0 ? EXIT_OK : EXIT_FAIL;
+	return report(argv[optind], json, grouping, top, &q) == 0 ? EXIT_OK : EXIT_FAIL;
 }

@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What `ffmctl report` and `ffmctl diff` share: the stores of one job on every node, and the
+ * way a call site is written.
+ *
+ * Node layout (see daemon/jobrun.c): <state>/keys/ is the single-node layout; a state directory
+ * with a nodes/ directory (shared by a cluster) holds <state>/nodes/<node>/keys/. A job's stores
+ * are the stores that know its job id in any of those directories, one per node.
+ */
+#ifndef FFMCTL_REPORT_H
+#define FFMCTL_REPORT_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "cli/analysis.h"
+
+struct ffmctl_node {
+	char name[256];		/* node name: nodes/<name>, else the job row's node */
+	struct ffm_store *store;
+	struct ffm_analysis *an; /* NULL until analysed */
+};
+
+struct ffmctl_job_stores {
+	struct ffmctl_node *v;
+	size_t n;
+};
+
+/* Open the job's store on every node (read-only). -ENOENT: no store knows the job. */
+int ffmctl_job_stores__open(const char *state_dir, const char *job_id,
+			    struct ffmctl_job_stores *out);
+void ffmctl_job_stores__close(struct ffmctl_job_stores *js);
+
+/* "function at file:line" or "function (module+0xoff)". */
+void ffmctl_site_str(const struct ffm_an_site *x, char *buf, size_t len);
+void ffmctl_json_str(FILE *o, const char *s);
+/* {"function":...,"file":...,"line":...,"module":...,"offset":...} */
+void ffmctl_json_site(FILE *o, const struct ffm_an_site *x);
+
+#endif

@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Synthetic stores with known answers, for the report's tests and its benchmark: a job key whose
+ * runs (stages 1-4) hold a timeline of one or more planted problems, written through the store's
+ * public put API exactly as ffmd would, with stage 3/4 verdicts as the memory-tracing stages
+ * write them (one sync_uses row per sync occurrence and protected range, one xfer_hashes row
+ * per transfer, in time order, with the event's stack id).
+ *
+ * Scenarios (per iteration; times in µs, see synth_opts; every chain ends C after its last call):
+ *   UNNECESSARY  launch(L) sync(wait K) cpu(C)            stage 3: no use -> benefit iters·min(K, C)
+ *   MISPLACED    launch(L) dtoh_async(L) sync(wait K) cpu(C) use
+ *                                                         stage 3/4: use C after -> iters·min(C, K)
+ *   DUP          htod(T, no wait) launch(L) sync(wait K) use cpu(C)
+ *                                                         stage 3: SAME_DST after the first
+ *                                                         -> (iters-1)·T
+ *   CONTROL      launch(L) sync(wait K) use cpu(C)         no problem
+ *   SEQUENCE     launch(L) syncA(wait K) cpu(C) syncB(wait K2) cpu(C2) syncR(wait ~0) use
+ *                                                         A, B unnecessary, R required
+ * The expected benefits are computed by synth__expected() from the same parameters.
+ */
+#ifndef FFM_TESTS_SYNTH_H
+#define FFM_TESTS_SYNTH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum synth_scenario {
+	SYN_UNNECESSARY = 0,
+	SYN_MISPLACED,
+	SYN_DUP,
+	SYN_CONTROL,
+	SYN_SEQUENCE,
+	SYN__MAX,
+};
+
+struct synth_opts {
+	const char *state_dir; /* the store goes to <state_dir>/keys/ */
+	const char *key;       /* job key */
+	const char *job_id;
+	const char *node;      /* job row's node name, may be NULL */
+	unsigned scenarios;    /* bit (1u << enum synth_scenario) each, run one after another */
+	uint32_t iters;
+	uint32_t stages;       /* highest stage written (1..4); 2 = timeline only */
+	uint32_t first_stage;  /* lowest stage written (default 1) */
+	uint32_t threads;      /* chains, each running the whole scenario list (default 1) */
+	uint32_t tgid;         /* process id (default 4242) */
+	/* µs; 0 = defaults L=10 K=500 C=1000 T=300 K2=400 C2=800 */
+	uint32_t l_us, k_us, c_us, t_us, k2_us, c2_us;
+	uint32_t use_us;       /* first-use delay of a sync used "at once" (default 2) */
+	/* stage 3 writes this many fewer sync rows at the UNNECESSARY site (divergence tests) */
+	uint32_t s3_missing;
+	bool partial;	       /* flag the UNNECESSARY site's rows FFM_SYNC_USE_PARTIAL */
+	bool rows_per_range;   /* MISPLACED: two sync_uses rows per occurrence (2 ranges) */
+	bool fast;	       /* big batches, no per-row extras: the benchmark's 10M events */
+};
+
+/* Write the store (creates or extends the key's file). 0 or -errno. */
+int synth__write(const struct synth_opts *o);
+/* The benefit the model should give each scenario, in ns (per thread; threads add up). */
+uint64_t synth__expected(const struct synth_opts *o, enum synth_scenario s);
+/* Source line of each scenario's planted call site in the synthetic frames. */
+uint32_t synth__line(enum synth_scenario s);
+
+#endif
