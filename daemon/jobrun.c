@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "daemon/collector.h"
@@ -115,6 +116,32 @@ static int load_sync_names(struct ffm_jobrun *jr, int64_t run)
 	return c.err ? c.err : (err < 0 ? err : 0);
 }
 
+/*
+ * Where a node keeps its stores. A state directory that holds a "nodes" directory is shared by
+ * the nodes of a cluster (a shared file system): each node's ffmd writes only under
+ * nodes/<node name>/ (then keys/<key>.db as usual), so no two hosts ever write one SQLite file
+ * (WAL needs shared memory that a network file system does not give across hosts), and
+ * `ffmctl report` merges every node's store of a job. Without "nodes", the layout is the
+ * single-node one, <state>/keys/. Node names are the host names, with '/' and a leading '.'
+ * replaced so a name never leaves nodes/.
+ */
+static void store_dir(const char *state_dir, const char *node, char *buf, size_t len)
+{
+	char nodes[4096], name[256];
+	struct stat st;
+
+	snprintf(nodes, sizeof(nodes), "%s/nodes", state_dir);
+	if (stat(nodes, &st) < 0 || !S_ISDIR(st.st_mode) || !node || !*node) {
+		snprintf(buf, len, "%s", state_dir);
+		return;
+	}
+	snprintf(name, sizeof(name), "%s", node);
+	for (char *c = name; *c; c++)
+		if (*c == '/' || (c == name && *c == '.'))
+			*c = '_';
+	snprintf(buf, len, "%s/%s", nodes, name);
+}
+
 int ffm_jobrun__begin(const struct ffm_jobrun_opts *opts, struct ffm_jobrun **ret)
 {
 	struct ffm_store_opts so = { .sz = sizeof(so), .create = true, .tool_version = "ffm 0.1" };
@@ -124,7 +151,7 @@ int ffm_jobrun__begin(const struct ffm_jobrun_opts *opts, struct ffm_jobrun **re
 	struct ffm_plan_input in = { .override_stage = opts->override_stage };
 	struct ffm_recorder_opts ro = { .sz = sizeof(ro) };
 	struct ffm_jobrun *jr;
-	char host[256] = "";
+	char host[256] = "", dir[4096 + 256];
 	int64_t driver = 0;
 	int err;
 
@@ -135,7 +162,9 @@ int ffm_jobrun__begin(const struct ffm_jobrun_opts *opts, struct ffm_jobrun **re
 	jr->o = *opts;
 	snprintf(jr->job_id, sizeof(jr->job_id), "%s", opts->job_id);
 	jr->o.job_id = jr->job_id;
-	err = ffm_store__open_key(opts->state_dir, &key, &so, &jr->store);
+	gethostname(host, sizeof(host) - 1);
+	store_dir(opts->state_dir, opts->node ? opts->node : host, dir, sizeof(dir));
+	err = ffm_store__open_key(dir, &key, &so, &jr->store);
 	if (err < 0)
 		goto fail;
 
@@ -157,7 +186,6 @@ int ffm_jobrun__begin(const struct ffm_jobrun_opts *opts, struct ffm_jobrun **re
 	if (jr->plan.probes & FFM_PROBE_SYNC_FUNCS && !jr->nsync && !hist.last_run[1])
 		jr->plan.probes |= FFM_PROBE_SYNC_STATIC;
 
-	gethostname(host, sizeof(host) - 1);
 	err = ffm_store__job_begin(jr->store, &(struct ffm_store_job){
 		.job_id = opts->job_id, .uid = opts->uid, .state = FFM_JOB_RUNNING,
 		.start_unix = time(NULL), .node = opts->node ? opts->node : host,
