@@ -75,10 +75,20 @@ int ffm_proto_parse(const void *msg, size_t len, struct ffm_request *req, const 
 		return -EPROTO;
 	}
 	*nl = 0;
-	if (sscanf(p, "FFM/%u %n", &ver, &n) != 1 || n == 0 || strncmp(p, "FFM/", 4)) {
+	/* Exactly "FFM/<digits> <verb>": sscanf's %u would also take a sign, blanks and
+	 * overflowing numbers, reading e.g. "FFM/4294967297" or "FFM/-4294967295" as version 1. */
+	if (strncmp(p, "FFM/", 4) || p[4] < '0' || p[4] > '9') {
 		*err = "request does not start with FFM/<version>";
 		return -EPROTO;
 	}
+	ver = 0;
+	for (n = 4; p[n] >= '0' && p[n] <= '9'; n++)
+		ver = ver > 99999 ? 100000 : ver * 10 + (unsigned)(p[n] - '0');
+	if (p[n] != ' ') {
+		*err = "request does not start with FFM/<version> <verb>";
+		return -EPROTO;
+	}
+	n++;
 	if (ver != FFM_PROTO_VERSION) {
 		*err = "unsupported protocol version";
 		return -EPROTO;
