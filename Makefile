@@ -7,6 +7,7 @@
 #   make vmlinux    regenerate bpf/vmlinux.h from the running kernel's BTF (checked in)
 #   make install    PREFIX=/usr/local DESTDIR= : binaries, systemd unit, default config
 #   make STATIC=1   ffmd/ffmctl that run on a machine without the -dev packages (the GPU nodes)
+#   make fuzz       libFuzzer targets for the control protocol (tests/proto/proto.mk)
 #   make V=1        show the commands
 #
 # Objects go out of tree into $(O) (default build/). Each library directory (symbols/, store/,
@@ -127,6 +128,7 @@ PROGRAMS := $(if $(wildcard daemon/ffmd.c),$(O)/ffmd) $(if $(FFMCTL_SRCS),$(O)/f
 # Optional per-directory fragments (e.g. symbols/symbols.mk) add programs to EXTRA_PROGS.
 EXTRA_PROGS :=
 include $(wildcard bpf/*.mk symbols/*.mk stages/*.mk store/*.mk daemon/*.mk cli/*.mk)
+include tests/proto/proto.mk
 include tests/fakecuda/fakecuda.mk
 include tests/workloads/workloads.mk
 include tests/tests.mk
