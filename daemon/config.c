@@ -6,6 +6,8 @@
  *     runtime_dir = /run/ffm
  *     admin_group = ffm
  *     flush_ms = 200
+ *     ringbuf_kib = 65536   # ring buffer size, a power of two >= 64 (default 64 MiB)
+ *     ringbuf_wakeup_kib = 8192
  *
  *     [rule gpu-users]
  *     uid = 1000            # selectors as in `ffmctl job start`: uid, cgroup, exe (repeatable)
@@ -70,6 +72,10 @@ int ffmd_config_load(struct ffmd_config *cfg, const char *path, char *err, size_
 	cfg->wakeup_kib = 8192;
 	if (!path)
 		return 0;
+	if (copy(cfg->config_path, sizeof(cfg->config_path), path) < 0) {
+		snprintf(err, errlen, "%s: path too long", path);
+		return -ENAMETOOLONG;
+	}
 	f = fopen(path, "re");
 	if (!f) {
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
@@ -103,6 +109,15 @@ int ffmd_config_load(struct ffmd_config *cfg, const char *path, char *err, size_
 				r = -ENOSPC;
 				break;
 			}
+			for (int i = 0; i < cfg->nrules; i++)
+				if (!strcmp(cfg->rules[i].name, rname)) {
+					/* The name identifies a rule across reloads. */
+					snprintf(err, errlen, "%s:%d: a second [rule %s]", path, lineno, rname);
+					r = -EEXIST;
+					break;
+				}
+			if (r)
+				break;
 			rule = &cfg->rules[cfg->nrules++];
 			strcpy(rule->name, rname);
 			continue;
@@ -132,6 +147,14 @@ int ffmd_config_load(struct ffmd_config *cfg, const char *path, char *err, size_
 				r = parse_u32(val, 60000, &cfg->flush_ms);
 			else if (!strcmp(name, "ringbuf_wakeup_kib"))
 				r = parse_u32(val, 65536, &cfg->wakeup_kib);
+			else if (!strcmp(name, "ringbuf_kib")) {
+				r = parse_u32(val, 1u << 20, &cfg->ringbuf_kib);
+				/* BPF ring buffers are a power of two pages; one stack record
+				 * (about 17 KiB) must fit several times over. */
+				if (!r && (cfg->ringbuf_kib < 64 ||
+					   (cfg->ringbuf_kib & (cfg->ringbuf_kib - 1))))
+					r = -EINVAL;
+			}
 			else
 				r = -ENOENT;
 		} else if (!strcmp(name, "key")) {

@@ -5,7 +5,8 @@
  *
  *     ffmd [--config FILE] [--state-dir DIR] [--runtime-dir DIR] [--verbose]
  *
- * Command-line values override the config file's. Exit codes: 0 clean stop, 1 failure, 2 usage.
+ * Command-line values override the config file's. SIGHUP re-reads the config file (rules are
+ * replaced, active jobs go on); SIGTERM/SIGINT stop. Exit codes: 0 clean stop, 1 failure, 2 usage.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -77,9 +78,6 @@ int main(int argc, char **argv)
 		return 2;
 	if (runtime && snprintf(cfg.runtime_dir, sizeof(cfg.runtime_dir), "%s", runtime) >= (int)sizeof(cfg.runtime_dir))
 		return 2;
-	if (cfg.nrules)
-		log_warn("%d [rule] sections in %s: rules are parsed but not applied in this version; "
-			 "start jobs with ffmctl job start", cfg.nrules, config);
 	r = ffmd__new(&cfg, &d);
 	if (r < 0)
 		return 1;

@@ -11,7 +11,32 @@
  * Driver discovery: the system's libcuda at start, and for every process that joins a job the
  * libcuda its loader will pick (LD_LIBRARY_PATH, its root's ld.so.cache), resolved when its
  * exec is reported, before it can have loaded the driver. A new build-id is calibrated on the
- * spot (the calibration is cached per build-id).
+ * spot (the calibration is cached per build-id). While a driver file not seen before is made
+ * ready (calibration: about a second; attaching: milliseconds) the process that brought it is
+ * held with SIGSTOP, so that its first calls are not missed; a process that was stopped
+ * already is left as it is.
+ *
+ * Job slots and config rules. The BPF side knows FFM_MAX_JOBS slots; a slot is either a job's
+ * (started by request, by a rule, or resumed after a restart) or a rule's. A [rule NAME] owns
+ * one slot for as long as it is configured: its selectors sit in the BPF rule maps with that
+ * slot, so at exec BPF puts a matching process into the rule's slot, with no window in which
+ * a call could be missed. When ffmd reads that EXEC record it makes the process a job of its
+ * own ("<rule>-<pid>-<start time in clock ticks since boot>", key: the rule's, else
+ * ffm_job_key of uid + executable + arguments, stage: the rule's override or the key's plan),
+ * gives the job a free slot and moves the process there (ffm_collector__move_pid, which keeps
+ * what BPF learned about it). Records that BPF wrote before the move carry the rule's slot:
+ * they are routed by tgid (a fork in that window by the parent's tgid) to the new job, in ring
+ * buffer order, so nothing is lost or misfiled. A rule's job ends when its last process exits.
+ * A process in a rule's slot records what stage 1 records until it is moved (milliseconds).
+ *
+ * Restarts. Active jobs are journaled in <state_dir>/ffmd-jobs (rewritten atomically at each
+ * job start and end). After a crash (the journal still lists jobs) the new ffmd marks each
+ * interrupted run ABORTED|PARTIAL and resumes the job under the same id as a new run, with the
+ * same selectors; a pid selector whose process is gone (or whose pid was reused: checked by
+ * start time) is dropped, and a job with no selector left ends as cancelled. A clean stop
+ * (SIGTERM) ends active jobs as aborted runs and leaves an empty journal.
+ *
+ * SIGHUP re-reads the config file (systemd's ExecReload): rules are replaced, active jobs go on.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -47,6 +72,8 @@
 
 #define MAX_DRIVERS 16
 #define MAX_CONNS 32
+#define MAX_ROUTES 4096
+#define JOURNAL_NAME "ffmd-jobs"
 
 enum { TAG_RING = 1, TAG_LISTEN, TAG_SIGNAL, TAG_TIMER, TAG_CONN };
 
@@ -61,18 +88,47 @@ struct drv {
 	char why[256];
 };
 
+/* What a job is made from: a job-start request, a rule match, or a journal line. */
+struct job_spec {
+	const char *id, *key;
+	uid_t owner;
+	int override_stage; /* 0: the plan decides */
+	int nsel;
+	struct ffm_selector sel[FFM_MAX_SELECTORS];
+	const char *rule;   /* the rule that made it, NULL: a request */
+	pid_t root;         /* rule jobs: the process that matched */
+	bool adopted;       /* its process sits in a rule's slot: the caller moves it */
+};
+
 struct job {
 	bool used;
+	bool ending;        /* its last process exited: end it after this round of records */
 	uint32_t slot;
 	char id[128], key[128];
+	char rule[64];      /* "" unless a rule made it */
 	uid_t owner;
-	int stage;
+	int stage, override_stage;
 	struct ffm_jobrun *jr;
 	int nsel;
 	struct ffm_selector sel[FFM_MAX_SELECTORS];
+	pid_t root;
+	int exit_status;
 	double start;
 	uint64_t events, events_prev;
 	double rate;
+};
+
+struct rule {
+	bool used;
+	uint32_t slot;
+	struct ffmd_rule r;
+	uint64_t jobs_made;
+};
+
+/* A process that BPF put into a rule's slot, and the job it belongs to now. */
+struct route {
+	uint32_t tgid;
+	int32_t job; /* index in jobs[], -1: free */
 };
 
 struct conn {
@@ -87,6 +143,9 @@ struct ffmd {
 	struct ffm_symbolizer *sym;
 	struct ffm_apis *apis;
 	struct job jobs[FFM_MAX_JOBS];
+	struct rule rules[FFM_MAX_RULES];
+	uint64_t rule_slots;     /* bit per slot owned by a rule */
+	struct route routes[MAX_ROUTES];
 	struct drv drvs[MAX_DRIVERS];
 	struct conn conns[MAX_CONNS];
 	int ep, lfd, sfd, tfd;
@@ -97,6 +156,7 @@ struct ffmd {
 	double last_tick, last_watchdog;
 	unsigned long long watchdog_usec;
 	char sock_path[PATH_MAX];
+	char journal[sizeof(((struct ffmd_config *)0)->state_dir) + 16];
 };
 
 static double now_s(void)
@@ -109,19 +169,26 @@ static double now_s(void)
 
 /* ---- drivers ------------------------------------------------------------------------------ */
 
+static struct drv *driver_find(struct ffmd *d, uint64_t dev, uint64_t ino)
+{
+	for (int i = 0; i < MAX_DRIVERS; i++)
+		if (d->drvs[i].used && d->drvs[i].dev == dev && d->drvs[i].ino == ino)
+			return &d->drvs[i];
+	return NULL;
+}
+
 static struct drv *driver_get(struct ffmd *d, const char *path)
 {
 	struct stat st;
-	struct drv *free_slot = NULL;
+	struct drv *free_slot = NULL, *dv;
 
 	if (stat(path, &st) < 0)
 		return NULL;
-	for (int i = 0; i < MAX_DRIVERS; i++) {
-		if (d->drvs[i].used && d->drvs[i].dev == st.st_dev && d->drvs[i].ino == st.st_ino)
-			return &d->drvs[i];
-		if (!d->drvs[i].used && !free_slot)
+	if ((dv = driver_find(d, st.st_dev, st.st_ino)))
+		return dv;
+	for (int i = 0; i < MAX_DRIVERS && !free_slot; i++)
+		if (!d->drvs[i].used)
 			free_slot = &d->drvs[i];
-	}
 	if (!free_slot) {
 		log_warn("more than %d libcuda files in use; ignoring %s", MAX_DRIVERS, path);
 		return NULL;
@@ -144,8 +211,11 @@ static struct drv *driver_get(struct ffmd *d, const char *path)
 	return free_slot;
 }
 
+/* Probes are needed while a job is active or a rule could make one. */
 static bool any_job(const struct ffmd *d)
 {
+	if (d->rule_slots)
+		return true;
 	for (int i = 0; i < FFM_MAX_JOBS; i++)
 		if (d->jobs[i].used)
 			return true;
@@ -247,16 +317,122 @@ static void update_attachments(struct ffmd *d)
 	d->api_probes_for = detail;
 }
 
+/* The process's state letter from /proc/PID/stat ('T': stopped), 0 if unknown. */
+static char proc_state(pid_t pid)
+{
+	char path[64], buf[512], *rp;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	rp = strrchr(buf, ')'); /* comm may hold spaces and parentheses */
+	return rp && rp[1] == ' ' ? rp[2] : 0;
+}
+
+/* Start time of @pid in clock ticks since boot (/proc/PID/stat field 22), 0 if gone. */
+static unsigned long long proc_start_time(pid_t pid)
+{
+	char path[64], buf[1024], *rp;
+	unsigned long long t = 0;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	rp = strrchr(buf, ')');
+	/* After ") ": state(3) ppid pgrp session tty_nr tpgid flags minflt cminflt majflt
+	 * cmajflt utime stime cutime cstime priority nice num_threads itrealvalue starttime(22) */
+	if (!rp || sscanf(rp + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+			  &t) != 1)
+		return 0;
+	return t;
+}
+
+/*
+ * The libcuda @pid uses: the one it maps, else the one its loader will pick. A path through
+ * /proc/PID/root is shortened to the plain path when that root is ours: the /proc path dies
+ * with the process, and the driver outlives it.
+ */
+static int driver_path_of(pid_t pid, char *out, size_t len)
+{
+	struct ffm_driver_list *l = NULL;
+	char prefix[64];
+	struct stat a, b;
+	size_t pl;
+	int err = -ENOENT;
+
+	if (ffm_driver_find_in_process(pid, NULL, &l) == 0 && l->n) {
+		const struct ffm_driver_loc *lo = &l->locs[0];
+		struct stat st;
+
+		/* The maps path names the file for people; /proc/PID/map_files only while
+		 * the process lives. */
+		if (stat(lo->path, &st) == 0 && st.st_dev == lo->dev && st.st_ino == lo->ino)
+			snprintf(out, len, "%s", lo->path);
+		else
+			snprintf(out, len, "%s", lo->open_path ? lo->open_path : lo->path);
+		err = 0;
+	}
+	ffm_driver_list__free(l);
+	if (err && (err = ffm_resolve_libcuda_pid(pid, NULL, out, len)) < 0)
+		return err;
+	pl = (size_t)snprintf(prefix, sizeof(prefix), "/proc/%d/root", pid);
+	if (!strncmp(out, prefix, pl) && out[pl] == '/' && stat(prefix, &a) == 0 && stat("/", &b) == 0 &&
+	    a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+		memmove(out, out + pl, strlen(out + pl) + 1);
+	return 0;
+}
+
+static void update_attachments(struct ffmd *d);
+
+/* Alive and not yet past its exit (a zombie's exit tracepoint has run). */
+static bool alive(pid_t pid)
+{
+	char st = proc_state(pid);
+
+	return st && st != 'Z' && st != 'X' && st != 'x';
+}
+
 static void ensure_driver_for_pid(struct ffmd *d, pid_t pid)
 {
 	char path[PATH_MAX];
+	struct stat st;
 	struct drv *dv;
+	bool held = false;
 
-	if (ffm_resolve_libcuda_pid(pid, NULL, path, sizeof(path)) < 0)
+	if (driver_path_of(pid, path, sizeof(path)) < 0 || stat(path, &st) < 0)
 		return;
+	dv = driver_find(d, st.st_dev, st.st_ino);
+	if (dv) {
+		if (!dv->failed && !dv->wait_att)
+			update_attachments(d);
+		return;
+	}
+	/* A driver file not seen before: hold the process until its probes are in place. */
+	if (proc_state(pid) != 'T' && proc_state(pid) != 't' && kill(pid, SIGSTOP) == 0) {
+		held = true;
+		log_info("holding process %d while its driver %s is made ready", pid, path);
+	}
 	dv = driver_get(d, path);
 	if (dv && !dv->failed && !dv->wait_att)
 		update_attachments(d);
+	if (held)
+		kill(pid, SIGCONT);
 }
 
 /* ---- jobs --------------------------------------------------------------------------------- */
@@ -296,6 +472,12 @@ static void track_tree(struct ffmd *d, pid_t root, uint32_t slot)
 		FILE *f;
 
 		ffm_collector__track_pid(d->col, p, slot);
+		if (!alive(p)) {
+			/* It exited between the listing and the tracking: its exit removed
+			 * nothing, so remove the entry here. */
+			ffm_collector__untrack_pid(d->col, p);
+			continue;
+		}
 		ensure_driver_for_pid(d, p);
 		snprintf(path, sizeof(path), "/proc/%d/task/%d/children", p, p);
 		f = fopen(path, "re");
@@ -327,7 +509,10 @@ static void track_cgroup_procs(struct ffmd *d, const char *dir, uint32_t slot, i
 			line[strcspn(line, "\n")] = 0;
 			if (parse_pid(line, &p) == 0) {
 				ffm_collector__track_pid(d->col, p, slot);
-				ensure_driver_for_pid(d, p);
+				if (!alive(p))
+					ffm_collector__untrack_pid(d->col, p);
+				else
+					ensure_driver_for_pid(d, p);
 			}
 		}
 		fclose(f);
@@ -380,6 +565,75 @@ static int selector_rule(const struct ffm_selector *s, struct ffm_rule *r)
 	return -EINVAL;
 }
 
+/*
+ * BPF has one slot per uid, cgroup and executable. When jobs or rules share a selector, a
+ * job started by request wins over a rule (the scheduler named it), and the newest wins among
+ * equals; when the winner goes, the selector passes back to the others.
+ */
+static void selectors_resync(struct ffmd *d)
+{
+	for (int i = 0; i < FFM_MAX_RULES; i++)
+		for (int k = 0; d->rules[i].used && k < d->rules[i].r.nsel; k++) {
+			struct ffm_rule r;
+
+			if (selector_rule(&d->rules[i].r.sel[k], &r) > 0 &&
+			    ffm_collector__rule_slot(d->col, &r) == -ENOENT)
+				ffm_collector__add_rule(d->col, &r, d->rules[i].slot);
+		}
+	for (int i = 0; i < FFM_MAX_JOBS; i++)
+		for (int k = 0; d->jobs[i].used && !d->jobs[i].rule[0] && k < d->jobs[i].nsel; k++) {
+			struct ffm_rule r;
+			int cur;
+
+			if (selector_rule(&d->jobs[i].sel[k], &r) <= 0)
+				continue;
+			cur = ffm_collector__rule_slot(d->col, &r);
+			if (cur == -ENOENT || (cur >= 0 && !d->jobs[cur].used))
+				ffm_collector__add_rule(d->col, &r, d->jobs[i].slot);
+		}
+}
+
+/* Remove the BPF rules of @sel that still point at @slot, then hand them to whoever else has them. */
+static void selectors_drop(struct ffmd *d, const struct ffm_selector *sel, int nsel, uint32_t slot)
+{
+	for (int i = 0; i < nsel; i++) {
+		struct ffm_rule r;
+
+		if (selector_rule(&sel[i], &r) > 0 && ffm_collector__rule_slot(d->col, &r) == (int)slot)
+			ffm_collector__del_rule(d->col, &r);
+	}
+	selectors_resync(d);
+}
+
+static void routes_drop_job(struct ffmd *d, int job)
+{
+	for (int i = 0; i < MAX_ROUTES; i++)
+		if (d->routes[i].tgid && d->routes[i].job == job)
+			d->routes[i].tgid = 0;
+}
+
+static int route_find(const struct ffmd *d, uint32_t tgid)
+{
+	for (int i = 0; i < MAX_ROUTES; i++)
+		if (d->routes[i].tgid == tgid)
+			return d->routes[i].job;
+	return -1;
+}
+
+static void route_add(struct ffmd *d, uint32_t tgid, int job)
+{
+	for (int i = 0; i < MAX_ROUTES; i++)
+		if (!d->routes[i].tgid) {
+			d->routes[i].tgid = tgid;
+			d->routes[i].job = job;
+			return;
+		}
+	/* Only records written before a move use routes, so a full table loses those of
+	 * the newest processes; say so rather than misfile them. */
+	log_warn("more than %d processes waiting to be moved to their jobs; records of %u before the move are dropped",
+		 MAX_ROUTES, tgid);
+}
+
 static void job_release(struct ffmd *d, struct job *j)
 {
 	pid_t pids[1024];
@@ -388,15 +642,211 @@ static void job_release(struct ffmd *d, struct job *j)
 
 	for (int i = 0; i < n; i++)
 		ffm_collector__untrack_pid(d->col, pids[i]);
-	for (int i = 0; i < j->nsel; i++) {
-		struct ffm_rule r;
-
-		if (selector_rule(&j->sel[i], &r) > 0)
-			ffm_collector__del_rule(d->col, &r);
-	}
+	selectors_drop(d, j->sel, j->rule[0] ? 0 : j->nsel, j->slot);
 	ffm_collector__set_job(d->col, j->slot, &off);
+	routes_drop_job(d, (int)(j - d->jobs));
 	j->jr = ffm_jobrun__free(j->jr);
 	j->used = false;
+}
+
+/* ---- the journal of active jobs (see the top of this file) -------------------------------- */
+
+/* Values are written %XX-escaped where they could break the line format. */
+static void put_escaped(FILE *f, const char *v)
+{
+	for (; *v; v++) {
+		unsigned char c = (unsigned char)*v;
+
+		if (c == '%' || c == '\t' || c == '\n' || c < 0x20)
+			fprintf(f, "%%%02X", c);
+		else
+			fputc(c, f);
+	}
+}
+
+static void unescape(char *s)
+{
+	char *o = s;
+
+	for (; *s; s++) {
+		unsigned x;
+
+		if (*s == '%' && sscanf(s + 1, "%2x", &x) == 1) {
+			*o++ = (char)x;
+			s += 2;
+		} else {
+			*o++ = *s;
+		}
+	}
+	*o = 0;
+}
+
+static const char *sel_name(enum ffm_sel_type t)
+{
+	return t == FFM_SEL_CGROUP ? "cgroup" : t == FFM_SEL_PID ? "pid" : t == FFM_SEL_UID ? "uid" : "exe";
+}
+
+static int sel_type(const char *n, enum ffm_sel_type *t)
+{
+	if (!strcmp(n, "cgroup"))
+		*t = FFM_SEL_CGROUP;
+	else if (!strcmp(n, "pid"))
+		*t = FFM_SEL_PID;
+	else if (!strcmp(n, "uid"))
+		*t = FFM_SEL_UID;
+	else if (!strcmp(n, "exe"))
+		*t = FFM_SEL_EXE;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+/*
+ * One line per active job, tab-separated name=value fields:
+ *     job=ID  key=K  owner=UID  stage=N  run=RUN  rule=NAME  sel=TYPE:VALUE ...
+ * A pid selector is written "pid:PID@STARTTIME" so that a reused pid is not taken for the job's.
+ */
+static void journal_write(struct ffmd *d)
+{
+	char tmp[sizeof(d->journal) + 8];
+	FILE *f;
+	int fd;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", d->journal);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+	if (fd < 0 || !(f = fdopen(fd, "w"))) {
+		log_err("cannot write %s: %s; jobs active now are not resumed after a crash", tmp,
+			strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	fprintf(f, "# ffmd's active jobs, resumed after a crash; do not edit\n");
+	for (int i = 0; i < FFM_MAX_JOBS; i++) {
+		struct job *j = &d->jobs[i];
+
+		if (!j->used)
+			continue;
+		fputs("job=", f);
+		put_escaped(f, j->id);
+		fputs("\tkey=", f);
+		put_escaped(f, j->key);
+		fprintf(f, "\towner=%u\tstage=%d\trun=%" PRId64 "\trule=", j->owner, j->override_stage,
+			ffm_jobrun__run_id(j->jr));
+		put_escaped(f, j->rule);
+		for (int k = 0; k < j->nsel; k++) {
+			fprintf(f, "\tsel=%s:", sel_name(j->sel[k].type));
+			put_escaped(f, j->sel[k].value);
+			if (j->sel[k].type == FFM_SEL_PID) {
+				pid_t p = (pid_t)atoi(j->sel[k].value);
+
+				fprintf(f, "@%llu", proc_start_time(p));
+			}
+		}
+		fputc('\n', f);
+	}
+	if (fflush(f) != 0 || fsync(fileno(f)) != 0 || fclose(f) != 0) {
+		log_err("cannot write %s: %s", tmp, strerror(errno));
+		unlink(tmp);
+		return;
+	}
+	if (rename(tmp, d->journal) < 0)
+		log_err("cannot replace %s: %s", d->journal, strerror(errno));
+}
+
+/* ---- starting and ending jobs ------------------------------------------------------------ */
+
+static int job_slot_free(const struct ffmd *d)
+{
+	for (int i = 0; i < FFM_MAX_JOBS; i++)
+		if (!d->jobs[i].used && !(d->rule_slots & (1ull << i)))
+			return i;
+	return -1;
+}
+
+/* Make @sp a running job: store run, BPF slot, selectors. On failure nothing stays. */
+static int job_create(struct ffmd *d, const struct job_spec *sp, struct job **ret, const char **msg)
+{
+	struct ffm_jobrun_opts jo = { .sz = sizeof(jo) };
+	struct ffm_job_cfg cfg;
+	struct job *j;
+	int slot, err;
+
+	*ret = NULL;
+	if (job_find(d, sp->id)) {
+		*msg = "a job with this id is already active";
+		return -EEXIST;
+	}
+	slot = job_slot_free(d);
+	if (slot < 0) {
+		*msg = "too many active jobs";
+		return -ENOSPC;
+	}
+	j = &d->jobs[slot];
+	memset(j, 0, sizeof(*j));
+	j->slot = (uint32_t)slot;
+	snprintf(j->id, sizeof(j->id), "%s", sp->id);
+	snprintf(j->key, sizeof(j->key), "%s", sp->key);
+	snprintf(j->rule, sizeof(j->rule), "%s", sp->rule ? sp->rule : "");
+	j->owner = sp->owner;
+	j->override_stage = sp->override_stage;
+	j->nsel = sp->nsel;
+	memcpy(j->sel, sp->sel, sizeof(sp->sel[0]) * (size_t)sp->nsel);
+	j->root = sp->root;
+
+	jo.state_dir = d->cfg.state_dir;
+	jo.key = j->key;
+	jo.job_id = j->id;
+	jo.uid = j->owner;
+	jo.override_stage = sp->override_stage;
+	jo.slot = j->slot;
+	jo.collector = d->col;
+	jo.sym = d->sym;
+	jo.apis = d->apis;
+	for (int i = 0; i < MAX_DRIVERS; i++)
+		if (d->drvs[i].used && !d->drvs[i].failed) {
+			jo.driver_path = d->drvs[i].path;
+			jo.driver_build_id = ffm_driver__build_id(d->drvs[i].rd.drv);
+			jo.wait_off = d->drvs[i].rd.wait_off;
+			jo.wait_size = d->drvs[i].rd.wait_size;
+			break;
+		}
+	err = ffm_jobrun__begin(&jo, &j->jr);
+	if (err < 0) {
+		log_err("job %s: cannot open the store of key %s in %s: %s", j->id, j->key,
+			d->cfg.state_dir, ffm_store__strerror(err));
+		*msg = "cannot open the job key's store";
+		return err;
+	}
+	j->used = true;
+	j->stage = ffm_jobrun__plan(j->jr)->stage;
+	j->start = now_s();
+	cfg.stage = j->stage;
+	cfg.flags = FFM_JOB_ACTIVE | FFM_JOB_STACKS | (j->stage >= 2 ? FFM_JOB_CALLS : 0);
+	ffm_collector__clear_drops(d->col, j->slot);
+	ffm_collector__set_job(d->col, j->slot, &cfg);
+	update_attachments(d);
+	for (int i = 0; i < j->nsel; i++) {
+		struct ffm_selector *s = &j->sel[i];
+		struct ffm_rule r;
+
+		if (s->type == FFM_SEL_PID) {
+			pid_t p;
+
+			if (!sp->adopted && parse_pid(s->value, &p) == 0)
+				track_tree(d, p, j->slot);
+		} else if (!j->rule[0] && selector_rule(s, &r) > 0) {
+			ffm_collector__add_rule(d->col, &r, j->slot);
+			if (s->type == FFM_SEL_CGROUP)
+				track_cgroup_procs(d, s->value, j->slot, 0);
+		}
+	}
+	update_attachments(d);
+	log_info("job %s started: key %s, stage %d, owner %u, %d selector%s%s%s", j->id, j->key,
+		 j->stage, j->owner, j->nsel, j->nsel == 1 ? "" : "s", j->rule[0] ? ", rule " : "", j->rule);
+	journal_write(d);
+	*ret = j;
+	return 0;
 }
 
 static int job_start(struct ffmd *d, const struct ffm_request *req, const struct ucred *cred,
@@ -404,12 +854,12 @@ static int job_start(struct ffmd *d, const struct ffm_request *req, const struct
 {
 	const char *id = ffm_proto_arg(req, "job"), *key = ffm_proto_arg(req, "key");
 	const char *stage_s = ffm_proto_arg(req, "stage"), *owner_s = ffm_proto_arg(req, "owner");
-	struct ffm_jobrun_opts jo = { .sz = sizeof(jo) };
-	struct ffm_job_cfg cfg;
-	struct job *j = NULL;
+	static struct job_spec sp;
+	struct job *j;
 	pid_t owner = cred->uid;
 	int err, stage = 0;
 
+	memset(&sp, 0, sizeof(sp));
 	if (!id || !*id || strlen(id) >= sizeof(j->id)) {
 		*msg = "job-start needs job=ID (at most 127 bytes)";
 		return -EINVAL;
@@ -432,21 +882,6 @@ static int job_start(struct ffmd *d, const struct ffm_request *req, const struct
 	}
 	if (owner_s && !strcmp(owner_s, "0"))
 		owner = 0;
-	for (int i = 0; i < FFM_MAX_JOBS; i++)
-		if (!d->jobs[i].used) {
-			j = &d->jobs[i];
-			break;
-		}
-	if (!j) {
-		*msg = "too many active jobs";
-		return -ENOSPC;
-	}
-	memset(j, 0, sizeof(*j));
-	j->slot = (uint32_t)(j - d->jobs);
-	snprintf(j->id, sizeof(j->id), "%s", id);
-	/* Without --key every job is its own key (and starts at stage 1): the scheduler's
-	 * prolog passes a key so that re-runs of a job escalate. */
-	snprintf(j->key, sizeof(j->key), "%s", key ? key : id);
 	for (uint32_t i = 0; i < req->nargs; i++) {
 		const char *n = req->args[i].name;
 		struct ffm_selector *s;
@@ -454,13 +889,12 @@ static int job_start(struct ffmd *d, const struct ffm_request *req, const struct
 
 		if (strcmp(n, "cgroup") && strcmp(n, "pid") && strcmp(n, "uid") && strcmp(n, "exe"))
 			continue;
-		if (j->nsel == FFM_MAX_SELECTORS) {
+		if (sp.nsel == FFM_MAX_SELECTORS) {
 			*msg = "too many selectors";
 			return -ENOSPC;
 		}
-		s = &j->sel[j->nsel++];
-		s->type = !strcmp(n, "cgroup") ? FFM_SEL_CGROUP : !strcmp(n, "pid") ? FFM_SEL_PID :
-			  !strcmp(n, "uid") ? FFM_SEL_UID : FFM_SEL_EXE;
+		s = &sp.sel[sp.nsel++];
+		sel_type(n, &s->type);
 		snprintf(s->value, sizeof(s->value), "%s", req->args[i].value);
 		if (s->type == FFM_SEL_PID) {
 			pid_t p;
@@ -486,66 +920,26 @@ static int job_start(struct ffmd *d, const struct ffm_request *req, const struct
 			owner = (uid_t)r.id;
 		}
 	}
-	if (!j->nsel) {
+	if (!sp.nsel) {
 		*msg = "job-start needs at least one selector (cgroup=, pid=, uid=, exe=)";
 		return -EINVAL;
 	}
-	j->owner = owner;
-
-	jo.state_dir = d->cfg.state_dir;
-	jo.key = j->key;
-	jo.job_id = j->id;
-	jo.uid = owner;
-	jo.override_stage = stage;
-	jo.slot = j->slot;
-	jo.collector = d->col;
-	jo.sym = d->sym;
-	jo.apis = d->apis;
-	for (int i = 0; i < MAX_DRIVERS; i++)
-		if (d->drvs[i].used && !d->drvs[i].failed) {
-			jo.driver_path = d->drvs[i].path;
-			jo.driver_build_id = ffm_driver__build_id(d->drvs[i].rd.drv);
-			jo.wait_off = d->drvs[i].rd.wait_off;
-			jo.wait_size = d->drvs[i].rd.wait_size;
-			break;
-		}
-	err = ffm_jobrun__begin(&jo, &j->jr);
-	if (err < 0) {
-		*msg = "cannot open the job key's store";
+	sp.id = id;
+	/* Without --key every job is its own key (and starts at stage 1): the scheduler's
+	 * prolog passes a key so that re-runs of a job escalate. */
+	sp.key = key ? key : id;
+	sp.owner = owner;
+	sp.override_stage = stage;
+	err = job_create(d, &sp, &j, msg);
+	if (err < 0)
 		return err;
-	}
-	j->used = true;
-	j->stage = ffm_jobrun__plan(j->jr)->stage;
-	j->start = now_s();
-	cfg.stage = j->stage;
-	cfg.flags = FFM_JOB_ACTIVE | FFM_JOB_STACKS | (j->stage >= 2 ? FFM_JOB_CALLS : 0);
-	ffm_collector__clear_drops(d->col, j->slot);
-	ffm_collector__set_job(d->col, j->slot, &cfg);
-	update_attachments(d);
-	for (int i = 0; i < j->nsel; i++) {
-		struct ffm_selector *s = &j->sel[i];
-		struct ffm_rule r;
-
-		if (s->type == FFM_SEL_PID) {
-			pid_t p;
-
-			parse_pid(s->value, &p);
-			track_tree(d, p, j->slot);
-		} else if (selector_rule(s, &r) > 0) {
-			ffm_collector__add_rule(d->col, &r, j->slot);
-			if (s->type == FFM_SEL_CGROUP)
-				track_cgroup_procs(d, s->value, j->slot, 0);
-		}
-	}
-	update_attachments(d);
-	log_info("job %s started: key %s, stage %d, owner %u, %d selectors", j->id, j->key, j->stage,
-		 j->owner, j->nsel);
 	snprintf(body, blen, "{\"job\":\"%s\",\"key\":\"%s\",\"stage\":%d,\"run\":%" PRId64 "}\n", j->id,
 		 j->key, j->stage, ffm_jobrun__run_id(j->jr));
 	*msg = "started";
 	return 0;
 }
 
+/* Never called from inside the ring buffer callback (it consumes). */
 static int job_end(struct ffmd *d, struct job *j, bool aborted)
 {
 	double wall = now_s() - j->start;
@@ -553,12 +947,411 @@ static int job_end(struct ffmd *d, struct job *j, bool aborted)
 
 	/* Records still in the ring buffer belong to this run. */
 	ffm_collector__consume(d->col);
-	err = ffm_jobrun__end(j->jr, wall, 0, aborted, true);
+	err = ffm_jobrun__end(j->jr, wall, j->exit_status, aborted, true);
 	log_info("job %s ended after %.2f s (%" PRIu64 " records)%s", j->id, wall, j->events,
 		 err < 0 ? ", store error" : "");
 	job_release(d, j);
 	update_attachments(d);
+	if (!d->stop)
+		journal_write(d);
 	return err;
+}
+
+/* Rule jobs whose last process exited during the last round of records. */
+static void end_finished_jobs(struct ffmd *d)
+{
+	for (int i = 0; i < FFM_MAX_JOBS; i++)
+		if (d->jobs[i].used && d->jobs[i].ending)
+			job_end(d, &d->jobs[i], false);
+}
+
+/* ---- rules -------------------------------------------------------------------------------- */
+
+static bool rule_same(const struct ffmd_rule *a, const struct ffmd_rule *b)
+{
+	if (strcmp(a->name, b->name) || strcmp(a->key, b->key) || a->stage != b->stage || a->nsel != b->nsel)
+		return false;
+	for (int i = 0; i < a->nsel; i++)
+		if (a->sel[i].type != b->sel[i].type || strcmp(a->sel[i].value, b->sel[i].value))
+			return false;
+	return true;
+}
+
+static struct rule *rule_of_slot(struct ffmd *d, uint32_t slot)
+{
+	if (slot >= FFM_MAX_JOBS || !(d->rule_slots & (1ull << slot)))
+		return NULL;
+	for (int i = 0; i < FFM_MAX_RULES; i++)
+		if (d->rules[i].used && d->rules[i].slot == slot)
+			return &d->rules[i];
+	return NULL;
+}
+
+/* Executable and arguments of @pid; argv points into @buf. */
+static int proc_cmdline(pid_t pid, char *exe, size_t elen, char *buf, size_t blen, char **argv, int max)
+{
+	char path[64];
+	ssize_t n;
+	int fd, argc = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/exe", pid);
+	n = readlink(path, exe, elen - 1);
+	if (n < 0)
+		return -errno;
+	exe[n] = 0;
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, blen - 1);
+	close(fd);
+	if (n < 0)
+		return -errno;
+	buf[n] = 0;
+	for (char *p = buf; p < buf + n && argc < max - 1; p += strlen(p) + 1)
+		argv[argc++] = p;
+	argv[argc] = NULL;
+	return argc;
+}
+
+/*
+ * A process in @ru's slot (its EXEC record, or found there by a scan): make it a job of its
+ * own and move it to the job's slot. Returns the job's index, or -1.
+ */
+static int rule_adopt(struct ffmd *d, struct rule *ru, uint32_t tgid, uint32_t uid)
+{
+	static struct job_spec sp;
+	char id[128], key[128], exe[PATH_MAX], args[8192], *argv[256];
+	unsigned long long st = proc_start_time((pid_t)tgid);
+	const char *msg = "";
+	struct job *j;
+	int err;
+
+	memset(&sp, 0, sizeof(sp));
+	snprintf(id, sizeof(id), "%s-%u-%llu", ru->r.name, tgid, st);
+	if (ru->r.key[0]) {
+		snprintf(key, sizeof(key), "%s", ru->r.key);
+	} else if (proc_cmdline((pid_t)tgid, exe, sizeof(exe), args, sizeof(args), argv, 256) > 0) {
+		ffm_job_key(uid, exe, argv + 1, key, sizeof(key));
+	} else {
+		/* Gone already: its records still make a run, keyed by what is left. */
+		ffm_job_key(uid, NULL, NULL, key, sizeof(key));
+	}
+	sp.id = id;
+	sp.key = key;
+	sp.owner = uid;
+	sp.override_stage = ru->r.stage;
+	sp.rule = ru->r.name;
+	sp.root = (pid_t)tgid;
+	sp.adopted = true;
+	sp.nsel = 1;
+	sp.sel[0].type = FFM_SEL_PID;
+	snprintf(sp.sel[0].value, sizeof(sp.sel[0].value), "%u", tgid);
+	err = job_create(d, &sp, &j, &msg);
+	if (err < 0) {
+		log_err("rule %s: cannot make process %u a job: %s", ru->r.name, tgid, msg);
+		return -1;
+	}
+	ru->jobs_made++;
+	return (int)(j - d->jobs);
+}
+
+/* Take every process still in @ru's slot (records of them may be in flight too). */
+static void rule_adopt_waiting(struct ffmd *d, struct rule *ru)
+{
+	pid_t pids[1024];
+	int n = ffm_collector__job_pids(d->col, ru->slot, pids, 1024);
+
+	for (int i = 0; i < n; i++) {
+		char path[64];
+		struct stat st;
+		int job = route_find(d, (uint32_t)pids[i]);
+
+		if (job < 0) {
+			snprintf(path, sizeof(path), "/proc/%d", pids[i]);
+			job = rule_adopt(d, ru, (uint32_t)pids[i], stat(path, &st) == 0 ? st.st_uid : 0);
+			if (job < 0)
+				continue;
+			route_add(d, (uint32_t)pids[i], job);
+		}
+		ffm_collector__move_pid(d->col, pids[i], d->jobs[job].slot);
+	}
+}
+
+static int rule_install(struct ffmd *d, const struct ffmd_rule *r, struct rule *ru)
+{
+	struct ffm_job_cfg cfg = { .flags = FFM_JOB_ACTIVE | FFM_JOB_STACKS, .stage = 1 };
+	int slot = job_slot_free(d), err = 0, k, cur;
+
+	if (slot < 0) {
+		log_err("rule %s: no free job slot (%d in use)", r->name, FFM_MAX_JOBS);
+		return -ENOSPC;
+	}
+	memset(ru, 0, sizeof(*ru));
+	ru->r = *r;
+	ru->slot = (uint32_t)slot;
+	for (k = 0; k < r->nsel; k++) {
+		struct ffm_rule br;
+
+		err = selector_rule(&r->sel[k], &br);
+		if (err <= 0) {
+			log_err("rule %s: %s %s: %s", r->name, sel_name(r->sel[k].type), r->sel[k].value,
+				err ? strerror(-err) : "not a rule selector");
+			err = err ? err : -EINVAL;
+			break;
+		}
+		cur = ffm_collector__rule_slot(d->col, &br);
+		if (cur >= 0 && d->jobs[cur].used)
+			continue; /* a job by request has it: it passes to us when that ends */
+		err = ffm_collector__add_rule(d->col, &br, ru->slot);
+		if (err < 0) {
+			log_err("rule %s: cannot add selector %s: %s", r->name, r->sel[k].value, strerror(-err));
+			break;
+		}
+	}
+	if (err < 0) {
+		selectors_drop(d, r->sel, k, ru->slot);
+		return err;
+	}
+	ffm_collector__clear_drops(d->col, ru->slot);
+	ffm_collector__set_job(d->col, ru->slot, &cfg);
+	ru->used = true;
+	d->rule_slots |= 1ull << ru->slot;
+	log_info("rule %s: %d selector%s, slot %u", r->name, r->nsel, r->nsel == 1 ? "" : "s", ru->slot);
+	return 0;
+}
+
+/* Stop @ru matching; processes already in its slot become jobs as usual; free the slot. */
+static void rule_remove(struct ffmd *d, struct rule *ru)
+{
+	struct ffm_job_cfg off = {};
+
+	ru->used = false; /* out of selectors_resync's sight */
+	selectors_drop(d, ru->r.sel, ru->r.nsel, ru->slot);
+	ru->used = true;
+	ffm_collector__consume(d->col);
+	rule_adopt_waiting(d, ru);
+	ffm_collector__set_job(d->col, ru->slot, &off);
+	d->rule_slots &= ~(1ull << ru->slot);
+	ru->used = false;
+	log_info("rule %s removed", ru->r.name);
+}
+
+int ffmd__reload(struct ffmd *d, const struct ffmd_config *cfg)
+{
+	struct rule keep[FFM_MAX_RULES];
+	bool kept_new[FFM_MAX_RULES] = {};
+	int err = 0, nkeep = 0;
+
+	/* state_dir and runtime_dir are read at start only (the command line may override
+	 * them, so a difference here is no news). */
+	if (cfg->ringbuf_kib != d->cfg.ringbuf_kib || cfg->wakeup_kib != d->cfg.wakeup_kib)
+		log_warn("reload: the ring buffer settings change only at a restart, ignoring them");
+	if (strcmp(cfg->admin_group, d->cfg.admin_group)) {
+		struct group *g = cfg->admin_group[0] ? getgrnam(cfg->admin_group) : NULL;
+
+		if (cfg->admin_group[0] && !g) {
+			log_err("reload: admin group '%s' does not exist; keeping '%s'", cfg->admin_group,
+				d->cfg.admin_group);
+		} else {
+			d->have_admin_gid = g != NULL;
+			d->admin_gid = g ? g->gr_gid : 0;
+			snprintf(d->cfg.admin_group, sizeof(d->cfg.admin_group), "%s", cfg->admin_group);
+		}
+	}
+	if (cfg->flush_ms != d->cfg.flush_ms) {
+		long ms = cfg->flush_ms ? cfg->flush_ms : 200;
+		struct itimerspec its = { .it_interval = { ms / 1000, (ms % 1000) * 1000000 },
+					  .it_value = { ms / 1000, (ms % 1000) * 1000000 } };
+
+		timerfd_settime(d->tfd, 0, &its, NULL);
+		d->cfg.flush_ms = cfg->flush_ms;
+	}
+
+	/* Rules: unchanged ones keep their slot; the others are removed first (their
+	 * selectors may move to a new rule), then the new ones installed. */
+	for (int i = 0; i < FFM_MAX_RULES; i++) {
+		struct rule *ru = &d->rules[i];
+		int k;
+
+		if (!ru->used)
+			continue;
+		for (k = 0; k < cfg->nrules; k++)
+			if (!kept_new[k] && rule_same(&ru->r, &cfg->rules[k]))
+				break;
+		if (k < cfg->nrules) {
+			kept_new[k] = true;
+			keep[nkeep++] = *ru;
+		} else {
+			rule_remove(d, ru);
+		}
+	}
+	memset(d->rules, 0, sizeof(d->rules));
+	for (int i = 0; i < nkeep; i++)
+		d->rules[i] = keep[i];
+	for (int k = 0; k < cfg->nrules; k++) {
+		int r;
+
+		if (kept_new[k])
+			continue;
+		if (nkeep == FFM_MAX_RULES) {
+			err = -ENOSPC;
+			break;
+		}
+		r = rule_install(d, &cfg->rules[k], &d->rules[nkeep]);
+		if (r < 0)
+			err = r;
+		else
+			nkeep++;
+	}
+	d->cfg.nrules = 0;
+	for (int i = 0; i < nkeep; i++)
+		d->cfg.rules[d->cfg.nrules++] = d->rules[i].r;
+	update_attachments(d);
+	return err;
+}
+
+static void reload(struct ffmd *d)
+{
+	static struct ffmd_config cfg;
+	char err[512] = "";
+	int r;
+
+	if (!d->cfg.config_path[0]) {
+		log_info("SIGHUP: ffmd was started without a config file, nothing to reload");
+		return;
+	}
+	ffm_notify("RELOADING=1");
+	if (ffmd_config_load(&cfg, d->cfg.config_path, err, sizeof(err)) < 0) {
+		log_err("SIGHUP: not reloading, bad configuration: %s", err);
+	} else {
+		r = ffmd__reload(d, &cfg);
+		log_info("SIGHUP: reloaded %s: %d rule%s%s", d->cfg.config_path, d->cfg.nrules,
+			 d->cfg.nrules == 1 ? "" : "s", r < 0 ? " (some could not be applied, see above)" : "");
+	}
+	ffm_notify("READY=1");
+}
+
+/* ---- resuming after a crash ---------------------------------------------------------------- */
+
+/* Mark the run a crash interrupted; the job row is ended too when the job is not resumed. */
+static void journal_close_run(struct ffmd *d, const char *key, const char *id, int64_t run, bool end_job)
+{
+	struct ffm_store_opts so = { .sz = sizeof(so) };
+	struct ffm_store *s = NULL;
+	struct ffm_store_run r;
+	struct timespec ts;
+	int err;
+
+	err = ffm_store__open_key(d->cfg.state_dir, &(struct ffm_store_key){ .key = key }, &so, &s);
+	if (err < 0) {
+		log_err("journal: job %s: cannot open the store of key %s: %s", id, key, ffm_store__strerror(err));
+		return;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	if (ffm_store__get_run(s, run, &r) == 0 && !r.end_ns) {
+		/* PARTIAL too: the stage plan must not take this run as the stage done. */
+		err = ffm_store__run_end(s, run, (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec, 0, 0,
+					 FFM_RUN_ABORTED | FFM_RUN_PARTIAL);
+		if (err < 0)
+			log_err("journal: job %s: cannot close run %" PRId64 ": %s", id, run, ffm_store__strerror(err));
+	}
+	if (end_job)
+		ffm_store__job_end(s, id, FFM_JOB_CANCELLED, time(NULL));
+	ffm_store__free(s);
+}
+
+static void journal_resume(struct ffmd *d)
+{
+	char line[65536];
+	int resumed = 0, dropped = 0;
+	FILE *f = fopen(d->journal, "re");
+
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		static struct job_spec sp;
+		char *save = NULL, *id = NULL, *key = NULL, *rule = "", *tok;
+		int64_t run = 0;
+		const char *msg = "";
+		struct job *j;
+
+		if (line[0] == '#' || line[0] == '\n')
+			continue;
+		memset(&sp, 0, sizeof(sp));
+		line[strcspn(line, "\n")] = 0;
+		for (tok = strtok_r(line, "\t", &save); tok; tok = strtok_r(NULL, "\t", &save)) {
+			char *v = strchr(tok, '=');
+
+			if (!v)
+				continue;
+			*v++ = 0;
+			if (!strcmp(tok, "sel")) {
+				char *c = strchr(v, ':');
+				struct ffm_selector *s = &sp.sel[sp.nsel];
+
+				if (!c || sp.nsel == FFM_MAX_SELECTORS)
+					continue;
+				*c++ = 0;
+				if (sel_type(v, &s->type) < 0)
+					continue;
+				if (s->type == FFM_SEL_PID) {
+					unsigned long long st = 0;
+					pid_t p;
+
+					/* Resume only the job's own process, not a pid's new owner. */
+					if (sscanf(c, "%d@%llu", &p, &st) != 2 || !st || proc_start_time(p) != st)
+						continue;
+					snprintf(s->value, sizeof(s->value), "%d", p);
+				} else {
+					unescape(c);
+					snprintf(s->value, sizeof(s->value), "%s", c);
+					if (s->type == FFM_SEL_CGROUP && access(s->value, F_OK) < 0)
+						continue;
+				}
+				sp.nsel++;
+			} else {
+				unescape(v);
+				if (!strcmp(tok, "job"))
+					id = v;
+				else if (!strcmp(tok, "key"))
+					key = v;
+				else if (!strcmp(tok, "owner"))
+					sp.owner = (uid_t)strtoul(v, NULL, 10);
+				else if (!strcmp(tok, "stage"))
+					sp.override_stage = atoi(v);
+				else if (!strcmp(tok, "run"))
+					run = strtoll(v, NULL, 10);
+				else if (!strcmp(tok, "rule"))
+					rule = v;
+			}
+		}
+		if (!id || !key || !*id || !*key)
+			continue;
+		journal_close_run(d, key, id, run, !sp.nsel);
+		if (!sp.nsel) {
+			log_info("journal: job %s (key %s) not resumed: none of its processes is left", id, key);
+			dropped++;
+			continue;
+		}
+		sp.id = id;
+		sp.key = key;
+		sp.rule = *rule ? rule : NULL;
+		if (sp.rule && sp.sel[0].type == FFM_SEL_PID)
+			sp.root = (pid_t)atoi(sp.sel[0].value);
+		if (job_create(d, &sp, &j, &msg) < 0) {
+			log_err("journal: cannot resume job %s: %s", id, msg);
+			journal_close_run(d, key, id, 0, true);
+			dropped++;
+			continue;
+		}
+		resumed++;
+		log_info("journal: resumed job %s after a restart (run %" PRId64 " was interrupted)", id, run);
+	}
+	fclose(f);
+	if (resumed || dropped)
+		log_info("journal: %d job%s resumed, %d ended", resumed, resumed == 1 ? "" : "s", dropped);
+	journal_write(d);
 }
 
 /* ---- control socket ----------------------------------------------------------------------- */
@@ -643,16 +1436,34 @@ static size_t status_json(struct ffmd *d, const struct ucred *c, char *out, size
 			continue;
 		ffm_collector__drops(d->col, j->slot, &dr);
 		n = ffm_collector__job_pids(d->col, j->slot, pids, 256);
-		P("%s{\"job\":\"%s\",\"key\":\"%s\",\"owner\":%u,\"stage\":%d,\"running_s\":%.1f,"
+		P("%s{\"job\":\"%s\",\"key\":\"%s\",\"rule\":\"%s\",\"owner\":%u,\"stage\":%d,\"running_s\":%.1f,"
 		  "\"events\":%" PRIu64 ",\"events_per_s\":%.1f,\"drops\":{\"ringbuf\":%" PRIu64
 		  ",\"stacks\":%" PRIu64 ",\"depth\":%" PRIu64 ",\"procs\":%" PRIu64 ",\"threads\":%" PRIu64
 		  ",\"unmatched\":%" PRIu64 "},\"processes\":[",
-		  first ? "" : ",", j->id, j->key, j->owner, j->stage, now_s() - j->start, j->events, j->rate,
+		  first ? "" : ",", j->id, j->key, j->rule, j->owner, j->stage, now_s() - j->start, j->events, j->rate,
 		  (uint64_t)dr.n[FFM_REC_DROP_RINGBUF], (uint64_t)dr.n[FFM_REC_DROP_STACK],
 		  (uint64_t)dr.n[FFM_REC_DROP_DEPTH], (uint64_t)dr.n[FFM_REC_DROP_PROCS],
 		  (uint64_t)dr.n[FFM_REC_DROP_THREADS], (uint64_t)dr.n[FFM_REC_DROP_UNMATCHED]);
 		for (int k = 0; k < n; k++)
 			P("%s%d", k ? "," : "", pids[k]);
+		P("]}");
+		first = false;
+	}
+	P("],\"rules\":[");
+	first = true;
+	for (int i = 0; admin && i < FFM_MAX_RULES; i++) {
+		struct rule *ru = &d->rules[i];
+		struct ffm_rec_drops dr = {};
+
+		if (!ru->used)
+			continue;
+		ffm_collector__drops(d->col, ru->slot, &dr);
+		P("%s{\"rule\":\"%s\",\"key\":\"%s\",\"stage\":%d,\"jobs_made\":%" PRIu64
+		  ",\"drops\":{\"procs\":%" PRIu64 ",\"ringbuf\":%" PRIu64 "},\"selectors\":[",
+		  first ? "" : ",", ru->r.name, ru->r.key, ru->r.stage, ru->jobs_made,
+		  (uint64_t)dr.n[FFM_REC_DROP_PROCS], (uint64_t)dr.n[FFM_REC_DROP_RINGBUF]);
+		for (int k = 0; k < ru->r.nsel; k++)
+			P("%s\"%s=%s\"", k ? "," : "", sel_name(ru->r.sel[k].type), ru->r.sel[k].value);
 		P("]}");
 		first = false;
 	}
@@ -759,16 +1570,48 @@ static void accept_conn(struct ffmd *d)
 
 /* ---- records ------------------------------------------------------------------------------ */
 
+/* The job a record belongs to (index in jobs[]), or -1. */
+static int record_job(struct ffmd *d, const struct ffm_rec_hdr *h)
+{
+	struct rule *ru;
+	int job;
+
+	if (h->job < FFM_MAX_JOBS && d->jobs[h->job].used)
+		return (int)h->job;
+	ru = rule_of_slot(d, h->job);
+	if (!ru)
+		return -1; /* a job that has ended: its late records are dropped */
+	/* Written before the process was moved out of the rule's slot: route by tgid. */
+	job = route_find(d, h->tgid);
+	if (job >= 0)
+		return d->jobs[job].used ? job : -1;
+	if (h->type == FFM_REC_FORK) {
+		const struct ffm_rec_proc *p = (const void *)h;
+
+		job = route_find(d, p->ppid);
+	} else if (h->type == FFM_REC_EXEC) {
+		const struct ffm_rec_proc *p = (const void *)h;
+
+		job = rule_adopt(d, ru, h->tgid, p->uid);
+	}
+	if (job < 0)
+		return -1;
+	route_add(d, h->tgid, job);
+	/* -ENOENT: it exited already; its records still come routed. */
+	ffm_collector__move_pid(d->col, (pid_t)h->tgid, d->jobs[job].slot);
+	return job;
+}
+
 static int on_record(void *ctx, const void *rec, size_t size)
 {
 	struct ffmd *d = ctx;
 	const struct ffm_rec_hdr *h = rec;
 	struct job *j;
-	int err;
+	int idx = record_job(d, h), err;
 
-	if (h->job >= FFM_MAX_JOBS || !d->jobs[h->job].used)
-		return 0; /* a job that has ended: its late records are dropped */
-	j = &d->jobs[h->job];
+	if (idx < 0)
+		return 0;
+	j = &d->jobs[idx];
 	j->events++;
 	if (h->type == FFM_REC_EXEC || h->type == FFM_REC_FORK)
 		ensure_driver_for_pid(d, h->tgid);
@@ -780,6 +1623,19 @@ static int on_record(void *ctx, const void *rec, size_t size)
 			log_err("job %s: writing its store failed: %s", j->id, strerror(-err));
 			last = now_s();
 		}
+	}
+	if (h->type == FFM_REC_EXIT && j->rule[0]) {
+		const struct ffm_rec_proc *p = rec;
+		pid_t left[1];
+
+		if (h->tgid == (uint32_t)j->root) {
+			int st = (int)p->exit_code;
+
+			j->exit_status = (st & 0x7f) ? 128 + (st & 0x7f) : (st >> 8) & 0xff;
+		}
+		/* A rule's job lasts as long as its process tree; ended outside this callback. */
+		if (ffm_collector__job_pids(d->col, j->slot, left, 1) == 0)
+			j->ending = true;
 	}
 	return 0;
 }
@@ -874,12 +1730,16 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 	}
 	err = ffm_collector__open(&(struct ffm_collector_opts){ .sz = sizeof(struct ffm_collector_opts),
 				  .on_record = on_record, .ctx = d,
-				  .wakeup_bytes = cfg->wakeup_kib * 1024 }, &d->col);
+				  .wakeup_bytes = cfg->wakeup_kib * 1024,
+				  .ringbuf_bytes = cfg->ringbuf_kib * 1024 }, &d->col);
 	if (err < 0) {
 		log_err("cannot load the BPF collector: %s (ffmd needs CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE, or root)",
 			strerror(-err));
 		goto fail;
 	}
+	if (cfg->ringbuf_kib && cfg->wakeup_kib >= cfg->ringbuf_kib)
+		log_warn("ringbuf_wakeup_kib (%u) >= ringbuf_kib (%u): BPF never wakes ffmd, which reads records every 100 ms only",
+			 cfg->wakeup_kib, cfg->ringbuf_kib);
 	if ((err = ffm_apis__new(&d->apis)) < 0 || (err = ffm_symbolizer__new(NULL, &d->sym)) < 0)
 		goto fail;
 
@@ -933,6 +1793,14 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 	epoll_ctl(d->ep, EPOLL_CTL_ADD, d->tfd, &(struct epoll_event){ .events = EPOLLIN, .data.u64 = TAG_TIMER });
 	d->watchdog_usec = ffm_watchdog_usec();
 	d->last_tick = d->last_watchdog = now_s();
+
+	/* Rules from the config, then the jobs a crash interrupted. */
+	d->cfg.nrules = 0;
+	err = ffmd__reload(d, cfg);
+	if (err < 0)
+		goto fail;
+	snprintf(d->journal, sizeof(d->journal), "%s/" JOURNAL_NAME, cfg->state_dir);
+	journal_resume(d);
 	*ret = d;
 	return 0;
 fail:
@@ -953,6 +1821,7 @@ int ffmd__run(struct ffmd *d)
 		/* Records are polled each round as well: BPF wakes us only when a share of
 		 * the buffer is filled (bpf/ffm.bpf.c). */
 		ffm_collector__consume(d->col);
+		end_finished_jobs(d);
 		for (int i = 0; i < n; i++) {
 			uint64_t tag = evs[i].data.u64 & 0xff;
 
@@ -973,7 +1842,7 @@ int ffmd__run(struct ffmd *d)
 
 				while (read(d->sfd, &si, sizeof(si)) == sizeof(si)) {
 					if (si.ssi_signo == SIGHUP) {
-						log_info("SIGHUP: nothing to reload in this version; the config is read at start");
+						reload(d);
 						continue;
 					}
 					log_info("signal %d: stopping", si.ssi_signo);
@@ -990,10 +1859,14 @@ struct ffmd *ffmd__free(struct ffmd *d)
 {
 	if (!d)
 		return NULL;
-	/* Jobs still active end as aborted runs: what they recorded is kept. */
+	/* Jobs still active end as aborted runs: what they recorded is kept. A clean stop
+	 * leaves no job to resume. */
+	d->stop = true;
 	for (int i = 0; i < FFM_MAX_JOBS; i++)
 		if (d->jobs[i].used)
 			job_end(d, &d->jobs[i], true);
+	if (d->journal[0])
+		journal_write(d);
 	for (int i = 0; i < MAX_DRIVERS; i++) {
 		ffm_attachment__free(d->drvs[i].api_att);
 		ffm_attachment__free(d->drvs[i].wait_att);

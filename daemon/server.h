@@ -21,11 +21,13 @@ struct ffm_selector {
 };
 
 struct ffmd_config {
+	char config_path[4096];   /* the file read ("" = none); SIGHUP reads it again */
 	char state_dir[4096];
 	char runtime_dir[4096];
 	char admin_group[64];     /* members may start/end jobs and see all of them */
 	uint32_t flush_ms;        /* store flush period */
 	uint32_t wakeup_kib;      /* ring buffer bytes pending before BPF wakes ffmd */
+	uint32_t ringbuf_kib;     /* ring buffer size (power of two, >= 64); 0 = default 64 MiB */
 	/* [rule NAME] sections: processes matching them become jobs of their own. */
 	struct ffmd_rule {
 		char name[64];
@@ -43,8 +45,18 @@ int ffmd_config_load(struct ffmd_config *cfg, const char *path, char *err, size_
 struct ffmd;
 
 int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret);
-/* The event loop; returns when SIGTERM/SIGINT arrives (0) or on a fatal error (-errno). */
+/*
+ * The event loop; returns when SIGTERM/SIGINT arrives (0) or on a fatal error (-errno).
+ * SIGHUP re-reads cfg->config_path (see ffmd__reload).
+ */
 int ffmd__run(struct ffmd *d);
+/*
+ * Apply @cfg to a running daemon: rules are replaced (an unchanged rule keeps its slot; a
+ * removed one stops matching new processes, the jobs it created run on), flush_ms and
+ * admin_group take effect; state_dir, runtime_dir and the ring buffer settings need a restart. Active jobs keep running and no record is lost. -errno if a rule cannot be applied
+ * (the old rules then stay).
+ */
+int ffmd__reload(struct ffmd *d, const struct ffmd_config *cfg);
 struct ffmd *ffmd__free(struct ffmd *d);
 
 #endif
