@@ -1,0 +1,227 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ffmctl export on a store built here with known contents (store API), so every number in the
+ * output can be checked: tests/ops/check_export.py validates the Chrome trace against the Trace
+ * Event Format's documented structure and the Hatchet tree against hatchet's literal reader
+ * (frame/metrics/children, inclusive = exclusive + children), and both against this data.
+ *
+ * The job "exp-1" has three runs of key "exp-key":
+ *   run 1, stage 1: 3 waits (kind wait, no api id) on stack S_SYNC, 80 us each
+ *   run 2, stage 2: 3 cuCtxSynchronize calls on S_SYNC (100 us, 90 us waited each) and
+ *                   2 cuMemcpyHtoD on S_COPY (50 us, 4096 bytes)
+ *   run 3, stage 3: 2 syncs on S_SYNC, both classified unnecessary (sync_uses NONE), and 2 copies
+ *                   on S_COPY, the second a duplicate of the first (xfer_hashes SAME_DST)
+ * S_SYNC = libcuda internal frame, libcuda cuCtxSynchronize, step (app.c:27), main (app.c:43);
+ * S_COPY = main (app.c:50).
+ */
+#include <ftw.h>
+#include <sys/stat.h>
+
+#include "store/ffm_store.h"
+#include "tests/testutil.h"
+
+#define API_SYNC 101
+#define API_COPY 202
+
+static char dir[64];
+static char ffmctl[512];
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	remove(path);
+	return 0;
+}
+
+static void cleanup(void)
+{
+	/* FFM_TEST_KEEP=1 leaves the store and the exports for a look. */
+	if (dir[0] && !getenv("FFM_TEST_KEEP"))
+		nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static int64_t stack_sync, stack_copy;
+
+static void put_stacks(struct ffm_store *s)
+{
+	struct ffm_store_frame sync[] = {
+		{ .build_id = "cudabuild", .module = "/usr/lib/libcuda.so.1", .offset = 0x22bb00 },
+		{ .build_id = "cudabuild", .module = "/usr/lib/libcuda.so.1", .offset = 0x1000,
+		  .func = "cuCtxSynchronize" },
+		{ .build_id = "appbuild", .module = "/opt/app", .offset = 0x500, .func = "step",
+		  .file = "app.c", .line = 27 },
+		{ .build_id = "appbuild", .module = "/opt/app", .offset = 0x400, .func = "main",
+		  .file = "app.c", .line = 43 },
+	};
+	struct ffm_store_frame copy[] = {
+		{ .build_id = "appbuild", .module = "/opt/app", .offset = 0x480, .func = "main",
+		  .file = "app.c", .line = 50 },
+	};
+
+	ASSERT_OK(ffm_store__put_stack(s, 0x1111, sync, 4, &stack_sync));
+	ASSERT_OK(ffm_store__put_stack(s, 0x2222, copy, 1, &stack_copy));
+}
+
+static int64_t begin_run(struct ffm_store *s, int stage, uint64_t t0)
+{
+	int64_t run;
+
+	ASSERT_OK(ffm_store__run_begin(s, &(struct ffm_store_run){ .job_id = "exp-1", .stage = stage,
+				       .start_ns = t0, .start_unix = 1700000000 }, &run));
+	return run;
+}
+
+static int64_t ev(struct ffm_store *s, int64_t run, uint32_t kind, uint32_t api, uint64_t start,
+		  uint64_t dur, uint64_t wait, uint64_t bytes, int64_t stack, uint32_t tid)
+{
+	int64_t id;
+
+	ASSERT_OK(ffm_store__put_event(s, &(struct ffm_store_event){ .run = run, .kind = kind,
+				       .api = api, .tgid = 4000, .tid = tid, .start_ns = start,
+				       .dur_ns = dur, .wait_ns = wait, .bytes = bytes,
+				       .dir = bytes ? FFM_DIR_HTOD : 0, .stack = stack }, &id));
+	return id;
+}
+
+static void build_store(void)
+{
+	struct ffm_store_opts o = { .sz = sizeof(o), .create = true };
+	struct ffm_store_key k = { .key = "exp-key", .uid = 1000, .exe = "/opt/app" };
+	struct ffm_store *s = NULL;
+	int64_t run, first;
+	uint64_t t = 1000000000;
+
+	ASSERT_OK(ffm_store__open_key(dir, &k, &o, &s));
+	ASSERT_OK(ffm_store__job_begin(s, &(struct ffm_store_job){ .job_id = "exp-1", .uid = 1000,
+				       .state = FFM_JOB_RUNNING, .start_unix = 1700000000 }, NULL));
+	ASSERT_OK(ffm_store__put_api_name(s, API_SYNC, "cuCtxSynchronize"));
+	ASSERT_OK(ffm_store__put_api_name(s, API_COPY, "cuMemcpyHtoD"));
+	put_stacks(s);
+
+	run = begin_run(s, 1, t);
+	for (int i = 0; i < 3; i++)
+		ev(s, run, FFM_EV_WAIT, 0, t + 1000 + i * 200000, 80000, 80000, 0, stack_sync, 4000);
+	ASSERT_OK(ffm_store__run_end(s, run, t + 1000000, 0.001, 0, 0));
+
+	t += 10000000;
+	run = begin_run(s, 2, t);
+	for (int i = 0; i < 3; i++)
+		ev(s, run, FFM_EV_API, API_SYNC, t + 1000 + i * 200000, 100000, 90000, 0, stack_sync, 4000);
+	for (int i = 0; i < 2; i++)
+		ev(s, run, FFM_EV_TRANSFER, API_COPY, t + 700000 + i * 100000, 50000, 0, 4096,
+		   stack_copy, 4001);
+	ASSERT_OK(ffm_store__run_end(s, run, t + 1000000, 0.001, 0, 0));
+
+	t += 10000000;
+	run = begin_run(s, 3, t);
+	for (int i = 0; i < 2; i++) {
+		int64_t e = ev(s, run, FFM_EV_API, API_SYNC, t + 1000 + i * 200000, 100000, 90000, 0,
+			       stack_sync, 4000);
+
+		ASSERT_OK(ffm_store__put_sync_use(s, &(struct ffm_store_sync_use){ .run = run,
+						  .event = e, .stack = stack_sync, .prot_lo = 0x1000,
+						  .prot_hi = 0x2000, .use_delay_ns = -1,
+						  .flags = FFM_SYNC_USE_NONE }, NULL));
+	}
+	first = ev(s, run, FFM_EV_TRANSFER, API_COPY, t + 700000, 50000, 0, 4096, stack_copy, 4001);
+	ASSERT_OK(ffm_store__put_xfer_hash(s, &(struct ffm_store_xfer_hash){ .run = run,
+					   .event = first, .stack = stack_copy, .hash = 42, .dst = 0xd000,
+					   .bytes = 4096, .dup = FFM_DUP_NONE }, NULL));
+	{
+		int64_t e = ev(s, run, FFM_EV_TRANSFER, API_COPY, t + 800000, 50000, 0, 4096,
+			       stack_copy, 4001);
+
+		ASSERT_OK(ffm_store__put_xfer_hash(s, &(struct ffm_store_xfer_hash){ .run = run,
+						   .event = e, .stack = stack_copy, .hash = 42,
+						   .dst = 0xd000, .bytes = 4096, .first_event = first,
+						   .first_stack = stack_copy, .dup = FFM_DUP_SAME_DST }, NULL));
+	}
+	ASSERT_OK(ffm_store__run_end(s, run, t + 1000000, 0.001, 0, 0));
+	ASSERT_OK(ffm_store__job_end(s, "exp-1", FFM_JOB_DONE, 1700000001));
+	ffm_store__free(s);
+}
+
+static void setup(void)
+{
+	const char *b = getenv("FFM_BUILD");
+
+	if (dir[0])
+		return;
+	snprintf(ffmctl, sizeof(ffmctl), "%s/ffmctl", b ? b : "build");
+	if (access(ffmctl, X_OK))
+		SKIP("ffmctl not built");
+	snprintf(dir, sizeof(dir), "/tmp/ffm-export-XXXXXX");
+	ASSERT(mkdtemp(dir));
+	atexit(cleanup);
+	build_store();
+}
+
+/* Run a shell command line; its exit status. */
+static int sh(const char *fmt, ...)
+{
+	char cmd[4096];
+	va_list ap;
+	int r;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	fflush(stdout);
+	r = system(cmd);
+	return WIFEXITED(r) ? WEXITSTATUS(r) : 128;
+}
+
+/* tests/ops/check_export.py MODE FILE, its report as TAP comments; fails the case if it fails. */
+static void check(const char *mode, const char *file)
+{
+	ASSERT_EQ(sh("python3 tests/ops/check_export.py %s %s/%s > %s/check.out 2>&1; r=$?; "
+		     "sed 's/^/# /' %s/check.out; exit $r", mode, dir, file, dir, dir), 0);
+}
+
+TEST(chrome_trace_structure_and_problems)
+{
+	setup();
+	ASSERT_EQ(sh("%s --state-dir %s export exp-1 --format chrome-trace -o %s/trace.json", ffmctl,
+		     dir, dir), 0);
+	check("chrome-trace", "trace.json");
+}
+
+TEST(chrome_trace_one_run)
+{
+	setup();
+	ASSERT_EQ(sh("%s --state-dir %s export exp-1 --format chrome-trace --run 1 > %s/t1.json",
+		     ffmctl, dir, dir), 0);
+	check("chrome-trace-run1", "t1.json");
+}
+
+TEST(hatchet_tree_default_run_is_stage_2)
+{
+	setup();
+	ASSERT_EQ(sh("%s --state-dir %s export exp-1 --format hatchet -o %s/tree.json", ffmctl, dir,
+		     dir), 0);
+	check("hatchet", "tree.json");
+}
+
+TEST(hatchet_tree_of_stage_1_names_the_driver_entry)
+{
+	setup();
+	ASSERT_EQ(sh("%s --state-dir %s export exp-1 --format hatchet --run 1 -o %s/tree1.json",
+		     ffmctl, dir, dir), 0);
+	check("hatchet-run1", "tree1.json");
+}
+
+TEST(errors_are_specific_and_leave_no_file)
+{
+	setup();
+	ASSERT_EQ(sh("%s --state-dir %s export nope --format hatchet -o %s/x.json 2>/dev/null", ffmctl,
+		     dir, dir), 1);
+	ASSERT_EQ(sh("%s --state-dir %s export exp-1 2>/dev/null", ffmctl, dir), 2);
+	ASSERT_EQ(sh("%s --state-dir %s export exp-1 --format svg 2>/dev/null", ffmctl, dir), 2);
+	ASSERT_EQ(sh("%s --state-dir %s export exp-1 --format hatchet --run 99 2>/dev/null", ffmctl,
+		     dir), 2);
+	/* An unwritable destination: an error, and neither the file nor a temporary remains. */
+	ASSERT_EQ(sh("%s --state-dir %s export exp-1 --format hatchet -o %s/nodir/x.json 2>/dev/null",
+		     ffmctl, dir, dir), 1);
+	ASSERT_EQ(sh("ls %s | grep -q -e '^x.json' -e tmp", dir), 1);
+}
+
+TEST_MAIN()
