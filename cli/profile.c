@@ -7,7 +7,8 @@
  * print the report. Needs root or CAP_BPF + CAP_PERFMON (uprobes and BPF programs).
  *
  * The command is forked and held before exec until its pid is tracked and the stage's probes
- * are attached, so its first driver call is seen. Its children inherit the job.
+ * are attached, so its first driver call is seen. Its children inherit the job. With --json
+ * the command's standard output is sent to standard error: standard output is the report's.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +29,7 @@
 #include "daemon/collector.h"
 #include "daemon/driver_setup.h"
 #include "daemon/jobrun.h"
+#include "daemon/memtrace.h"
 #include "daemon/probes.h"
 #include "daemon/resolve.h"
 #include "stages/ffm_plan.h"
@@ -94,8 +96,10 @@ static int parse_stages(const char *s, int *from, int *to)
 	return 0;
 }
 
-/* Fork CMD held before exec; returns the pid and the fd that releases it. */
-static pid_t spawn_held(char **argv, int *release_fd)
+/* Fork CMD held before exec; returns the pid and the fd that releases it. With
+ * @stdout_to_stderr the command's standard output goes to our standard error, so that ours
+ * carries only the report (--json). */
+static pid_t spawn_held(char **argv, int *release_fd, bool stdout_to_stderr)
 {
 	int pfd[2];
 	pid_t pid;
@@ -117,6 +121,8 @@ static pid_t spawn_held(char **argv, int *release_fd)
 		/* Wait until the parent has tracked us and attached the probes. EOF without a
 		 * byte means the parent gave up: do not run untraced. */
 		if (read(pfd[0], &c, 1) != 1)
+			_exit(127);
+		if (stdout_to_stderr && dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
 			_exit(127);
 		execvp(argv[0], argv);
 		fprintf(stderr, "ffmctl profile: cannot run %s: %s\n", argv[0], strerror(errno));
@@ -286,11 +292,6 @@ int ffmctl_profile(int argc, char **argv)
 		double t0, wall;
 		pid_t pid;
 
-		if (stage >= 3) {
-			fprintf(stderr, "ffm: stage %d of %d (%s): not implemented yet, skipped\n",
-				stage, to, stage_names[stage]);
-			continue;
-		}
 		err = ffm_jobrun__begin(&jo, &p.jr);
 		if (err < 0) {
 			ffmctl_err("profile", "cannot open the store of key %s under %s: %s", key,
@@ -310,7 +311,7 @@ int ffmctl_profile(int argc, char **argv)
 			goto out;
 		}
 		cfg.stage = stage;
-		cfg.flags = FFM_JOB_ACTIVE | FFM_JOB_STACKS | (stage >= 2 ? FFM_JOB_CALLS : 0);
+		cfg.flags = ffm_jobrun__job_flags(p.jr);
 		ffm_collector__set_job(p.col, SLOT, &cfg);
 		ffm_collector__clear_drops(p.col, SLOT);
 		if (!quiet)
@@ -318,7 +319,7 @@ int ffmctl_profile(int argc, char **argv)
 				stage, to, stage_names[stage], ps.n, ps.napis);
 
 		p.records = 0;
-		pid = spawn_held(cmd, &release);
+		pid = spawn_held(cmd, &release, json);
 		if (pid < 0) {
 			ffmctl_err("profile", "fork: %s", strerror(-pid));
 			ffm_attachment__free(att);
@@ -369,6 +370,18 @@ int ffmctl_profile(int argc, char **argv)
 		}
 		err = ffm_jobrun__end(p.jr, wall, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
 				      interrupted != 0 || p.err != 0, stage == to || interrupted);
+		if (!quiet && ffm_jobrun__memtrace(p.jr)) {
+			struct ffm_memtrace_stats ms;
+
+			/* After end: it closed the last windows. */
+			ffm_memtrace__stats(ffm_jobrun__memtrace(p.jr), &ms);
+			fprintf(stderr, "ffm: stage %d: %llu syncs (%llu used, %llu unused, %llu partially watched), %llu transfers hashed (%llu same-destination duplicates, %llu elsewhere, %llu unreadable), %llu watched ranges\n",
+				stage, (unsigned long long)ms.syncs, (unsigned long long)ms.syncs_used,
+				(unsigned long long)ms.syncs_none, (unsigned long long)ms.syncs_partial,
+				(unsigned long long)ms.xfers, (unsigned long long)ms.dup_same,
+				(unsigned long long)ms.dup_other, (unsigned long long)ms.xfers_failed,
+				(unsigned long long)ms.ranges);
+		}
 		if (p.err)
 			ffmctl_err("profile", "writing the store failed: %s", strerror(-p.err));
 		p.jr = ffm_jobrun__free(p.jr);
