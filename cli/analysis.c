@@ -5,9 +5,11 @@
  * else is per call site or per problem, never per event.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/analysis.h"
 
@@ -182,6 +184,7 @@ struct site_int {
 	struct verdicts s3, s4, x3; /* stage 3 syncs, stage 4 syncs, stage 3 transfers */
 	uint64_t n2;		    /* timeline occurrences (stack_agg) */
 	uint64_t seen;		    /* ... scanned so far */
+	bool keep;		    /* its events go into the model (see keep_site()) */
 	int64_t use_stack, use_frame;
 	int64_t first_stack;
 	int64_t *delays; /* applied first-use delays of misplaced/used occurrences, for the median */
@@ -250,6 +253,8 @@ static int on_run(const struct ffm_store_run *r, void *ctx)
 	x->stage = r->stage;
 	snprintf(x->job_id, sizeof(x->job_id), "%s", r->job_id ? r->job_id : "");
 	x->wall_s = r->wall_s;
+	x->start_ns = r->start_ns;
+	x->end_ns = r->end_ns;
 	x->flags = r->flags;
 	x->ended = r->end_ns != 0;
 	return 0;
@@ -524,6 +529,13 @@ static int on_agg(const struct ffm_store_stack_agg *g, void *ctx)
 
 /* ---- stage 3/4 verdicts ------------------------------------------------------------------- */
 
+static void verdicts_fini(struct verdicts *v)
+{
+	free(v->v);
+	free(v->delay);
+	memset(v, 0, sizeof(*v));
+}
+
 static int verdict_add(struct verdicts *v, int64_t event, uint8_t val, int64_t delay)
 {
 	size_t cap = v->cap;
@@ -655,15 +667,15 @@ static int load_verdicts(struct ffm_analysis *a)
 	int err;
 
 	if (res->run_verdicts) {
-		err = ffm_store__for_each_sync_use(a->s, res->run_verdicts, on_sync_use, &us);
+		err = ffm_store__for_each_sync_use_by_stack(a->s, res->run_verdicts, on_sync_use, &us);
 		if (!err)
-			err = ffm_store__for_each_xfer_hash(a->s, res->run_verdicts, on_xfer, a);
+			err = ffm_store__for_each_xfer_hash_by_stack(a->s, res->run_verdicts, on_xfer, a);
 		if (err)
 			return err < 0 ? err : -EIO;
 	}
 	if (res->run_first_use) {
 		us.stage4 = true;
-		err = ffm_store__for_each_sync_use(a->s, res->run_first_use, on_sync_use, &us);
+		err = ffm_store__for_each_sync_use_by_stack(a->s, res->run_first_use, on_sync_use, &us);
 		if (err)
 			return err < 0 ? err : -EIO;
 	}
@@ -780,15 +792,153 @@ struct ev_scan {
 	struct ffm_analysis *a;
 	int64_t last_stack;
 	uint32_t last_site;
+	uint64_t lo, hi; /* span of every event, dropped ones included */
 };
 
-static int on_event(const struct ffm_store_event *se, void *ctx)
+/*
+ * Whether a site's events go into the model. A call that neither waits nor has a problem is CPU
+ * time between syncs to Figure 5, whether it is a CLaunch or CWork node: both count as time the
+ * GPU may idle, nothing else reads them. Left out, they become part of the gap the model fills
+ * with CWork, with the same durations, so every benefit is exactly the same while the event
+ * array and the graph shrink by the launches (most of a CUDA program's calls). Kept: explicit
+ * syncs and wait-function events, any site that waited, any site with a stage 3/4 verdict.
+ */
+static bool keep_site(const struct ffm_an_site *x, const struct site_int *si)
 {
-	struct ev_scan *sc = ctx;
+	return x->kind == FFM_EV_API || x->kind == FFM_EV_WAIT || x->wait_ns || si->s3.n ||
+	       si->s4.n || si->x3.n;
+}
+
+/*
+ * The timeline is read in P time slices in parallel (SQLite's row decoding is most of a big
+ * report's time), each slice by a thread with its own read-only connection, into chunks of "raw"
+ * events: struct ffm_event with the store's event kind in .kind and the tgid in .fold_id. The
+ * calling thread meanwhile turns the chunks into model events in time order (slice by slice,
+ * chunk by chunk, as they arrive) and hands each chunk back for reuse, so the scan and the
+ * conversion overlap and few chunk pages are ever faulted in. The slices only drop events of
+ * sites the model does not need (keep_site(): decided before the scan, read-only while the
+ * threads run); everything that depends on order (occurrence counts, nested waits) happens in
+ * the calling thread.
+ */
+#define CHUNK_EVENTS 32768
+
+struct chunk {
+	struct chunk *next;
+	size_t n;
+	struct ffm_event ev[CHUNK_EVENTS];
+};
+
+struct scan_ctl {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct chunk *free; /* chunks handed back */
+	bool stop;	    /* the consumer failed: producers end early */
+};
+
+struct slice {
+	struct ffm_analysis *a;
+	struct scan_ctl *ctl;
+	pthread_t th;
+	bool started, done; /* done: no more chunks will be queued */
+	uint64_t from, to;  /* cursor bounds: start_ns in [from, to], to 0 = none */
+	struct chunk *head, *tail; /* queued for the consumer */
+	struct chunk *cur;	   /* being filled */
+	uint64_t scanned, lo, hi;
+	int err;
+};
+
+static struct chunk *chunk_get(struct scan_ctl *ctl)
+{
+	struct chunk *c;
+
+	pthread_mutex_lock(&ctl->mu);
+	c = ctl->free;
+	if (c)
+		ctl->free = c->next;
+	pthread_mutex_unlock(&ctl->mu);
+	if (!c)
+		c = malloc(sizeof(*c));
+	if (c) {
+		c->next = NULL;
+		c->n = 0;
+	}
+	return c;
+}
+
+/* Queue the chunk being filled (if any) and, with done, say the slice has ended. */
+static bool slice_flush(struct slice *sl, bool done)
+{
+	struct scan_ctl *ctl = sl->ctl;
+	bool stop;
+
+	pthread_mutex_lock(&ctl->mu);
+	if (sl->cur) {
+		if (sl->tail)
+			sl->tail->next = sl->cur;
+		else
+			sl->head = sl->cur;
+		sl->tail = sl->cur;
+		sl->cur = NULL;
+	}
+	if (done)
+		sl->done = true;
+	stop = ctl->stop;
+	pthread_cond_broadcast(&ctl->cv);
+	pthread_mutex_unlock(&ctl->mu);
+	return stop;
+}
+
+static void *scan_slice(void *arg)
+{
+	struct slice *sl = arg;
+	struct ffm_analysis *a = sl->a;
+	struct ffm_store_opts so = { .sz = sizeof(so), .read_only = true };
+	struct ffm_store *s = NULL;
+	struct ffm_store_cursor *cur = NULL;
+	struct ffm_store_event se;
+	int err;
+
+	err = ffm_store__open(ffm_store__path(a->s), &so, &s);
+	if (!err)
+		err = ffm_store_cursor__new_timing(s, a->res.run_timeline, sl->from, sl->to, &cur);
+	while (!err && (err = ffm_store_cursor__next(cur, &se)) == 1) {
+		uint32_t i = map_get(&a->site_of, (uint64_t)se.stack);
+
+		err = 0;
+		sl->scanned++;
+		if (se.start_ns < sl->lo)
+			sl->lo = se.start_ns;
+		if (se.start_ns + se.dur_ns > sl->hi)
+			sl->hi = se.start_ns + se.dur_ns;
+		if (i != UINT32_MAX && !a->si[i].keep)
+			continue;
+		if (sl->cur && sl->cur->n == CHUNK_EVENTS && slice_flush(sl, false))
+			break;
+		if (!sl->cur && !(sl->cur = chunk_get(sl->ctl))) {
+			err = -ENOMEM;
+			break;
+		}
+		sl->cur->ev[sl->cur->n++] = (struct ffm_event){
+			.start_ns = se.start_ns, .dur_ns = se.dur_ns,
+			.wait_ns = se.kind == FFM_EV_WAIT ? se.dur_ns : se.wait_ns,
+			.stack_id = (uint64_t)se.stack, .tid = se.tid, .fold_id = se.tgid,
+			.api_id = se.api, .kind = (uint8_t)se.kind,
+		};
+	}
+	ffm_store_cursor__free(cur);
+	ffm_store__free(s);
+	sl->err = err;
+	slice_flush(sl, true);
+	return NULL;
+}
+
+/* One raw event, in time order: into the model's array with its verdicts. */
+static int on_raw_event(struct ev_scan *sc, const struct ffm_event *raw)
+{
 	struct ffm_analysis *a = sc->a;
 	struct ffm_analysis_result *res = &a->res;
-	struct thread *t = thread_of(a, se->tid, se->tgid);
-	struct ffm_event e = { 0 };
+	struct thread *t = thread_of(a, raw->tid, raw->fold_id);
+	struct ffm_event e = *raw;
 	struct ffm_an_site *x;
 	struct site_int *si;
 	uint8_t sv = 0, xv = 0;
@@ -799,29 +949,28 @@ static int on_event(const struct ffm_store_event *se, void *ctx)
 
 	if (!t)
 		return -ENOMEM;
-	if (se->kind == FFM_EV_WAIT && se->start_ns < t->call_end)
+	if (raw->kind == FFM_EV_WAIT && raw->start_ns < t->call_end)
 		return 0; /* inside a probed call, which carries the wait already */
-	if (se->kind != FFM_EV_WAIT && se->start_ns + se->dur_ns > t->call_end)
-		t->call_end = se->start_ns + se->dur_ns;
-	if (se->stack != sc->last_stack || sc->last_site == UINT32_MAX) {
-		err = site_for(a, se->stack, se->api, se->kind, &sc->last_site);
+	if (raw->kind != FFM_EV_WAIT && raw->start_ns + raw->dur_ns > t->call_end)
+		t->call_end = raw->start_ns + raw->dur_ns;
+	if ((int64_t)raw->stack_id != sc->last_stack || sc->last_site == UINT32_MAX) {
+		err = site_for(a, (int64_t)raw->stack_id, raw->api_id, raw->kind, &sc->last_site);
 		if (err)
 			return err;
-		sc->last_stack = se->stack;
+		sc->last_stack = (int64_t)raw->stack_id;
+		/* a stack the per-stack totals did not list: model it */
+		if (!a->si[sc->last_site].n2)
+			a->si[sc->last_site].keep = true;
 	}
 	x = &res->sites[sc->last_site];
 	si = &a->si[sc->last_site];
+	if (!si->keep)
+		return 0;
 	k = si->seen++;
 
-	e.start_ns = se->start_ns;
-	e.dur_ns = se->dur_ns;
-	e.wait_ns = se->kind == FFM_EV_WAIT ? se->dur_ns : se->wait_ns;
-	e.stack_id = (uint64_t)se->stack;
-	e.tid = se->tid;
 	e.fold_id = x->fold_id;
-	e.api_id = se->api;
-	e.kind = call_kind(se->kind);
-	if (se->kind == FFM_EV_WAIT || se->kind == FFM_EV_API || e.wait_ns)
+	e.kind = call_kind(raw->kind);
+	if (raw->kind == FFM_EV_WAIT || raw->kind == FFM_EV_API || e.wait_ns)
 		e.flags |= FFM_EVENT_SYNC;
 
 	has_sv = verdict_at(&si->s3, k, si->n2, &sv, &d3);
@@ -880,6 +1029,96 @@ static int on_event(const struct ffm_store_event *se, void *ctx)
 		}
 	}
 	return push_event(a, &e);
+}
+
+static int scan_slices(struct ffm_analysis *a, struct ev_scan *sc, uint64_t lo, uint64_t hi)
+{
+	struct scan_ctl ctl = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+	unsigned n = a->o.scan_threads;
+	struct slice *sl;
+	int err = 0;
+
+	if (!n) {
+		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+		/* More than one slice pays off for big runs only (a connection each). */
+		n = a->cap_ev < 1000000 ? 1 : cpus > 4 ? 4 : cpus > 1 ? (unsigned)cpus : 1;
+	}
+	if (n > 64)
+		n = 64;
+	if (hi <= lo + n)
+		n = 1;
+	sl = calloc(n, sizeof(*sl));
+	if (!sl)
+		return -ENOMEM;
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t span = (hi - lo) / n;
+
+		sl[i].a = a;
+		sl[i].ctl = &ctl;
+		sl[i].lo = UINT64_MAX;
+		sl[i].from = i ? lo + span * i : 0;
+		sl[i].to = i + 1 < n ? lo + span * (i + 1) - 1 : 0;
+		if (pthread_create(&sl[i].th, NULL, scan_slice, &sl[i])) {
+			sl[i].err = -EAGAIN;
+			sl[i].done = true;
+		} else {
+			sl[i].started = true;
+		}
+	}
+	/* Consume in time order: slice by slice, chunk by chunk. */
+	for (unsigned i = 0; i < n; i++) {
+		for (;;) {
+			struct chunk *c;
+
+			pthread_mutex_lock(&ctl.mu);
+			while (!sl[i].head && !sl[i].done)
+				pthread_cond_wait(&ctl.cv, &ctl.mu);
+			c = sl[i].head;
+			if (c) {
+				sl[i].head = c->next;
+				if (!sl[i].head)
+					sl[i].tail = NULL;
+			}
+			pthread_mutex_unlock(&ctl.mu);
+			if (!c)
+				break;
+			for (size_t k = 0; k < c->n && !err; k++)
+				err = on_raw_event(sc, &c->ev[k]);
+			pthread_mutex_lock(&ctl.mu);
+			c->next = ctl.free;
+			ctl.free = c;
+			if (err)
+				ctl.stop = true;
+			pthread_mutex_unlock(&ctl.mu);
+			if (err)
+				break;
+		}
+		if (err)
+			break;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		if (sl[i].started)
+			pthread_join(sl[i].th, NULL);
+		if (!err && sl[i].err)
+			err = sl[i].err;
+		a->res.events += sl[i].scanned;
+		if (sl[i].lo < sc->lo)
+			sc->lo = sl[i].lo;
+		if (sl[i].hi > sc->hi)
+			sc->hi = sl[i].hi;
+		for (struct chunk *c = sl[i].head, *next; c; c = next) {
+			next = c->next;
+			free(c);
+		}
+		free(sl[i].cur);
+	}
+	for (struct chunk *c = ctl.free, *next; c; c = next) {
+		next = c->next;
+		free(c);
+	}
+	free(sl);
+	return err;
 }
 
 struct proc_scan {
@@ -1132,6 +1371,8 @@ static int run_model(struct ffm_analysis *a)
 		if (ai != UINT32_MAX)
 			api_cnt[ai]++;
 	}
+	free(ben); /* 8 bytes a problem: gone before the groupings allocate theirs */
+	ben = NULL;
 
 	/* Point groups always: they are the per-site benefits. */
 	err = ffm_model__group(a->g, FFM_GROUP_POINT, &pg, &n_pg);
@@ -1346,19 +1587,39 @@ static int load_timeline(struct ffm_analysis *a)
 	uint64_t total = 0;
 	int err;
 
-	for (size_t i = 0; i < res->n_sites; i++)
-		total += a->si[i].n2;
+	for (size_t i = 0; i < res->n_sites; i++) {
+		a->si[i].keep = keep_site(&res->sites[i], &a->si[i]);
+		if (a->si[i].keep)
+			total += a->si[i].n2;
+	}
+	sc.lo = UINT64_MAX;
 	a->cap_ev = total + total / 64 + 64;
 	a->ev = malloc(a->cap_ev * sizeof(*a->ev));
 	if (!a->ev)
 		return -ENOMEM;
-	err = ffm_store__for_each_event(a->s, res->run_timeline, on_event, &sc);
-	if (err)
-		return err < 0 ? err : -EIO;
-	res->events = a->n_ev;
+	/* The slices split the run's time: its processes' span, else the run's own. */
 	err = ffm_store__for_each_process(a->s, res->run_timeline, on_process, &ps);
 	if (err)
 		return err < 0 ? err : -EIO;
+	{
+		uint64_t lo = ps.lo, hi = ps.hi;
+
+		for (size_t i = 0; i < res->n_runs && (lo == UINT64_MAX || !hi); i++)
+			if (res->runs[i].id == res->run_timeline) {
+				lo = res->runs[i].start_ns;
+				hi = res->runs[i].end_ns;
+			}
+		err = scan_slices(a, &sc, lo == UINT64_MAX ? 0 : lo, hi);
+		if (err)
+			return err;
+	}
+	res->modelled_events = a->n_ev;
+	/* The verdicts are in the events now: give their memory back before the graph. */
+	for (size_t i = 0; i < res->n_sites; i++) {
+		verdicts_fini(&a->si[i].s3);
+		verdicts_fini(&a->si[i].s4);
+		verdicts_fini(&a->si[i].x3);
+	}
 	for (size_t i = 0; i < res->n_procs; i++) {
 		struct ffm_an_proc *p = &res->procs[i];
 
@@ -1371,8 +1632,9 @@ static int load_timeline(struct ffm_analysis *a)
 		if (p)
 			p->threads++;
 	}
-	go.run_start_ns = ps.lo != UINT64_MAX ? ps.lo : 0;
-	go.run_end_ns = ps.hi;
+	/* The run: its processes' lifetimes, at least every event's span. */
+	go.run_start_ns = ps.lo < sc.lo ? ps.lo : sc.lo != UINT64_MAX ? sc.lo : 0;
+	go.run_end_ns = ps.hi > sc.hi ? ps.hi : sc.hi;
 	err = ffm_graph__build(a->ev, a->n_ev, &go, &a->g);
 	if (err)
 		return err;
@@ -1505,12 +1767,6 @@ int ffm_analysis__subsequence(const struct ffm_analysis *a, uint64_t key, uint32
 	if (occurrences)
 		*occurrences = occ;
 	return 0;
-}
-
-static void verdicts_fini(struct verdicts *v)
-{
-	free(v->v);
-	free(v->delay);
 }
 
 struct ffm_analysis *ffm_analysis__free(struct ffm_analysis *a)

@@ -77,6 +77,7 @@ struct ffm_an_run {
 	int stage;
 	char job_id[128];
 	double wall_s;
+	uint64_t start_ns, end_ns;
 	uint32_t flags; /* enum ffm_run_flags */
 	bool ended;
 	int role;	/* enum ffm_an_role */
@@ -157,7 +158,9 @@ struct ffm_analysis_result {
 	bool have_problems; /* stage 3 verdicts exist for the timeline */
 	uint64_t wall_ns;   /* the timeline's (process span), else the baseline's wall_s */
 	struct ffm_totals totals;
-	uint64_t events, problem_nodes;
+	uint64_t events;	  /* timeline events scanned */
+	uint64_t modelled_events; /* ... that the model needs (see keep_site in analysis.c) */
+	uint64_t problem_nodes;
 	struct ffm_an_site *sites; /* the profile run's sites, by time (wait, then duration) */
 	size_t n_sites;
 	struct ffm_an_group *groups; /* opts->grouping, by benefit, largest first */
@@ -175,6 +178,7 @@ struct ffm_analysis_opts {
 	bool job_only;	    /* only this job's runs */
 	enum ffm_grouping grouping;
 	bool keep_graph;    /* keep the model's graph for ffm_analysis__subsequence() */
+	unsigned scan_threads; /* timeline read in this many parallel slices; 0 = by size/CPUs */
 };
 
 struct ffm_analysis;

@@ -370,6 +370,15 @@ int ffm_store__for_each_xfer_hash(struct ffm_store *s, int64_t run, ffm_store_xf
 				  void *ctx);
 int ffm_store__for_each_sync_use(struct ffm_store *s, int64_t run, ffm_store_sync_use_cb cb,
 				 void *ctx);
+/*
+ * The same rows grouped by stack, in id (= occurrence) order within each stack: the order the
+ * analysis joins them to the timeline by. Served by the (run, stack) indexes without a sort;
+ * the id-ordered forms above sort every row of the run (a temporary B-tree).
+ */
+int ffm_store__for_each_xfer_hash_by_stack(struct ffm_store *s, int64_t run, ffm_store_xfer_cb cb,
+					   void *ctx);
+int ffm_store__for_each_sync_use_by_stack(struct ffm_store *s, int64_t run,
+					  ffm_store_sync_use_cb cb, void *ctx);
 /* Processes of a run in start order (end_ns 0: no exit seen). */
 int ffm_store__for_each_process(struct ffm_store *s, int64_t run, ffm_store_process_cb cb,
 				void *ctx);
@@ -383,6 +392,13 @@ int ffm_store__get_frame(struct ffm_store *s, int64_t frame, ffm_store_frame_cb 
  */
 int ffm_store_cursor__new(struct ffm_store *s, int64_t run, uint64_t from_ns, uint64_t to_ns,
 			  struct ffm_store_cursor **ret);
+/*
+ * The same, with the timing fields only (id, start/dur/wait, kind, dir, api, tgid, tid, stack;
+ * bytes, stream, src, dst and flags are 0): what the analysis reads for every event of a run,
+ * at a fraction of the per-row cost.
+ */
+int ffm_store_cursor__new_timing(struct ffm_store *s, int64_t run, uint64_t from_ns,
+				 uint64_t to_ns, struct ffm_store_cursor **ret);
 /* 1 and *ev filled, 0 at the end, -errno. */
 int ffm_store_cursor__next(struct ffm_store_cursor *c, struct ffm_store_event *ev);
 struct ffm_store_cursor *ffm_store_cursor__free(struct ffm_store_cursor *c);

@@ -13,6 +13,8 @@
 struct ffm_store_cursor {
 	struct ffm_store *s;
 	sqlite3_stmt *st;
+	int64_t run;
+	bool timing; /* lean rows: timing_sql's columns */
 };
 
 static int prepare(struct ffm_store *s, const char *sql, sqlite3_stmt **st)
@@ -217,8 +219,49 @@ static const char event_sql[] =
 	" flags FROM events WHERE run = ?1 AND start_ns >= ?2 AND start_ns <= ?3"
 	" ORDER BY start_ns, id";
 
+/* The analysis reads every event of a run: only the columns it needs (SQLite's per-column cost
+ * is most of the scan's). */
+static const char timing_sql[] =
+	"SELECT start_ns, id, dur_ns, wait_ns, info, pid, stack FROM events"
+	" WHERE run = ?1 AND start_ns >= ?2 AND start_ns <= ?3 ORDER BY start_ns, id";
+
+static void timing_of_row(sqlite3_stmt *st, int64_t run, struct ffm_store_event *ev)
+{
+	uint64_t info = (uint64_t)sqlite3_column_int64(st, 4);
+	uint64_t pid = (uint64_t)sqlite3_column_int64(st, 5);
+
+	*ev = (struct ffm_store_event){
+		.run = run,
+		.start_ns = (uint64_t)sqlite3_column_int64(st, 0),
+		.id = sqlite3_column_int64(st, 1),
+		.dur_ns = (uint64_t)sqlite3_column_int64(st, 2),
+		.wait_ns = (uint64_t)sqlite3_column_int64(st, 3),
+		.kind = (uint32_t)(info & 255),
+		.dir = (uint32_t)(info >> 8 & 255),
+		.api = (uint32_t)(info >> 16),
+		.tgid = (uint32_t)(pid >> 32),
+		.tid = (uint32_t)pid,
+		.stack = sqlite3_column_int64(st, 6),
+	};
+}
+
+static int cursor_new(struct ffm_store *s, int64_t run, uint64_t from_ns, uint64_t to_ns,
+		      bool timing, struct ffm_store_cursor **ret);
+
 int ffm_store_cursor__new(struct ffm_store *s, int64_t run, uint64_t from_ns, uint64_t to_ns,
 			  struct ffm_store_cursor **ret)
+{
+	return cursor_new(s, run, from_ns, to_ns, false, ret);
+}
+
+int ffm_store_cursor__new_timing(struct ffm_store *s, int64_t run, uint64_t from_ns,
+				 uint64_t to_ns, struct ffm_store_cursor **ret)
+{
+	return cursor_new(s, run, from_ns, to_ns, true, ret);
+}
+
+static int cursor_new(struct ffm_store *s, int64_t run, uint64_t from_ns, uint64_t to_ns,
+		      bool timing, struct ffm_store_cursor **ret)
 {
 	struct ffm_store_cursor *c;
 	int err;
@@ -232,7 +275,9 @@ int ffm_store_cursor__new(struct ffm_store *s, int64_t run, uint64_t from_ns, ui
 	if (!c)
 		return -ENOMEM;
 	c->s = s;
-	err = prepare(s, event_sql, &c->st);
+	c->run = run;
+	c->timing = timing;
+	err = prepare(s, timing ? timing_sql : event_sql, &c->st);
 	if (err) {
 		free(c);
 		return err;
@@ -252,7 +297,10 @@ int ffm_store_cursor__next(struct ffm_store_cursor *c, struct ffm_store_event *e
 		return 0;
 	rc = sqlite3_step(c->st);
 	if (rc == SQLITE_ROW) {
-		event_of_row(c->st, ev);
+		if (c->timing)
+			timing_of_row(c->st, c->run, ev);
+		else
+			event_of_row(c->st, ev);
 		return 1;
 	}
 	/* end or error: release the read snapshot at once */
@@ -447,6 +495,24 @@ int ffm_store__for_each_xfer_hash(struct ffm_store *s, int64_t run, ffm_store_xf
 	return each_row(s, st, xfer_row, &a);
 }
 
+/* (run, stack) index order: no sort, whatever the number of rows. */
+int ffm_store__for_each_xfer_hash_by_stack(struct ffm_store *s, int64_t run, ffm_store_xfer_cb cb,
+					   void *ctx)
+{
+	struct cb_arg a = { (void *)cb, ctx, s };
+	sqlite3_stmt *st;
+	int err;
+
+	err = prepare(s,
+		      "SELECT id, run, event, stack, hash, dst, bytes, first_event, first_stack, dup"
+		      " FROM xfer_hashes WHERE run = ?1 ORDER BY stack, id",
+		      &st);
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, run);
+	return each_row(s, st, xfer_row, &a);
+}
+
 static int sync_use_row(sqlite3_stmt *st, void *arg)
 {
 	struct cb_arg *a = arg;
@@ -477,6 +543,24 @@ int ffm_store__for_each_sync_use(struct ffm_store *s, int64_t run, ffm_store_syn
 	err = prepare(s,
 		      "SELECT id, run, event, stack, prot_lo, prot_hi, use_addr, use_stack,"
 		      " use_frame, use_delay_ns, flags FROM sync_uses WHERE run = ?1 ORDER BY id",
+		      &st);
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, run);
+	return each_row(s, st, sync_use_row, &a);
+}
+
+int ffm_store__for_each_sync_use_by_stack(struct ffm_store *s, int64_t run,
+					  ffm_store_sync_use_cb cb, void *ctx)
+{
+	struct cb_arg a = { (void *)cb, ctx, s };
+	sqlite3_stmt *st;
+	int err;
+
+	err = prepare(s,
+		      "SELECT id, run, event, stack, prot_lo, prot_hi, use_addr, use_stack,"
+		      " use_frame, use_delay_ns, flags FROM sync_uses WHERE run = ?1"
+		      " ORDER BY stack, id",
 		      &st);
 	if (err)
 		return err;
