@@ -53,6 +53,21 @@ $(WL_OUT)/$(1): $(addprefix $(WL_OUT)/obj/,$(patsubst %.c,%.o,$(call wl_srcs,$(1
 endef
 $(foreach w,$(WL_NAMES),$(eval $(call wl_template,$(w))))
 
+# C++ workloads: a template whose instantiations must fold to one function in the report.
+CXX ?= g++
+WL_CXX_NAMES := templated
+WORKLOADS += $(addprefix $(WL_OUT)/,$(WL_CXX_NAMES))
+WL_CXXFLAGS := -O2 -g -fomit-frame-pointer -std=gnu++17 -Wall -Wextra -D_GNU_SOURCE
+
+$(WL_OUT)/obj/%.o: $(WL_SRC)/%.cpp
+	$(call msg,CXX,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CXX) $(WL_CPPFLAGS) $(WL_CXXFLAGS) -MMD -MP -c $< -o $@
+
+$(WL_OUT)/templated: $(WL_OUT)/obj/templated.o $(WL_OUT)/obj/wl.o | $(FAKECUDA)
+	$(call msg,LINK,$@)
+	$(Q)$(CXX) -o $@ $(filter %.o,$^) $(WL_LDLIBS)
+
 workloads: $(WORKLOADS)
 
 # Regenerates the checked-in PTX; needs nvcc, so it runs only when asked. The .version line is
