@@ -1,0 +1,435 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The report's analysis glue (cli/analysis.c) on synthetic stores with known answers
+ * (tests/report/synth.h): planted problems -> expected benefits to the nanosecond, call sites,
+ * groupings, subsequences, the stage 2 <-> 3/4 join (tolerance, majority, partial coverage,
+ * several rows per sync), parallel slices, which runs a job's report uses.
+ */
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include "cli/analysis.h"
+#include "tests/report/synth.h"
+#include "tests/testutil.h"
+
+static char tmpl[] = "/tmp/ffm-test-analysis-XXXXXX";
+static char *root;
+static int seq;
+
+/* A fresh state directory per store. */
+static const char *fresh_dir(void)
+{
+	static char dir[512];
+
+	if (!root)
+		root = mkdtemp(tmpl);
+	snprintf(dir, sizeof(dir), "%s/s%d", root, ++seq);
+	return dir;
+}
+
+static struct synth_opts base(unsigned scenarios)
+{
+	return (struct synth_opts){
+		.state_dir = fresh_dir(), .key = "key", .job_id = "j1", .scenarios = scenarios,
+		.iters = 50, .stages = 4,
+	};
+}
+
+static struct ffm_store *open_store(const struct synth_opts *o)
+{
+	struct ffm_store_opts so = { .sz = sizeof(so), .read_only = true };
+	struct ffm_store *s = NULL;
+
+	if (ffm_store__open_key(o->state_dir, &(struct ffm_store_key){ .key = o->key }, &so, &s))
+		return NULL;
+	return s;
+}
+
+/* Write o's store and analyse job j1 with the given grouping. */
+static struct ffm_analysis *analyse(const struct synth_opts *o, enum ffm_grouping g,
+				    unsigned threads, bool keep)
+{
+	struct ffm_analysis_opts ao = { .sz = sizeof(ao), .job_id = o->job_id, .grouping = g,
+					.scan_threads = threads, .keep_graph = keep };
+	struct ffm_analysis *a = NULL;
+	struct ffm_store *s;
+	int err = synth__write(o);
+
+	if (err)
+		FAIL("synth__write: %s", strerror(-err));
+	s = open_store(o);
+	if (!s)
+		FAIL("cannot open the synthetic store");
+	err = ffm_analysis__run(s, &ao, &a);
+	/* the analysis keeps no pointer into the store for its results, but the graph needs it
+	 * only during run: closing here also checks that */
+	ffm_store__free(s);
+	if (err)
+		FAIL("ffm_analysis__run: %s", strerror(-err));
+	return a;
+}
+
+static unsigned main_type_of(const uint64_t *n_type)
+{
+	unsigned best = 0;
+
+	for (unsigned t = 1; t < FFM_PROBLEM__MAX; t++)
+		if (n_type[t] > n_type[best])
+			best = t;
+	return best;
+}
+
+static const struct ffm_an_site *site_at_line(const struct ffm_analysis_result *r, uint32_t line)
+{
+	for (size_t i = 0; i < r->n_sites; i++)
+		if (r->sites[i].line == line)
+			return &r->sites[i];
+	return NULL;
+}
+
+TEST(each_planted_problem_gets_its_expected_benefit)
+{
+	static const struct {
+		enum synth_scenario sc;
+		enum ffm_problem type;
+	} cases[] = {
+		{ SYN_UNNECESSARY, FFM_PROBLEM_UNNECESSARY_SYNC },
+		{ SYN_MISPLACED, FFM_PROBLEM_MISPLACED_SYNC },
+		{ SYN_DUP, FFM_PROBLEM_DUPLICATE_TRANSFER },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct synth_opts o = base(1u << cases[i].sc);
+		struct ffm_analysis *a = analyse(&o, FFM_GROUP_POINT, 1, false);
+		const struct ffm_analysis_result *r = ffm_analysis__result(a);
+		const struct ffm_an_site *x = &r->sites[r->groups[0].site];
+		uint64_t want = synth__expected(&o, cases[i].sc);
+
+		ASSERT(r->have_problems);
+		ASSERT_EQ(r->n_groups, 1);
+		ASSERT_EQ(r->groups[0].benefit_ns, want);
+		ASSERT_EQ(r->totals.total_ns, want);
+		ASSERT_EQ(main_type_of(r->groups[0].n_type), cases[i].type);
+		ASSERT_EQ(x->line, synth__line(cases[i].sc));
+		ASSERT_STREQ(x->file, "app.c");
+		ASSERT_STREQ(x->module, "app");
+		ASSERT_EQ(x->benefit_ns, want);
+		ASSERT_EQ(r->groups[0].count, cases[i].sc == SYN_DUP ? o.iters - 1 : o.iters);
+		ASSERT_EQ(r->q.divergent_sites, 0);
+		ASSERT_EQ(r->q.unclassified_syncs, 0);
+		ffm_analysis__free(a);
+	}
+}
+
+TEST(misplaced_evidence_first_use_and_stage4_delays)
+{
+	struct synth_opts o = base(1u << SYN_MISPLACED);
+	struct ffm_analysis *a = analyse(&o, FFM_GROUP_POINT, 1, false);
+	const struct ffm_analysis_result *r = ffm_analysis__result(a);
+	const struct ffm_an_site *x = site_at_line(r, 22);
+
+	ASSERT(x);
+	ASSERT_EQ(x->n_misplaced, o.iters);
+	ASSERT_EQ(x->use_delay_ns, 1000000); /* C = 1000 µs */
+	ASSERT(!x->delays_from_stage3);
+	ASSERT_STREQ(x->use_function, "step_misplaced");
+	ASSERT_EQ(x->use_line, 24);
+	ffm_analysis__free(a);
+
+	/* Without stage 4, stage 3's delays stand, and the report is told. */
+	o = base(1u << SYN_MISPLACED);
+	o.stages = 3;
+	a = analyse(&o, FFM_GROUP_POINT, 1, false);
+	r = ffm_analysis__result(a);
+	x = site_at_line(r, 22);
+	ASSERT(x && x->delays_from_stage3);
+	ASSERT_EQ(r->totals.total_ns, synth__expected(&o, SYN_MISPLACED));
+	ffm_analysis__free(a);
+}
+
+TEST(several_protected_ranges_are_one_sync)
+{
+	struct synth_opts o = base(1u << SYN_MISPLACED);
+	struct ffm_analysis *a;
+	const struct ffm_an_site *x;
+
+	o.rows_per_range = true; /* a second range, used 50 µs later: the first use wins */
+	a = analyse(&o, FFM_GROUP_POINT, 1, false);
+	x = site_at_line(ffm_analysis__result(a), 22);
+	ASSERT(x);
+	ASSERT_EQ(x->n_misplaced, o.iters);
+	ASSERT_EQ(x->use_delay_ns, 1000000);
+	ASSERT_EQ(ffm_analysis__result(a)->q.divergent_sites, 0);
+	ffm_analysis__free(a);
+}
+
+TEST(required_syncs_used_at_once_are_no_problem)
+{
+	struct synth_opts o = base(1u << SYN_CONTROL);
+	struct ffm_analysis *a = analyse(&o, FFM_GROUP_POINT, 1, false);
+	const struct ffm_analysis_result *r = ffm_analysis__result(a);
+
+	ASSERT(r->have_problems);
+	ASSERT_EQ(r->n_groups, 0);
+	ASSERT_EQ(r->totals.total_ns, 0);
+	ASSERT(r->totals.wait_ns > 0);
+	ASSERT_EQ(site_at_line(r, 41)->n_classified, o.iters);
+	ffm_analysis__free(a);
+
+	/* A gap above the noise floor but a sliver of a long wait is no problem either; the
+	 * same gap with a short wait is. */
+	o = base(1u << SYN_CONTROL);
+	o.use_us = 30;	/* ≥ 20 µs floor */
+	o.k_us = 5000;	/* 30 µs < 10% of 5 ms */
+	a = analyse(&o, FFM_GROUP_POINT, 1, false);
+	ASSERT_EQ(ffm_analysis__result(a)->n_groups, 0);
+	ffm_analysis__free(a);
+	o = base(1u << SYN_CONTROL);
+	o.use_us = 30;
+	o.k_us = 200; /* 30 µs ≥ 10% of 200 µs */
+	a = analyse(&o, FFM_GROUP_POINT, 1, false);
+	r = ffm_analysis__result(a);
+	ASSERT_EQ(r->n_groups, 1);
+	ASSERT_EQ(r->totals.total_ns, (uint64_t)o.iters * 30000);
+	ffm_analysis__free(a);
+}
+
+TEST(everything_at_once_sorted_by_benefit)
+{
+	struct synth_opts o = base(0x1f);
+	struct ffm_analysis *a = analyse(&o, FFM_GROUP_POINT, 1, false);
+	const struct ffm_analysis_result *r = ffm_analysis__result(a);
+	uint64_t sum = 0, sync_benefit = 0;
+
+	for (int sc = 0; sc < SYN__MAX; sc++)
+		sum += synth__expected(&o, sc);
+	ASSERT_EQ(r->totals.total_ns, sum);
+	/* unnecessary, misplaced, sequence A and B, dup: 5 sites */
+	ASSERT_EQ(r->n_groups, 5);
+	for (size_t i = 1; i < r->n_groups; i++)
+		ASSERT(r->groups[i - 1].benefit_ns >= r->groups[i].benefit_ns);
+	/* Table 2: cuCtxSynchronize's benefit is its three problem sites' together */
+	for (size_t i = 0; i < r->n_apis; i++)
+		if (!strcmp(r->apis[i].name, "cuCtxSynchronize"))
+			sync_benefit = r->apis[i].benefit_ns;
+	ASSERT_EQ(sync_benefit, sum - synth__expected(&o, SYN_DUP));
+	ASSERT_EQ(r->n_procs, 1);
+	ASSERT_EQ(r->procs[0].benefit_ns, sum);
+	ffm_analysis__free(a);
+}
+
+TEST(groupings_fold_and_sequence_with_subsequences)
+{
+	struct synth_opts o = base(1u << SYN_SEQUENCE);
+	struct ffm_analysis *a = analyse(&o, FFM_GROUP_SEQUENCE, 1, true);
+	const struct ffm_analysis_result *r = ffm_analysis__result(a);
+	uint64_t b, occ;
+
+	/* one pattern (A, B) that occurred iters times */
+	ASSERT_EQ(r->n_groups, 1);
+	ASSERT_EQ(r->groups[0].occurrences, o.iters);
+	ASSERT_EQ(r->groups[0].n_members, 2);
+	ASSERT_EQ(r->sites[r->groups[0].seq_sites[0]].line, 51);
+	ASSERT_EQ(r->sites[r->groups[0].seq_sites[1]].line, 52);
+	ASSERT_EQ(r->groups[0].benefit_ns, synth__expected(&o, SYN_SEQUENCE));
+	/* A alone: C absorbs its K; B alone: C2 absorbs K2 */
+	ASSERT_OK(ffm_analysis__subsequence(a, r->groups[0].key, 0, 0, &b, &occ));
+	ASSERT_EQ(b, (uint64_t)o.iters * 500000);
+	ASSERT_EQ(occ, o.iters);
+	ASSERT_OK(ffm_analysis__subsequence(a, r->groups[0].key, 1, 1, &b, NULL));
+	ASSERT_EQ(b, (uint64_t)o.iters * 400000);
+	ASSERT_EQ(ffm_analysis__subsequence(a, r->groups[0].key, 0, 2, &b, NULL), -ERANGE);
+	ASSERT_EQ(ffm_analysis__subsequence(a, 12345, 0, 0, &b, NULL), -ENOENT);
+	ffm_analysis__free(a);
+
+	/* Carry-forward: A's wait longer than the CPU work after it; B's idle absorbs it. */
+	o = base(1u << SYN_SEQUENCE);
+	o.k_us = 1500; /* C = 1000 absorbs 1000, 500 carried into B: 900 there, C2 = 800 caps */
+	a = analyse(&o, FFM_GROUP_SEQUENCE, 1, true);
+	r = ffm_analysis__result(a);
+	ASSERT_EQ(r->groups[0].benefit_ns, synth__expected(&o, SYN_SEQUENCE));
+	ASSERT_EQ(r->groups[0].benefit_ns, (uint64_t)o.iters * (1000000 + 800000));
+	ffm_analysis__free(a);
+
+	/* Folded functions: the sequence's two syncs are in two functions. */
+	o = base(1u << SYN_SEQUENCE | 1u << SYN_UNNECESSARY);
+	a = analyse(&o, FFM_GROUP_FOLD, 1, false);
+	r = ffm_analysis__result(a);
+	ASSERT_EQ(r->n_groups, 3);
+	for (size_t i = 0; i < r->n_groups; i++)
+		ASSERT_EQ(r->groups[i].count, o.iters);
+	ASSERT_EQ(ffm_analysis__subsequence(a, r->groups[0].key, 0, 0, &b, NULL), -EINVAL);
+	ffm_analysis__free(a);
+}
+
+TEST(join_tolerates_small_count_differences_and_flags_large_ones)
+{
+	struct synth_opts o = base(1u << SYN_UNNECESSARY);
+	struct ffm_analysis *a;
+	const struct ffm_analysis_result *r;
+
+	o.iters = 100;
+	o.s3_missing = 3; /* within 5%: proportional join */
+	a = analyse(&o, FFM_GROUP_POINT, 1, false);
+	r = ffm_analysis__result(a);
+	ASSERT_EQ(r->q.divergent_sites, 0);
+	ASSERT_EQ(site_at_line(r, 11)->n_unnecessary, 100);
+	ffm_analysis__free(a);
+
+	o = base(1u << SYN_UNNECESSARY);
+	o.iters = 100;
+	o.s3_missing = 20; /* 80 verdicts for 100 calls: majority verdict, flagged */
+	a = analyse(&o, FFM_GROUP_POINT, 1, false);
+	r = ffm_analysis__result(a);
+	ASSERT_EQ(r->q.divergent_sites, 1);
+	ASSERT(site_at_line(r, 11)->divergent);
+	ASSERT(r->groups[0].divergent);
+	ASSERT_EQ(site_at_line(r, 11)->n_unnecessary, 100);
+	ASSERT_EQ(r->totals.total_ns, synth__expected(&o, SYN_UNNECESSARY));
+	ffm_analysis__free(a);
+}
+
+TEST(partial_coverage_is_reported)
+{
+	struct synth_opts o = base(1u << SYN_UNNECESSARY);
+	struct ffm_analysis *a;
+	const struct ffm_analysis_result *r;
+
+	o.partial = true;
+	a = analyse(&o, FFM_GROUP_POINT, 1, false);
+	r = ffm_analysis__result(a);
+	ASSERT_EQ(r->q.partial_syncs, o.iters);
+	ASSERT(r->groups[0].partial);
+	ffm_analysis__free(a);
+}
+
+TEST(parallel_slices_and_threads_give_the_same_answer)
+{
+	for (unsigned threads = 1; threads <= 3; threads++) {
+		struct synth_opts o = base(0x1f);
+		uint64_t want = 0;
+
+		o.threads = 2;
+		o.iters = 40;
+		for (int sc = 0; sc < SYN__MAX; sc++)
+			want += 2 * synth__expected(&o, sc);
+		for (unsigned slices = 1; slices <= 5; slices += 2) {
+			struct ffm_analysis *a;
+
+			o.state_dir = fresh_dir();
+			a = analyse(&o, FFM_GROUP_POINT, slices, false);
+			ASSERT_EQ(ffm_analysis__result(a)->totals.sum_ns, want);
+			ASSERT_EQ(ffm_analysis__result(a)->events,
+				  ffm_analysis__result(a)->n_sites ? 2 * o.iters * 14 : 0);
+			ffm_analysis__free(a);
+		}
+	}
+}
+
+TEST(stage_by_stage_what_is_known)
+{
+	struct synth_opts o = base(1u << SYN_UNNECESSARY);
+	struct ffm_analysis *a;
+	const struct ffm_analysis_result *r;
+
+	o.stages = 1;
+	a = analyse(&o, FFM_GROUP_POINT, 1, false);
+	r = ffm_analysis__result(a);
+	ASSERT(!r->have_problems);
+	ASSERT(r->run_baseline && !r->run_timeline);
+	ASSERT(r->wall_ns > 0);
+	ASSERT_EQ(site_at_line(r, 11)->wait_ns, (uint64_t)o.iters * 500000); /* stage 1 waits */
+	ffm_analysis__free(a);
+
+	o = base(1u << SYN_UNNECESSARY);
+	o.stages = 2;
+	a = analyse(&o, FFM_GROUP_POINT, 1, false);
+	r = ffm_analysis__result(a);
+	ASSERT(!r->have_problems);
+	ASSERT(r->run_timeline);
+	ASSERT_EQ(r->n_groups, 0);
+	ASSERT_EQ(site_at_line(r, 11)->count, o.iters);
+	ffm_analysis__free(a);
+}
+
+TEST(a_jobs_report_uses_the_runs_up_to_it)
+{
+	struct synth_opts o = base(1u << SYN_UNNECESSARY);
+	struct ffm_analysis_opts ao = { .sz = sizeof(ao), .job_id = "j1" };
+	struct ffm_analysis *a;
+	struct ffm_store *s;
+
+	ASSERT_OK(synth__write(&o));
+	/* a later job of the same key: stage 1 only, another iteration count */
+	o.job_id = "j2";
+	o.stages = 1;
+	o.iters = 10;
+	ASSERT_OK(synth__write(&o));
+	s = open_store(&o);
+	ASSERT(s);
+	ASSERT_OK(ffm_analysis__run(s, &ao, &a));
+	ASSERT_EQ(ffm_analysis__result(a)->n_runs, 4);
+	ASSERT(ffm_analysis__result(a)->have_problems);
+	ffm_analysis__free(a);
+	ao.job_id = "j2";
+	ASSERT_OK(ffm_analysis__run(s, &ao, &a));
+	ASSERT_EQ(ffm_analysis__result(a)->n_runs, 5); /* everything the key knew by then */
+	ffm_analysis__free(a);
+	ao.job_only = true;
+	ASSERT_OK(ffm_analysis__run(s, &ao, &a));
+	ASSERT_EQ(ffm_analysis__result(a)->n_runs, 1);
+	ASSERT(!ffm_analysis__result(a)->have_problems);
+	ASSERT_EQ(site_at_line(ffm_analysis__result(a), 11)->count, 10);
+	ffm_analysis__free(a);
+	ao.job_id = "nope";
+	ASSERT_EQ(ffm_analysis__run(s, &ao, &a), -ENOENT);
+	ASSERT(!a);
+	ffm_store__free(s);
+}
+
+TEST(site_identity_is_stable_across_stages)
+{
+	/* stage 1's wait stacks (one more driver frame) and stage 2's call stacks of one call
+	 * site have the same key: diff and multi-node merges match by it */
+	struct synth_opts o = base(1u << SYN_UNNECESSARY);
+	struct ffm_analysis_opts ao = { .sz = sizeof(ao) };
+	struct ffm_analysis *a1, *a2;
+	struct ffm_store *s;
+
+	o.stages = 1;
+	ASSERT_OK(synth__write(&o));
+	s = open_store(&o);
+	ASSERT_OK(ffm_analysis__run(s, &ao, &a1));
+	ffm_store__free(s);
+	o.stages = 2;
+	o.state_dir = fresh_dir();
+	ASSERT_OK(synth__write(&o));
+	s = open_store(&o);
+	ASSERT_OK(ffm_analysis__run(s, &ao, &a2));
+	ffm_store__free(s);
+	ASSERT_EQ(site_at_line(ffm_analysis__result(a1), 11)->key,
+		  site_at_line(ffm_analysis__result(a2), 11)->key);
+	ASSERT(site_at_line(ffm_analysis__result(a2), 11)->key !=
+	       site_at_line(ffm_analysis__result(a2), 10)->key);
+	ffm_analysis__free(a1);
+	ffm_analysis__free(a2);
+}
+
+static void cleanup(void)
+{
+	char cmd[600];
+
+	if (root) {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+		if (system(cmd))
+			fprintf(stderr, "# could not remove %s\n", root);
+	}
+}
+
+int main(void)
+{
+	int r = ffm_test_main();
+
+	cleanup();
+	return r;
+}
