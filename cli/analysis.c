@@ -1704,6 +1704,11 @@ int ffm_analysis__run(struct ffm_store *s, const struct ffm_analysis_opts *opts,
 	if (err)
 		goto fail;
 	profile_run = a->res.run_timeline ? a->res.run_timeline : a->res.run_baseline;
+	if (a->o.profile_stage == 1)
+		profile_run = a->res.run_baseline;
+	else if (a->o.profile_stage == 2)
+		profile_run = a->res.run_timeline;
+	a->res.run_profile = profile_run;
 	if (profile_run) {
 		err = ffm_store__for_each_stack_agg(s, profile_run, on_agg, a);
 		if (err)
@@ -1712,7 +1717,7 @@ int ffm_analysis__run(struct ffm_store *s, const struct ffm_analysis_opts *opts,
 	err = api_totals(a);
 	if (err)
 		goto fail;
-	if (a->res.run_timeline) {
+	if (a->res.run_timeline && profile_run == a->res.run_timeline) {
 		err = load_verdicts(a);
 		if (!err)
 			err = load_timeline(a);

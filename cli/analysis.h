@@ -155,6 +155,7 @@ struct ffm_analysis_result {
 	struct ffm_an_run *runs; /* every run of the key considered, id order */
 	size_t n_runs;
 	int64_t run_baseline, run_timeline, run_verdicts, run_first_use; /* 0 = none */
+	int64_t run_profile; /* the run the sites' times come from */
 	bool have_problems; /* stage 3 verdicts exist for the timeline */
 	uint64_t wall_ns;   /* the timeline's (process span), else the baseline's wall_s */
 	struct ffm_totals totals;
@@ -179,6 +180,7 @@ struct ffm_analysis_opts {
 	enum ffm_grouping grouping;
 	bool keep_graph;    /* keep the model's graph for ffm_analysis__subsequence() */
 	unsigned scan_threads; /* timeline read in this many parallel slices; 0 = by size/CPUs */
+	int profile_stage;     /* sites' times from this stage's run (1 or 2); 0 = 2, else 1 */
 };
 
 struct ffm_analysis;

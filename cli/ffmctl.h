@@ -30,6 +30,7 @@ extern struct ffmctl_globals ffmctl_g;
 
 int ffmctl_profile(int argc, char **argv);
 int ffmctl_report(int argc, char **argv);
+int ffmctl_diff(int argc, char **argv);
 /* Print the report of a job (shared by report and profile); 0 or -errno. */
 int ffmctl_report_job(const char *job_id, bool json);
 

@@ -1,0 +1,365 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ffmctl diff <jobid-before> <jobid-after> [--json] [--top N]
+ *
+ * Did the fix do what the report said? For two jobs of a key (usually: the job ffm analysed and
+ * a later one with the fix), per call site: the benefit the before job's report predicted next
+ * to the change the after job measured, and the same for the wall time. Sites are matched by
+ * their identity (cli/analysis.h: application frames + driver function, not store ids), so the
+ * after job may come from another store, node or stage. Both sides are measured in the same
+ * stage: stage 2 (time in each call) when the after job has a stage-2 run, else stage 1 (time
+ * waited at each site), which is what a key's runs after stage 4 record (monitoring).
+ *
+ * The predicted benefit of a site is the benefit of fixing that site alone; the actual change
+ * at a site can be larger (its calls' own cost goes too) or smaller (a later wait absorbs it:
+ * the wall time is the honest total).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/ffmctl.h"
+#include "cli/report.h"
+
+#define DIFF_SCHEMA_VERSION 1
+
+struct side {
+	const char *job_id;
+	struct ffmctl_job_stores js;
+	struct ffm_analysis **pred; /* per node: the report's analysis (before only) */
+	struct ffm_analysis **meas; /* per node: the measuring stage's sites */
+	double wall_s;
+	int64_t run;
+};
+
+struct row {
+	uint64_t key;
+	const struct ffm_an_site *site; /* for names: before's if any, else after's */
+	uint64_t predicted_ns, before_ns, after_ns, n_before, n_after;
+};
+
+static int cmp_row(const void *x, const void *y)
+{
+	const struct row *a = x, *b = y;
+
+	if (a->predicted_ns != b->predicted_ns)
+		return a->predicted_ns < b->predicted_ns ? 1 : -1;
+	if (a->before_ns != b->before_ns)
+		return a->before_ns < b->before_ns ? 1 : -1;
+	return a->key < b->key ? -1 : a->key > b->key;
+}
+
+static struct row *row_of(struct row **rows, size_t *n, uint64_t key, const struct ffm_an_site *x)
+{
+	struct row *r;
+
+	for (size_t i = 0; i < *n; i++)
+		if ((*rows)[i].key == key)
+			return &(*rows)[i];
+	r = realloc(*rows, (*n + 1) * sizeof(*r));
+	if (!r)
+		return NULL;
+	*rows = r;
+	r = &r[(*n)++];
+	memset(r, 0, sizeof(*r));
+	r->key = key;
+	r->site = x;
+	return r;
+}
+
+static void side_free(struct side *s)
+{
+	for (size_t i = 0; i < s->js.n; i++) {
+		if (s->pred)
+			ffm_analysis__free(s->pred[i]);
+		if (s->meas)
+			ffm_analysis__free(s->meas[i]);
+	}
+	free(s->pred);
+	free(s->meas);
+	ffmctl_job_stores__close(&s->js);
+}
+
+static int side_open(struct side *s, const char *job_id)
+{
+	int err;
+
+	s->job_id = job_id;
+	err = ffmctl_job_stores__open(ffmctl_g.state_dir, job_id, &s->js);
+	if (err) {
+		ffmctl_err("diff", "no job '%s' under %s: %s", job_id, ffmctl_g.state_dir,
+			   err == -ENOENT ? "no store holds it" : ffm_store__strerror(err));
+		return err;
+	}
+	s->pred = calloc(s->js.n, sizeof(*s->pred));
+	s->meas = calloc(s->js.n, sizeof(*s->meas));
+	return s->pred && s->meas ? 0 : -ENOMEM;
+}
+
+/* Analyse every node of a side; measured in stage `stage`; before also predicts. */
+static int side_analyse(struct side *s, bool before, int stage)
+{
+	for (size_t i = 0; i < s->js.n; i++) {
+		struct ffm_analysis_opts ao = { .sz = sizeof(ao), .job_id = s->job_id,
+						.job_only = !before, .profile_stage = stage };
+		const struct ffm_analysis_result *r;
+		int err;
+
+		if (before) {
+			struct ffm_analysis_opts po = { .sz = sizeof(po), .job_id = s->job_id };
+
+			err = ffm_analysis__run(s->js.v[i].store, &po, &s->pred[i]);
+			if (err)
+				return err;
+		}
+		err = ffm_analysis__run(s->js.v[i].store, &ao, &s->meas[i]);
+		if (err)
+			return err;
+		r = ffm_analysis__result(s->meas[i]);
+		for (size_t k = 0; k < r->n_runs; k++)
+			if (r->runs[k].id == r->run_profile) {
+				/* several nodes: the job's wall time is the longest node's */
+				if (r->runs[k].wall_s > s->wall_s)
+					s->wall_s = r->runs[k].wall_s;
+				s->run = r->run_profile;
+			}
+	}
+	return 0;
+}
+
+/* Whether any node of the after side has an ended stage-2 run of its own. */
+static int after_stage(struct side *s)
+{
+	for (size_t i = 0; i < s->js.n; i++) {
+		struct ffm_analysis_opts ao = { .sz = sizeof(ao), .job_id = s->job_id, .job_only = true,
+						.profile_stage = 1 };
+		struct ffm_analysis *a = NULL;
+		bool two;
+
+		if (ffm_analysis__run(s->js.v[i].store, &ao, &a))
+			continue;
+		two = ffm_analysis__result(a)->run_timeline != 0;
+		ffm_analysis__free(a);
+		if (two)
+			return 2;
+	}
+	return 1;
+}
+
+static uint64_t site_time(const struct ffm_an_site *x, int stage)
+{
+	return stage == 2 ? x->dur_ns : x->wait_ns;
+}
+
+static int collect(struct side *b, struct side *a, int stage, struct row **rows, size_t *n)
+{
+	for (size_t i = 0; i < b->js.n; i++) {
+		const struct ffm_analysis_result *p = ffm_analysis__result(b->pred[i]);
+		const struct ffm_analysis_result *m = ffm_analysis__result(b->meas[i]);
+
+		for (size_t k = 0; k < p->n_sites; k++) {
+			const struct ffm_an_site *x = &p->sites[k];
+			struct row *r;
+
+			if (!x->benefit_ns)
+				continue;
+			r = row_of(rows, n, x->key, x);
+			if (!r)
+				return -ENOMEM;
+			r->predicted_ns += x->benefit_ns;
+		}
+		for (size_t k = 0; k < m->n_sites; k++) {
+			const struct ffm_an_site *x = &m->sites[k];
+			struct row *r;
+
+			if (!x->count)
+				continue;
+			r = row_of(rows, n, x->key, x);
+			if (!r)
+				return -ENOMEM;
+			r->before_ns += site_time(x, stage);
+			r->n_before += x->count;
+		}
+	}
+	for (size_t i = 0; i < a->js.n; i++) {
+		const struct ffm_analysis_result *m = ffm_analysis__result(a->meas[i]);
+
+		for (size_t k = 0; k < m->n_sites; k++) {
+			const struct ffm_an_site *x = &m->sites[k];
+			struct row *r;
+
+			if (!x->count)
+				continue;
+			r = row_of(rows, n, x->key, x);
+			if (!r)
+				return -ENOMEM;
+			r->after_ns += site_time(x, stage);
+			r->n_after += x->count;
+		}
+	}
+	qsort(*rows, *n, sizeof(**rows), cmp_row);
+	return 0;
+}
+
+static uint64_t predicted_total(const struct side *b)
+{
+	uint64_t t = 0;
+
+	for (size_t i = 0; i < b->js.n; i++)
+		t += ffm_analysis__result(b->pred[i])->totals.total_ns;
+	return t;
+}
+
+static bool predictions_known(const struct side *b)
+{
+	for (size_t i = 0; i < b->js.n; i++)
+		if (ffm_analysis__result(b->pred[i])->have_problems)
+			return true;
+	return false;
+}
+
+static void print_text(const struct side *b, const struct side *a, int stage,
+		       const struct row *rows, size_t n, int top)
+{
+	const char *kb = ffm_analysis__result(b->pred[0])->key;
+	const char *ka = ffm_analysis__result(a->meas[0])->key;
+	double pred = predicted_total(b) / 1e9, act = b->wall_s - a->wall_s;
+	char buf[1024];
+
+	printf("ffm diff: job %s (before) vs job %s (after), key %s", b->job_id, a->job_id, kb);
+	if (strcmp(kb, ka))
+		printf(" / %s (different keys: sites are matched by their code location)", ka);
+	printf("\ncompared: stage-%d runs (%s per call site)\n", stage,
+	       stage == 2 ? "time in the calls" : "time waited");
+	printf("wall time: %.3f s -> %.3f s: saved %.3f s (%.1f%%)", b->wall_s, a->wall_s, act,
+	       b->wall_s > 0 ? 100 * act / b->wall_s : 0.0);
+	if (predictions_known(b))
+		printf("; predicted %.3f s (%.1f%%)\n", pred, b->wall_s > 0 ? 100 * pred / b->wall_s : 0.0);
+	else
+		printf("; nothing predicted (the before job's key had no stage-3 run)\n");
+	printf("\n  %12s %12s %12s %12s %15s  %s\n", "predicted", "actual", "before", "after", "calls",
+	       "call site");
+	for (size_t i = 0; i < n && (int)i < top; i++) {
+		const struct row *r = &rows[i];
+		char calls[40];
+
+		ffmctl_site_str(r->site, buf, sizeof(buf));
+		snprintf(calls, sizeof(calls), "%" PRIu64 "->%" PRIu64, r->n_before, r->n_after);
+		printf("  %10.6f s %+10.6f s %10.6f s %10.6f s %15s  %s %s\n", r->predicted_ns / 1e9,
+		       ((double)r->before_ns - (double)r->after_ns) / 1e9, r->before_ns / 1e9,
+		       r->after_ns / 1e9, calls, r->site->api_name, buf);
+	}
+	if ((int)n > top)
+		printf("  ... %zu more (--top N)\n", n - (size_t)top);
+}
+
+static void print_json(const struct side *b, const struct side *a, int stage,
+		       const struct row *rows, size_t n, int top)
+{
+	printf("{\"schema_version\":%d,\"measure\":\"%s\",\"stage\":%d,\"before\":{\"job_id\":",
+	       DIFF_SCHEMA_VERSION, stage == 2 ? "call_time" : "wait_time", stage);
+	ffmctl_json_str(stdout, b->job_id);
+	printf(",\"key\":");
+	ffmctl_json_str(stdout, ffm_analysis__result(b->pred[0])->key);
+	printf(",\"wall_s\":%.9f},\"after\":{\"job_id\":", b->wall_s);
+	ffmctl_json_str(stdout, a->job_id);
+	printf(",\"key\":");
+	ffmctl_json_str(stdout, ffm_analysis__result(a->meas[0])->key);
+	printf(",\"wall_s\":%.9f},\"predicted_s\":", a->wall_s);
+	if (predictions_known(b))
+		printf("%.9f", predicted_total(b) / 1e9);
+	else
+		printf("null");
+	printf(",\"actual_s\":%.9f,\"sites\":[", b->wall_s - a->wall_s);
+	for (size_t i = 0; i < n && (int)i < top; i++) {
+		const struct row *r = &rows[i];
+
+		printf("%s{\"api\":", i ? "," : "");
+		ffmctl_json_str(stdout, r->site->api_name);
+		printf(",\"call_site\":");
+		ffmctl_json_site(stdout, r->site);
+		printf(",\"predicted_s\":%.9f,\"actual_s\":%.9f,\"before_s\":%.9f,\"after_s\":%.9f,"
+		       "\"count_before\":%" PRIu64 ",\"count_after\":%" PRIu64 "}",
+		       r->predicted_ns / 1e9, ((double)r->before_ns - (double)r->after_ns) / 1e9,
+		       r->before_ns / 1e9, r->after_ns / 1e9, r->n_before, r->n_after);
+	}
+	printf("]}\n");
+}
+
+int ffmctl_diff(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'J' },
+		{ "top", required_argument, NULL, 't' },
+		{ "help", no_argument, NULL, 'h' },
+		{},
+	};
+	struct side b = { 0 }, a = { 0 };
+	struct row *rows = NULL;
+	size_t n = 0;
+	bool json = false;
+	int c, top = 20, stage, err, ret = EXIT_FAIL;
+	char *end;
+	long v;
+
+	while ((c = getopt_long(argc, argv, "Jt:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'J':
+			json = true;
+			break;
+		case 't':
+			v = strtol(optarg, &end, 10);
+			if (end == optarg || *end || v < 1 || v > 1000000) {
+				ffmctl_err("diff", "--top wants a count from 1, not '%s'", optarg);
+				return EXIT_USAGE;
+			}
+			top = (int)v;
+			break;
+		case 'h':
+			printf("Usage: ffmctl diff <jobid-before> <jobid-after> [--json] [--top N]\n");
+			return EXIT_OK;
+		default:
+			return EXIT_USAGE;
+		}
+	}
+	if (argc - optind != 2) {
+		ffmctl_err("diff", "two job ids, please: the one before the fix and the one after");
+		return EXIT_USAGE;
+	}
+	err = side_open(&b, argv[optind]);
+	if (!err)
+		err = side_open(&a, argv[optind + 1]);
+	if (err)
+		goto out;
+	stage = after_stage(&a);
+	err = side_analyse(&b, true, stage);
+	if (!err)
+		err = side_analyse(&a, false, stage);
+	if (err) {
+		ffmctl_err("diff", "cannot analyse the jobs: %s", ffm_store__strerror(err));
+		goto out;
+	}
+	if (!b.run || !a.run) {
+		ffmctl_err("diff", "job %s has no ended stage-%d run to compare",
+			   b.run ? a.job_id : b.job_id, stage);
+		goto out;
+	}
+	err = collect(&b, &a, stage, &rows, &n);
+	if (err) {
+		ffmctl_err("diff", "out of memory");
+		goto out;
+	}
+	if (json)
+		print_json(&b, &a, stage, rows, n, top);
+	else
+		print_text(&b, &a, stage, rows, n, top);
+	ret = EXIT_OK;
+out:
+	free(rows);
+	side_free(&b);
+	side_free(&a);
+	return ret;
+}
