@@ -13,6 +13,7 @@
 #include <bpf/bpf_tracing.h>
 
 #include "ffm.h"
+#include "ffm_hash.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -75,11 +76,16 @@ struct thr {
 	__u64 call_start;
 	__u64 cookie;
 	__u64 bytes, dst, src, stream, outp;
+	__u64 hash;     /* stage 3: hash of an HtoD source taken at the call's entry */
 	__u32 wait_depth;
 	__u32 call_depth;
 	__u32 nwaits;
-	__u32 _pad;
+	__u32 hflags;   /* FFM_XFER_* of hash; HASHED_AT_ENTRY when hash is valid */
+	__u32 sync_gen; /* synchronizations this thread ended (stages 3-4) */
+	__u32 hit_gen;  /* sync_gen + 1 once a watchpoint hit was reported after that sync */
 };
+
+#define HASHED_AT_ENTRY (1u << 31)
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -238,20 +244,16 @@ static __always_inline void walk_lib(struct walk *w, const struct ffm_proc *p, _
 	w->truncated = 1;
 }
 
-static __always_inline __u64 stack_key_of(const struct walk *w, __u32 tgid)
-{
-	struct ffm_slot_key sk = { .tgid = tgid, .callsite = w->callsite };
-	struct ffm_slots *s;
-	__u64 h = 0x84222325cbf29ce4ULL;
-	__u32 n = w->nlib;
+#define STACK_KEY_SEED 0x84222325cbf29ce4ULL
 
-	for (int i = 0; i < FFM_LIB_FRAMES; i++) {
-		if (i >= n)
-			break;
-		h = mix(h, w->lib[i]);
-	}
-	h = mix(h, w->callsite);
-	if (!w->callsite)
+/* The call-site part of a stack key: the call site and the words at its learned slots. */
+static __always_inline __u64 callsite_key(__u64 h, __u32 tgid, __u64 callsite, __u64 callsite_slot)
+{
+	struct ffm_slot_key sk = { .tgid = tgid, .callsite = callsite };
+	struct ffm_slots *s;
+
+	h = mix(h, callsite);
+	if (!callsite)
 		return h;
 	s = bpf_map_lookup_elem(&slots, &sk);
 	if (!s)
@@ -261,10 +263,23 @@ static __always_inline __u64 stack_key_of(const struct walk *w, __u32 tgid)
 
 		if (i >= s->n)
 			break;
-		bpf_probe_read_user(&v, sizeof(v), (void *)(w->callsite_slot + s->off[i]));
+		bpf_probe_read_user(&v, sizeof(v), (void *)(callsite_slot + s->off[i]));
 		h = mix(h, v);
 	}
 	return h ? h : 1;
+}
+
+static __always_inline __u64 stack_key_of(const struct walk *w, __u32 tgid)
+{
+	__u64 h = STACK_KEY_SEED;
+	__u32 n = w->nlib;
+
+	for (int i = 0; i < FFM_LIB_FRAMES; i++) {
+		if (i >= n)
+			break;
+		h = mix(h, w->lib[i]);
+	}
+	return callsite_key(h, tgid, w->callsite, w->callsite_slot);
 }
 
 /* Send the stack of a key seen for the first time in this process. */
@@ -313,7 +328,10 @@ static __always_inline void send_stack(struct pt_regs *ctx, const struct walk *w
 		}
 	}
 	r->stack_len = len;
-	bpf_ringbuf_submit(r, rb_flags());
+	/* Wake the consumer at once: it unwinds with the process's /proc/PID/maps, which are
+	 * gone once the process exits (a short process, or a stack first seen at teardown,
+	 * would otherwise get no frames). New stacks are rare by design. */
+	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
 	bpf_map_update_elem(&seen, &sk, &one, BPF_ANY);
 }
 
@@ -376,6 +394,8 @@ int BPF_KRETPROBE(wait_exit)
 		t->nwaits++;
 		return 0;
 	}
+	/* A wait outside every probed call ends a synchronization of its own (stages 3-4). */
+	t->sync_gen++;
 	w = bpf_map_lookup_elem(&walk_scratch, &zero);
 	jc = bpf_map_lookup_elem(&jobs, &job);
 	if (!w || !jc)
@@ -407,6 +427,262 @@ int BPF_KRETPROBE(wait_exit)
 	return 0;
 }
 
+/* ---- stage 3: hashing transferred bytes ---------------------------------------------------
+ *
+ * Done in sleepable twins of the API probes (api_entry_h/api_exit_h, attached instead of
+ * api_entry/api_exit while a job is at stage 3): bpf_copy_from_user may fault pages in, and the
+ * thread is inside our probe while we hash, so the bytes hashed are exactly the ones the driver
+ * copies: an HtoD source at the call's entry, a DtoH destination once the copy is complete (at
+ * the return of a synchronous copy, or of the synchronization that covered an async one).
+ * The chunk buffer is task-local storage: per-CPU scratch is not safe in a program that can be
+ * preempted while it sleeps on a fault.
+ */
+struct hbuf {
+	__u8 b[FFM_HASH_CHUNK];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct hbuf);
+} hbufs SEC(".maps");
+
+/* Async DtoH copies of a thread not yet complete (key: tid). */
+struct pend_ent {
+	__u64 dst, bytes, stream, start;
+};
+
+struct pend {
+	__u32 n;
+	__u32 _pad;
+	struct pend_ent e[FFM_PENDING_DTOH];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct pend);
+} pending SEC(".maps");
+
+static const struct pend pend_zero;
+
+struct hctx {
+	struct hbuf *buf;
+	__u64 src, len, off; /* off: bytes copied into buf so far */
+	__u32 nb;            /* blocks in the chunk now in buf */
+	__u32 _pad;
+	struct ffm_hash_state s;
+	int err;
+};
+
+#define HASH_GROUP_BLOCKS 8 /* blocks hashed per loop step: 256 bytes */
+#define HASH_GROUPS_PER_CHUNK (FFM_HASH_CHUNK / FFM_HASH_BLOCK / HASH_GROUP_BLOCKS)
+
+/* Copy the next chunk into buf and zero-pad its last block if the message ends inside it. */
+static __always_inline int load_chunk(struct hctx *c, struct hbuf *buf)
+{
+	__u64 left = c->len - c->off;
+	__u32 n = left < FFM_HASH_CHUNK ? (__u32)left : FFM_HASH_CHUNK, r, b;
+
+	if (n > FFM_HASH_CHUNK || n == 0)
+		return -1;
+	if (bpf_copy_from_user(buf->b, n, (void *)(c->src + c->off)))
+		return -1;
+	c->off += n;
+	c->nb = (n + FFM_HASH_BLOCK - 1) / FFM_HASH_BLOCK;
+	r = n & (FFM_HASH_BLOCK - 1);
+	b = n & ~(FFM_HASH_BLOCK - 1);
+	if (r && b <= FFM_HASH_CHUNK - FFM_HASH_BLOCK) {
+		__u64 *w = (__u64 *)&buf->b[b];
+
+		for (__u32 k = 0; k < 4; k++) {
+			__u32 lo = k * 8;
+
+			if (lo >= r)
+				w[k] = 0;
+			else if (lo + 8 > r)
+				w[k] &= (1ull << ((r - lo) * 8)) - 1;
+		}
+	}
+	return 0;
+}
+
+/* One loop step: 8 blocks (256 bytes); every 128th step first loads the next chunk. */
+static long hash_group(__u64 i, void *data)
+{
+	struct hctx *c = data;
+	struct hbuf *buf = c->buf;
+	__u32 g = i & (HASH_GROUPS_PER_CHUNK - 1);
+	__u64 v0, v1, v2, v3;
+
+	if (!buf)
+		return 1;
+	if (g == 0 && load_chunk(c, buf)) {
+		c->err = 1;
+		return 1;
+	}
+	v0 = c->s.v0;
+	v1 = c->s.v1;
+	v2 = c->s.v2;
+	v3 = c->s.v3;
+	for (__u32 k = 0; k < HASH_GROUP_BLOCKS; k++) {
+		__u32 j = g * HASH_GROUP_BLOCKS + k;
+		const __u64 *w;
+
+		if (j >= c->nb || j >= FFM_HASH_CHUNK / FFM_HASH_BLOCK)
+			break;
+		w = (const __u64 *)&buf->b[j * FFM_HASH_BLOCK];
+		v0 = ffm_hash_round(v0, w[0]);
+		v1 = ffm_hash_round(v1, w[1]);
+		v2 = ffm_hash_round(v2, w[2]);
+		v3 = ffm_hash_round(v3, w[3]);
+	}
+	c->s.v0 = v0;
+	c->s.v1 = v1;
+	c->s.v2 = v2;
+	c->s.v3 = v3;
+	return 0;
+}
+
+/* Hash [src, src+len) of the current process; *flags gets FFM_XFER_FAILED if unreadable. */
+static __always_inline __u64 hash_user(__u64 src, __u64 len, __u32 *flags)
+{
+	struct hctx c = { .src = src, .len = len };
+
+	ffm_hash_init(&c.s);
+	c.buf = bpf_task_storage_get(&hbufs, bpf_get_current_task_btf(), 0,
+				     BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!c.buf || (len && !src)) {
+		*flags |= FFM_XFER_FAILED;
+		return 0;
+	}
+	if (len)
+		bpf_loop((len + 255) / 256, hash_group, &c, 0);
+	if (c.err || c.off != len) {
+		*flags |= FFM_XFER_FAILED;
+		return 0;
+	}
+	return ffm_hash_final(&c.s, len);
+}
+
+/* What to hash and report; on the caller's stack. */
+struct xfer_req {
+	__u64 id, start, dst, src, bytes;
+	__u64 at;   /* address hashed: src for HtoD, dst for DtoH */
+	__u64 hash; /* precomputed when flags has HASHED_AT_ENTRY */
+	__u32 job, dir, flags, _pad;
+};
+
+/* Hash (unless already hashed) and send a FFM_REC_XFER. A global function: the verifier checks
+ * it once, not once per call site (the hashing loop inlined at several places of one program
+ * exceeds its budget). */
+__noinline int hash_emit(struct xfer_req *q)
+{
+	struct ffm_rec_xfer *r;
+	__u32 flags;
+	__u64 h;
+
+	if (!q)
+		return 0;
+	flags = q->flags;
+	if (flags & HASHED_AT_ENTRY)
+		h = q->hash;
+	else
+		h = hash_user(q->at, q->bytes, &flags);
+	flags &= ~HASHED_AT_ENTRY;
+	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+	if (!r) {
+		count_drop(q->job, FFM_REC_DROP_RINGBUF);
+		return 0;
+	}
+	fill_hdr(&r->hdr, FFM_REC_XFER, q->id, q->job, bpf_ktime_get_ns());
+	r->call_start_ns = q->start;
+	r->hash = h;
+	r->dst = q->dst;
+	r->src = q->src;
+	r->bytes = q->bytes;
+	r->dir = q->dir;
+	r->flags = flags;
+	if (flags & FFM_XFER_FAILED)
+		count_drop(q->job, FFM_REC_DROP_HASH);
+	bpf_ringbuf_submit(r, rb_flags());
+	return 0;
+}
+
+/* The HtoD hash at a call's entry, kept in the thread's state until its return. */
+__noinline int hash_source(struct thr *t)
+{
+	__u32 flags = 0;
+
+	if (!t)
+		return 0;
+	t->hash = hash_user(t->src, t->bytes, &flags);
+	t->hflags = flags | HASHED_AT_ENTRY;
+	return 0;
+}
+
+/* A synchronization of this thread ended: hash the async DtoH copies it covered. A sync
+ * without a stream argument (context sync, implicit syncs) or on the legacy default stream (0)
+ * covers every stream; a stream sync covers its own stream and the legacy one. */
+static __always_inline void hash_pending(__u64 id, __u32 job, __u64 sync_stream)
+{
+	__u32 tid = (__u32)id, keep = 0;
+	struct pend *pd = bpf_map_lookup_elem(&pending, &tid);
+	struct xfer_req q = { .id = id, .job = job, .dir = FFM_REC_DIR_DTOH };
+
+	if (!pd || !pd->n)
+		return;
+	for (int i = 0; i < FFM_PENDING_DTOH; i++) {
+		struct pend_ent e;
+
+		if (i >= pd->n)
+			break;
+		e = pd->e[i];
+		if (sync_stream && e.stream && e.stream != sync_stream) {
+			if (keep < FFM_PENDING_DTOH)
+				pd->e[keep++] = e;
+			continue;
+		}
+		q.start = e.start;
+		q.dst = q.at = e.dst;
+		q.src = 0;
+		q.bytes = e.bytes;
+		q.flags = FFM_XFER_DEFERRED;
+		hash_emit(&q);
+	}
+	pd->n = keep;
+}
+
+static __always_inline void push_pending(__u64 id, __u32 job, const struct thr *t)
+{
+	__u32 tid = (__u32)id;
+	struct pend *pd = bpf_map_lookup_elem(&pending, &tid);
+	__u32 n;
+
+	if (!pd) {
+		/* From .rodata: a zeroed struct pend does not fit on the BPF stack here. */
+		bpf_map_update_elem(&pending, &tid, &pend_zero, BPF_NOEXIST);
+		pd = bpf_map_lookup_elem(&pending, &tid);
+		if (!pd)
+			return;
+	}
+	n = pd->n;
+	if (n >= FFM_PENDING_DTOH) {
+		/* Too many copies in flight without a sync: the oldest one goes unhashed. */
+		count_drop(job, FFM_REC_DROP_HASH);
+		for (int i = 1; i < FFM_PENDING_DTOH; i++)
+			pd->e[i - 1] = pd->e[i];
+		n = FFM_PENDING_DTOH - 1;
+	}
+	if (n < FFM_PENDING_DTOH) {
+		pd->e[n] = (struct pend_ent){ .dst = t->dst, .bytes = t->bytes, .stream = t->stream,
+					      .start = t->call_start };
+		pd->n = n + 1;
+	}
+}
+
 /* ---- driver API entry points (stage >= 2) ----------------------------------------------- */
 
 /* The six integer argument registers, index 1..6 (0: none). Loaded once into an array: a
@@ -429,8 +705,32 @@ static __always_inline void load_args(struct args *a, struct pt_regs *ctx)
 
 #define ARG(a, c, shift) ((a)->v[FFM_COOKIE_ARG(c, shift) & 7])
 
-SEC("uprobe")
-int BPF_KPROBE(api_entry)
+/* A DtoH copy is issued: tell user space its destination now, before the copy and its sync run,
+ * so a watchpoint can be armed on it. The key is the one the call's return will compute (at the
+ * entry the return address is the word at sp, the call-site slot is sp itself). */
+static __always_inline void emit_range(struct pt_regs *ctx, __u64 id, __u32 job, const struct thr *t)
+{
+	__u64 sp = PT_REGS_SP(ctx), ra = 0;
+	struct ffm_rec_range *r;
+
+	bpf_probe_read_user(&ra, sizeof(ra), (void *)sp);
+	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+	if (!r) {
+		count_drop(job, FFM_REC_DROP_RINGBUF);
+		return;
+	}
+	fill_hdr(&r->hdr, FFM_REC_RANGE, id, job, t->call_start);
+	r->call_start_ns = t->call_start;
+	r->lo = t->dst;
+	r->bytes = t->bytes;
+	r->stack_key = callsite_key(STACK_KEY_SEED, id >> 32, ra, sp);
+	r->api_id = FFM_COOKIE_API(t->cookie);
+	r->_pad = 0;
+	/* Wake the consumer now: the watchpoint must be armed before the sync returns. */
+	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
+}
+
+static __always_inline int do_api_entry(struct pt_regs *ctx, const bool hashing)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	struct ffm_proc *p = tracked(id >> 32);
@@ -463,6 +763,7 @@ int BPF_KPROBE(api_entry)
 	t->call_start = bpf_ktime_get_ns();
 	t->wait_acc = 0;
 	t->nwaits = 0;
+	t->hflags = 0;
 	load_args(&a, ctx);
 	t->bytes = ARG(&a, c, FFM_COOKIE_BYTES_SHIFT);
 	if (FFM_COOKIE_ARG(c, FFM_COOKIE_ELSZ_SHIFT))
@@ -471,20 +772,45 @@ int BPF_KPROBE(api_entry)
 	t->src = ARG(&a, c, FFM_COOKIE_SRC_SHIFT);
 	t->stream = ARG(&a, c, FFM_COOKIE_STREAM_SHIFT);
 	t->outp = ARG(&a, c, FFM_COOKIE_OUTP_SHIFT);
+	if (FFM_COOKIE_KIND(c) != FFM_KIND_MEMCPY)
+		return 0;
+	if ((jc->flags & FFM_JOB_MEMTRACE) && FFM_COOKIE_DIR(c) == FFM_REC_DIR_DTOH && t->dst)
+		emit_range(ctx, id, job, t);
+	if (hashing && (jc->flags & FFM_JOB_HASH) &&
+	    (FFM_COOKIE_DIR(c) == FFM_REC_DIR_HTOD || FFM_COOKIE_DIR(c) == FFM_REC_DIR_HTOH) &&
+	    FFM_COOKIE_ARG(c, FFM_COOKIE_SRC_SHIFT)) {
+		/* HtoD: the source as the driver is about to read it. The app cannot change it
+		 * before the call returns; a pageable source is staged inside the call. */
+		hash_source(t);
+	}
 	return 0;
 }
 
-SEC("uretprobe")
-int BPF_KRETPROBE(api_exit)
+SEC("uprobe")
+int BPF_KPROBE(api_entry)
+{
+	return do_api_entry(ctx, false);
+}
+
+SEC("uprobe.s")
+int BPF_KPROBE(api_entry_h)
+{
+	return do_api_entry(ctx, true);
+}
+
+static __always_inline int do_api_exit(struct pt_regs *ctx, const bool hashing)
 {
 	__u64 now = bpf_ktime_get_ns();
 	__u64 id = bpf_get_current_pid_tgid();
 	struct ffm_proc *p = tracked(id >> 32);
-	__u32 tid = (__u32)id, zero = 0, job;
+	__u32 tid = (__u32)id, zero = 0, job, kind, dir;
+	struct xfer_req q = {};
 	struct ffm_rec_call *r;
+	struct ffm_job_cfg *jc;
 	struct walk *w;
 	struct thr *t;
-	__u64 key;
+	__u64 key, ret;
+	bool sync;
 
 	if (!p)
 		return 0;
@@ -494,6 +820,13 @@ int BPF_KRETPROBE(api_exit)
 		return 0; /* a job in stage 1 or attached mid-call */
 	if (--t->call_depth)
 		return 0;
+	kind = FFM_COOKIE_KIND(t->cookie);
+	dir = FFM_COOKIE_DIR(t->cookie);
+	ret = PT_REGS_RC(ctx);
+	/* The definition of "a synchronization" that stages 3-4 share with user space. */
+	sync = t->nwaits || kind == FFM_KIND_SYNC;
+	if (sync)
+		t->sync_gen++;
 	w = bpf_map_lookup_elem(&walk_scratch, &zero);
 	if (!w)
 		return 0;
@@ -509,28 +842,133 @@ int BPF_KRETPROBE(api_exit)
 	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 	if (!r) {
 		count_drop(job, FFM_REC_DROP_RINGBUF);
+	} else {
+		fill_hdr(&r->hdr, FFM_REC_CALL, id, job, now);
+		r->start_ns = t->call_start;
+		r->dur_ns = now - t->call_start;
+		r->wait_ns = t->wait_acc;
+		r->nwaits = t->nwaits;
+		r->stack_key = key;
+		r->bytes = t->bytes;
+		r->dst = t->dst;
+		r->src = t->src;
+		r->stream = t->stream;
+		r->ret = ret;
+		r->api_id = FFM_COOKIE_API(t->cookie);
+		if (t->outp) {
+			/* Allocations return their pointer through an out argument. */
+			__u64 v = 0;
+
+			bpf_probe_read_user(&v, sizeof(v), (void *)t->outp);
+			r->dst = v;
+		}
+		bpf_ringbuf_submit(r, rb_flags());
+	}
+	if (!hashing)
+		return 0;
+	jc = bpf_map_lookup_elem(&jobs, &job);
+	if (!jc || !(jc->flags & FFM_JOB_HASH))
+		return 0;
+	/* Hash records follow the call record, so user space knows the call's event. */
+	q.id = id;
+	q.job = job;
+	q.start = t->call_start;
+	q.dst = t->dst;
+	q.src = t->src;
+	q.bytes = t->bytes;
+	q.dir = dir;
+	if (t->hflags & HASHED_AT_ENTRY) {
+		q.hash = t->hash;
+		q.flags = t->hflags;
+		hash_emit(&q);
+		t->hflags = 0;
+	}
+	if (sync)
+		hash_pending(id, job, t->stream);
+	if (kind == FFM_KIND_MEMCPY && dir == FFM_REC_DIR_DTOH && ret == 0 && t->dst) {
+		if (!FFM_COOKIE_ARG(t->cookie, FFM_COOKIE_STREAM_SHIFT) || t->nwaits) {
+			/* A synchronous copy, or an async one into pageable memory that waited for
+			 * its bytes: they are in place now. */
+			q.at = t->dst;
+			q.flags = 0;
+			hash_emit(&q);
+		} else {
+			push_pending(id, job, t);
+		}
+	}
+	return 0;
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(api_exit)
+{
+	return do_api_exit(ctx, false);
+}
+
+SEC("uretprobe.s")
+int BPF_KRETPROBE(api_exit_h)
+{
+	return do_api_exit(ctx, true);
+}
+
+/* ---- stages 3-4: hardware watchpoints on GPU-written memory --------------------------------
+ *
+ * User space opens PERF_TYPE_BREAKPOINT events (read/write, 8 bytes) on the threads of a job
+ * that call the driver and attaches this program to each. It reports the first access after
+ * each synchronization of the thread (later ones cost the trap but no record), and none while
+ * the thread is inside the driver (the driver itself filling a destination is no use).
+ */
+SEC("perf_event")
+int watch_hit(struct bpf_perf_event_data *ctx)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u64 id = bpf_get_current_pid_tgid();
+	struct ffm_proc *p = tracked(id >> 32);
+	struct pt_regs *regs = (struct pt_regs *)&ctx->regs;
+	__u32 tid = (__u32)id, zero = 0, job;
+	struct ffm_rec_hit *r;
+	struct ffm_job_cfg *jc;
+	struct walk *w;
+	struct thr *t;
+	__u64 ip, key;
+
+	if (!p)
+		return 0;
+	job = p->job;
+	jc = bpf_map_lookup_elem(&jobs, &job);
+	if (!jc || !(jc->flags & FFM_JOB_MEMTRACE))
+		return 0;
+	t = bpf_map_lookup_elem(&threads, &tid);
+	if (t) {
+		if (t->call_depth || t->wait_depth)
+			return 0;
+		if (t->hit_gen == t->sync_gen + 1)
+			return 0;
+		t->hit_gen = t->sync_gen + 1;
+	}
+	ip = PT_REGS_IP(regs);
+	w = bpf_map_lookup_elem(&walk_scratch, &zero);
+	if (!w)
+		return 0;
+	w->nlib = 0;
+	w->truncated = 0;
+	w->callsite = 0;
+	w->callsite_slot = 0;
+	/* The key of an access: the instruction (one stack per accessing instruction). */
+	key = mix(mix(STACK_KEY_SEED, 0x68697421ULL), ip);
+	key = key ? key : 1;
+	if (jc->flags & FFM_JOB_STACKS)
+		send_stack(regs, w, key, id, job, now);
+	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+	if (!r) {
+		count_drop(job, FFM_REC_DROP_RINGBUF);
 		return 0;
 	}
-	fill_hdr(&r->hdr, FFM_REC_CALL, id, job, now);
-	r->start_ns = t->call_start;
-	r->dur_ns = now - t->call_start;
-	r->wait_ns = t->wait_acc;
-	r->nwaits = t->nwaits;
-	r->stack_key = key;
-	r->bytes = t->bytes;
-	r->dst = t->dst;
-	r->src = t->src;
-	r->stream = t->stream;
-	r->ret = PT_REGS_RC(ctx);
-	r->api_id = FFM_COOKIE_API(t->cookie);
-	if (t->outp) {
-		/* Allocations return their pointer through an out argument. */
-		__u64 v = 0;
-
-		bpf_probe_read_user(&v, sizeof(v), (void *)t->outp);
-		r->dst = v;
-	}
-	bpf_ringbuf_submit(r, rb_flags());
+	fill_hdr(&r->hdr, FFM_REC_HIT, id, job, now);
+	r->ip = ip;
+	r->addr = ctx->addr;
+	r->stack_key = (jc->flags & FFM_JOB_STACKS) ? key : 0;
+	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
 
@@ -650,6 +1088,7 @@ int BPF_PROG(on_exit, struct task_struct *task)
 	struct ffm_proc *p;
 
 	bpf_map_delete_elem(&threads, &tid);
+	bpf_map_delete_elem(&pending, &tid);
 	if (tgid != tid)
 		return 0;
 	p = tracked(tgid);

@@ -23,7 +23,8 @@
 #include <linux/types.h>
 #endif
 
-#define FFM_ABI_VERSION 1
+/* 2: FFM_REC_XFER, FFM_REC_RANGE, FFM_REC_HIT, FFM_JOB_MEMTRACE/HASH, FFM_REC_DROP_HASH (stages 3-4) */
+#define FFM_ABI_VERSION 2
 
 #define FFM_MAX_JOBS 64           /* job slots active at once */
 #define FFM_MAX_PROCS 16384       /* tracked processes */
@@ -33,6 +34,8 @@
 #define FFM_STACK_BYTES 16384     /* stack bytes copied with a new stack */
 #define FFM_MAX_CGROUP_LEVELS 16  /* cgroup ancestors checked against cgroup rules */
 #define FFM_RINGBUF_BYTES (64u << 20)
+#define FFM_PENDING_DTOH 8        /* async DtoH copies per thread awaiting their sync's hash */
+#define FFM_HASH_CHUNK 32768      /* bytes copied from the process per hashing step */
 
 enum ffm_rec_type {
 	FFM_REC_WAIT = 1,   /* one wait in the internal wait function */
@@ -41,6 +44,9 @@ enum ffm_rec_type {
 	FFM_REC_EXEC = 4,   /* a tracked process exec'd (or joined a job) */
 	FFM_REC_EXIT = 5,   /* a tracked process exited */
 	FFM_REC_FORK = 6,   /* a tracked process forked a child that inherits the job */
+	FFM_REC_XFER = 7,   /* stage 3: content hash of the bytes a transfer moved */
+	FFM_REC_RANGE = 8,  /* stages 3-4: a DtoH copy was issued; its destination becomes GPU-written */
+	FFM_REC_HIT = 9,    /* stages 3-4: first watched CPU access after a synchronization */
 };
 
 /* The probe classes; the attach cookie carries one (see FFM_COOKIE). */
@@ -97,6 +103,8 @@ enum ffm_job_flags {
 	FFM_JOB_ACTIVE = 1 << 0,
 	FFM_JOB_CALLS = 1 << 1,  /* record API calls (stage >= 2) */
 	FFM_JOB_STACKS = 1 << 2, /* stack keys + first-seen stacks */
+	FFM_JOB_MEMTRACE = 1 << 3, /* RANGE records at DtoH issue, HIT records from watchpoints */
+	FFM_JOB_HASH = 1 << 4,     /* XFER records: hash transfers (needs the sleepable API probes) */
 };
 
 struct ffm_job_cfg {
@@ -112,6 +120,7 @@ enum ffm_rec_drop {
 	FFM_REC_DROP_PROCS = 3,     /* process map full: a process could not be tracked */
 	FFM_REC_DROP_THREADS = 4,   /* thread map full: a call's entry was not recorded */
 	FFM_REC_DROP_UNMATCHED = 5, /* a return without its entry (attached mid-call) */
+	FFM_REC_DROP_HASH = 6,      /* a transfer was not hashed (unreadable bytes, too many pending) */
 	FFM_REC_DROP__MAX = 8,
 };
 
@@ -205,6 +214,48 @@ struct ffm_rec_proc {
 	__u32 uid;
 	__u32 _pad;
 	char comm[16];
+};
+
+/* FFM_REC_XFER: ts_ns is when the hash was taken. The transfer is the call of this thread that
+ * began at call_start_ns (its FFM_REC_CALL has start_ns == call_start_ns). */
+enum ffm_xfer_flags {
+	FFM_XFER_FAILED = 1 << 0,   /* bytes unreadable: hash is 0 and means nothing */
+	FFM_XFER_DEFERRED = 1 << 1, /* async DtoH hashed at the sync that covered it */
+};
+
+struct ffm_rec_xfer {
+	struct ffm_rec_hdr hdr;
+	__u64 call_start_ns;
+	__u64 hash; /* bpf/ffm_hash.h over [src, src+bytes) (HtoD) or [dst, dst+bytes) (DtoH) */
+	__u64 dst;
+	__u64 src;
+	__u64 bytes;
+	__u32 dir; /* enum ffm_rec_dir */
+	__u32 flags;
+};
+
+/* FFM_REC_RANGE: sent at the entry of a DtoH copy, before any byte moves, so user space can arm
+ * a watchpoint on the destination while the copy and its synchronization run. stack_key is the
+ * key the call's FFM_REC_CALL will carry (it may not be known yet at the first occurrence). */
+struct ffm_rec_range {
+	struct ffm_rec_hdr hdr;
+	__u64 call_start_ns;
+	__u64 lo;
+	__u64 bytes;
+	__u64 stack_key;
+	__u32 api_id;
+	__u32 _pad;
+};
+
+/* FFM_REC_HIT: a hardware watchpoint fired in a tracked thread outside every driver call, the
+ * first time since that thread's last synchronization. ip is the instruction *after* the access
+ * (x86 data breakpoints trap after it), addr the watched address. A new stack_key is preceded by
+ * its FFM_REC_STACK, as for the other records. */
+struct ffm_rec_hit {
+	struct ffm_rec_hdr hdr;
+	__u64 ip;
+	__u64 addr;
+	__u64 stack_key;
 };
 
 #endif /* FFM_BPF_ABI_H */

@@ -2,8 +2,13 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <errno.h>
+#include <linux/hw_breakpoint.h>
+#include <pthread.h>
+#include <linux/perf_event.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -17,6 +22,9 @@ _Static_assert(sizeof(struct ffm_rec_stack) == 32 + 56 + 8 * FFM_LIB_FRAMES + FF
 	       "ffm_rec_stack layout");
 _Static_assert(sizeof(struct ffm_rec_proc) == 32 + 40, "ffm_rec_proc layout");
 _Static_assert(sizeof(struct ffm_slots) == 8 + 4 * FFM_LEARNED_SLOTS, "ffm_slots layout");
+_Static_assert(sizeof(struct ffm_rec_xfer) == 32 + 48, "ffm_rec_xfer layout");
+_Static_assert(sizeof(struct ffm_rec_range) == 32 + 40, "ffm_rec_range layout");
+_Static_assert(sizeof(struct ffm_rec_hit) == 32 + 24, "ffm_rec_hit layout");
 
 struct ffm_collector {
 	struct ffm_bpf *skel;
@@ -24,6 +32,13 @@ struct ffm_collector {
 	ffm_record_fn on_record;
 	void *ctx;
 	int ncpus;
+	bool memtrace; /* the stage 3-4 programs loaded */
+};
+
+struct ffm_watch {
+	struct bpf_link *link; /* owns the perf event fd */
+	int pfd;
+	uint64_t addr;
 };
 
 struct ffm_attachment {
@@ -40,6 +55,9 @@ size_t ffm_rec_size(uint32_t type)
 	case FFM_REC_EXEC:
 	case FFM_REC_EXIT:
 	case FFM_REC_FORK: return sizeof(struct ffm_rec_proc);
+	case FFM_REC_XFER: return sizeof(struct ffm_rec_xfer);
+	case FFM_REC_RANGE: return sizeof(struct ffm_rec_range);
+	case FFM_REC_HIT: return sizeof(struct ffm_rec_hit);
 	default: return 0;
 	}
 }
@@ -75,27 +93,41 @@ int ffm_collector__open(const struct ffm_collector_opts *opts, struct ffm_collec
 		goto fail;
 	}
 
-	c->skel = ffm_bpf__open();
-	if (!c->skel) {
-		err = -errno;
-		goto fail;
-	}
-	if (opts && opts->wakeup_bytes)
-		c->skel->rodata->ringbuf_wakeup_bytes = opts->wakeup_bytes;
-	if (opts && opts->ringbuf_bytes) {
-		uint32_t b = opts->ringbuf_bytes;
-
-		if (b < FFM_RINGBUF_MIN_BYTES || (b & (b - 1))) {
-			err = -EINVAL;
+	/* The stage 3-4 programs (sleepable uprobes, a perf_event program) need a newer kernel
+	 * than the rest: where they do not load, load without them and stages 1-2 still work. */
+	for (int attempt = 0; attempt < 2; attempt++) {
+		c->skel = ffm_bpf__open();
+		if (!c->skel) {
+			err = -errno;
 			goto fail;
 		}
-		/* A wake-up threshold at or above this size never fires: the consumer then
-		 * relies on its own polling (ffmd: every 100 ms). */
-		err = bpf_map__set_max_entries(c->skel->maps.events, b);
-		if (err)
-			goto fail;
+		if (opts && opts->wakeup_bytes)
+			c->skel->rodata->ringbuf_wakeup_bytes = opts->wakeup_bytes;
+		if (opts && opts->ringbuf_bytes) {
+			uint32_t b = opts->ringbuf_bytes;
+
+			if (b < FFM_RINGBUF_MIN_BYTES || (b & (b - 1))) {
+				err = -EINVAL;
+				goto fail;
+			}
+			/* A wake-up threshold at or above this size never fires: the consumer then
+			 * relies on its own polling (ffmd: every 100 ms). */
+			err = bpf_map__set_max_entries(c->skel->maps.events, b);
+			if (err)
+				goto fail;
+		}
+		c->memtrace = attempt == 0;
+		if (!c->memtrace) {
+			bpf_program__set_autoload(c->skel->progs.api_entry_h, false);
+			bpf_program__set_autoload(c->skel->progs.api_exit_h, false);
+			bpf_program__set_autoload(c->skel->progs.watch_hit, false);
+		}
+		err = ffm_bpf__load(c->skel);
+		if (!err)
+			break;
+		ffm_bpf__destroy(c->skel);
+		c->skel = NULL;
 	}
-	err = ffm_bpf__load(c->skel);
 	if (err)
 		goto fail;
 	/* Only the process tracepoints auto-attach; uprobes go per driver file. */
@@ -148,35 +180,96 @@ int ffm_collector__consume(struct ffm_collector *c)
 	return n < 0 ? n : n;
 }
 
+/* Attaching a uprobe waits for the kernel (~0.1 s each on 6.18, 41 probes: 9 s); threads
+ * attaching at once overlap those waits (41 probes: 0.14 s). */
+struct attach_job {
+	struct ffm_collector *c;
+	const char *path;
+	const struct ffm_probe *probes;
+	struct ffm_attachment *a;
+	size_t first, step; /* links[first], links[first + step], ...: link k is probe k/2, return if odd */
+	int err;
+};
+
+static void *attach_some(void *arg)
+{
+	struct attach_job *j = arg;
+	struct ffm_collector *c = j->c;
+
+	for (size_t k = j->first; k < j->a->n && !j->err; k += j->step) {
+		const struct ffm_probe *p = &j->probes[k / 2];
+		bool r = k & 1;
+		LIBBPF_OPTS(bpf_uprobe_opts, uo, .bpf_cookie = p->cookie, .retprobe = r);
+		struct bpf_program *prog;
+
+		if (p->wait)
+			prog = r ? c->skel->progs.wait_exit : c->skel->progs.wait_entry;
+		else if (p->hash && c->memtrace)
+			prog = r ? c->skel->progs.api_exit_h : c->skel->progs.api_entry_h;
+		else
+			prog = r ? c->skel->progs.api_exit : c->skel->progs.api_entry;
+		j->a->links[k] = bpf_program__attach_uprobe_opts(prog, -1, j->path, p->offset, &uo);
+		if (!j->a->links[k])
+			j->err = errno ? -errno : -EINVAL;
+	}
+	return NULL;
+}
+
+#define LINK_THREADS 32
+
+/* Run fn over links[parity], links[parity + 2], ... with up to LINK_THREADS threads. */
+static int for_links_parallel(struct attach_job *proto, size_t parity, void *(*fn)(void *))
+{
+	struct attach_job jobs[LINK_THREADS];
+	pthread_t th[LINK_THREADS];
+	bool started[LINK_THREADS] = { false };
+	size_t nth = (proto->a->n / 2 + 3) / 4; /* about 4 links per thread */
+	int err = 0;
+
+	if (nth > LINK_THREADS)
+		nth = LINK_THREADS;
+	if (nth < 1)
+		nth = 1;
+	for (size_t t = 0; t < nth; t++) {
+		jobs[t] = *proto;
+		jobs[t].first = parity + 2 * t;
+		jobs[t].step = 2 * nth;
+		jobs[t].err = 0;
+		started[t] = nth > 1 && pthread_create(&th[t], NULL, fn, &jobs[t]) == 0;
+	}
+	for (size_t t = 0; t < nth; t++) {
+		if (started[t])
+			pthread_join(th[t], NULL);
+		else
+			fn(&jobs[t]);
+		if (jobs[t].err && !err)
+			err = jobs[t].err;
+	}
+	return err;
+}
+
 int ffm_collector__attach(struct ffm_collector *c, const char *path, const struct ffm_probe *probes,
 			  size_t n, struct ffm_attachment **ret)
 {
+	struct attach_job proto = { .c = c, .path = path, .probes = probes };
 	struct ffm_attachment *a;
-	int err = 0;
+	int err;
 
 	*ret = NULL;
 	a = calloc(1, sizeof(*a) + 2 * n * sizeof(a->links[0]));
 	if (!a)
 		return -ENOMEM;
-	for (size_t i = 0; i < n; i++) {
-		for (int r = 0; r < 2; r++) {
-			LIBBPF_OPTS(bpf_uprobe_opts, uo, .bpf_cookie = probes[i].cookie,
-				    .retprobe = r == 1);
-			struct bpf_program *prog;
-			struct bpf_link *l;
-
-			if (probes[i].wait)
-				prog = r ? c->skel->progs.wait_exit : c->skel->progs.wait_entry;
-			else
-				prog = r ? c->skel->progs.api_exit : c->skel->progs.api_entry;
-			l = bpf_program__attach_uprobe_opts(prog, -1, path, probes[i].offset, &uo);
-			if (!l) {
-				err = -errno;
-				ffm_attachment__free(a);
-				return err ? err : -EINVAL;
-			}
-			a->links[a->n++] = l;
-		}
+	a->n = 2 * n;
+	proto.a = a;
+	/* Return probes first: a call already running when its entry probe appears would
+	 * otherwise raise the thread's call depth for good; a return without entry is only
+	 * counted (FFM_REC_DROP_UNMATCHED). */
+	err = for_links_parallel(&proto, 1, attach_some);
+	if (!err)
+		err = for_links_parallel(&proto, 0, attach_some);
+	if (err) {
+		ffm_attachment__free(a);
+		return err;
 	}
 	*ret = a;
 	return 0;
@@ -186,10 +279,15 @@ struct ffm_attachment *ffm_attachment__free(struct ffm_attachment *a)
 {
 	if (!a)
 		return NULL;
-	/* Return probes go first: a thread inside a call then finds no return record to
-	 * make, rather than an entry without its return being counted as lost. */
-	for (size_t i = a->n; i-- > 0;)
-		bpf_link__destroy(a->links[i]);
+	/* Return probes (odd indices) go first: a thread inside a call then finds no return
+	 * record to make, rather than an entry without its return being counted as lost.
+	 * Unlike attaching, detaching is serialized in the kernel (~0.1 s per uprobe on 6.18:
+	 * 41 probes took 10 s alone and with 32 threads alike); uprobe_multi links, which
+	 * synchronize once per link, would remove that cost. */
+	for (size_t k = 1; k < a->n; k += 2)
+		bpf_link__destroy(a->links[k]);
+	for (size_t k = 0; k < a->n; k += 2)
+		bpf_link__destroy(a->links[k]);
 	free(a);
 	return NULL;
 }
@@ -382,4 +480,86 @@ void ffm_collector__forget_process(struct ffm_collector *c, uint32_t tgid)
 		}
 		prev = &key;
 	}
+}
+
+/* ---- watchpoints ---------------------------------------------------------------------------- */
+
+bool ffm_collector__has_memtrace(const struct ffm_collector *c)
+{
+	return c && c->memtrace;
+}
+
+static void bp_attr(struct perf_event_attr *a, uint64_t addr)
+{
+	memset(a, 0, sizeof(*a));
+	a->size = sizeof(*a);
+	a->type = PERF_TYPE_BREAKPOINT;
+	a->bp_type = HW_BREAKPOINT_RW;
+	a->bp_addr = addr & ~7ull;
+	a->bp_len = HW_BREAKPOINT_LEN_8;
+	a->sample_period = 1; /* every access runs the program */
+	/* The process's own instructions only: the kernel copying the buffer for write(2) is not
+	 * an instruction of the application; the driver's own accesses are filtered in BPF. */
+	a->exclude_kernel = 1;
+	a->exclude_hv = 1;
+}
+
+int ffm_collector__watch(struct ffm_collector *c, pid_t tid, uint64_t addr, struct ffm_watch **ret)
+{
+	struct perf_event_attr a;
+	struct ffm_watch *w;
+	int err;
+
+	*ret = NULL;
+	if (!c->memtrace)
+		return -EOPNOTSUPP;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	bp_attr(&a, addr);
+	w->pfd = syscall(SYS_perf_event_open, &a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	if (w->pfd < 0) {
+		err = -errno;
+		free(w);
+		return err;
+	}
+	w->link = bpf_program__attach_perf_event(c->skel->progs.watch_hit, w->pfd);
+	if (!w->link) {
+		err = -errno;
+		close(w->pfd);
+		free(w);
+		return err ? err : -EINVAL;
+	}
+	w->addr = a.bp_addr;
+	*ret = w;
+	return 0;
+}
+
+int ffm_watch__move(struct ffm_watch *w, uint64_t addr)
+{
+	struct perf_event_attr a;
+
+	if (!w)
+		return -EINVAL;
+	if ((addr & ~7ull) == w->addr)
+		return 0;
+	bp_attr(&a, addr);
+	if (ioctl(w->pfd, PERF_EVENT_IOC_MODIFY_ATTRIBUTES, &a) < 0)
+		return -errno;
+	w->addr = a.bp_addr;
+	return 0;
+}
+
+uint64_t ffm_watch__addr(const struct ffm_watch *w)
+{
+	return w ? w->addr : 0;
+}
+
+struct ffm_watch *ffm_watch__free(struct ffm_watch *w)
+{
+	if (!w)
+		return NULL;
+	bpf_link__destroy(w->link); /* closes pfd too */
+	free(w);
+	return NULL;
 }

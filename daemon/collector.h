@@ -55,6 +55,7 @@ struct ffm_probe {
 	uint64_t offset; /* file offset */
 	uint64_t cookie; /* FFM_COOKIE(...) */
 	bool wait;       /* the internal wait function (else an API entry point) */
+	bool hash;       /* API point: the sleepable twins that hash transfers (stage 3) */
 };
 
 /* Attach @probes (entry + return each) to @path; on error nothing stays attached. */
@@ -94,6 +95,21 @@ int ffm_collector__learn_slots(struct ffm_collector *c, uint32_t tgid, uint64_t 
 			       const int32_t *off, uint32_t n);
 /* Forget per-process state of @tgid (slots, seen stacks) after it exited. */
 void ffm_collector__forget_process(struct ffm_collector *c, uint32_t tgid);
+
+/*
+ * Hardware watchpoints (stages 3-4): an 8-byte read/write breakpoint on @addr (aligned down to
+ * 8) in thread @tid, with the collector's watch_hit program attached: each access outside the
+ * driver, first after a sync of the thread, becomes a FFM_REC_HIT record. x86 has 4 debug
+ * registers per thread: the 5th watch of a thread fails with -ENOSPC.
+ */
+struct ffm_watch;
+/* Whether the loaded programs include the stage 3-4 ones (hashing twins, watch_hit). */
+bool ffm_collector__has_memtrace(const struct ffm_collector *c);
+int ffm_collector__watch(struct ffm_collector *c, pid_t tid, uint64_t addr, struct ffm_watch **ret);
+/* Point an existing watch at another address (cheaper than free + watch). */
+int ffm_watch__move(struct ffm_watch *w, uint64_t addr);
+uint64_t ffm_watch__addr(const struct ffm_watch *w);
+struct ffm_watch *ffm_watch__free(struct ffm_watch *w);
 
 /* Record sizes, for decoding. */
 size_t ffm_rec_size(uint32_t type);
