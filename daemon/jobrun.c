@@ -9,6 +9,7 @@
 
 #include "daemon/collector.h"
 #include "daemon/jobrun.h"
+#include "daemon/memtrace.h"
 #include "store/ffm_store.h"
 
 struct ffm_jobrun {
@@ -21,6 +22,8 @@ struct ffm_jobrun {
 	size_t nsync;
 	char job_id[128];
 	bool ended;
+	struct ffm_memtrace *mt; /* stages 3-4 */
+	int64_t ref_run2;        /* the key's latest stage-2 run, for FFM_RUN_DIVERGENT */
 };
 
 static uint64_t fnv64(uint64_t h, const void *p, size_t n)
@@ -219,6 +222,26 @@ int ffm_jobrun__begin(const struct ffm_jobrun_opts *opts, struct ffm_jobrun **re
 	ro.apis = opts->apis;
 	ro.proc_root = opts->proc_root;
 	ro.driver_build_id = opts->driver_build_id;
+	if (ffm_memtrace_job_flags(jr->plan.probes) & FFM_JOB_MEMTRACE) {
+		/* Stage 4 watches only what stage 3 saw used (none: an empty list, not NULL). */
+		int64_t *use = NULL, none = 0;
+		size_t nuse = 0;
+
+		if (jr->plan.stage == FFM_STAGE_SYNC_USE)
+			err = ffm_memtrace_used_stacks(jr->store, hist.last_run[FFM_STAGE_MEMORY], &use, &nuse);
+		if (err >= 0)
+			err = ffm_memtrace__new(&(struct ffm_memtrace_opts){
+				.sz = sizeof(struct ffm_memtrace_opts), .store = jr->store, .run = jr->run,
+				.collector = opts->collector, .stage = jr->plan.stage,
+				.use_stacks = jr->plan.stage == FFM_STAGE_SYNC_USE ? (use ? use : &none) : NULL,
+				.nuse_stacks = nuse,
+			}, &jr->mt);
+		free(use);
+		if (err < 0)
+			goto fail;
+		jr->ref_run2 = hist.last_run[FFM_STAGE_DETAIL];
+		ro.memtrace = jr->mt;
+	}
 	err = ffm_recorder__new(&ro, &jr->rec);
 	if (err < 0)
 		goto fail;
@@ -247,6 +270,17 @@ struct ffm_store *ffm_jobrun__store(struct ffm_jobrun *jr)
 struct ffm_recorder *ffm_jobrun__recorder(struct ffm_jobrun *jr)
 {
 	return jr->rec;
+}
+
+struct ffm_memtrace *ffm_jobrun__memtrace(struct ffm_jobrun *jr)
+{
+	return jr->mt;
+}
+
+uint32_t ffm_jobrun__job_flags(const struct ffm_jobrun *jr)
+{
+	return FFM_JOB_ACTIVE | FFM_JOB_STACKS | (jr->plan.stage >= 2 ? FFM_JOB_CALLS : 0) |
+	       ffm_memtrace_job_flags(jr->plan.probes);
 }
 
 const char *const *ffm_jobrun__sync_names(const struct ffm_jobrun *jr, size_t *n)
@@ -301,6 +335,13 @@ int ffm_jobrun__end(struct ffm_jobrun *jr, double wall_s, int exit_status, bool 
 	if (aborted)
 		flags |= FFM_RUN_ABORTED;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
+	if (jr->mt) {
+		/* Windows still open end with the run; then coverage and divergence flags. */
+		err = ffm_memtrace__end(jr->mt, (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec,
+					jr->ref_run2, &flags);
+		if (err < 0)
+			return err;
+	}
 	err = ffm_store__run_end(jr->store, jr->run, (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec,
 				 wall_s, exit_status, flags);
 	if (err < 0)
@@ -321,6 +362,7 @@ struct ffm_jobrun *ffm_jobrun__free(struct ffm_jobrun *jr)
 	if (!jr)
 		return NULL;
 	ffm_recorder__free(jr->rec);
+	ffm_memtrace__free(jr->mt);
 	ffm_store__free(jr->store);
 	for (size_t i = 0; i < jr->nsync; i++)
 		free(jr->sync_names[i]);

@@ -47,6 +47,10 @@ struct ffm_store *ffm_jobrun__store(struct ffm_jobrun *jr);
 const char *const *ffm_jobrun__sync_names(const struct ffm_jobrun *jr, size_t *n);
 int ffm_jobrun__record(struct ffm_jobrun *jr, const void *rec, size_t size);
 struct ffm_recorder *ffm_jobrun__recorder(struct ffm_jobrun *jr);
+/* Stages 3-4: first-use and transfer-hash state (NULL in other stages). */
+struct ffm_memtrace *ffm_jobrun__memtrace(struct ffm_jobrun *jr);
+/* The collector job flags (bpf/ffm.h, enum ffm_job_flags) this run's stage needs. */
+uint32_t ffm_jobrun__job_flags(const struct ffm_jobrun *jr);
 /* End the run: drops from the collector, flags, wall time; ends the job too if @end_job. */
 int ffm_jobrun__end(struct ffm_jobrun *jr, double wall_s, int exit_status, bool aborted,
 		    bool end_job);

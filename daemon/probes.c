@@ -107,6 +107,11 @@ int ffm_probe_set__build(struct ffm_probe_set *ps, const struct ffm_driver *d, s
 		if (err < 0)
 			goto fail;
 	}
+	/* Stage 3 hashes in sleepable twins of the API probes: every API point gets them, since a
+	 * synchronization anywhere completes the async DtoH copies whose bytes are hashed then. */
+	if (probes & FFM_PROBE_HASH)
+		for (size_t i = 0; i < ps->n; i++)
+			ps->p[i].hash = !ps->p[i].wait;
 	return 0;
 fail:
 	ffm_probe_set__release(ps);

@@ -10,6 +10,7 @@
 #include "bpf/ffm.h"
 #include "daemon/apis.h"
 #include "daemon/collector.h"
+#include "daemon/memtrace.h"
 #include "daemon/recorder.h"
 #include "store/ffm_store.h"
 #include "symbols/ffm_stack.h"
@@ -382,7 +383,12 @@ static int on_wait(struct ffm_recorder *r, const struct ffm_rec_wait *w)
 		return err;
 	r->st.waits++;
 	ev.stack = resolve_key(r, w->hdr.tgid, w->stack_key, &ev.api);
-	return ffm_store__put_event(r->o.store, &ev, NULL);
+	if (!r->o.memtrace)
+		return ffm_store__put_event(r->o.store, &ev, NULL);
+	err = ffm_store__put_event(r->o.store, &ev, &ev.id);
+	if (err < 0)
+		return err;
+	return ffm_memtrace__on_wait(r->o.memtrace, w, ev.id, ev.stack);
 }
 
 static int on_call(struct ffm_recorder *r, const struct ffm_rec_call *c)
@@ -405,7 +411,45 @@ static int on_call(struct ffm_recorder *r, const struct ffm_rec_call *c)
 	ev.dir = store_dir(d->dir);
 	ev.api = store_api(r, c->api_id);
 	ev.stack = resolve_key(r, c->hdr.tgid, c->stack_key, NULL);
-	return ffm_store__put_event(r->o.store, &ev, NULL);
+	if (!r->o.memtrace)
+		return ffm_store__put_event(r->o.store, &ev, NULL);
+	err = ffm_store__put_event(r->o.store, &ev, &ev.id);
+	if (err < 0)
+		return err;
+	return ffm_memtrace__on_call(r->o.memtrace, c, &(struct ffm_memtrace_call){
+		.event = ev.id, .stack = ev.stack, .kind = d->kind, .name = d->name,
+	});
+}
+
+/* Stages 3-4: a DtoH copy's destination, a transfer's hash, a watchpoint hit. */
+static int on_memtrace(struct ffm_recorder *r, const void *rec)
+{
+	const struct ffm_rec_hdr *h = rec;
+	struct key_ent *ke;
+
+	if (!r->o.memtrace)
+		return 0;
+	switch (h->type) {
+	case FFM_REC_XFER:
+		r->st.xfers++;
+		return ffm_memtrace__on_xfer(r->o.memtrace, rec);
+	case FFM_REC_RANGE: {
+		const struct ffm_rec_range *rr = rec;
+
+		/* Sent at the copy's entry: the first time, its stack is not known yet. */
+		r->st.ranges++;
+		ke = key_find(r, h->tgid, rr->stack_key, false);
+		return ffm_memtrace__on_range(r->o.memtrace, rr, ke ? ke->stack : 0);
+	}
+	case FFM_REC_HIT: {
+		const struct ffm_rec_hit *hit = rec;
+
+		r->st.hits++;
+		return ffm_memtrace__on_hit(r->o.memtrace, hit,
+					    resolve_key(r, h->tgid, hit->stack_key, NULL));
+	}
+	}
+	return 0;
 }
 
 static int on_proc(struct ffm_recorder *r, const struct ffm_rec_proc *p)
@@ -422,6 +466,12 @@ static int on_proc(struct ffm_recorder *r, const struct ffm_rec_proc *p)
 		r->last_ns = p->hdr.ts_ns;
 		if (r->o.collector)
 			ffm_collector__forget_process(r->o.collector, p->hdr.tgid);
+		if (r->o.memtrace) {
+			int err = ffm_memtrace__on_exit(r->o.memtrace, p->hdr.tgid, p->hdr.ts_ns);
+
+			if (err < 0)
+				return err;
+		}
 		return ffm_store__process_exit(r->o.store, r->o.run, p->hdr.tgid, p->hdr.ts_ns,
 					       (int32_t)p->exit_code);
 	}
@@ -451,6 +501,9 @@ int ffm_recorder__record(struct ffm_recorder *r, const void *rec, size_t size)
 	case FFM_REC_EXEC:
 	case FFM_REC_FORK:
 	case FFM_REC_EXIT: return on_proc(r, rec);
+	case FFM_REC_XFER:
+	case FFM_REC_RANGE:
+	case FFM_REC_HIT: return on_memtrace(r, rec);
 	default: return 0;
 	}
 }

@@ -22,6 +22,7 @@ struct ffm_store;
 struct ffm_collector;
 struct ffm_symbolizer;
 struct ffm_apis;
+struct ffm_memtrace;
 
 struct ffm_recorder_opts {
 	size_t sz;
@@ -32,11 +33,13 @@ struct ffm_recorder_opts {
 	struct ffm_apis *apis;           /* borrowed */
 	const char *proc_root;           /* NULL = "/proc" */
 	const char *driver_build_id;     /* identifies libcuda frames; NULL = by file name */
+	struct ffm_memtrace *memtrace;   /* borrowed; stages 3-4, NULL otherwise */
 };
 
 struct ffm_recorder_stats {
 	uint64_t records, waits, calls, stacks, stacks_unwound, stacks_failed, unknown_keys;
 	uint64_t processes;
+	uint64_t xfers, ranges, hits; /* stages 3-4 records */
 };
 
 struct ffm_recorder;

@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Stages 3 and 4 in the daemon: turns the records of the memory-tracing programs into the
+ * store's xfer_hashes and sync_uses rows (store/ffm_store.h). The recorder feeds it every record
+ * with the store ids it resolved (event, stack); memtrace keeps the per-process state:
+ *
+ * - Protected ranges: CPU memory the GPU may have written. A DtoH destination from the moment
+ *   its copy is issued (FFM_REC_RANGE, sent at the copy's entry), a managed allocation from its
+ *   cuMemAllocManaged on (conservatively: any later kernel may write it). A range stays
+ *   protected until freed through the driver (cuMemFree*, cuMemHostUnregister); malloc'd
+ *   destinations are never seen freed and stay protected.
+ * - Watchpoints: the first 8-byte word of the 4 most recently issued ranges (x86 has 4 debug
+ *   registers per thread) on every thread of the process that called the driver, re-aimed when
+ *   the set changes (ffm_collector__watch). A watchpoint stays armed, so a destination used again
+ *   (the common loop) costs nothing more; a new one is armed while its copy runs.
+ * - Sync windows: a synchronization is a probed call that waited (nwaits > 0) or an explicit
+ *   sync, or a wait outside every probed call (the BPF side uses the same definition). Its window
+ *   is [its end, the start of the thread's next synchronization). The first watched access of
+ *   the thread in the window (FFM_REC_HIT) is its first use; none means the sync protected no
+ *   data that was used: FFM_SYNC_USE_NONE, an unnecessary sync. One row per sync occurrence,
+ *   written when its window closes, FFM_SYNC_USE_PARTIAL when some protected range was not
+ *   watched at the sync's end (more than 4 ranges, or armed only after the sync returned).
+ * - Stage 3 transfers (FFM_REC_XFER): content hash, destination, size. A transfer is
+ *   FFM_DUP_SAME_DST when the destination (process, address, size) already holds that content
+ *   from an earlier transfer, FFM_DUP_OTHER_DST when the content was transferred before to
+ *   another destination; first_event/first_stack name the first transfer of the content.
+ *   Writes to a destination by kernels are not seen (a kernel that rewrites a buffer with the
+ *   same bytes and a re-upload would be called a duplicate).
+ * - Stage 4 watches only ranges issued from the call stacks whose destinations stage 3 saw used
+ *   (use_stacks), and hashes nothing.
+ */
+#ifndef FFM_DAEMON_MEMTRACE_H
+#define FFM_DAEMON_MEMTRACE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bpf/ffm.h"
+
+struct ffm_store;
+struct ffm_collector;
+struct ffm_memtrace;
+
+#define FFM_MEMTRACE_WATCHES 4 /* debug registers per thread (x86) */
+
+struct ffm_memtrace_opts {
+	size_t sz;
+	struct ffm_store *store;         /* borrowed */
+	int64_t run;
+	struct ffm_collector *collector; /* borrowed; NULL: no watchpoints (nothing is used) */
+	uint32_t stage;                  /* 3 or 4 */
+	/* Stage 4: watch only ranges issued from these stacks (NULL: every range). */
+	const int64_t *use_stacks;
+	size_t nuse_stacks;
+};
+
+/* What the recorder knows about a FFM_REC_CALL once it stored it. */
+struct ffm_memtrace_call {
+	int64_t event, stack;  /* store ids (0 = unknown) */
+	uint32_t kind;         /* enum ffm_api_kind */
+	const char *name;      /* API base name */
+};
+
+struct ffm_memtrace_stats {
+	uint64_t syncs, syncs_used, syncs_none, syncs_partial;
+	uint64_t hits, hits_outside; /* hits reported; of them outside any sync window */
+	uint64_t xfers, xfers_failed, dup_same, dup_other;
+	uint64_t ranges, watch_moves, watch_failed, late_arms;
+};
+
+int ffm_memtrace__new(const struct ffm_memtrace_opts *opts, struct ffm_memtrace **ret);
+struct ffm_memtrace *ffm_memtrace__free(struct ffm_memtrace *m);
+
+/* Record hooks; -errno only for store failures. */
+int ffm_memtrace__on_call(struct ffm_memtrace *m, const struct ffm_rec_call *c,
+			  const struct ffm_memtrace_call *info);
+int ffm_memtrace__on_wait(struct ffm_memtrace *m, const struct ffm_rec_wait *w, int64_t event,
+			  int64_t stack);
+/* @stack: the store stack of the issuing call if its key is already known, else 0. */
+int ffm_memtrace__on_range(struct ffm_memtrace *m, const struct ffm_rec_range *r, int64_t stack);
+int ffm_memtrace__on_xfer(struct ffm_memtrace *m, const struct ffm_rec_xfer *x);
+int ffm_memtrace__on_hit(struct ffm_memtrace *m, const struct ffm_rec_hit *h, int64_t stack);
+int ffm_memtrace__on_exit(struct ffm_memtrace *m, uint32_t tgid, uint64_t ts_ns);
+/* Close every open window (at end_ns) and release the watchpoints. */
+int ffm_memtrace__finish(struct ffm_memtrace *m, uint64_t end_ns);
+void ffm_memtrace__stats(const struct ffm_memtrace *m, struct ffm_memtrace_stats *out);
+/* finish(), then the run flags: FFM_RUN_PARTIAL (see FFM_MEMTRACE_PARTIAL_SHARE) and
+ * FFM_RUN_DIVERGENT against @ref_run (the key's latest stage-2 run, 0 = none) into *flags. */
+int ffm_memtrace__end(struct ffm_memtrace *m, uint64_t end_ns, int64_t ref_run, uint32_t *flags);
+
+/* The BPF job flags (FFM_JOB_MEMTRACE, FFM_JOB_HASH) a plan's probe set needs. */
+uint32_t ffm_memtrace_job_flags(uint32_t plan_probes);
+
+/*
+ * The stacks of the calls that issued the ranges stage-3 run @run3 saw used (the DtoH copies
+ * and managed allocations whose destination a sync_uses row names): stage 4 watches only
+ * those. *stacks is malloc'd (free it), *n may be 0.
+ */
+int ffm_memtrace_used_stacks(struct ffm_store *s, int64_t run3, int64_t **stacks, size_t *n);
+
+/*
+ * Whether run @run's per-call-site counts differ from reference run @ref's (the key's stage-2
+ * run) by more than FFM_MEMTRACE_DIVERGENCE (and at least 3 calls), over the calls both stages
+ * probe (syncs, transfers, allocations, frees). 1 divergent, 0 not, -errno.
+ */
+#define FFM_MEMTRACE_DIVERGENCE 0.10
+int ffm_memtrace_divergent(struct ffm_store *s, int64_t run, int64_t ref);
+
+/* More than this share of a run's syncs flagged FFM_SYNC_USE_PARTIAL: the run is partial. */
+#define FFM_MEMTRACE_PARTIAL_SHARE 0.10
+
+#endif
