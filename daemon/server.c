@@ -303,7 +303,9 @@ static void update_attachments(struct ffmd *d)
 
 			err = attach_set(d, dv, FFM_PROBE_SYNC_FUNCS | FFM_PROBE_SYNC_STATIC |
 						   FFM_PROBE_TRANSFER | FFM_PROBE_ALLOC | FFM_PROBE_FREE |
-						   FFM_PROBE_MEMSET | FFM_PROBE_LAUNCH, &n);
+						   FFM_PROBE_MEMSET | FFM_PROBE_LAUNCH |
+						   /* sleepable twins: they hash for stage-3 jobs only */
+						   FFM_PROBE_HASH, &n);
 			if (err < 0) {
 				log_err("failed to attach API probes to %s: %s", dv->path, strerror(-err));
 			} else {
@@ -822,7 +824,7 @@ static int job_create(struct ffmd *d, const struct job_spec *sp, struct job **re
 	j->stage = ffm_jobrun__plan(j->jr)->stage;
 	j->start = now_s();
 	cfg.stage = j->stage;
-	cfg.flags = FFM_JOB_ACTIVE | FFM_JOB_STACKS | (j->stage >= 2 ? FFM_JOB_CALLS : 0);
+	cfg.flags = ffm_jobrun__job_flags(j->jr); /* stages 3-4 add memory tracing, hashing */
 	ffm_collector__clear_drops(d->col, j->slot);
 	ffm_collector__set_job(d->col, j->slot, &cfg);
 	update_attachments(d);
