@@ -164,14 +164,29 @@ deps:
 	@test -f $(CUDA_INC)/cuda.h || { echo "deps: $(CUDA_INC)/cuda.h not found: install the CUDA toolkit or set CUDA_INC=" >&2; exit 1; }
 
 # ---------------------------------------------------------------------------------------------
+# The programs look for ffm-calib-probe next to themselves, then in the libexec directory of
+# the PREFIX they were built for; a stamp rebuilds the two objects that hold it when PREFIX
+# changes, so `make install PREFIX=/usr` never installs binaries that look in /usr/local.
+LIBEXECDIR := $(PREFIX)/libexec/ffm
+$(O)/daemon/driver_setup.o $(O)/cli/calibrate.o: CPPFLAGS += -DFFM_LIBEXECDIR='"$(LIBEXECDIR)"'
+# (Written while the Makefile is read: .SECONDARY would keep a stamp rule from running.)
+PREFIX_STAMP := $(shell mkdir -p $(O) && { echo '$(LIBEXECDIR)' | cmp -s - $(O)/.prefix || \
+		  echo '$(LIBEXECDIR)' > $(O)/.prefix; } && echo $(O)/.prefix)
+$(O)/daemon/driver_setup.o $(O)/cli/calibrate.o: $(PREFIX_STAMP)
+
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/libexec/ffm
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(LIBEXECDIR)
 	install -m 0755 $(O)/ffmd $(DESTDIR)$(PREFIX)/sbin/ffmd
 	install -m 0755 $(O)/ffmctl $(DESTDIR)$(PREFIX)/bin/ffmctl
-	if [ -f $(O)/ffm-calibrate ]; then install -m 0755 $(O)/ffm-calibrate $(DESTDIR)$(PREFIX)/libexec/ffm/; fi
+	install -m 0755 $(O)/ffm-calib-probe $(DESTDIR)$(LIBEXECDIR)/ffm-calib-probe
 	install -d $(DESTDIR)/etc/ffm $(DESTDIR)$(PREFIX)/lib/systemd/system
 	if [ ! -f $(DESTDIR)/etc/ffm/ffmd.conf ]; then install -m 0644 systemd/ffmd.conf $(DESTDIR)/etc/ffm/ffmd.conf; fi
 	sed 's|@PREFIX@|$(PREFIX)|g' systemd/ffmd.service.in > $(DESTDIR)$(PREFIX)/lib/systemd/system/ffmd.service
+	install -d $(DESTDIR)$(PREFIX)/share/doc/ffm $(DESTDIR)$(PREFIX)/share/ffm/slurm
+	install -m 0644 README.md $(DESTDIR)$(PREFIX)/share/doc/ffm/README.md
+	install -m 0644 systemd/README.md $(DESTDIR)$(PREFIX)/share/doc/ffm/systemd.md
+	install -m 0644 contrib/slurm/README.md $(DESTDIR)$(PREFIX)/share/doc/ffm/slurm.md
+	install -m 0755 contrib/slurm/prolog.sh contrib/slurm/epilog.sh $(DESTDIR)$(PREFIX)/share/ffm/slurm/
 
 clean:
 	rm -rf $(O)
