@@ -34,7 +34,8 @@ cleanup() {
 	[ -n "$FFMD_PID" ] && kill "$FFMD_PID" 2>/dev/null && wait "$FFMD_PID" 2>/dev/null
 	for p in $(jobs -p); do kill "$p" 2>/dev/null; done
 	wait 2>/dev/null
-	[ -n "$CGROUP" ] && rmdir "$CGROUP" 2>/dev/null
+	# Child cgroups first (tests may create job_* directories inside).
+	[ -n "$CGROUP" ] && { rmdir "$CGROUP"/*/ 2>/dev/null; rmdir "$CGROUP" 2>/dev/null; }
 	rm -rf "$T"
 }
 trap cleanup EXIT
