@@ -116,6 +116,12 @@ if [ -x "$WL" ] && [ -e "$FAKE/libcuda.so.1" ] && make_cgroup ffm-test-systemd; 
 	NB=$(id -u nobody) NG=$(id -g nobody)
 	bash -c 'echo $$ > "$1/cgroup.procs" && exec setpriv --reuid="$2" --regid="$3" --clear-groups \
 		env LD_LIBRARY_PATH="$4" "$5"' sh "$CGROUP" "$NB" "$NG" "$FAKE" "$WL" >"$T/wl.log" 2>&1
+	st=$("$B/ffmctl" --runtime-dir "$T/run" status 2>&1)
+	if [[ $st == *"$FAKE/libcuda.so.1"*"build-id "*"wait function at 0x"*"sd-1"* ]]; then
+		ok "ffmctl status (text): the driver with build-id and wait offset, the job"
+	else
+		notok "ffmctl status (text) shows the driver and the job"; echo "$st" | diag
+	fi
 	"$B/ffmctl" --runtime-dir "$T/run" job end sd-1 >/dev/null
 	rep=$("$B/ffmctl" --state-dir "$T/state" report sd-1 2>&1)
 	if echo "$rep" | grep -q "cuCtxSynchronize.*unnecessary_sync.c:27"; then
