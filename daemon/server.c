@@ -74,6 +74,7 @@
 #define MAX_CONNS 32
 #define MAX_ROUTES 4096
 #define JOURNAL_NAME "ffmd-jobs"
+#define LINGER_S 30.0 /* probes stay attached this long after the last job that needed them */
 
 enum { TAG_RING = 1, TAG_LISTEN, TAG_SIGNAL, TAG_TIMER, TAG_CONN };
 
@@ -152,7 +153,10 @@ struct ffmd {
 	gid_t admin_gid;
 	bool have_admin_gid;
 	bool stop;
-	uint64_t api_probes_for; /* bitmask of slots at stage >= 2 when API probes were attached */
+	double idle_since;        /* no job since then (0: a job is active) */
+	double detail_idle_since; /* no stage >= 2 job since then */
+	char *att_names[256];     /* the public sync functions of the attached API probes */
+	int natt_names;
 	double last_tick, last_watchdog;
 	unsigned long long watchdog_usec;
 	char sock_path[PATH_MAX];
@@ -273,32 +277,76 @@ static int attach_set(struct ffmd *d, struct drv *dv, uint32_t probes, struct ff
 	return err;
 }
 
-/* Bring every driver's attachments in line with the active jobs. */
+/* Whether every public sync function the stage-2 jobs need has an attached API probe. */
+static bool names_covered(struct ffmd *d)
+{
+	const char *names[256];
+	size_t nn = sync_union(d, names, 256);
+
+	for (size_t k = 0; k < nn; k++) {
+		int i;
+
+		for (i = 0; i < d->natt_names && strcmp(d->att_names[i], names[k]); i++)
+			;
+		if (i == d->natt_names)
+			return false;
+	}
+	return true;
+}
+
+static void remember_names(struct ffmd *d)
+{
+	const char *names[256];
+	size_t nn = sync_union(d, names, 256);
+
+	for (int i = 0; i < d->natt_names; i++)
+		free(d->att_names[i]);
+	d->natt_names = 0;
+	for (size_t k = 0; k < nn; k++)
+		if ((d->att_names[d->natt_names] = strdup(names[k])))
+			d->natt_names++;
+}
+
+/*
+ * Bring every driver's attachments in line with the active jobs. Probes are attached as soon
+ * as a job needs them, and released only after LINGER_S without a job that needs them:
+ * every uprobe detach waits for an RCU grace period in the kernel (tens of ms each, seconds for
+ * a stage-2 set on a busy machine), which a scheduler starting job after job would pay each
+ * time. A probe whose job has gone costs other processes one hash lookup per call.
+ */
 static void update_attachments(struct ffmd *d)
 {
 	bool jobs = any_job(d);
 	uint64_t detail = detail_slots(d);
+	double t = now_s();
+	bool release_all = !jobs && d->idle_since && t - d->idle_since >= LINGER_S;
+	bool release_api = !detail && d->detail_idle_since && t - d->detail_idle_since >= LINGER_S;
+	bool reattach = detail && !names_covered(d);
 
+	d->idle_since = jobs ? 0 : d->idle_since ? d->idle_since : t;
+	d->detail_idle_since = detail ? 0 : d->detail_idle_since ? d->detail_idle_since : t;
 	for (int i = 0; i < MAX_DRIVERS; i++) {
 		struct drv *dv = &d->drvs[i];
 		int err;
 
 		if (!dv->used || dv->failed)
 			continue;
-		if (!jobs) {
+		if (release_all) {
 			dv->api_att = ffm_attachment__free(dv->api_att);
 			dv->wait_att = ffm_attachment__free(dv->wait_att);
 			continue;
 		}
-		if (!dv->wait_att) {
+		if (release_api)
+			dv->api_att = ffm_attachment__free(dv->api_att);
+		if (jobs && !dv->wait_att) {
 			err = attach_set(d, dv, FFM_PROBE_WAIT, &dv->wait_att);
 			if (err < 0)
 				log_err("failed to attach the wait probe to %s+%#" PRIx64 ": %s (is CAP_BPF granted?)",
 					dv->path, dv->rd.wait_off, strerror(-err));
 		}
-		/* A job that needs more stage-2 probes than attached (a new one, or one with
-		 * another stage-1 list): attach the new set before dropping the old. */
-		if (detail && (!dv->api_att || (detail & ~d->api_probes_for))) {
+		/* A job that needs stage-2 probes not attached (none yet, or a stage-1 list with
+		 * other functions): attach the new set before dropping the old. */
+		if (detail && (!dv->api_att || reattach)) {
 			struct ffm_attachment *n = NULL;
 
 			err = attach_set(d, dv, FFM_PROBE_SYNC_FUNCS | FFM_PROBE_SYNC_STATIC |
@@ -312,11 +360,10 @@ static void update_attachments(struct ffmd *d)
 				ffm_attachment__free(dv->api_att);
 				dv->api_att = n;
 			}
-		} else if (!detail) {
-			dv->api_att = ffm_attachment__free(dv->api_att);
 		}
 	}
-	d->api_probes_for = detail;
+	if (detail)
+		remember_names(d);
 }
 
 /* The process's state letter from /proc/PID/stat ('T': stopped), 0 if unknown. */
@@ -1593,8 +1640,19 @@ static int record_job(struct ffmd *d, const struct ffm_rec_hdr *h)
 		job = route_find(d, p->ppid);
 	} else if (h->type == FFM_REC_EXEC) {
 		const struct ffm_rec_proc *p = (const void *)h;
+		char st = proc_state((pid_t)h->tgid);
+		/* Held while its job is made: a stage-2 job's probes take a while to attach,
+		 * and its first calls must find them. */
+		bool held = st && st != 'T' && st != 't' && kill((pid_t)h->tgid, SIGSTOP) == 0;
 
 		job = rule_adopt(d, ru, h->tgid, p->uid);
+		if (job >= 0) {
+			route_add(d, h->tgid, job);
+			ffm_collector__move_pid(d->col, (pid_t)h->tgid, d->jobs[job].slot);
+		}
+		if (held)
+			kill((pid_t)h->tgid, SIGCONT);
+		return job;
 	}
 	if (job < 0)
 		return -1;
@@ -1664,6 +1722,9 @@ static void tick(struct ffmd *d)
 	}
 	if (dt > 0.5)
 		d->last_tick = t;
+	if ((d->idle_since && t - d->idle_since >= LINGER_S) ||
+	    (d->detail_idle_since && t - d->detail_idle_since >= LINGER_S))
+		update_attachments(d);
 	for (int i = 0; i < MAX_CONNS; i++)
 		if (d->conns[i].fd >= 0 && t > d->conns[i].deadline) {
 			/* Sent nothing in time: close it, the daemon never waits on a client. */
@@ -1887,6 +1948,8 @@ struct ffmd *ffmd__free(struct ffmd *d)
 		close(d->tfd);
 	if (d->ep >= 0)
 		close(d->ep);
+	for (int i = 0; i < d->natt_names; i++)
+		free(d->att_names[i]);
 	ffm_symbolizer__free(d->sym);
 	ffm_apis__free(d->apis);
 	ffm_collector__free(d->col);
