@@ -1,0 +1,19 @@
+# daemon/: programs beside libdaemon.a.
+#
+#   $(O)/bench/bench_overhead        what ffm costs the measured programs, per stage, and the
+#                                    ingest rate (bench/run-bench.sh; not a test)
+#   $(O)/bench/bench_overhead_child  its call timer: dlopens a libcuda, so it is linked
+#                                    against libc only and never -static (runs on GPU nodes)
+BENCH_OVERHEAD := $(O)/bench/bench_overhead $(O)/bench/bench_overhead_child
+
+$(O)/bench/bench_overhead: $(O)/bench/bench_overhead.o $(FFM_LIBS)
+	$(call msg,LINK,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(FFM_LIBS) $(SYS_LIBS)
+
+$(O)/bench/bench_overhead_child: bench/bench_overhead_child.c
+	$(call msg,LINK,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< -ldl
+
+EXTRA_PROGS += $(BENCH_OVERHEAD)
