@@ -328,10 +328,7 @@ static __always_inline void send_stack(struct pt_regs *ctx, const struct walk *w
 		}
 	}
 	r->stack_len = len;
-	/* Wake the consumer at once: it unwinds with the process's /proc/PID/maps, which are
-	 * gone once the process exits (a short process, or a stack first seen at teardown,
-	 * would otherwise get no frames). New stacks are rare by design. */
-	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
+	bpf_ringbuf_submit(r, rb_flags());
 	bpf_map_update_elem(&seen, &sk, &one, BPF_ANY);
 }
 
