@@ -328,7 +328,9 @@ static __always_inline void send_stack(struct pt_regs *ctx, const struct walk *w
 		}
 	}
 	r->stack_len = len;
-	bpf_ringbuf_submit(r, rb_flags());
+	/* Wake the consumer at once: it unwinds with the process's /proc/PID/maps, which are
+	 * gone once the process exits. New stacks are rare by design. */
+	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
 	bpf_map_update_elem(&seen, &sk, &one, BPF_ANY);
 }
 
