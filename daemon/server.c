@@ -366,50 +366,48 @@ static void update_attachments(struct ffmd *d)
 		remember_names(d);
 }
 
-/* The process's state letter from /proc/PID/stat ('T': stopped), 0 if unknown. */
-static char proc_state(pid_t pid)
-{
-	char path[64], buf[512], *rp;
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	rp = strrchr(buf, ')'); /* comm may hold spaces and parentheses */
-	return rp && rp[1] == ' ' ? rp[2] : 0;
-}
-
-/* Start time of @pid in clock ticks since boot (/proc/PID/stat field 22), 0 if gone. */
-static unsigned long long proc_start_time(pid_t pid)
+/*
+ * From /proc/PID/stat: the state letter ('T': stopped, 'Z': zombie) and the start time in clock
+ * ticks since boot (field 22). -errno when the process is gone.
+ */
+static int proc_stat(pid_t pid, char *state, unsigned long long *start)
 {
 	char path[64], buf[1024], *rp;
-	unsigned long long t = 0;
 	ssize_t n;
 	int fd;
 
 	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return 0;
+		return -errno;
 	n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
 	if (n <= 0)
-		return 0;
+		return -ESRCH;
 	buf[n] = 0;
-	rp = strrchr(buf, ')');
+	rp = strrchr(buf, ')'); /* comm may hold spaces and parentheses */
 	/* After ") ": state(3) ppid pgrp session tty_nr tpgid flags minflt cminflt majflt
 	 * cmajflt utime stime cutime cstime priority nice num_threads itrealvalue starttime(22) */
-	if (!rp || sscanf(rp + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
-			  &t) != 1)
-		return 0;
-	return t;
+	if (!rp || sscanf(rp + 2, "%c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+			  state, start) != 2)
+		return -EPROTO;
+	return 0;
+}
+
+static char proc_state(pid_t pid)
+{
+	unsigned long long t;
+	char st;
+
+	return proc_stat(pid, &st, &t) < 0 ? 0 : st;
+}
+
+static unsigned long long proc_start_time(pid_t pid)
+{
+	unsigned long long t;
+	char st;
+
+	return proc_stat(pid, &st, &t) < 0 ? 0 : t;
 }
 
 /*
