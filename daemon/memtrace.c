@@ -57,16 +57,16 @@ struct proc {
 	int slot_range[FFM_MEMTRACE_WATCHES];     /* index into r, -1 */
 };
 
-/* content hash -> first transfer; (tgid, dst, bytes) -> last content. Open addressing. */
-struct content_ent {
-	uint64_t hash; /* 0 = empty (a real hash of 0 is remapped to 1) */
-	int64_t event, stack;
+/* u64 key -> two values, open addressing, grows at 1/2 load; key 0 marks an empty slot.
+ * content: hash -> (first event, first stack); dsts: (tgid, dst, bytes) -> (last content, -). */
+struct kv_ent {
+	uint64_t key;
+	int64_t a, b;
 };
 
-struct dst_ent {
-	uint64_t dst, bytes;
-	uint32_t tgid, used;
-	uint64_t hash;
+struct kv {
+	struct kv_ent *e;
+	size_t n, cap;
 };
 
 struct frame_ent {
@@ -78,10 +78,7 @@ struct ffm_memtrace {
 	int64_t *use_stacks;
 	struct proc *p;
 	size_t np, capp;
-	struct content_ent *content;
-	size_t ncontent, capcontent;
-	struct dst_ent *dsts;
-	size_t ndsts, capdsts;
+	struct kv content, dsts;
 	struct frame_ent *frames;
 	size_t nframes, capframes;
 	struct ffm_memtrace_stats st;
@@ -528,71 +525,38 @@ int ffm_memtrace__finish(struct ffm_memtrace *m, uint64_t end_ns)
 
 /* ---- transfers ------------------------------------------------------------------------------- */
 
-static struct content_ent *content_find(struct ffm_memtrace *m, uint64_t hash, bool insert)
+static struct kv_ent *kv_find(struct kv *t, uint64_t key, bool insert)
 {
 	size_t i;
 
-	if (insert && (m->ncontent + 1) * 2 > m->capcontent) {
-		size_t ncap = m->capcontent ? m->capcontent * 2 : 1024;
-		struct content_ent *n = calloc(ncap, sizeof(*n));
+	key = key ? key : 1;
+	if (insert && (t->n + 1) * 2 > t->cap) {
+		size_t ncap = t->cap ? t->cap * 2 : 1024;
+		struct kv_ent *n = calloc(ncap, sizeof(*n));
 
 		if (!n)
 			return NULL;
-		for (size_t j = 0; j < m->capcontent; j++) {
-			if (!m->content[j].hash)
+		for (size_t j = 0; j < t->cap; j++) {
+			if (!t->e[j].key)
 				continue;
-			for (i = mix64(m->content[j].hash) & (ncap - 1); n[i].hash; i = (i + 1) & (ncap - 1))
+			for (i = mix64(t->e[j].key) & (ncap - 1); n[i].key; i = (i + 1) & (ncap - 1))
 				;
-			n[i] = m->content[j];
+			n[i] = t->e[j];
 		}
-		free(m->content);
-		m->content = n;
-		m->capcontent = ncap;
+		free(t->e);
+		t->e = n;
+		t->cap = ncap;
 	}
-	if (!m->capcontent)
+	if (!t->cap)
 		return NULL;
-	for (i = mix64(hash) & (m->capcontent - 1); m->content[i].hash;
-	     i = (i + 1) & (m->capcontent - 1))
-		if (m->content[i].hash == hash)
-			return &m->content[i];
+	for (i = mix64(key) & (t->cap - 1); t->e[i].key; i = (i + 1) & (t->cap - 1))
+		if (t->e[i].key == key)
+			return &t->e[i];
 	if (!insert)
 		return NULL;
-	m->content[i].hash = hash;
-	m->ncontent++;
-	return &m->content[i];
-}
-
-static struct dst_ent *dst_find(struct ffm_memtrace *m, uint32_t tgid, uint64_t dst, uint64_t bytes)
-{
-	uint64_t k = mix64(dst ^ mix64(bytes) ^ ((uint64_t)tgid << 32));
-	size_t i;
-
-	if ((m->ndsts + 1) * 2 > m->capdsts) {
-		size_t ncap = m->capdsts ? m->capdsts * 2 : 1024;
-		struct dst_ent *n = calloc(ncap, sizeof(*n));
-
-		if (!n)
-			return NULL;
-		for (size_t j = 0; j < m->capdsts; j++) {
-			struct dst_ent *e = &m->dsts[j];
-
-			if (!e->used)
-				continue;
-			for (i = mix64(e->dst ^ mix64(e->bytes) ^ ((uint64_t)e->tgid << 32)) & (ncap - 1);
-			     n[i].used; i = (i + 1) & (ncap - 1))
-				;
-			n[i] = *e;
-		}
-		free(m->dsts);
-		m->dsts = n;
-		m->capdsts = ncap;
-	}
-	for (i = k & (m->capdsts - 1); m->dsts[i].used; i = (i + 1) & (m->capdsts - 1))
-		if (m->dsts[i].dst == dst && m->dsts[i].bytes == bytes && m->dsts[i].tgid == tgid)
-			return &m->dsts[i];
-	m->dsts[i] = (struct dst_ent){ .dst = dst, .bytes = bytes, .tgid = tgid, .used = 1 };
-	m->ndsts++;
-	return &m->dsts[i];
+	t->e[i] = (struct kv_ent){ .key = key };
+	t->n++;
+	return &t->e[i];
 }
 
 int ffm_memtrace__on_xfer(struct ffm_memtrace *m, const struct ffm_rec_xfer *x)
@@ -601,8 +565,9 @@ int ffm_memtrace__on_xfer(struct ffm_memtrace *m, const struct ffm_rec_xfer *x)
 	struct thread *t = p ? thread_get(m, p, x->hdr.tid) : NULL;
 	struct ffm_store_xfer_hash row = { .run = m->o.run, .dst = x->dst, .bytes = x->bytes };
 	uint64_t h = x->hash ? x->hash : 1; /* 0 marks an empty table slot */
-	struct content_ent *ce;
-	struct dst_ent *de;
+	/* A destination is (process, address, size); 64 bits of it as the table key. */
+	uint64_t dkey = mix64(x->dst ^ mix64(x->bytes ^ mix64(x->hdr.tgid)));
+	struct kv_ent *ce, *de;
 
 	if (!t)
 		return -ENOMEM;
@@ -621,14 +586,14 @@ int ffm_memtrace__on_xfer(struct ffm_memtrace *m, const struct ffm_rec_xfer *x)
 		}
 	}
 	row.hash = x->hash;
-	ce = content_find(m, h, false);
-	de = dst_find(m, x->hdr.tgid, x->dst, x->bytes);
+	ce = kv_find(&m->content, h, false);
+	de = kv_find(&m->dsts, dkey, true);
 	if (!de)
 		return -ENOMEM;
 	if (ce) {
-		row.first_event = ce->event;
-		row.first_stack = ce->stack;
-		if (de->hash == h) {
+		row.first_event = ce->a;
+		row.first_stack = ce->b;
+		if ((uint64_t)de->a == h) {
 			row.dup = FFM_DUP_SAME_DST;
 			m->st.dup_same++;
 		} else {
@@ -636,14 +601,14 @@ int ffm_memtrace__on_xfer(struct ffm_memtrace *m, const struct ffm_rec_xfer *x)
 			m->st.dup_other++;
 		}
 	} else {
-		ce = content_find(m, h, true);
+		ce = kv_find(&m->content, h, true);
 		if (!ce)
 			return -ENOMEM;
-		ce->event = row.event;
-		ce->stack = row.stack;
+		ce->a = row.event;
+		ce->b = row.stack;
 		row.dup = FFM_DUP_NONE;
 	}
-	de->hash = h;
+	de->a = (int64_t)h;
 	return ffm_store__put_xfer_hash(m->o.store, &row, NULL);
 }
 
@@ -707,8 +672,8 @@ struct ffm_memtrace *ffm_memtrace__free(struct ffm_memtrace *m)
 	for (size_t i = 0; i < m->np; i++)
 		proc_release(&m->p[i]);
 	free(m->p);
-	free(m->content);
-	free(m->dsts);
+	free(m->content.e);
+	free(m->dsts.e);
 	free(m->frames);
 	free(m->use_stacks);
 	free(m);
