@@ -33,7 +33,26 @@ struct ffm_collector {
 	void *ctx;
 	int ncpus;
 	bool memtrace; /* the stage 3-4 programs loaded */
+	bool multi;    /* uprobes attach as uprobe_multi links */
 };
+
+/*
+ * uprobe_multi links (Linux 6.6): one link holds every offset of one program in one file, and
+ * is removed with one wait for the kernel; a perf-event uprobe per offset costs ~0.1 s each to
+ * remove, serialized (a stage-2 probe set took >10 s to detach). libbpf 1.1 predates them, so
+ * the link is made with the bpf() syscall; the values are the kernel's UAPI.
+ */
+#define FFM_BPF_TRACE_UPROBE_MULTI 48
+#define FFM_BPF_F_UPROBE_MULTI_RETURN 1u
+
+struct uprobe_multi_attr { /* union bpf_attr's link_create, uprobe_multi member */
+	uint32_t prog_fd, target_fd, attach_type, flags;
+	uint64_t path, offsets, ref_ctr_offsets, cookies;
+	uint32_t cnt, um_flags, pid, pad;
+};
+_Static_assert(sizeof(struct uprobe_multi_attr) == 64, "uprobe_multi attr layout");
+
+#define FFM_MAX_MULTI_LINKS 8
 
 struct ffm_watch {
 	struct bpf_link *link; /* owns the perf event fd */
@@ -42,7 +61,10 @@ struct ffm_watch {
 };
 
 struct ffm_attachment {
-	size_t n;
+	size_t n;                         /* links[]: 2 per probe (entry, return); 0 with multi */
+	size_t nprobes;
+	size_t nfds;                      /* uprobe_multi links, return links first */
+	int fds[FFM_MAX_MULTI_LINKS];
 	struct bpf_link *links[];
 };
 
@@ -93,9 +115,10 @@ int ffm_collector__open(const struct ffm_collector_opts *opts, struct ffm_collec
 		goto fail;
 	}
 
-	/* The stage 3-4 programs (sleepable uprobes, a perf_event program) need a newer kernel
-	 * than the rest: where they do not load, load without them and stages 1-2 still work. */
-	for (int attempt = 0; attempt < 2; attempt++) {
+	/* The stage 3-4 programs (sleepable uprobes, a perf_event program) and uprobe_multi links
+	 * need newer kernels than the rest: attempt 0 has both, 1 per-offset uprobes, 2 neither
+	 * (stages 1-2 still work). */
+	for (int attempt = 0; attempt < 3; attempt++) {
 		c->skel = ffm_bpf__open();
 		if (!c->skel) {
 			err = -errno;
@@ -116,7 +139,18 @@ int ffm_collector__open(const struct ffm_collector_opts *opts, struct ffm_collec
 			if (err)
 				goto fail;
 		}
-		c->memtrace = attempt == 0;
+		c->memtrace = attempt < 2;
+		c->multi = attempt == 0;
+		if (c->multi) {
+			struct bpf_program *up[] = {
+				c->skel->progs.wait_entry, c->skel->progs.wait_exit,
+				c->skel->progs.api_entry, c->skel->progs.api_exit,
+				c->skel->progs.api_entry_h, c->skel->progs.api_exit_h,
+			};
+
+			for (size_t i = 0; i < sizeof(up) / sizeof(up[0]); i++)
+				bpf_program__set_expected_attach_type(up[i], FFM_BPF_TRACE_UPROBE_MULTI);
+		}
 		if (!c->memtrace) {
 			bpf_program__set_autoload(c->skel->progs.api_entry_h, false);
 			bpf_program__set_autoload(c->skel->progs.api_exit_h, false);
@@ -248,25 +282,90 @@ static int for_links_parallel(struct attach_job *proto, size_t parity, void *(*f
 	return err;
 }
 
+static struct bpf_program *probe_prog(struct ffm_collector *c, const struct ffm_probe *p, bool ret)
+{
+	if (p->wait)
+		return ret ? c->skel->progs.wait_exit : c->skel->progs.wait_entry;
+	if (p->hash && c->memtrace)
+		return ret ? c->skel->progs.api_exit_h : c->skel->progs.api_entry_h;
+	return ret ? c->skel->progs.api_exit : c->skel->progs.api_entry;
+}
+
+/* One uprobe_multi link of @prog over the probes of @probes that use it. */
+static int attach_multi_one(struct ffm_collector *c, struct ffm_attachment *a, const char *path,
+			    const struct ffm_probe *probes, size_t n, struct bpf_program *prog, bool ret)
+{
+	uint64_t *offs = calloc(n, sizeof(*offs)), *cookies = calloc(n, sizeof(*cookies));
+	struct uprobe_multi_attr attr = {};
+	uint32_t cnt = 0;
+	int fd, err = 0;
+
+	if (!offs || !cookies) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (probe_prog(c, &probes[i], ret) != prog)
+			continue;
+		offs[cnt] = probes[i].offset;
+		cookies[cnt] = probes[i].cookie;
+		cnt++;
+	}
+	if (!cnt)
+		goto out;
+	if (a->nfds == FFM_MAX_MULTI_LINKS) {
+		err = -E2BIG;
+		goto out;
+	}
+	attr.prog_fd = bpf_program__fd(prog);
+	attr.attach_type = FFM_BPF_TRACE_UPROBE_MULTI;
+	attr.path = (uint64_t)(uintptr_t)path;
+	attr.offsets = (uint64_t)(uintptr_t)offs;
+	attr.cookies = (uint64_t)(uintptr_t)cookies;
+	attr.cnt = cnt;
+	attr.um_flags = ret ? FFM_BPF_F_UPROBE_MULTI_RETURN : 0;
+	fd = syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
+	if (fd < 0) {
+		err = -errno;
+		goto out;
+	}
+	a->fds[a->nfds++] = fd;
+out:
+	free(offs);
+	free(cookies);
+	return err;
+}
+
 int ffm_collector__attach(struct ffm_collector *c, const char *path, const struct ffm_probe *probes,
 			  size_t n, struct ffm_attachment **ret)
 {
 	struct attach_job proto = { .c = c, .path = path, .probes = probes };
 	struct ffm_attachment *a;
-	int err;
+	int err = 0;
 
 	*ret = NULL;
-	a = calloc(1, sizeof(*a) + 2 * n * sizeof(a->links[0]));
+	a = calloc(1, sizeof(*a) + (c->multi ? 0 : 2 * n * sizeof(a->links[0])));
 	if (!a)
 		return -ENOMEM;
-	a->n = 2 * n;
-	proto.a = a;
+	a->nprobes = n;
 	/* Return probes first: a call already running when its entry probe appears would
 	 * otherwise raise the thread's call depth for good; a return without entry is only
 	 * counted (FFM_REC_DROP_UNMATCHED). */
-	err = for_links_parallel(&proto, 1, attach_some);
-	if (!err)
-		err = for_links_parallel(&proto, 0, attach_some);
+	if (c->multi) {
+		struct bpf_program *progs[] = {
+			c->skel->progs.wait_exit, c->skel->progs.api_exit, c->skel->progs.api_exit_h,
+			c->skel->progs.wait_entry, c->skel->progs.api_entry, c->skel->progs.api_entry_h,
+		};
+
+		for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]) && !err; i++)
+			err = attach_multi_one(c, a, path, probes, n, progs[i], i < 3);
+	} else {
+		a->n = 2 * n;
+		proto.a = a;
+		err = for_links_parallel(&proto, 1, attach_some);
+		if (!err)
+			err = for_links_parallel(&proto, 0, attach_some);
+	}
 	if (err) {
 		ffm_attachment__free(a);
 		return err;
@@ -279,11 +378,11 @@ struct ffm_attachment *ffm_attachment__free(struct ffm_attachment *a)
 {
 	if (!a)
 		return NULL;
-	/* Return probes (odd indices) go first: a thread inside a call then finds no return
-	 * record to make, rather than an entry without its return being counted as lost.
-	 * Unlike attaching, detaching is serialized in the kernel (~0.1 s per uprobe on 6.18:
-	 * 41 probes took 10 s alone and with 32 threads alike); uprobe_multi links, which
-	 * synchronize once per link, would remove that cost. */
+	/* Return probes go first: a thread inside a call then finds no return record to make,
+	 * rather than an entry without its return being counted as lost. Detaching per-offset
+	 * uprobes is serialized in the kernel (~0.1 s each on 6.18); a multi link costs one. */
+	for (size_t k = 0; k < a->nfds; k++)
+		close(a->fds[k]);
 	for (size_t k = 1; k < a->n; k += 2)
 		bpf_link__destroy(a->links[k]);
 	for (size_t k = 0; k < a->n; k += 2)
@@ -294,7 +393,7 @@ struct ffm_attachment *ffm_attachment__free(struct ffm_attachment *a)
 
 size_t ffm_attachment__count(const struct ffm_attachment *a)
 {
-	return a ? a->n / 2 : 0;
+	return a ? a->nprobes : 0;
 }
 
 int ffm_collector__set_job(struct ffm_collector *c, uint32_t slot, const struct ffm_job_cfg *cfg)
