@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "cli/ffmctl.h"
+#include "cli/grow.h"
 #include "cli/json.h"
 #include "store/ffm_store.h"
 
@@ -109,15 +110,8 @@ static int on_api(uint32_t api, const char *name, void *ctx)
 {
 	struct exp *e = ctx;
 
-	if (e->napis == e->capis) {
-		size_t cap = e->capis ? e->capis * 2 : 64;
-		struct api_name *n = realloc(e->apis, cap * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		e->apis = n;
-		e->capis = cap;
-	}
+	if (FFMCTL_GROW(e->apis, e->napis, e->capis, 64) < 0)
+		return -ENOMEM;
 	e->apis[e->napis].api = api;
 	e->apis[e->napis].name = strdup(name ? name : "?");
 	if (!e->apis[e->napis].name)
@@ -306,15 +300,8 @@ static int count_run_problems(const struct ffm_store_run *r, void *ctx)
 
 static struct ev_problem *add_prob(struct exp *e, int64_t event)
 {
-	if (e->nprobs == e->cprobs) {
-		size_t cap = e->cprobs ? e->cprobs * 2 : 256;
-		struct ev_problem *n = realloc(e->probs, cap * sizeof(*n));
-
-		if (!n)
-			return NULL;
-		e->probs = n;
-		e->cprobs = cap;
-	}
+	if (FFMCTL_GROW(e->probs, e->nprobs, e->cprobs, 256) < 0)
+		return NULL;
 	e->probs[e->nprobs].event = event;
 	return &e->probs[e->nprobs++];
 }
@@ -388,16 +375,9 @@ static bool seen_thread(struct exp *e, uint64_t k)
 	for (size_t i = 0; i < e->nseen; i++)
 		if (e->seen[i] == k)
 			return true;
-	if (e->nseen == e->cseen) {
-		size_t cap = e->cseen ? e->cseen * 2 : 64;
-		uint64_t *n = realloc(e->seen, cap * sizeof(*n));
-
-		if (!n) {
-			e->err = -ENOMEM;
-			return true;
-		}
-		e->seen = n;
-		e->cseen = cap;
+	if (FFMCTL_GROW(e->seen, e->nseen, e->cseen, 64) < 0) {
+		e->err = -ENOMEM;
+		return true;
 	}
 	e->seen[e->nseen++] = k;
 	return false;
@@ -555,15 +535,8 @@ static int hnode_child(struct htree *t, int parent, const char *name, const char
 		    (strcmp(type, "driver") || (!strcmp(t->n[i].file, file ? file : "") &&
 						 t->n[i].line == line)))
 			return i;
-	if (t->len == t->cap) {
-		size_t cap = t->cap ? t->cap * 2 : 256;
-		struct hnode *n = realloc(t->n, cap * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		t->n = n;
-		t->cap = cap;
-	}
+	if (FFMCTL_GROW(t->n, t->len, t->cap, 256) < 0)
+		return -ENOMEM;
 	i = (int)t->len;
 	t->n[i] = (struct hnode){ .name = strdup(name), .type = strdup(type),
 				  .file = strdup(file ? file : ""), .module = strdup(module ? module : ""),

@@ -28,8 +28,8 @@
 	"                        (--cgroup PATH | --pid PID | --uid UID | --exe PATH)...\n"
 #define JOB_END_USAGE "Usage: ffmctl job end <jobid> [--json]\n"
 
-/* A decimal id (uid or pid) in 0..max; the text itself is sent, so "007" is refused. */
-static int check_id(const char *s, unsigned long max)
+/* A decimal id (uid or pid) in min..max; the text itself is sent, so "007" is refused. */
+static int check_id(const char *s, unsigned long min, unsigned long max)
 {
 	char *end;
 	unsigned long v;
@@ -38,7 +38,29 @@ static int check_id(const char *s, unsigned long max)
 		return -EINVAL;
 	errno = 0;
 	v = strtoul(s, &end, 10);
-	return errno || *end || v > max ? -EINVAL : 0;
+	return errno || *end || v < min || v > max ? -EINVAL : 0;
+}
+
+/* The options whose value is an id: --user (the owner, not a selector), --uid, --pid. */
+struct id_opt {
+	int opt;
+	const char *flag, *arg, *what;
+	unsigned long min, max;
+	int selector;
+};
+
+static const struct id_opt *id_opt(int c)
+{
+	static const struct id_opt ids[] = {
+		{ 'U', "user", "owner", "a numeric uid", 0, 4294967294ul, 0 },
+		{ 'u', "uid", "uid", "a numeric uid", 0, 4294967294ul, 1 },
+		{ 'p', "pid", "pid", "a positive number", 1, 2147483647ul, 1 },
+	};
+
+	for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)
+		if (ids[i].opt == c)
+			return &ids[i];
+	return &ids[0];
 }
 
 /* The one error for a missing or extra positional argument; exit code 2. */
@@ -141,28 +163,18 @@ static int job_start(int argc, char **argv)
 			ADD("stage", optarg);
 			break;
 		case 'U':
-			if (check_id(optarg, 4294967294ul) < 0) {
-				ffmctl_err("job start", "--user must be a numeric uid, not '%s'", optarg);
-				return EXIT_USAGE;
-			}
-			ADD("owner", optarg);
-			break;
 		case 'u':
-			if (check_id(optarg, 4294967294ul) < 0) {
-				ffmctl_err("job start", "--uid must be a numeric uid, not '%s'", optarg);
+		case 'p': {
+			const struct id_opt *o = id_opt(c);
+
+			if (check_id(optarg, o->min, o->max) < 0) {
+				ffmctl_err("job start", "--%s must be %s, not '%s'", o->flag, o->what, optarg);
 				return EXIT_USAGE;
 			}
-			ADD("uid", optarg);
-			nsel++;
+			ADD(o->arg, optarg);
+			nsel += o->selector;
 			break;
-		case 'p':
-			if (check_id(optarg, 2147483647ul) < 0 || !strcmp(optarg, "0")) {
-				ffmctl_err("job start", "--pid must be a positive number, not '%s'", optarg);
-				return EXIT_USAGE;
-			}
-			ADD("pid", optarg);
-			nsel++;
-			break;
+		}
 		case 'c':
 		case 'e':
 			if (npaths == FFM_PROTO_MAX_ARGS || !realpath(optarg, paths[npaths])) {

@@ -20,6 +20,7 @@
 
 #include "cli/client.h"
 #include "cli/ffmctl.h"
+#include "cli/grow.h"
 #include "cli/json.h"
 #include "store/ffm_store.h"
 
@@ -201,15 +202,8 @@ static int on_job(const struct ffm_store_job_info *j, void *ctx)
 	struct jobs_ctx *c = ctx;
 	struct job_row *r;
 
-	if (c->n == c->cap) {
-		size_t cap = c->cap ? c->cap * 2 : 64;
-		struct job_row *n = realloc(c->rows, cap * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		c->rows = n;
-		c->cap = cap;
-	}
+	if (FFMCTL_GROW(c->rows, c->n, c->cap, 64) < 0)
+		return -ENOMEM;
 	r = &c->rows[c->n];
 	*r = (struct job_row){ .uid = j->uid, .runs = j->runs, .stages_done = j->stages_done,
 			       .state = j->state, .start_unix = j->start_unix, .end_unix = j->end_unix };

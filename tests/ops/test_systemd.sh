@@ -113,12 +113,13 @@ check "STATUS= lines" grep -q ' STATUS=' "$T/notify.log"
 WL=$PWD/$B/workloads/unnecessary_sync FAKE=$PWD/$B/fakecuda
 if [ -x "$WL" ] && [ -e "$FAKE/libcuda.so.1" ] && make_cgroup ffm-test-systemd; then
 	NB=$(id -u nobody) NG=$(id -g nobody)
-	# Naming the call site needs the process's maps while it lives; on a loaded machine the
-	# first run (which also calibrates the driver) can lose that race: one more run decides.
+	# Naming the call site needs the process's maps while ffmd reads its records; on a loaded
+	# machine a short run can be over before that: ~4 s runs (--iters 2500), and one more run
+	# decides.
 	for try in 1 2; do
 		"$B/ffmctl" --runtime-dir "$T/run" job start sd-$try --cgroup "$CGROUP" >/dev/null
 		bash -c 'echo $$ > "$1/cgroup.procs" && exec setpriv --reuid="$2" --regid="$3" --clear-groups \
-			env LD_LIBRARY_PATH="$4" "$5"' sh "$CGROUP" "$NB" "$NG" "$FAKE" "$WL" >"$T/wl.log" 2>&1
+			env LD_LIBRARY_PATH="$4" "$5" --iters 2500' sh "$CGROUP" "$NB" "$NG" "$FAKE" "$WL" >"$T/wl.log" 2>&1
 		st=$("$B/ffmctl" --runtime-dir "$T/run" status 2>&1)
 		"$B/ffmctl" --runtime-dir "$T/run" job end sd-$try >/dev/null
 		rep=$("$B/ffmctl" --state-dir "$T/state" report sd-$try 2>&1)
