@@ -309,10 +309,11 @@ static void remember_names(struct ffmd *d)
 
 /*
  * Bring every driver's attachments in line with the active jobs. Probes are attached as soon
- * as a job needs them, and released only after LINGER_S without a job that needs them:
- * every uprobe detach waits for an RCU grace period in the kernel (tens of ms each, seconds for
- * a stage-2 set on a busy machine), which a scheduler starting job after job would pay each
- * time. A probe whose job has gone costs other processes one hash lookup per call.
+ * as a job needs them. The wait probe is released only after LINGER_S without a job: every
+ * uprobe detach waits for an RCU grace period in the kernel (tens of ms each, seconds for a
+ * stage-2 set on a busy machine), which a scheduler starting job after job would pay each
+ * time; a probe whose job has gone costs other processes one hash lookup per call. The
+ * stage-2 set goes with its last job (see release_api).
  */
 static void update_attachments(struct ffmd *d)
 {
@@ -320,7 +321,9 @@ static void update_attachments(struct ffmd *d)
 	uint64_t detail = detail_slots(d);
 	double t = now_s();
 	bool release_all = !jobs && d->idle_since && t - d->idle_since >= LINGER_S;
-	bool release_api = !detail && d->detail_idle_since && t - d->detail_idle_since >= LINGER_S;
+	/* API probes do not linger: their return probes put the kernel's trampoline address
+	 * into the stacks that stage-1 jobs walk (bpf/ffm.bpf.c reads it as the call site). */
+	bool release_api = !detail;
 	bool reattach = detail && !names_covered(d);
 
 	d->idle_since = jobs ? 0 : d->idle_since ? d->idle_since : t;
