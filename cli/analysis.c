@@ -166,7 +166,9 @@ static int cmp_i64(const void *a, const void *b)
 
 /* ---- state -------------------------------------------------------------------------------- */
 
-enum { V_NONE = 0, V_USED = 1 }; /* sync verdict of one occurrence */
+/* Sync verdict of one occurrence. V_UNKNOWN: no use seen, but not every protected range was
+ * watched (FFM_SYNC_USE_PARTIAL): an unseen use is likely, so it is not called unnecessary. */
+enum { V_NONE = 0, V_USED = 1, V_UNKNOWN = 2 };
 
 /* Per-occurrence verdicts of one stack from one run, in occurrence order. */
 struct verdicts {
@@ -185,6 +187,7 @@ struct site_int {
 	uint64_t n2;		    /* timeline occurrences (stack_agg) */
 	uint64_t seen;		    /* ... scanned so far */
 	bool keep;		    /* its events go into the model (see keep_site()) */
+	bool misplaced;		    /* its used syncs are misplaced (decide_misplaced()) */
 	int64_t use_stack, use_frame;
 	int64_t first_stack;
 	int64_t *delays; /* applied first-use delays of misplaced/used occurrences, for the median */
@@ -570,12 +573,13 @@ static int on_sync_use(const struct ffm_store_sync_use *u, void *ctx)
 	uint32_t i;
 	int err = site_for(a, u->stack, 0, FFM_EV_API, &i);
 	bool used = !(u->flags & FFM_SYNC_USE_NONE) && u->use_delay_ns >= 0;
+	uint8_t val = used ? V_USED : (u->flags & FFM_SYNC_USE_PARTIAL) ? V_UNKNOWN : V_NONE;
 
 	if (err)
 		return err;
 	si = &a->si[i];
 	v = us->stage4 ? &si->s4 : &si->s3;
-	if (u->flags & FFM_SYNC_USE_PARTIAL)
+	if ((u->flags & FFM_SYNC_USE_PARTIAL) && !us->stage4)
 		a->res.sites[i].n_partial++;
 	if (used && !si->use_stack && !si->use_frame) {
 		si->use_stack = u->use_stack;
@@ -587,13 +591,15 @@ static int on_sync_use(const struct ffm_store_sync_use *u, void *ctx)
 		size_t k = v->n - 1;
 
 		if (used) {
-			if (v->v[k] == V_NONE || v->delay[k] < 0 || u->use_delay_ns < v->delay[k])
+			if (v->v[k] != V_USED || v->delay[k] < 0 || u->use_delay_ns < v->delay[k])
 				v->delay[k] = u->use_delay_ns;
 			v->v[k] = V_USED;
+		} else if (val == V_UNKNOWN && v->v[k] == V_NONE) {
+			v->v[k] = V_UNKNOWN;
 		}
 		return 0;
 	}
-	return verdict_add(v, u->event, used ? V_USED : V_NONE, used ? u->use_delay_ns : -1);
+	return verdict_add(v, u->event, val, used ? u->use_delay_ns : -1);
 }
 
 static int on_xfer(const struct ffm_store_xfer_hash *h, void *ctx)
@@ -641,7 +647,7 @@ static int set_majority(struct verdicts *v, bool sync)
 		v->maj_v = best;
 		return 0;
 	}
-	v->maj_v = cnt[V_NONE] * 2 > v->n ? V_NONE : V_USED;
+	v->maj_v = cnt[V_NONE] * 2 > v->n ? V_NONE : cnt[V_USED] >= cnt[V_UNKNOWN] ? V_USED : V_UNKNOWN;
 	d = malloc(v->n * sizeof(*d));
 	if (!d)
 		return -ENOMEM;
@@ -650,6 +656,46 @@ static int set_majority(struct verdicts *v, bool sync)
 			d[nd++] = v->delay[k];
 	v->maj_delay = median_i64(d, nd);
 	free(d);
+	return 0;
+}
+
+/*
+ * Whether a site's required syncs are misplaced: judged per site on its typical occurrence
+ * (median first-use delay against its mean wait, thresholds in analysis.h), so that the noise
+ * of single measurements (a use a watchpoint trap late, a sync that found the GPU done) neither
+ * makes a required sync "misplaced" now and then nor hides a misplaced one. Delays from stage 4
+ * where it timed any, else stage 3's.
+ */
+static int decide_misplaced(const struct ffm_an_site *x, struct site_int *si)
+{
+	const struct verdicts *v = &si->s4;
+	uint64_t mean_wait = x->count ? x->wait_ns / x->count : 0;
+	int64_t *d, med;
+	size_t nd = 0;
+
+	for (int pass = 0; pass < 2 && !nd; pass++) {
+		v = pass ? &si->s3 : &si->s4;
+		for (size_t k = 0; k < v->n; k++)
+			nd += v->v[k] == V_USED && v->delay[k] >= 0;
+	}
+	if (!nd)
+		return 0;
+	d = malloc(nd * sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	nd = 0;
+	for (size_t k = 0; k < v->n; k++)
+		if (v->v[k] == V_USED && v->delay[k] >= 0)
+			d[nd++] = v->delay[k];
+	med = median_i64(d, nd);
+	free(d);
+	/* Moving it must save more than the noise per occurrence: a gap after a sync that found
+	 * the GPU done saves nothing (min(gap, wait) = wait = ~0), and a sync misplaced by
+	 * nothing stays required, so it still ends a sequence. */
+	si->misplaced = med >= (int64_t)FFM_MISPLACED_FLOOR_NS &&
+			mean_wait >= FFM_MISPLACED_FLOOR_NS &&
+			((uint64_t)med * FFM_MISPLACED_WAIT_DIV >= mean_wait ||
+			 (uint64_t)med >= FFM_MISPLACED_ABS_NS);
 	return 0;
 }
 
@@ -703,6 +749,8 @@ static int load_verdicts(struct ffm_analysis *a)
 			div = true;
 			err = set_majority(&si->x3, false);
 		}
+		if (!err)
+			err = decide_misplaced(x, si);
 		if (err)
 			return err;
 		x->divergent = div;
@@ -980,6 +1028,8 @@ static int on_raw_event(struct ev_scan *sc, const struct ffm_event *raw)
 		x->n_classified++;
 		if (sv == V_NONE) {
 			e.problem = FFM_PROBLEM_UNNECESSARY_SYNC;
+		} else if (sv == V_UNKNOWN) {
+			res->q.withheld_syncs++;
 		} else {
 			uint8_t v4;
 			/* Stage 4 times the use without stage 3's hashing; where it did not
@@ -994,9 +1044,7 @@ static int on_raw_event(struct ev_scan *sc, const struct ffm_event *raw)
 				if (err)
 					return err;
 			}
-			if (d >= (int64_t)FFM_MISPLACED_FLOOR_NS && e.wait_ns &&
-			    ((uint64_t)d * FFM_MISPLACED_WAIT_DIV >= e.wait_ns ||
-			     (uint64_t)d >= FFM_MISPLACED_ABS_NS)) {
+			if (si->misplaced && d > 0 && e.wait_ns) {
 				e.problem = FFM_PROBLEM_MISPLACED_SYNC;
 				e.first_use_ns = (uint64_t)d;
 			}

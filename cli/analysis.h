@@ -24,18 +24,23 @@
  *
  * Verdicts (stages 3/4 -> problems)
  *   sync_uses rows of one sync occurrence (same event id: one row per protected range) form one
- *   verdict: unnecessary when every row says FFM_SYNC_USE_NONE; else used, with the first-use
- *   delay = the smallest delay among its rows. Stage 4's delays replace stage 3's (stage 3's
- *   watch-and-hash run inflates them); without stage 4 stage 3's delays are used and the report
- *   says so. xfer_hashes FFM_DUP_SAME_DST = duplicate transfer.
- *   Misplaced: a used sync whose first use comes FFM_MISPLACED_FLOOR_NS or more after it AND at
- *   least 1/FFM_MISPLACED_WAIT_DIV of its own wait or FFM_MISPLACED_ABS_NS. Why: the paper only
- *   says "a large time gap". The model credits min(gap, wait) per occurrence, so any real gap is
- *   a real saving; the floor keeps measurement noise out (a watchpoint trap costs ~15 µs, the
- *   probes a few µs: a sync used "at once" measures well under 20 µs), and the relative part
- *   keeps a gap that recovers a sliver of a long wait from being called the problem (moving a
- *   10 ms wait by 30 µs is not the fix), unless the gap is long in absolute terms (≥ 1 ms per
- *   occurrence adds up).
+ *   verdict: unnecessary when every row says FFM_SYNC_USE_NONE with full coverage; no use seen
+ *   but FFM_SYNC_USE_PARTIAL (not every protected range watched) is no verdict ("withheld": an
+ *   unseen use is likely, and calling a required sync unnecessary is the costly mistake); else
+ *   used, with the first-use delay = the smallest delay among its rows. Stage 4's delays replace
+ *   stage 3's (stage 3's watch-and-hash run inflates them); without stage 4 stage 3's delays are
+ *   used and the report says so. xfer_hashes FFM_DUP_SAME_DST = duplicate transfer.
+ *   Misplaced is decided per call site: its used syncs are misplaced when the site's median
+ *   first-use delay and its mean wait are both FFM_MISPLACED_FLOOR_NS or more (moving the sync
+ *   saves min(delay, wait) per occurrence) AND the delay is at least 1/FFM_MISPLACED_WAIT_DIV
+ *   of the mean wait or FFM_MISPLACED_ABS_NS; each occurrence then counts with its own delay
+ *   (the model credits min(delay, wait)). Why: the paper only says "a large time gap". Any real
+ *   gap is a real saving in the model; the floor keeps measurement noise out (a watchpoint trap
+ *   costs ~15 µs, the probes a few µs: a sync used "at once" measures well under 20 µs), the
+ *   relative part keeps a gap that recovers a sliver of a long wait from being called the problem
+ *   (moving a 10 ms wait by 30 µs is not the fix) unless the gap is long in absolute terms
+ *   (≥ 1 ms per occurrence adds up), and judging the site's typical occurrence keeps single noisy
+ *   measurements at a required sync from adding up to a phantom problem.
  *   Join: stage 3/4 rows to stage 2 events by stack id, occurrence k of n2 in stage 2 taking
  *   verdict floor(k * n3 / n2) of the n3 rows of that stack (the identity when counts agree).
  *   When |n2 - n3| > max(1, n2 * FFM_JOIN_TOLERANCE_PCT / 100) the runs did different things at
@@ -144,6 +149,7 @@ struct ffm_an_quality {
 	uint64_t drops[FFM_DROP__MAX]; /* summed over the runs used */
 	uint32_t incomplete_runs;      /* used runs flagged PARTIAL/ABORTED/DROPPED */
 	uint64_t partial_syncs;	       /* sync verdicts with FFM_SYNC_USE_PARTIAL */
+	uint64_t withheld_syncs;       /* ... of them without a use seen: not called unnecessary */
 	uint32_t divergent_sites;
 	uint32_t unmatched_sites;      /* stage 3/4 stacks the timeline does not have */
 	uint64_t unclassified_syncs;   /* timeline syncs without any stage-3 verdict */

@@ -301,6 +301,7 @@ static int merge(const struct ffmctl_job_stores *js, struct merged *m)
 			m->q.drops[d] += r->q.drops[d];
 		m->q.incomplete_runs += r->q.incomplete_runs;
 		m->q.partial_syncs += r->q.partial_syncs;
+		m->q.withheld_syncs += r->q.withheld_syncs;
 		m->q.divergent_sites += r->q.divergent_sites;
 		m->q.unmatched_sites += r->q.unmatched_sites;
 		m->q.unclassified_syncs += r->q.unclassified_syncs;
@@ -539,8 +540,8 @@ static void print_quality(FILE *o, const struct merged *m)
 		n++;
 	}
 	if (q->partial_syncs) {
-		fprintf(o, " partial coverage: %" PRIu64 " sync verdicts watched only part of the protected data;",
-			q->partial_syncs);
+		fprintf(o, " partial coverage: %" PRIu64 " sync verdicts watched only part of the protected data (%" PRIu64 " of them saw no use and are not called unnecessary);",
+			q->partial_syncs, q->withheld_syncs);
 		n++;
 	}
 	if (q->divergent_sites) {
@@ -825,11 +826,11 @@ static void print_json(FILE *o, const char *job_id, const struct ffmctl_job_stor
 	}
 	fprintf(o, "],\"data_quality\":{\"records_lost\":%" PRIu64 ",\"drops\":{\"ringbuf\":%" PRIu64
 		   ",\"stack_depth\":%" PRIu64 ",\"map_full\":%" PRIu64 ",\"other\":%" PRIu64 "},"
-		   "\"incomplete_runs\":%u,\"partial_syncs\":%" PRIu64 ",\"divergent_sites\":%u,"
+		   "\"incomplete_runs\":%u,\"partial_syncs\":%" PRIu64 ",\"withheld_syncs\":%" PRIu64 ",\"divergent_sites\":%u,"
 		   "\"unmatched_sites\":%u,\"unclassified_syncs\":%" PRIu64 ",\"unclassified_wait_s\":%.9f},",
 		m->q.drops[0] + m->q.drops[2] + m->q.drops[3], m->q.drops[0], m->q.drops[1],
 		m->q.drops[2], m->q.drops[3], m->q.incomplete_runs, m->q.partial_syncs,
-		m->q.divergent_sites, m->q.unmatched_sites, m->q.unclassified_syncs,
+		m->q.withheld_syncs, m->q.divergent_sites, m->q.unmatched_sites, m->q.unclassified_syncs,
 		s_of(m->q.unclassified_wait_ns));
 
 	fprintf(o, "\"problems\":[");

@@ -232,12 +232,10 @@ static int call(struct ctx *c, uint32_t tid, int sc, int si, uint64_t start, uin
 			else
 				u.use_stack = c->use_stack[sc];
 		}
-		if (sc == SYN_UNNECESSARY) {
-			if (c->occ++ < c->o->s3_missing && c->stage == 3)
-				return 0;
-			if (c->o->partial)
-				u.flags |= FFM_SYNC_USE_PARTIAL;
-		}
+		if (sc == SYN_UNNECESSARY && c->occ++ < c->o->s3_missing && c->stage == 3)
+			return 0;
+		if ((sc == SYN_UNNECESSARY || sc == SYN_MISPLACED) && c->o->partial)
+			u.flags |= FFM_SYNC_USE_PARTIAL;
 		if (c->stage == 4 && use_delay < 0)
 			return 0; /* stage 4 times only the syncs stage 3 found used */
 		err = ffm_store__put_sync_use(c->s, &u, NULL);

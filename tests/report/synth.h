@@ -49,7 +49,7 @@ struct synth_opts {
 	uint32_t use_us;       /* first-use delay of a sync used "at once" (default 2) */
 	/* stage 3 writes this many fewer sync rows at the UNNECESSARY site (divergence tests) */
 	uint32_t s3_missing;
-	bool partial;	       /* flag the UNNECESSARY site's rows FFM_SYNC_USE_PARTIAL */
+	bool partial;	       /* flag the UNNECESSARY and MISPLACED sites' rows FFM_SYNC_USE_PARTIAL */
 	bool rows_per_range;   /* MISPLACED: two sync_uses rows per occurrence (2 ranges) */
 	bool fast;	       /* big batches, no per-row extras: the benchmark's 10M events */
 };

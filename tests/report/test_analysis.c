@@ -289,17 +289,24 @@ TEST(join_tolerates_small_count_differences_and_flags_large_ones)
 	ffm_analysis__free(a);
 }
 
-TEST(partial_coverage_is_reported)
+TEST(partial_coverage_is_reported_and_withholds_unnecessary)
 {
-	struct synth_opts o = base(1u << SYN_UNNECESSARY);
+	struct synth_opts o = base(1u << SYN_UNNECESSARY | 1u << SYN_MISPLACED);
 	struct ffm_analysis *a;
 	const struct ffm_analysis_result *r;
 
+	/* Not every protected range watched: a sync without a seen use is no verdict (a use
+	 * may have gone unseen), a used one stays misplaced, flagged partial. */
 	o.partial = true;
 	a = analyse(&o, FFM_GROUP_POINT, 1, false);
 	r = ffm_analysis__result(a);
-	ASSERT_EQ(r->q.partial_syncs, o.iters);
+	ASSERT_EQ(r->q.partial_syncs, 2 * o.iters);
+	ASSERT_EQ(r->q.withheld_syncs, o.iters);
+	ASSERT_EQ(r->n_groups, 1);
+	ASSERT_EQ(site_at_line(r, 22)->n_misplaced, o.iters);
+	ASSERT_EQ(site_at_line(r, 11)->n_unnecessary, 0);
 	ASSERT(r->groups[0].partial);
+	ASSERT_EQ(r->totals.total_ns, synth__expected(&o, SYN_MISPLACED));
 	ffm_analysis__free(a);
 }
 
