@@ -210,6 +210,40 @@ struct {
 } walk_scratch SEC(".maps");
 
 /*
+ * Return probes replace a function's return address on the stack with the address of the
+ * kernel's uretprobe trampoline (the "[uprobes]" page) until the function returns. Any return
+ * probe on a caller (ffm's own API probes of another job, another tool) therefore hides the
+ * real return address from a stack walk. The task's pending return instances keep the
+ * originals, each with the stack slot it was taken from (the sp at the probed entry).
+ */
+#define FFM_MAX_RETURN_INSTANCES 16
+
+static __always_inline __u64 uretprobe_trampoline(void)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+
+	return BPF_CORE_READ(t, mm, uprobes_state.xol_area, vaddr);
+}
+
+/* The real return address for the word @ra read from stack slot @slot. */
+static __always_inline __u64 fix_ret(__u64 ra, __u64 slot, __u64 tramp)
+{
+	struct task_struct *t;
+	struct return_instance *ri;
+
+	if (!tramp || ra != tramp)
+		return ra;
+	t = bpf_get_current_task_btf();
+	ri = BPF_CORE_READ(t, utask, return_instances);
+	for (int i = 0; i < FFM_MAX_RETURN_INSTANCES && ri; i++) {
+		if (BPF_CORE_READ(ri, stack) == slot)
+			return BPF_CORE_READ(ri, orig_ret_vaddr);
+		ri = BPF_CORE_READ(ri, next);
+	}
+	return ra;
+}
+
+/*
  * Walk the rbp chain from a point inside libcuda to the first return address outside it.
  * @ip: an address in the innermost libcuda frame, @bp: that frame's rbp.
  * A probe at a function's return has ip = the return address into the caller and rbp = the
@@ -217,6 +251,8 @@ struct {
  */
 static __always_inline void walk_lib(struct walk *w, const struct ffm_proc *p, __u64 ip, __u64 bp)
 {
+	__u64 tramp = uretprobe_trampoline();
+
 	w->nlib = 0;
 	w->truncated = 0;
 	w->callsite = 0;
@@ -230,6 +266,7 @@ static __always_inline void walk_lib(struct walk *w, const struct ffm_proc *p, _
 
 		if (!bp || bpf_probe_read_user(frame, sizeof(frame), (void *)bp))
 			return;
+		frame[1] = fix_ret(frame[1], bp + 8, tramp);
 		if (!in_lib(p, frame[1])) {
 			w->callsite = frame[1];
 			w->callsite_slot = bp + 8;
@@ -251,6 +288,7 @@ static __always_inline __u64 callsite_key(__u64 h, __u32 tgid, __u64 callsite, _
 {
 	struct ffm_slot_key sk = { .tgid = tgid, .callsite = callsite };
 	struct ffm_slots *s;
+	__u64 tramp;
 
 	h = mix(h, callsite);
 	if (!callsite)
@@ -258,13 +296,15 @@ static __always_inline __u64 callsite_key(__u64 h, __u32 tgid, __u64 callsite, _
 	s = bpf_map_lookup_elem(&slots, &sk);
 	if (!s)
 		return h;
+	tramp = uretprobe_trampoline();
 	for (int i = 0; i < FFM_LEARNED_SLOTS; i++) {
-		__u64 v = 0;
+		__u64 v = 0, slot;
 
 		if (i >= s->n)
 			break;
-		bpf_probe_read_user(&v, sizeof(v), (void *)(callsite_slot + s->off[i]));
-		h = mix(h, v);
+		slot = callsite_slot + s->off[i];
+		bpf_probe_read_user(&v, sizeof(v), (void *)slot);
+		h = mix(h, fix_ret(v, slot, tramp));
 	}
 	return h ? h : 1;
 }
@@ -328,6 +368,21 @@ static __always_inline void send_stack(struct pt_regs *ctx, const struct walk *w
 		}
 	}
 	r->stack_len = len;
+	/* Put the real return addresses where return probes left the trampoline's, so the CFI
+	 * unwind in user space sees the application's frames (see fix_ret). */
+	{
+		struct task_struct *t = bpf_get_current_task_btf();
+		struct return_instance *ri = BPF_CORE_READ(t, utask, return_instances);
+
+		for (int i = 0; i < FFM_MAX_RETURN_INSTANCES && ri; i++) {
+			__u64 off = BPF_CORE_READ(ri, stack) - sp, orig = BPF_CORE_READ(ri, orig_ret_vaddr);
+
+			ri = BPF_CORE_READ(ri, next);
+			if (off >= len || off > FFM_STACK_BYTES - 8)
+				continue;
+			bpf_probe_read_kernel(r->stack + off, sizeof(orig), &orig);
+		}
+	}
 	/* Wake the consumer at once: it unwinds with the process's /proc/PID/maps, which are
 	 * gone once the process exits. New stacks are rare by design. */
 	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
