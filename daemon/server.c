@@ -163,6 +163,32 @@ struct ffmd {
 	char journal[sizeof(((struct ffmd_config *)0)->state_dir) + 16];
 };
 
+/* A JSON string's content for @s (quotes, backslashes and control characters escaped). Job
+ * ids, keys and paths come from clients and config files: any byte but NUL may be in them. The
+ * result lives in one of a few rotating buffers, enough for one printf's arguments (ffmd is
+ * single-threaded). */
+static const char *jesc(const char *s)
+{
+	static char bufs[8][2048];
+	static unsigned next;
+	char *b = bufs[next++ % 8], *o = b, *end = b + sizeof(bufs[0]) - 7;
+
+	for (; s && *s && o < end; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\') {
+			*o++ = '\\';
+			*o++ = (char)c;
+		} else if (c < 0x20) {
+			o += sprintf(o, "\\u%04x", c);
+		} else {
+			*o++ = (char)c;
+		}
+	}
+	*o = 0;
+	return b;
+}
+
 static double now_s(void)
 {
 	struct timespec ts;
@@ -983,8 +1009,8 @@ static int job_start(struct ffmd *d, const struct ffm_request *req, const struct
 	err = job_create(d, &sp, &j, msg);
 	if (err < 0)
 		return err;
-	snprintf(body, blen, "{\"job\":\"%s\",\"key\":\"%s\",\"stage\":%d,\"run\":%" PRId64 "}\n", j->id,
-		 j->key, j->stage, ffm_jobrun__run_id(j->jr));
+	snprintf(body, blen, "{\"job\":\"%s\",\"key\":\"%s\",\"stage\":%d,\"run\":%" PRId64 "}\n",
+		 jesc(j->id), jesc(j->key), j->stage, ffm_jobrun__run_id(j->jr));
 	*msg = "started";
 	return 0;
 }
@@ -1464,13 +1490,13 @@ static size_t status_json(struct ffmd *d, const struct ucred *c, char *out, size
 
 		if (!dv->used)
 			continue;
-		P("%s{\"path\":\"%s\",\"usable\":%s", first ? "" : ",", dv->path, dv->failed ? "false" : "true");
+		P("%s{\"path\":\"%s\",\"usable\":%s", first ? "" : ",", jesc(dv->path), dv->failed ? "false" : "true");
 		if (!dv->failed)
 			P(",\"build_id\":\"%s\",\"version\":\"%s\",\"wait_offset\":\"%#" PRIx64 "\",\"wait_size\":%" PRIu64,
 			  ffm_driver__build_id(dv->rd.drv), ffm_driver__version(dv->rd.drv), dv->rd.wait_off,
 			  dv->rd.wait_size);
 		else
-			P(",\"error\":\"%s\"", dv->why);
+			P(",\"error\":\"%s\"", jesc(dv->why));
 		P(",\"probes\":%zu}", ffm_attachment__count(dv->wait_att) + ffm_attachment__count(dv->api_att));
 		first = false;
 	}
@@ -1490,7 +1516,7 @@ static size_t status_json(struct ffmd *d, const struct ucred *c, char *out, size
 		  "\"events\":%" PRIu64 ",\"events_per_s\":%.1f,\"drops\":{\"ringbuf\":%" PRIu64
 		  ",\"stacks\":%" PRIu64 ",\"depth\":%" PRIu64 ",\"procs\":%" PRIu64 ",\"threads\":%" PRIu64
 		  ",\"unmatched\":%" PRIu64 "},\"processes\":[",
-		  first ? "" : ",", j->id, j->key, j->rule, j->owner, j->stage, now_s() - j->start, j->events, j->rate,
+		  first ? "" : ",", jesc(j->id), jesc(j->key), jesc(j->rule), j->owner, j->stage, now_s() - j->start, j->events, j->rate,
 		  (uint64_t)dr.n[FFM_REC_DROP_RINGBUF], (uint64_t)dr.n[FFM_REC_DROP_STACK],
 		  (uint64_t)dr.n[FFM_REC_DROP_DEPTH], (uint64_t)dr.n[FFM_REC_DROP_PROCS],
 		  (uint64_t)dr.n[FFM_REC_DROP_THREADS], (uint64_t)dr.n[FFM_REC_DROP_UNMATCHED]);
@@ -1510,10 +1536,10 @@ static size_t status_json(struct ffmd *d, const struct ucred *c, char *out, size
 		ffm_collector__drops(d->col, ru->slot, &dr);
 		P("%s{\"rule\":\"%s\",\"key\":\"%s\",\"stage\":%d,\"jobs_made\":%" PRIu64
 		  ",\"drops\":{\"procs\":%" PRIu64 ",\"ringbuf\":%" PRIu64 "},\"selectors\":[",
-		  first ? "" : ",", ru->r.name, ru->r.key, ru->r.stage, ru->jobs_made,
+		  first ? "" : ",", jesc(ru->r.name), jesc(ru->r.key), ru->r.stage, ru->jobs_made,
 		  (uint64_t)dr.n[FFM_REC_DROP_PROCS], (uint64_t)dr.n[FFM_REC_DROP_RINGBUF]);
 		for (int k = 0; k < ru->r.nsel; k++)
-			P("%s\"%s=%s\"", k ? "," : "", sel_name(ru->r.sel[k].type), ru->r.sel[k].value);
+			P("%s\"%s=%s\"", k ? "," : "", sel_name(ru->r.sel[k].type), jesc(ru->r.sel[k].value));
 		P("]}");
 		first = false;
 	}
@@ -1571,7 +1597,7 @@ static void handle_request(struct ffmd *d, struct conn *c)
 				msg = "no active job with this id";
 			} else {
 				snprintf(body, sizeof(body), "{\"job\":\"%s\",\"key\":\"%s\",\"stage\":%d}\n",
-					 j->id, j->key, j->stage);
+					 jesc(j->id), jesc(j->key), j->stage);
 				err = job_end(d, j, false);
 				msg = err ? "the job ended, but its store could not be finished" : "ended";
 			}
