@@ -49,6 +49,7 @@ LDFLAGS  ?=
 # protocol itself (daemon/notify.c), the dynamic build uses libsystemd.
 ifeq ($(STATIC),1)
 LDFLAGS  += -static
+CPPFLAGS += -DFFM_STATIC=1
 SYS_LIBS := -lbpf -ldw -lelf -lsqlite3 -lz -lzstd -llzma -lbz2 -lstdc++ -lm -lpthread -ldl
 else
 CPPFLAGS += -DFFM_HAVE_LIBSYSTEMD=1

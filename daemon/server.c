@@ -189,6 +189,56 @@ static const char *jesc(const char *s)
 	return b;
 }
 
+/*
+ * The gid of group @name: 0 or -ENOENT. The dynamic build asks NSS (getgrnam), so groups from
+ * LDAP/SSSD work. A static build cannot load the NSS modules of another glibc than its own, so
+ * it reads /etc/group itself: on a node whose groups live elsewhere, give admin_group by
+ * number ("admin_group = 1234").
+ */
+static int group_gid(const char *name, gid_t *gid)
+{
+	char *end;
+	unsigned long n = strtoul(name, &end, 10);
+
+	if (*name && !*end) {
+		*gid = (gid_t)n;
+		return 0;
+	}
+#ifdef FFM_STATIC
+	{
+		char line[4096];
+		size_t len = strlen(name);
+		FILE *f = fopen("/etc/group", "re");
+		int r = -ENOENT;
+
+		while (f && fgets(line, sizeof(line), f)) {
+			char *p;
+
+			if (strncmp(line, name, len) || line[len] != ':')
+				continue;
+			p = strchr(line + len + 1, ':'); /* past the password field */
+			if (p && (n = strtoul(p + 1, &end, 10), end != p + 1)) {
+				*gid = (gid_t)n;
+				r = 0;
+			}
+			break;
+		}
+		if (f)
+			fclose(f);
+		return r;
+	}
+#else
+	{
+		struct group *g = getgrnam(name);
+
+		if (!g)
+			return -ENOENT;
+		*gid = g->gr_gid;
+		return 0;
+	}
+#endif
+}
+
 static double now_s(void)
 {
 	struct timespec ts;
@@ -1224,14 +1274,15 @@ int ffmd__reload(struct ffmd *d, const struct ffmd_config *cfg)
 	if (cfg->ringbuf_kib != d->cfg.ringbuf_kib || cfg->wakeup_kib != d->cfg.wakeup_kib)
 		log_warn("reload: the ring buffer settings change only at a restart, ignoring them");
 	if (strcmp(cfg->admin_group, d->cfg.admin_group)) {
-		struct group *g = cfg->admin_group[0] ? getgrnam(cfg->admin_group) : NULL;
+		gid_t gid = 0;
+		bool found = cfg->admin_group[0] && group_gid(cfg->admin_group, &gid) == 0;
 
-		if (cfg->admin_group[0] && !g) {
+		if (cfg->admin_group[0] && !found) {
 			log_err("reload: admin group '%s' does not exist; keeping '%s'", cfg->admin_group,
 				d->cfg.admin_group);
 		} else {
-			d->have_admin_gid = g != NULL;
-			d->admin_gid = g ? g->gr_gid : 0;
+			d->have_admin_gid = found;
+			d->admin_gid = gid;
 			snprintf(d->cfg.admin_group, sizeof(d->cfg.admin_group), "%s", cfg->admin_group);
 		}
 	}
@@ -1804,14 +1855,11 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 	for (int i = 0; i < MAX_CONNS; i++)
 		d->conns[i].fd = -1;
 	if (cfg->admin_group[0]) {
-		struct group *g = getgrnam(cfg->admin_group);
-
-		if (!g) {
+		if (group_gid(cfg->admin_group, &d->admin_gid) < 0) {
 			log_err("admin group '%s' does not exist", cfg->admin_group);
 			err = -ENOENT;
 			goto fail;
 		}
-		d->admin_gid = g->gr_gid;
 		d->have_admin_gid = true;
 	}
 	if ((err = mkdir_p(cfg->state_dir, 0750)) < 0 || (err = mkdir_p(cfg->runtime_dir, 0755)) < 0) {
