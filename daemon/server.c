@@ -72,6 +72,8 @@
 
 #define MAX_DRIVERS 16
 #define MAX_CONNS 32
+#define MAX_CONNS_PER_USER 4
+#define RESERVED_CONNS 8
 #define MAX_ROUTES 4096
 #define JOURNAL_NAME "ffmd-jobs"
 #define LINGER_S 30.0 /* probes stay attached this long after the last job that needed them */
@@ -541,8 +543,17 @@ static void ensure_driver_for_pid(struct ffmd *d, pid_t pid)
 	struct drv *dv;
 	bool held = false;
 
-	if (driver_path_of(pid, path, sizeof(path)) < 0 || stat(path, &st) < 0)
+	int err = driver_path_of(pid, path, sizeof(path));
+
+	if (err < 0 || stat(path, &st) < 0) {
+		/* No libcuda for it (a non-CUDA process of the job) is normal; being refused
+		 * its environment or root is not, and must not go unnoticed. */
+		if (err == -EACCES || err == -EPERM)
+			log_warn("cannot tell which libcuda process %d will load: %s (ffmd needs "
+				 "CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH), its calls may go unmeasured",
+				 pid, strerror(-err));
 		return;
+	}
 	dv = driver_find(d, st.st_dev, st.st_ino);
 	if (dv) {
 		if (!dv->failed && !dv->wait_att)
@@ -1672,25 +1683,36 @@ static void accept_conn(struct ffmd *d)
 	struct conn *c = NULL;
 	int fd = accept4(d->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 
+	struct ucred cred;
+	int nfree = 0, mine = 0;
+
 	if (fd < 0)
 		return;
-	for (int i = 0; i < MAX_CONNS; i++)
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &sl) < 0) {
+		close(fd);
+		return;
+	}
+	for (int i = 0; i < MAX_CONNS; i++) {
 		if (d->conns[i].fd < 0) {
-			c = &d->conns[i];
-			break;
+			nfree++;
+			if (!c)
+				c = &d->conns[i];
+		} else if (d->conns[i].cred.uid == cred.uid) {
+			mine++;
 		}
-	if (!c) {
-		/* Busy: refuse rather than queue without bound. */
+	}
+	/* Busy: refuse rather than queue without bound. One user may hold at most
+	 * MAX_CONNS_PER_USER connections, and the last RESERVED_CONNS slots are root's and the
+	 * admins', so that no local user can lock the scheduler's prolog out by holding
+	 * connections open. */
+	if (!c || (cred.uid != 0 && (mine >= MAX_CONNS_PER_USER ||
+				     (nfree <= RESERVED_CONNS && !is_admin(d, &cred))))) {
 		close(fd);
 		return;
 	}
 	c->fd = fd;
+	c->cred = cred;
 	c->deadline = now_s() + FFM_PROTO_TIMEOUT_MS / 1000.0;
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c->cred, &sl) < 0) {
-		close(fd);
-		c->fd = -1;
-		return;
-	}
 	epoll_ctl(d->ep, EPOLL_CTL_ADD, fd,
 		  &(struct epoll_event){ .events = EPOLLIN, .data.u64 = TAG_CONN | (uint64_t)(c - d->conns) << 8 });
 }

@@ -134,6 +134,37 @@ tap(served is not None, "40 idle connections: ping served again after %s s" %
     ("%.1f" % served if served is not None else "never (8 s)"))
 still_serving("40 idle connections")
 
+# One unprivileged user holding connections open must not lock root (the scheduler's prolog)
+# out: ffmd allows a user 4 connections at once and keeps slots for root and the admins.
+import pwd
+nobody = pwd.getpwnam("nobody")
+r, w = os.pipe()
+child = os.fork()
+if child == 0:
+    os.close(r)
+    os.setgid(nobody.pw_gid)
+    os.setuid(nobody.pw_uid)
+    held, refused = [], 0
+    for i in range(6):
+        c = conn()
+        c.settimeout(0.5)
+        try:
+            if c.recv(16, socket.MSG_PEEK) == b"":
+                refused += 1  # closed at once: over the user's limit
+        except socket.timeout:
+            held.append(c)  # accepted and waiting for a request
+        except OSError:
+            refused += 1
+    os.write(w, b"%d %d" % (len(held), refused))
+    time.sleep(1.0)  # keep them open while root asks
+    os._exit(0)
+os.close(w)
+counts = os.read(r, 64).decode().split()
+ans = ask(b"FFM/1 ping\n")
+os.waitpid(child, 0)
+tap(counts == ["4", "2"], "one user gets at most 4 connections (held, refused: %s)" % counts)
+tap(ans.startswith(b"FFM/1 0 pong"), "root is served while a user holds connections", ans)
+
 print("1..%d" % n)
 sys.exit(1 if fails else 0)
 PY
