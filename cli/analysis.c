@@ -219,6 +219,7 @@ struct ffm_analysis {
 	struct thread *thr;
 	size_t n_thr, cap_thr;
 	struct map thr_of;
+	struct map keep_of; /* stack id -> keep_site(), the scan threads' read-only copy */
 	/* the timeline */
 	struct ffm_event *ev;
 	size_t n_ev, cap_ev;
@@ -851,10 +852,13 @@ struct ev_scan {
  * array and the graph shrink by the launches (most of a CUDA program's calls). Kept: explicit
  * syncs and wait-function events, any site that waited, any site with a stage 3/4 verdict.
  */
-static bool keep_site(const struct ffm_an_site *x, const struct site_int *si)
+static bool keep_site(const struct ffm_an_site *x)
 {
-	return x->kind == FFM_EV_API || x->kind == FFM_EV_WAIT || x->wait_ns || si->s3.n ||
-	       si->s4.n || si->x3.n;
+	/* Decided from stage 2's per-stack totals alone, so the scan can start before stage 3's
+	 * verdicts are loaded: every sync can get a sync verdict, every copy or memset a
+	 * duplicate one. */
+	return x->kind == FFM_EV_API || x->kind == FFM_EV_WAIT || x->wait_ns ||
+	       x->kind == FFM_EV_TRANSFER || x->kind == FFM_EV_MEMSET;
 }
 
 /*
@@ -876,10 +880,15 @@ struct chunk {
 	struct ffm_event ev[CHUNK_EVENTS];
 };
 
+/* Chunks queued and not yet consumed, at most: while the calling thread loads stage 3's
+ * verdicts the slices run ahead, by at most this much memory (128 × 1.75 MiB). */
+#define MAX_QUEUED 128
+
 struct scan_ctl {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	struct chunk *free; /* chunks handed back */
+	unsigned queued;
 	bool stop;	    /* the consumer failed: producers end early */
 };
 
@@ -927,7 +936,11 @@ static bool slice_flush(struct slice *sl, bool done)
 			sl->head = sl->cur;
 		sl->tail = sl->cur;
 		sl->cur = NULL;
+		ctl->queued++;
 	}
+	pthread_cond_broadcast(&ctl->cv);
+	while (!done && !ctl->stop && ctl->queued >= MAX_QUEUED)
+		pthread_cond_wait(&ctl->cv, &ctl->mu);
 	if (done)
 		sl->done = true;
 	stop = ctl->stop;
@@ -950,7 +963,7 @@ static void *scan_slice(void *arg)
 	if (!err)
 		err = ffm_store_cursor__new_timing(s, a->res.run_timeline, sl->from, sl->to, &cur);
 	while (!err && (err = ffm_store_cursor__next(cur, &se)) == 1) {
-		uint32_t i = map_get(&a->site_of, (uint64_t)se.stack);
+		uint32_t keep = map_get(&a->keep_of, (uint64_t)se.stack);
 
 		err = 0;
 		sl->scanned++;
@@ -958,7 +971,7 @@ static void *scan_slice(void *arg)
 			sl->lo = se.start_ns;
 		if (se.start_ns + se.dur_ns > sl->hi)
 			sl->hi = se.start_ns + se.dur_ns;
-		if (i != UINT32_MAX && !a->si[i].keep)
+		if (!keep)
 			continue;
 		if (sl->cur && sl->cur->n == CHUNK_EVENTS && slice_flush(sl, false))
 			break;
@@ -1114,8 +1127,16 @@ static int scan_slices(struct ffm_analysis *a, struct ev_scan *sc, uint64_t lo, 
 			sl[i].started = true;
 		}
 	}
+	/* Stage 3/4's verdicts load while the slices read the timeline. */
+	err = load_verdicts(a);
+	if (err) {
+		pthread_mutex_lock(&ctl.mu);
+		ctl.stop = true;
+		pthread_cond_broadcast(&ctl.cv);
+		pthread_mutex_unlock(&ctl.mu);
+	}
 	/* Consume in time order: slice by slice, chunk by chunk. */
-	for (unsigned i = 0; i < n; i++) {
+	for (unsigned i = 0; i < n && !err; i++) {
 		for (;;) {
 			struct chunk *c;
 
@@ -1127,6 +1148,8 @@ static int scan_slices(struct ffm_analysis *a, struct ev_scan *sc, uint64_t lo, 
 				sl[i].head = c->next;
 				if (!sl[i].head)
 					sl[i].tail = NULL;
+				ctl.queued--;
+				pthread_cond_broadcast(&ctl.cv);
 			}
 			pthread_mutex_unlock(&ctl.mu);
 			if (!c)
@@ -1636,9 +1659,12 @@ static int load_timeline(struct ffm_analysis *a)
 	int err;
 
 	for (size_t i = 0; i < res->n_sites; i++) {
-		a->si[i].keep = keep_site(&res->sites[i], &a->si[i]);
+		a->si[i].keep = keep_site(&res->sites[i]);
 		if (a->si[i].keep)
 			total += a->si[i].n2;
+		err = map_put(&a->keep_of, (uint64_t)res->sites[i].stack, a->si[i].keep);
+		if (err)
+			return err;
 	}
 	sc.lo = UINT64_MAX;
 	a->cap_ev = total + total / 64 + 64;
@@ -1766,9 +1792,7 @@ int ffm_analysis__run(struct ffm_store *s, const struct ffm_analysis_opts *opts,
 	if (err)
 		goto fail;
 	if (a->res.run_timeline && profile_run == a->res.run_timeline) {
-		err = load_verdicts(a);
-		if (!err)
-			err = load_timeline(a);
+		err = load_timeline(a); /* stage 3/4 verdicts included */
 		if (err)
 			goto fail;
 	} else if (a->res.run_baseline) {
@@ -1849,6 +1873,7 @@ struct ffm_analysis *ffm_analysis__free(struct ffm_analysis *a)
 	map_fini(&a->api_of);
 	map_fini(&a->fold_of);
 	map_fini(&a->thr_of);
+	map_fini(&a->keep_of);
 	pool_fini(&a->pool);
 	free(a);
 	return NULL;

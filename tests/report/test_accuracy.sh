@@ -135,7 +135,7 @@ for w in $WORKLOADS; do
 	for attempt in 1 2; do
 		job=acc-$w-$attempt
 		if ! profile "$w" $attempt; then
-			v=bad est=0 act=0 err=profile
+			v=bad est=0 act=0 err=profile plain=? fixed=?
 			sed 's/^/# /' "$T/$w.profile" | tail -n 10
 			continue
 		fi
