@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "cli/ffmctl.h"
+#include "cli/json.h"
 #include "cli/report.h"
 
 #define DIFF_SCHEMA_VERSION 1
@@ -154,11 +155,34 @@ static uint64_t site_time(const struct ffm_an_site *x, int stage)
 	return stage == 2 ? x->dur_ns : x->wait_ns;
 }
 
+/* Add one side's measured time per site to the rows. */
+static int add_times(const struct side *sd, bool after, int stage, struct row **rows, size_t *n)
+{
+	for (size_t i = 0; i < sd->js.n; i++) {
+		const struct ffm_analysis_result *m = ffm_analysis__result(sd->meas[i]);
+
+		for (size_t k = 0; k < m->n_sites; k++) {
+			const struct ffm_an_site *x = &m->sites[k];
+			struct row *r;
+
+			if (!x->count)
+				continue;
+			r = row_of(rows, n, x->key, x);
+			if (!r)
+				return -ENOMEM;
+			*(after ? &r->after_ns : &r->before_ns) += site_time(x, stage);
+			*(after ? &r->n_after : &r->n_before) += x->count;
+		}
+	}
+	return 0;
+}
+
 static int collect(struct side *b, struct side *a, int stage, struct row **rows, size_t *n)
 {
+	int err;
+
 	for (size_t i = 0; i < b->js.n; i++) {
 		const struct ffm_analysis_result *p = ffm_analysis__result(b->pred[i]);
-		const struct ffm_analysis_result *m = ffm_analysis__result(b->meas[i]);
 
 		for (size_t k = 0; k < p->n_sites; k++) {
 			const struct ffm_an_site *x = &p->sites[k];
@@ -171,35 +195,12 @@ static int collect(struct side *b, struct side *a, int stage, struct row **rows,
 				return -ENOMEM;
 			r->predicted_ns += x->benefit_ns;
 		}
-		for (size_t k = 0; k < m->n_sites; k++) {
-			const struct ffm_an_site *x = &m->sites[k];
-			struct row *r;
-
-			if (!x->count)
-				continue;
-			r = row_of(rows, n, x->key, x);
-			if (!r)
-				return -ENOMEM;
-			r->before_ns += site_time(x, stage);
-			r->n_before += x->count;
-		}
 	}
-	for (size_t i = 0; i < a->js.n; i++) {
-		const struct ffm_analysis_result *m = ffm_analysis__result(a->meas[i]);
-
-		for (size_t k = 0; k < m->n_sites; k++) {
-			const struct ffm_an_site *x = &m->sites[k];
-			struct row *r;
-
-			if (!x->count)
-				continue;
-			r = row_of(rows, n, x->key, x);
-			if (!r)
-				return -ENOMEM;
-			r->after_ns += site_time(x, stage);
-			r->n_after += x->count;
-		}
-	}
+	err = add_times(b, false, stage, rows, n);
+	if (!err)
+		err = add_times(a, true, stage, rows, n);
+	if (err)
+		return err;
 	qsort(*rows, *n, sizeof(**rows), cmp_row);
 	return 0;
 }
@@ -261,13 +262,13 @@ static void print_json(const struct side *b, const struct side *a, int stage,
 {
 	printf("{\"schema_version\":%d,\"measure\":\"%s\",\"stage\":%d,\"before\":{\"job_id\":",
 	       DIFF_SCHEMA_VERSION, stage == 2 ? "call_time" : "wait_time", stage);
-	ffmctl_json_str(stdout, b->job_id);
+	ffm_json_write_str(stdout, b->job_id);
 	printf(",\"key\":");
-	ffmctl_json_str(stdout, ffm_analysis__result(b->pred[0])->key);
+	ffm_json_write_str(stdout, ffm_analysis__result(b->pred[0])->key);
 	printf(",\"wall_s\":%.9f},\"after\":{\"job_id\":", b->wall_s);
-	ffmctl_json_str(stdout, a->job_id);
+	ffm_json_write_str(stdout, a->job_id);
 	printf(",\"key\":");
-	ffmctl_json_str(stdout, ffm_analysis__result(a->meas[0])->key);
+	ffm_json_write_str(stdout, ffm_analysis__result(a->meas[0])->key);
 	printf(",\"wall_s\":%.9f},\"predicted_s\":", a->wall_s);
 	if (predictions_known(b))
 		printf("%.9f", predicted_total(b) / 1e9);
@@ -278,7 +279,7 @@ static void print_json(const struct side *b, const struct side *a, int stage,
 		const struct row *r = &rows[i];
 
 		printf("%s{\"api\":", i ? "," : "");
-		ffmctl_json_str(stdout, r->site->api_name);
+		ffm_json_write_str(stdout, r->site->api_name);
 		printf(",\"call_site\":");
 		ffmctl_json_site(stdout, r->site);
 		printf(",\"predicted_s\":%.9f,\"actual_s\":%.9f,\"before_s\":%.9f,\"after_s\":%.9f,"

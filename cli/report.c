@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "cli/ffmctl.h"
+#include "cli/json.h"
 #include "cli/report.h"
 
 #define REPORT_SCHEMA_VERSION 2
@@ -141,30 +142,14 @@ void ffmctl_site_str(const struct ffm_an_site *x, char *buf, size_t len)
 		snprintf(buf, len, "%s (%s+%#" PRIx64 ")", x->function, x->module, x->offset);
 }
 
-void ffmctl_json_str(FILE *o, const char *s)
-{
-	fputc('"', o);
-	for (; s && *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			fprintf(o, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(o, "\\u%04x", c);
-		else
-			fputc(c, o);
-	}
-	fputc('"', o);
-}
-
 void ffmctl_json_site(FILE *o, const struct ffm_an_site *x)
 {
 	fprintf(o, "{\"function\":");
-	ffmctl_json_str(o, x->function);
+	ffm_json_write_str(o, x->function);
 	fprintf(o, ",\"file\":");
-	ffmctl_json_str(o, x->file);
+	ffm_json_write_str(o, x->file);
 	fprintf(o, ",\"line\":%u,\"module\":", x->line);
-	ffmctl_json_str(o, x->module);
+	ffm_json_write_str(o, x->module);
 	fprintf(o, ",\"offset\":%" PRIu64 "}", x->offset);
 }
 
@@ -762,9 +747,9 @@ static void json_evidence(FILE *o, const struct ffmctl_job_stores *js, const str
 		x->use_delay_ns < 0 ? 0 : x->delays_from_stage3 ? 3 : 4);
 	if (x->use_function) {
 		fprintf(o, "{\"function\":");
-		ffmctl_json_str(o, x->use_function);
+		ffm_json_write_str(o, x->use_function);
 		fprintf(o, ",\"file\":");
-		ffmctl_json_str(o, x->use_file);
+		ffm_json_write_str(o, x->use_file);
 		fprintf(o, ",\"line\":%u}", x->use_line);
 	} else {
 		fprintf(o, "null");
@@ -785,9 +770,9 @@ static void print_json(FILE *o, const char *job_id, const struct ffmctl_job_stor
 	const struct ffm_analysis_result *r0 = ffm_analysis__result(js->v[0].an);
 
 	fprintf(o, "{\"schema_version\":%d,\"job_id\":", REPORT_SCHEMA_VERSION);
-	ffmctl_json_str(o, job_id);
+	ffm_json_write_str(o, job_id);
 	fprintf(o, ",\"key\":");
-	ffmctl_json_str(o, r0->key);
+	ffm_json_write_str(o, r0->key);
 	fprintf(o, ",\"grouping\":\"%s\",\"wall_s\":%.9f,\"recoverable_s\":", grouping_name(grouping),
 		s_of(m->wall_max_ns));
 	if (m->have_problems)
@@ -807,9 +792,9 @@ static void print_json(FILE *o, const char *job_id, const struct ffmctl_job_stor
 				const struct ffm_an_run *x = &r->runs[i];
 
 				fprintf(o, "%s{\"node\":", first ? "" : ",");
-				ffmctl_json_str(o, js->v[ni].name);
+				ffm_json_write_str(o, js->v[ni].name);
 				fprintf(o, ",\"stage\":%d,\"run\":%" PRId64 ",\"job_id\":", x->stage, x->id);
-				ffmctl_json_str(o, x->job_id);
+				ffm_json_write_str(o, x->job_id);
 				fprintf(o, ",\"wall_s\":%.9f,\"ended\":%s,\"partial\":%s,\"aborted\":%s,"
 					   "\"dropped\":%s,\"used_as\":",
 					x->wall_s, x->ended ? "true" : "false",
@@ -843,14 +828,14 @@ static void print_json(FILE *o, const char *job_id, const struct ffmctl_job_stor
 			grouping == FFM_GROUP_SEQUENCE ? "sequence" : ffm_an_problem_name(t));
 		json_types(o, mg->g.n_type);
 		fprintf(o, ",\"api\":");
-		ffmctl_json_str(o, x->api_name);
+		ffm_json_write_str(o, x->api_name);
 		fprintf(o, ",\"benefit_s\":%.9f,\"benefit_pct\":%.4f,\"wait_s\":%.9f,\"count\":%" PRIu64
 			   ",\"occurrences\":%" PRIu64 ",\"nodes\":%u,\"call_site\":",
 			s_of(mg->g.benefit_ns), pct(mg->g.benefit_ns, m->wall_sum_ns), s_of(mg->g.wait_ns),
 			mg->g.count, mg->g.occurrences, mg->nodes);
 		ffmctl_json_site(o, x);
 		fprintf(o, ",\"function\":");
-		ffmctl_json_str(o, grouping == FFM_GROUP_FOLD ? x->folded : x->function);
+		ffm_json_write_str(o, grouping == FFM_GROUP_FOLD ? x->folded : x->function);
 		fprintf(o, ",\"evidence\":");
 		json_evidence(o, js, mg, x);
 		if (grouping == FFM_GROUP_SEQUENCE) {
@@ -860,7 +845,7 @@ static void print_json(FILE *o, const char *job_id, const struct ffmctl_job_stor
 
 				fprintf(o, "%s{\"entry\":%u,\"type\":\"%s\",\"api\":", k ? "," : "", k + 1,
 					ffm_an_problem_name(site_type(s)));
-				ffmctl_json_str(o, s->api_name);
+				ffm_json_write_str(o, s->api_name);
 				fprintf(o, ",\"call_site\":");
 				ffmctl_json_site(o, s);
 				fputc('}', o);
@@ -874,7 +859,7 @@ static void print_json(FILE *o, const char *job_id, const struct ffmctl_job_stor
 		const struct mapi *a = &m->apis[i];
 
 		fprintf(o, "%s{\"api\":", i ? "," : "");
-		ffmctl_json_str(o, a->name);
+		ffm_json_write_str(o, a->name);
 		fprintf(o, ",\"calls\":%" PRIu64 ",\"time_s\":%.9f,\"wait_s\":%.9f,\"benefit_s\":", a->calls,
 			s_of(a->dur_ns), s_of(a->wait_ns));
 		if (m->have_problems)
@@ -898,9 +883,9 @@ static void print_json(FILE *o, const char *job_id, const struct ffmctl_job_stor
 					continue;
 				shown++;
 				fprintf(o, "%s{\"node\":", first ? "" : ",");
-				ffmctl_json_str(o, js->v[ni].name);
+				ffm_json_write_str(o, js->v[ni].name);
 				fprintf(o, ",\"api\":");
-				ffmctl_json_str(o, x->api_name);
+				ffm_json_write_str(o, x->api_name);
 				fprintf(o, ",\"count\":%" PRIu64 ",\"time_s\":%.9f,\"wait_s\":%.9f,\"benefit_s\":%.9f,\"call_site\":",
 					x->count, s_of(x->dur_ns), s_of(x->wait_ns), s_of(x->benefit_ns));
 				ffmctl_json_site(o, x);
@@ -915,7 +900,7 @@ static void print_json(FILE *o, const char *job_id, const struct ffmctl_job_stor
 		bool first = true;
 
 		fprintf(o, "%s{\"node\":", ni ? "," : "");
-		ffmctl_json_str(o, js->v[ni].name);
+		ffm_json_write_str(o, js->v[ni].name);
 		fprintf(o, ",\"wall_s\":%.9f,\"recoverable_s\":%.9f,\"processes\":[", s_of(r->wall_ns),
 			s_of(r->totals.total_ns));
 		for (size_t i = 0; i < r->n_procs; i++) {
@@ -924,7 +909,7 @@ static void print_json(FILE *o, const char *job_id, const struct ffmctl_job_stor
 			if (!p->threads)
 				continue;
 			fprintf(o, "%s{\"pid\":%u,\"exe\":", first ? "" : ",", p->tgid);
-			ffmctl_json_str(o, p->exe);
+			ffm_json_write_str(o, p->exe);
 			fprintf(o, ",\"wall_s\":%.9f,\"recoverable_s\":%.9f,\"threads\":%u}",
 				s_of(p->end_ns - p->start_ns), s_of(p->benefit_ns), p->threads);
 			first = false;
@@ -946,7 +931,7 @@ static void print_json(FILE *o, const char *job_id, const struct ffmctl_job_stor
 			   "\"sequence_benefit_s\":%.9f,\"occurrences\":%" PRIu64 "}",
 			q->id, q->from, q->to, s_of(q->benefit_ns), s_of(q->whole_ns), q->occurrences);
 	fprintf(o, ",\"next\":");
-	ffmctl_json_str(o, next_step(m->stages_done, m->have_problems));
+	ffm_json_write_str(o, next_step(m->stages_done, m->have_problems));
 	fprintf(o, "}\n");
 }
 

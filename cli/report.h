@@ -33,7 +33,6 @@ void ffmctl_job_stores__close(struct ffmctl_job_stores *js);
 
 /* "function at file:line" or "function (module+0xoff)". */
 void ffmctl_site_str(const struct ffm_an_site *x, char *buf, size_t len);
-void ffmctl_json_str(FILE *o, const char *s);
 /* {"function":...,"file":...,"line":...,"module":...,"offset":...} */
 void ffmctl_json_site(FILE *o, const struct ffm_an_site *x);
 

@@ -495,22 +495,28 @@ int ffm_store__for_each_xfer_hash(struct ffm_store *s, int64_t run, ffm_store_xf
 	return each_row(s, st, xfer_row, &a);
 }
 
+/* One query over a run's rows: prepare, bind the run as ?1, call row() per row. */
+static int run_rows(struct ffm_store *s, const char *sql, int64_t run,
+		    int (*row)(sqlite3_stmt *, void *), void *cb, void *ctx)
+{
+	struct cb_arg a = { cb, ctx, s };
+	sqlite3_stmt *st;
+	int err = prepare(s, sql, &st);
+
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, run);
+	return each_row(s, st, row, &a);
+}
+
 /* (run, stack) index order: no sort, whatever the number of rows. */
 int ffm_store__for_each_xfer_hash_by_stack(struct ffm_store *s, int64_t run, ffm_store_xfer_cb cb,
 					   void *ctx)
 {
-	struct cb_arg a = { (void *)cb, ctx, s };
-	sqlite3_stmt *st;
-	int err;
-
-	err = prepare(s,
-		      "SELECT id, run, event, stack, hash, dst, bytes, first_event, first_stack, dup"
-		      " FROM xfer_hashes WHERE run = ?1 ORDER BY stack, id",
-		      &st);
-	if (err)
-		return err;
-	sqlite3_bind_int64(st, 1, run);
-	return each_row(s, st, xfer_row, &a);
+	return run_rows(s,
+			"SELECT id, run, event, stack, hash, dst, bytes, first_event, first_stack, dup"
+			" FROM xfer_hashes WHERE run = ?1 ORDER BY stack, id",
+			run, xfer_row, (void *)cb, ctx);
 }
 
 static int sync_use_row(sqlite3_stmt *st, void *arg)
@@ -553,19 +559,11 @@ int ffm_store__for_each_sync_use(struct ffm_store *s, int64_t run, ffm_store_syn
 int ffm_store__for_each_sync_use_by_stack(struct ffm_store *s, int64_t run,
 					  ffm_store_sync_use_cb cb, void *ctx)
 {
-	struct cb_arg a = { (void *)cb, ctx, s };
-	sqlite3_stmt *st;
-	int err;
-
-	err = prepare(s,
-		      "SELECT id, run, event, stack, prot_lo, prot_hi, use_addr, use_stack,"
-		      " use_frame, use_delay_ns, flags FROM sync_uses WHERE run = ?1"
-		      " ORDER BY stack, id",
-		      &st);
-	if (err)
-		return err;
-	sqlite3_bind_int64(st, 1, run);
-	return each_row(s, st, sync_use_row, &a);
+	return run_rows(s,
+			"SELECT id, run, event, stack, prot_lo, prot_hi, use_addr, use_stack,"
+			" use_frame, use_delay_ns, flags FROM sync_uses WHERE run = ?1"
+			" ORDER BY stack, id",
+			run, sync_use_row, (void *)cb, ctx);
 }
 
 /* ---- processes, single frames ----------------------------------------------------------- */
@@ -589,18 +587,10 @@ static int process_row(sqlite3_stmt *st, void *arg)
 int ffm_store__for_each_process(struct ffm_store *s, int64_t run, ffm_store_process_cb cb,
 				void *ctx)
 {
-	struct cb_arg a = { (void *)cb, ctx, s };
-	sqlite3_stmt *st;
-	int err;
-
-	err = prepare(s,
-		      "SELECT run, tgid, ptgid, exe, start_ns, end_ns, exit_code FROM processes"
-		      " WHERE run = ?1 ORDER BY start_ns, id",
-		      &st);
-	if (err)
-		return err;
-	sqlite3_bind_int64(st, 1, run);
-	return each_row(s, st, process_row, &a);
+	return run_rows(s,
+			"SELECT run, tgid, ptgid, exe, start_ns, end_ns, exit_code FROM processes"
+			" WHERE run = ?1 ORDER BY start_ns, id",
+			run, process_row, (void *)cb, ctx);
 }
 
 int ffm_store__get_frame(struct ffm_store *s, int64_t frame, ffm_store_frame_cb cb, void *ctx)
