@@ -167,8 +167,14 @@ static int cmp_i64(const void *a, const void *b)
 /* ---- state -------------------------------------------------------------------------------- */
 
 /* Sync verdict of one occurrence. V_UNKNOWN: no use seen, but not every protected range was
- * watched (FFM_SYNC_USE_PARTIAL): an unseen use is likely, so it is not called unnecessary. */
-enum { V_NONE = 0, V_USED = 1, V_UNKNOWN = 2 };
+ * watched (FFM_SYNC_USE_PARTIAL): an unseen use is likely, so it is not called unnecessary.
+ * V_NONE_PART: no use seen, every range watched, but only its first WATCHED_BYTES (a hardware
+ * watchpoint's width; stage 3 arms one per range): a use of other bytes goes unseen. Such an
+ * occurrence is decided by its call site, which is where a fix would go: a site whose syncs
+ * were seen protecting data the CPU used needs its sync (it cannot be removed for some
+ * iterations only), so the occurrence is required; a site never seen used is unnecessary. */
+enum { V_NONE = 0, V_USED = 1, V_UNKNOWN = 2, V_NONE_PART = 3 };
+#define WATCHED_BYTES 8
 
 /* Per-occurrence verdicts of one stack from one run, in occurrence order. */
 struct verdicts {
@@ -188,6 +194,7 @@ struct site_int {
 	uint64_t seen;		    /* ... scanned so far */
 	bool keep;		    /* its events go into the model (see keep_site()) */
 	bool misplaced;		    /* its used syncs are misplaced (decide_misplaced()) */
+	bool any_used3;		    /* stage 3 saw a use after at least one of its syncs */
 	int64_t use_stack, use_frame;
 	int64_t first_stack;
 	int64_t *delays; /* applied first-use delays of misplaced/used occurrences, for the median */
@@ -574,14 +581,18 @@ static int on_sync_use(const struct ffm_store_sync_use *u, void *ctx)
 	uint32_t i;
 	int err = site_for(a, u->stack, 0, FFM_EV_API, &i);
 	bool used = !(u->flags & FFM_SYNC_USE_NONE) && u->use_delay_ns >= 0;
-	uint8_t val = used ? V_USED : (u->flags & FFM_SYNC_USE_PARTIAL) ? V_UNKNOWN : V_NONE;
+	bool part_range = u->prot_hi - u->prot_lo > WATCHED_BYTES;
+	uint8_t val = used ? V_USED : (u->flags & FFM_SYNC_USE_PARTIAL) ? V_UNKNOWN :
+		      part_range ? V_NONE_PART : V_NONE;
 
 	if (err)
 		return err;
 	si = &a->si[i];
 	v = us->stage4 ? &si->s4 : &si->s3;
-	if ((u->flags & FFM_SYNC_USE_PARTIAL) && !us->stage4)
+	if (!us->stage4 && ((u->flags & FFM_SYNC_USE_PARTIAL) || val == V_NONE_PART))
 		a->res.sites[i].n_partial++;
+	if (used && !us->stage4)
+		si->any_used3 = true;
 	if (used && !si->use_stack && !si->use_frame) {
 		si->use_stack = u->use_stack;
 		si->use_frame = u->use_frame;
@@ -595,8 +606,9 @@ static int on_sync_use(const struct ffm_store_sync_use *u, void *ctx)
 			if (v->v[k] != V_USED || v->delay[k] < 0 || u->use_delay_ns < v->delay[k])
 				v->delay[k] = u->use_delay_ns;
 			v->v[k] = V_USED;
-		} else if (val == V_UNKNOWN && v->v[k] == V_NONE) {
-			v->v[k] = V_UNKNOWN;
+		} else if ((val == V_UNKNOWN || val == V_NONE_PART) &&
+			   (v->v[k] == V_NONE || v->v[k] == V_NONE_PART)) {
+			v->v[k] = val == V_UNKNOWN ? V_UNKNOWN : V_NONE_PART;
 		}
 		return 0;
 	}
@@ -648,7 +660,10 @@ static int set_majority(struct verdicts *v, bool sync)
 		v->maj_v = best;
 		return 0;
 	}
-	v->maj_v = cnt[V_NONE] * 2 > v->n ? V_NONE : cnt[V_USED] >= cnt[V_UNKNOWN] ? V_USED : V_UNKNOWN;
+	if ((cnt[V_NONE] + cnt[V_NONE_PART]) * 2 > v->n)
+		v->maj_v = cnt[V_NONE_PART] ? V_NONE_PART : V_NONE;
+	else
+		v->maj_v = cnt[V_USED] >= cnt[V_UNKNOWN] ? V_USED : V_UNKNOWN;
 	d = malloc(v->n * sizeof(*d));
 	if (!d)
 		return -ENOMEM;
@@ -1035,6 +1050,10 @@ static int on_raw_event(struct ev_scan *sc, const struct ffm_event *raw)
 		e.flags |= FFM_EVENT_SYNC;
 
 	has_sv = verdict_at(&si->s3, k, si->n2, &sv, &d3);
+	if (has_sv && sv == V_NONE_PART) {
+		/* Decided by the site (see V_NONE_PART). */
+		sv = si->any_used3 ? V_UNKNOWN : V_NONE;
+	}
 	has_xv = (e.kind == FFM_CALL_TRANSFER || e.kind == FFM_CALL_MEMSET) &&
 		 verdict_at(&si->x3, k, si->n2, &xv, &d);
 	if (has_sv) {

@@ -116,6 +116,7 @@ struct ctx {
 	int64_t run;
 	int stage;
 	uint64_t occ; /* sync occurrences at the UNNECESSARY site, for s3_missing */
+	uint64_t uocc; /* ... for seen_uses */
 	int64_t first_dup_event;
 	uint64_t fake_event;
 };
@@ -219,9 +220,14 @@ static int call(struct ctx *c, uint32_t tid, int sc, int si, uint64_t start, uin
 	if (c->stage == 2)
 		return 0;
 	if (st->api == A_SYNC) {
-		struct ffm_store_sync_use u = {
+		uint32_t bytes = c->o->prot_bytes ? c->o->prot_bytes : 0x1000;
+		struct ffm_store_sync_use u;
+
+		if (sc == SYN_UNNECESSARY && c->stage == 3 && c->uocc++ < c->o->seen_uses)
+			use_delay = (int64_t)(c->o->use_us ? c->o->use_us : 2) * US;
+		u = (struct ffm_store_sync_use){
 			.run = c->run, .event = id, .stack = ev.stack, .prot_lo = 0x10000 + sc * 0x1000,
-			.prot_hi = 0x10000 + sc * 0x1000 + 0x1000, .use_delay_ns = use_delay,
+			.prot_hi = 0x10000 + sc * 0x1000 + bytes, .use_delay_ns = use_delay,
 			.flags = use_delay < 0 ? FFM_SYNC_USE_NONE : 0,
 		};
 

@@ -50,6 +50,10 @@ struct synth_opts {
 	/* stage 3 writes this many fewer sync rows at the UNNECESSARY site (divergence tests) */
 	uint32_t s3_missing;
 	bool partial;	       /* flag the UNNECESSARY and MISPLACED sites' rows FFM_SYNC_USE_PARTIAL */
+	/* stage 3 sees a use after the first this-many UNNECESSARY syncs (a watchpoint on the
+	 * range's first word hit in some iterations only) */
+	uint32_t seen_uses;
+	uint32_t prot_bytes;   /* size of each protected range (default 4096) */
 	bool rows_per_range;   /* MISPLACED: two sync_uses rows per occurrence (2 ranges) */
 	bool fast;	       /* big batches, no per-row extras: the benchmark's 10M events */
 };

@@ -289,6 +289,49 @@ TEST(join_tolerates_small_count_differences_and_flags_large_ones)
 	ffm_analysis__free(a);
 }
 
+/*
+ * Stage 3 watches the first word of each protected range. A use of other bytes goes unseen, so
+ * "no use seen" at a site whose syncs were seen used in some iterations is not evidence: the
+ * sync is needed at that call site (a fix there removes it for every iteration). Where a whole
+ * range was watched, each occurrence stands on its own.
+ */
+TEST(site_seen_used_keeps_its_sync)
+{
+	struct synth_opts o = base(1u << SYN_UNNECESSARY);
+	struct ffm_analysis *a;
+	const struct ffm_analysis_result *r;
+
+	o.iters = 100;
+	o.seen_uses = 2; /* a 4 KiB range, read at its first word in 2 iterations only */
+	a = analyse(&o, FFM_GROUP_POINT, 1, false);
+	r = ffm_analysis__result(a);
+	ASSERT_EQ(site_at_line(r, 11)->n_unnecessary, 0);
+	ASSERT_EQ(r->q.withheld_syncs, 98);
+	ASSERT_EQ(r->q.partial_syncs, 98);
+	ASSERT_EQ(r->totals.total_ns, 0);
+	ffm_analysis__free(a);
+
+	o = base(1u << SYN_UNNECESSARY);
+	o.iters = 100;
+	o.seen_uses = 2;
+	o.prot_bytes = 8; /* the whole range watched: the 98 unseen ones are unnecessary */
+	a = analyse(&o, FFM_GROUP_POINT, 1, false);
+	r = ffm_analysis__result(a);
+	ASSERT_EQ(site_at_line(r, 11)->n_unnecessary, 98);
+	ASSERT_EQ(r->q.withheld_syncs, 0);
+	ASSERT_EQ(r->q.partial_syncs, 0);
+	ffm_analysis__free(a);
+
+	o = base(1u << SYN_UNNECESSARY);
+	o.iters = 100; /* never seen used: unnecessary, resting on partial range coverage */
+	a = analyse(&o, FFM_GROUP_POINT, 1, false);
+	r = ffm_analysis__result(a);
+	ASSERT_EQ(site_at_line(r, 11)->n_unnecessary, 100);
+	ASSERT_EQ(r->q.partial_syncs, 100);
+	ASSERT_EQ(r->totals.total_ns, synth__expected(&o, SYN_UNNECESSARY));
+	ffm_analysis__free(a);
+}
+
 TEST(partial_coverage_is_reported_and_withholds_unnecessary)
 {
 	struct synth_opts o = base(1u << SYN_UNNECESSARY | 1u << SYN_MISPLACED);
