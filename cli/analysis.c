@@ -367,9 +367,32 @@ static bool is_driver_module(const char *module)
 	return base && !strncmp(base, "libcuda.so", 10);
 }
 
+/*
+ * NVIDIA's runtime libraries between the application and the driver (the CUDA runtime, the math
+ * libraries, NCCL): stripped, and not where a user fixes anything. The site is named by the
+ * first frame beyond them (a framework such as libtorch, or the application); their frames
+ * still count in the site's identity.
+ */
+static bool is_vendor_module(const char *module)
+{
+	static const char *const libs[] = {
+		"libcudart.so", "libcublas.so", "libcublasLt.so", "libcudnn", "libnccl.so",
+		"libcufft.so", "libcurand.so", "libcusparse.so", "libcusolver.so", "libnvrtc.so",
+		"libnvJitLink.so", "libcupti.so", "libnvToolsExt.so", "libnvshmem",
+	};
+	const char *base = module ? strrchr(module, '/') : NULL;
+
+	base = base ? base + 1 : module;
+	for (size_t i = 0; base && i < sizeof(libs) / sizeof(libs[0]); i++)
+		if (!strncmp(base, libs[i], strlen(libs[i])))
+			return true;
+	return false;
+}
+
 struct frame_scan {
 	int depth_app; /* depth of the chosen application frame, -1 none */
 	bool has_line;
+	bool vendor;     /* the chosen frame is in an NVIDIA runtime library */
 	int last_driver; /* deepest driver frame seen so far */
 	uint64_t key;
 	struct ffm_store_frame f; /* chosen frame (strings copied below) */
@@ -405,8 +428,17 @@ static int on_site_frame(const struct ffm_store_frame *f, uint32_t depth, void *
 	}
 	fs->key = fnv(fs->key, id, strlen(id) + 1);
 	fs->key = fnv(fs->key, &f->offset, sizeof(f->offset));
-	if (fs->depth_app < 0 || (!fs->has_line && f->file && f->line))
-		copy_frame(fs, f, (int)depth);
+	{
+		bool vendor = is_vendor_module(f->module);
+
+		/* The first frame outside the driver; then the first outside NVIDIA's libraries;
+		 * then, among those, the first with a source line. */
+		if (fs->depth_app < 0 || (fs->vendor && !vendor) ||
+		    (!fs->vendor && !vendor && !fs->has_line && f->file && f->line)) {
+			copy_frame(fs, f, (int)depth);
+			fs->vendor = vendor;
+		}
+	}
 	return 0;
 }
 

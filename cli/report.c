@@ -579,7 +579,7 @@ static void print_evidence(FILE *o, const struct ffmctl_job_stores *js, const st
 		fputc('\n', o);
 	}
 	if (mg->g.partial)
-		fprintf(o, "       coverage partial: not every protected range could be watched\n");
+		fprintf(o, "       coverage partial: only part of the protected data could be watched\n");
 	if (mg->g.divergent)
 		fprintf(o, "       runs differ here: the site's majority verdict is used\n");
 }
