@@ -95,8 +95,13 @@ part_a() {
 	log "large duplicate transfer"
 	"$FFMCTL" --state-dir "$S" profile --stages 2-3 --key gpu-big --json -- "$O/tests/memtrace/xfer_big" 80 \
 		>"$OUT/report_xfer_big.json" 2>"$OUT/profile_xfer_big.err"
+	save_stores stores
+}
+
+# The job keys' stores, so reports can be recomputed from the same data later.
+save_stores() {
 	cp "$S"/keys/gpu-*.db "$OUT/" 2>/dev/null
-	tar -C "$OUT" -czf "$OUT/stores.tgz" $(cd "$OUT" && ls gpu-*.db 2>/dev/null) && rm -f "$OUT"/gpu-*.db
+	tar -C "$OUT" -czf "$OUT/$1.tgz" $(cd "$OUT" && ls gpu-*.db 2>/dev/null) && rm -f "$OUT"/gpu-*.db
 }
 
 part_b() {
@@ -129,6 +134,7 @@ part_b() {
 	log "overhead benchmark"
 	O=$O bench/run-bench.sh --driver "$(readlink -f "$(ldconfig -p | awk '/libcuda\.so\.1 /{print $NF; exit}')")" \
 		--state-dir "$S/bench" --reps 3 >"$OUT/overhead.txt" 2>&1
+	save_stores stores_b
 }
 
 machine
