@@ -95,7 +95,21 @@ part_a() {
 	log "large duplicate transfer"
 	"$FFMCTL" --state-dir "$S" profile --stages 2-3 --key gpu-big --json -- "$O/tests/memtrace/xfer_big" 80 \
 		>"$OUT/report_xfer_big.json" 2>"$OUT/profile_xfer_big.err"
+	dump_xfers "$S/keys/gpu-big.db" >"$OUT/xfer_big.txt"
 	save_stores stores
+}
+
+# Stage 3's content hashes of a key, one transfer a line (python3's sqlite3: a GPU node may
+# have no sqlite3 command): stage, duplicate kind (0 new, 1 same destination, 2 elsewhere),
+# bytes, hash.
+dump_xfers() {
+	python3 - "$1" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect("file:%s?mode=ro" % sys.argv[1], uri=True)
+for row in db.execute("SELECT r.stage, x.dup, x.bytes, printf('%016x', x.hash) FROM xfer_hashes x "
+                      "JOIN runs r ON r.id = x.run ORDER BY x.id"):
+    print(*row)
+PY
 }
 
 # The job keys' stores, so reports can be recomputed from the same data later.
