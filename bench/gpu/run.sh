@@ -14,8 +14,8 @@
 #   part b: the CUDA-runtime versions of the problems (plain/--fixed, ffm, the CUPTI peer),
 #           a PyTorch loop with a per-step loss.item() (plain/--fixed, ffm, torch.profiler),
 #           and the overhead benchmark (bench/run-bench.sh)
-# OUT gets raw outputs only (JSON and text); bench/gpu/results.py turns them into
-# docs/RESULTS.md. Nothing here judges a number.
+# OUT gets the raw outputs (JSON and text) and, made from them by bench/gpu/results.py,
+# OUT/RESULTS.md: the page docs/RESULTS.md holds. Nothing here judges a number.
 set -u
 part=all reps=5 stage_reps=1
 while [ $# -gt 1 ]; do
@@ -160,4 +160,4 @@ all) part_a; part_b ;;
 *) echo "$0: --part must be all, a or b" >&2; exit 2 ;;
 esac
 rm -rf "$S"
-log "done: $OUT"
+python3 bench/gpu/results.py "$OUT" >"$OUT/RESULTS.md" && log "done: $OUT/RESULTS.md (copy it to docs/RESULTS.md)"
