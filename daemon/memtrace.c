@@ -7,6 +7,7 @@
 #include "daemon/collector.h"
 #include "daemon/log.h"
 #include "daemon/memtrace.h"
+#include "daemon/oatab.h"
 #include "stages/ffm_plan.h"
 #include "store/ffm_store.h"
 
@@ -60,13 +61,8 @@ struct proc {
 /* u64 key -> two values, open addressing, grows at 1/2 load; key 0 marks an empty slot.
  * content: hash -> (first event, first stack); dsts: (tgid, dst, bytes) -> (last content, -). */
 struct kv_ent {
-	uint64_t key;
+	struct oa_key k; /* a: 64-bit key */
 	int64_t a, b;
-};
-
-struct kv {
-	struct kv_ent *e;
-	size_t n, cap;
 };
 
 struct frame_ent {
@@ -78,7 +74,7 @@ struct ffm_memtrace {
 	int64_t *use_stacks;
 	struct proc *p;
 	size_t np, capp;
-	struct kv content, dsts;
+	struct oatab content, dsts; /* struct kv_ent */
 	struct frame_ent *frames;
 	size_t nframes, capframes;
 	struct ffm_memtrace_stats st;
@@ -525,38 +521,9 @@ int ffm_memtrace__finish(struct ffm_memtrace *m, uint64_t end_ns)
 
 /* ---- transfers ------------------------------------------------------------------------------- */
 
-static struct kv_ent *kv_find(struct kv *t, uint64_t key, bool insert)
+static struct kv_ent *kv_find(struct oatab *t, uint64_t key, bool insert)
 {
-	size_t i;
-
-	key = key ? key : 1;
-	if (insert && (t->n + 1) * 2 > t->cap) {
-		size_t ncap = t->cap ? t->cap * 2 : 1024;
-		struct kv_ent *n = calloc(ncap, sizeof(*n));
-
-		if (!n)
-			return NULL;
-		for (size_t j = 0; j < t->cap; j++) {
-			if (!t->e[j].key)
-				continue;
-			for (i = mix64(t->e[j].key) & (ncap - 1); n[i].key; i = (i + 1) & (ncap - 1))
-				;
-			n[i] = t->e[j];
-		}
-		free(t->e);
-		t->e = n;
-		t->cap = ncap;
-	}
-	if (!t->cap)
-		return NULL;
-	for (i = mix64(key) & (t->cap - 1); t->e[i].key; i = (i + 1) & (t->cap - 1))
-		if (t->e[i].key == key)
-			return &t->e[i];
-	if (!insert)
-		return NULL;
-	t->e[i] = (struct kv_ent){ .key = key };
-	t->n++;
-	return &t->e[i];
+	return oatab_find(t, key ? key : 1, 0, insert);
 }
 
 int ffm_memtrace__on_xfer(struct ffm_memtrace *m, const struct ffm_rec_xfer *x)
@@ -652,6 +619,8 @@ int ffm_memtrace__new(const struct ffm_memtrace_opts *opts, struct ffm_memtrace 
 	if (!m)
 		return -ENOMEM;
 	m->o = *opts;
+	m->content = OATAB_INIT(struct kv_ent);
+	m->dsts = OATAB_INIT(struct kv_ent);
 	if (opts->use_stacks) {
 		m->use_stacks = calloc(opts->nuse_stacks + 1, sizeof(*m->use_stacks));
 		if (!m->use_stacks) {
@@ -672,8 +641,8 @@ struct ffm_memtrace *ffm_memtrace__free(struct ffm_memtrace *m)
 	for (size_t i = 0; i < m->np; i++)
 		proc_release(&m->p[i]);
 	free(m->p);
-	free(m->content.e);
-	free(m->dsts.e);
+	oatab_free(&m->content);
+	oatab_free(&m->dsts);
 	free(m->frames);
 	free(m->use_stacks);
 	free(m);

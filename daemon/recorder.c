@@ -11,34 +11,31 @@
 #include "daemon/apis.h"
 #include "daemon/collector.h"
 #include "daemon/memtrace.h"
+#include "daemon/oatab.h"
 #include "daemon/recorder.h"
 #include "store/ffm_store.h"
 #include "symbols/ffm_stack.h"
 
 #define MAX_FRAMES 128
 
-/* (tgid, stack key) -> store stack id + attributed API. Open addressing, grows at 1/2 load. */
+/* (stack key, tgid) -> store stack id + attributed API. */
 struct key_ent {
-	uint64_t key; /* 0 = empty slot */
-	uint32_t tgid;
-	uint32_t api; /* store api id of the public function that waits, 0 = none */
+	struct oa_key k; /* a: stack key, b: tgid */
+	uint32_t api;	 /* store api id of the public function that waits, 0 = none */
 	int64_t stack;
 };
 
 struct proc_ent {
-	uint32_t tgid; /* 0 = empty */
+	struct oa_key k; /* a: tgid */
 	bool alive;
 	struct ffm_addr_space *as;
 };
 
 struct ffm_recorder {
 	struct ffm_recorder_opts o;
-	struct key_ent *keys;
-	size_t nkeys, capkeys;
-	struct proc_ent *procs;
-	size_t nprocs, capprocs;
-	uint32_t *tids; /* threads seen (put_thread once each); open addressing */
-	size_t ntids, captids;
+	struct oatab keys;  /* struct key_ent */
+	struct oatab procs; /* struct proc_ent */
+	struct oatab tids;  /* struct oa_key (a: tid): threads already given to put_thread */
 	uint32_t *api_ids; /* collector api id -> store api id, 0 = not yet named */
 	struct ffm_recorder_stats st;
 	uint64_t first_ns, last_ns;
@@ -64,106 +61,31 @@ static uint64_t hash64(uint64_t x)
 	return x;
 }
 
-/* ---- (tgid, key) map ---------------------------------------------------------------------- */
+/* ---- stack keys, processes, threads ------------------------------------------------------ */
 
 static struct key_ent *key_find(struct ffm_recorder *r, uint32_t tgid, uint64_t key, bool insert)
 {
-	size_t i;
-
-	if (!key)
-		return NULL;
-	if (insert && (r->nkeys + 1) * 2 > r->capkeys) {
-		size_t ncap = r->capkeys ? r->capkeys * 2 : 1024;
-		struct key_ent *n = calloc(ncap, sizeof(*n));
-
-		if (!n)
-			return NULL;
-		for (size_t j = 0; j < r->capkeys; j++) {
-			struct key_ent *e = &r->keys[j];
-
-			if (!e->key)
-				continue;
-			for (i = hash64(e->key ^ e->tgid) & (ncap - 1); n[i].key; i = (i + 1) & (ncap - 1))
-				;
-			n[i] = *e;
-		}
-		free(r->keys);
-		r->keys = n;
-		r->capkeys = ncap;
-	}
-	if (!r->capkeys)
-		return NULL;
-	for (i = hash64(key ^ tgid) & (r->capkeys - 1); r->keys[i].key; i = (i + 1) & (r->capkeys - 1))
-		if (r->keys[i].key == key && r->keys[i].tgid == tgid)
-			return &r->keys[i];
-	if (!insert)
-		return NULL;
-	r->keys[i] = (struct key_ent){ .key = key, .tgid = tgid };
-	r->nkeys++;
-	return &r->keys[i];
+	return key ? oatab_find(&r->keys, key, tgid, insert) : NULL; /* 0: no stack */
 }
-
-/* ---- processes, threads ------------------------------------------------------------------- */
 
 static struct proc_ent *proc_find(struct ffm_recorder *r, uint32_t tgid, bool insert)
 {
-	size_t i;
+	struct proc_ent *p = oatab_find(&r->procs, tgid, 0, false);
 
-	if (insert && (r->nprocs + 1) * 2 > r->capprocs) {
-		size_t ncap = r->capprocs ? r->capprocs * 2 : 64;
-		struct proc_ent *n = calloc(ncap, sizeof(*n));
-
-		if (!n)
-			return NULL;
-		for (size_t j = 0; j < r->capprocs; j++) {
-			if (!r->procs[j].tgid)
-				continue;
-			for (i = hash64(r->procs[j].tgid) & (ncap - 1); n[i].tgid; i = (i + 1) & (ncap - 1))
-				;
-			n[i] = r->procs[j];
-		}
-		free(r->procs);
-		r->procs = n;
-		r->capprocs = ncap;
-	}
-	if (!r->capprocs)
-		return NULL;
-	for (i = hash64(tgid) & (r->capprocs - 1); r->procs[i].tgid; i = (i + 1) & (r->capprocs - 1))
-		if (r->procs[i].tgid == tgid)
-			return &r->procs[i];
-	if (!insert)
-		return NULL;
-	r->procs[i] = (struct proc_ent){ .tgid = tgid, .alive = true };
-	r->nprocs++;
-	return &r->procs[i];
+	if (p || !insert)
+		return p;
+	p = oatab_find(&r->procs, tgid, 0, true);
+	if (p)
+		p->alive = true;
+	return p;
 }
 
 static int note_thread(struct ffm_recorder *r, uint32_t tgid, uint32_t tid)
 {
-	size_t i;
-
-	if ((r->ntids + 1) * 2 > r->captids) {
-		size_t ncap = r->captids ? r->captids * 2 : 256;
-		uint32_t *n = calloc(ncap, sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		for (size_t j = 0; j < r->captids; j++) {
-			if (!r->tids[j])
-				continue;
-			for (i = hash64(r->tids[j]) & (ncap - 1); n[i]; i = (i + 1) & (ncap - 1))
-				;
-			n[i] = r->tids[j];
-		}
-		free(r->tids);
-		r->tids = n;
-		r->captids = ncap;
-	}
-	for (i = hash64(tid) & (r->captids - 1); r->tids[i]; i = (i + 1) & (r->captids - 1))
-		if (r->tids[i] == tid)
-			return 0;
-	r->tids[i] = tid;
-	r->ntids++;
+	if (oatab_find(&r->tids, tid, 0, false))
+		return 0;
+	if (!oatab_find(&r->tids, tid, 0, true))
+		return -ENOMEM;
 	return ffm_store__put_thread(r->o.store, r->o.run, tgid, tid);
 }
 
@@ -519,6 +441,9 @@ int ffm_recorder__new(const struct ffm_recorder_opts *opts, struct ffm_recorder 
 	if (!r)
 		return -ENOMEM;
 	r->o = *opts;
+	r->keys = OATAB_INIT(struct key_ent);
+	r->procs = OATAB_INIT(struct proc_ent);
+	r->tids = OATAB_INIT(struct oa_key);
 	r->api_ids = calloc(FFM_API_MAX, sizeof(*r->api_ids));
 	if (!r->api_ids) {
 		free(r);
@@ -532,11 +457,15 @@ struct ffm_recorder *ffm_recorder__free(struct ffm_recorder *r)
 {
 	if (!r)
 		return NULL;
-	for (size_t i = 0; i < r->capprocs; i++)
-		ffm_addr_space__free(r->procs[i].as);
-	free(r->procs);
-	free(r->keys);
-	free(r->tids);
+	for (size_t i = 0; i < r->procs.cap; i++) {
+		struct proc_ent *p = oatab_slot(&r->procs, i);
+
+		if (p)
+			ffm_addr_space__free(p->as);
+	}
+	oatab_free(&r->procs);
+	oatab_free(&r->keys);
+	oatab_free(&r->tids);
 	free(r->api_ids);
 	free(r);
 	return NULL;
@@ -551,8 +480,11 @@ uint64_t ffm_recorder__live_processes(const struct ffm_recorder *r)
 {
 	uint64_t n = 0;
 
-	for (size_t i = 0; i < r->capprocs; i++)
-		n += r->procs[i].tgid && r->procs[i].alive;
+	for (size_t i = 0; i < r->procs.cap; i++) {
+		struct proc_ent *p = oatab_slot(&r->procs, i);
+
+		n += p && p->alive;
+	}
 	return n;
 }
 
