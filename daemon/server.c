@@ -163,6 +163,7 @@ struct ffmd {
 	unsigned long long watchdog_usec;
 	char sock_path[PATH_MAX];
 	char journal[sizeof(((struct ffmd_config *)0)->state_dir) + 16];
+	bool resuming; /* journal_resume() is reading the journal: do not rewrite it yet */
 };
 
 /* A JSON string's content for @s (quotes, backslashes and control characters escaped). Job
@@ -259,6 +260,8 @@ static struct drv *driver_find(struct ffmd *d, uint64_t dev, uint64_t ino)
 	return NULL;
 }
 
+static void journal_write(struct ffmd *d);
+
 static struct drv *driver_get(struct ffmd *d, const char *path)
 {
 	struct stat st;
@@ -289,6 +292,10 @@ static struct drv *driver_get(struct ffmd *d, const char *path)
 		log_info("driver %s: build-id %s, version %s, wait function at %#" PRIx64 "%s", path,
 			 ffm_driver__build_id(free_slot->rd.drv), ffm_driver__version(free_slot->rd.drv),
 			 free_slot->rd.wait_off, free_slot->rd.calibrated_now ? " (calibrated now)" : "");
+		/* Remembered, so that after a crash its probes are back before the resumed jobs'
+		 * processes can call it (the journal is not open yet while ffmd starts). */
+		if (d->journal[0] && !d->resuming)
+			journal_write(d);
 	}
 	return free_slot;
 }
@@ -839,7 +846,10 @@ static int sel_type(const char *n, enum ffm_sel_type *t)
 }
 
 /*
- * One line per active job, tab-separated name=value fields:
+ * First one line per usable driver file, "driver=PATH": after a crash they are made ready (the
+ * calibration is cached) before the jobs resume, so the resumed jobs' processes are probed from
+ * their first call even when their libcuda is not the system's. Then one line per active job,
+ * tab-separated name=value fields:
  *     job=ID  key=K  owner=UID  stage=N  run=RUN  rule=NAME  sel=TYPE:VALUE ...
  * A pid selector is written "pid:PID@STARTTIME" so that a reused pid is not taken for the job's.
  */
@@ -859,6 +869,13 @@ static void journal_write(struct ffmd *d)
 		return;
 	}
 	fprintf(f, "# ffmd's active jobs, resumed after a crash; do not edit\n");
+	for (int i = 0; i < MAX_DRIVERS; i++) {
+		if (!d->drvs[i].used || d->drvs[i].failed)
+			continue;
+		fputs("driver=", f);
+		put_escaped(f, d->drvs[i].path);
+		fputc('\n', f);
+	}
 	for (int i = 0; i < FFM_MAX_JOBS; i++) {
 		struct job *j = &d->jobs[i];
 
@@ -1407,6 +1424,7 @@ static void journal_resume(struct ffmd *d)
 
 	if (!f)
 		return;
+	d->resuming = true;
 	while (fgets(line, sizeof(line), f)) {
 		static struct job_spec sp;
 		char *save = NULL, *id = NULL, *key = NULL, *rule = "", *tok;
@@ -1418,6 +1436,12 @@ static void journal_resume(struct ffmd *d)
 			continue;
 		memset(&sp, 0, sizeof(sp));
 		line[strcspn(line, "\n")] = 0;
+		if (!strncmp(line, "driver=", 7)) {
+			unescape(line + 7);
+			if (access(line + 7, R_OK) == 0)
+				driver_get(d, line + 7);
+			continue;
+		}
 		for (tok = strtok_r(line, "\t", &save); tok; tok = strtok_r(NULL, "\t", &save)) {
 			char *v = strchr(tok, '=');
 
@@ -1487,6 +1511,7 @@ static void journal_resume(struct ffmd *d)
 		log_info("journal: resumed job %s after a restart (run %" PRId64 " was interrupted)", id, run);
 	}
 	fclose(f);
+	d->resuming = false;
 	if (resumed || dropped)
 		log_info("journal: %d job%s resumed, %d ended", resumed, resumed == 1 ? "" : "s", dropped);
 	journal_write(d);
