@@ -391,8 +391,16 @@ static __always_inline void send_stack(struct pt_regs *ctx, const struct walk *w
 
 /* ---- the internal wait function --------------------------------------------------------- */
 
-SEC("uprobe")
-int BPF_KPROBE(wait_entry)
+/*
+ * Each probe has an entry half and a return half. The entry half returns SKIP_RETURN when the
+ * return half has nothing to do (a process outside every job): attached as a uprobe session
+ * (below), the kernel then never installs the return probe, which is most of what a probed
+ * call of an untracked process costs.
+ */
+#define WANT_RETURN 0
+#define SKIP_RETURN 1
+
+static __always_inline int wait_enter(struct pt_regs *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	struct ffm_proc *p = tracked(id >> 32);
@@ -400,26 +408,25 @@ int BPF_KPROBE(wait_entry)
 	struct thr *t, zero = {};
 
 	if (!p)
-		return 0;
+		return SKIP_RETURN;
 	learn_lib_range(p, PT_REGS_IP(ctx));
 	t = bpf_map_lookup_elem(&threads, &tid);
 	if (!t) {
 		if (bpf_map_update_elem(&threads, &tid, &zero, BPF_NOEXIST) &&
 		    !bpf_map_lookup_elem(&threads, &tid)) {
 			count_drop(p->job, FFM_REC_DROP_THREADS);
-			return 0;
+			return SKIP_RETURN;
 		}
 		t = bpf_map_lookup_elem(&threads, &tid);
 		if (!t)
-			return 0;
+			return SKIP_RETURN;
 	}
 	if (t->wait_depth++ == 0)
 		t->wait_start = bpf_ktime_get_ns();
-	return 0;
+	return WANT_RETURN;
 }
 
-SEC("uretprobe")
-int BPF_KRETPROBE(wait_exit)
+static __always_inline void wait_leave(struct pt_regs *ctx)
 {
 	__u64 now = bpf_ktime_get_ns();
 	__u64 id = bpf_get_current_pid_tgid();
@@ -432,28 +439,28 @@ int BPF_KRETPROBE(wait_exit)
 	__u64 dur, key;
 
 	if (!p)
-		return 0;
+		return;
 	job = p->job;
 	t = bpf_map_lookup_elem(&threads, &tid);
 	if (!t || t->wait_depth == 0) {
 		count_drop(job, FFM_REC_DROP_UNMATCHED);
-		return 0;
+		return;
 	}
 	if (--t->wait_depth)
-		return 0;
+		return;
 	dur = now - t->wait_start;
 	if (t->call_depth) {
 		/* Inside a probed API call: the call record carries the wait. */
 		t->wait_acc += dur;
 		t->nwaits++;
-		return 0;
+		return;
 	}
 	/* A wait outside every probed call ends a synchronization of its own (stages 3-4). */
 	t->sync_gen++;
 	w = bpf_map_lookup_elem(&walk_scratch, &zero);
 	jc = bpf_map_lookup_elem(&jobs, &job);
 	if (!w || !jc)
-		return 0;
+		return;
 	w->nlib = 0;
 	w->callsite = 0;
 	if (jc->flags & FFM_JOB_STACKS) {
@@ -469,7 +476,7 @@ int BPF_KRETPROBE(wait_exit)
 	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 	if (!r) {
 		count_drop(job, FFM_REC_DROP_RINGBUF);
-		return 0;
+		return;
 	}
 	fill_hdr(&r->hdr, FFM_REC_WAIT, id, job, now);
 	r->start_ns = t->wait_start;
@@ -478,6 +485,41 @@ int BPF_KRETPROBE(wait_exit)
 	r->api_id = 0xffff;
 	r->_pad = 0;
 	bpf_ringbuf_submit(r, rb_flags());
+	return;
+}
+
+/*
+ * Uprobe sessions (Linux 6.12): one program runs at the entry and, only if the entry returned
+ * WANT_RETURN, at the return of the same call. The two are told apart by the instruction
+ * pointer: at the entry it is the probed address itself (bpf_get_func_ip), at the return the
+ * caller's return address. That needs no kfunc (bpf_session_is_return), so the object still
+ * loads, through libbpf 1.1, on kernels without sessions, where the classic pairs are used.
+ */
+static __always_inline int at_return(struct pt_regs *ctx)
+{
+	return PT_REGS_IP(ctx) != bpf_get_func_ip(ctx);
+}
+
+SEC("uprobe") /* attach type BPF_TRACE_UPROBE_SESSION, set by the collector */
+int wait_sess(struct pt_regs *ctx)
+{
+	if (!at_return(ctx))
+		return wait_enter(ctx);
+	wait_leave(ctx);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(wait_entry)
+{
+	wait_enter(ctx);
+	return 0; /* non-zero would emit a perf sample from a perf-event uprobe */
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(wait_exit)
+{
+	wait_leave(ctx);
 	return 0;
 }
 
@@ -795,11 +837,11 @@ static __always_inline int do_api_entry(struct pt_regs *ctx, const bool hashing)
 	__u64 c;
 
 	if (!p)
-		return 0;
+		return SKIP_RETURN;
 	job = p->job;
 	jc = bpf_map_lookup_elem(&jobs, &job);
 	if (!jc || !(jc->flags & FFM_JOB_CALLS))
-		return 0;
+		return SKIP_RETURN;
 	learn_lib_range(p, PT_REGS_IP(ctx));
 	t = bpf_map_lookup_elem(&threads, &tid);
 	if (!t) {
@@ -807,11 +849,11 @@ static __always_inline int do_api_entry(struct pt_regs *ctx, const bool hashing)
 		t = bpf_map_lookup_elem(&threads, &tid);
 		if (!t) {
 			count_drop(job, FFM_REC_DROP_THREADS);
-			return 0;
+			return SKIP_RETURN;
 		}
 	}
 	if (t->call_depth++)
-		return 0; /* a probed API called by another: the outer call is the one recorded */
+		return WANT_RETURN; /* a probed API called by another: the outer call is recorded */
 	c = bpf_get_attach_cookie(ctx);
 	t->cookie = c;
 	t->call_start = bpf_ktime_get_ns();
@@ -827,7 +869,7 @@ static __always_inline int do_api_entry(struct pt_regs *ctx, const bool hashing)
 	t->stream = ARG(&a, c, FFM_COOKIE_STREAM_SHIFT);
 	t->outp = ARG(&a, c, FFM_COOKIE_OUTP_SHIFT);
 	if (FFM_COOKIE_KIND(c) != FFM_KIND_MEMCPY)
-		return 0;
+		return WANT_RETURN;
 	if ((jc->flags & FFM_JOB_MEMTRACE) && FFM_COOKIE_DIR(c) == FFM_REC_DIR_DTOH && t->dst)
 		emit_range(ctx, id, job, t);
 	if (hashing && (jc->flags & FFM_JOB_HASH) &&
@@ -837,19 +879,21 @@ static __always_inline int do_api_entry(struct pt_regs *ctx, const bool hashing)
 		 * before the call returns; a pageable source is staged inside the call. */
 		hash_source(t);
 	}
-	return 0;
+	return WANT_RETURN;
 }
 
 SEC("uprobe")
 int BPF_KPROBE(api_entry)
 {
-	return do_api_entry(ctx, false);
+	do_api_entry(ctx, false);
+	return 0;
 }
 
 SEC("uprobe.s")
 int BPF_KPROBE(api_entry_h)
 {
-	return do_api_entry(ctx, true);
+	do_api_entry(ctx, true);
+	return 0;
 }
 
 static __always_inline int do_api_exit(struct pt_regs *ctx, const bool hashing)
@@ -963,6 +1007,18 @@ SEC("uretprobe.s")
 int BPF_KRETPROBE(api_exit_h)
 {
 	return do_api_exit(ctx, true);
+}
+
+SEC("uprobe") /* sessions: see wait_sess */
+int api_sess(struct pt_regs *ctx)
+{
+	return at_return(ctx) ? do_api_exit(ctx, false) : do_api_entry(ctx, false);
+}
+
+SEC("uprobe.s")
+int api_sess_h(struct pt_regs *ctx)
+{
+	return at_return(ctx) ? do_api_exit(ctx, true) : do_api_entry(ctx, true);
 }
 
 /* ---- stages 3-4: hardware watchpoints on GPU-written memory --------------------------------

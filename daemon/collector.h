@@ -41,6 +41,10 @@ struct ffm_collector_opts {
 #define FFM_RINGBUF_MIN_BYTES (64u << 10)
 
 int ffm_collector__open(const struct ffm_collector_opts *opts, struct ffm_collector **ret);
+/* How uprobes attach on this kernel: "session" (Linux 6.12+: a process outside every job pays
+ * one breakpoint per probed call), "multi" (6.6+) or "single" (per-offset perf-event uprobes);
+ * the last two also install a return probe per call. */
+const char *ffm_collector__probe_mode(const struct ffm_collector *c);
 struct ffm_collector *ffm_collector__free(struct ffm_collector *c);
 
 /* The ring buffer's epoll fd (readable when records are pending). */

@@ -1571,7 +1571,8 @@ static size_t status_json(struct ffmd *d, const struct ucred *c, char *out, size
 		if (_n > 0)                                                                        \
 			off += (size_t)_n;                                                         \
 	} while (0)
-	P("{\"version\":%d,\"drivers\":[", FFM_PROTO_VERSION);
+	P("{\"version\":%d,\"probe_mode\":\"%s\",\"drivers\":[", FFM_PROTO_VERSION,
+	  ffm_collector__probe_mode(d->col));
 	for (int i = 0; i < MAX_DRIVERS; i++) {
 		struct drv *dv = &d->drvs[i];
 
