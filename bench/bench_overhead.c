@@ -402,12 +402,35 @@ static void ingest(struct bench *b, uint64_t want)
 		return;
 	}
 	/* Pass 0 feeds everything (stacks are unwound once); later passes only the waits and
-	 * calls: the steady state of a long job, whose stacks are known. */
+	 * calls, shifted in time by the capture's span per pass: the steady state of a long job,
+	 * whose stacks are known and whose events arrive in time order. (Replaying the same
+	 * timestamps would insert every pass into the middle of the time-ordered events table,
+	 * which no live job does.) */
+	uint64_t lo = UINT64_MAX, hi = 0, span;
+
+	for (size_t off = 0; off + 8 <= b->cap_len;) {
+		uint64_t sz;
+		const struct ffm_rec_hdr *h;
+
+		memcpy(&sz, b->cap + off, 8);
+		h = (const void *)(b->cap + off + 8);
+		off += 8 + sz;
+		if (h->type == FFM_REC_WAIT || h->type == FFM_REC_CALL) {
+			lo = h->ts_ns < lo ? h->ts_ns : lo;
+			hi = h->ts_ns > hi ? h->ts_ns : hi;
+		}
+	}
+	span = hi >= lo ? hi - lo + 1000 : 1000;
 	t0 = now_s();
 	while (events < want) {
-		uint64_t before = events;
+		uint64_t before = events, shift = passes * span;
 
 		for (size_t off = 0; off + 8 <= b->cap_len && events < want;) {
+			union {
+				struct ffm_rec_hdr h;
+				struct ffm_rec_wait w;
+				struct ffm_rec_call c;
+			} u;
 			uint64_t sz;
 			const struct ffm_rec_hdr *h;
 
@@ -415,7 +438,15 @@ static void ingest(struct bench *b, uint64_t want)
 			h = (const void *)(b->cap + off + 8);
 			off += 8 + sz;
 			if (h->type == FFM_REC_WAIT || h->type == FFM_REC_CALL) {
-				ffm_jobrun__record(jr, h, sz);
+				if (sz > sizeof(u))
+					continue;
+				memcpy(&u, h, sz);
+				u.h.ts_ns += shift;
+				if (h->type == FFM_REC_WAIT)
+					u.w.start_ns += shift;
+				else
+					u.c.start_ns += shift;
+				ffm_jobrun__record(jr, &u, sz);
 				events++;
 			} else if (!passes) {
 				ffm_jobrun__record(jr, h, sz);
