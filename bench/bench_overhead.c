@@ -538,8 +538,9 @@ int main(int argc, char **argv)
 	b.cap = malloc(b.cap_size);
 	if (!b.cap || setup(&b) < 0)
 		return 1;
-	printf("driver %s (build-id %s), wait function at %#" PRIx64 "; %ld online CPUs\n", b.driver,
-	       ffm_driver__build_id(b.rd.drv), b.rd.wait_off, sysconf(_SC_NPROCESSORS_ONLN));
+	printf("driver %s (build-id %s), wait function at %#" PRIx64 "; %ld online CPUs; uprobes as %s\n",
+	       b.driver, ffm_driver__build_id(b.rd.drv), b.rd.wait_off, sysconf(_SC_NPROCESSORS_ONLN),
+	       ffm_collector__probe_mode(b.col));
 	per_call(&b, reps, calls);
 	slowdown(&b, reps);
 	b.stop = true;

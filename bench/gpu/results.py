@@ -282,6 +282,20 @@ def main():
         p("(overhead.txt missing)")
     p("```")
     p()
+    try:
+        multi = open(os.path.join(out, "overhead_multi.txt")).read()
+    except OSError:
+        multi = ""
+    table = re.search(r"^call .*?unprobed.*?$", multi, re.S | re.M)
+    if table:
+        p("The per-call part again with `FFM_PROBE_MODE=multi`: entry and return probes as on kernels")
+        p("without uprobe sessions (before Linux 6.12), where a process outside every job also pays")
+        p("a return probe per probed call:")
+        p()
+        p("```")
+        p(table.group(0))
+        p("```")
+        p()
 
     big = load(os.path.join(out, "report_xfer_big.json"))
     if big:

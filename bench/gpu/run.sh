@@ -148,6 +148,11 @@ part_b() {
 	log "overhead benchmark"
 	O=$O bench/run-bench.sh --driver "$(readlink -f "$(ldconfig -p | awk '/libcuda\.so\.1 /{print $NF; exit}')")" \
 		--state-dir "$S/bench" --reps 3 >"$OUT/overhead.txt" 2>&1
+	# The same with the entry/return pairs of kernels before uprobe sessions: what a process
+	# outside every job pays there.
+	FFM_PROBE_MODE=multi O=$O bench/run-bench.sh \
+		--driver "$(readlink -f "$(ldconfig -p | awk '/libcuda\.so\.1 /{print $NF; exit}')")" \
+		--state-dir "$S/bench-multi" --reps 3 --ingest-events 1000 >"$OUT/overhead_multi.txt" 2>&1
 	save_stores stores_b
 }
 
