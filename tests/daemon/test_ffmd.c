@@ -24,6 +24,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -708,6 +709,28 @@ TEST(new_driver_is_calibrated_and_attached)
 		calibrated |= strstr(line, FAKE) && strstr(line, "(calibrated now)");
 	fclose(f);
 	ASSERT_MSG(calibrated, "ffmd's log does not say it calibrated %s/libcuda.so.1", FAKE);
+}
+
+/* The uprobe kind ffmd reports: the one FFM_PROBE_MODE forces (tests/daemon/test_probe_modes.sh
+ * runs this file under each), else sessions wherever the kernel has them (6.12+). */
+TEST(status_reports_probe_mode)
+{
+	const char *forced = getenv("FFM_PROBE_MODE");
+	char json[1 << 16], want[64];
+	struct utsname u;
+	int maj = 0, min = 0;
+
+	main_daemon();
+	ASSERT(uname(&u) == 0);
+	sscanf(u.release, "%d.%d", &maj, &min);
+	if (forced && *forced)
+		snprintf(want, sizeof(want), "\"probe_mode\":\"%s\"", forced);
+	else if (maj > 6 || (maj == 6 && min >= 12))
+		snprintf(want, sizeof(want), "\"probe_mode\":\"session\"");
+	else
+		SKIP("kernel before 6.12: no uprobe sessions to expect");
+	status_json(&MAIN_D, json, sizeof(json));
+	ASSERT_MSG(strstr(json, want), "ffmd status lacks %s: %.300s", want, json);
 }
 
 /* Expected waits of the planted sites, with the parameters used below (see the top). */
