@@ -375,6 +375,20 @@ static void slowdown(struct bench *b, int reps)
 	printf("   target: stage 1 <= 1%% slowdown at ~5k syncs/s\n");
 }
 
+/* The captured record at *off (records are stored as a u64 size, then the record), or NULL at
+ * the end; advances *off. */
+static const struct ffm_rec_hdr *cap_next(const struct bench *b, size_t *off, uint64_t *sz)
+{
+	const struct ffm_rec_hdr *h;
+
+	if (*off + 8 > b->cap_len)
+		return NULL;
+	memcpy(sz, b->cap + *off, 8);
+	h = (const void *)(b->cap + *off + 8);
+	*off += 8 + *sz;
+	return h;
+}
+
 static void ingest(struct bench *b, uint64_t want)
 {
 	struct ffm_jobrun_opts jo = { .sz = sizeof(jo), .state_dir = b->state, .uid = getuid(),
@@ -406,15 +420,10 @@ static void ingest(struct bench *b, uint64_t want)
 	 * whose stacks are known and whose events arrive in time order. (Replaying the same
 	 * timestamps would insert every pass into the middle of the time-ordered events table,
 	 * which no live job does.) */
-	uint64_t lo = UINT64_MAX, hi = 0, span;
+	uint64_t lo = UINT64_MAX, hi = 0, span, sz;
+	const struct ffm_rec_hdr *h;
 
-	for (size_t off = 0; off + 8 <= b->cap_len;) {
-		uint64_t sz;
-		const struct ffm_rec_hdr *h;
-
-		memcpy(&sz, b->cap + off, 8);
-		h = (const void *)(b->cap + off + 8);
-		off += 8 + sz;
+	for (size_t off = 0; (h = cap_next(b, &off, &sz));) {
 		if (h->type == FFM_REC_WAIT || h->type == FFM_REC_CALL) {
 			lo = h->ts_ns < lo ? h->ts_ns : lo;
 			hi = h->ts_ns > hi ? h->ts_ns : hi;
@@ -425,18 +434,13 @@ static void ingest(struct bench *b, uint64_t want)
 	while (events < want) {
 		uint64_t before = events, shift = passes * span;
 
-		for (size_t off = 0; off + 8 <= b->cap_len && events < want;) {
+		for (size_t off = 0; events < want && (h = cap_next(b, &off, &sz));) {
 			union {
 				struct ffm_rec_hdr h;
 				struct ffm_rec_wait w;
 				struct ffm_rec_call c;
 			} u;
-			uint64_t sz;
-			const struct ffm_rec_hdr *h;
 
-			memcpy(&sz, b->cap + off, 8);
-			h = (const void *)(b->cap + off + 8);
-			off += 8 + sz;
 			if (h->type == FFM_REC_WAIT || h->type == FFM_REC_CALL) {
 				if (sz > sizeof(u))
 					continue;
