@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# ffmd itself on a GPU node, as a scheduler drives it: the daemon (not `ffmctl profile`'s
+# embedded collector) with the real driver, each driver-API workload run twice under one job
+# key in its own cgroup v2 directory (ffmctl job start --cgroup ... / job end, as the Slurm
+# prolog and epilog do), so the first run records stage 1 and the second escalates to stage 2.
+#
+#   O=DIR bench/gpu/ffmd_check.sh OUT
+#
+# DIR (default .dev/gpu) is what bench/gpu/pack.sh built. OUT gets ffmd's log, `ffmctl status
+# --json` taken while a job runs, each job's `ffmctl report --json`, and SUMMARY.txt: per
+# workload and run, the stage, the waits and calls stored per call site (file:line, public
+# function) and the records lost, read from the stores. Needs root. Judges nothing.
+set -u
+[ $# = 1 ] || { echo "usage: $0 OUT" >&2; exit 2; }
+OUT=$(mkdir -p "$1" && cd "$1" && pwd)
+cd "$(dirname "$0")/../.." || exit 1
+O=$(cd "${O:-.dev/gpu}" && pwd) || exit 1
+S=$(mktemp -d /tmp/ffm-ffmd-gpu.XXXXXX)
+for m in /sys/fs/cgroup /sys/fs/cgroup/unified; do # pure cgroup v2, or a hybrid's v2 part
+	[ "$(stat -f -c %T "$m" 2>/dev/null)" = cgroup2fs ] && { CG=$m/ffm-gpu-check-$$; break; }
+done
+[ -n "${CG:-}" ] || { echo "no cgroup v2 hierarchy" >&2; exit 1; }
+export FFM_CALIB_PROG=$O/ffm-calib-probe
+[ -e /dev/nvidiactl ] || export LD_LIBRARY_PATH=$O/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+ctl() { "$O/ffmctl" --runtime-dir "$S/run" --state-dir "$S/state" "$@"; }
+
+mkdir -p "$S/state" "$S/run" "$CG" || exit 1
+"$O/ffmd" --state-dir "$S/state" --runtime-dir "$S/run" --config /dev/null >"$OUT/ffmd.log" 2>&1 &
+FFMD=$!
+trap 'kill $FFMD 2>/dev/null; wait $FFMD 2>/dev/null; rmdir "$CG"/* "$CG" 2>/dev/null' EXIT
+for _ in $(seq 150); do [ -S "$S/run/ffmd.sock" ] && break; sleep 0.1; done
+[ -S "$S/run/ffmd.sock" ] || { echo "ffmd did not start" >&2; cat "$OUT/ffmd.log" >&2; exit 1; }
+
+for w in unnecessary_sync misplaced_sync free_in_loop dup_transfer pageable_async managed_memset \
+	sequence templated control; do
+	for r in 1 2; do
+		mkdir -p "$CG/$w-$r"
+		ctl job start "gpu-$w-$r" --key "gpu-$w" --cgroup "$CG/$w-$r" >/dev/null ||
+			{ echo "job start failed for $w" >&2; continue; }
+		(echo $BASHPID >"$CG/$w-$r/cgroup.procs" && exec "$O/workloads/$w") >/dev/null 2>&1 &
+		wl=$!
+		[ "$w$r" = unnecessary_sync2 ] && { sleep 0.5; ctl status --json >"$OUT/ffmd_status.json"; }
+		wait $wl
+		ctl job end "gpu-$w-$r" >/dev/null
+	done
+	ctl report "gpu-$w-2" --json >"$OUT/ffmd_report_$w.json" 2>"$OUT/ffmd_report_$w.err"
+done
+kill $FFMD; wait $FFMD
+echo "ffmd exit status $?" >>"$OUT/ffmd.log"
+
+python3 - "$S/state/keys" >"$OUT/SUMMARY.txt" <<'PY'
+import glob, os, sqlite3, sys
+KIND = {1: "wait", 2: "call", 3: "transfer", 4: "alloc", 5: "free", 6: "memset", 7: "launch"}  # store/ffm_store.h
+for db in sorted(glob.glob(os.path.join(sys.argv[1], "gpu-*.db"))):
+    key = os.path.basename(db)[:-3]
+    c = sqlite3.connect("file:%s?mode=ro" % db, uri=True)
+    for run, stage in c.execute("SELECT id, stage FROM runs ORDER BY id"):
+        lost = c.execute("SELECT COALESCE(SUM(count), 0) FROM drops WHERE run = ?", (run,)).fetchone()[0]
+        print(f"{key} run {run}: stage {stage}, records lost {lost}")
+        # The application's call site of each event: the first frame with a source line outside
+        # the driver (frames are stored innermost first).
+        q = """SELECT e.kind, COALESCE(a.name, '?'), COUNT(*),
+                      (SELECT f.file || ':' || f.line FROM stack_frames sf JOIN frames f ON f.id = sf.frame
+                        WHERE sf.stack = e.stack AND f.line > 0 AND f.file NOT LIKE '%libcuda%'
+                        ORDER BY sf.depth LIMIT 1) AS site
+               FROM events_v e LEFT JOIN api_names a ON a.id = e.api
+               WHERE e.run = ? GROUP BY e.kind, e.api, site ORDER BY 3 DESC"""
+        for kind, api, n, site in c.execute(q, (run,)):
+            print(f"    {KIND.get(kind, kind):<8} {api:<26} x{n:<6} {site or '(no source line)'}")
+PY
+cat "$OUT/SUMMARY.txt"
