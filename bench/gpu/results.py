@@ -297,6 +297,30 @@ def main():
         p("```")
         p()
 
+    try:
+        summary = open(os.path.join(out, "ffmd", "SUMMARY.txt")).read().strip()
+        status = load(os.path.join(out, "ffmd", "ffmd_status.json")) or {}
+    except OSError:
+        summary = ""
+    if summary:
+        p("## ffmd on the GPU node (`bench/gpu/ffmd_check.sh`)")
+        p()
+        p("The daemon itself, driven as a scheduler's prolog and epilog drive it: each workload runs")
+        p("twice under one job key, each run a job of its own cgroup (`ffmctl job start --cgroup`,")
+        p("`job end`); the first run records stage 1, the second escalates to stage 2. Per run: the")
+        p("events stored per call site (the first application frame with a source line) and public")
+        p("function, and the records lost.")
+        drv = (status.get("drivers") or [{}])[0]
+        p()
+        p(f"`ffmctl status --json` during a job: uprobes as {status.get('probe_mode', '?')}, "
+          f"{drv.get('path', '?')} build-id {drv.get('build_id', '?')}, wait function "
+          f"{drv.get('wait_offset', '?')}, {drv.get('probes', '?')} probes attached.")
+        p()
+        p("```")
+        p(summary)
+        p("```")
+        p()
+
     big = load(os.path.join(out, "report_xfer_big.json"))
     if big:
         p("## Duplicate detection on 80 MiB transfers (`tests/memtrace/xfer_big.c`)")

@@ -10,7 +10,8 @@
 # GPU node has no -dev packages to build ffm). The CUDA-runtime programs are built here with
 # this machine's nvcc. Needs root (BPF).
 #   part a: calibration; every workload plain and --fixed (N runs each) and under
-#           `ffmctl profile --stages 1-4`; each stage's slowdown (same workload, same key)
+#           `ffmctl profile --stages 1-4`; each stage's slowdown (same workload, same key);
+#           ffmd itself with two runs of each workload under a job (bench/gpu/ffmd_check.sh)
 #   part b: the CUDA-runtime versions of the problems (plain/--fixed, ffm, the CUPTI peer),
 #           a PyTorch loop with a per-step loss.item() (plain/--fixed, ffm, torch.profiler),
 #           and the overhead benchmark (bench/run-bench.sh)
@@ -97,6 +98,8 @@ part_a() {
 		>"$OUT/report_xfer_big.json" 2>"$OUT/profile_xfer_big.err"
 	dump_xfers "$S/keys/gpu-big.db" >"$OUT/xfer_big.txt"
 	save_stores stores
+	log "ffmd, driven as a scheduler would"
+	O=$O bench/gpu/ffmd_check.sh "$OUT/ffmd" >/dev/null 2>&1
 }
 
 # Stage 3's content hashes of a key, one transfer a line (python3's sqlite3: a GPU node may
