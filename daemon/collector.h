@@ -6,7 +6,8 @@
  *
  * Uprobes are attached system-wide to each libcuda file (by file offset, so every process that
  * maps that inode is covered, also one that maps it later); the BPF side returns at once for
- * processes outside every job. A process joins a job through a rule checked in BPF at exec
+ * processes outside every job, and on Linux 6.12+ (uprobe sessions) also spares them the return
+ * probe. docs/OVERHEAD.md says what they pay, and why probes are not attached per process. A process joins a job through a rule checked in BPF at exec
  * (uid, cgroup and its ancestors, executable inode), by pid (ffm_collector__track_pid), or by
  * being forked from a member: none of these has a window in which a call could be missed.
  */
