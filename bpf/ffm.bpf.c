@@ -485,7 +485,6 @@ static __always_inline void wait_leave(struct pt_regs *ctx)
 	r->api_id = 0xffff;
 	r->_pad = 0;
 	bpf_ringbuf_submit(r, rb_flags());
-	return;
 }
 
 /*

@@ -107,13 +107,14 @@ static int on_sample(void *ctx, void *data, size_t size)
 
 /* FFM_PROBE_MODE=session|multi|single: the first attempt of ffm_collector__open (a
  * workaround for a kernel whose newer uprobe kind misbehaves; tests cover each path). */
+static const char *const PROBE_MODES[] = { "session", "multi", "single" }; /* = attempts 0-2 */
+
 static int probe_mode_start(void)
 {
-	static const char *const names[] = { "session", "multi", "single" };
 	const char *m = getenv("FFM_PROBE_MODE");
 
 	for (int i = 0; m && i < 3; i++)
-		if (!strcmp(m, names[i]))
+		if (!strcmp(m, PROBE_MODES[i]))
 			return i;
 	return 0;
 }
@@ -146,7 +147,7 @@ static void configure_progs(struct ffm_collector *c)
 
 const char *ffm_collector__probe_mode(const struct ffm_collector *c)
 {
-	return c->session ? "session" : c->multi ? "multi" : "single";
+	return PROBE_MODES[c->session ? 0 : c->multi ? 1 : 2];
 }
 
 int ffm_collector__open(const struct ffm_collector_opts *opts, struct ffm_collector **ret)
@@ -247,9 +248,7 @@ int ffm_collector__fd(const struct ffm_collector *c)
 
 int ffm_collector__consume(struct ffm_collector *c)
 {
-	int n = ring_buffer__consume(c->rb);
-
-	return n < 0 ? n : n;
+	return ring_buffer__consume(c->rb);
 }
 
 /* The program for @p's entry (@ret false) or return; a session program is both. */

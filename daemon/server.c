@@ -406,8 +406,9 @@ static void update_attachments(struct ffmd *d)
 	uint64_t detail = detail_slots(d);
 	double t = now_s();
 	bool release_all = !jobs && d->idle_since && t - d->idle_since >= LINGER_S;
-	/* API probes do not linger: their return probes put the kernel's trampoline address
-	 * into the stacks that stage-1 jobs walk (bpf/ffm.bpf.c reads it as the call site). */
+	/* API probes do not linger: with entry/return pairs (kernels before uprobe sessions)
+	 * their return probes put the kernel's trampoline address into the stacks that stage-1
+	 * jobs walk (bpf/ffm.bpf.c reads it as the call site). */
 	bool release_api = !detail;
 	bool reattach = detail && !names_covered(d);
 
