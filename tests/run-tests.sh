@@ -35,7 +35,11 @@ run_one() {
 		tail -n 20 "$log" | sed 's/^/    /'
 	elif [ "$f" != 0 ]; then
 		echo "FAIL $name ($f failed; log: $log)"
-		grep -E '^(not ok|# )' "$log" | head -n 40 | sed 's/^/    /'
+		# The failures and their messages first (a CI log may keep only a part), then
+		# what led to them.
+		grep -E '^not ok|^# .*\.(c|sh):[0-9]+: ' "$log" | head -n 20 | sed 's/^/    /'
+		echo "    --- last lines of the log:"
+		grep -E '^(not ok|# )' "$log" | tail -n 25 | sed 's/^/    /'
 	else
 		echo "ok   $name ($p passed${s:+, $s skipped})"
 	fi
