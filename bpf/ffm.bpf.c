@@ -1167,6 +1167,80 @@ int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid, struct linux_binp
 	return 0;
 }
 
+/* libcuda files user space has dealt with (see struct ffm_rec_map); value unused. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, struct ffm_exe_key);
+	__type(value, __u8);
+} drivers SEC(".maps");
+
+#define FFM_SIGSTOP 19
+#define FFM_PROT_EXEC 0x4
+#define FFM_MAP_ANONYMOUS 0x20
+
+/*
+ * A process of a job maps a libcuda file user space has not made ready (a driver in a directory
+ * ffmd could not foresee at exec: dlopen by absolute path, a container's, or ffmd too slow to
+ * read the EXEC record before the loader ran): stop it until that driver's probes are in place,
+ * so that its first calls are not missed. Only PROT_EXEC mappings (the loader's text segment):
+ * a process that merely reads the file is left alone. The syscall tracepoint of mmap (kprobes
+ * and fentry are not available on every kernel that has it): processes outside the jobs pay
+ * one hash lookup per mmap, nothing on other calls.
+ */
+SEC("tracepoint/syscalls/sys_enter_mmap")
+int on_mmap(struct trace_event_raw_sys_enter *ctx)
+{
+	static const char want[] = "libcuda.so";
+	__u64 id = bpf_get_current_pid_tgid();
+	struct ffm_proc *p = tracked(id >> 32);
+	struct task_struct *task;
+	struct ffm_exe_key k = {};
+	struct file **fds, *file = NULL;
+	struct ffm_rec_map *r;
+	struct fdtable *fdt;
+	struct inode *ino;
+	char name[sizeof(want)];
+	__u64 fd;
+
+	if (!p || !(ctx->args[2] & FFM_PROT_EXEC) || (ctx->args[3] & FFM_MAP_ANONYMOUS))
+		return 0;
+	fd = ctx->args[4];
+	task = bpf_get_current_task_btf();
+	fdt = BPF_CORE_READ(task, files, fdt);
+	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
+		return 0;
+	fds = BPF_CORE_READ(fdt, fd);
+	if (bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]) || !file)
+		return 0;
+	if (bpf_probe_read_kernel_str(name, sizeof(name), BPF_CORE_READ(file, f_path.dentry, d_name.name)) !=
+	    sizeof(name))
+		return 0; /* shorter than the prefix */
+	for (int i = 0; i < (int)sizeof(want) - 1; i++)
+		if (name[i] != want[i])
+			return 0;
+	ino = BPF_CORE_READ(file, f_inode);
+	k.dev = BPF_CORE_READ(ino, i_sb, s_dev);
+	k.ino = BPF_CORE_READ(ino, i_ino);
+	if (bpf_map_lookup_elem(&drivers, &k))
+		return 0;
+	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+	if (!r) {
+		/* Not stopped: nobody would be told to let it go. */
+		count_drop(p->job, FFM_REC_DROP_RINGBUF);
+		return 0;
+	}
+	fill_hdr(&r->hdr, FFM_REC_MAP, id, p->job, bpf_ktime_get_ns());
+	r->dev = k.dev;
+	r->ino = k.ino;
+	/* Sent before the record is visible, so that user space's SIGCONT cannot come first;
+	 * delivered when the mmap returns, with the mapping in place. */
+	r->stopped = bpf_send_signal(FFM_SIGSTOP) == 0;
+	r->_pad = 0;
+	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
+	return 0;
+}
+
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 {

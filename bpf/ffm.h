@@ -23,8 +23,9 @@
 #include <linux/types.h>
 #endif
 
-/* 2: FFM_REC_XFER, FFM_REC_RANGE, FFM_REC_HIT, FFM_JOB_MEMTRACE/HASH, FFM_REC_DROP_HASH (stages 3-4) */
-#define FFM_ABI_VERSION 2
+/* 2: FFM_REC_XFER, FFM_REC_RANGE, FFM_REC_HIT, FFM_JOB_MEMTRACE/HASH, FFM_REC_DROP_HASH (stages 3-4)
+ * 3: FFM_REC_MAP and the drivers map (a job's process that maps an unknown libcuda is held) */
+#define FFM_ABI_VERSION 3
 
 #define FFM_MAX_JOBS 64           /* job slots active at once */
 #define FFM_MAX_PROCS 16384       /* tracked processes */
@@ -47,6 +48,7 @@ enum ffm_rec_type {
 	FFM_REC_XFER = 7,   /* stage 3: content hash of the bytes a transfer moved */
 	FFM_REC_RANGE = 8,  /* stages 3-4: a DtoH copy was issued; its destination becomes GPU-written */
 	FFM_REC_HIT = 9,    /* stages 3-4: first watched CPU access after a synchronization */
+	FFM_REC_MAP = 10,   /* a tracked process maps a libcuda file not in the drivers map */
 };
 
 /* The probe classes; the attach cookie carries one (see FFM_COOKIE). */
@@ -136,7 +138,9 @@ struct ffm_proc {
 	__u64 lib_end;
 };
 
-/* Rules that make a new process part of a job (checked at exec, in BPF). */
+/* A file as the kernel names it: s_dev (MKDEV: major << 20 | minor) and inode number. Keys of
+ * the exe rules (checked at exec, in BPF) and of the drivers map (libcuda files user space has
+ * dealt with: made ready, or found unusable). */
 struct ffm_exe_key {
 	__u64 dev;
 	__u64 ino;
@@ -256,6 +260,19 @@ struct ffm_rec_hit {
 	__u64 ip;
 	__u64 addr;
 	__u64 stack_key;
+};
+
+/* FFM_REC_MAP: a tracked process is mapping (at mmap's entry, before the mapping exists) an
+ * executable mapping of a file named libcuda.so* that is not in the drivers map. With stopped
+ * set, BPF has sent the process SIGSTOP (it stops when the mmap returns, before any code of
+ * that file runs): user space makes the driver ready, adds {dev, ino} to the drivers map and
+ * sends SIGCONT. Without it (the signal could not be sent) the record is only a notice. */
+struct ffm_rec_map {
+	struct ffm_rec_hdr hdr;
+	__u64 dev; /* kernel encoding, as struct ffm_exe_key */
+	__u64 ino;
+	__u32 stopped;
+	__u32 _pad;
 };
 
 #endif /* FFM_BPF_ABI_H */

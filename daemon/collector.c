@@ -25,6 +25,7 @@ _Static_assert(sizeof(struct ffm_slots) == 8 + 4 * FFM_LEARNED_SLOTS, "ffm_slots
 _Static_assert(sizeof(struct ffm_rec_xfer) == 32 + 48, "ffm_rec_xfer layout");
 _Static_assert(sizeof(struct ffm_rec_range) == 32 + 40, "ffm_rec_range layout");
 _Static_assert(sizeof(struct ffm_rec_hit) == 32 + 24, "ffm_rec_hit layout");
+_Static_assert(sizeof(struct ffm_rec_map) == 32 + 24, "ffm_rec_map layout");
 
 struct ffm_collector {
 	struct ffm_bpf *skel;
@@ -35,6 +36,7 @@ struct ffm_collector {
 	bool memtrace; /* the stage 3-4 programs loaded */
 	bool multi;    /* uprobes attach as uprobe_multi links */
 	bool session;  /* ... as uprobe sessions: one program for entry and return */
+	bool map_guard; /* on_mmap is attached (see ffm_collector__map_guard) */
 };
 
 /*
@@ -87,6 +89,7 @@ size_t ffm_rec_size(uint32_t type)
 	case FFM_REC_XFER: return sizeof(struct ffm_rec_xfer);
 	case FFM_REC_RANGE: return sizeof(struct ffm_rec_range);
 	case FFM_REC_HIT: return sizeof(struct ffm_rec_hit);
+	case FFM_REC_MAP: return sizeof(struct ffm_rec_map);
 	default: return 0;
 	}
 }
@@ -148,6 +151,11 @@ static void configure_progs(struct ffm_collector *c)
 const char *ffm_collector__probe_mode(const struct ffm_collector *c)
 {
 	return PROBE_MODES[c->session ? 0 : c->multi ? 1 : 2];
+}
+
+bool ffm_collector__map_guard(const struct ffm_collector *c)
+{
+	return c->map_guard;
 }
 
 int ffm_collector__open(const struct ffm_collector_opts *opts, struct ffm_collector **ret)
@@ -218,6 +226,13 @@ int ffm_collector__open(const struct ffm_collector_opts *opts, struct ffm_collec
 	if (!c->skel->links.on_exit) {
 		err = -errno;
 		goto fail;
+	}
+	/* Optional (a kernel without syscall tracepoints): without it a driver ffmd could not
+	 * foresee is caught only if ffmd reads the process's EXEC record before the loader maps
+	 * the file. */
+	if (opts && opts->map_guard) {
+		c->skel->links.on_mmap = bpf_program__attach(c->skel->progs.on_mmap);
+		c->map_guard = c->skel->links.on_mmap != NULL;
 	}
 	c->rb = ring_buffer__new(bpf_map__fd(c->skel->maps.events), on_sample, c, NULL);
 	if (!c->rb) {
@@ -508,9 +523,8 @@ static int rule_map(struct ffm_collector *c, const struct ffm_rule *r, void *key
 		memcpy(key, &r->id, sizeof(r->id));
 		return bpf_map__fd(c->skel->maps.cgroup_rules);
 	case FFM_RULE_EXE: {
-		/* The kernel keeps s_dev as MKDEV(major, minor) = major << 20 | minor. */
 		struct ffm_exe_key ek = {
-			.dev = ((uint64_t)major(r->dev) << 20) | minor(r->dev),
+			.dev = ffm_kernel_dev(r->dev),
 			.ino = r->ino,
 		};
 
@@ -552,6 +566,20 @@ int ffm_collector__rule_slot(struct ffm_collector *c, const struct ffm_rule *r)
 	if (fd < 0)
 		return fd;
 	return bpf_map_lookup_elem(fd, key, &slot) ? -errno : (int)slot;
+}
+
+int ffm_collector__driver_known(struct ffm_collector *c, uint64_t kdev, uint64_t ino)
+{
+	struct ffm_exe_key k = { .dev = kdev, .ino = ino };
+	uint8_t one = 1;
+
+	return bpf_map_update_elem(bpf_map__fd(c->skel->maps.drivers), &k, &one, BPF_ANY) ? -errno : 0;
+}
+
+uint64_t ffm_kernel_dev(dev_t dev)
+{
+	/* The kernel keeps s_dev as MKDEV(major, minor) = major << 20 | minor. */
+	return ((uint64_t)major(dev) << 20) | minor(dev);
 }
 
 int ffm_collector__drops(struct ffm_collector *c, uint32_t slot, struct ffm_rec_drops *out)

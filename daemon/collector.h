@@ -37,6 +37,9 @@ struct ffm_collector_opts {
 	 * record must fit); 0 = FFM_RINGBUF_BYTES. Small buffers exist for tests of drop
 	 * accounting. */
 	uint32_t ringbuf_bytes;
+	/* Attach the map guard (see ffm_collector__map_guard): the consumer must then handle
+	 * FFM_REC_MAP records, or the processes they name stay stopped. */
+	bool map_guard;
 };
 
 #define FFM_RINGBUF_MIN_BYTES (64u << 10)
@@ -90,6 +93,17 @@ int ffm_collector__add_rule(struct ffm_collector *c, const struct ffm_rule *r, u
 int ffm_collector__del_rule(struct ffm_collector *c, const struct ffm_rule *r);
 /* The slot @r maps to now, or -ENOENT. */
 int ffm_collector__rule_slot(struct ffm_collector *c, const struct ffm_rule *r);
+
+/*
+ * The map guard (bpf/ffm.bpf.c, on_mmap: the mmap syscall tracepoint): a tracked
+ * process that maps a libcuda file not yet declared known is stopped and reported by a
+ * FFM_REC_MAP record; the consumer makes the driver ready, declares the file known and sends
+ * SIGCONT. Declare every driver file as soon as it is dealt with (ready or unusable), by the
+ * kernel's device number (ffm_kernel_dev of st_dev) and inode.
+ */
+bool ffm_collector__map_guard(const struct ffm_collector *c);
+int ffm_collector__driver_known(struct ffm_collector *c, uint64_t kdev, uint64_t ino);
+uint64_t ffm_kernel_dev(dev_t dev);
 
 /* Drops of @slot (FFM_MAX_JOBS: records of no job), summed over CPUs. */
 int ffm_collector__drops(struct ffm_collector *c, uint32_t slot, struct ffm_rec_drops *out);

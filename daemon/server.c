@@ -14,7 +14,9 @@
  * spot (the calibration is cached per build-id). While a driver file not seen before is made
  * ready (calibration: about a second; attaching: milliseconds) the process that brought it is
  * held with SIGSTOP, so that its first calls are not missed; a process that was stopped
- * already is left as it is.
+ * already is left as it is. "Before it can have loaded the driver" is a race ffmd can lose (a
+ * loaded node, a preload, a dlopen by path): the map guard closes it, BPF stopping a job's
+ * process at the mmap of a libcuda file not declared ready (on_driver_mapped).
  *
  * Job slots and config rules. The BPF side knows FFM_MAX_JOBS slots; a slot is either a job's
  * (started by request, by a rule, or resumed after a restart) or a rule's. A [rule NAME] owns
@@ -282,6 +284,8 @@ static struct drv *driver_get(struct ffmd *d, const char *path)
 	free_slot->used = true;
 	free_slot->dev = st.st_dev;
 	free_slot->ino = st.st_ino;
+	/* Ready or unusable, it is dealt with: the map guard no longer stops its users. */
+	ffm_collector__driver_known(d->col, ffm_kernel_dev(st.st_dev), st.st_ino);
 	snprintf(free_slot->path, sizeof(free_slot->path), "%s", path);
 	if (ffm_driver_ready(path, d->cfg.state_dir, &free_slot->rd, free_slot->why,
 			     sizeof(free_slot->why)) < 0) {
@@ -577,6 +581,45 @@ static void ensure_driver_for_pid(struct ffmd *d, pid_t pid)
 	if (dv && !dv->failed && !dv->wait_att)
 		update_attachments(d);
 	if (held)
+		kill(pid, SIGCONT);
+}
+
+/* Wait up to @ms for @pid to be stopped or gone; whether it stopped. */
+static bool wait_stopped(pid_t pid, int ms)
+{
+	for (int i = 0; i < ms; i++) {
+		char st = proc_state(pid);
+
+		if (st == 'T' || st == 't')
+			return true;
+		if (!st || st == 'Z' || st == 'X' || st == 'x')
+			return false;
+		usleep(1000);
+	}
+	return false;
+}
+
+/*
+ * A job's process maps a libcuda file BPF did not know, and BPF stopped it there (see struct
+ * ffm_rec_map). The stop lands when its mmap returns, and only then do its maps show the file.
+ * Make the driver ready as for an exec, declare the file (as BPF saw it: a file reached through
+ * an overlay may not stat to the same device) and let the process go. Done whatever became of
+ * its job: nobody else would send the SIGCONT.
+ */
+static void on_driver_mapped(struct ffmd *d, const struct ffm_rec_map *m)
+{
+	pid_t pid = (pid_t)m->hdr.tgid;
+
+	if (m->stopped)
+		log_info("process %d maps a libcuda not seen before (device %#" PRIx64 ", inode %" PRIu64
+			 "): held at its mmap while the driver is made ready",
+			 pid, (uint64_t)m->dev, (uint64_t)m->ino);
+	if (m->stopped && !wait_stopped(pid, 500) && alive(pid))
+		log_warn("process %d did not stop at its libcuda mmap; its first calls may go unmeasured",
+			 pid);
+	ensure_driver_for_pid(d, pid);
+	ffm_collector__driver_known(d->col, m->dev, m->ino);
+	if (m->stopped)
 		kill(pid, SIGCONT);
 }
 
@@ -1572,8 +1615,8 @@ static size_t status_json(struct ffmd *d, const struct ucred *c, char *out, size
 		if (_n > 0)                                                                        \
 			off += (size_t)_n;                                                         \
 	} while (0)
-	P("{\"version\":%d,\"probe_mode\":\"%s\",\"drivers\":[", FFM_PROTO_VERSION,
-	  ffm_collector__probe_mode(d->col));
+	P("{\"version\":%d,\"probe_mode\":\"%s\",\"map_guard\":%s,\"drivers\":[", FFM_PROTO_VERSION,
+	  ffm_collector__probe_mode(d->col), ffm_collector__map_guard(d->col) ? "true" : "false");
 	for (int i = 0; i < MAX_DRIVERS; i++) {
 		struct drv *dv = &d->drvs[i];
 
@@ -1794,8 +1837,13 @@ static int on_record(void *ctx, const void *rec, size_t size)
 	struct ffmd *d = ctx;
 	const struct ffm_rec_hdr *h = rec;
 	struct job *j;
-	int idx = record_job(d, h), err;
+	int idx, err;
 
+	if (h->type == FFM_REC_MAP) {
+		on_driver_mapped(d, rec);
+		return 0;
+	}
+	idx = record_job(d, h);
 	if (idx < 0)
 		return 0;
 	j = &d->jobs[idx];
@@ -1918,12 +1966,15 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 	err = ffm_collector__open(&(struct ffm_collector_opts){ .sz = sizeof(struct ffm_collector_opts),
 				  .on_record = on_record, .ctx = d,
 				  .wakeup_bytes = cfg->wakeup_kib * 1024,
-				  .ringbuf_bytes = cfg->ringbuf_kib * 1024 }, &d->col);
+				  .ringbuf_bytes = cfg->ringbuf_kib * 1024, .map_guard = true }, &d->col);
 	if (err < 0) {
 		log_err("cannot load the BPF collector: %s (ffmd needs CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE, or root)",
 			strerror(-err));
 		goto fail;
 	}
+	if (!ffm_collector__map_guard(d->col))
+		log_warn("no map guard (the kernel's syscalls:sys_enter_mmap tracepoint): a process that "
+			 "loads a libcuda ffmd could not foresee may run its first calls unmeasured");
 	if (cfg->ringbuf_kib && cfg->wakeup_kib >= cfg->ringbuf_kib)
 		log_warn("ringbuf_wakeup_kib (%u) >= ringbuf_kib (%u): BPF never wakes ffmd, which reads records every 100 ms only",
 			 cfg->wakeup_kib, cfg->ringbuf_kib);

@@ -11,7 +11,8 @@
 # DIR (default .dev/gpu) is what bench/gpu/pack.sh built. OUT gets ffmd's log, `ffmctl status
 # --json` taken while a job runs, each job's `ffmctl report --json`, and SUMMARY.txt: per
 # workload and run, the stage, the waits and calls stored per call site (file:line, public
-# function) and the records lost, read from the stores. Needs root. Judges nothing.
+# function) and the records lost, read from the stores; then the map guard's case (below).
+# Needs root. Judges nothing.
 set -u
 [ $# = 1 ] || { echo "usage: $0 OUT" >&2; exit 2; }
 OUT=$(mkdir -p "$1" && cd "$1" && pwd)
@@ -47,6 +48,26 @@ for w in unnecessary_sync misplaced_sync free_in_loop dup_transfer pageable_asyn
 	done
 	ctl report "gpu-$w-2" --json >"$OUT/ffmd_report_$w.json" 2>"$OUT/ffmd_report_$w.err"
 done
+# A libcuda ffmd cannot foresee at exec: a copy of the node's driver in a directory of its own,
+# preloaded (gpu-guard-*: a workload, and PyTorch with one .item() sync per step). The map
+# guard holds each process at its mmap of the copy until the copy's probes are in place; its
+# log line says so. One copy per run, so that each is new to ffmd.
+real=$(ldconfig -p | awk '/libcuda\.so\.1 .*x86-64/ { print $NF; exit }')
+[ -e /dev/nvidiactl ] || real=$O/fakecuda/libcuda.so.1
+guard() { # guard NAME COMMAND...
+	local n=$1 lib=$S/drv-$1/libcuda.so.1
+	shift
+	mkdir -p "$S/drv-$n" "$CG/guard-$n" && cp "$(readlink -f "$real")" "$lib" || return
+	ctl job start "gpu-guard-$n" --key "gpu-guard-$n" --cgroup "$CG/guard-$n" >/dev/null || return
+	(echo $BASHPID >"$CG/guard-$n/cgroup.procs" && LD_PRELOAD=$lib exec "$@") >"$OUT/guard_$n.out" 2>&1
+	echo "guard $n: exit status $?" >>"$OUT/guard_$n.out"
+	ctl job end "gpu-guard-$n" >/dev/null
+}
+guard workload "$O/workloads/unnecessary_sync"
+guard torch python3 -c 'import torch
+x = torch.ones(1 << 20, device="cuda")
+print(sum((x * i).sum().item() for i in range(200)))'
+
 kill $FFMD; wait $FFMD
 echo "ffmd exit status $?" >>"$OUT/ffmd.log"
 

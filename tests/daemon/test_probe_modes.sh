@@ -40,7 +40,7 @@ run() { # run MODE ONLY
 	fi
 }
 run multi ""
-for c in status_reports_probe_mode new_driver workloads_stage1 exec_after_job_start stage_escalation; do
+for c in status_reports_probe_mode new_driver workloads_stage1 exec_after_job_start stage_escalation unforeseen_driver; do
 	run single "$c"
 done
 [ "$fails" = 0 ]
