@@ -7,7 +7,9 @@
 #include <linux/perf_event.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -158,6 +160,25 @@ bool ffm_collector__map_guard(const struct ffm_collector *c)
 	return c->map_guard;
 }
 
+/*
+ * A syscall tracepoint is attached by its id, read from tracefs. systemd mounts tracefs at
+ * boot; a minimal system (a VM's init, a container host without systemd) may not have: mount
+ * it where libbpf looks first. 0 if it is mounted now, -errno if it could not be.
+ */
+static int mount_tracefs(void)
+{
+	static const char *const dirs[] = { "/sys/kernel/tracing", "/sys/kernel/debug/tracing" };
+
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		char p[64];
+
+		snprintf(p, sizeof(p), "%s/events", dirs[i]);
+		if (access(p, F_OK) == 0)
+			return -EEXIST; /* mounted: the failure was something else */
+	}
+	return mount("tracefs", dirs[0], "tracefs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) ? -errno : 0;
+}
+
 int ffm_collector__open(const struct ffm_collector_opts *opts, struct ffm_collector **ret)
 {
 	struct ffm_collector *c;
@@ -232,6 +253,8 @@ int ffm_collector__open(const struct ffm_collector_opts *opts, struct ffm_collec
 	 * the file. */
 	if (opts && opts->map_guard) {
 		c->skel->links.on_mmap = bpf_program__attach(c->skel->progs.on_mmap);
+		if (!c->skel->links.on_mmap && mount_tracefs() == 0)
+			c->skel->links.on_mmap = bpf_program__attach(c->skel->progs.on_mmap);
 		c->map_guard = c->skel->links.on_mmap != NULL;
 	}
 	c->rb = ring_buffer__new(bpf_map__fd(c->skel->maps.events), on_sample, c, NULL);
