@@ -199,6 +199,7 @@ struct walk {
 	__u32 truncated;
 	__u64 callsite;
 	__u64 callsite_slot;
+	__u64 tramp; /* uretprobe_trampoline() of this process, taken once per walk */
 };
 
 /* Per-CPU scratch for the walk (too big for the 512-byte BPF stack together with the rest). */
@@ -221,8 +222,13 @@ struct {
 static __always_inline __u64 uretprobe_trampoline(void)
 {
 	struct task_struct *t = bpf_get_current_task_btf();
+	struct mm_struct *mm = t->mm; /* trusted BTF pointers: plain loads, no helper calls */
+	struct xol_area *xa;
 
-	return BPF_CORE_READ(t, mm, uprobes_state.xol_area, vaddr);
+	if (!mm)
+		return 0;
+	xa = mm->uprobes_state.xol_area;
+	return xa ? xa->vaddr : 0;
 }
 
 /* The real return address for the word @ra read from stack slot @slot. */
@@ -253,6 +259,7 @@ static __always_inline void walk_lib(struct walk *w, const struct ffm_proc *p, _
 {
 	__u64 tramp = uretprobe_trampoline();
 
+	w->tramp = tramp;
 	w->nlib = 0;
 	w->truncated = 0;
 	w->callsite = 0;
@@ -284,11 +291,11 @@ static __always_inline void walk_lib(struct walk *w, const struct ffm_proc *p, _
 #define STACK_KEY_SEED 0x84222325cbf29ce4ULL
 
 /* The call-site part of a stack key: the call site and the words at its learned slots. */
-static __always_inline __u64 callsite_key(__u64 h, __u32 tgid, __u64 callsite, __u64 callsite_slot)
+static __always_inline __u64 callsite_key(__u64 h, __u32 tgid, __u64 callsite, __u64 callsite_slot,
+					  __u64 tramp)
 {
 	struct ffm_slot_key sk = { .tgid = tgid, .callsite = callsite };
 	struct ffm_slots *s;
-	__u64 tramp;
 
 	h = mix(h, callsite);
 	if (!callsite)
@@ -296,7 +303,6 @@ static __always_inline __u64 callsite_key(__u64 h, __u32 tgid, __u64 callsite, _
 	s = bpf_map_lookup_elem(&slots, &sk);
 	if (!s)
 		return h;
-	tramp = uretprobe_trampoline();
 	for (int i = 0; i < FFM_LEARNED_SLOTS; i++) {
 		__u64 v = 0, slot;
 
@@ -319,7 +325,7 @@ static __always_inline __u64 stack_key_of(const struct walk *w, __u32 tgid)
 			break;
 		h = mix(h, w->lib[i]);
 	}
-	return callsite_key(h, tgid, w->callsite, w->callsite_slot);
+	return callsite_key(h, tgid, w->callsite, w->callsite_slot, w->tramp);
 }
 
 /* Send the stack of a key seen for the first time in this process. */
@@ -818,7 +824,7 @@ static __always_inline void emit_range(struct pt_regs *ctx, __u64 id, __u32 job,
 	r->call_start_ns = t->call_start;
 	r->lo = t->dst;
 	r->bytes = t->bytes;
-	r->stack_key = callsite_key(STACK_KEY_SEED, id >> 32, ra, sp);
+	r->stack_key = callsite_key(STACK_KEY_SEED, id >> 32, ra, sp, uretprobe_trampoline());
 	r->api_id = FFM_COOKIE_API(t->cookie);
 	r->_pad = 0;
 	/* Wake the consumer now: the watchpoint must be armed before the sync returns. */
