@@ -320,6 +320,17 @@ def main():
         p(summary)
         p("```")
         p()
+        if "gpu-guard-" in summary:
+            try:
+                held = open(os.path.join(out, "ffmd", "ffmd.log")).read().count("held at its mmap")
+            except OSError:
+                held = "?"
+            p("The `gpu-guard-*` keys load a copy of the node's driver that ffmd cannot foresee when the")
+            p("process execs (preloaded from a directory of its own): the map guard stopped each process")
+            p(f"at its mmap of the copy until the copy's probes were in place ({held} processes held, by")
+            p("ffmd's log), so the copy's first waits are stored too. (The PyTorch loop has 200 `.item()`")
+            p("calls; the table shows how many of them waited.)")
+            p()
 
     big = load(os.path.join(out, "report_xfer_big.json"))
     if big:
