@@ -78,6 +78,8 @@
 #define RESERVED_CONNS 8
 #define MAX_ROUTES 4096
 #define JOURNAL_NAME "ffmd-jobs"
+#define HOLDS_NAME "ffmd-held"
+#define MAX_HOLDS 64
 #define LINGER_S 30.0 /* probes stay attached this long after the last job that needed them */
 
 enum { TAG_RING = 1, TAG_LISTEN, TAG_SIGNAL, TAG_TIMER, TAG_CONN };
@@ -166,6 +168,12 @@ struct ffmd {
 	char sock_path[PATH_MAX];
 	char journal[sizeof(((struct ffmd_config *)0)->state_dir) + 16];
 	bool resuming; /* journal_resume() is reading the journal: do not rewrite it yet */
+	char holds_path[sizeof(((struct ffmd_config *)0)->state_dir) + 16];
+	struct {
+		pid_t pid;
+		unsigned long long start;
+	} holds[MAX_HOLDS];       /* processes stopped until their driver is ready */
+	int nholds;
 };
 
 /* A JSON string's content for @s (quotes, backslashes and control characters escaped). Job
@@ -548,6 +556,83 @@ static bool alive(pid_t pid)
 	return st && st != 'Z' && st != 'X' && st != 'x';
 }
 
+/*
+ * Holds. A process ffmd keeps stopped while its driver is made ready must not stay stopped if
+ * ffmd dies meanwhile: each hold is listed in <state_dir>/ffmd-held ("PID STARTTIME" lines),
+ * and a starting ffmd sends SIGCONT to every process listed there that is still the same one
+ * (start time) and still stopped. No fsync: the list has to outlive ffmd, not the machine,
+ * whose crash takes the process along. A process the map guard stopped is listed once ffmd
+ * reads its EXEC or MAP record; a crash in the milliseconds before that leaves it stopped.
+ */
+static void holds_write(struct ffmd *d)
+{
+	char tmp[sizeof(d->holds_path) + 8];
+	FILE *f;
+
+	if (!d->holds_path[0])
+		return;
+	if (!d->nholds) {
+		unlink(d->holds_path);
+		return;
+	}
+	snprintf(tmp, sizeof(tmp), "%s.tmp", d->holds_path);
+	f = fopen(tmp, "we");
+	if (!f) {
+		log_err("cannot write %s: %s; a process held now stays stopped if ffmd dies", tmp,
+			strerror(errno));
+		return;
+	}
+	for (int i = 0; i < d->nholds; i++)
+		fprintf(f, "%d %llu\n", d->holds[i].pid, d->holds[i].start);
+	if (fclose(f) != 0 || rename(tmp, d->holds_path) < 0)
+		log_err("cannot replace %s: %s", d->holds_path, strerror(errno));
+}
+
+static void hold_add(struct ffmd *d, pid_t pid)
+{
+	if (d->nholds == MAX_HOLDS)
+		return; /* held still, only not listed */
+	d->holds[d->nholds].pid = pid;
+	d->holds[d->nholds].start = proc_start_time(pid);
+	d->nholds++;
+	holds_write(d);
+}
+
+/* End a hold: off the list, and SIGCONT if @cont. */
+static void hold_release(struct ffmd *d, pid_t pid, bool cont)
+{
+	if (cont)
+		kill(pid, SIGCONT);
+	for (int i = 0; i < d->nholds; i++)
+		if (d->holds[i].pid == pid) {
+			d->holds[i] = d->holds[--d->nholds];
+			holds_write(d);
+			break;
+		}
+}
+
+/* At start: let go the processes a previous ffmd held when it died. */
+static void holds_resume(struct ffmd *d)
+{
+	unsigned long long start;
+	FILE *f = fopen(d->holds_path, "re");
+	int pid;
+
+	if (!f)
+		return;
+	while (fscanf(f, "%d %llu", &pid, &start) == 2) {
+		char st = proc_state(pid);
+
+		if (pid <= 0 || !start || proc_start_time(pid) != start || (st != 'T' && st != 't'))
+			continue;
+		kill(pid, SIGCONT);
+		log_warn("process %d was held by an ffmd that died: let go (its first driver calls may "
+			 "go unmeasured)", pid);
+	}
+	fclose(f);
+	unlink(d->holds_path);
+}
+
 static void ensure_driver_for_pid(struct ffmd *d, pid_t pid)
 {
 	char path[PATH_MAX];
@@ -577,11 +662,14 @@ static void ensure_driver_for_pid(struct ffmd *d, pid_t pid)
 		held = true;
 		log_info("holding process %d while its driver %s is made ready", pid, path);
 	}
+	/* Listed even when it was stopped already: most likely by the map guard, whose record
+	 * (and SIGCONT) comes after this one; should ffmd die meanwhile, the next one lets it
+	 * go (see the holds above). */
+	hold_add(d, pid);
 	dv = driver_get(d, path);
 	if (dv && !dv->failed && !dv->wait_att)
 		update_attachments(d);
-	if (held)
-		kill(pid, SIGCONT);
+	hold_release(d, pid, held);
 }
 
 /* Wait up to @ms for @pid to be stopped or gone; whether it stopped. */
@@ -610,17 +698,19 @@ static void on_driver_mapped(struct ffmd *d, const struct ffm_rec_map *m)
 {
 	pid_t pid = (pid_t)m->hdr.tgid;
 
-	if (m->stopped)
+	if (m->stopped) {
+		hold_add(d, pid);
 		log_info("process %d maps a libcuda not seen before (device %#" PRIx64 ", inode %" PRIu64
 			 "): held at its mmap while the driver is made ready",
 			 pid, (uint64_t)m->dev, (uint64_t)m->ino);
+	}
 	if (m->stopped && !wait_stopped(pid, 500) && alive(pid))
 		log_warn("process %d did not stop at its libcuda mmap; its first calls may go unmeasured",
 			 pid);
 	ensure_driver_for_pid(d, pid);
 	ffm_collector__driver_known(d->col, m->dev, m->ino);
 	if (m->stopped)
-		kill(pid, SIGCONT);
+		hold_release(d, pid, true);
 }
 
 /* ---- jobs --------------------------------------------------------------------------------- */
@@ -1815,13 +1905,15 @@ static int record_job(struct ffmd *d, const struct ffm_rec_hdr *h)
 		 * and its first calls must find them. */
 		bool held = st && st != 'T' && st != 't' && kill((pid_t)h->tgid, SIGSTOP) == 0;
 
+		if (held)
+			hold_add(d, (pid_t)h->tgid);
 		job = rule_adopt(d, ru, h->tgid, p->uid);
 		if (job >= 0) {
 			route_add(d, h->tgid, job);
 			ffm_collector__move_pid(d->col, (pid_t)h->tgid, d->jobs[job].slot);
 		}
 		if (held)
-			kill((pid_t)h->tgid, SIGCONT);
+			hold_release(d, (pid_t)h->tgid, true);
 		return job;
 	}
 	if (job < 0)
@@ -1963,6 +2055,8 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 		log_err("cannot create %s or %s: %s", cfg->state_dir, cfg->runtime_dir, strerror(-err));
 		goto fail;
 	}
+	snprintf(d->holds_path, sizeof(d->holds_path), "%s/" HOLDS_NAME, cfg->state_dir);
+	holds_resume(d);
 	err = ffm_collector__open(&(struct ffm_collector_opts){ .sz = sizeof(struct ffm_collector_opts),
 				  .on_record = on_record, .ctx = d,
 				  .wakeup_bytes = cfg->wakeup_kib * 1024,

@@ -1028,6 +1028,91 @@ TEST(ffmd_sigkill_loses_at_most_the_last_batch)
 	view_free(&v);
 }
 
+/* The state letter of @pid from /proc/PID/stat ('T': stopped), 0 when it is gone. */
+static char proc_state_of(pid_t pid)
+{
+	char path[64], buf[512], *rp;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	rp = strrchr(buf, ')');
+	return rp && rp[1] == ' ' ? rp[2] : 0;
+}
+
+/* Whether the file @path has a line containing @needle. */
+static bool log_has(const char *path, const char *needle)
+{
+	char line[1024];
+	bool found = false;
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, needle) != NULL;
+	fclose(f);
+	return found;
+}
+
+/*
+ * ffmd killed while it holds a process (here: while it calibrates the driver the process
+ * brought; a state directory of its own, so that nothing is cached) must not leave that
+ * process stopped: the next ffmd lets it go, and the workload runs to its end.
+ */
+TEST(ffmd_killed_while_holding_lets_the_process_go)
+{
+	static struct dmn hk;
+	char exe[PATH_MAX], want[128], held[PATH_MAX + 16];
+	struct wl run;
+	double t0;
+	char st = 0;
+	int ws = 0;
+
+	need_driver();
+	daemon_start(&hk, "holdkill", "");
+	snprintf(held, sizeof(held), "%s/ffmd-held", hk.state);
+	wl_path("unnecessary_sync", exe, sizeof(exe));
+	job_start(&hk, "held", "held", "--exe", exe);
+	wl_prepare(&run, exe, ITERS, FAKE, NULL, NULL);
+	wl_go(&run);
+	/* The list of holds names it while it is held (see daemon/server.c). */
+	snprintf(want, sizeof(want), "%d ", run.pid);
+	for (t0 = mono_s(); mono_s() - t0 < 10 && !log_has(held, want); sleep_ms(2))
+		;
+	ASSERT_MSG(log_has(held, want), "ffmd never listed process %d as held", run.pid);
+	daemon_stop(&hk, SIGKILL);
+	for (t0 = mono_s(); mono_s() - t0 < 2 && st != 'T'; sleep_ms(5))
+		st = proc_state_of(run.pid);
+	if (st != 'T') {
+		kill(run.pid, SIGCONT);
+		wl_wait(&run);
+		FAIL("process %d was not stopped when ffmd was killed (state %c): the hold was over", run.pid,
+		     st ? st : '?');
+	}
+	daemon_start(&hk, "holdkill", NULL);
+	for (t0 = mono_s(); mono_s() - t0 < 20 && waitpid(run.pid, &ws, WNOHANG) == 0; sleep_ms(20))
+		;
+	if (mono_s() - t0 >= 20) {
+		kill(run.pid, SIGCONT);
+		wl_wait(&run);
+		daemon_stop(&hk, SIGTERM);
+		FAIL("the restarted ffmd left process %d stopped", run.pid);
+	}
+	daemon_stop(&hk, SIGTERM);
+	ASSERT_MSG(WIFEXITED(ws) && !WEXITSTATUS(ws), "the workload ended with status %#x", ws);
+	snprintf(want, sizeof(want), "process %d was held by an ffmd that died: let go", run.pid);
+	ASSERT_MSG(log_has(hk.log, want), "the restarted ffmd's log does not say it let %d go", run.pid);
+}
+
 /*
  * Overwhelm the collector: a 64 KiB ring buffer that never wakes ffmd (it reads every 100 ms)
  * and a workload of 3000 back-to-back syncs. Lost records are counted in the run's drops and
