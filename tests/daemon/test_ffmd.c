@@ -161,6 +161,21 @@ static void dump_log(const struct dmn *d)
 	fclose(f);
 }
 
+/* Whether the file @path has a line containing @needle. */
+static bool log_has(const char *path, const char *needle)
+{
+	char line[1024];
+	bool found = false;
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, needle) != NULL;
+	fclose(f);
+	return found;
+}
+
 /* ---- ffmd and ffmctl ------------------------------------------------------------------------- */
 
 static bool sock_answers(const char *run)
@@ -1048,21 +1063,6 @@ static char proc_state_of(pid_t pid)
 	return rp && rp[1] == ' ' ? rp[2] : 0;
 }
 
-/* Whether the file @path has a line containing @needle. */
-static bool log_has(const char *path, const char *needle)
-{
-	char line[1024];
-	bool found = false;
-	FILE *f = fopen(path, "r");
-
-	if (!f)
-		return false;
-	while (!found && fgets(line, sizeof(line), f))
-		found = strstr(line, needle) != NULL;
-	fclose(f);
-	return found;
-}
-
 /*
  * ffmd killed while it holds a process (here: while it calibrates the driver the process
  * brought; a state directory of its own, so that nothing is cached) must not leave that
@@ -1419,12 +1419,10 @@ TEST(two_driver_files_at_once)
 TEST(unforeseen_driver_held_at_its_mmap)
 {
 	char dir[PATH_MAX], lib[PATH_MAX + 16], exe[PATH_MAX], id[64], json[1 << 16], want[PATH_MAX + 64];
-	char line[1024], held[64];
-	bool logged = false;
+	char held[64];
 	size_t n = 0;
 	struct view v;
 	pid_t pid;
-	FILE *f;
 
 	need_driver();
 	status_json(&MAIN_D, json, sizeof(json));
@@ -1440,13 +1438,8 @@ TEST(unforeseen_driver_held_at_its_mmap)
 	snprintf(want, sizeof(want), "\"path\":\"%s\",\"usable\":true", lib);
 	json_has(json, want);
 	job_end(&MAIN_D, id);
-	f = fopen(MAIN_D.log, "r");
-	ASSERT(f);
 	snprintf(held, sizeof(held), "process %d maps a libcuda not seen before", pid);
-	while (fgets(line, sizeof(line), f))
-		logged |= strstr(line, held) != NULL;
-	fclose(f);
-	ASSERT_MSG(logged, "ffmd's log does not say it held process %d at its mmap", pid);
+	ASSERT_MSG(log_has(MAIN_D.log, held), "ffmd's log does not say it held process %d at its mmap", pid);
 	view_load(&v, &MAIN_D, id, 0);
 	for (size_t i = 0; i < v.n; i++)
 		n += v.ev[i].e.kind == FFM_EV_WAIT && v.ev[i].e.tgid == (uint32_t)pid;
