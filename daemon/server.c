@@ -588,14 +588,19 @@ static void holds_write(struct ffmd *d)
 		log_err("cannot replace %s: %s", d->holds_path, strerror(errno));
 }
 
-static void hold_add(struct ffmd *d, pid_t pid)
+/* List @pid; false when it is listed already (or the list is full: held still, not listed). */
+static bool hold_add(struct ffmd *d, pid_t pid)
 {
+	for (int i = 0; i < d->nholds; i++)
+		if (d->holds[i].pid == pid)
+			return false;
 	if (d->nholds == MAX_HOLDS)
-		return; /* held still, only not listed */
+		return false;
 	d->holds[d->nholds].pid = pid;
 	d->holds[d->nholds].start = proc_start_time(pid);
 	d->nholds++;
 	holds_write(d);
+	return true;
 }
 
 /* End a hold: off the list, and SIGCONT if @cont. */
@@ -638,7 +643,7 @@ static void ensure_driver_for_pid(struct ffmd *d, pid_t pid)
 	char path[PATH_MAX];
 	struct stat st;
 	struct drv *dv;
-	bool held = false;
+	bool held = false, listed;
 
 	int err = driver_path_of(pid, path, sizeof(path));
 
@@ -665,11 +670,12 @@ static void ensure_driver_for_pid(struct ffmd *d, pid_t pid)
 	/* Listed even when it was stopped already: most likely by the map guard, whose record
 	 * (and SIGCONT) comes after this one; should ffmd die meanwhile, the next one lets it
 	 * go (see the holds above). */
-	hold_add(d, pid);
+	listed = hold_add(d, pid); /* false: on_driver_mapped listed it and releases it */
 	dv = driver_get(d, path);
 	if (dv && !dv->failed && !dv->wait_att)
 		update_attachments(d);
-	hold_release(d, pid, held);
+	if (listed || held)
+		hold_release(d, pid, held);
 }
 
 /* Wait up to @ms for @pid to be stopped or gone; whether it stopped. */
