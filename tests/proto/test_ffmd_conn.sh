@@ -13,7 +13,7 @@ cd "$(dirname "$0")/../.." || exit 2
 need_root
 start_ffmd || { echo "not ok 1 - ffmd starts"; echo "1..1"; exit 1; }
 python3 - "$T/run/ffmd.sock" "$FFMD_PID" <<'PY'
-import errno, os, socket, sys, time
+import errno, os, socket, struct, sys, time
 
 SOCK, PID = sys.argv[1], int(sys.argv[2])
 n = fails = 0
@@ -29,9 +29,13 @@ def tap(good, name, detail=""):
     sys.stdout.flush()
 
 def conn():
+    # Connect the way ffmctl does: a blocking connect() bounded by SO_SNDTIMEO. With a Python
+    # timeout the socket is non-blocking, and an AF_UNIX connect() to a full listen backlog
+    # (ffmd busy on a loaded machine) fails at once with EAGAIN instead of waiting.
     s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    s.settimeout(10)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", 10, 0))
     s.connect(SOCK)
+    s.settimeout(10)
     return s
 
 def ask(msg):
