@@ -1089,24 +1089,33 @@ int watch_hit(struct bpf_perf_event_data *ctx)
 
 /* ---- processes --------------------------------------------------------------------------- */
 
-static __always_inline void emit_proc(__u32 type, __u32 tgid, __u32 tid, __u32 job, __u32 ppid,
-				      __u32 exit_code)
+static __always_inline struct ffm_rec_proc *reserve_proc(__u32 type, __u32 tgid, __u32 tid, __u32 job,
+							 __u32 ppid, __u32 exit_code)
 {
 	struct ffm_rec_proc *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 
 	if (!r) {
 		count_drop(job, FFM_REC_DROP_RINGBUF);
-		return;
+		return NULL;
 	}
 	fill_hdr(&r->hdr, type, (__u64)tgid << 32 | tid, job, bpf_ktime_get_ns());
 	r->ppid = ppid;
 	r->exit_code = exit_code;
 	r->cgroup_id = bpf_get_current_cgroup_id();
 	r->uid = (__u32)bpf_get_current_uid_gid();
-	r->_pad = 0;
+	r->flags = 0;
 	bpf_get_current_comm(r->comm, sizeof(r->comm));
+	return r;
+}
+
+static __always_inline void emit_proc(__u32 type, __u32 tgid, __u32 tid, __u32 job, __u32 ppid,
+				      __u32 exit_code)
+{
+	struct ffm_rec_proc *r = reserve_proc(type, tgid, tid, job, ppid, exit_code);
+
 	/* Process events are rare: wake the consumer, it attaches and resolves at once. */
-	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
+	if (r)
+		bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
 }
 
 static __always_inline int job_active(__u32 job)
@@ -1181,6 +1190,25 @@ struct {
 	__type(value, __u8);
 } drivers SEC(".maps");
 
+/*
+ * Per-process scope (set by user space after load, see ffm_collector__per_process): the uprobes
+ * are attached for each job process on its own (the kernel then plants no breakpoint in any
+ * other process), so a job's process must be stopped before its first call of a driver file
+ * until its probes are there: at the mmap of the file (on_mmap) and at a fork that copies the
+ * mapping (on_fork). The linked map says which processes have their probes (struct
+ * ffm_link_key).
+ */
+__u32 per_process;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4 * FFM_MAX_PROCS);
+	__type(key, struct ffm_link_key);
+	__type(value, __u8);
+} linked SEC(".maps");
+
+extern int bpf_send_signal_task(struct task_struct *task, int sig, enum pid_type type, __u64 value) __ksym __weak;
+
 #define FFM_SIGSTOP 19
 #define FFM_PROT_EXEC 0x4
 #define FFM_MAP_ANONYMOUS 0x20
@@ -1228,8 +1256,12 @@ int on_mmap(struct trace_event_raw_sys_enter *ctx)
 	ino = BPF_CORE_READ(file, f_inode);
 	k.dev = BPF_CORE_READ(ino, i_sb, s_dev);
 	k.ino = BPF_CORE_READ(ino, i_ino);
-	if (bpf_map_lookup_elem(&drivers, &k))
-		return 0;
+	if (bpf_map_lookup_elem(&drivers, &k)) {
+		struct ffm_link_key lk = { .tgid = id >> 32, .dev = k.dev, .ino = k.ino };
+
+		if (!per_process || bpf_map_lookup_elem(&linked, &lk))
+			return 0;
+	}
 	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 	if (!r) {
 		/* Not stopped: nobody would be told to let it go. */
@@ -1252,7 +1284,9 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 {
 	__u32 ptgid = BPF_CORE_READ(parent, tgid);
 	__u32 ctgid = BPF_CORE_READ(child, tgid);
+	struct ffm_link_key lk = { .tgid = ptgid };
 	struct ffm_proc *p, np = {};
+	struct ffm_rec_proc *r;
 
 	if (ptgid == ctgid)
 		return 0; /* a new thread */
@@ -1265,7 +1299,16 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 		count_drop(p->job, FFM_REC_DROP_PROCS);
 		return 0;
 	}
-	emit_proc(FFM_REC_FORK, ctgid, BPF_CORE_READ(child, pid), p->job, ptgid, 0);
+	r = reserve_proc(FFM_REC_FORK, ctgid, BPF_CORE_READ(child, pid), p->job, ptgid, 0);
+	if (!r)
+		return 0; /* not stopped: nobody would be told to let it go */
+	/* Per-process scope: the child inherits the parent's mapping of the driver but not its
+	 * probes; it must not run before user space has attached its own. Sent before the record
+	 * is visible, so that user space's SIGCONT cannot come first. */
+	if (per_process && bpf_map_lookup_elem(&linked, &lk) && bpf_send_signal_task &&
+	    bpf_send_signal_task(child, FFM_SIGSTOP, PIDTYPE_TGID, 0) == 0)
+		r->flags = FFM_PROC_STOPPED;
+	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
 

@@ -24,8 +24,9 @@
 #endif
 
 /* 2: FFM_REC_XFER, FFM_REC_RANGE, FFM_REC_HIT, FFM_JOB_MEMTRACE/HASH, FFM_REC_DROP_HASH (stages 3-4)
- * 3: FFM_REC_MAP and the drivers map (a job's process that maps an unknown libcuda is held) */
-#define FFM_ABI_VERSION 3
+ * 3: FFM_REC_MAP and the drivers map (a job's process that maps an unknown libcuda is held)
+ * 4: per-process probes: the linked map, ffm_rec_proc.flags (FFM_PROC_STOPPED at FORK) */
+#define FFM_ABI_VERSION 4
 
 #define FFM_MAX_JOBS 64           /* job slots active at once */
 #define FFM_MAX_PROCS 16384       /* tracked processes */
@@ -216,8 +217,22 @@ struct ffm_rec_proc {
 	__u32 exit_code;
 	__u64 cgroup_id;
 	__u32 uid;
-	__u32 _pad;
+	__u32 flags;    /* FFM_PROC_STOPPED */
 	char comm[16];
+};
+
+/* FORK of a process whose probes are its own (per-process scope): BPF sent the child SIGSTOP,
+ * which lands before it runs any code; user space attaches the child's probes, then sends
+ * SIGCONT. */
+#define FFM_PROC_STOPPED 1u
+
+/* Key of the linked map (per-process scope): {tgid, dev, ino} once user space has attached the
+ * probes of driver file {dev, ino} for process tgid; {tgid, 0, 0} while tgid has any. */
+struct ffm_link_key {
+	__u32 tgid;
+	__u32 _pad;
+	__u64 dev;
+	__u64 ino;
 };
 
 /* FFM_REC_XFER: ts_ns is when the hash was taken. The transfer is the call of this thread that

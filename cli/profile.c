@@ -302,7 +302,7 @@ int ffmctl_profile(int argc, char **argv)
 		err = ffm_probe_set__build(&ps, rd.drv, apis, ffm_jobrun__plan(p.jr)->probes,
 					   rd.wait_off, names, nnames);
 		if (!err)
-			err = ffm_collector__attach(p.col, drv_path, ps.p, ps.n, &att);
+			err = ffm_collector__attach(p.col, drv_path, -1, ps.p, ps.n, &att);
 		if (err < 0) {
 			ffmctl_err("profile", "failed to attach uprobes to %s: %s", drv_path, strerror(-err));
 			ffm_probe_set__release(&ps);

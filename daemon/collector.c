@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <errno.h>
 #include <linux/hw_breakpoint.h>
@@ -39,6 +40,7 @@ struct ffm_collector {
 	bool multi;    /* uprobes attach as uprobe_multi links */
 	bool session;  /* ... as uprobe sessions: one program for entry and return */
 	bool map_guard; /* on_mmap is attached (see ffm_collector__map_guard) */
+	bool per_process; /* probes attach per process (see ffm_collector__per_process) */
 };
 
 /*
@@ -160,6 +162,22 @@ bool ffm_collector__map_guard(const struct ffm_collector *c)
 	return c->map_guard;
 }
 
+bool ffm_collector__per_process(const struct ffm_collector *c)
+{
+	return c->per_process;
+}
+
+/* Whether the running kernel has kfunc @name (a weak __ksym in the programs resolves to 0
+ * otherwise, and the program must not depend on it). */
+static bool kernel_has_kfunc(const char *name)
+{
+	struct btf *vb = btf__load_vmlinux_btf();
+	bool has = vb && btf__find_by_name_kind(vb, name, BTF_KIND_FUNC) > 0;
+
+	btf__free(vb);
+	return has;
+}
+
 /*
  * A syscall tracepoint is attached by its id, read from tracefs. systemd mounts tracefs at
  * boot; a minimal system (a VM's init, a container host without systemd) may not have: mount
@@ -257,6 +275,15 @@ int ffm_collector__open(const struct ffm_collector_opts *opts, struct ffm_collec
 			c->skel->links.on_mmap = bpf_program__attach(c->skel->progs.on_mmap);
 		c->map_guard = c->skel->links.on_mmap != NULL;
 	}
+	/* Per-process scope needs both stops: the map guard's, and the one at a fork that
+	 * copies a probed process (bpf_send_signal_task, Linux 6.13+). FFM_PROBE_SCOPE=system
+	 * keeps the system-wide uprobes (a workaround, and how tests cover that path). */
+	if (opts && opts->per_process && c->map_guard && kernel_has_kfunc("bpf_send_signal_task")) {
+		const char *sc = getenv("FFM_PROBE_SCOPE");
+
+		c->per_process = !sc || strcmp(sc, "system");
+		c->skel->bss->per_process = c->per_process;
+	}
 	c->rb = ring_buffer__new(bpf_map__fd(c->skel->maps.events), on_sample, c, NULL);
 	if (!c->rb) {
 		err = -errno;
@@ -310,6 +337,7 @@ struct attach_job {
 	struct ffm_collector *c;
 	const char *path;
 	const struct ffm_probe *probes;
+	pid_t pid;
 	struct ffm_attachment *a;
 	size_t first, step; /* links[first], links[first + step], ...: link k is probe k/2, return if odd */
 	int err;
@@ -326,7 +354,7 @@ static void *attach_some(void *arg)
 		LIBBPF_OPTS(bpf_uprobe_opts, uo, .bpf_cookie = p->cookie, .retprobe = r);
 		struct bpf_program *prog = probe_prog(c, p, r);
 
-		j->a->links[k] = bpf_program__attach_uprobe_opts(prog, -1, j->path, p->offset, &uo);
+		j->a->links[k] = bpf_program__attach_uprobe_opts(prog, j->pid, j->path, p->offset, &uo);
 		if (!j->a->links[k])
 			j->err = errno ? -errno : -EINVAL;
 	}
@@ -368,7 +396,8 @@ static int for_links_parallel(struct attach_job *proto, size_t parity, void *(*f
 
 /* One uprobe_multi link of @prog over the probes of @probes that use it. */
 static int attach_multi_one(struct ffm_collector *c, struct ffm_attachment *a, const char *path,
-			    const struct ffm_probe *probes, size_t n, struct bpf_program *prog, bool ret)
+			    pid_t pid, const struct ffm_probe *probes, size_t n, struct bpf_program *prog,
+			    bool ret)
 {
 	uint64_t *offs = calloc(n, sizeof(*offs)), *cookies = calloc(n, sizeof(*cookies));
 	struct uprobe_multi_attr attr = {};
@@ -399,6 +428,7 @@ static int attach_multi_one(struct ffm_collector *c, struct ffm_attachment *a, c
 	attr.cookies = (uint64_t)(uintptr_t)cookies;
 	attr.cnt = cnt;
 	attr.um_flags = ret ? FFM_BPF_F_UPROBE_MULTI_RETURN : 0;
+	attr.pid = pid > 0 ? (uint32_t)pid : 0;
 	fd = syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
 	if (fd < 0) {
 		err = -errno;
@@ -411,10 +441,10 @@ out:
 	return err;
 }
 
-int ffm_collector__attach(struct ffm_collector *c, const char *path, const struct ffm_probe *probes,
-			  size_t n, struct ffm_attachment **ret)
+int ffm_collector__attach(struct ffm_collector *c, const char *path, pid_t pid,
+			  const struct ffm_probe *probes, size_t n, struct ffm_attachment **ret)
 {
-	struct attach_job proto = { .c = c, .path = path, .probes = probes };
+	struct attach_job proto = { .c = c, .path = path, .probes = probes, .pid = pid > 0 ? pid : -1 };
 	struct ffm_attachment *a;
 	int err = 0;
 
@@ -432,7 +462,7 @@ int ffm_collector__attach(struct ffm_collector *c, const char *path, const struc
 						c->skel->progs.api_sess_h };
 
 		for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]) && !err; i++)
-			err = attach_multi_one(c, a, path, probes, n, progs[i], false);
+			err = attach_multi_one(c, a, path, pid, probes, n, progs[i], false);
 	} else if (c->multi) {
 		struct bpf_program *progs[] = {
 			c->skel->progs.wait_exit, c->skel->progs.api_exit, c->skel->progs.api_exit_h,
@@ -440,7 +470,7 @@ int ffm_collector__attach(struct ffm_collector *c, const char *path, const struc
 		};
 
 		for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]) && !err; i++)
-			err = attach_multi_one(c, a, path, probes, n, progs[i], i < 3);
+			err = attach_multi_one(c, a, path, pid, probes, n, progs[i], i < 3);
 	} else {
 		a->n = 2 * n;
 		proto.a = a;
@@ -500,6 +530,14 @@ int ffm_collector__untrack_pid(struct ffm_collector *c, pid_t pid)
 	uint32_t tgid = pid;
 
 	return bpf_map_delete_elem(bpf_map__fd(c->skel->maps.procs), &tgid) ? -errno : 0;
+}
+
+int ffm_collector__pid_slot(struct ffm_collector *c, pid_t pid)
+{
+	uint32_t tgid = pid;
+	struct ffm_proc p;
+
+	return bpf_map_lookup_elem(bpf_map__fd(c->skel->maps.procs), &tgid, &p) ? -errno : (int)p.job;
 }
 
 int ffm_collector__move_pid(struct ffm_collector *c, pid_t pid, uint32_t slot)
@@ -597,6 +635,17 @@ int ffm_collector__driver_known(struct ffm_collector *c, uint64_t kdev, uint64_t
 	uint8_t one = 1;
 
 	return bpf_map_update_elem(bpf_map__fd(c->skel->maps.drivers), &k, &one, BPF_ANY) ? -errno : 0;
+}
+
+int ffm_collector__set_linked(struct ffm_collector *c, pid_t pid, uint64_t kdev, uint64_t ino, bool on)
+{
+	struct ffm_link_key k = { .tgid = (uint32_t)pid, .dev = kdev, .ino = ino };
+	int fd = bpf_map__fd(c->skel->maps.linked);
+	uint8_t one = 1;
+
+	if (on)
+		return bpf_map_update_elem(fd, &k, &one, BPF_ANY) ? -errno : 0;
+	return bpf_map_delete_elem(fd, &k) && errno != ENOENT ? -errno : 0;
 }
 
 uint64_t ffm_kernel_dev(dev_t dev)

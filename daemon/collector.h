@@ -4,10 +4,11 @@
  * embedded collector of `ffmctl profile`. Lifecycle: open (open, configure, load, attach the
  * process tracepoints) -> attach drivers -> consume records -> free (detach in reverse).
  *
- * Uprobes are attached system-wide to each libcuda file (by file offset, so every process that
- * maps that inode is covered, also one that maps it later); the BPF side returns at once for
- * processes outside every job, and on Linux 6.12+ (uprobe sessions) also spares them the return
- * probe. docs/OVERHEAD.md says what they pay, and why probes are not attached per process. A process joins a job through a rule checked in BPF at exec
+ * Uprobes are attached to a libcuda file by file offset, either for one process (per-process
+ * scope, the default where the kernel allows it: processes outside the jobs get no breakpoint
+ * at all) or system-wide (every process that maps the inode traps; the BPF side returns at once
+ * for those outside every job, and on Linux 6.12+ (uprobe sessions) spares them the return
+ * probe). docs/OVERHEAD.md says what each costs. A process joins a job through a rule checked in BPF at exec
  * (uid, cgroup and its ancestors, executable inode), by pid (ffm_collector__track_pid), or by
  * being forked from a member: none of these has a window in which a call could be missed.
  */
@@ -40,6 +41,8 @@ struct ffm_collector_opts {
 	/* Attach the map guard (see ffm_collector__map_guard): the consumer must then handle
 	 * FFM_REC_MAP records, or the processes they name stay stopped. */
 	bool map_guard;
+	/* Ask for per-process scope (see ffm_collector__per_process); needs map_guard. */
+	bool per_process;
 };
 
 #define FFM_RINGBUF_MIN_BYTES (64u << 10)
@@ -66,9 +69,10 @@ struct ffm_probe {
 	bool hash;       /* API point: the sleepable twins that hash transfers (stage 3) */
 };
 
-/* Attach @probes (entry + return each) to @path; on error nothing stays attached. */
-int ffm_collector__attach(struct ffm_collector *c, const char *path, const struct ffm_probe *probes,
-			  size_t n, struct ffm_attachment **ret);
+/* Attach @probes (entry + return each) to @path, for process @pid only (> 0) or system-wide
+ * (-1); on error nothing stays attached. A process's probes follow it through exec. */
+int ffm_collector__attach(struct ffm_collector *c, const char *path, pid_t pid,
+			  const struct ffm_probe *probes, size_t n, struct ffm_attachment **ret);
 struct ffm_attachment *ffm_attachment__free(struct ffm_attachment *a);
 size_t ffm_attachment__count(const struct ffm_attachment *a);
 
@@ -76,6 +80,8 @@ size_t ffm_attachment__count(const struct ffm_attachment *a);
 int ffm_collector__set_job(struct ffm_collector *c, uint32_t slot, const struct ffm_job_cfg *cfg);
 int ffm_collector__track_pid(struct ffm_collector *c, pid_t pid, uint32_t slot);
 int ffm_collector__untrack_pid(struct ffm_collector *c, pid_t pid);
+/* The slot @pid is tracked in, or -ENOENT. */
+int ffm_collector__pid_slot(struct ffm_collector *c, pid_t pid);
 /* Move a tracked process to @slot, keeping what BPF learned about it. -ENOENT when @pid is not
  * tracked (any more): unlike track_pid, this never re-adds a process that has just exited. */
 int ffm_collector__move_pid(struct ffm_collector *c, pid_t pid, uint32_t slot);
@@ -104,6 +110,17 @@ int ffm_collector__rule_slot(struct ffm_collector *c, const struct ffm_rule *r);
 bool ffm_collector__map_guard(const struct ffm_collector *c);
 int ffm_collector__driver_known(struct ffm_collector *c, uint64_t kdev, uint64_t ino);
 uint64_t ffm_kernel_dev(dev_t dev);
+
+/*
+ * Per-process scope: granted when asked for, the map guard is attached and the kernel can stop
+ * a forked child (bpf_send_signal_task), unless FFM_PROBE_SCOPE=system. Then the consumer
+ * attaches each job process's probes with its pid, declares them with set_linked (@on, per
+ * driver file, and {0, 0} while the process has any), and the map guard also stops a job's
+ * process at the mmap of a declared driver it has no probes for yet; a fork of a process with
+ * probes comes as a FFM_REC_FORK with FFM_PROC_STOPPED: attach the child's, then SIGCONT.
+ */
+bool ffm_collector__per_process(const struct ffm_collector *c);
+int ffm_collector__set_linked(struct ffm_collector *c, pid_t pid, uint64_t kdev, uint64_t ino, bool on);
 
 /* Drops of @slot (FFM_MAX_JOBS: records of no job), summed over CPUs. */
 int ffm_collector__drops(struct ffm_collector *c, uint32_t slot, struct ffm_rec_drops *out);

@@ -137,7 +137,7 @@ static int h_attach(struct h_env *e, int stage)
 				   h_sync_names, sizeof(h_sync_names) / sizeof(h_sync_names[0]));
 	if (err < 0)
 		return err;
-	err = ffm_collector__attach(e->col, e->drv, ps.p, ps.n, &e->att);
+	err = ffm_collector__attach(e->col, e->drv, -1, ps.p, ps.n, &e->att);
 	ffm_probe_set__release(&ps);
 	return err;
 }
