@@ -171,9 +171,11 @@ int ffmctl_status(int argc, char **argv)
 		ffm_reply__free(rep);
 		return EXIT_FAIL;
 	}
-	printf("ffmd on %s/%s: protocol %.0f, uprobes as %s, map guard %s\n\n", ffmctl_g.runtime_dir,
+	printf("ffmd on %s/%s: protocol %.0f, uprobes as %s (%s), map guard %s\n\n", ffmctl_g.runtime_dir,
 	       FFM_PROTO_SOCKET, ffm_json_num(ffm_json_get(st, "version"), 0),
 	       ffm_json_str(ffm_json_get(st, "probe_mode"), "?"),
+	       !strcmp(ffm_json_str(ffm_json_get(st, "probe_scope"), "system"), "process") ? "per job process"
+											: "system-wide",
 	       ffm_json_bool(ffm_json_get(st, "map_guard"), false) ? "on" : "off");
 	print_drivers(ffm_json_get(st, "drivers"));
 	print_jobs(ffm_json_get(st, "jobs"));

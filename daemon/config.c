@@ -8,6 +8,7 @@
  *     flush_ms = 200
  *     ringbuf_kib = 65536   # ring buffer size, a power of two >= 64 (default 64 MiB)
  *     ringbuf_wakeup_kib = 8192
+ *     probe_scope = process # or system (read at start only; see README, "Overhead")
  *
  *     [rule gpu-users]
  *     uid = 1000            # selectors as in `ffmctl job start`: uid, cgroup, exe (repeatable)
@@ -145,7 +146,10 @@ int ffmd_config_load(struct ffmd_config *cfg, const char *path, char *err, size_
 				r = copy(cfg->admin_group, sizeof(cfg->admin_group), val);
 			else if (!strcmp(name, "flush_ms"))
 				r = parse_u32(val, 60000, &cfg->flush_ms);
-			else if (!strcmp(name, "ringbuf_wakeup_kib"))
+			else if (!strcmp(name, "probe_scope")) {
+				cfg->system_scope = !strcmp(val, "system");
+				r = cfg->system_scope || !strcmp(val, "process") ? 0 : -EINVAL;
+			} else if (!strcmp(name, "ringbuf_wakeup_kib"))
 				r = parse_u32(val, 65536, &cfg->wakeup_kib);
 			else if (!strcmp(name, "ringbuf_kib")) {
 				r = parse_u32(val, 1u << 20, &cfg->ringbuf_kib);

@@ -45,6 +45,7 @@
 #include <grp.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,6 +81,8 @@
 #define JOURNAL_NAME "ffmd-jobs"
 #define HOLDS_NAME "ffmd-held"
 #define MAX_HOLDS 64
+#define MAX_PLINKS 1024
+#define MAX_DETACH 256
 #define LINGER_S 30.0 /* probes stay attached this long after the last job that needed them */
 
 enum { TAG_RING = 1, TAG_LISTEN, TAG_SIGNAL, TAG_TIMER, TAG_CONN };
@@ -93,6 +96,21 @@ struct drv {
 	struct ffm_attachment *api_att;
 	bool failed;
 	char why[256];
+};
+
+/*
+ * Per-process scope (ffm_collector__per_process): the probes of one job process on one driver
+ * file, attached for that process only. Made when BPF stops the process at its mmap of the file
+ * or at its fork from a process with probes, or when a process that maps the file joins a job;
+ * freed at its exit, or when it leaves its job.
+ */
+struct plink {
+	pid_t pid;                /* 0: free */
+	unsigned long long start; /* its start time: a reused pid is another process */
+	struct drv *dv;
+	struct ffm_link_key keys[2]; /* declared to BPF: as stat and as the kernel see the file */
+	int nkeys;
+	struct ffm_attachment *wait_att, *api_att;
 };
 
 /* What a job is made from: a job-start request, a rule match, or a journal line. */
@@ -154,6 +172,15 @@ struct ffmd {
 	uint64_t rule_slots;     /* bit per slot owned by a rule */
 	struct route routes[MAX_ROUTES];
 	struct drv drvs[MAX_DRIVERS];
+	struct plink plinks[MAX_PLINKS];
+	struct {
+		pthread_t th;
+		bool started, stop;
+		pthread_mutex_t mu;
+		pthread_cond_t cv;
+		int n;
+		struct ffm_attachment *q[MAX_DETACH];
+	} det;                    /* attachments being detached (see detach_later) */
 	struct conn conns[MAX_CONNS];
 	int ep, lfd, sfd, tfd;
 	gid_t admin_gid;
@@ -357,18 +384,34 @@ static size_t sync_union(struct ffmd *d, const char **out, size_t max)
 	return n;
 }
 
-static int attach_set(struct ffmd *d, struct drv *dv, uint32_t probes, struct ffm_attachment **att)
+/* The stage-2 set: what a job at stage >= 2 needs besides the wait function. */
+#define API_PROBES                                                                                 \
+	(FFM_PROBE_SYNC_FUNCS | FFM_PROBE_SYNC_STATIC | FFM_PROBE_TRANSFER | FFM_PROBE_ALLOC |     \
+	 FFM_PROBE_FREE | FFM_PROBE_MEMSET | FFM_PROBE_LAUNCH |                                    \
+	 FFM_PROBE_HASH /* sleepable twins: they hash for stage-3 jobs only */)
+
+/* Attach @probes of @dv (by @path, NULL: its own) system-wide (@pid -1: the sync functions of
+ * every stage-2 job) or for process @pid of job @job (its own sync functions). */
+static int attach_set(struct ffmd *d, struct drv *dv, const char *path, uint32_t probes, pid_t pid,
+		      int job, struct ffm_attachment **att)
 {
 	const char *names[256];
-	size_t nn = sync_union(d, names, 256);
+	const char *const *jn = names;
+	size_t nn = 0;
 	struct ffm_probe_set ps;
 	int err;
 
-	err = ffm_probe_set__build(&ps, dv->rd.drv, d->apis, probes, dv->rd.wait_off, names, nn);
+	if (pid <= 0)
+		nn = sync_union(d, names, 256);
+	else if (job >= 0 && d->jobs[job].jr)
+		jn = ffm_jobrun__sync_names(d->jobs[job].jr, &nn);
+	err = ffm_probe_set__build(&ps, dv->rd.drv, d->apis, probes, dv->rd.wait_off, jn, nn);
 	if (err < 0)
 		return err;
-	err = ffm_collector__attach(d->col, dv->path, ps.p, ps.n, att);
-	if (!err)
+	err = ffm_collector__attach(d->col, path ? path : dv->path, pid, ps.p, ps.n, att);
+	if (!err && pid > 0)
+		log_info("attached %zu probes to %s for process %d", ps.n, dv->path, pid);
+	else if (!err)
 		log_info("attached %zu probes to %s", ps.n, dv->path);
 	ffm_probe_set__release(&ps);
 	return err;
@@ -412,6 +455,8 @@ static void remember_names(struct ffmd *d)
  * time; a probe whose job has gone costs other processes one hash lookup per call. The
  * stage-2 set goes with its last job (see release_api).
  */
+static void plinks_update(struct ffmd *d);
+
 static void update_attachments(struct ffmd *d)
 {
 	bool jobs = any_job(d);
@@ -424,6 +469,10 @@ static void update_attachments(struct ffmd *d)
 	bool release_api = !detail;
 	bool reattach = detail && !names_covered(d);
 
+	if (ffm_collector__per_process(d->col)) {
+		plinks_update(d);
+		return;
+	}
 	d->idle_since = jobs ? 0 : d->idle_since ? d->idle_since : t;
 	d->detail_idle_since = detail ? 0 : d->detail_idle_since ? d->detail_idle_since : t;
 	for (int i = 0; i < MAX_DRIVERS; i++) {
@@ -440,7 +489,7 @@ static void update_attachments(struct ffmd *d)
 		if (release_api)
 			dv->api_att = ffm_attachment__free(dv->api_att);
 		if (jobs && !dv->wait_att) {
-			err = attach_set(d, dv, FFM_PROBE_WAIT, &dv->wait_att);
+			err = attach_set(d, dv, NULL, FFM_PROBE_WAIT, -1, -1, &dv->wait_att);
 			if (err < 0)
 				log_err("failed to attach the wait probe to %s+%#" PRIx64 ": %s (is CAP_BPF granted?)",
 					dv->path, dv->rd.wait_off, strerror(-err));
@@ -450,11 +499,7 @@ static void update_attachments(struct ffmd *d)
 		if (detail && (!dv->api_att || reattach)) {
 			struct ffm_attachment *n = NULL;
 
-			err = attach_set(d, dv, FFM_PROBE_SYNC_FUNCS | FFM_PROBE_SYNC_STATIC |
-						   FFM_PROBE_TRANSFER | FFM_PROBE_ALLOC | FFM_PROBE_FREE |
-						   FFM_PROBE_MEMSET | FFM_PROBE_LAUNCH |
-						   /* sleepable twins: they hash for stage-3 jobs only */
-						   FFM_PROBE_HASH, &n);
+			err = attach_set(d, dv, NULL, API_PROBES, -1, -1, &n);
 			if (err < 0) {
 				log_err("failed to attach API probes to %s: %s", dv->path, strerror(-err));
 			} else {
@@ -512,7 +557,7 @@ static unsigned long long proc_start_time(pid_t pid)
 }
 
 /*
- * The libcuda @pid uses: the one it maps, else the one its loader will pick. A path through
+ * The libcuda @pid uses: the one it maps (returns 1), else the one its loader will pick (0). A path through
  * /proc/PID/root is shortened to the plain path when that root is ours: the /proc path dies
  * with the process, and the driver outlives it.
  */
@@ -522,7 +567,7 @@ static int driver_path_of(pid_t pid, char *out, size_t len)
 	char prefix[64];
 	struct stat a, b;
 	size_t pl;
-	int err = -ENOENT;
+	int err = -ENOENT, mapped = 0;
 
 	if (ffm_driver_find_in_process(pid, NULL, &l) == 0 && l->n) {
 		const struct ffm_driver_loc *lo = &l->locs[0];
@@ -535,6 +580,7 @@ static int driver_path_of(pid_t pid, char *out, size_t len)
 		else
 			snprintf(out, len, "%s", lo->open_path ? lo->open_path : lo->path);
 		err = 0;
+		mapped = 1;
 	}
 	ffm_driver_list__free(l);
 	if (err && (err = ffm_resolve_libcuda_pid(pid, NULL, out, len)) < 0)
@@ -543,7 +589,17 @@ static int driver_path_of(pid_t pid, char *out, size_t len)
 	if (!strncmp(out, prefix, pl) && out[pl] == '/' && stat(prefix, &a) == 0 && stat("/", &b) == 0 &&
 	    a.st_dev == b.st_dev && a.st_ino == b.st_ino)
 		memmove(out, out + pl, strlen(out + pl) + 1);
-	return 0;
+	/* Likewise a path through /proc/PID/cwd (a relative LD_LIBRARY_PATH): the real path, if
+	 * it is the same file from here. */
+	if (!strncmp(out, "/proc/", 6) && stat(out, &a) == 0) {
+		char *rp = realpath(out, NULL);
+
+		if (rp && strncmp(rp, "/proc/", 6) && strlen(rp) < len && stat(rp, &b) == 0 &&
+		    a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+			snprintf(out, len, "%s", rp);
+		free(rp);
+	}
+	return mapped;
 }
 
 static void update_attachments(struct ffmd *d);
@@ -638,14 +694,241 @@ static void holds_resume(struct ffmd *d)
 	unlink(d->holds_path);
 }
 
-static void ensure_driver_for_pid(struct ffmd *d, pid_t pid)
+/* ---- per-process probes ------------------------------------------------------------------ */
+
+/*
+ * Detaching a uprobe link waits for the kernel (an RCU grace period, tens of ms). Per-process
+ * probes go at every exit of a process that had them: a thread detaches them, so that ffmd's
+ * loop does not stall on a job's processes ending together.
+ */
+static void *detacher(void *arg)
+{
+	struct ffmd *d = arg;
+
+	pthread_mutex_lock(&d->det.mu);
+	for (;;) {
+		struct ffm_attachment *a;
+
+		while (!d->det.n && !d->det.stop)
+			pthread_cond_wait(&d->det.cv, &d->det.mu);
+		if (!d->det.n)
+			break;
+		a = d->det.q[--d->det.n];
+		pthread_mutex_unlock(&d->det.mu);
+		ffm_attachment__free(a);
+		pthread_mutex_lock(&d->det.mu);
+	}
+	pthread_mutex_unlock(&d->det.mu);
+	return NULL;
+}
+
+static void detacher_start(struct ffmd *d)
+{
+	sigset_t all, old;
+
+	pthread_mutex_init(&d->det.mu, NULL);
+	pthread_cond_init(&d->det.cv, NULL);
+	/* Signals are the loop's (signalfd): the thread starts with every one blocked. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	d->det.started = pthread_create(&d->det.th, NULL, detacher, d) == 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* Wait until everything queued is detached. */
+static void detacher_stop(struct ffmd *d)
+{
+	if (!d->det.started)
+		return;
+	pthread_mutex_lock(&d->det.mu);
+	d->det.stop = true;
+	pthread_cond_signal(&d->det.cv);
+	pthread_mutex_unlock(&d->det.mu);
+	pthread_join(d->det.th, NULL);
+	d->det.started = false;
+}
+
+/* Detach *@a in the background (at once when the queue is full) and clear it. */
+static void detach_later(struct ffmd *d, struct ffm_attachment **a)
+{
+	bool queued = false;
+
+	if (!*a)
+		return;
+	if (d->det.started) {
+		pthread_mutex_lock(&d->det.mu);
+		if (d->det.n < MAX_DETACH) {
+			d->det.q[d->det.n++] = *a;
+			queued = true;
+			pthread_cond_signal(&d->det.cv);
+		}
+		pthread_mutex_unlock(&d->det.mu);
+	}
+	if (!queued)
+		ffm_attachment__free(*a);
+	*a = NULL;
+}
+
+static struct rule *rule_of_slot(struct ffmd *d, uint32_t slot);
+static int route_find(const struct ffmd *d, uint32_t tgid);
+
+/* The job @pid belongs to (index in jobs[]); -1: tracked, in a rule's slot, not yet adopted;
+ * -2: not tracked. */
+static int job_of_pid(struct ffmd *d, pid_t pid)
+{
+	int slot = ffm_collector__pid_slot(d->col, pid), j;
+
+	if (slot < 0 || slot >= FFM_MAX_JOBS)
+		return -2;
+	if (d->jobs[slot].used)
+		return slot;
+	if (!rule_of_slot(d, (uint32_t)slot))
+		return -2;
+	j = route_find(d, (uint32_t)pid);
+	return j >= 0 && d->jobs[j].used ? j : -1;
+}
+
+static struct plink *plink_find(struct ffmd *d, pid_t pid, const struct drv *dv)
+{
+	for (int i = 0; i < MAX_PLINKS; i++)
+		if (d->plinks[i].pid == pid && d->plinks[i].dv == dv)
+			return &d->plinks[i];
+	return NULL;
+}
+
+/* Declare to BPF that @pl's process has the probes of the file BPF knows as {kdev, ino}. */
+static void plink_key(struct ffmd *d, struct plink *pl, uint64_t kdev, uint64_t ino)
+{
+	for (int i = 0; i < pl->nkeys; i++)
+		if (pl->keys[i].dev == kdev && pl->keys[i].ino == ino)
+			return;
+	if (pl->nkeys == 2)
+		return;
+	pl->keys[pl->nkeys++] = (struct ffm_link_key){ .tgid = (uint32_t)pl->pid, .dev = kdev, .ino = ino };
+	ffm_collector__set_linked(d->col, pl->pid, kdev, ino, true);
+}
+
+/* Attach what @pl's process needs now: the wait function, and the stage-2 set while its job is
+ * at stage 2 or above; the stage-2 set goes when it is no longer needed. */
+/* A path that opens @dv now: its own, else (a container's file, seen through a process that has
+ * gone) the one process @pid maps it by. */
+static const char *plink_path(const struct drv *dv, pid_t pid, char *buf, size_t len)
+{
+	struct ffm_driver_list *l = NULL;
+	const char *path = dv->path;
+	struct stat st;
+
+	if (stat(dv->path, &st) == 0 && st.st_dev == dv->dev && st.st_ino == dv->ino)
+		return path;
+	if (ffm_driver_find_in_process(pid, NULL, &l) == 0)
+		for (size_t i = 0; i < l->n; i++) {
+			const char *p = l->locs[i].open_path ? l->locs[i].open_path : l->locs[i].path;
+
+			if (stat(p, &st) == 0 && st.st_dev == dv->dev && st.st_ino == dv->ino) {
+				snprintf(buf, len, "%s", p);
+				path = buf;
+				break;
+			}
+		}
+	ffm_driver_list__free(l);
+	return path;
+}
+
+static void plink_sync(struct ffmd *d, struct plink *pl)
+{
+	int job = job_of_pid(d, pl->pid), err;
+	bool api = job >= 0 && d->jobs[job].stage >= 2;
+	char buf[PATH_MAX];
+	const char *path = pl->wait_att && (!api || pl->api_att) ? NULL : plink_path(pl->dv, pl->pid, buf, sizeof(buf));
+
+	if (!pl->wait_att &&
+	    (err = attach_set(d, pl->dv, path, FFM_PROBE_WAIT, pl->pid, job, &pl->wait_att)) < 0 && alive(pl->pid))
+		log_err("failed to attach the wait probe to %s for process %d: %s", pl->dv->path, pl->pid,
+			strerror(-err));
+	if (api && !pl->api_att &&
+	    (err = attach_set(d, pl->dv, path, API_PROBES, pl->pid, job, &pl->api_att)) < 0 && alive(pl->pid))
+		log_err("failed to attach API probes to %s for process %d: %s", pl->dv->path, pl->pid,
+			strerror(-err));
+	if (!api && pl->api_att)
+		detach_later(d, &pl->api_att);
+}
+
+static void plink_free(struct ffmd *d, struct plink *pl)
+{
+	pid_t pid = pl->pid;
+	bool others = false;
+
+	for (int i = 0; i < pl->nkeys; i++)
+		ffm_collector__set_linked(d->col, pid, pl->keys[i].dev, pl->keys[i].ino, false);
+	detach_later(d, &pl->wait_att);
+	detach_later(d, &pl->api_att);
+	memset(pl, 0, sizeof(*pl));
+	for (int i = 0; i < MAX_PLINKS && !others; i++)
+		others = d->plinks[i].pid == pid;
+	if (!others)
+		ffm_collector__set_linked(d->col, pid, 0, 0, false);
+}
+
+/* Give process @pid (mapping usable driver @dv) its own probes, if it has none there yet. */
+static struct plink *link_process(struct ffmd *d, pid_t pid, struct drv *dv)
+{
+	struct plink *pl = plink_find(d, pid, dv);
+
+	if (pl)
+		return pl;
+	for (int i = 0; i < MAX_PLINKS && !pl; i++)
+		if (!d->plinks[i].pid)
+			pl = &d->plinks[i];
+	if (!pl) {
+		log_warn("more than %d processes with probes; process %d is not measured", MAX_PLINKS, pid);
+		return NULL;
+	}
+	pl->pid = pid;
+	pl->start = proc_start_time(pid);
+	pl->dv = dv;
+	plink_sync(d, pl);
+	if (!pl->wait_att) {
+		plink_free(d, pl);
+		return NULL;
+	}
+	ffm_collector__set_linked(d->col, pid, 0, 0, true);
+	plink_key(d, pl, ffm_kernel_dev(dv->dev), dv->ino);
+	return pl;
+}
+
+static void plinks_drop_pid(struct ffmd *d, pid_t pid)
+{
+	for (int i = 0; i < MAX_PLINKS; i++)
+		if (d->plinks[i].pid == pid)
+			plink_free(d, &d->plinks[i]);
+}
+
+/* After jobs changed: processes that left their jobs (or are gone) lose their probes; the
+ * others get what their job's stage needs. */
+static void plinks_update(struct ffmd *d)
+{
+	for (int i = 0; i < MAX_PLINKS; i++) {
+		struct plink *pl = &d->plinks[i];
+
+		if (!pl->pid)
+			continue;
+		if (job_of_pid(d, pl->pid) == -2 || proc_start_time(pl->pid) != pl->start)
+			plink_free(d, pl);
+		else
+			plink_sync(d, pl);
+	}
+}
+
+static struct drv *ensure_driver_for_pid(struct ffmd *d, pid_t pid)
 {
 	char path[PATH_MAX];
 	struct stat st;
+	bool per_process = ffm_collector__per_process(d->col);
 	struct drv *dv;
 	bool held = false, listed;
 
 	int err = driver_path_of(pid, path, sizeof(path));
+	bool mapped = err == 1;
 
 	if (err < 0 || stat(path, &st) < 0) {
 		/* No libcuda for it (a non-CUDA process of the job) is normal; being refused
@@ -654,13 +937,15 @@ static void ensure_driver_for_pid(struct ffmd *d, pid_t pid)
 			log_warn("cannot tell which libcuda process %d will load: %s (ffmd needs "
 				 "CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH), its calls may go unmeasured",
 				 pid, strerror(-err));
-		return;
+		return NULL;
 	}
 	dv = driver_find(d, st.st_dev, st.st_ino);
 	if (dv) {
-		if (!dv->failed && !dv->wait_att)
+		if (!dv->failed && per_process && mapped)
+			link_process(d, pid, dv);
+		else if (!dv->failed && !per_process && !dv->wait_att)
 			update_attachments(d);
-		return;
+		return dv;
 	}
 	/* A driver file not seen before: hold the process until its probes are in place. */
 	if (proc_state(pid) != 'T' && proc_state(pid) != 't' && kill(pid, SIGSTOP) == 0) {
@@ -672,10 +957,13 @@ static void ensure_driver_for_pid(struct ffmd *d, pid_t pid)
 	 * go (see the holds above). */
 	listed = hold_add(d, pid); /* false: on_driver_mapped listed it and releases it */
 	dv = driver_get(d, path);
-	if (dv && !dv->failed && !dv->wait_att)
+	if (dv && !dv->failed && per_process && mapped)
+		link_process(d, pid, dv);
+	else if (dv && !dv->failed && !per_process && !dv->wait_att)
 		update_attachments(d);
 	if (listed || held)
 		hold_release(d, pid, held);
+	return dv;
 }
 
 /* Wait up to @ms for @pid to be stopped or gone; whether it stopped. */
@@ -703,20 +991,56 @@ static bool wait_stopped(pid_t pid, int ms)
 static void on_driver_mapped(struct ffmd *d, const struct ffm_rec_map *m)
 {
 	pid_t pid = (pid_t)m->hdr.tgid;
+	struct drv *dv = NULL;
 
+	/* The file BPF saw, if it is a driver ffmd has: a process may map more than one. */
+	for (int i = 0; i < MAX_DRIVERS && !dv; i++)
+		if (d->drvs[i].used && ffm_kernel_dev(d->drvs[i].dev) == m->dev && d->drvs[i].ino == m->ino)
+			dv = &d->drvs[i];
 	if (m->stopped) {
 		hold_add(d, pid);
-		log_info("process %d maps a libcuda not seen before (device %#" PRIx64 ", inode %" PRIu64
-			 "): held at its mmap while the driver is made ready",
-			 pid, (uint64_t)m->dev, (uint64_t)m->ino);
+		log_info("process %d maps a libcuda %s (device %#" PRIx64 ", inode %" PRIu64
+			 "): held at its mmap until its probes are there", pid,
+			 dv && ffm_collector__per_process(d->col) ? "it has no probes on" : "not seen before",
+			 (uint64_t)m->dev, (uint64_t)m->ino);
 	}
 	if (m->stopped && !wait_stopped(pid, 500) && alive(pid))
 		log_warn("process %d did not stop at its libcuda mmap; its first calls may go unmeasured",
 			 pid);
-	ensure_driver_for_pid(d, pid);
+	if (!dv)
+		dv = ensure_driver_for_pid(d, pid);
 	ffm_collector__driver_known(d->col, m->dev, m->ino);
+	if (dv && !dv->failed && ffm_collector__per_process(d->col)) {
+		struct plink *pl = link_process(d, pid, dv);
+
+		if (pl)
+			plink_key(d, pl, m->dev, m->ino);
+	}
 	if (m->stopped)
 		hold_release(d, pid, true);
+}
+
+/*
+ * Per-process scope: a process with probes forked, and BPF stopped the child before it ran (see
+ * FFM_PROC_STOPPED): it shares the parent's driver mappings, not its probes. Give it its own,
+ * then let it go, whatever became of its job.
+ */
+static void on_fork_stopped(struct ffmd *d, const struct ffm_rec_proc *p)
+{
+	pid_t pid = (pid_t)p->hdr.tgid;
+
+	hold_add(d, pid);
+	if (!wait_stopped(pid, 500) && alive(pid))
+		log_warn("process %d did not stop at its fork; its first calls may go unmeasured", pid);
+	for (int i = 0; i < MAX_PLINKS; i++) {
+		struct plink *parent = &d->plinks[i], *pl;
+
+		if (parent->pid != (pid_t)p->ppid || !(pl = link_process(d, pid, parent->dv)))
+			continue;
+		for (int k = 0; k < parent->nkeys; k++)
+			plink_key(d, pl, parent->keys[k].dev, parent->keys[k].ino);
+	}
+	hold_release(d, pid, true);
 }
 
 /* ---- jobs --------------------------------------------------------------------------------- */
@@ -1711,8 +2035,10 @@ static size_t status_json(struct ffmd *d, const struct ucred *c, char *out, size
 		if (_n > 0)                                                                        \
 			off += (size_t)_n;                                                         \
 	} while (0)
-	P("{\"version\":%d,\"probe_mode\":\"%s\",\"map_guard\":%s,\"drivers\":[", FFM_PROTO_VERSION,
-	  ffm_collector__probe_mode(d->col), ffm_collector__map_guard(d->col) ? "true" : "false");
+	P("{\"version\":%d,\"probe_mode\":\"%s\",\"probe_scope\":\"%s\",\"map_guard\":%s,\"drivers\":[",
+	  FFM_PROTO_VERSION, ffm_collector__probe_mode(d->col),
+	  ffm_collector__per_process(d->col) ? "process" : "system",
+	  ffm_collector__map_guard(d->col) ? "true" : "false");
 	for (int i = 0; i < MAX_DRIVERS; i++) {
 		struct drv *dv = &d->drvs[i];
 
@@ -1725,7 +2051,19 @@ static size_t status_json(struct ffmd *d, const struct ucred *c, char *out, size
 			  dv->rd.wait_size);
 		else
 			P(",\"error\":\"%s\"", jesc(dv->why));
-		P(",\"probes\":%zu}", ffm_attachment__count(dv->wait_att) + ffm_attachment__count(dv->api_att));
+		{
+			/* Per-process scope: the probes of every process, and how many have them. */
+			size_t probes = ffm_attachment__count(dv->wait_att) + ffm_attachment__count(dv->api_att);
+			int procs = 0;
+
+			for (int k = 0; k < MAX_PLINKS; k++)
+				if (d->plinks[k].pid && d->plinks[k].dv == dv) {
+					probes += ffm_attachment__count(d->plinks[k].wait_att) +
+						  ffm_attachment__count(d->plinks[k].api_att);
+					procs++;
+				}
+			P(",\"probes\":%zu,\"processes_with_probes\":%d}", probes, procs);
+		}
 		first = false;
 	}
 	P("],\"jobs\":[");
@@ -1941,6 +2279,10 @@ static int on_record(void *ctx, const void *rec, size_t size)
 		on_driver_mapped(d, rec);
 		return 0;
 	}
+	if (h->type == FFM_REC_FORK && (((const struct ffm_rec_proc *)rec)->flags & FFM_PROC_STOPPED))
+		on_fork_stopped(d, rec);
+	if (h->type == FFM_REC_EXIT)
+		plinks_drop_pid(d, (pid_t)h->tgid);
 	idx = record_job(d, h);
 	if (idx < 0)
 		return 0;
@@ -2066,7 +2408,8 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 	err = ffm_collector__open(&(struct ffm_collector_opts){ .sz = sizeof(struct ffm_collector_opts),
 				  .on_record = on_record, .ctx = d,
 				  .wakeup_bytes = cfg->wakeup_kib * 1024,
-				  .ringbuf_bytes = cfg->ringbuf_kib * 1024, .map_guard = true }, &d->col);
+				  .ringbuf_bytes = cfg->ringbuf_kib * 1024, .map_guard = true,
+				  .per_process = !cfg->system_scope }, &d->col);
 	if (err < 0) {
 		log_err("cannot load the BPF collector: %s (ffmd needs CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE, or root)",
 			strerror(-err));
@@ -2075,6 +2418,10 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 	if (!ffm_collector__map_guard(d->col))
 		log_warn("no map guard (the kernel's syscalls:sys_enter_mmap tracepoint): a process that "
 			 "loads a libcuda ffmd could not foresee may run its first calls unmeasured");
+	log_info("uprobes: %s, %s", ffm_collector__probe_mode(d->col),
+		 ffm_collector__per_process(d->col) ? "per job process (others get no breakpoint)"
+						    : "system-wide (processes outside the jobs trap and return)");
+	detacher_start(d);
 	if (cfg->ringbuf_kib && cfg->wakeup_kib >= cfg->ringbuf_kib)
 		log_warn("ringbuf_wakeup_kib (%u) >= ringbuf_kib (%u): BPF never wakes ffmd, which reads records every 100 ms only",
 			 cfg->wakeup_kib, cfg->ringbuf_kib);
@@ -2205,6 +2552,10 @@ struct ffmd *ffmd__free(struct ffmd *d)
 			job_end(d, &d->jobs[i], true);
 	if (d->journal[0])
 		journal_write(d);
+	for (int i = 0; i < MAX_PLINKS; i++)
+		if (d->plinks[i].pid)
+			plink_free(d, &d->plinks[i]);
+	detacher_stop(d);
 	for (int i = 0; i < MAX_DRIVERS; i++) {
 		ffm_attachment__free(d->drvs[i].api_att);
 		ffm_attachment__free(d->drvs[i].wait_att);

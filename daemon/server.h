@@ -28,6 +28,7 @@ struct ffmd_config {
 	uint32_t flush_ms;        /* store flush period */
 	uint32_t wakeup_kib;      /* ring buffer bytes pending before BPF wakes ffmd */
 	uint32_t ringbuf_kib;     /* ring buffer size (power of two, >= 64); 0 = default 64 MiB */
+	bool system_scope;        /* probe_scope = system: uprobes system-wide, not per process */
 	/* [rule NAME] sections: processes matching them become jobs of their own. */
 	struct ffmd_rule {
 		char name[64];
