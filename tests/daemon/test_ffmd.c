@@ -1137,7 +1137,14 @@ TEST(flood_drops_are_counted)
 	/* The calibration is cached per build-id: take the main daemon's. */
 	snprintf(cmd, sizeof(cmd), "mkdir -p '%s' && cp -r '%s/drivers' '%s/'", fl.state, MAIN_D.state, fl.state);
 	ASSERT(system(cmd) == 0);
-	daemon_start(&fl, "flood", "ringbuf_kib = 64\nringbuf_wakeup_kib = 65536\n");
+	/* Also the config's probe_scope: drops are counted the same with either scope. */
+	daemon_start(&fl, "flood", "ringbuf_kib = 64\nringbuf_wakeup_kib = 65536\nprobe_scope = system\n");
+	{
+		char json[1 << 16];
+
+		status_json(&fl, json, sizeof(json));
+		json_has(json, "\"probe_scope\":\"system\"");
+	}
 	wl_path("unnecessary_sync", exe, sizeof(exe));
 	snprintf(id, sizeof(id), "flood-%d", ++seq);
 	job_start(&fl, id, id, "--exe", exe);
@@ -1438,7 +1445,7 @@ TEST(unforeseen_driver_held_at_its_mmap)
 	snprintf(want, sizeof(want), "\"path\":\"%s\",\"usable\":true", lib);
 	json_has(json, want);
 	job_end(&MAIN_D, id);
-	snprintf(held, sizeof(held), "process %d maps a libcuda not seen before", pid);
+	snprintf(held, sizeof(held), "process %d maps a libcuda ", pid);
 	ASSERT_MSG(log_has(MAIN_D.log, held), "ffmd's log does not say it held process %d at its mmap", pid);
 	view_load(&v, &MAIN_D, id, 0);
 	for (size_t i = 0; i < v.n; i++)
@@ -1446,6 +1453,132 @@ TEST(unforeseen_driver_held_at_its_mmap)
 	ASSERT_MSG(n == N_ITERS + 4, "%zu waits of the workload, want %d", n, N_ITERS + 4);
 	expect_count(&v, FFM_EV_WAIT, SITE_US, "cuCtxSynchronize", N_ITERS);
 	view_free(&v);
+}
+
+/*
+ * A launcher that maps libcuda and forks its worker without exec (FFM_WL_FORK=1): the worker's
+ * calls are all there. In per-process scope the child does not inherit its parent's probes;
+ * ffmd must give it its own before it runs (BPF stops it at the fork).
+ */
+TEST(forked_child_without_exec_loses_no_call)
+{
+	const char *const env[] = { "FFM_WL_FORK", "1", NULL };
+	char exe[PATH_MAX], id[64];
+	size_t child = 0, parent = 0;
+	struct view v;
+	pid_t pid;
+
+	need_driver();
+	wl_path("unnecessary_sync", exe, sizeof(exe));
+	snprintf(id, sizeof(id), "fork-%d", ++seq);
+	job_start(&MAIN_D, id, id, "--exe", exe);
+	wl_run(exe, ITERS, FAKE, NULL, env, &pid, NULL, NULL);
+	job_end(&MAIN_D, id);
+	view_load(&v, &MAIN_D, id, 0);
+	for (size_t i = 0; i < v.n; i++)
+		if (v.ev[i].e.kind == FFM_EV_WAIT) {
+			parent += v.ev[i].e.tgid == (uint32_t)pid;
+			child += v.ev[i].e.tgid != (uint32_t)pid;
+		}
+	ASSERT_MSG(child == N_ITERS + 4 && parent == 0, "%zu waits of the forked child, %zu of the parent; want %d, 0",
+		   child, parent, N_ITERS + 4);
+	expect_count(&v, FFM_EV_WAIT, SITE_US, "cuCtxSynchronize", N_ITERS);
+	view_free(&v);
+}
+
+/* The first byte of the wait function as process @pid sees it (0xcc: a breakpoint there), -1 if
+ * it maps no such file. */
+static int wait_byte(pid_t pid, const char *lib, uint64_t wait_off)
+{
+	char path[64], line[PATH_MAX + 256];
+	int byte = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	while (byte < 0 && fgets(line, sizeof(line), f)) {
+		unsigned long long lo, hi, off;
+		char perms[8], name[PATH_MAX];
+		unsigned char b;
+		int fd;
+
+		if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %4095s", &lo, &hi, perms, &off, name) != 5 ||
+		    strcmp(name, lib) || perms[2] != 'x' || wait_off < off || wait_off >= off + (hi - lo))
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/mem", pid);
+		fd = open(path, O_RDONLY);
+		if (fd >= 0 && pread(fd, &b, 1, (off_t)(lo + wait_off - off)) == 1)
+			byte = b;
+		if (fd >= 0)
+			close(fd);
+	}
+	fclose(f);
+	return byte;
+}
+
+static void wait_in_sync(pid_t pid)
+{
+	double t0;
+
+	/* hang starts its releasing thread right before the sync: main, engine, releaser. */
+	for (t0 = mono_s(); nthreads(pid) < 3 && mono_s() - t0 < 10; sleep_ms(10))
+		;
+	ASSERT_MSG(nthreads(pid) >= 3, "hang (%d, %d threads, state %c) did not reach its sync in 10 s", pid, nthreads(pid), proc_state_of(pid));
+}
+
+/*
+ * What a process outside every job pays: in per-process scope nothing, for the kernel plants the
+ * wait probe's breakpoint in the job's process only; system-wide, it traps as the job's does.
+ * Seen in the processes' memory: the first byte of the wait function.
+ */
+TEST(untracked_process_has_no_breakpoint)
+{
+	const char *const args[] = { "--hold-ms", "3000", NULL };
+	const char *const env[] = { "FFM_SCHED", "blocking", NULL };
+	char exe[PATH_MAX], id[64], lib[PATH_MAX], json[1 << 16], *p;
+	struct wl in, out;
+	uint64_t wait_off;
+	bool per_process;
+	int b_in, b_out;
+
+	need_driver();
+	wl_path("hang", exe, sizeof(exe));
+	snprintf(id, sizeof(id), "untracked-%d", ++seq);
+	snprintf(json, sizeof(json), "%s/libcuda.so.1", FAKE);
+	ASSERT(realpath(json, lib));
+	wl_prepare(&in, exe, args, FAKE, NULL, env);
+	{
+		char pidbuf[32];
+
+		snprintf(pidbuf, sizeof(pidbuf), "%d", in.pid);
+		job_start(&MAIN_D, id, id, "--pid", pidbuf);
+	}
+	wl_go(&in);
+	wait_in_sync(in.pid);
+	wl_prepare(&out, exe, args, FAKE, NULL, env);
+	wl_go(&out);
+	wait_in_sync(out.pid);
+	status_json(&MAIN_D, json, sizeof(json));
+	per_process = strstr(json, "\"probe_scope\":\"process\"") != NULL;
+	p = strstr(json, "\"wait_offset\":\"");
+	ASSERT_MSG(p, "no wait_offset in ffmd's status: %s", json);
+	wait_off = strtoull(p + strlen("\"wait_offset\":\""), NULL, 16);
+	b_in = wait_byte(in.pid, lib, wait_off);
+	b_out = wait_byte(out.pid, lib, wait_off);
+	kill(in.pid, SIGKILL);
+	kill(out.pid, SIGKILL);
+	wl_wait(&in);
+	wl_wait(&out);
+	job_end(&MAIN_D, id);
+	printf("# probe scope %s: wait function's first byte %#x in the job's process, %#x outside\n",
+	       per_process ? "process" : "system", b_in, b_out);
+	ASSERT_MSG(b_in == 0xcc, "no breakpoint in the job's process (first byte %#x)", b_in);
+	if (per_process)
+		ASSERT_MSG(b_out >= 0 && b_out != 0xcc, "a breakpoint in a process outside the jobs (%#x)", b_out);
+	else
+		ASSERT_MSG(b_out == 0xcc, "system-wide probes, yet no breakpoint outside the jobs (%#x)", b_out);
 }
 
 TEST_MAIN()

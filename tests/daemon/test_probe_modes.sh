@@ -8,6 +8,8 @@
 #   multi:  every case;
 #   single: the cases that fit its cost (detaching a per-offset uprobe waits ~0.1 s, serialized:
 #           a stage-2 probe set takes ~12 s, longer than the rule case's deadlines).
+# and the system-wide uprobes (FFM_PROBE_SCOPE=system, the fallback where the kernel cannot
+# stop a forked child) with uprobe sessions: every case.
 # Each case's TAP line is passed through, renumbered.
 cd "$(dirname "$0")/../.." || exit 2
 B=${FFM_BUILD:-build}
@@ -18,9 +20,9 @@ if [ "$(id -u)" != 0 ]; then
 	exit 77
 fi
 n=0 fails=0
-run() { # run MODE ONLY
+run() { # run MODE ONLY [SCOPE]
 	local out line
-	out=$(FFM_PROBE_MODE=$1 FFM_TEST_ONLY=$2 "$bin" 2>&1)
+	out=$(FFM_PROBE_MODE=$1 FFM_PROBE_SCOPE=${3:-process} FFM_TEST_ONLY=$2 "$bin" 2>&1)
 	local rc=$?
 	while IFS= read -r line; do
 		case $line in
@@ -28,7 +30,7 @@ run() { # run MODE ONLY
 		"ok "* | "not ok "*)
 			n=$((n + 1))
 			[[ $line == "not ok"* ]] && fails=$((fails + 1))
-			echo "${line%% [0-9]* - *} $n - $1: ${line#* - }"
+			echo "${line%% [0-9]* - *} $n - $1${3:+/$3}: ${line#* - }"
 			;;
 		"#"*) echo "$line" ;;
 		esac
@@ -40,7 +42,8 @@ run() { # run MODE ONLY
 	fi
 }
 run multi ""
-for c in status_reports_probe_mode new_driver workloads_stage1 exec_after_job_start stage_escalation unforeseen_driver; do
+run session "" system
+for c in status_reports_probe_mode new_driver workloads_stage1 exec_after_job_start stage_escalation unforeseen_driver forked_child; do
 	run single "$c"
 done
 [ "$fails" = 0 ]

@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 /* kernels.ptx as one NUL-terminated C string (generated into $(O)/workloads by workloads.mk). */
 static const char wl_ptx[] =
@@ -117,6 +119,7 @@ static void usage(const struct wl *w, const struct wl_opt *opts, FILE *f)
 	for (const struct wl_opt *o = opts; o && o->name; o++)
 		fprintf(f, "  --%-11s %s (default %lld)\n", o->name, o->help, *o->val);
 	fprintf(f, "env FFM_SCHED=spin|yield|blocking selects the context's wait mode\n");
+	fprintf(f, "env FFM_WL_FORK=1 runs the workload in a forked child (no exec)\n");
 }
 
 static int parse_ll(const char *s, long long *v)
@@ -200,6 +203,23 @@ void wl_init(struct wl *w, const char *name, int argc, char **argv, const struct
 		printf(" %s=%lld", o->name, *o->val);
 	printf(" sched=%s\n", getenv("FFM_SCHED") ? getenv("FFM_SCHED") : "auto");
 	fflush(stdout);
+	/* FFM_WL_FORK=1: the workload runs in a child forked here, without exec, as launchers and
+	 * worker pools do: the child inherits libcuda mapped (not initialized) from the parent,
+	 * which waits for it and exits with its status. */
+	if (getenv("FFM_WL_FORK") && !strcmp(getenv("FFM_WL_FORK"), "1")) {
+		pid_t pid = fork();
+		int st;
+
+		if (pid < 0) {
+			perror("fork");
+			exit(1);
+		}
+		if (pid > 0) {
+			while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+				;
+			exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+		}
+	}
 
 	CK(cuInit(0));
 	CK(cuDeviceGet(&w->dev, 0));
