@@ -13,7 +13,11 @@
  * transfer, alloc, free, memset and launch entry point). A program picks its copy with
  * LD_LIBRARY_PATH. Modes, interleaved in each repetition so machine noise hits all alike:
  *   plain      copy "plain", process not tracked                    (no ffm)
- *   untracked  copy "s2", process not tracked, a stage-2 job active (a process outside the jobs)
+ *   untracked  copy "s2", process not tracked, a stage-2 job active (a process outside the jobs,
+ *              system-wide probes: FFM_PROBE_SCOPE=system or a kernel without per-process scope)
+ *   untr-pp    copy "s2p", process not tracked; the stage-2 set is attached to the copy for
+ *              another process only (ffmd's per-process scope: the kernel plants no breakpoint
+ *              in this one)
  *   stage1     copy "s1", process in a stage-1 job
  *   stage2     copy "s2", process in a stage-2 job
  * The collector's records are consumed and stored by a thread doing what ffmd does (a job run
@@ -57,9 +61,9 @@
 #include "symbols/ffm_driver.h"
 #include "symbols/ffm_stack.h"
 
-enum { M_PLAIN, M_UNTRACKED, M_S1, M_S2, M__N };
-static const char *const MODE_NAME[M__N] = { "plain", "untracked", "stage1", "stage2" };
-static const char *const MODE_DIR[M__N] = { "plain", "s2", "s1", "s2" };
+enum { M_PLAIN, M_UNTRACKED, M_UNTRACKED_PP, M_S1, M_S2, M__N };
+static const char *const MODE_NAME[M__N] = { "plain", "untracked", "untr-pp", "stage1", "stage2" };
+static const char *const MODE_DIR[M__N] = { "plain", "s2", "s2p", "s1", "s2" };
 enum { C_SYNC, C_LAUNCH, C_HTOD, C_QUERY, C__N };
 static const char *const CALL_NAME[C__N] = { "cuCtxSynchronize (idle)", "cuLaunchKernel",
 					     "cuMemcpyHtoDAsync 4 B", "cuStreamQuery (unprobed)" };
@@ -94,7 +98,7 @@ struct bench {
 	struct ffm_symbolizer *sym;
 	struct ffm_apis *apis;
 	struct ffm_ready_driver rd;
-	struct ffm_attachment *att_s1, *att_s2_wait, *att_s2_api;
+	struct ffm_attachment *att_s1, *att_s2_wait, *att_s2_api, *att_pp_wait, *att_pp_api;
 	struct ffm_jobrun *jr[2]; /* slot 0: stage 1, slot 1: stage 2 */
 	pthread_t consumer;
 	pthread_mutex_t lock;     /* the job runs: consumer thread vs. main */
@@ -217,8 +221,8 @@ static int run_mode(struct bench *b, int mode, char *const *argv, char *buf, siz
 static int setup(struct bench *b)
 {
 	struct ffm_probe_set ps = {};
-	char why[256], path[PATH_MAX + 32];
-	const char *modes[] = { "plain", "s1", "s2" };
+	char why[256], path[PATH_MAX + 32], pp_path[PATH_MAX + 32];
+	const char *modes[] = { "plain", "s1", "s2", "s2p" };
 	int err;
 
 	err = ffm_driver_ready(b->driver, b->state, &b->rd, why, sizeof(why));
@@ -226,7 +230,7 @@ static int setup(struct bench *b)
 		fprintf(stderr, "bench: driver %s is not usable: %s\n", b->driver, why);
 		return err;
 	}
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 4; i++) {
 		snprintf(path, sizeof(path), "%s/%s", b->dir, modes[i]);
 		mkdir(path, 0755);
 		snprintf(path, sizeof(path), "%s/%s/libcuda.so.1", b->dir, modes[i]);
@@ -246,17 +250,23 @@ static int setup(struct bench *b)
 	 * in for a stage-1 list, as for a key without one). */
 	snprintf(path, sizeof(path), "%s/s1/libcuda.so.1", b->dir);
 	if ((err = ffm_probe_set__build(&ps, b->rd.drv, b->apis, FFM_PROBE_WAIT, b->rd.wait_off, NULL, 0)) < 0 ||
-	    (err = ffm_collector__attach(b->col, path, ps.p, ps.n, &b->att_s1)) < 0)
+	    (err = ffm_collector__attach(b->col, path, -1, ps.p, ps.n, &b->att_s1)) < 0)
 		goto fail;
 	snprintf(path, sizeof(path), "%s/s2/libcuda.so.1", b->dir);
-	if ((err = ffm_collector__attach(b->col, path, ps.p, ps.n, &b->att_s2_wait)) < 0)
+	if ((err = ffm_collector__attach(b->col, path, -1, ps.p, ps.n, &b->att_s2_wait)) < 0)
+		goto fail;
+	/* s2p: the same sets, for this process only (which never maps the copy): how ffmd's
+	 * per-process scope attaches them for a job's process. */
+	snprintf(pp_path, sizeof(pp_path), "%s/s2p/libcuda.so.1", b->dir);
+	if ((err = ffm_collector__attach(b->col, pp_path, getpid(), ps.p, ps.n, &b->att_pp_wait)) < 0)
 		goto fail;
 	ffm_probe_set__release(&ps);
 	if ((err = ffm_probe_set__build(&ps, b->rd.drv, b->apis,
 					FFM_PROBE_SYNC_STATIC | FFM_PROBE_TRANSFER | FFM_PROBE_ALLOC |
 						FFM_PROBE_FREE | FFM_PROBE_MEMSET | FFM_PROBE_LAUNCH,
 					0, NULL, 0)) < 0 ||
-	    (err = ffm_collector__attach(b->col, path, ps.p, ps.n, &b->att_s2_api)) < 0)
+	    (err = ffm_collector__attach(b->col, path, -1, ps.p, ps.n, &b->att_s2_api)) < 0 ||
+	    (err = ffm_collector__attach(b->col, pp_path, getpid(), ps.p, ps.n, &b->att_pp_api)) < 0)
 		goto fail;
 	printf("probes: stage 1 %zu, stage 2 %zu (+ the wait function) on copies of %s\n",
 	       ffm_attachment__count(b->att_s1), ffm_attachment__count(b->att_s2_api), b->driver);
@@ -329,17 +339,19 @@ static void per_call(struct bench *b, int reps, long calls)
 			mn[m][c] = t[0];
 		}
 	printf("\n1. per call, ns (median of %d runs of %ld calls each; min in parentheses)\n", reps, calls);
-	printf("%-26s %14s %14s %14s %14s | %-26s\n", "call", "plain", "untracked", "stage1", "stage2",
-	       "overhead: untracked / s1 / s2");
+	printf("%-26s %14s %14s %14s %14s %14s | %-34s\n", "call", "plain", "untracked", "untr-pp", "stage1",
+	       "stage2", "overhead: untracked / untr-pp / s1 / s2");
 	for (int c = 0; c < C__N; c++) {
 		printf("%-26s", CALL_NAME[c]);
 		for (int m = 0; m < M__N; m++)
 			printf(" %6.0f (%5.0f)", med[m][c], mn[m][c]);
-		printf(" | %+6.0f / %+6.0f / %+6.0f\n", med[M_UNTRACKED][c] - med[M_PLAIN][c],
-		       med[M_S1][c] - med[M_PLAIN][c], med[M_S2][c] - med[M_PLAIN][c]);
+		printf(" | %+6.0f / %+6.0f / %+6.0f / %+6.0f\n", med[M_UNTRACKED][c] - med[M_PLAIN][c],
+		       med[M_UNTRACKED_PP][c] - med[M_PLAIN][c], med[M_S1][c] - med[M_PLAIN][c],
+		       med[M_S2][c] - med[M_PLAIN][c]);
 	}
 	printf("targets: stage 1 <= 1500 ns per wait (cuCtxSynchronize, stage1 column), stage 2 <= 3000 ns per\n"
-	       "traced call (launch, copy: stage2 column), untracked <= 500 ns per driver call.\n");
+	       "traced call (launch, copy: stage2 column), untracked <= 500 ns per driver call (untracked:\n"
+	       "system-wide probes; untr-pp: ffmd's per-process scope, the default where the kernel has it).\n");
 }
 
 static double loop_s(const char *out)

@@ -68,6 +68,54 @@ guard torch python3 -c 'import torch
 x = torch.ones(1 << 20, device="cuda")
 print(sum((x * i).sum().item() for i in range(200)))'
 
+# Per-process probes (ffmd's default where the kernel can stop a forked child): a launcher that
+# forks its worker without exec (gpu-fork: the worker's waits must all be there), PyTorch with
+# DataLoader worker processes forked after CUDA is up (gpu-torch-dl: 200 .item() syncs), and what
+# a process outside the jobs carries: the first byte of the wait function in a job's process
+# and in an untracked one, side by side (0xcc: a breakpoint).
+run_in_job() { # run_in_job NAME COMMAND...
+	local n=$1
+	shift
+	mkdir -p "$CG/$n" && ctl job start "gpu-$n" --key "gpu-$n" --cgroup "$CG/$n" >/dev/null || return
+	(echo $BASHPID >"$CG/$n/cgroup.procs" && exec "$@") >"$OUT/$n.out" 2>&1
+	echo "$n: exit status $?" >>"$OUT/$n.out"
+	ctl job end "gpu-$n" >/dev/null
+}
+FFM_WL_FORK=1 run_in_job fork "$O/workloads/unnecessary_sync"
+run_in_job torch-dl python3 -c 'import torch
+from torch.utils.data import DataLoader, TensorDataset
+dl = DataLoader(TensorDataset(torch.arange(800.0)), batch_size=4, num_workers=2)
+w = torch.ones(1, device="cuda")
+print(sum((b[0].cuda() * w).sum().item() for b in dl))'
+mkdir -p "$CG/bp"
+ctl job start gpu-bp --key gpu-bp --cgroup "$CG/bp" >/dev/null
+(echo $BASHPID >"$CG/bp/cgroup.procs" && FFM_SCHED=blocking exec "$O/workloads/hang" --hold-ms 3000) >/dev/null 2>&1 &
+in=$!
+FFM_SCHED=blocking "$O/workloads/hang" --hold-ms 3000 >/dev/null 2>&1 &
+out=$!
+sleep 1.5
+ctl status --json >"$OUT/ffmd_status_bp.json"
+python3 - "$OUT/ffmd_status_bp.json" $in $out >"$OUT/breakpoints.txt" <<'PY'
+import json, sys
+st = json.load(open(sys.argv[1]))
+print("probe_scope", st.get("probe_scope"), "probe_mode", st.get("probe_mode"))
+for d in st["drivers"]:
+    if not d.get("usable"):
+        continue
+    off = int(d["wait_offset"], 16)
+    for who, pid in (("job", sys.argv[2]), ("untracked", sys.argv[3])):
+        for line in open(f"/proc/{pid}/maps"):
+            f = line.split()
+            lo, hi = (int(x, 16) for x in f[0].split("-"))
+            foff = int(f[2], 16)
+            if len(f) > 5 and "libcuda" in f[5] and f[1][2] == "x" and foff <= off < foff + hi - lo:
+                with open(f"/proc/{pid}/mem", "rb") as m:
+                    m.seek(lo + off - foff)
+                    print(f"{who} process {pid}: {f[5]} wait function first byte {m.read(1).hex()}")
+PY
+wait $in $out
+ctl job end gpu-bp >/dev/null
+
 kill $FFMD; wait $FFMD
 echo "ffmd exit status $?" >>"$OUT/ffmd.log"
 
@@ -91,4 +139,5 @@ for db in sorted(glob.glob(os.path.join(sys.argv[1], "gpu-*.db"))):
         for kind, api, n, site in c.execute(q, (run,)):
             print(f"    {KIND.get(kind, kind):<8} {api:<26} x{n:<6} {site or '(no source line)'}")
 PY
+cat "$OUT/breakpoints.txt" >>"$OUT/SUMMARY.txt"
 cat "$OUT/SUMMARY.txt"
