@@ -2279,7 +2279,10 @@ static int on_record(void *ctx, const void *rec, size_t size)
 		on_driver_mapped(d, rec);
 		return 0;
 	}
-	if (h->type == FFM_REC_FORK && (((const struct ffm_rec_proc *)rec)->flags & FFM_PROC_STOPPED))
+	bool fork_stopped = h->type == FFM_REC_FORK &&
+			    (((const struct ffm_rec_proc *)rec)->flags & FFM_PROC_STOPPED);
+
+	if (fork_stopped)
 		on_fork_stopped(d, rec);
 	if (h->type == FFM_REC_EXIT)
 		plinks_drop_pid(d, (pid_t)h->tgid);
@@ -2288,7 +2291,8 @@ static int on_record(void *ctx, const void *rec, size_t size)
 		return 0;
 	j = &d->jobs[idx];
 	j->events++;
-	if (h->type == FFM_REC_EXEC || h->type == FFM_REC_FORK)
+	/* A child stopped at its fork got its parent's drivers above: no second look at its maps. */
+	if (h->type == FFM_REC_EXEC || (h->type == FFM_REC_FORK && !fork_stopped))
 		ensure_driver_for_pid(d, h->tgid);
 	err = ffm_jobrun__record(j->jr, rec, size);
 	if (err < 0) {
