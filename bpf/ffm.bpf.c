@@ -83,16 +83,56 @@ struct thr {
 	__u32 hflags;   /* FFM_XFER_* of hash; HASHED_AT_ENTRY when hash is valid */
 	__u32 sync_gen; /* synchronizations this thread ended (stages 3-4) */
 	__u32 hit_gen;  /* sync_gen + 1 once a watchpoint hit was reported after that sync */
+	/* The stack key this thread sent or found in `seen` last, and its job's gen then: a
+	 * loop that synchronizes at one place skips the `seen` lookup (send_stack). */
+	__u64 seen_key;
+	__u32 seen_gen;
+	__u32 gen; /* struct ffm_job_cfg.gen of the job run this state belongs to */
+	/* sp at the entry of the outermost wait and call in progress (or last ended) */
+	__u64 wait_sp, call_sp;
 };
+
+/*
+ * Depths that heal. A probe whose links are replaced (a process's probes for its next job
+ * made before the last job's are gone: each detach waits for the kernel) runs twice per call
+ * for a while, and a link removed between a call's entry and return leaves the entry
+ * uncounted-for. Neither may leave a thread's depth off for good, which would hide all its
+ * later calls. An entry at or above the stack position of the outermost call in progress
+ * cannot be inside that call: the state starts over there (a truly nested call has a lower
+ * sp). A return at depth 0 exactly where the last outermost call returned is the second run
+ * of that return, not a loss.
+ */
+static __always_inline bool stale_outer(__u32 depth, __u64 outer_sp, __u64 sp)
+{
+	return depth && sp >= outer_sp;
+}
+
+static __always_inline bool repeated_return(__u64 outer_sp, __u64 sp)
+{
+	return sp == outer_sp + 8; /* the return popped the return address */
+}
 
 #define HASHED_AT_ENTRY (1u << 31)
 
+/*
+ * A thread's state lives in task-local storage: found from the task itself (no hash of the
+ * tid, a stage-1 wait does it twice), made on the thread's first probed call and freed by the
+ * kernel with the task. A NULL from bpf_task_storage_get means no memory, or this CPU already
+ * inside task storage (a probe nested in another tracing program): counted as a drop.
+ */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, FFM_MAX_THREADS);
-	__type(key, __u32);
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
 	__type(value, struct thr);
 } threads SEC(".maps");
+
+/* The calling thread's state; @create: make it (zeroed) when the thread has none. */
+static __always_inline struct thr *thread_state(bool create)
+{
+	return bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0,
+				    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+}
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -101,9 +141,10 @@ struct {
 	__type(value, struct ffm_slots);
 } slots SEC(".maps");
 
+/* Stacks sent per process and job run (struct ffm_job_cfg.gen). */
 struct seen_key {
 	__u32 tgid;
-	__u32 _pad;
+	__u32 gen;
 	__u64 stack_key;
 };
 
@@ -193,6 +234,10 @@ static __always_inline int in_lib(const struct ffm_proc *p, __u64 a)
 	return a >= p->lib_start && a < p->lib_end;
 }
 
+#ifndef WALK_CHUNK
+#define WALK_CHUNK 4096
+#endif
+
 struct walk {
 	__u64 lib[FFM_LIB_FRAMES];
 	__u32 nlib;
@@ -200,6 +245,16 @@ struct walk {
 	__u64 callsite;
 	__u64 callsite_slot;
 	__u64 tramp; /* uretprobe_trampoline() of this process, taken once per walk */
+	/*
+	 * The stack as the walk reads it: one aligned WALK_CHUNK of user memory at a time, not a
+	 * read per frame. A read from user memory has a fixed price (~50-100 ns on the GPU
+	 * nodes, their mitigations included) that dwarfs copying 1 KiB, and the real driver's
+	 * wait sits several frames below the public function: per-frame reads made the walk most
+	 * of what stage 1 cost. An aligned chunk never crosses a page, so it can be read whenever
+	 * the frame in it can.
+	 */
+	__u64 chunk_lo; /* user address of chunk[0]; 0: nothing read yet */
+	__u8 chunk[WALK_CHUNK];
 };
 
 /* Per-CPU scratch for the walk (too big for the 512-byte BPF stack together with the rest). */
@@ -249,6 +304,40 @@ static __always_inline __u64 fix_ret(__u64 ra, __u64 slot, __u64 tramp)
 	return ra;
 }
 
+static __always_inline void walk_reset(struct walk *w)
+{
+	w->nlib = 0;
+	w->truncated = 0;
+	w->callsite = 0;
+	w->callsite_slot = 0;
+	w->chunk_lo = 0;
+}
+
+/* @n (8 or 16) bytes of the stack at @addr, through w's chunk; 0 or a negative errno. */
+static __always_inline long stack_read(struct walk *w, void *dst, __u32 n, __u64 addr)
+{
+	__u64 lo = addr & ~(__u64)(WALK_CHUNK - 1), off = addr - lo;
+
+	if (off > WALK_CHUNK - n)
+		return bpf_probe_read_user(dst, n, (void *)addr); /* straddles two chunks */
+	if (w->chunk_lo != lo) {
+		long err = bpf_probe_read_user(w->chunk, WALK_CHUNK, (void *)lo);
+
+		if (err) {
+			w->chunk_lo = 0;
+			return err;
+		}
+		w->chunk_lo = lo;
+	}
+	off &= WALK_CHUNK - 1; /* for the verifier: both bounds */
+	if (off > WALK_CHUNK - 16)
+		return bpf_probe_read_user(dst, n, (void *)addr);
+	__builtin_memcpy(dst, w->chunk + off, 8);
+	if (n == 16)
+		__builtin_memcpy(dst + 8, w->chunk + off + 8, 8);
+	return 0;
+}
+
 /*
  * Walk the rbp chain from a point inside libcuda to the first return address outside it.
  * @ip: an address in the innermost libcuda frame, @bp: that frame's rbp.
@@ -259,11 +348,8 @@ static __always_inline void walk_lib(struct walk *w, const struct ffm_proc *p, _
 {
 	__u64 tramp = uretprobe_trampoline();
 
+	walk_reset(w);
 	w->tramp = tramp;
-	w->nlib = 0;
-	w->truncated = 0;
-	w->callsite = 0;
-	w->callsite_slot = 0;
 	if (!in_lib(p, ip))
 		return;
 	w->lib[0] = ip;
@@ -271,7 +357,7 @@ static __always_inline void walk_lib(struct walk *w, const struct ffm_proc *p, _
 	for (int i = 1; i < FFM_LIB_FRAMES; i++) {
 		__u64 frame[2];
 
-		if (!bp || bpf_probe_read_user(frame, sizeof(frame), (void *)bp))
+		if (!bp || stack_read(w, frame, sizeof(frame), bp))
 			return;
 		frame[1] = fix_ret(frame[1], bp + 8, tramp);
 		if (!in_lib(p, frame[1])) {
@@ -290,9 +376,10 @@ static __always_inline void walk_lib(struct walk *w, const struct ffm_proc *p, _
 
 #define STACK_KEY_SEED 0x84222325cbf29ce4ULL
 
-/* The call-site part of a stack key: the call site and the words at its learned slots. */
-static __always_inline __u64 callsite_key(__u64 h, __u32 tgid, __u64 callsite, __u64 callsite_slot,
-					  __u64 tramp)
+/* The call-site part of a stack key: the call site and the words at its learned slots, read
+ * through @w's chunk when there is a walk (else NULL). */
+static __always_inline __u64 callsite_key(__u64 h, __u32 tgid, struct walk *w, __u64 callsite,
+					  __u64 callsite_slot, __u64 tramp)
 {
 	struct ffm_slot_key sk = { .tgid = tgid, .callsite = callsite };
 	struct ffm_slots *s;
@@ -309,13 +396,16 @@ static __always_inline __u64 callsite_key(__u64 h, __u32 tgid, __u64 callsite, _
 		if (i >= s->n)
 			break;
 		slot = callsite_slot + s->off[i];
-		bpf_probe_read_user(&v, sizeof(v), (void *)slot);
+		if (w)
+			stack_read(w, &v, sizeof(v), slot);
+		else
+			bpf_probe_read_user(&v, sizeof(v), (void *)slot);
 		h = mix(h, fix_ret(v, slot, tramp));
 	}
 	return h ? h : 1;
 }
 
-static __always_inline __u64 stack_key_of(const struct walk *w, __u32 tgid)
+static __always_inline __u64 stack_key_of(struct walk *w, __u32 tgid)
 {
 	__u64 h = STACK_KEY_SEED;
 	__u32 n = w->nlib;
@@ -325,21 +415,30 @@ static __always_inline __u64 stack_key_of(const struct walk *w, __u32 tgid)
 			break;
 		h = mix(h, w->lib[i]);
 	}
-	return callsite_key(h, tgid, w->callsite, w->callsite_slot, w->tramp);
+	return callsite_key(h, tgid, w, w->callsite, w->callsite_slot, w->tramp);
 }
 
-/* Send the stack of a key seen for the first time in this process. */
+/* Send the stack of a key seen for the first time in this process and job run; @t: the
+ * thread's state, if it has one. */
 static __always_inline void send_stack(struct pt_regs *ctx, const struct walk *w, __u64 key,
-				       __u64 id, __u32 job, __u64 now)
+				       __u64 id, __u32 job, const struct ffm_job_cfg *jc,
+				       struct thr *t, __u64 now)
 {
-	struct seen_key sk = { .tgid = id >> 32, .stack_key = key };
+	struct seen_key sk = { .tgid = id >> 32, .gen = jc->gen, .stack_key = key };
 	struct ffm_rec_stack *r;
 	__u64 sp = PT_REGS_SP(ctx);
 	__u32 first, len;
 	__u8 one = 1;
 
-	if (bpf_map_lookup_elem(&seen, &sk))
+	if (t && t->seen_key == key && t->seen_gen == jc->gen)
 		return;
+	if (bpf_map_lookup_elem(&seen, &sk)) {
+		if (t) {
+			t->seen_key = key;
+			t->seen_gen = jc->gen;
+		}
+		return;
+	}
 	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 	if (!r) {
 		count_drop(job, FFM_REC_DROP_STACK);
@@ -393,6 +492,10 @@ static __always_inline void send_stack(struct pt_regs *ctx, const struct walk *w
 	 * gone once the process exits. New stacks are rare by design. */
 	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
 	bpf_map_update_elem(&seen, &sk, &one, BPF_ANY);
+	if (t) {
+		t->seen_key = key;
+		t->seen_gen = jc->gen;
+	}
 }
 
 /* ---- the internal wait function --------------------------------------------------------- */
@@ -406,29 +509,50 @@ static __always_inline void send_stack(struct pt_regs *ctx, const struct walk *w
 #define WANT_RETURN 0
 #define SKIP_RETURN 1
 
+/*
+ * The calling thread's state at a probe's entry, for a process of the job run @jc. State
+ * left by another job run starts over: when a process leaves its job, its probes go, and a
+ * call it was inside then never runs its return half; the depth that call left would hide
+ * every later call of the thread in its next job (ffm_job_cfg.gen changes only when a slot
+ * gets a job run). NULL (counted as a drop) when the kernel has no memory for it.
+ */
+static __always_inline struct thr *thread_enter(const struct ffm_job_cfg *jc, __u32 job)
+{
+	struct thr *t = thread_state(true);
+
+	if (!t) {
+		count_drop(job, FFM_REC_DROP_THREADS);
+		return NULL;
+	}
+	if (t->gen != jc->gen) {
+		__builtin_memset(t, 0, sizeof(*t));
+		t->gen = jc->gen;
+	}
+	return t;
+}
+
 static __always_inline int wait_enter(struct pt_regs *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	struct ffm_proc *p = tracked(id >> 32);
-	__u32 tid = (__u32)id;
-	struct thr *t, zero = {};
+	struct ffm_job_cfg *jc;
+	struct thr *t;
 
 	if (!p)
 		return SKIP_RETURN;
+	jc = bpf_map_lookup_elem(&jobs, &p->job);
+	if (!jc)
+		return SKIP_RETURN;
 	learn_lib_range(p, PT_REGS_IP(ctx));
-	t = bpf_map_lookup_elem(&threads, &tid);
-	if (!t) {
-		if (bpf_map_update_elem(&threads, &tid, &zero, BPF_NOEXIST) &&
-		    !bpf_map_lookup_elem(&threads, &tid)) {
-			count_drop(p->job, FFM_REC_DROP_THREADS);
-			return SKIP_RETURN;
-		}
-		t = bpf_map_lookup_elem(&threads, &tid);
-		if (!t)
-			return SKIP_RETURN;
-	}
-	if (t->wait_depth++ == 0)
+	t = thread_enter(jc, p->job);
+	if (!t)
+		return SKIP_RETURN;
+	if (stale_outer(t->wait_depth, t->wait_sp, PT_REGS_SP(ctx)))
+		t->wait_depth = 0;
+	if (t->wait_depth++ == 0) {
 		t->wait_start = bpf_ktime_get_ns();
+		t->wait_sp = PT_REGS_SP(ctx);
+	}
 	return WANT_RETURN;
 }
 
@@ -437,7 +561,7 @@ static __always_inline void wait_leave(struct pt_regs *ctx)
 	__u64 now = bpf_ktime_get_ns();
 	__u64 id = bpf_get_current_pid_tgid();
 	struct ffm_proc *p = tracked(id >> 32);
-	__u32 tid = (__u32)id, zero = 0, job;
+	__u32 zero = 0, job;
 	struct ffm_rec_wait *r;
 	struct ffm_job_cfg *jc;
 	struct walk *w;
@@ -447,9 +571,10 @@ static __always_inline void wait_leave(struct pt_regs *ctx)
 	if (!p)
 		return;
 	job = p->job;
-	t = bpf_map_lookup_elem(&threads, &tid);
+	t = thread_state(false);
 	if (!t || t->wait_depth == 0) {
-		count_drop(job, FFM_REC_DROP_UNMATCHED);
+		if (!t || !repeated_return(t->wait_sp, PT_REGS_SP(ctx)))
+			count_drop(job, FFM_REC_DROP_UNMATCHED);
 		return;
 	}
 	if (--t->wait_depth)
@@ -467,8 +592,7 @@ static __always_inline void wait_leave(struct pt_regs *ctx)
 	jc = bpf_map_lookup_elem(&jobs, &job);
 	if (!w || !jc)
 		return;
-	w->nlib = 0;
-	w->callsite = 0;
+	walk_reset(w);
 	if (jc->flags & FFM_JOB_STACKS) {
 		walk_lib(w, p, PT_REGS_IP(ctx), PT_REGS_FP(ctx));
 		if (w->truncated)
@@ -478,7 +602,7 @@ static __always_inline void wait_leave(struct pt_regs *ctx)
 	 * knows every key before the first record that uses it. */
 	key = (jc->flags & FFM_JOB_STACKS) ? stack_key_of(w, id >> 32) : 0;
 	if (key)
-		send_stack(ctx, w, key, id, job, now);
+		send_stack(ctx, w, key, id, job, jc, t, now);
 	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 	if (!r) {
 		count_drop(job, FFM_REC_DROP_RINGBUF);
@@ -512,6 +636,18 @@ int wait_sess(struct pt_regs *ctx)
 		return wait_enter(ctx);
 	wait_leave(ctx);
 	return 0;
+}
+
+/*
+ * The benchmark's yardstick (bench/bench_overhead.c, column "bare"): a probe whose program does
+ * nothing but ask for the return. What a call costs with it is the kernel's own price of an
+ * entry and a return probe, which no program can go under; stage 1 minus that is ffm's share.
+ * Loaded only when asked for (struct ffm_collector_opts.bare_probes); ffmd never does.
+ */
+SEC("uprobe")
+int bare(struct pt_regs *ctx)
+{
+	return WANT_RETURN;
 }
 
 SEC("uprobe")
@@ -824,7 +960,7 @@ static __always_inline void emit_range(struct pt_regs *ctx, __u64 id, __u32 job,
 	r->call_start_ns = t->call_start;
 	r->lo = t->dst;
 	r->bytes = t->bytes;
-	r->stack_key = callsite_key(STACK_KEY_SEED, id >> 32, ra, sp, uretprobe_trampoline());
+	r->stack_key = callsite_key(STACK_KEY_SEED, id >> 32, NULL, ra, sp, uretprobe_trampoline());
 	r->api_id = FFM_COOKIE_API(t->cookie);
 	r->_pad = 0;
 	/* Wake the consumer now: the watchpoint must be armed before the sync returns. */
@@ -835,9 +971,9 @@ static __always_inline int do_api_entry(struct pt_regs *ctx, const bool hashing)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	struct ffm_proc *p = tracked(id >> 32);
-	__u32 tid = (__u32)id, job;
+	__u32 job;
 	struct ffm_job_cfg *jc;
-	struct thr *t, zero = {};
+	struct thr *t;
 	struct args a;
 	__u64 c;
 
@@ -848,17 +984,14 @@ static __always_inline int do_api_entry(struct pt_regs *ctx, const bool hashing)
 	if (!jc || !(jc->flags & FFM_JOB_CALLS))
 		return SKIP_RETURN;
 	learn_lib_range(p, PT_REGS_IP(ctx));
-	t = bpf_map_lookup_elem(&threads, &tid);
-	if (!t) {
-		bpf_map_update_elem(&threads, &tid, &zero, BPF_NOEXIST);
-		t = bpf_map_lookup_elem(&threads, &tid);
-		if (!t) {
-			count_drop(job, FFM_REC_DROP_THREADS);
-			return SKIP_RETURN;
-		}
-	}
+	t = thread_enter(jc, job);
+	if (!t)
+		return SKIP_RETURN;
+	if (stale_outer(t->call_depth, t->call_sp, PT_REGS_SP(ctx)))
+		t->call_depth = 0;
 	if (t->call_depth++)
 		return WANT_RETURN; /* a probed API called by another: the outer call is recorded */
+	t->call_sp = PT_REGS_SP(ctx);
 	c = bpf_get_attach_cookie(ctx);
 	t->cookie = c;
 	t->call_start = bpf_ktime_get_ns();
@@ -906,7 +1039,7 @@ static __always_inline int do_api_exit(struct pt_regs *ctx, const bool hashing)
 	__u64 now = bpf_ktime_get_ns();
 	__u64 id = bpf_get_current_pid_tgid();
 	struct ffm_proc *p = tracked(id >> 32);
-	__u32 tid = (__u32)id, zero = 0, job, kind, dir;
+	__u32 zero = 0, job, kind, dir;
 	struct xfer_req q = {};
 	struct ffm_rec_call *r;
 	struct ffm_job_cfg *jc;
@@ -918,7 +1051,7 @@ static __always_inline int do_api_exit(struct pt_regs *ctx, const bool hashing)
 	if (!p)
 		return 0;
 	job = p->job;
-	t = bpf_map_lookup_elem(&threads, &tid);
+	t = thread_state(false);
 	if (!t || t->call_depth == 0)
 		return 0; /* a job in stage 1 or attached mid-call */
 	if (--t->call_depth)
@@ -931,16 +1064,17 @@ static __always_inline int do_api_exit(struct pt_regs *ctx, const bool hashing)
 	if (sync)
 		t->sync_gen++;
 	w = bpf_map_lookup_elem(&walk_scratch, &zero);
-	if (!w)
+	jc = bpf_map_lookup_elem(&jobs, &job);
+	if (!w || !jc)
 		return 0;
 	/* At the return the application's frame is current: the call site is the ip itself,
 	 * read from the slot just below sp. */
-	w->nlib = 0;
-	w->truncated = 0;
+	walk_reset(w);
+	w->tramp = uretprobe_trampoline();
 	w->callsite = PT_REGS_IP(ctx);
 	w->callsite_slot = PT_REGS_SP(ctx) - 8;
 	key = stack_key_of(w, id >> 32);
-	send_stack(ctx, w, key, id, job, now); /* before the call record, as in wait_exit */
+	send_stack(ctx, w, key, id, job, jc, t, now); /* before the call record, as in wait_exit */
 
 	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 	if (!r) {
@@ -967,10 +1101,7 @@ static __always_inline int do_api_exit(struct pt_regs *ctx, const bool hashing)
 		}
 		bpf_ringbuf_submit(r, rb_flags());
 	}
-	if (!hashing)
-		return 0;
-	jc = bpf_map_lookup_elem(&jobs, &job);
-	if (!jc || !(jc->flags & FFM_JOB_HASH))
+	if (!hashing || !(jc->flags & FFM_JOB_HASH))
 		return 0;
 	/* Hash records follow the call record, so user space knows the call's event. */
 	q.id = id;
@@ -1040,7 +1171,7 @@ int watch_hit(struct bpf_perf_event_data *ctx)
 	__u64 id = bpf_get_current_pid_tgid();
 	struct ffm_proc *p = tracked(id >> 32);
 	struct pt_regs *regs = (struct pt_regs *)&ctx->regs;
-	__u32 tid = (__u32)id, zero = 0, job;
+	__u32 zero = 0, job;
 	struct ffm_rec_hit *r;
 	struct ffm_job_cfg *jc;
 	struct walk *w;
@@ -1053,7 +1184,7 @@ int watch_hit(struct bpf_perf_event_data *ctx)
 	jc = bpf_map_lookup_elem(&jobs, &job);
 	if (!jc || !(jc->flags & FFM_JOB_MEMTRACE))
 		return 0;
-	t = bpf_map_lookup_elem(&threads, &tid);
+	t = thread_state(false);
 	if (t) {
 		if (t->call_depth || t->wait_depth)
 			return 0;
@@ -1065,15 +1196,12 @@ int watch_hit(struct bpf_perf_event_data *ctx)
 	w = bpf_map_lookup_elem(&walk_scratch, &zero);
 	if (!w)
 		return 0;
-	w->nlib = 0;
-	w->truncated = 0;
-	w->callsite = 0;
-	w->callsite_slot = 0;
+	walk_reset(w);
 	/* The key of an access: the instruction (one stack per accessing instruction). */
 	key = mix(mix(STACK_KEY_SEED, 0x68697421ULL), ip);
 	key = key ? key : 1;
 	if (jc->flags & FFM_JOB_STACKS)
-		send_stack(regs, w, key, id, job, now);
+		send_stack(regs, w, key, id, job, jc, t, now);
 	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 	if (!r) {
 		count_drop(job, FFM_REC_DROP_RINGBUF);
@@ -1319,7 +1447,6 @@ int BPF_PROG(on_exit, struct task_struct *task)
 	__u32 tgid = id >> 32, tid = (__u32)id;
 	struct ffm_proc *p;
 
-	bpf_map_delete_elem(&threads, &tid);
 	bpf_map_delete_elem(&pending, &tid);
 	if (tgid != tid)
 		return 0;

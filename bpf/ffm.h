@@ -13,8 +13,9 @@
  * hash of the libcuda return addresses, that call site, and the words at the "learned slots"
  * of that call site: stack positions, relative to the call-site slot, where the first full
  * unwind (user space, CFI) found the return addresses of the application's frames. The first
- * time a key is seen in a process, a FFM_REC_STACK record carries registers and a copy of the
- * stack so user space can unwind and symbolize it; later records carry only the key.
+ * time a key is seen in a process during a job run (ffm_job_cfg.gen), a FFM_REC_STACK record
+ * carries registers and a copy of the stack so user space can unwind and symbolize it; later
+ * records carry only the key.
  */
 #ifndef FFM_BPF_ABI_H
 #define FFM_BPF_ABI_H
@@ -25,12 +26,12 @@
 
 /* 2: FFM_REC_XFER, FFM_REC_RANGE, FFM_REC_HIT, FFM_JOB_MEMTRACE/HASH, FFM_REC_DROP_HASH (stages 3-4)
  * 3: FFM_REC_MAP and the drivers map (a job's process that maps an unknown libcuda is held)
- * 4: per-process probes: the linked map, ffm_rec_proc.flags (FFM_PROC_STOPPED at FORK) */
-#define FFM_ABI_VERSION 4
+ * 4: per-process probes: the linked map, ffm_rec_proc.flags (FFM_PROC_STOPPED at FORK)
+ * 5: ffm_job_cfg.gen (a stack is sent again to each run of a slot), thread state in task storage */
+#define FFM_ABI_VERSION 5
 
 #define FFM_MAX_JOBS 64           /* job slots active at once */
 #define FFM_MAX_PROCS 16384       /* tracked processes */
-#define FFM_MAX_THREADS 65536     /* threads inside a driver call */
 #define FFM_LIB_FRAMES 24         /* libcuda frames walked by rbp */
 #define FFM_LEARNED_SLOTS 16      /* application frames identified by slot reads */
 #define FFM_STACK_BYTES 16384     /* stack bytes copied with a new stack */
@@ -113,6 +114,11 @@ enum ffm_job_flags {
 struct ffm_job_cfg {
 	__u32 flags; /* enum ffm_job_flags */
 	__u32 stage;
+	/* Set by ffm_collector__set_job, new at each call: which stacks a process has sent is
+	 * remembered per (process, gen), so a process that joins another run of the slot (or
+	 * another job) sends its stacks again to the store that needs them. */
+	__u32 gen;
+	__u32 _pad;
 };
 
 /* Drop counters per job slot (index FFM_MAX_JOBS: records of no job). */
@@ -121,7 +127,7 @@ enum ffm_rec_drop {
 	FFM_REC_DROP_STACK = 1,     /* new stack could not be sent (ring buffer full) */
 	FFM_REC_DROP_DEPTH = 2,     /* libcuda frames deeper than FFM_LIB_FRAMES: key is partial */
 	FFM_REC_DROP_PROCS = 3,     /* process map full: a process could not be tracked */
-	FFM_REC_DROP_THREADS = 4,   /* thread map full: a call's entry was not recorded */
+	FFM_REC_DROP_THREADS = 4,   /* no thread state (no memory): a call's entry was not recorded */
 	FFM_REC_DROP_UNMATCHED = 5, /* a return without its entry (attached mid-call) */
 	FFM_REC_DROP_HASH = 6,      /* a transfer was not hashed (unreadable bytes, too many pending) */
 	FFM_REC_DROP__MAX = 8,

@@ -41,6 +41,8 @@ struct ffm_collector {
 	bool session;  /* ... as uprobe sessions: one program for entry and return */
 	bool map_guard; /* on_mmap is attached (see ffm_collector__map_guard) */
 	bool per_process; /* probes attach per process (see ffm_collector__per_process) */
+	bool bare;     /* the benchmark's do-nothing program loaded */
+	uint32_t job_gen; /* last struct ffm_job_cfg.gen given */
 };
 
 /*
@@ -145,6 +147,10 @@ static void configure_progs(struct ffm_collector *c)
 		if (c->multi)
 			bpf_program__set_expected_attach_type(pair[i], FFM_BPF_TRACE_UPROBE_MULTI);
 	}
+	bpf_program__set_autoload(c->skel->progs.bare, c->bare);
+	if (c->multi)
+		bpf_program__set_expected_attach_type(c->skel->progs.bare, c->session ?
+						      FFM_BPF_TRACE_UPROBE_SESSION : FFM_BPF_TRACE_UPROBE_MULTI);
 	if (!c->memtrace) {
 		bpf_program__set_autoload(c->skel->progs.api_entry_h, false);
 		bpf_program__set_autoload(c->skel->progs.api_exit_h, false);
@@ -207,6 +213,7 @@ int ffm_collector__open(const struct ffm_collector_opts *opts, struct ffm_collec
 	if (!c)
 		return -ENOMEM;
 	c->on_record = opts ? opts->on_record : NULL;
+	c->bare = opts && opts->bare_probes;
 	c->ctx = opts ? opts->ctx : NULL;
 	c->ncpus = libbpf_num_possible_cpus();
 	if (c->ncpus <= 0) {
@@ -306,6 +313,27 @@ struct ffm_collector *ffm_collector__free(struct ffm_collector *c)
 	return NULL;
 }
 
+int ffm_collector__wait_prog_stats(const struct ffm_collector *c, uint64_t *run_ns, uint64_t *runs)
+{
+	const struct bpf_program *progs[] = { c->skel->progs.wait_sess, c->skel->progs.wait_entry,
+					      c->skel->progs.wait_exit };
+
+	*run_ns = *runs = 0;
+	for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++) {
+		struct bpf_prog_info info = {};
+		uint32_t len = sizeof(info);
+		int fd = bpf_program__fd(progs[i]);
+
+		if (fd < 0)
+			continue; /* not loaded in this probe mode */
+		if (bpf_obj_get_info_by_fd(fd, &info, &len))
+			return -errno;
+		*run_ns += info.run_time_ns;
+		*runs += info.run_cnt;
+	}
+	return 0;
+}
+
 int ffm_collector__fd(const struct ffm_collector *c)
 {
 	return ring_buffer__epoll_fd(c->rb);
@@ -319,6 +347,8 @@ int ffm_collector__consume(struct ffm_collector *c)
 /* The program for @p's entry (@ret false) or return; a session program is both. */
 static struct bpf_program *probe_prog(struct ffm_collector *c, const struct ffm_probe *p, bool ret)
 {
+	if (p->bare)
+		return c->skel->progs.bare;
 	if (c->session) {
 		if (p->wait)
 			return c->skel->progs.wait_sess;
@@ -449,6 +479,9 @@ int ffm_collector__attach(struct ffm_collector *c, const char *path, pid_t pid,
 	int err = 0;
 
 	*ret = NULL;
+	for (size_t i = 0; i < n; i++)
+		if (probes[i].bare && !c->bare)
+			return -EINVAL;
 	a = calloc(1, sizeof(*a) + (c->multi ? 0 : 2 * n * sizeof(a->links[0])));
 	if (!a)
 		return -ENOMEM;
@@ -459,18 +492,19 @@ int ffm_collector__attach(struct ffm_collector *c, const char *path, pid_t pid,
 	if (c->session) {
 		/* A session's return half runs only after its own entry: no order to keep. */
 		struct bpf_program *progs[] = { c->skel->progs.wait_sess, c->skel->progs.api_sess,
-						c->skel->progs.api_sess_h };
+						c->skel->progs.api_sess_h, c->skel->progs.bare };
 
 		for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]) && !err; i++)
 			err = attach_multi_one(c, a, path, pid, probes, n, progs[i], false);
 	} else if (c->multi) {
 		struct bpf_program *progs[] = {
-			c->skel->progs.wait_exit, c->skel->progs.api_exit, c->skel->progs.api_exit_h,
-			c->skel->progs.wait_entry, c->skel->progs.api_entry, c->skel->progs.api_entry_h,
+			c->skel->progs.wait_exit,  c->skel->progs.api_exit,  c->skel->progs.api_exit_h,
+			c->skel->progs.bare,       c->skel->progs.wait_entry, c->skel->progs.api_entry,
+			c->skel->progs.api_entry_h, c->skel->progs.bare,
 		};
 
 		for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]) && !err; i++)
-			err = attach_multi_one(c, a, path, pid, probes, n, progs[i], i < 3);
+			err = attach_multi_one(c, a, path, pid, probes, n, progs[i], i < 4);
 	} else {
 		a->n = 2 * n;
 		proto.a = a;
@@ -510,9 +544,13 @@ size_t ffm_attachment__count(const struct ffm_attachment *a)
 
 int ffm_collector__set_job(struct ffm_collector *c, uint32_t slot, const struct ffm_job_cfg *cfg)
 {
+	struct ffm_job_cfg v = *cfg;
+
 	if (slot >= FFM_MAX_JOBS)
 		return -EINVAL;
-	return bpf_map_update_elem(bpf_map__fd(c->skel->maps.jobs), &slot, cfg, BPF_ANY) ? -errno : 0;
+	v.gen = ++c->job_gen;
+	v._pad = 0;
+	return bpf_map_update_elem(bpf_map__fd(c->skel->maps.jobs), &slot, &v, BPF_ANY) ? -errno : 0;
 }
 
 int ffm_collector__track_pid(struct ffm_collector *c, pid_t pid, uint32_t slot)

@@ -43,6 +43,8 @@ struct ffm_collector_opts {
 	bool map_guard;
 	/* Ask for per-process scope (see ffm_collector__per_process); needs map_guard. */
 	bool per_process;
+	/* Load the benchmark's do-nothing program, for probes with .bare set. */
+	bool bare_probes;
 };
 
 #define FFM_RINGBUF_MIN_BYTES (64u << 10)
@@ -53,6 +55,11 @@ int ffm_collector__open(const struct ffm_collector_opts *opts, struct ffm_collec
  * the last two also install a return probe per call. */
 const char *ffm_collector__probe_mode(const struct ffm_collector *c);
 struct ffm_collector *ffm_collector__free(struct ffm_collector *c);
+
+/* What the wait function's programs have cost so far, summed over entry and return runs, from
+ * the kernel's BPF statistics (counted only while something holds them on: bpf_enable_stats
+ * or the kernel.bpf_stats_enabled sysctl). 0, or -errno. */
+int ffm_collector__wait_prog_stats(const struct ffm_collector *c, uint64_t *run_ns, uint64_t *runs);
 
 /* The ring buffer's epoll fd (readable when records are pending). */
 int ffm_collector__fd(const struct ffm_collector *c);
@@ -67,6 +74,7 @@ struct ffm_probe {
 	uint64_t cookie; /* FFM_COOKIE(...) */
 	bool wait;       /* the internal wait function (else an API entry point) */
 	bool hash;       /* API point: the sleepable twins that hash transfers (stage 3) */
+	bool bare;       /* benchmark only: a program that does nothing (needs opts.bare_probes) */
 };
 
 /* Attach @probes (entry + return each) to @path, for process @pid only (> 0) or system-wide

@@ -968,6 +968,55 @@ TEST(process_killed_mid_call)
 }
 
 /*
+ * A process that outlives its job and is then selected by the next one (a long-lived process
+ * taken by pid twice): the second job's store needs the stacks as much as the first did. The
+ * BPF side remembers which stacks went out per process and job run (ffm_job_cfg.gen); when it
+ * remembered them per process only, every wait of the second job came without a call site.
+ * The workload spends 80% of its time in its sync, so the first job most likely ends inside
+ * one: that call's return half never runs, and the thread's state must start over in the
+ * second job (it once hid all of the thread's later waits).
+ */
+TEST(process_in_two_jobs_has_call_sites_in_both)
+{
+	const char *const args[] = { "--iters", "3000", "--kernel-us", "800", "--cpu-us", "200", NULL };
+	char exe[PATH_MAX], id[2][64], pid_s[32];
+	struct wl run;
+	int st;
+
+	need_driver();
+	wl_path("unnecessary_sync", exe, sizeof(exe));
+	wl_prepare(&run, exe, args, FAKE, NULL, NULL);
+	snprintf(pid_s, sizeof(pid_s), "%d", run.pid);
+	for (int j = 0; j < 2; j++) {
+		snprintf(id[j], sizeof(id[j]), "twojobs-%d", ++seq);
+		job_start(&MAIN_D, id[j], id[j], "--pid", pid_s);
+		if (j == 0)
+			wl_go(&run);
+		sleep_ms(800);
+		ASSERT_MSG(kill(run.pid, 0) == 0, "the workload ended before job %d ended: make it longer", j + 1);
+		job_end(&MAIN_D, id[j]);
+	}
+	kill(run.pid, SIGKILL);
+	st = wl_wait(&run);
+	ASSERT(WIFSIGNALED(st));
+	for (int j = 0; j < 2; j++) {
+		struct view v;
+		size_t at_site, nosite = 0;
+
+		view_load(&v, &MAIN_D, id[j], 0);
+		at_site = view_site(&v, FFM_EV_WAIT, SITE_US, "cuCtxSynchronize", NULL);
+		for (size_t i = 0; i < v.n; i++)
+			nosite += v.ev[i].e.kind == FFM_EV_WAIT && !v.ev[i].site[0];
+		printf("# job %d: %zu waits at %s, %zu without a call site\n", j + 1, at_site, SITE_US, nosite);
+		if (!at_site || nosite)
+			view_print_sites(&v);
+		ASSERT_MSG(at_site > 100, "job %d: %zu waits at the workload's sync", j + 1, at_site);
+		ASSERT_MSG(nosite == 0, "job %d: %zu waits without a call site", j + 1, nosite);
+		view_free(&v);
+	}
+}
+
+/*
  * SIGKILL of ffmd in the middle of a job. Durability bound (see daemon/server.c): the store
  * keeps every record ffmd read more than flush_ms (200 ms) before the kill, and ffmd reads the
  * ring buffer at least every 100 ms; so the waits stored must run, without a gap, from the
