@@ -4,7 +4,7 @@
  * Not a test: it prints numbers, side by side, from one run (bench/run-bench.sh wraps it).
  *
  *   bench_overhead [--driver PATH] [--state-dir DIR] [--reps N] [--calls N]
- *                  [--workload PATH] [--ptx FILE] [--ingest-events N]
+ *                  [--workload PATH] [--ptx FILE] [--ingest-events N] [--parts 123]
  *
  * How instrumented and plain runs are told apart without attaching and detaching probes
  * between them (each detach costs the kernel an RCU grace period): the driver file is copied
@@ -18,6 +18,8 @@
  *   untr-pp    copy "s2p", process not tracked; the stage-2 set is attached to the copy for
  *              another process only (ffmd's per-process scope: the kernel plants no breakpoint
  *              in this one)
+ *   bare       copy "s1b": the wait function probed with a program that does nothing but ask
+ *              for the return (the kernel's price of a probe pair: stage 1 minus it is ffm's)
  *   stage1     copy "s1", process in a stage-1 job
  *   stage2     copy "s2", process in a stage-2 job
  * The collector's records are consumed and stored by a thread doing what ffmd does (a job run
@@ -28,7 +30,9 @@
  *    of each kind, one by one: cuCtxSynchronize on an idle GPU (enters the wait function),
  *    cuLaunchKernel and cuMemcpyHtoDAsync_v2 of 4 bytes (traced at stage 2), cuStreamQuery (no
  *    probe at any stage: shows the noise floor). Overhead = mode - plain, per call, from the
- *    medians (and the minima) over the repetitions.
+ *    medians (and the minima) over the repetitions. Then ffm's own share of a stage-1 wait,
+ *    twice: stage1 - bare, and the wait programs' run time from the kernel's BPF statistics
+ *    (the second is free of the traps' noise).
  * 2. Slowdown of a sync-heavy program: tests/workloads/unnecessary_sync with 100 us kernels and
  *    100 us of CPU work per iteration (about 5k syncs/s), its LOOP_S per mode.
  * 3. Ingest: the records of the stage-1 and stage-2 runs (captured on the way) replayed through
@@ -50,6 +54,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <bpf/bpf.h>
+
 #include "daemon/apis.h"
 #include "daemon/collector.h"
 #include "daemon/driver_setup.h"
@@ -61,9 +67,9 @@
 #include "symbols/ffm_driver.h"
 #include "symbols/ffm_stack.h"
 
-enum { M_PLAIN, M_UNTRACKED, M_UNTRACKED_PP, M_S1, M_S2, M__N };
-static const char *const MODE_NAME[M__N] = { "plain", "untracked", "untr-pp", "stage1", "stage2" };
-static const char *const MODE_DIR[M__N] = { "plain", "s2", "s2p", "s1", "s2" };
+enum { M_PLAIN, M_UNTRACKED, M_UNTRACKED_PP, M_BARE, M_S1, M_S2, M__N };
+static const char *const MODE_NAME[M__N] = { "plain", "untracked", "untr-pp", "bare", "stage1", "stage2" };
+static const char *const MODE_DIR[M__N] = { "plain", "s2", "s2p", "s1b", "s1", "s2" };
 enum { C_SYNC, C_LAUNCH, C_HTOD, C_QUERY, C__N };
 static const char *const CALL_NAME[C__N] = { "cuCtxSynchronize (idle)", "cuLaunchKernel",
 					     "cuMemcpyHtoDAsync 4 B", "cuStreamQuery (unprobed)" };
@@ -98,7 +104,7 @@ struct bench {
 	struct ffm_symbolizer *sym;
 	struct ffm_apis *apis;
 	struct ffm_ready_driver rd;
-	struct ffm_attachment *att_s1, *att_s2_wait, *att_s2_api, *att_pp_wait, *att_pp_api;
+	struct ffm_attachment *att_s1, *att_bare, *att_s2_wait, *att_s2_api, *att_pp_wait, *att_pp_api;
 	struct ffm_jobrun *jr[2]; /* slot 0: stage 1, slot 1: stage 2 */
 	pthread_t consumer;
 	pthread_mutex_t lock;     /* the job runs: consumer thread vs. main */
@@ -222,7 +228,7 @@ static int setup(struct bench *b)
 {
 	struct ffm_probe_set ps = {};
 	char why[256], path[PATH_MAX + 32], pp_path[PATH_MAX + 32];
-	const char *modes[] = { "plain", "s1", "s2", "s2p" };
+	const char *modes[] = { "plain", "s1", "s2", "s2p", "s1b" };
 	int err;
 
 	err = ffm_driver_ready(b->driver, b->state, &b->rd, why, sizeof(why));
@@ -230,7 +236,7 @@ static int setup(struct bench *b)
 		fprintf(stderr, "bench: driver %s is not usable: %s\n", b->driver, why);
 		return err;
 	}
-	for (int i = 0; i < 4; i++) {
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
 		snprintf(path, sizeof(path), "%s/%s", b->dir, modes[i]);
 		mkdir(path, 0755);
 		snprintf(path, sizeof(path), "%s/%s/libcuda.so.1", b->dir, modes[i]);
@@ -240,7 +246,8 @@ static int setup(struct bench *b)
 		}
 	}
 	if ((err = ffm_collector__open(&(struct ffm_collector_opts){ .sz = sizeof(struct ffm_collector_opts),
-				       .on_record = on_record, .ctx = b }, &b->col)) < 0) {
+				       .on_record = on_record, .ctx = b,
+				       .bare_probes = true }, &b->col)) < 0) {
 		fprintf(stderr, "bench: cannot load the BPF collector: %s (run as root)\n", strerror(-err));
 		return err;
 	}
@@ -251,6 +258,14 @@ static int setup(struct bench *b)
 	snprintf(path, sizeof(path), "%s/s1/libcuda.so.1", b->dir);
 	if ((err = ffm_probe_set__build(&ps, b->rd.drv, b->apis, FFM_PROBE_WAIT, b->rd.wait_off, NULL, 0)) < 0 ||
 	    (err = ffm_collector__attach(b->col, path, -1, ps.p, ps.n, &b->att_s1)) < 0)
+		goto fail;
+	snprintf(path, sizeof(path), "%s/s1b/libcuda.so.1", b->dir);
+	for (size_t i = 0; i < ps.n; i++)
+		ps.p[i].bare = true;
+	err = ffm_collector__attach(b->col, path, -1, ps.p, ps.n, &b->att_bare);
+	for (size_t i = 0; i < ps.n; i++)
+		ps.p[i].bare = false;
+	if (err < 0)
 		goto fail;
 	snprintf(path, sizeof(path), "%s/s2/libcuda.so.1", b->dir);
 	if ((err = ffm_collector__attach(b->col, path, -1, ps.p, ps.n, &b->att_s2_wait)) < 0)
@@ -339,19 +354,67 @@ static void per_call(struct bench *b, int reps, long calls)
 			mn[m][c] = t[0];
 		}
 	printf("\n1. per call, ns (median of %d runs of %ld calls each; min in parentheses)\n", reps, calls);
-	printf("%-26s %14s %14s %14s %14s %14s | %-34s\n", "call", "plain", "untracked", "untr-pp", "stage1",
-	       "stage2", "overhead: untracked / untr-pp / s1 / s2");
+	printf("%-26s", "call");
+	for (int m = 0; m < M__N; m++)
+		printf(" %14s", MODE_NAME[m]);
+	printf(" | overhead: untracked / untr-pp / bare / s1 / s2\n");
 	for (int c = 0; c < C__N; c++) {
 		printf("%-26s", CALL_NAME[c]);
 		for (int m = 0; m < M__N; m++)
 			printf(" %6.0f (%5.0f)", med[m][c], mn[m][c]);
-		printf(" | %+6.0f / %+6.0f / %+6.0f / %+6.0f\n", med[M_UNTRACKED][c] - med[M_PLAIN][c],
-		       med[M_UNTRACKED_PP][c] - med[M_PLAIN][c], med[M_S1][c] - med[M_PLAIN][c],
-		       med[M_S2][c] - med[M_PLAIN][c]);
+		printf(" |");
+		for (int m = M_UNTRACKED; m < M__N; m++)
+			printf(" %+6.0f%s", med[m][c] - med[M_PLAIN][c], m + 1 < M__N ? " /" : "\n");
 	}
+	printf("stage 1 per wait: %+.0f ns (min %+.0f) = the kernel's entry and return probe (bare) %+.0f ns\n"
+	       "  + ffm's programs %+.0f ns (min %+.0f)\n",
+	       med[M_S1][C_SYNC] - med[M_PLAIN][C_SYNC], mn[M_S1][C_SYNC] - mn[M_PLAIN][C_SYNC],
+	       med[M_BARE][C_SYNC] - med[M_PLAIN][C_SYNC], med[M_S1][C_SYNC] - med[M_BARE][C_SYNC],
+	       mn[M_S1][C_SYNC] - mn[M_BARE][C_SYNC]);
 	printf("targets: stage 1 <= 1500 ns per wait (cuCtxSynchronize, stage1 column), stage 2 <= 3000 ns per\n"
 	       "traced call (launch, copy: stage2 column), untracked <= 500 ns per driver call (untracked:\n"
 	       "system-wide probes; untr-pp: ffmd's per-process scope, the default where the kernel has it).\n");
+}
+
+/*
+ * ffm's own share of a stage-1 wait, without the traps' noise: the kernel's run-time
+ * statistics of the wait programs over @reps more stage-1 runs (statistics on only for them:
+ * they add two clock reads per program run).
+ */
+static void prog_cost(struct bench *b, int reps, long calls)
+{
+	char calls_s[32], buf[4096], lib[PATH_MAX + 32];
+	char *argv[] = { b->child, lib, b->ptx, calls_s, NULL };
+	double v[64], med;
+	uint64_t runs = 0;
+	int fd, n = 0;
+
+	snprintf(calls_s, sizeof(calls_s), "%ld", calls);
+	snprintf(lib, sizeof(lib), "%s/%s/libcuda.so.1", b->dir, MODE_DIR[M_S1]);
+	fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+	if (fd < 0) {
+		printf("   BPF run time per stage-1 wait: not available (%s)\n", strerror(errno));
+		return;
+	}
+	for (int r = 0; r < reps; r++) {
+		uint64_t ns0, n0, ns1, n1;
+
+		if (ffm_collector__wait_prog_stats(b->col, &ns0, &n0) < 0 ||
+		    run_mode(b, M_S1, argv, buf, sizeof(buf)) < 0 ||
+		    ffm_collector__wait_prog_stats(b->col, &ns1, &n1) < 0 || n1 == n0)
+			continue;
+		/* Each wait runs the program twice (entry, return). */
+		v[n++] = 2.0 * (double)(ns1 - ns0) / (double)(n1 - n0);
+		runs += n1 - n0;
+	}
+	close(fd);
+	if (!n) {
+		printf("   BPF run time per stage-1 wait: not measured\n");
+		return;
+	}
+	med = median(v, n); /* sorts v */
+	printf("   BPF run time per stage-1 wait: %.0f ns (min %.0f; entry + return, kernel BPF statistics,\n"
+	       "   %" PRIu64 " program runs)\n", med, v[0], runs);
 }
 
 static double loop_s(const char *out)
@@ -483,7 +546,8 @@ static void ingest(struct bench *b, uint64_t want)
 static void usage(FILE *f)
 {
 	fprintf(f, "Usage: bench_overhead [--driver PATH] [--state-dir DIR] [--reps N] [--calls N]\n"
-		   "                      [--workload PATH] [--ptx FILE] [--ingest-events N]\n");
+		   "                      [--workload PATH] [--ptx FILE] [--ingest-events N] [--parts 123]\n"
+		   "--parts: which of 1 (per call), 2 (sync-heavy program), 3 (ingest) to run\n");
 }
 
 int main(int argc, char **argv)
@@ -492,7 +556,7 @@ int main(int argc, char **argv)
 	int reps = 5;
 	long calls = 20000;
 	uint64_t ingest_events = 2000000;
-	const char *state = NULL;
+	const char *state = NULL, *parts = "123";
 	ssize_t n;
 
 	snprintf(b.ptx, sizeof(b.ptx), "tests/workloads/kernels.ptx");
@@ -523,6 +587,8 @@ int main(int argc, char **argv)
 			snprintf(b.ptx, sizeof(b.ptx), "%s", v);
 		else if (!strcmp(a, "--ingest-events"))
 			ingest_events = strtoull(v, NULL, 10);
+		else if (!strcmp(a, "--parts") && v[strspn(v, "123")] == 0)
+			parts = v;
 		else {
 			usage(stderr);
 			return 2;
@@ -557,8 +623,12 @@ int main(int argc, char **argv)
 	printf("driver %s (build-id %s), wait function at %#" PRIx64 "; %ld online CPUs; uprobes as %s\n",
 	       b.driver, ffm_driver__build_id(b.rd.drv), b.rd.wait_off, sysconf(_SC_NPROCESSORS_ONLN),
 	       ffm_collector__probe_mode(b.col));
-	per_call(&b, reps, calls);
-	slowdown(&b, reps);
+	if (strchr(parts, '1')) {
+		per_call(&b, reps, calls);
+		prog_cost(&b, reps, calls);
+	}
+	if (strchr(parts, '2'))
+		slowdown(&b, reps);
 	b.stop = true;
 	pthread_join(b.consumer, NULL);
 	ffm_collector__consume(b.col);
@@ -566,7 +636,8 @@ int main(int argc, char **argv)
 		ffm_jobrun__end(b.jr[s], 0, 0, false, true);
 		b.jr[s] = ffm_jobrun__free(b.jr[s]);
 	}
-	ingest(&b, ingest_events);
+	if (strchr(parts, '3'))
+		ingest(&b, ingest_events);
 	{
 		char cmd[PATH_MAX + 16];
 
