@@ -418,6 +418,14 @@ static __always_inline __u64 stack_key_of(struct walk *w, __u32 tgid)
 	return callsite_key(h, tgid, w, w->callsite, w->callsite_slot, w->tramp);
 }
 
+static __always_inline void note_seen(struct thr *t, __u64 key, __u32 gen)
+{
+	if (t) {
+		t->seen_key = key;
+		t->seen_gen = gen;
+	}
+}
+
 /* Send the stack of a key seen for the first time in this process and job run; @t: the
  * thread's state, if it has one. */
 static __always_inline void send_stack(struct pt_regs *ctx, const struct walk *w, __u64 key,
@@ -433,10 +441,7 @@ static __always_inline void send_stack(struct pt_regs *ctx, const struct walk *w
 	if (t && t->seen_key == key && t->seen_gen == jc->gen)
 		return;
 	if (bpf_map_lookup_elem(&seen, &sk)) {
-		if (t) {
-			t->seen_key = key;
-			t->seen_gen = jc->gen;
-		}
+		note_seen(t, key, jc->gen);
 		return;
 	}
 	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
@@ -492,10 +497,7 @@ static __always_inline void send_stack(struct pt_regs *ctx, const struct walk *w
 	 * gone once the process exits. New stacks are rare by design. */
 	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
 	bpf_map_update_elem(&seen, &sk, &one, BPF_ANY);
-	if (t) {
-		t->seen_key = key;
-		t->seen_gen = jc->gen;
-	}
+	note_seen(t, key, jc->gen);
 }
 
 /* ---- the internal wait function --------------------------------------------------------- */
@@ -592,7 +594,6 @@ static __always_inline void wait_leave(struct pt_regs *ctx)
 	jc = bpf_map_lookup_elem(&jobs, &job);
 	if (!w || !jc)
 		return;
-	walk_reset(w);
 	if (jc->flags & FFM_JOB_STACKS) {
 		walk_lib(w, p, PT_REGS_IP(ctx), PT_REGS_FP(ctx));
 		if (w->truncated)
