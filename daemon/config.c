@@ -16,13 +16,18 @@
  *     stage = 1             # optional override
  *
  * Unknown names and malformed lines are errors (a daemon that ignores a typo in its config
- * does something else than the admin asked).
+ * does something else than the admin asked). So is a config that is not a regular file: a
+ * directory reads as an empty file, and a FIFO would block ffmd (and its SIGHUP reload)
+ * until some writer came.
  */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "daemon/server.h"
 
@@ -59,6 +64,47 @@ static int copy(char *dst, size_t len, const char *v)
 	return 0;
 }
 
+/*
+ * @path opened for reading, if it is a regular file. O_NONBLOCK: opening a FIFO must not wait
+ * for a writer (fstat then refuses it); it changes nothing for a regular file. fstat of the
+ * descriptor, not stat of the path, so what is checked is what is read.
+ */
+static FILE *open_regular(const char *path, char *err, size_t errlen, int *r)
+{
+	struct stat st;
+	FILE *f;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0) {
+		*r = -errno;
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return NULL;
+	}
+	if (fstat(fd, &st) < 0) {
+		*r = -errno;
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		close(fd);
+		return NULL;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		*r = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+		snprintf(err, errlen, "%s: not a regular file (%s); want a config file",
+			 path, S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" :
+			 S_ISCHR(st.st_mode) ? "a character device" : S_ISSOCK(st.st_mode) ? "a socket" :
+			 S_ISBLK(st.st_mode) ? "a block device" : "a special file");
+		close(fd);
+		return NULL;
+	}
+	f = fdopen(fd, "r");
+	if (!f) {
+		*r = -errno;
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		close(fd);
+	}
+	return f;
+}
+
 int ffmd_config_load(struct ffmd_config *cfg, const char *path, char *err, size_t errlen)
 {
 	struct ffmd_rule *rule = NULL;
@@ -77,11 +123,9 @@ int ffmd_config_load(struct ffmd_config *cfg, const char *path, char *err, size_
 		snprintf(err, errlen, "%s: path too long", path);
 		return -ENAMETOOLONG;
 	}
-	f = fopen(path, "re");
-	if (!f) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		return -errno;
-	}
+	f = open_regular(path, err, errlen, &r);
+	if (!f)
+		return r;
 	while (fgets(line, sizeof(line), f)) {
 		char *s, *eq, *name, *val, *hash;
 
@@ -194,6 +238,11 @@ int ffmd_config_load(struct ffmd_config *cfg, const char *path, char *err, size_
 				 r == -ENOENT ? "unknown setting" : "bad value for", name);
 			break;
 		}
+	}
+	/* fgets stops at a read error as at the end: a file read in part is no config. */
+	if (!r && ferror(f)) {
+		snprintf(err, errlen, "%s:%d: read error", path, lineno + 1);
+		r = -EIO;
 	}
 	fclose(f);
 	for (int i = 0; !r && i < cfg->nrules; i++)

@@ -28,7 +28,10 @@ export FFM_CALIB_PROG=$O/ffm-calib-probe
 ctl() { "$O/ffmctl" --runtime-dir "$S/run" --state-dir "$S/state" "$@"; }
 
 mkdir -p "$S/state" "$S/run" "$CG" || exit 1
-"$O/ffmd" --state-dir "$S/state" --runtime-dir "$S/run" --config /dev/null >"$OUT/ffmd.log" 2>&1 &
+# An empty config, not the node's /etc/ffm/ffmd.conf (and not /dev/null: ffmd reads only a
+# regular file as its config).
+: >"$S/ffmd.conf"
+"$O/ffmd" --state-dir "$S/state" --runtime-dir "$S/run" --config "$S/ffmd.conf" >"$OUT/ffmd.log" 2>&1 &
 FFMD=$!
 trap 'kill $FFMD 2>/dev/null; wait $FFMD 2>/dev/null; rmdir "$CG"/* "$CG" 2>/dev/null' EXIT
 for _ in $(seq 150); do [ -S "$S/run/ffmd.sock" ] && break; sleep 0.1; done

@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * daemon/config.c, ffmd's config file, without a daemon: what is not a regular file is refused
+ * (a directory is not an empty config, a FIFO does not block the reader).
+ */
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "daemon/server.h"
+#include "tests/testutil.h"
+
+static char T[] = "/tmp/ffm-test-config.XXXXXX";
+static struct ffmd_config cfg; /* large: not on the stack */
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	ASSERT_MSG(f, "%s: %s", path, strerror(errno));
+	fputs(text, f);
+	ASSERT(fclose(f) == 0);
+}
+
+/* Load @text as a config file; returns ffmd_config_load's result, the reason in @err. */
+static int load_text(const char *text, char *err, size_t len)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "%s/ffmd.conf", T);
+	write_file(path, text);
+	err[0] = 0;
+	return ffmd_config_load(&cfg, path, err, len);
+}
+
+TEST(setup)
+{
+	ASSERT(mkdtemp(T));
+}
+
+TEST(regular_file_loads)
+{
+	char err[512];
+
+	ASSERT_EQ(load_text("flush_ms = 100\n[rule r]\nuid = 1000\n", err, sizeof(err)), 0);
+	ASSERT_EQ(cfg.flush_ms, 100);
+	ASSERT_EQ(cfg.nrules, 1);
+	ASSERT_STREQ(cfg.rules[0].name, "r");
+}
+
+TEST(directory_is_an_error)
+{
+	char dir[64], err[512] = "";
+
+	/* fopen() of a directory succeeds and its first read fails: it used to load as an
+	 * empty config, i.e. defaults and no rules, without a word. */
+	snprintf(dir, sizeof(dir), "%s/conf.d", T);
+	ASSERT(mkdir(dir, 0755) == 0);
+	ASSERT(ffmd_config_load(&cfg, dir, err, sizeof(err)) < 0);
+	ASSERT_MSG(strstr(err, dir) && strstr(err, "not a regular file") && strstr(err, "directory"),
+		   "err: %s", err);
+}
+
+TEST(fifo_is_refused_without_blocking)
+{
+	char fifo[64];
+	pid_t pid;
+	int st = 0;
+
+	snprintf(fifo, sizeof(fifo), "%s/fifo", T);
+	ASSERT(mkfifo(fifo, 0600) == 0);
+	/* In a child: a reader that blocks in open() waiting for a writer must not hang the
+	 * whole test binary. */
+	pid = fork();
+	ASSERT(pid >= 0);
+	if (pid == 0) {
+		char err[512] = "";
+		int r = ffmd_config_load(&cfg, fifo, err, sizeof(err));
+
+		printf("# %s\n", err);
+		fflush(stdout);
+		_exit(r < 0 && strstr(err, "not a regular file") && strstr(err, "FIFO") ? 0 : 1);
+	}
+	for (int i = 0; i < 500 && waitpid(pid, &st, WNOHANG) == 0; i++)
+		nanosleep(&(struct timespec){ .tv_nsec = 10000000 }, NULL);
+	if (waitpid(pid, &st, WNOHANG) == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+		FAIL("loading a FIFO as the config blocks (5 s)");
+	}
+	ASSERT_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "FIFO not refused as such (status %#x)", st);
+}
+
+TEST(device_is_refused)
+{
+	char err[512] = "";
+
+	ASSERT(ffmd_config_load(&cfg, "/dev/null", err, sizeof(err)) < 0);
+	ASSERT_MSG(strstr(err, "not a regular file") && strstr(err, "character device"), "err: %s", err);
+}
+
+TEST(missing_file_says_so)
+{
+	char err[512] = "", path[64];
+
+	snprintf(path, sizeof(path), "%s/none.conf", T);
+	ASSERT_EQ(ffmd_config_load(&cfg, path, err, sizeof(err)), -ENOENT);
+	ASSERT_MSG(strstr(err, path) && strstr(err, strerror(ENOENT)), "err: %s", err);
+}
+
+TEST(cleanup)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", T);
+	ASSERT_EQ(system(cmd), 0);
+}
+
+TEST_MAIN()
