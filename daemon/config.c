@@ -65,6 +65,34 @@ static int copy(char *dst, size_t len, const char *v)
 }
 
 /*
+ * "[rule NAME]" (blanks allowed around each part) into @name. Exactly one name: "[rule a b]"
+ * is not rule "a" with something ignored, nor is "[rulea]" rule "a"; and a name too long is
+ * an error, not a shorter name (the name identifies a rule across reloads).
+ */
+static int parse_section(const char *s, char *name, size_t len)
+{
+	char buf[4096], *in, *end;
+	size_t n = strlen(s);
+
+	if (n < 2 || n - 2 >= sizeof(buf) || s[0] != '[' || s[n - 1] != ']')
+		return -EINVAL;
+	memcpy(buf, s + 1, n - 2);
+	buf[n - 2] = 0;
+	in = trim(buf);
+	if (strncmp(in, "rule", 4) || !isspace((unsigned char)in[4]))
+		return -EINVAL;
+	in = trim(in + 4);
+	for (end = in; *end && !isspace((unsigned char)*end) && *end != '[' && *end != ']'; end++)
+		;
+	if (end == in || *end)
+		return -EINVAL;
+	if ((size_t)(end - in) >= len)
+		return -ENAMETOOLONG;
+	strcpy(name, in);
+	return 0;
+}
+
+/*
  * @path opened for reading, if it is a regular file. O_NONBLOCK: opening a FIFO must not wait
  * for a writer (fstat then refuses it); it changes nothing for a regular file. fstat of the
  * descriptor, not stat of the path, so what is checked is what is read.
@@ -144,9 +172,10 @@ int ffmd_config_load(struct ffmd_config *cfg, const char *path, char *err, size_
 		if (*s == '[') {
 			char rname[64];
 
-			if (sscanf(s, "[rule %63[^] \t]]", rname) != 1 || s[strlen(s) - 1] != ']') {
-				snprintf(err, errlen, "%s:%d: want [rule NAME]", path, lineno);
-				r = -EINVAL;
+			r = parse_section(s, rname, sizeof(rname));
+			if (r) {
+				snprintf(err, errlen, "%s:%d: want [rule NAME] with one name%s, not %s",
+					 path, lineno, r == -ENAMETOOLONG ? " of at most 63 bytes" : "", s);
 				break;
 			}
 			if (cfg->nrules == FFM_MAX_RULES) {

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * daemon/config.c, ffmd's config file, without a daemon: what is not a regular file is refused
- * (a directory is not an empty config, a FIFO does not block the reader).
+ * (a directory is not an empty config, a FIFO does not block the reader), and a section
+ * header names exactly one rule.
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -108,6 +109,45 @@ TEST(missing_file_says_so)
 	snprintf(path, sizeof(path), "%s/none.conf", T);
 	ASSERT_EQ(ffmd_config_load(&cfg, path, err, sizeof(err)), -ENOENT);
 	ASSERT_MSG(strstr(err, path) && strstr(err, strerror(ENOENT)), "err: %s", err);
+}
+
+TEST(section_header_names_one_rule)
+{
+	static const char *const bad[] = {
+		"[rule a b]", "[rule a\tb]", "[rulea]", "[rules a]", "[rule]", "[rule ]", "[ rule ]",
+		"[rule a]]", "[rule [a]", "[job a]", "[rule a", "[]",
+	};
+	char text[256], err[512], want[64];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		/* On line 2, after a valid setting: the error names the line and the header. */
+		snprintf(text, sizeof(text), "flush_ms = 100\n%s\nuid = 1000\n", bad[i]);
+		ASSERT_MSG(load_text(text, err, sizeof(err)) == -EINVAL, "'%s' accepted (%d rules, first '%s')",
+			   bad[i], cfg.nrules, cfg.nrules ? cfg.rules[0].name : "");
+		snprintf(want, sizeof(want), "ffmd.conf:2: ");
+		ASSERT_MSG(strstr(err, want) && strstr(err, bad[i]) && strstr(err, "[rule NAME]"),
+			   "'%s': %s", bad[i], err);
+	}
+	/* Blanks around the parts are fine, and a comment after the header. */
+	ASSERT_EQ(load_text("[ rule\tgpu-users ]  # all of them\nuid = 1000\n", err, sizeof(err)), 0);
+	ASSERT_EQ(cfg.nrules, 1);
+	ASSERT_STREQ(cfg.rules[0].name, "gpu-users");
+}
+
+TEST(rule_name_is_never_cut)
+{
+	char name[80], text[256], err[512];
+
+	/* 63 bytes fit; 64 used to become the first 63, another rule's name perhaps. */
+	memset(name, 'n', 63);
+	name[63] = 0;
+	snprintf(text, sizeof(text), "[rule %s]\nuid = 1\n", name);
+	ASSERT_EQ(load_text(text, err, sizeof(err)), 0);
+	ASSERT_STREQ(cfg.rules[0].name, name);
+	strcat(name, "X");
+	snprintf(text, sizeof(text), "[rule %s]\nuid = 1\n", name);
+	ASSERT_MSG(load_text(text, err, sizeof(err)) < 0, "a 64-byte name became '%s'", cfg.rules[0].name);
+	ASSERT_MSG(strstr(err, "ffmd.conf:1: ") && strstr(err, "63 bytes"), "err: %s", err);
 }
 
 TEST(cleanup)

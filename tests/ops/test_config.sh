@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 #
-# ffmd's config file as the admin meets it (TAP); tests/daemon/test_config.c has the loader's
+# ffmd's config file as the admin meets it (TAP); tests/daemon/test_config.c has the parser's
 # cases:
 #   - `ffmd --config DIR` (a directory), a FIFO, /dev/null: ffmd exits 1 at once saying the file
 #     is not a regular file (a directory used to load as an empty config; a FIFO blocked ffmd);
+#   - `[rule a b]`: exit 1 naming the line (it used to become rule "a");
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 . tests/ops/lib.sh
@@ -27,6 +28,10 @@ mkfifo "$T/fifo"
 bad_config "--config DIR" "not a regular file (a directory)" "$T/conf.d"
 bad_config "--config FIFO (no writer: must not block)" "not a regular file (a FIFO)" "$T/fifo"
 bad_config "--config /dev/null" "not a regular file (a character device)" /dev/null
+
+printf 'flush_ms = 100\n[rule a b]\nuid = 1000\n' >"$T/two-names.conf"
+bad_config "[rule a b]" "$T/two-names.conf:2: want [rule NAME] with one name, not [rule a b]" \
+	"$T/two-names.conf"
 
 echo "1..$n"
 finish
