@@ -15,6 +15,8 @@
  *     key = nightly         # optional; default: uid + executable + arguments
  *     stage = 1             # optional override
  *
+ * At most FFM_MAX_RULES rules (half of the job slots, daemon/server.h says why).
+ *
  * Unknown names and malformed lines are errors (a daemon that ignores a typo in its config
  * does something else than the admin asked). So is a config that is not a regular file: a
  * directory reads as an empty file, and a FIFO would block ffmd (and its SIGHUP reload)
@@ -179,7 +181,9 @@ int ffmd_config_load(struct ffmd_config *cfg, const char *path, char *err, size_
 				break;
 			}
 			if (cfg->nrules == FFM_MAX_RULES) {
-				snprintf(err, errlen, "%s:%d: more than %d rules", path, lineno, FFM_MAX_RULES);
+				snprintf(err, errlen, "%s:%d: more than %d rules (each rule holds one of "
+					 "ffmd's %d job slots; the other %d are kept for jobs)", path,
+					 lineno, FFM_MAX_RULES, FFM_MAX_JOBS, FFM_MAX_JOBS - FFM_MAX_RULES);
 				r = -ENOSPC;
 				break;
 			}

@@ -10,7 +10,15 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define FFM_MAX_RULES 64
+#include "bpf/ffm.h"
+
+/*
+ * A [rule NAME] holds one of the FFM_MAX_JOBS BPF job slots for as long as it is configured,
+ * and every job (by request, or a process a rule matched) needs one more. With as many rules
+ * as slots no job could ever start, so the config may name at most half as many rules: the
+ * other half stays for jobs (systemd/ffmd.conf says so too).
+ */
+#define FFM_MAX_RULES (FFM_MAX_JOBS / 2)
 #define FFM_MAX_SELECTORS 32
 
 enum ffm_sel_type { FFM_SEL_CGROUP, FFM_SEL_PID, FFM_SEL_UID, FFM_SEL_EXE };

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * daemon/config.c, ffmd's config file, without a daemon: what is not a regular file is refused
- * (a directory is not an empty config, a FIFO does not block the reader), and a section
- * header names exactly one rule.
+ * (a directory is not an empty config, a FIFO does not block the reader), a section header
+ * names exactly one rule, and the rules leave job slots for jobs.
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "bpf/ffm.h"
 #include "daemon/server.h"
 #include "tests/testutil.h"
 
@@ -148,6 +149,39 @@ TEST(rule_name_is_never_cut)
 	snprintf(text, sizeof(text), "[rule %s]\nuid = 1\n", name);
 	ASSERT_MSG(load_text(text, err, sizeof(err)) < 0, "a 64-byte name became '%s'", cfg.rules[0].name);
 	ASSERT_MSG(strstr(err, "ffmd.conf:1: ") && strstr(err, "63 bytes"), "err: %s", err);
+}
+
+static int load_rules(int n, char *err, size_t len)
+{
+	size_t cap = (size_t)n * 48 + 1, off = 0;
+	char *text = malloc(cap);
+	int r;
+
+	ASSERT(text);
+	text[0] = 0;
+	for (int i = 0; i < n; i++)
+		off += (size_t)snprintf(text + off, cap - off, "[rule r%d]\nuid = %d\n", i, 50000 + i);
+	r = load_text(text, err, len);
+	free(text);
+	return r;
+}
+
+TEST(rules_leave_job_slots_for_jobs)
+{
+	char err[512], want[64];
+
+	/* Every rule holds a job slot as long as it is configured: as many rules as slots left
+	 * none for any job, and each job start failed. */
+	ASSERT_MSG(FFM_MAX_JOBS - FFM_MAX_RULES >= FFM_MAX_JOBS / 2, "%d rules of %d slots",
+		   FFM_MAX_RULES, FFM_MAX_JOBS);
+	ASSERT_EQ(load_rules(FFM_MAX_RULES, err, sizeof(err)), 0);
+	ASSERT_EQ(cfg.nrules, FFM_MAX_RULES);
+	ASSERT_EQ(load_rules(FFM_MAX_RULES + 1, err, sizeof(err)), -ENOSPC);
+	/* The error names the limit, the line and why there is one. */
+	snprintf(want, sizeof(want), "ffmd.conf:%d: more than %d rules", 2 * FFM_MAX_RULES + 1,
+		 FFM_MAX_RULES);
+	ASSERT_MSG(strstr(err, want) && strstr(err, "job slots"), "err: %s", err);
+	ASSERT_EQ(load_rules(FFM_MAX_JOBS, err, sizeof(err)), -ENOSPC);
 }
 
 TEST(cleanup)
