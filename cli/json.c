@@ -411,18 +411,71 @@ bool ffm_json_bool(const struct ffm_json *v, bool dflt)
 	return v && v->type == FFM_JSON_BOOL ? v->b : dflt;
 }
 
+/*
+ * Length of the well-formed UTF-8 sequence at @s (RFC 3629: no overlong form, no surrogate,
+ * nothing above U+10FFFF), 0 if none starts there. Reads past s[0] only while the bytes so
+ * far fit, so never past the string's NUL.
+ */
+static size_t utf8_len(const unsigned char *s)
+{
+	unsigned char lo = 0x80, hi = 0xbf;
+
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		return (s[1] & 0xc0) == 0x80 ? 2 : 0;
+	if (s[0] >= 0xe0 && s[0] <= 0xef) {
+		if (s[0] == 0xe0)
+			lo = 0xa0; /* overlong below */
+		else if (s[0] == 0xed)
+			hi = 0x9f; /* U+D800..U+DFFF: surrogates */
+		return s[1] >= lo && s[1] <= hi && (s[2] & 0xc0) == 0x80 ? 3 : 0;
+	}
+	if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+		if (s[0] == 0xf0)
+			lo = 0x90; /* overlong below */
+		else if (s[0] == 0xf4)
+			hi = 0x8f; /* above U+10FFFF */
+		return s[1] >= lo && s[1] <= hi && (s[2] & 0xc0) == 0x80 &&
+		       (s[3] & 0xc0) == 0x80 ? 4 : 0;
+	}
+	return 0;
+}
+
+/*
+ * Valid JSON for any byte string. The strings written are job ids, keys, paths and symbol
+ * names: any byte but NUL may be in them (root can start a job with id "\xff\xfe"), while
+ * JSON text is Unicode, exchanged as UTF-8 (RFC 8259, 8.1), and strict readers (Python's json,
+ * jq) refuse the whole document over one bad byte. So well-formed UTF-8 is written as it is,
+ * and each byte that does not begin a well-formed sequence becomes U+FFFD, written "\ufffd"
+ * (one per byte, decoding resumes at the next byte). Not "\u00XX": that would read back as a
+ * Latin-1 character the name never had, where U+FFFD says plainly that a byte was not text.
+ * The text output prints such names as they are. Streamed to @f: no length limit.
+ */
 void ffm_json_write_str(FILE *f, const char *s)
 {
-	fputc('"', f);
-	for (; s && *s; s++) {
-		unsigned char c = (unsigned char)*s;
+	const unsigned char *p = (const unsigned char *)(s ? s : "");
 
-		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c < 0x20 || c == 0x7f)
-			fprintf(f, "\\u%04x", c);
-		else
-			fputc(c, f);
+	fputc('"', f);
+	while (*p) {
+		size_t n = utf8_len(p);
+		unsigned char c = *p;
+
+		if (!n) {
+			fputs("\\ufffd", f);
+			p++;
+		} else if (n > 1) {
+			fwrite(p, 1, n, f);
+			p += n;
+		} else {
+			if (c == '"' || c == '\\')
+				fprintf(f, "\\%c", c);
+			else if (c < 0x20 || c == 0x7f)
+				fprintf(f, "\\u%04x", c);
+			else
+				fputc(c, f);
+			p++;
+		}
 	}
 	fputc('"', f);
 }

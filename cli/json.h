@@ -41,7 +41,10 @@ const char *ffm_json_str(const struct ffm_json *v, const char *dflt);
 double ffm_json_num(const struct ffm_json *v, double dflt);
 bool ffm_json_bool(const struct ffm_json *v, bool dflt);
 
-/* Write @s as a JSON string literal (quotes, escapes); NULL writes "". */
+/*
+ * Write @s as a JSON string literal (quotes, escapes); NULL writes "". Any bytes give valid
+ * JSON: those that are not well-formed UTF-8 are written as U+FFFD (cli/json.c says why).
+ */
 void ffm_json_write_str(FILE *f, const char *s);
 
 #endif
