@@ -91,8 +91,7 @@ static int side_open(struct side *s, const char *job_id)
 	s->job_id = job_id;
 	err = ffmctl_job_stores__open(ffmctl_g.state_dir, job_id, &s->js);
 	if (err) {
-		ffmctl_err("diff", "no job '%s' under %s: %s", job_id, ffmctl_g.state_dir,
-			   err == -ENOENT ? "no store holds it" : ffm_store__strerror(err));
+		ffmctl_no_job_err("diff", ffmctl_g.state_dir, job_id, err, true);
 		return err;
 	}
 	s->pred = calloc(s->js.n, sizeof(*s->pred));

@@ -35,6 +35,7 @@
 #include "cli/ffmctl.h"
 #include "cli/grow.h"
 #include "cli/json.h"
+#include "cli/report.h"
 #include "store/ffm_store.h"
 
 #define MAX_RUNS 256
@@ -771,8 +772,8 @@ int ffmctl_export(int argc, char **argv)
 	e->job_id = argv[optind];
 	err = ffm_store__find_job(ffmctl_g.state_dir, e->job_id, &so, &e->s);
 	if (err < 0) {
-		ffmctl_err("export", "no job '%s' under %s: %s", e->job_id, ffmctl_g.state_dir,
-			   err == -ENOENT ? "no store holds it" : ffm_store__strerror(err));
+		/* export reads <state>/keys only, not nodes/ */
+		ffmctl_no_job_err("export", ffmctl_g.state_dir, e->job_id, err, false);
 		goto out;
 	}
 	if ((err = ffm_store__for_each_run(e->s, on_run, e)) < 0 ||

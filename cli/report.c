@@ -82,37 +82,61 @@ static int cmp_node(const void *a, const void *b)
 	return strcmp(((const struct ffmctl_node *)a)->name, ((const struct ffmctl_node *)b)->name);
 }
 
-int ffmctl_job_stores__open(const char *state_dir, const char *job_id,
-			    struct ffmctl_job_stores *out)
+/*
+ * @fn on each directory that holds stores (cli/report.h): @state_dir itself (node NULL), then
+ * each <state_dir>/nodes/<node>. Stops at, and returns, the first nonzero return.
+ */
+static int for_each_store_dir(const char *state_dir, bool nodes,
+			      int (*fn)(const char *dir, const char *node, void *ctx), void *ctx)
 {
 	char dir[4096];
 	struct dirent *de;
 	DIR *d;
 	int err;
 
-	memset(out, 0, sizeof(*out));
-	err = add_store(out, state_dir, job_id, NULL);
-	if (err && err != -ENOENT) {
-		/* a state dir without keys/ (only nodes/) is not an error */
-		if (err != -ENOTDIR)
-			goto fail;
-	}
+	err = fn(state_dir, NULL, ctx);
+	if (err || !nodes)
+		return err;
 	snprintf(dir, sizeof(dir), "%s/nodes", state_dir);
 	d = opendir(dir);
-	while (d && (de = readdir(d))) {
+	while (!err && d && (de = readdir(d))) {
 		char nd[4096 + 512];
 
 		if (de->d_name[0] == '.')
 			continue;
 		snprintf(nd, sizeof(nd), "%s/%s", dir, de->d_name);
-		err = add_store(out, nd, job_id, de->d_name);
-		if (err && err != -ENOENT && err != -ENOTDIR) {
-			closedir(d);
-			goto fail;
-		}
+		err = fn(nd, de->d_name, ctx);
 	}
 	if (d)
 		closedir(d);
+	return err;
+}
+
+struct open_ctx {
+	struct ffmctl_job_stores *js;
+	const char *job_id;
+};
+
+static int open_in_dir(const char *dir, const char *node, void *ctx)
+{
+	struct open_ctx *c = ctx;
+	int err = add_store(c->js, dir, c->job_id, node);
+
+	/* a directory without keys/ (a state dir with only nodes/, a node dir being made) is
+	 * not an error */
+	return err == -ENOENT || err == -ENOTDIR ? 0 : err;
+}
+
+int ffmctl_job_stores__open(const char *state_dir, const char *job_id,
+			    struct ffmctl_job_stores *out)
+{
+	struct open_ctx c = { .js = out, .job_id = job_id };
+	int err;
+
+	memset(out, 0, sizeof(*out));
+	err = for_each_store_dir(state_dir, true, open_in_dir, &c);
+	if (err)
+		goto fail;
 	if (!out->n)
 		return -ENOENT;
 	qsort(out->v, out->n, sizeof(*out->v), cmp_node);
@@ -120,6 +144,100 @@ int ffmctl_job_stores__open(const char *state_dir, const char *job_id,
 fail:
 	ffmctl_job_stores__close(out);
 	return err;
+}
+
+/* ---- a job no store holds ------------------------------------------------------------- */
+
+#define MAX_REFUSED_NAMED 20
+
+struct refused {
+	char **path;
+	int *err;
+	size_t n, cap, more;
+};
+
+static int on_key_file(const char *path, const char *key, int err, void *ctx)
+{
+	struct refused *r = ctx;
+	char *p;
+
+	if (err >= 0)
+		return 0;
+	if (r->n == MAX_REFUSED_NAMED) {
+		r->more++;
+		return 0;
+	}
+	if (r->n == r->cap) {
+		size_t cap = r->cap ? 2 * r->cap : 4;
+		char **np = realloc(r->path, cap * sizeof(*np));
+		int *ne;
+
+		if (!np)
+			return -ENOMEM;
+		r->path = np;
+		ne = realloc(r->err, cap * sizeof(*ne));
+		if (!ne)
+			return -ENOMEM;
+		r->err = ne;
+		r->cap = cap;
+	}
+	p = strdup(path);
+	if (!p)
+		return -ENOMEM;
+	r->path[r->n] = p;
+	r->err[r->n++] = err;
+	return 0;
+}
+
+static int refused_in_dir(const char *dir, const char *node, void *ctx)
+{
+	int err = ffm_store__for_each_key(dir, on_key_file, ctx);
+
+	/* no keys/ there: nothing refused; other directory errors are the caller's report */
+	return err == -ENOMEM ? err : 0;
+}
+
+static const char *refusal(int err)
+{
+	switch (err) {
+	case -ENOENT:
+		return "an ffm store without its key row";
+	case -EACCES:
+	case -EPERM:
+		return "permission denied (run as root or as a member of ffmd's admin group)";
+	}
+	return ffm_store__strerror(err);
+}
+
+void ffmctl_no_job_err(const char *verb, const char *state_dir, const char *job_id, int err,
+		       bool nodes)
+{
+	struct refused r = {};
+
+	if (err != -ENOENT) {
+		ffmctl_err(verb, "no job '%s' under %s: %s", job_id, state_dir, refusal(err));
+		return;
+	}
+	/*
+	 * The lookup skips store files it cannot use, so "no store holds it" is only what the
+	 * usable ones say: name each refused file and why, the job's data may be in one.
+	 */
+	for_each_store_dir(state_dir, nodes, refused_in_dir, &r);
+	if (!r.n) {
+		ffmctl_err(verb, "no job '%s' under %s: no store holds it", job_id, state_dir);
+		return;
+	}
+	ffmctl_err(verb, "no job '%s' under %s: no usable store holds it, and %zu store%s could "
+		   "not be read (the job may be in one):", job_id, state_dir, r.n + r.more,
+		   r.n + r.more == 1 ? "" : "s");
+	for (size_t i = 0; i < r.n; i++) {
+		ffmctl_err(verb, "%s: %s", r.path[i], refusal(r.err[i]));
+		free(r.path[i]);
+	}
+	if (r.more)
+		ffmctl_err(verb, "... and %zu more", r.more);
+	free(r.path);
+	free(r.err);
 }
 
 void ffmctl_job_stores__close(struct ffmctl_job_stores *js)
@@ -946,8 +1064,7 @@ static int report(const char *job_id, bool json, enum ffm_grouping grouping, int
 
 	err = ffmctl_job_stores__open(ffmctl_g.state_dir, job_id, &js);
 	if (err) {
-		ffmctl_err("report", "no job '%s' under %s: %s", job_id, ffmctl_g.state_dir,
-			   err == -ENOENT ? "no store holds it" : ffm_store__strerror(err));
+		ffmctl_no_job_err("report", ffmctl_g.state_dir, job_id, err, true);
 		return err;
 	}
 	for (size_t ni = 0; ni < js.n; ni++) {

@@ -30,6 +30,15 @@ struct ffmctl_job_stores {
 int ffmctl_job_stores__open(const char *state_dir, const char *job_id,
 			    struct ffmctl_job_stores *out);
 void ffmctl_job_stores__close(struct ffmctl_job_stores *js);
+/*
+ * @verb's error for a job whose stores could not be opened (@err from ffmctl_job_stores__open
+ * or ffm_store__find_job). For -ENOENT it names each store file under @state_dir (and its
+ * nodes/ with @nodes) that was refused, and why: the lookup skips files that are not usable
+ * stores (corrupt, not an ffm store, written by a newer ffm, unreadable), and the job's data
+ * may be in one of them.
+ */
+void ffmctl_no_job_err(const char *verb, const char *state_dir, const char *job_id, int err,
+		       bool nodes);
 
 /* "function at file:line" or "function (module+0xoff)". */
 void ffmctl_site_str(const struct ffm_an_site *x, char *buf, size_t len);
