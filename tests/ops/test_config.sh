@@ -47,8 +47,8 @@ rules() { # rules N FILE: N rules, one uid each
 rules "$SLOTS" "$T/all.conf"
 bad_config "$SLOTS rules (every job slot)" "more than $MAX_RULES rules" "$T/all.conf"
 rules $((MAX_RULES + 1)) "$T/over.conf"
-bad_config "$((MAX_RULES + 1)) rules" "$T/over.conf:$((2 * MAX_RULES + 1)): more than $MAX_RULES rules" \
-	"$T/over.conf"
+bad_config "$((MAX_RULES + 1)) rules" \
+	"$T/over.conf:$((2 * MAX_RULES + 1)): more than $MAX_RULES rules" "$T/over.conf"
 
 # With the most rules allowed, the scheduler's jobs still get slots.
 if [ "$(id -u)" != 0 ]; then

@@ -52,7 +52,8 @@ json_check "jobs --json: valid JSON, bad bytes as U+FFFD" "$T/jobs.json" \
 	'[x["job"] for x in j] == ["j\ufffd\ufffd"] and j[0]["key"] == "key-\u00e9-\ufffd"'
 "$FFMCTL" --state-dir "$T/s" report "$ID" --json >"$T/report.json"
 json_check "report --json: valid JSON, bad bytes as U+FFFD" "$T/report.json" \
-	'(j["job_id"], j["key"]) == ("j\ufffd\ufffd", "key-\u00e9-\ufffd") and j["stages"] and all(s["job_id"] == "j\ufffd\ufffd" for s in j["stages"])'
+	'(j["job_id"], j["key"]) == ("j\ufffd\ufffd", "key-\u00e9-\ufffd") and j["stages"] and '\
+'all(s["job_id"] == "j\ufffd\ufffd" for s in j["stages"])'
 "$FFMCTL" --state-dir "$T/s" export "$ID" --format chrome-trace -o "$T/trace.json"
 json_check "export --format chrome-trace: valid JSON" "$T/trace.json" 'True'
 "$FFMCTL" --state-dir "$T/s" export "$ID" --format hatchet -o "$T/hatchet.json"
