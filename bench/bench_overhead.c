@@ -231,7 +231,7 @@ static int setup(struct bench *b)
 	const char *modes[] = { "plain", "s1", "s2", "s2p", "s1b" };
 	int err;
 
-	err = ffm_driver_ready(b->driver, b->state, &b->rd, why, sizeof(why));
+	err = ffm_driver_ready(b->driver, b->state, FFM_READY_RUN_UNTRUSTED, &b->rd, why, sizeof(why));
 	if (err < 0) {
 		fprintf(stderr, "bench: driver %s is not usable: %s\n", b->driver, why);
 		return err;

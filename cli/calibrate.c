@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cli/ffmctl.h"
+#include "daemon/driver_setup.h"
 #include "symbols/ffm_calibrate.h"
 #include "symbols/ffm_driver.h"
 
@@ -100,7 +101,9 @@ int ffmctl_calibrate(int argc, char **argv)
 	char probe[PATH_MAX];
 	struct ffm_driver_list *l = NULL;
 	struct ffm_calibration *c = NULL;
-	int ch, err, rc;
+	char why[256], fdpath[64];
+	bool trusted;
+	int ch, err, rc, fd;
 
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, ":d:jfh", opts, NULL)) != -1) {
@@ -148,14 +151,34 @@ int ffmctl_calibrate(int argc, char **argv)
 		ffm_driver_list__free(l);
 		return EXIT_FAIL;
 	}
+	/* The file is opened and checked once, then calibrated as that open file. As root, only
+	 * a trusted file is run (daemon/driver_setup.h); another user runs it with their own
+	 * privileges, and their result is not cached where ffmd would take it. */
+	fd = ffm_driver_file_open(driver, &trusted, why, sizeof(why));
+	if (fd < 0) {
+		ffmctl_err("calibrate", "cannot open %s: %s", driver, why);
+		ffm_driver_list__free(l);
+		return EXIT_FAIL;
+	}
+	if (!trusted && geteuid() == 0) {
+		ffmctl_err("calibrate", "refusing to run %s as root: it is %s (calibrate a root-owned "
+			   "copy: install -o root -m 0644 %s COPY; the result serves every file of the "
+			   "same build-id)", driver, why, driver);
+		close(fd);
+		ffm_driver_list__free(l);
+		return EXIT_FAIL;
+	}
+	snprintf(fdpath, sizeof(fdpath), "/proc/%d/fd/%d", (int)getpid(), fd);
 	struct ffm_calibrate_opts o = {
 		.sz = sizeof(o),
-		.driver_path = driver,
+		.driver_path = fdpath,
+		.display_path = driver,
 		.probe_path = probe,
-		.state_dir = ffmctl_g.state_dir,
+		.state_dir = trusted ? ffmctl_g.state_dir : NULL,
 		.force = force,
 	};
 	err = ffm_calibrate(&o, &c);
+	close(fd);
 	if (err) {
 		const char *hint = err == -EPERM || err == -EACCES ? " (run as root: ptrace and uprobes are needed)"
 				 : err == -ENODATA ? " (no libcuda function was common to all waiting stacks)"

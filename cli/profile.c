@@ -251,7 +251,7 @@ int ffmctl_profile(int argc, char **argv)
 	}
 	if (!quiet)
 		fprintf(stderr, "ffm: driver %s\n", drv_path);
-	err = ffm_driver_ready(drv_path, ffmctl_g.state_dir, &rd, why, sizeof(why));
+	err = ffm_driver_ready(drv_path, ffmctl_g.state_dir, FFM_READY_RUN_UNTRUSTED, &rd, why, sizeof(why));
 	if (err < 0) {
 		ffmctl_err("profile", "cannot use driver %s: %s", drv_path, why[0] ? why : strerror(-err));
 		goto out;

@@ -3,6 +3,15 @@
  * A driver file made ready for probing: opened (build-id, exported offsets) and its internal
  * wait function known from a verified calibration (cached per build-id in the state
  * directory, calibrated on first use). An unverified result is never used.
+ *
+ * Which files are run (docs/SECURITY.md). Calibrating runs the file: ffm-calib-probe loads it
+ * with the caller's privileges. A file is *trusted* when it is a regular file owned by root,
+ * writable by nobody else, on a file system whose ownership its users cannot choose (not
+ * FUSE). Only a trusted file is calibrated; any other (a copy in a user's directory, a user's
+ * container) is never run: it is used only if a verified calibration of its build-id is cached,
+ * which only trusted files write. The file is opened once, checked on the open file and handed
+ * to the calibration as that file (/proc/PID/fd/N), so a path swapped between the check and
+ * the run changes nothing. Opening never blocks (a FIFO by the driver's name is refused).
  */
 #ifndef FFM_DRIVER_SETUP_H
 #define FFM_DRIVER_SETUP_H
@@ -17,13 +26,29 @@ struct ffm_ready_driver {
 	struct ffm_driver *drv;
 	uint64_t wait_off, wait_size;
 	bool calibrated_now; /* false: taken from the cache */
+	bool trusted;        /* see above */
 	double calib_seconds;
 };
 
-/* -errno; *why gets a short human reason on failure (static string or in @why_buf). */
-int ffm_driver_ready(const char *path, const char *state_dir, struct ffm_ready_driver *out,
-		     char *why_buf, size_t why_len);
+enum ffm_ready_flags {
+	/* Calibrate an untrusted file too: `ffmctl profile`, whose application loads that very
+	 * file with the same privileges anyway. */
+	FFM_READY_RUN_UNTRUSTED = 1u << 0,
+};
+
+/* -errno; @why gets a short human reason on failure. */
+int ffm_driver_ready(const char *path, const char *state_dir, unsigned flags,
+		     struct ffm_ready_driver *out, char *why, size_t why_len);
 void ffm_ready_driver__release(struct ffm_ready_driver *d);
+
+/*
+ * Open the driver file @path once (never blocking, regular files only) and say whether it is
+ * trusted: returns the fd, or -errno with @why set. @why says why an untrusted file is not
+ * trusted ("" for a trusted one).
+ */
+int ffm_driver_file_open(const char *path, bool *trusted, char *why, size_t why_len);
+/* Whether the open file @fd is trusted (see above); @why as for ffm_driver_file_open. */
+bool ffm_driver_file_trusted(int fd, char *why, size_t why_len);
 
 /* Path of the calibration program (ffm-calib-probe); -ENOENT when not found. */
 int ffm_calib_probe_path(char *buf, size_t len);

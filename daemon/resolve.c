@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "daemon/resolve.h"
@@ -26,13 +27,16 @@ int ffm_resolve_libcuda(const char *ld_library_path, const char *root, const cha
 			return -ENOMEM;
 		for (char *d = strtok_r(dup, ":;", &save); d; d = strtok_r(NULL, ":;", &save)) {
 			char p[PATH_MAX];
+			struct stat st;
 
 			/* The loader takes a relative entry relative to the process's cwd. */
 			if (*d == '/')
 				snprintf(p, sizeof(p), "%s%s/libcuda.so.1", in_root ? root : "", d);
 			else
 				snprintf(p, sizeof(p), "%s/%s/libcuda.so.1", cwd ? cwd : ".", d);
-			if (access(p, R_OK) == 0) {
+			/* A regular file only: a FIFO or a directory by that name is no library
+			 * (and opening a FIFO would block). */
+			if (stat(p, &st) == 0 && S_ISREG(st.st_mode) && access(p, R_OK) == 0) {
 				snprintf(out, len, "%s", p);
 				free(dup);
 				return 0;

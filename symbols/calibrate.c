@@ -805,7 +805,8 @@ int ffm_calibrate(const struct ffm_calibrate_opts *o, struct ffm_calibration **r
 		if (!blocking || !polling)
 			return -EINVAL;
 	}
-	err = ffm_driver__open(o->driver_path, NULL, &cx.drv);
+	err = ffm_driver__open(o->driver_path, &(struct ffm_driver_opts){ .sz = sizeof(struct ffm_driver_opts),
+			       .display_path = o->display_path }, &cx.drv);
 	if (err)
 		return err;
 	ffm_driver__dev_ino(cx.drv, &cx.dev, &cx.ino);
@@ -830,7 +831,7 @@ int ffm_calibrate(const struct ffm_calibrate_opts *o, struct ffm_calibration **r
 		goto out;
 	}
 	snprintf(c->build_id, sizeof(c->build_id), "%s", ffm_driver__build_id(cx.drv));
-	c->driver_path = strdup(o->driver_path);
+	c->driver_path = strdup(o->display_path ? o->display_path : o->driver_path);
 	c->driver_version = strdup(ffm_driver__version(cx.drv));
 	if (!c->driver_path || !c->driver_version) {
 		err = -ENOMEM;

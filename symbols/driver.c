@@ -40,13 +40,13 @@ struct ld_new_entry {
 
 static int read_whole(const char *path, char **buf, size_t *len)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = ffm_open_regular(path); /* a container's ld.so.cache is its user's file */
 	struct stat st;
 	char *b;
 	size_t got = 0;
 
 	if (fd < 0)
-		return -errno;
+		return fd;
 	if (fstat(fd, &st) < 0 || st.st_size > (64 << 20)) {
 		int err = st.st_size > (64 << 20) ? -EFBIG : -errno;
 
@@ -362,7 +362,8 @@ static int load_dynsym(struct ffm_driver *d)
 	}
 	if (!d->elf->has_dynsym)
 		return -ENODATA;
-	qsort(d->syms, d->nsyms, sizeof(*d->syms), sym_cmp);
+	if (d->nsyms) /* NULL when no cu* function is exported: qsort(NULL, 0) is UB */
+		qsort(d->syms, d->nsyms, sizeof(*d->syms), sym_cmp);
 	/* Several symbol versions of one name at one address: keep one. */
 	size_t w = 0;
 	for (size_t i = 0; i < d->nsyms; i++)

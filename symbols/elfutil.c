@@ -4,9 +4,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "symbols/elfutil.h"
+#include "symbols/ffm_driver.h"
 
 #ifndef PT_GNU_EH_FRAME
 #define PT_GNU_EH_FRAME 0x6474e550
@@ -145,13 +147,36 @@ fail:
 	return err;
 }
 
+int ffm_open_regular(const char *path)
+{
+	char self[64];
+	struct stat st;
+	int pfd = open(path, O_PATH | O_CLOEXEC), fd;
+
+	if (pfd < 0)
+		return -errno;
+	if (fstat(pfd, &st) < 0) {
+		fd = -errno;
+	} else if (!S_ISREG(st.st_mode)) {
+		fd = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+	} else {
+		/* Reopened through the O_PATH fd: the file checked is the file opened. */
+		snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
+		fd = open(self, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+		if (fd < 0)
+			fd = -errno;
+	}
+	close(pfd);
+	return fd;
+}
+
 int ffm_elf_open(const char *path, struct ffm_elf **ret)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = ffm_open_regular(path);
 
 	*ret = NULL;
 	if (fd < 0)
-		return -errno;
+		return fd;
 	return ffm_elf_open_fd(fd, ret);
 }
 

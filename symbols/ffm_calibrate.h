@@ -41,6 +41,9 @@ struct ffm_calibrate_opts {
 	const char *const *modes;
 	int samples;             /* stacks sampled per blocked call; 0 = 3 */
 	int timeout_ms;          /* longest wait for one reply of the probe; 0 = 10000 */
+	/* The driver's name for people and the cache (NULL: driver_path), when driver_path is a
+	 * /proc/PID/fd/N link to a file opened and checked once (daemon/driver_setup.h). */
+	const char *display_path;
 };
 
 /*

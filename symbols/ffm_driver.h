@@ -57,6 +57,15 @@ int ffm_driver_find_in_process(pid_t pid, const struct ffm_driver_find_opts *opt
 struct ffm_driver_list *ffm_driver_list__free(struct ffm_driver_list *l);
 
 /*
+ * Open @path read-only as a file a job's user may control (a driver, an ld.so.cache, a mapped
+ * library): the path is looked up with O_PATH, which opens nothing, and only a regular file is
+ * then opened for reading, so a FIFO, a socket or a device named like a library never blocks
+ * the caller or sees an open. Returns the fd (O_CLOEXEC), -EINVAL for anything but a regular
+ * file, or -errno.
+ */
+int ffm_open_regular(const char *path);
+
+/*
  * Parse an ld.so.cache file: the paths of every entry whose soname is @soname (e.g.
  * "libcuda.so.1"). Handles the "glibc-ld.so.cache1.1" format (with or without the old
  * "ld.so-1.7.0" header in front). *paths is a malloc'd array of malloc'd strings.

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "symbols/elfutil.h"
+#include "symbols/ffm_driver.h"
 #include "symbols/ffm_stack.h"
 
 /* ------------------------------------------------------------------ address space */
@@ -327,13 +328,13 @@ static int module_for_map(struct ffm_symbolizer *s, const struct ffm_addr_space 
 	snprintf(cand[1], sizeof(cand[1]), "%s/%d/root%s", as->proc_root, (int)as->pid, map->path);
 	snprintf(cand[2], sizeof(cand[2]), "%s", map->path);
 	for (int c = 0; c < 3; c++) {
-		int fd = open(cand[c], O_RDONLY | O_CLOEXEC);
+		int fd = ffm_open_regular(cand[c]);
 		struct stat st;
 		struct module *m;
 
 		if (fd < 0) {
 			if (err == -ENOENT)
-				err = -errno;
+				err = fd;
 			continue;
 		}
 		if (fstat(fd, &st) < 0 || (uint64_t)st.st_ino != map->ino) {
@@ -383,9 +384,9 @@ static int module_for_path(struct ffm_symbolizer *s, const char *path, struct mo
 			*ret = s->mods[i];
 			return 0;
 		}
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = ffm_open_regular(path);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	err = module_open(s, fd, path, &m);
 	if (err)
 		return err;

@@ -110,7 +110,7 @@ static int h_setup(struct h_env *e, char *why, size_t len)
 		snprintf(why, len, "this kernel does not load the stage 3-4 BPF programs");
 		return -EOPNOTSUPP;
 	}
-	err = ffm_driver_ready(e->drv, e->state, &e->rd, why, len);
+	err = ffm_driver_ready(e->drv, e->state, 0, &e->rd, why, len);
 	if (err < 0)
 		return err;
 	if ((err = ffm_apis__new(&e->apis)) < 0 || (err = ffm_symbolizer__new(NULL, &e->sym)) < 0) {
