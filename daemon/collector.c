@@ -675,6 +675,13 @@ int ffm_collector__driver_known(struct ffm_collector *c, uint64_t kdev, uint64_t
 	return bpf_map_update_elem(bpf_map__fd(c->skel->maps.drivers), &k, &one, BPF_ANY) ? -errno : 0;
 }
 
+int ffm_collector__driver_forget(struct ffm_collector *c, uint64_t kdev, uint64_t ino)
+{
+	struct ffm_exe_key k = { .dev = kdev, .ino = ino };
+
+	return bpf_map_delete_elem(bpf_map__fd(c->skel->maps.drivers), &k) && errno != ENOENT ? -errno : 0;
+}
+
 int ffm_collector__set_linked(struct ffm_collector *c, pid_t pid, uint64_t kdev, uint64_t ino, bool on)
 {
 	struct ffm_link_key k = { .tgid = (uint32_t)pid, .dev = kdev, .ino = ino };

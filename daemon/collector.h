@@ -117,6 +117,8 @@ int ffm_collector__rule_slot(struct ffm_collector *c, const struct ffm_rule *r);
  */
 bool ffm_collector__map_guard(const struct ffm_collector *c);
 int ffm_collector__driver_known(struct ffm_collector *c, uint64_t kdev, uint64_t ino);
+/* Undo driver_known (a forgotten unusable driver: its next user is stopped and looked at again). */
+int ffm_collector__driver_forget(struct ffm_collector *c, uint64_t kdev, uint64_t ino);
 uint64_t ffm_kernel_dev(dev_t dev);
 
 /*

@@ -24,7 +24,19 @@ struct ffm_jobrun {
 	bool ended;
 	struct ffm_memtrace *mt; /* stages 3-4 */
 	int64_t ref_run2;        /* the key's latest stage-2 run, for FFM_RUN_DIVERGENT */
+	uint32_t unmeasured;     /* processes whose calls were not measured (set_unmeasured) */
+	bool partial;            /* the run saw only part of the job (set_partial) */
 };
+
+void ffm_jobrun__set_unmeasured(struct ffm_jobrun *jr, uint32_t nprocs)
+{
+	jr->unmeasured = nprocs;
+}
+
+void ffm_jobrun__set_partial(struct ffm_jobrun *jr)
+{
+	jr->partial = true;
+}
 
 static uint64_t fnv64(uint64_t h, const void *p, size_t n)
 {
@@ -334,6 +346,13 @@ int ffm_jobrun__end(struct ffm_jobrun *jr, double wall_s, int exit_status, bool 
 	}
 	if (aborted)
 		flags |= FFM_RUN_ABORTED;
+	if (jr->unmeasured) {
+		/* Counted as lost records of no known kind: the report must not call this good. */
+		ffm_store__add_drops(jr->store, jr->run, FFM_DROP_OTHER, jr->unmeasured);
+		flags |= FFM_RUN_PARTIAL | FFM_RUN_DROPPED;
+	}
+	if (jr->partial)
+		flags |= FFM_RUN_PARTIAL;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	if (jr->mt) {
 		/* Windows still open end with the run; then coverage and divergence flags. */

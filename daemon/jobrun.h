@@ -51,6 +51,12 @@ struct ffm_recorder *ffm_jobrun__recorder(struct ffm_jobrun *jr);
 struct ffm_memtrace *ffm_jobrun__memtrace(struct ffm_jobrun *jr);
 /* The collector job flags (bpf/ffm.h, enum ffm_job_flags) this run's stage needs. */
 uint32_t ffm_jobrun__job_flags(const struct ffm_jobrun *jr);
+/* @nprocs processes of the job were not measured (their driver could not be used): the run
+ * is partial and its drops count them. */
+void ffm_jobrun__set_unmeasured(struct ffm_jobrun *jr, uint32_t nprocs);
+/* The run saw only part of the job (resumed after an ffmd restart): partial, so the stage plan
+ * does not take it as the stage done. */
+void ffm_jobrun__set_partial(struct ffm_jobrun *jr);
 /* End the run: drops from the collector, flags, wall time; ends the job too if @end_job. */
 int ffm_jobrun__end(struct ffm_jobrun *jr, double wall_s, int exit_status, bool aborted,
 		    bool end_job);

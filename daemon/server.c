@@ -66,6 +66,7 @@
 #include "daemon/jobrun.h"
 #include "daemon/log.h"
 #include "daemon/probes.h"
+#include "daemon/readier.h"
 #include "daemon/proto.h"
 #include "daemon/resolve.h"
 #include "daemon/server.h"
@@ -74,6 +75,11 @@
 #include "symbols/ffm_stack.h"
 
 #define MAX_DRIVERS 16
+#define MAX_DRIVERS_PER_USER 4 /* entries a non-root user's processes may bring (see driver_new) */
+#define FAILED_FORGET_S 60.0   /* an unusable driver is looked at again after this long */
+#define HOLD_MAX_S 30.0        /* no process stays held longer, whatever ffmd waits for */
+#define PARENT_WATCH_S 2.0     /* how long a held process's parent is watched after the hold */
+#define MAX_UNMEASURED 64      /* distinct processes per job remembered as not measured */
 #define MAX_CONNS 32
 #define MAX_CONNS_PER_USER 4
 #define RESERVED_CONNS 8
@@ -85,17 +91,53 @@
 #define MAX_DETACH 256
 #define LINGER_S 30.0 /* probes stay attached this long after the last job that needed them */
 
-enum { TAG_RING = 1, TAG_LISTEN, TAG_SIGNAL, TAG_TIMER, TAG_CONN };
+enum { TAG_RING = 1, TAG_LISTEN, TAG_SIGNAL, TAG_TIMER, TAG_CONN, TAG_READY };
+
+/*
+ * A libcuda file in use, by device and inode. PENDING while the readier makes it ready off the
+ * loop (the processes that need it are held meanwhile), then READY or FAILED. An entry a
+ * non-root user's process brought counts against that user (MAX_DRIVERS_PER_USER); FAILED
+ * entries are forgotten after FAILED_FORGET_S, and unused ones give way when the table is full.
+ */
+enum drv_state { DRV_PENDING, DRV_READY, DRV_FAILED };
 
 struct drv {
 	bool used;
+	enum drv_state state;
+	bool system;        /* the system's own (found at start): never given away */
+	uint32_t gen;       /* tells a readier result for a reused entry from a current one */
+	uid_t user;         /* whose process brought it (0: root or the system) */
+	double since;       /* when it was brought */
 	uint64_t dev, ino;
 	char path[PATH_MAX];
 	struct ffm_ready_driver rd;
 	struct ffm_attachment *wait_att;
 	struct ffm_attachment *api_att;
-	bool failed;
-	char why[256];
+	char why[512];
+};
+
+/*
+ * A process held (stopped) by ffmd or by BPF's map guard until its probes are in place, listed
+ * in <state_dir>/ffmd-held (see holds_write). @wait: the driver it waits for (NULL: its holder
+ * releases it). @cont: someone of ffm's stopped it, so it gets SIGCONT at release (a process the
+ * user stopped stays stopped). @ppid: its parent, which may stop itself on seeing the stop (su,
+ * runuser, sudo) and is then continued (see parents_check).
+ */
+struct hold {
+	pid_t pid;
+	unsigned long long start;
+	struct drv *wait;
+	bool cont;
+	bool mapped;          /* BPF stopped it at its mmap of {kdev, kino} */
+	uint64_t kdev, kino;
+	pid_t ppid;
+	double since;
+};
+
+struct parent_watch {
+	pid_t pid;            /* 0: free */
+	unsigned long long start;
+	double until;
 };
 
 /*
@@ -123,6 +165,7 @@ struct job_spec {
 	const char *rule;   /* the rule that made it, NULL: a request */
 	pid_t root;         /* rule jobs: the process that matched */
 	bool adopted;       /* its process sits in a rule's slot: the caller moves it */
+	bool resumed;       /* from the journal: its processes run already, its run is partial */
 };
 
 struct job {
@@ -141,6 +184,11 @@ struct job {
 	double start;
 	uint64_t events, events_prev;
 	double rate;
+	/* Processes whose libcuda could not be used (their calls go unmeasured): the run is
+	 * partial and its report says so. */
+	pid_t unmeasured[MAX_UNMEASURED];
+	uint32_t nunmeasured;
+	uint32_t procs, held; /* processes that came to the job, and how many of them ffm held */
 };
 
 struct rule {
@@ -196,33 +244,68 @@ struct ffmd {
 	char journal[sizeof(((struct ffmd_config *)0)->state_dir) + 16];
 	bool resuming; /* journal_resume() is reading the journal: do not rewrite it yet */
 	char holds_path[sizeof(((struct ffmd_config *)0)->state_dir) + 16];
-	struct {
-		pid_t pid;
-		unsigned long long start;
-	} holds[MAX_HOLDS];       /* processes stopped until their driver is ready */
+	struct hold holds[MAX_HOLDS];
 	int nholds;
+	struct parent_watch parents[MAX_HOLDS];
+	struct {
+		pid_t pid;        /* 0: free */
+		unsigned long long start;
+		struct drv *dv;
+	} waiters[MAX_HOLDS];     /* processes that will load a pending driver, not held */
+	struct ffm_readier *readier;
+	uint64_t procs_total, held_total; /* job processes seen, and held (status shows the rate) */
 };
 
-/* A JSON string's content for @s (quotes, backslashes and control characters escaped). Job
- * ids, keys and paths come from clients and config files: any byte but NUL may be in them. The
- * result lives in one of a few rotating buffers, enough for one printf's arguments (ffmd is
- * single-threaded). */
+/* Length of the valid UTF-8 sequence at @s (1-4), or 0 when its bytes are not one. */
+static int utf8_len(const unsigned char *s)
+{
+	int n = s[0] < 0x80 ? 1 : (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3 :
+		(s[0] & 0xf8) == 0xf0 ? 4 : 0;
+	uint32_t cp;
+
+	if (n <= 1)
+		return n;
+	cp = s[0] & (0x7f >> n);
+	for (int i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	/* Overlong forms, surrogates and code points past U+10FFFF are not UTF-8. */
+	if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
+	    (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+		return 0;
+	return n;
+}
+
+/*
+ * A JSON string's content for @s (quotes, backslashes and control characters escaped). Job
+ * ids, keys and paths come from clients and config files: any byte but NUL may be in them, and
+ * a byte that is not part of valid UTF-8 becomes U+FFFD, so the output is always valid JSON.
+ * The result lives in one of a few rotating buffers, enough for one printf's arguments (ffmd is
+ * single-threaded); each holds the longest path escaped.
+ */
 static const char *jesc(const char *s)
 {
-	static char bufs[8][2048];
+	static char bufs[8][6 * PATH_MAX + 8];
 	static unsigned next;
-	char *b = bufs[next++ % 8], *o = b, *end = b + sizeof(bufs[0]) - 7;
+	char *b = bufs[next++ % 8], *o = b, *end = b + sizeof(bufs[0]) - 8;
 
-	for (; s && *s && o < end; s++) {
-		unsigned char c = (unsigned char)*s;
+	for (const unsigned char *p = (const unsigned char *)s; p && *p && o < end;) {
+		int n = utf8_len(p);
 
-		if (c == '"' || c == '\\') {
+		if (*p == '"' || *p == '\\') {
 			*o++ = '\\';
-			*o++ = (char)c;
-		} else if (c < 0x20) {
-			o += sprintf(o, "\\u%04x", c);
+			*o++ = (char)*p++;
+		} else if (*p < 0x20) {
+			o += sprintf(o, "\\u%04x", *p++);
+		} else if (!n) {
+			o += sprintf(o, "\\ufffd");
+			p++;
 		} else {
-			*o++ = (char)c;
+			memcpy(o, p, (size_t)n);
+			o += n;
+			p += n;
 		}
 	}
 	*o = 0;
@@ -298,45 +381,161 @@ static struct drv *driver_find(struct ffmd *d, uint64_t dev, uint64_t ino)
 }
 
 static void journal_write(struct ffmd *d);
+static void drivers_release_waiters(struct ffmd *d, struct drv *dv);
 
-static struct drv *driver_get(struct ffmd *d, const char *path)
+/* Whether a message about @what may be logged now: at most one per 10 s for each @last. */
+static bool log_allowed(double *last)
 {
-	struct stat st;
-	struct drv *free_slot = NULL, *dv;
+	double t = now_s();
 
-	if (stat(path, &st) < 0)
-		return NULL;
-	if ((dv = driver_find(d, st.st_dev, st.st_ino)))
-		return dv;
-	for (int i = 0; i < MAX_DRIVERS && !free_slot; i++)
-		if (!d->drvs[i].used)
-			free_slot = &d->drvs[i];
-	if (!free_slot) {
-		log_warn("more than %d libcuda files in use; ignoring %s", MAX_DRIVERS, path);
+	if (*last && t - *last < 10.0)
+		return false;
+	*last = t;
+	return true;
+}
+
+static bool driver_in_use(const struct ffmd *d, const struct drv *dv);
+
+static void driver_free(struct ffmd *d, struct drv *dv)
+{
+	uint32_t gen = dv->gen + 1;
+
+	ffm_collector__driver_forget(d->col, ffm_kernel_dev(dv->dev), dv->ino);
+	ffm_attachment__free(dv->api_att);
+	ffm_attachment__free(dv->wait_att);
+	ffm_ready_driver__release(&dv->rd);
+	memset(dv, 0, sizeof(*dv));
+	dv->gen = gen;
+}
+
+/*
+ * An entry for a driver that @user's process brings, or NULL. Unusable entries are forgotten
+ * after FAILED_FORGET_S; a non-root user has at most MAX_DRIVERS_PER_USER entries (so that one
+ * user's many files cannot keep root's next driver out); a full table gives up its oldest
+ * unusable entry, else its oldest one that no probe uses (made ready again from the cache
+ * when needed).
+ */
+static struct drv *driver_slot(struct ffmd *d, uid_t user, const char *path)
+{
+	static double last_user, last_full;
+	struct drv *best = NULL;
+	double t = now_s();
+	int mine = 0;
+
+	for (int i = 0; i < MAX_DRIVERS; i++) {
+		struct drv *dv = &d->drvs[i];
+
+		if (dv->used && dv->state == DRV_FAILED && t - dv->since >= FAILED_FORGET_S)
+			driver_free(d, dv);
+		if (dv->used && user && dv->user == user)
+			mine++;
+	}
+	if (user && mine >= MAX_DRIVERS_PER_USER) {
+		if (log_allowed(&last_user))
+			log_warn("uid %u already brought %d libcuda files; ignoring %s (its processes are "
+				 "not measured)", (unsigned)user, mine, path);
 		return NULL;
 	}
-	memset(free_slot, 0, sizeof(*free_slot));
-	free_slot->used = true;
-	free_slot->dev = st.st_dev;
-	free_slot->ino = st.st_ino;
-	/* Ready or unusable, it is dealt with: the map guard no longer stops its users. */
-	ffm_collector__driver_known(d->col, ffm_kernel_dev(st.st_dev), st.st_ino);
-	snprintf(free_slot->path, sizeof(free_slot->path), "%s", path);
-	if (ffm_driver_ready(path, d->cfg.state_dir, &free_slot->rd, free_slot->why,
-			     sizeof(free_slot->why)) < 0) {
-		free_slot->failed = true;
-		log_err("cannot use driver %s: %s; processes using it are not measured", path,
-			free_slot->why);
+	for (int i = 0; i < MAX_DRIVERS; i++)
+		if (!d->drvs[i].used)
+			return &d->drvs[i];
+	for (int i = 0; i < MAX_DRIVERS; i++) {
+		struct drv *dv = &d->drvs[i];
+
+		if (dv->system || dv->state == DRV_PENDING || driver_in_use(d, dv))
+			continue;
+		if (!best || (dv->state == DRV_FAILED) > (best->state == DRV_FAILED) ||
+		    ((dv->state == DRV_FAILED) == (best->state == DRV_FAILED) && dv->since < best->since))
+			best = dv;
+	}
+	if (best) {
+		log_info("forgetting driver %s to make room for %s", best->path, path);
+		driver_free(d, best);
+		return best;
+	}
+	if (log_allowed(&last_full))
+		log_warn("more than %d libcuda files in use; ignoring %s", MAX_DRIVERS, path);
+	return NULL;
+}
+
+/* A readier result: the entry it is for becomes READY or FAILED, its waiters go on. */
+static void driver_done(struct ffmd *d, struct ffm_readier_result *res)
+{
+	uint32_t idx = (uint32_t)(res->cookie >> 32), gen = (uint32_t)res->cookie;
+	struct drv *dv = idx < MAX_DRIVERS ? &d->drvs[idx] : NULL;
+
+	if (!dv || !dv->used || dv->gen != gen || dv->state != DRV_PENDING) {
+		ffm_ready_driver__release(&res->rd);
+		return;
+	}
+	if (res->err < 0) {
+		dv->state = DRV_FAILED;
+		dv->since = now_s();
+		snprintf(dv->why, sizeof(dv->why), "%s", res->why[0] ? res->why : strerror(-res->err));
+		log_err("cannot use driver %s: %s; processes using it are not measured", dv->path, dv->why);
 	} else {
-		log_info("driver %s: build-id %s, version %s, wait function at %#" PRIx64 "%s", path,
-			 ffm_driver__build_id(free_slot->rd.drv), ffm_driver__version(free_slot->rd.drv),
-			 free_slot->rd.wait_off, free_slot->rd.calibrated_now ? " (calibrated now)" : "");
+		dv->rd = res->rd;
+		dv->state = DRV_READY;
+		log_info("driver %s: build-id %s, version %s, wait function at %#" PRIx64 "%s%s", dv->path,
+			 ffm_driver__build_id(dv->rd.drv), ffm_driver__version(dv->rd.drv), dv->rd.wait_off,
+			 dv->rd.calibrated_now ? " (calibrated now)" : "",
+			 dv->rd.trusted ? "" : " (not root's file: the calibration of its build-id)");
 		/* Remembered, so that after a crash its probes are back before the resumed jobs'
 		 * processes can call it (the journal is not open yet while ffmd starts). */
 		if (d->journal[0] && !d->resuming)
 			journal_write(d);
 	}
-	return free_slot;
+	/* Ready or unusable, it is dealt with: the map guard no longer stops its users. */
+	ffm_collector__driver_known(d->col, ffm_kernel_dev(dv->dev), dv->ino);
+	drivers_release_waiters(d, dv);
+}
+
+/* Results of the readier, as they come (the loop's TAG_READY). */
+static void drivers_take(struct ffmd *d)
+{
+	struct ffm_readier_result res;
+
+	while (ffm_readier__take(d->readier, &res) == 0)
+		driver_done(d, &res);
+}
+
+/*
+ * The entry of the driver file @path, made if new: pending (the readier makes it ready off the
+ * loop), or, with @sync (while ffmd starts, before its loop runs), made ready here. NULL when
+ * the file is gone or the table refuses it.
+ */
+static struct drv *driver_get(struct ffmd *d, const char *path, uid_t user, bool sync)
+{
+	struct ffm_readier_result res = {};
+	struct drv *dv;
+	struct stat st;
+
+	if (stat(path, &st) < 0)
+		return NULL;
+	if ((dv = driver_find(d, st.st_dev, st.st_ino)))
+		return dv;
+	if (!(dv = driver_slot(d, user, path)))
+		return NULL;
+	dv->used = true;
+	dv->state = DRV_PENDING;
+	dv->dev = st.st_dev;
+	dv->ino = st.st_ino;
+	dv->user = user;
+	dv->since = now_s();
+	snprintf(dv->path, sizeof(dv->path), "%s", path);
+	res.cookie = (uint64_t)(dv - d->drvs) << 32 | dv->gen;
+	if (!sync) {
+		res.err = ffm_readier__submit(d->readier, path, res.cookie);
+		if (res.err == 0) {
+			log_info("driver %s: being made ready; processes that need it wait", path);
+			return dv;
+		}
+		snprintf(res.why, sizeof(res.why), "too many drivers being made ready at once");
+	} else {
+		res.err = ffm_driver_ready(path, d->cfg.state_dir, 0, &res.rd, res.why, sizeof(res.why));
+	}
+	driver_done(d, &res);
+	return dv;
 }
 
 /* Probes are needed while a job is active or a rule could make one. */
@@ -479,7 +678,7 @@ static void update_attachments(struct ffmd *d)
 		struct drv *dv = &d->drvs[i];
 		int err;
 
-		if (!dv->used || dv->failed)
+		if (!dv->used || dv->state != DRV_READY)
 			continue;
 		if (release_all) {
 			dv->api_att = ffm_attachment__free(dv->api_att);
@@ -516,7 +715,7 @@ static void update_attachments(struct ffmd *d)
  * From /proc/PID/stat: the state letter ('T': stopped, 'Z': zombie) and the start time in clock
  * ticks since boot (field 22). -errno when the process is gone.
  */
-static int proc_stat(pid_t pid, char *state, unsigned long long *start)
+static int proc_stat3(pid_t pid, char *state, pid_t *ppid, unsigned long long *start)
 {
 	char path[64], buf[1024], *rp;
 	ssize_t n;
@@ -534,10 +733,17 @@ static int proc_stat(pid_t pid, char *state, unsigned long long *start)
 	rp = strrchr(buf, ')'); /* comm may hold spaces and parentheses */
 	/* After ") ": state(3) ppid pgrp session tty_nr tpgid flags minflt cminflt majflt
 	 * cmajflt utime stime cutime cstime priority nice num_threads itrealvalue starttime(22) */
-	if (!rp || sscanf(rp + 2, "%c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
-			  state, start) != 2)
+	if (!rp || sscanf(rp + 2, "%c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+			  state, ppid, start) != 3)
 		return -EPROTO;
 	return 0;
+}
+
+static int proc_stat(pid_t pid, char *state, unsigned long long *start)
+{
+	pid_t ppid;
+
+	return proc_stat3(pid, state, &ppid, start);
 }
 
 static char proc_state(pid_t pid)
@@ -644,31 +850,130 @@ static void holds_write(struct ffmd *d)
 		log_err("cannot replace %s: %s", d->holds_path, strerror(errno));
 }
 
-/* List @pid; false when it is listed already (or the list is full: held still, not listed). */
-static bool hold_add(struct ffmd *d, pid_t pid)
+static struct hold *hold_find(struct ffmd *d, pid_t pid)
 {
 	for (int i = 0; i < d->nholds; i++)
 		if (d->holds[i].pid == pid)
-			return false;
-	if (d->nholds == MAX_HOLDS)
-		return false;
-	d->holds[d->nholds].pid = pid;
-	d->holds[d->nholds].start = proc_start_time(pid);
-	d->nholds++;
-	holds_write(d);
-	return true;
+			return &d->holds[i];
+	return NULL;
 }
 
-/* End a hold: off the list, and SIGCONT if @cont. */
-static void hold_release(struct ffmd *d, pid_t pid, bool cont)
+static int job_of_pid(struct ffmd *d, pid_t pid);
+
+/*
+ * Hold @pid: list it, and stop it unless it is stopped already (@bpf_stopped: BPF stopped it,
+ * so it gets SIGCONT at release; stopped by someone else, it is left stopped). NULL when the
+ * list is full (a process BPF stopped is then let go at once: unmeasured beats stuck).
+ */
+static struct hold *hold(struct ffmd *d, pid_t pid, bool bpf_stopped)
 {
-	if (cont)
+	struct hold *h = hold_find(d, pid);
+
+	if (!h) {
+		char st;
+		int j;
+
+		if (d->nholds == MAX_HOLDS) {
+			log_warn("more than %d processes held; process %d is not (its first calls may go "
+				 "unmeasured)", MAX_HOLDS, pid);
+			if (bpf_stopped)
+				kill(pid, SIGCONT);
+			return NULL;
+		}
+		h = &d->holds[d->nholds++];
+		memset(h, 0, sizeof(*h));
+		h->pid = pid;
+		h->since = now_s();
+		if (proc_stat3(pid, &st, &h->ppid, &h->start) < 0)
+			h->ppid = 0;
+		d->held_total++;
+		if ((j = job_of_pid(d, pid)) >= 0)
+			d->jobs[j].held++;
+		holds_write(d);
+	}
+	if (bpf_stopped) {
+		h->cont = true;
+	} else if (!h->cont) {
+		char st = proc_state(pid);
+
+		if (st && st != 'T' && st != 't' && kill(pid, SIGSTOP) == 0)
+			h->cont = true;
+	}
+	return h;
+}
+
+/* Watch @h's parent for a while: it may stop itself on seeing the hold (parents_check). */
+static void parent_watch(struct ffmd *d, const struct hold *h)
+{
+	unsigned long long start;
+	char st;
+
+	if (h->ppid <= 1 || proc_stat(h->ppid, &st, &start) < 0)
+		return;
+	for (int i = 0; i < MAX_HOLDS; i++)
+		if (!d->parents[i].pid || d->parents[i].pid == h->ppid) {
+			d->parents[i] = (struct parent_watch){ h->ppid, start, now_s() + PARENT_WATCH_S };
+			return;
+		}
+}
+
+/*
+ * A parent that waits for its children with WUNTRACED sees a held child stop. su, runuser and
+ * sudo then stop themselves until their own parent continues them, which in a batch job nobody
+ * does: so a watched parent found stopped within PARENT_WATCH_S of the hold's end is continued
+ * (it then continues its child, already running, and waits again). Whether it was stopped
+ * before the hold cannot be told apart (it may have stopped before ffmd read the record of
+ * the stop): a parent someone else stopped in those seconds is continued too, the lesser harm.
+ */
+static void parents_check(struct ffmd *d)
+{
+	double t = now_s();
+
+	for (int i = 0; i < MAX_HOLDS; i++) {
+		struct parent_watch *w = &d->parents[i];
+		unsigned long long start;
+		char st;
+
+		if (!w->pid)
+			continue;
+		if (proc_stat(w->pid, &st, &start) < 0 || start != w->start) {
+			w->pid = 0;
+		} else if (st == 'T' || st == 't') {
+			if (st == 'T' && kill(w->pid, SIGCONT) == 0)
+				log_info("process %d stopped itself when ffm held its child: continued", w->pid);
+			w->pid = 0;
+		} else if (t > w->until) {
+			w->pid = 0;
+		}
+	}
+}
+
+/* End the hold of @pid: off the list, SIGCONT if one of ffm's stopped it. */
+static void hold_release(struct ffmd *d, pid_t pid)
+{
+	struct hold *h = hold_find(d, pid);
+
+	if (!h)
+		return;
+	if (h->cont) {
 		kill(pid, SIGCONT);
-	for (int i = 0; i < d->nholds; i++)
-		if (d->holds[i].pid == pid) {
-			d->holds[i] = d->holds[--d->nholds];
-			holds_write(d);
-			break;
+		parent_watch(d, h);
+	}
+	*h = d->holds[--d->nholds];
+	holds_write(d);
+}
+
+/* Whatever a hold waits for, it ends after HOLD_MAX_S: no process stays stopped for ffm. */
+static void holds_expire(struct ffmd *d)
+{
+	double t = now_s();
+
+	for (int i = d->nholds - 1; i >= 0; i--)
+		if (t - d->holds[i].since > HOLD_MAX_S) {
+			log_warn("process %d held for %.0f s%s: let go (its calls may go unmeasured)",
+				 d->holds[i].pid, t - d->holds[i].since,
+				 d->holds[i].wait ? " waiting for its driver" : "");
+			hold_release(d, d->holds[i].pid);
 		}
 }
 
@@ -919,14 +1224,100 @@ static void plinks_update(struct ffmd *d)
 	}
 }
 
+static bool driver_in_use(const struct ffmd *d, const struct drv *dv)
+{
+	if (dv->wait_att || dv->api_att)
+		return true;
+	for (int i = 0; i < MAX_PLINKS; i++)
+		if (d->plinks[i].pid && d->plinks[i].dv == dv)
+			return true;
+	return false;
+}
+
+/* Remember that @pid's calls go unmeasured (its driver cannot be used): its job's run is
+ * partial (job_end). */
+static void job_unmeasured(struct ffmd *d, pid_t pid)
+{
+	int idx = job_of_pid(d, pid);
+	struct job *j;
+
+	if (idx < 0)
+		return;
+	j = &d->jobs[idx];
+	for (uint32_t i = 0; i < j->nunmeasured && i < MAX_UNMEASURED; i++)
+		if (j->unmeasured[i] == pid)
+			return;
+	if (j->nunmeasured < MAX_UNMEASURED)
+		j->unmeasured[j->nunmeasured] = pid;
+	j->nunmeasured++;
+}
+
+/*
+ * Process @pid will use (or uses) driver @dv, which is no longer pending: give it its probes.
+ * Per-process scope: attached now, whether or not it has mapped the file yet, so that its mmap
+ * finds them and the map guard does not stop it (@kkey: the file as BPF saw it at that mmap).
+ */
+static void driver_use(struct ffmd *d, pid_t pid, struct drv *dv, const uint64_t *kkey)
+{
+	if (dv->state != DRV_READY) {
+		job_unmeasured(d, pid);
+		return;
+	}
+	if (ffm_collector__per_process(d->col)) {
+		struct plink *pl = link_process(d, pid, dv);
+
+		if (!pl && alive(pid))
+			job_unmeasured(d, pid); /* its probes could not be attached */
+		else if (pl && kkey)
+			plink_key(d, pl, kkey[0], kkey[1]);
+	} else if (!dv->wait_att) {
+		update_attachments(d);
+	}
+}
+
+/* @dv is ready or failed: every process held for it goes on, and those that will load it
+ * get their probes before they do. */
+static void drivers_release_waiters(struct ffmd *d, struct drv *dv)
+{
+	for (int i = 0; i < MAX_HOLDS; i++)
+		if (d->waiters[i].pid && d->waiters[i].dv == dv) {
+			pid_t pid = d->waiters[i].pid;
+
+			d->waiters[i].pid = 0;
+			if (proc_start_time(pid) == d->waiters[i].start)
+				driver_use(d, pid, dv, NULL);
+		}
+	for (int i = d->nholds - 1; i >= 0; i--) {
+		struct hold *h = &d->holds[i];
+		pid_t pid = h->pid;
+
+		if (h->wait != dv)
+			continue;
+		h->wait = NULL;
+		driver_use(d, pid, dv, h->mapped ? (const uint64_t[]){ h->kdev, h->kino } : NULL);
+		hold_release(d, pid);
+	}
+}
+
+static uid_t proc_uid(pid_t pid)
+{
+	char path[64];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%d", pid);
+	return stat(path, &st) == 0 ? st.st_uid : 0;
+}
+
+/*
+ * The driver process @pid maps or will load, made ready if new. A driver not seen before is
+ * made ready off the loop while the process is held (it has not loaded it yet, or BPF stopped
+ * it at the mmap); one that is ready gives the process its probes at once.
+ */
 static struct drv *ensure_driver_for_pid(struct ffmd *d, pid_t pid)
 {
 	char path[PATH_MAX];
 	struct stat st;
-	bool per_process = ffm_collector__per_process(d->col);
 	struct drv *dv;
-	bool held = false, listed;
-
 	int err = driver_path_of(pid, path, sizeof(path));
 	bool mapped = err == 1;
 
@@ -940,29 +1331,38 @@ static struct drv *ensure_driver_for_pid(struct ffmd *d, pid_t pid)
 		return NULL;
 	}
 	dv = driver_find(d, st.st_dev, st.st_ino);
-	if (dv) {
-		if (!dv->failed && per_process && mapped)
-			link_process(d, pid, dv);
-		else if (!dv->failed && !per_process && !dv->wait_att)
-			update_attachments(d);
+	if (!dv)
+		dv = driver_get(d, path, proc_uid(pid), false);
+	if (!dv) {
+		job_unmeasured(d, pid);
+		return NULL;
+	}
+	if (dv->state == DRV_PENDING && mapped) {
+		/* It may be calling it now: held until its probes are there. */
+		struct hold *h = hold(d, pid, false);
+
+		if (h) {
+			h->wait = dv;
+			log_info("holding process %d while its driver %s is made ready", pid, path);
+		}
 		return dv;
 	}
-	/* A driver file not seen before: hold the process until its probes are in place. */
-	if (proc_state(pid) != 'T' && proc_state(pid) != 't' && kill(pid, SIGSTOP) == 0) {
-		held = true;
-		log_info("holding process %d while its driver %s is made ready", pid, path);
+	if (dv->state == DRV_PENDING) {
+		/* Not loaded yet: it runs on. Its probes come when the driver is ready; should it
+		 * map the file before, the map guard stops it there (the file is not yet declared). */
+		int free_w = -1;
+
+		for (int i = 0; i < MAX_HOLDS; i++) {
+			if (d->waiters[i].pid == pid)
+				free_w = i;
+			else if (!d->waiters[i].pid && free_w < 0)
+				free_w = i;
+		}
+		if (free_w >= 0)
+			d->waiters[free_w] = (typeof(d->waiters[0])){ pid, proc_start_time(pid), dv };
+		return dv;
 	}
-	/* Listed even when it was stopped already: most likely by the map guard, whose record
-	 * (and SIGCONT) comes after this one; should ffmd die meanwhile, the next one lets it
-	 * go (see the holds above). */
-	listed = hold_add(d, pid); /* false: on_driver_mapped listed it and releases it */
-	dv = driver_get(d, path);
-	if (dv && !dv->failed && per_process && mapped)
-		link_process(d, pid, dv);
-	else if (dv && !dv->failed && !per_process && !dv->wait_att)
-		update_attachments(d);
-	if (listed || held)
-		hold_release(d, pid, held);
+	driver_use(d, pid, dv, NULL);
 	return dv;
 }
 
@@ -982,23 +1382,27 @@ static bool wait_stopped(pid_t pid, int ms)
 }
 
 /*
- * A job's process maps a libcuda file BPF did not know, and BPF stopped it there (see struct
- * ffm_rec_map). The stop lands when its mmap returns, and only then do its maps show the file.
- * Make the driver ready as for an exec, declare the file (as BPF saw it: a file reached through
- * an overlay may not stat to the same device) and let the process go. Done whatever became of
- * its job: nobody else would send the SIGCONT.
+ * A job's process maps a libcuda file it has no probes for (a driver not seen before, or ffmd
+ * late to give it its probes), and BPF stopped it there (see struct ffm_rec_map). The stop
+ * lands when its mmap returns, and only then do its maps show the file. Make the driver ready
+ * as for an exec, declare the file (as BPF saw it: a file reached through an overlay may not
+ * stat to the same device) and let the process go, once the driver is ready. Done whatever
+ * became of its job: nobody else would send the SIGCONT.
  */
 static void on_driver_mapped(struct ffmd *d, const struct ffm_rec_map *m)
 {
 	pid_t pid = (pid_t)m->hdr.tgid;
 	struct drv *dv = NULL;
+	struct hold *h = NULL;
 
 	/* The file BPF saw, if it is a driver ffmd has: a process may map more than one. */
 	for (int i = 0; i < MAX_DRIVERS && !dv; i++)
 		if (d->drvs[i].used && ffm_kernel_dev(d->drvs[i].dev) == m->dev && d->drvs[i].ino == m->ino)
 			dv = &d->drvs[i];
-	if (m->stopped) {
-		hold_add(d, pid);
+	if (m->stopped && (h = hold(d, pid, true))) {
+		h->mapped = true;
+		h->kdev = m->dev;
+		h->kino = m->ino;
 		log_info("process %d maps a libcuda %s (device %#" PRIx64 ", inode %" PRIu64
 			 "): held at its mmap until its probes are there", pid,
 			 dv && ffm_collector__per_process(d->col) ? "it has no probes on" : "not seen before",
@@ -1009,15 +1413,16 @@ static void on_driver_mapped(struct ffmd *d, const struct ffm_rec_map *m)
 			 pid);
 	if (!dv)
 		dv = ensure_driver_for_pid(d, pid);
-	ffm_collector__driver_known(d->col, m->dev, m->ino);
-	if (dv && !dv->failed && ffm_collector__per_process(d->col)) {
-		struct plink *pl = link_process(d, pid, dv);
-
-		if (pl)
-			plink_key(d, pl, m->dev, m->ino);
+	if (dv && dv->state == DRV_PENDING) {
+		if (h)
+			h->wait = dv; /* released by drivers_release_waiters */
+		return;
 	}
-	if (m->stopped)
-		hold_release(d, pid, true);
+	ffm_collector__driver_known(d->col, m->dev, m->ino);
+	if (dv)
+		driver_use(d, pid, dv, (const uint64_t[]){ m->dev, m->ino });
+	if (h)
+		hold_release(d, pid);
 }
 
 /*
@@ -1029,7 +1434,7 @@ static void on_fork_stopped(struct ffmd *d, const struct ffm_rec_proc *p)
 {
 	pid_t pid = (pid_t)p->hdr.tgid;
 
-	hold_add(d, pid);
+	hold(d, pid, true);
 	if (!wait_stopped(pid, 500) && alive(pid))
 		log_warn("process %d did not stop at its fork; its first calls may go unmeasured", pid);
 	for (int i = 0; i < MAX_PLINKS; i++) {
@@ -1040,7 +1445,7 @@ static void on_fork_stopped(struct ffmd *d, const struct ffm_rec_proc *p)
 		for (int k = 0; k < parent->nkeys; k++)
 			plink_key(d, pl, parent->keys[k].dev, parent->keys[k].ino);
 	}
-	hold_release(d, pid, true);
+	hold_release(d, pid);
 }
 
 /* ---- jobs --------------------------------------------------------------------------------- */
@@ -1132,6 +1537,44 @@ static void track_cgroup_procs(struct ffmd *d, const char *dir, uint32_t slot, i
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
 		track_cgroup_procs(d, path, slot, depth + 1);
+	}
+	closedir(dh);
+}
+
+/*
+ * A job resumed after a restart: its processes that match a uid or exe selector run already, and
+ * BPF matches only at exec. Find them in /proc (ffmd's own process aside).
+ */
+static void track_matching_procs(struct ffmd *d, const struct ffm_selector *sel, uint32_t slot)
+{
+	struct stat want = {}, st;
+	struct dirent *de;
+	uid_t uid = 0;
+	DIR *dh;
+
+	if (sel->type == FFM_SEL_UID)
+		uid = (uid_t)strtoul(sel->value, NULL, 10);
+	else if (sel->type != FFM_SEL_EXE || stat(sel->value, &want) < 0)
+		return;
+	if (!(dh = opendir("/proc")))
+		return;
+	while ((de = readdir(dh))) {
+		char path[300];
+		pid_t p;
+
+		if (parse_pid(de->d_name, &p) < 0 || p == getpid())
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d%s", p, sel->type == FFM_SEL_EXE ? "/exe" : "");
+		if (stat(path, &st) < 0)
+			continue;
+		if (sel->type == FFM_SEL_UID ? st.st_uid != uid :
+					       st.st_dev != want.st_dev || st.st_ino != want.st_ino)
+			continue;
+		ffm_collector__track_pid(d->col, p, slot);
+		if (!alive(p))
+			ffm_collector__untrack_pid(d->col, p);
+		else
+			ensure_driver_for_pid(d, p);
 	}
 	closedir(dh);
 }
@@ -1334,7 +1777,7 @@ static void journal_write(struct ffmd *d)
 	}
 	fprintf(f, "# ffmd's active jobs, resumed after a crash; do not edit\n");
 	for (int i = 0; i < MAX_DRIVERS; i++) {
-		if (!d->drvs[i].used || d->drvs[i].failed)
+		if (!d->drvs[i].used || d->drvs[i].state != DRV_READY)
 			continue;
 		fputs("driver=", f);
 		put_escaped(f, d->drvs[i].path);
@@ -1422,7 +1865,7 @@ static int job_create(struct ffmd *d, const struct job_spec *sp, struct job **re
 	jo.sym = d->sym;
 	jo.apis = d->apis;
 	for (int i = 0; i < MAX_DRIVERS; i++)
-		if (d->drvs[i].used && !d->drvs[i].failed) {
+		if (d->drvs[i].used && d->drvs[i].state == DRV_READY) {
 			jo.driver_path = d->drvs[i].path;
 			jo.driver_build_id = ffm_driver__build_id(d->drvs[i].rd.drv);
 			jo.wait_off = d->drvs[i].rd.wait_off;
@@ -1437,6 +1880,8 @@ static int job_create(struct ffmd *d, const struct job_spec *sp, struct job **re
 		return err;
 	}
 	j->used = true;
+	if (sp->resumed)
+		ffm_jobrun__set_partial(j->jr); /* it missed what ran while ffmd was down */
 	j->stage = ffm_jobrun__plan(j->jr)->stage;
 	j->start = now_s();
 	cfg.stage = j->stage;
@@ -1457,6 +1902,8 @@ static int job_create(struct ffmd *d, const struct job_spec *sp, struct job **re
 			ffm_collector__add_rule(d->col, &r, j->slot);
 			if (s->type == FFM_SEL_CGROUP)
 				track_cgroup_procs(d, s->value, j->slot, 0);
+			else if (sp->resumed)
+				track_matching_procs(d, s, j->slot);
 		}
 	}
 	update_attachments(d);
@@ -1565,9 +2012,12 @@ static int job_end(struct ffmd *d, struct job *j, bool aborted)
 
 	/* Records still in the ring buffer belong to this run. */
 	ffm_collector__consume(d->col);
+	if (j->nunmeasured)
+		ffm_jobrun__set_unmeasured(j->jr, j->nunmeasured);
 	err = ffm_jobrun__end(j->jr, wall, j->exit_status, aborted, true);
-	log_info("job %s ended after %.2f s (%" PRIu64 " records)%s", j->id, wall, j->events,
-		 err < 0 ? ", store error" : "");
+	log_info("job %s ended after %.2f s (%" PRIu64 " records; %u of %u processes held%s%s)%s", j->id,
+		 wall, j->events, j->held, j->procs, j->nunmeasured ? ", some not measured: " : "",
+		 j->nunmeasured ? "their driver could not be used" : "", err < 0 ? ", store error" : "");
 	job_release(d, j);
 	update_attachments(d);
 	if (!d->stop)
@@ -1869,9 +2319,16 @@ static void journal_close_run(struct ffmd *d, const char *key, const char *id, i
 	}
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	if (ffm_store__get_run(s, run, &r) == 0 && !r.end_ns) {
-		/* PARTIAL too: the stage plan must not take this run as the stage done. */
-		err = ffm_store__run_end(s, run, (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec, 0, 0,
-					 FFM_RUN_ABORTED | FFM_RUN_PARTIAL);
+		uint64_t last = 0, end = (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+
+		/* It lasted until the last thing it stored (ffmd flushes every flush_ms): its
+		 * wall time is that, not the time ffmd was down. */
+		if (ffm_store__run_last_ns(s, run, &last) == 0 && last > r.start_ns && last < end)
+			end = last;
+		/* PARTIAL too: the stage plan must not take this run as the stage done. (A
+		 * reboot restarts the clock: then the wall time is not known.) */
+		err = ffm_store__run_end(s, run, end, end > r.start_ns ? (double)(end - r.start_ns) / 1e9 : 0,
+					 0, FFM_RUN_ABORTED | FFM_RUN_PARTIAL);
 		if (err < 0)
 			log_err("journal: job %s: cannot close run %" PRId64 ": %s", id, run, ffm_store__strerror(err));
 	}
@@ -1903,7 +2360,7 @@ static void journal_resume(struct ffmd *d)
 		if (!strncmp(line, "driver=", 7)) {
 			unescape(line + 7);
 			if (access(line + 7, R_OK) == 0)
-				driver_get(d, line + 7);
+				driver_get(d, line + 7, 0, true);
 			continue;
 		}
 		for (tok = strtok_r(line, "\t", &save); tok; tok = strtok_r(NULL, "\t", &save)) {
@@ -1962,6 +2419,7 @@ static void journal_resume(struct ffmd *d)
 		}
 		sp.id = id;
 		sp.key = key;
+		sp.resumed = true;
 		sp.rule = *rule ? rule : NULL;
 		if (sp.rule && sp.sel[0].type == FFM_SEL_PID)
 			sp.root = (pid_t)atoi(sp.sel[0].value);
@@ -2044,13 +2502,19 @@ static size_t status_json(struct ffmd *d, const struct ucred *c, char *out, size
 
 		if (!dv->used)
 			continue;
-		P("%s{\"path\":\"%s\",\"usable\":%s", first ? "" : ",", jesc(dv->path), dv->failed ? "false" : "true");
-		if (!dv->failed)
+		/* Another user's file is named to root and the admins only: its path may tell what
+		 * that user runs and where. */
+		P("%s{\"path\":\"%s\",\"usable\":%s,\"state\":\"%s\",\"trusted\":%s", first ? "" : ",",
+		  admin || !dv->user || dv->user == c->uid ? jesc(dv->path) : "(another user's file)",
+		  dv->state == DRV_READY ? "true" : "false",
+		  dv->state == DRV_READY ? "ready" : dv->state == DRV_PENDING ? "pending" : "failed",
+		  dv->rd.trusted ? "true" : "false");
+		if (dv->state == DRV_READY)
 			P(",\"build_id\":\"%s\",\"version\":\"%s\",\"wait_offset\":\"%#" PRIx64 "\",\"wait_size\":%" PRIu64,
 			  ffm_driver__build_id(dv->rd.drv), ffm_driver__version(dv->rd.drv), dv->rd.wait_off,
 			  dv->rd.wait_size);
-		else
-			P(",\"error\":\"%s\"", jesc(dv->why));
+		else if (dv->state == DRV_FAILED)
+			P(",\"error\":\"%s\"", admin || !dv->user || dv->user == c->uid ? jesc(dv->why) : "");
 		{
 			/* Per-process scope: the probes of every process, and how many have them. */
 			size_t probes = ffm_attachment__count(dv->wait_att) + ffm_attachment__count(dv->api_att);
@@ -2081,11 +2545,13 @@ static size_t status_json(struct ffmd *d, const struct ucred *c, char *out, size
 		P("%s{\"job\":\"%s\",\"key\":\"%s\",\"rule\":\"%s\",\"owner\":%u,\"stage\":%d,\"running_s\":%.1f,"
 		  "\"events\":%" PRIu64 ",\"events_per_s\":%.1f,\"drops\":{\"ringbuf\":%" PRIu64
 		  ",\"stacks\":%" PRIu64 ",\"depth\":%" PRIu64 ",\"procs\":%" PRIu64 ",\"threads\":%" PRIu64
-		  ",\"unmatched\":%" PRIu64 "},\"processes\":[",
+		  ",\"unmatched\":%" PRIu64 "},\"processes_seen\":%u,\"processes_held\":%u,"
+		  "\"processes_unmeasured\":%u,\"processes\":[",
 		  first ? "" : ",", jesc(j->id), jesc(j->key), jesc(j->rule), j->owner, j->stage, now_s() - j->start, j->events, j->rate,
 		  (uint64_t)dr.n[FFM_REC_DROP_RINGBUF], (uint64_t)dr.n[FFM_REC_DROP_STACK],
 		  (uint64_t)dr.n[FFM_REC_DROP_DEPTH], (uint64_t)dr.n[FFM_REC_DROP_PROCS],
-		  (uint64_t)dr.n[FFM_REC_DROP_THREADS], (uint64_t)dr.n[FFM_REC_DROP_UNMATCHED]);
+		  (uint64_t)dr.n[FFM_REC_DROP_THREADS], (uint64_t)dr.n[FFM_REC_DROP_UNMATCHED], j->procs,
+		  j->held, j->nunmeasured);
 		for (int k = 0; k < n; k++)
 			P("%s%d", k ? "," : "", pids[k]);
 		P("]}");
@@ -2109,9 +2575,49 @@ static size_t status_json(struct ffmd *d, const struct ucred *c, char *out, size
 		P("]}");
 		first = false;
 	}
-	P("]}\n");
+	P("],\"processes_seen\":%" PRIu64 ",\"processes_held\":%" PRIu64 "}\n", d->procs_total,
+	  d->held_total);
 #undef P
 	return off;
+}
+
+/*
+ * Refused requests are logged, at most REFUSED_BURST per peer uid in each REFUSED_WINDOW_S
+ * (the rest are counted and summed up once the window is over): a local user who sends
+ * requests in a loop must not fill the journal.
+ */
+#define REFUSED_BURST 10
+#define REFUSED_WINDOW_S 10.0
+static void log_refused(const struct conn *c, const char *msg)
+{
+	static struct {
+		uid_t uid;
+		double since;
+		unsigned n, quiet;
+	} peers[16];
+	double t = now_s();
+	int k = 0;
+
+	for (int i = 0; i < 16; i++) {
+		if (peers[i].since && peers[i].uid == c->cred.uid) {
+			k = i;
+			break;
+		}
+		if (peers[i].since < peers[k].since)
+			k = i; /* the oldest, given up if this uid is not there */
+	}
+	if (!peers[k].since || peers[k].uid != c->cred.uid || t - peers[k].since > REFUSED_WINDOW_S) {
+		if (peers[k].quiet)
+			log_info("%u more requests from uid %u were refused (not logged one by one)",
+				 peers[k].quiet, (unsigned)peers[k].uid);
+		peers[k].uid = c->cred.uid;
+		peers[k].since = t;
+		peers[k].n = peers[k].quiet = 0;
+	}
+	if (peers[k].n++ < REFUSED_BURST)
+		log_info("request from uid %u pid %d refused: %s", c->cred.uid, c->cred.pid, msg);
+	else
+		peers[k].quiet++;
 }
 
 static void handle_request(struct ffmd *d, struct conn *c)
@@ -2172,7 +2678,7 @@ static void handle_request(struct ffmd *d, struct conn *c)
 		}
 	}
 	if (err)
-		log_info("request from uid %u pid %d refused: %s", c->cred.uid, c->cred.pid, msg);
+		log_refused(c, msg);
 	n = snprintf(resp, sizeof(resp), "FFM/%d %d %s\n%s", FFM_PROTO_VERSION, err ? -err : 0, msg, body);
 	send(c->fd, resp, n < (ssize_t)sizeof(resp) ? (size_t)n : sizeof(resp) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 close:
@@ -2244,20 +2750,19 @@ static int record_job(struct ffmd *d, const struct ffm_rec_hdr *h)
 		job = route_find(d, p->ppid);
 	} else if (h->type == FFM_REC_EXEC) {
 		const struct ffm_rec_proc *p = (const void *)h;
-		char st = proc_state((pid_t)h->tgid);
-		/* Held while its job is made: a stage-2 job's probes take a while to attach,
-		 * and its first calls must find them. */
-		bool held = st && st != 'T' && st != 't' && kill((pid_t)h->tgid, SIGSTOP) == 0;
+		/* System-wide probes: held while its job is made, since a stage-2 job's probes take
+		 * a while to attach and its first calls must find them. Per-process probes need no
+		 * hold here: they are attached for it as it comes (on_record), and should it map
+		 * the driver before, the map guard stops it there. */
+		bool held = !ffm_collector__per_process(d->col) && hold(d, (pid_t)h->tgid, false);
 
-		if (held)
-			hold_add(d, (pid_t)h->tgid);
 		job = rule_adopt(d, ru, h->tgid, p->uid);
 		if (job >= 0) {
 			route_add(d, h->tgid, job);
 			ffm_collector__move_pid(d->col, (pid_t)h->tgid, d->jobs[job].slot);
 		}
 		if (held)
-			hold_release(d, (pid_t)h->tgid, true);
+			hold_release(d, (pid_t)h->tgid);
 		return job;
 	}
 	if (job < 0)
@@ -2291,6 +2796,10 @@ static int on_record(void *ctx, const void *rec, size_t size)
 		return 0;
 	j = &d->jobs[idx];
 	j->events++;
+	if (h->type == FFM_REC_EXEC || h->type == FFM_REC_FORK) {
+		j->procs++;
+		d->procs_total++;
+	}
 	/* A child stopped at its fork got its parent's drivers above: no second look at its maps. */
 	if (h->type == FFM_REC_EXEC || (h->type == FFM_REC_FORK && !fork_stopped))
 		ensure_driver_for_pid(d, h->tgid);
@@ -2426,6 +2935,11 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 		 ffm_collector__per_process(d->col) ? "per job process (others get no breakpoint)"
 						    : "system-wide (processes outside the jobs trap and return)");
 	detacher_start(d);
+	err = ffm_readier__new(cfg->state_dir, &d->readier);
+	if (err < 0) {
+		log_err("cannot start the driver worker: %s", strerror(-err));
+		goto fail;
+	}
 	if (cfg->ringbuf_kib && cfg->wakeup_kib >= cfg->ringbuf_kib)
 		log_warn("ringbuf_wakeup_kib (%u) >= ringbuf_kib (%u): BPF never wakes ffmd, which reads records every 100 ms only",
 			 cfg->wakeup_kib, cfg->ringbuf_kib);
@@ -2434,8 +2948,13 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 
 	/* The system's drivers are made ready (calibrated) now, attached when a job starts. */
 	if (ffm_driver_find_system(NULL, &sys) == 0) {
-		for (size_t i = 0; i < sys->n; i++)
-			driver_get(d, sys->locs[i].open_path ? sys->locs[i].open_path : sys->locs[i].path);
+		for (size_t i = 0; i < sys->n; i++) {
+			struct drv *dv = driver_get(d, sys->locs[i].open_path ? sys->locs[i].open_path :
+						    sys->locs[i].path, 0, true);
+
+			if (dv)
+				dv->system = true;
+		}
 		ffm_driver_list__free(sys);
 	}
 
@@ -2480,6 +2999,8 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 	epoll_ctl(d->ep, EPOLL_CTL_ADD, d->lfd, &(struct epoll_event){ .events = EPOLLIN, .data.u64 = TAG_LISTEN });
 	epoll_ctl(d->ep, EPOLL_CTL_ADD, d->sfd, &(struct epoll_event){ .events = EPOLLIN, .data.u64 = TAG_SIGNAL });
 	epoll_ctl(d->ep, EPOLL_CTL_ADD, d->tfd, &(struct epoll_event){ .events = EPOLLIN, .data.u64 = TAG_TIMER });
+	epoll_ctl(d->ep, EPOLL_CTL_ADD, ffm_readier__fd(d->readier),
+		  &(struct epoll_event){ .events = EPOLLIN, .data.u64 = TAG_READY });
 	d->watchdog_usec = ffm_watchdog_usec();
 	d->last_tick = d->last_watchdog = now_s();
 
@@ -2511,6 +3032,8 @@ int ffmd__run(struct ffmd *d)
 		 * the buffer is filled (bpf/ffm.bpf.c). */
 		ffm_collector__consume(d->col);
 		end_finished_jobs(d);
+		parents_check(d);
+		holds_expire(d);
 		for (int i = 0; i < n; i++) {
 			uint64_t tag = evs[i].data.u64 & 0xff;
 
@@ -2521,6 +3044,8 @@ int ffmd__run(struct ffmd *d)
 
 				if (c->fd >= 0)
 					handle_request(d, c);
+			} else if (tag == TAG_READY) {
+				drivers_take(d);
 			} else if (tag == TAG_TIMER) {
 				uint64_t x;
 
@@ -2560,6 +3085,11 @@ struct ffmd *ffmd__free(struct ffmd *d)
 		if (d->plinks[i].pid)
 			plink_free(d, &d->plinks[i]);
 	detacher_stop(d);
+	/* Nobody stays stopped for a driver whose result nobody waits for any more; the worker
+	 * ends after its current driver. */
+	while (d->nholds)
+		hold_release(d, d->holds[0].pid);
+	d->readier = ffm_readier__free(d->readier);
 	for (int i = 0; i < MAX_DRIVERS; i++) {
 		ffm_attachment__free(d->drvs[i].api_att);
 		ffm_attachment__free(d->drvs[i].wait_att);

@@ -356,6 +356,9 @@ int ffm_store__for_each_job(struct ffm_store *s, ffm_store_job_cb cb, void *ctx)
 /* Runs of the key in id order (stage included). */
 int ffm_store__for_each_run(struct ffm_store *s, ffm_store_run_cb cb, void *ctx);
 int ffm_store__get_run(struct ffm_store *s, int64_t run, struct ffm_store_run *out);
+/* The time (ns, the runs' clock) of the last thing @run recorded: its last event's end or
+ * process start or exit; 0 when it recorded nothing. */
+int ffm_store__run_last_ns(struct ffm_store *s, int64_t run, uint64_t *out);
 /* Events of a run in (start_ns, id) order, streamed: memory does not grow with the run. */
 int ffm_store__for_each_event(struct ffm_store *s, int64_t run, ffm_store_event_cb cb, void *ctx);
 /* Per-stack totals of a run, largest total wait first. */

@@ -154,6 +154,32 @@ int ffm_store__get_run(struct ffm_store *s, int64_t run, struct ffm_store_run *o
 	return err;
 }
 
+int ffm_store__run_last_ns(struct ffm_store *s, int64_t run, uint64_t *out)
+{
+	sqlite3_stmt *st;
+	int rc, err;
+
+	/* The newest events by the primary key's order: the last to end is among them (a call
+	 * that started earlier and ended later than all 256 would be a 256-deep overlap). */
+	err = prepare(s,
+		      "SELECT max(coalesce((SELECT max(e) FROM (SELECT start_ns + dur_ns AS e FROM events"
+		      "   WHERE run = ?1 ORDER BY start_ns DESC LIMIT 256)), 0),"
+		      " coalesce((SELECT max(max(start_ns, end_ns)) FROM processes WHERE run = ?1), 0))",
+		      &st);
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, run);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		*out = (uint64_t)sqlite3_column_int64(st, 0);
+		err = 0;
+	} else {
+		err = ffm_store_err(s->db, rc);
+	}
+	sqlite3_finalize(st);
+	return err;
+}
+
 int ffm_store__stage_history(struct ffm_store *s, struct ffm_store_stage_history *out)
 {
 	sqlite3_stmt *st;
