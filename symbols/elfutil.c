@@ -14,6 +14,13 @@
 #define PT_GNU_EH_FRAME 0x6474e550
 #endif
 
+/* How libelf reads a file: mapped. The libFuzzer target (tests/symbols/fuzz_driver.c) builds
+ * with ELF_C_READ, which reads the whole file into one heap block of its exact size, so that
+ * AddressSanitizer catches a read past the end that a mapping's last page would hide. */
+#ifndef FFM_ELF_READ_CMD
+#define FFM_ELF_READ_CMD ELF_C_READ_MMAP
+#endif
+
 static void hexify(const uint8_t *p, size_t n, char *out, size_t len)
 {
 	static const char hx[] = "0123456789abcdef";
@@ -70,7 +77,7 @@ int ffm_elf_open_fd(int fd, struct ffm_elf **ret)
 		return -ENOMEM;
 	}
 	e->fd = fd;
-	e->elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	e->elf = elf_begin(fd, FFM_ELF_READ_CMD, NULL);
 	if (!e->elf || elf_kind(e->elf) != ELF_K_ELF || !gelf_getehdr(e->elf, &ehdr)) {
 		err = e->elf ? -ENOEXEC : -ENOEXEC;
 		goto fail;
