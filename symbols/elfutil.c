@@ -299,7 +299,7 @@ static uint64_t uleb(struct cur *c)
 
 static int64_t sleb(struct cur *c)
 {
-	int64_t v = 0;
+	uint64_t v = 0; /* unsigned: the file's bits may shift into the sign bit, or past it */
 	unsigned shift = 0;
 	uint8_t b = 0;
 
@@ -307,12 +307,12 @@ static int64_t sleb(struct cur *c)
 		b = *c->p;
 		adv(c, 1);
 		if (shift < 64)
-			v |= (int64_t)(b & 0x7f) << shift;
+			v |= (uint64_t)(b & 0x7f) << shift;
 		shift += 7;
 		if (!(b & 0x80)) {
 			if (shift < 64 && (b & 0x40))
-				v |= -((int64_t)1 << shift);
-			return v;
+				v |= ~(uint64_t)0 << shift;
+			return (int64_t)v;
 		}
 	}
 	c->bad = true;
