@@ -1339,8 +1339,91 @@ struct {
 extern int bpf_send_signal_task(struct task_struct *task, int sig, enum pid_type type, __u64 value) __ksym __weak;
 
 #define FFM_SIGSTOP 19
+#define FFM_SIGCONT 18
 #define FFM_PROT_EXEC 0x4
 #define FFM_MAP_ANONYMOUS 0x20
+#define FFM_WUNTRACED 2 /* = WSTOPPED */
+
+/*
+ * Whether @task's parent is blocked in a wait that reports stopped children (wait4/waitpid with
+ * WUNTRACED, waitid with WSTOPPED): a shell with job control, su, runuser or sudo waiting for
+ * its foreground child. Stopping @task then would be seen: a shell marks the job stopped and
+ * takes the terminal back, su stops itself. Each such wait hangs a struct wait_opts on the
+ * waiter's signal->wait_chldexit (kernel/exit.c, do_wait); a few are looked at.
+ */
+static bool parent_waits_for_stops(struct task_struct *task)
+{
+	struct signal_struct *sig = BPF_CORE_READ(task, real_parent, signal);
+	struct list_head *head, *pos;
+
+	if (!sig)
+		return false;
+	head = __builtin_preserve_access_index(&sig->wait_chldexit.head);
+	pos = BPF_CORE_READ(sig, wait_chldexit.head.next);
+	for (int i = 0; i < 8 && pos && pos != head; i++) {
+		struct wait_queue_entry *e = container_of(pos, struct wait_queue_entry, entry);
+		struct wait_opts *wo = container_of(e, struct wait_opts, child_wait);
+
+		if (BPF_CORE_READ(wo, wo_flags) & FFM_WUNTRACED)
+			return true;
+		pos = BPF_CORE_READ(pos, next);
+	}
+	return false;
+}
+
+/*
+ * Processes stopped for ffm (held) -> the tgid of their parent, set before the stop by whoever
+ * stops them (the map guard, the fork stop, user space), cleared by user space when it lets
+ * them go. A parent that starts waiting for stopped children while one of them is held gets
+ * it continued first (on_wait), so that it never sees the stop.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u32);
+	__type(value, __u32);
+} held SEC(".maps");
+
+extern struct task_struct *bpf_task_from_pid(s32 pid) __ksym __weak;
+extern void bpf_task_release(struct task_struct *p) __ksym __weak;
+
+struct held_scan {
+	__u32 parent, n;
+	__u32 child[4];
+};
+
+static long held_child(struct bpf_map *map, __u32 *child, __u32 *parent, struct held_scan *s)
+{
+	__u32 i = s->n;
+
+	if (*parent == s->parent && i < 4) {
+		s->child[i] = *child;
+		s->n = i + 1;
+	}
+	return 0;
+}
+
+/* Entry of the kernel's do_wait (wait4, waitpid, waitid): a wait that reports stopped children
+ * continues the caller's held children before it looks at them. */
+SEC("fentry/do_wait")
+int BPF_PROG(on_wait, struct wait_opts *wo)
+{
+	struct held_scan s = { .parent = bpf_get_current_pid_tgid() >> 32 };
+
+	if (!(wo->wo_flags & FFM_WUNTRACED) || !bpf_task_from_pid || !bpf_send_signal_task)
+		return 0;
+	bpf_for_each_map_elem(&held, held_child, &s, 0);
+	for (__u32 i = 0; i < 4 && i < s.n; i++) {
+		struct task_struct *t = bpf_task_from_pid(s.child[i]);
+
+		if (!t)
+			continue;
+		bpf_send_signal_task(t, FFM_SIGCONT, PIDTYPE_TGID, 0);
+		bpf_task_release(t);
+		bpf_map_delete_elem(&held, &s.child[i]);
+	}
+	return 0;
+}
 
 /*
  * A process of a job maps a libcuda file user space has not made ready (a driver in a directory
@@ -1401,9 +1484,19 @@ int on_mmap(struct trace_event_raw_sys_enter *ctx)
 	r->dev = k.dev;
 	r->ino = k.ino;
 	/* Sent before the record is visible, so that user space's SIGCONT cannot come first;
-	 * delivered when the mmap returns, with the mapping in place. */
-	r->stopped = bpf_send_signal(FFM_SIGSTOP) == 0;
-	r->_pad = 0;
+	 * delivered when the mmap returns, with the mapping in place. Not where the parent would
+	 * see it: then the process runs on, and its first calls may go unmeasured until user
+	 * space has attached its probes. */
+	r->flags = parent_waits_for_stops(task) ? FFM_MAP_PARENT_WAITS : 0;
+	r->stopped = 0;
+	if (!r->flags) {
+		__u32 tgid = id >> 32, ptgid = BPF_CORE_READ(task, real_parent, tgid);
+
+		bpf_map_update_elem(&held, &tgid, &ptgid, BPF_ANY);
+		r->stopped = bpf_send_signal(FFM_SIGSTOP) == 0;
+		if (!r->stopped)
+			bpf_map_delete_elem(&held, &tgid);
+	}
 	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
@@ -1434,9 +1527,13 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 	/* Per-process scope: the child inherits the parent's mapping of the driver but not its
 	 * probes; it must not run before user space has attached its own. Sent before the record
 	 * is visible, so that user space's SIGCONT cannot come first. */
-	if (per_process && bpf_map_lookup_elem(&linked, &lk) && bpf_send_signal_task &&
-	    bpf_send_signal_task(child, FFM_SIGSTOP, PIDTYPE_TGID, 0) == 0)
-		r->flags = FFM_PROC_STOPPED;
+	if (per_process && bpf_map_lookup_elem(&linked, &lk) && bpf_send_signal_task) {
+		bpf_map_update_elem(&held, &ctgid, &ptgid, BPF_ANY);
+		if (bpf_send_signal_task(child, FFM_SIGSTOP, PIDTYPE_TGID, 0) == 0)
+			r->flags = FFM_PROC_STOPPED;
+		else
+			bpf_map_delete_elem(&held, &ctgid);
+	}
 	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
@@ -1451,6 +1548,7 @@ int BPF_PROG(on_exit, struct task_struct *task)
 	bpf_map_delete_elem(&pending, &tid);
 	if (tgid != tid)
 		return 0;
+	bpf_map_delete_elem(&held, &tgid);
 	p = tracked(tgid);
 	if (!p)
 		return 0;

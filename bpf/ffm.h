@@ -293,7 +293,11 @@ struct ffm_rec_map {
 	__u64 dev; /* kernel encoding, as struct ffm_exe_key */
 	__u64 ino;
 	__u32 stopped;
-	__u32 _pad;
+	__u32 flags;   /* FFM_MAP_PARENT_WAITS */
 };
+
+/* Not stopped: its parent was waiting for stopped children (waitpid with WUNTRACED, waitid
+ * with WSTOPPED: a shell with job control, su, runuser, sudo), which would have seen the stop. */
+#define FFM_MAP_PARENT_WAITS 1u
 
 #endif /* FFM_BPF_ABI_H */

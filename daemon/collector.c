@@ -40,6 +40,7 @@ struct ffm_collector {
 	bool multi;    /* uprobes attach as uprobe_multi links */
 	bool session;  /* ... as uprobe sessions: one program for entry and return */
 	bool map_guard; /* on_mmap is attached (see ffm_collector__map_guard) */
+	bool wait_guard; /* on_wait is attached (see ffm_collector__set_held) */
 	bool per_process; /* probes attach per process (see ffm_collector__per_process) */
 	bool bare;     /* the benchmark's do-nothing program loaded */
 	uint32_t job_gen; /* last struct ffm_job_cfg.gen given */
@@ -151,6 +152,7 @@ static void configure_progs(struct ffm_collector *c)
 	if (c->multi)
 		bpf_program__set_expected_attach_type(c->skel->progs.bare, c->session ?
 						      FFM_BPF_TRACE_UPROBE_SESSION : FFM_BPF_TRACE_UPROBE_MULTI);
+	bpf_program__set_autoload(c->skel->progs.on_wait, c->wait_guard);
 	if (!c->memtrace) {
 		bpf_program__set_autoload(c->skel->progs.api_entry_h, false);
 		bpf_program__set_autoload(c->skel->progs.api_exit_h, false);
@@ -224,6 +226,8 @@ int ffm_collector__open(const struct ffm_collector_opts *opts, struct ffm_collec
 	/* Newer kernels get more: attempt 0 loads uprobe sessions, 1 uprobe_multi links, 2
 	 * per-offset uprobes; 0-2 the stage 3-4 programs (sleepable uprobes, a perf_event
 	 * program), 3 neither (stages 1-2 still work). FFM_PROBE_MODE starts lower. */
+	c->wait_guard = opts && opts->map_guard && kernel_has_kfunc("bpf_task_from_pid") &&
+			kernel_has_kfunc("bpf_send_signal_task") && kernel_has_kfunc("do_wait");
 	for (int attempt = probe_mode_start(); attempt < 4; attempt++) {
 		c->skel = ffm_bpf__open();
 		if (!c->skel) {
@@ -254,6 +258,12 @@ int ffm_collector__open(const struct ffm_collector_opts *opts, struct ffm_collec
 			break;
 		ffm_bpf__destroy(c->skel);
 		c->skel = NULL;
+		/* The wait guard is optional (fentry on do_wait, kfuncs of 6.2+): try without
+		 * it before giving up a probe mode. */
+		if (c->wait_guard) {
+			c->wait_guard = false;
+			attempt--;
+		}
 	}
 	if (err)
 		goto fail;
@@ -281,6 +291,10 @@ int ffm_collector__open(const struct ffm_collector_opts *opts, struct ffm_collec
 		if (!c->skel->links.on_mmap && mount_tracefs() == 0)
 			c->skel->links.on_mmap = bpf_program__attach(c->skel->progs.on_mmap);
 		c->map_guard = c->skel->links.on_mmap != NULL;
+	}
+	if (c->wait_guard) {
+		c->skel->links.on_wait = bpf_program__attach(c->skel->progs.on_wait);
+		c->wait_guard = c->skel->links.on_wait != NULL;
 	}
 	/* Per-process scope needs both stops: the map guard's, and the one at a fork that
 	 * copies a probed process (bpf_send_signal_task, Linux 6.13+). FFM_PROBE_SCOPE=system
@@ -673,6 +687,23 @@ int ffm_collector__driver_known(struct ffm_collector *c, uint64_t kdev, uint64_t
 	uint8_t one = 1;
 
 	return bpf_map_update_elem(bpf_map__fd(c->skel->maps.drivers), &k, &one, BPF_ANY) ? -errno : 0;
+}
+
+int ffm_collector__set_held(struct ffm_collector *c, pid_t pid, pid_t ppid, bool on)
+{
+	uint32_t k = (uint32_t)pid, v = (uint32_t)ppid;
+	int fd = bpf_map__fd(c->skel->maps.held);
+
+	if (on)
+		return bpf_map_update_elem(fd, &k, &v, BPF_ANY) ? -errno : 0;
+	if (bpf_map_delete_elem(fd, &k) == 0)
+		return 1;
+	return errno == ENOENT ? 0 : -errno;
+}
+
+bool ffm_collector__wait_guard(const struct ffm_collector *c)
+{
+	return c->wait_guard;
 }
 
 int ffm_collector__driver_forget(struct ffm_collector *c, uint64_t kdev, uint64_t ino)

@@ -117,6 +117,15 @@ int ffm_collector__rule_slot(struct ffm_collector *c, const struct ffm_rule *r);
  */
 bool ffm_collector__map_guard(const struct ffm_collector *c);
 int ffm_collector__driver_known(struct ffm_collector *c, uint64_t kdev, uint64_t ino);
+/*
+ * The wait guard (bpf/ffm.bpf.c, on_wait: fentry of the kernel's do_wait, Linux 6.2+): a process
+ * stopped for ffm is listed with its parent (set_held @on, before the stop; BPF's own stops list
+ * themselves); when that parent starts a wait that reports stopped children, the process is
+ * continued first and unlisted, so that the parent never sees the stop. set_held(@on false)
+ * unlists: 1 if it was listed, 0 if the guard had let it go already.
+ */
+bool ffm_collector__wait_guard(const struct ffm_collector *c);
+int ffm_collector__set_held(struct ffm_collector *c, pid_t pid, pid_t ppid, bool on);
 /* Undo driver_known (a forgotten unusable driver: its next user is stopped and looked at again). */
 int ffm_collector__driver_forget(struct ffm_collector *c, uint64_t kdev, uint64_t ino);
 uint64_t ffm_kernel_dev(dev_t dev);

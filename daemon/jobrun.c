@@ -25,7 +25,7 @@ struct ffm_jobrun {
 	struct ffm_memtrace *mt; /* stages 3-4 */
 	int64_t ref_run2;        /* the key's latest stage-2 run, for FFM_RUN_DIVERGENT */
 	uint32_t unmeasured;     /* processes whose calls were not measured (set_unmeasured) */
-	bool partial;            /* the run saw only part of the job (set_partial) */
+	bool interrupted;        /* part of the job ran unseen (set_interrupted) */
 };
 
 void ffm_jobrun__set_unmeasured(struct ffm_jobrun *jr, uint32_t nprocs)
@@ -33,9 +33,9 @@ void ffm_jobrun__set_unmeasured(struct ffm_jobrun *jr, uint32_t nprocs)
 	jr->unmeasured = nprocs;
 }
 
-void ffm_jobrun__set_partial(struct ffm_jobrun *jr)
+void ffm_jobrun__set_interrupted(struct ffm_jobrun *jr)
 {
-	jr->partial = true;
+	jr->interrupted = true;
 }
 
 static uint64_t fnv64(uint64_t h, const void *p, size_t n)
@@ -187,10 +187,14 @@ int ffm_jobrun__begin(const struct ffm_jobrun_opts *opts, struct ffm_jobrun **re
 	if (err < 0)
 		goto fail;
 	for (int s = 1; s < FFM_STAGE__MAX && s <= FFM_STORE_MAX_STAGE; s++) {
+		/* A run the collector's restart cut short is no failure of its stage: a stage is
+		 * given up only after runs that could not cover it on their own. */
+		uint32_t failed = hist.partial[s] - hist.interrupted[s];
+
 		if (hist.runs[s] > hist.partial[s])
 			in.completed |= FFM_STAGE_BIT(s);
 		else
-			in.failures[s] = hist.partial[s] > 255 ? 255 : hist.partial[s];
+			in.failures[s] = failed > 255 ? 255 : failed;
 	}
 	err = ffm_plan__next(&in, &jr->plan);
 	if (err < 0)
@@ -351,8 +355,8 @@ int ffm_jobrun__end(struct ffm_jobrun *jr, double wall_s, int exit_status, bool 
 		ffm_store__add_drops(jr->store, jr->run, FFM_DROP_OTHER, jr->unmeasured);
 		flags |= FFM_RUN_PARTIAL | FFM_RUN_DROPPED;
 	}
-	if (jr->partial)
-		flags |= FFM_RUN_PARTIAL;
+	if (jr->interrupted)
+		flags |= FFM_RUN_PARTIAL | FFM_RUN_ABORTED;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	if (jr->mt) {
 		/* Windows still open end with the run; then coverage and divergence flags. */

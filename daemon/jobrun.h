@@ -54,9 +54,10 @@ uint32_t ffm_jobrun__job_flags(const struct ffm_jobrun *jr);
 /* @nprocs processes of the job were not measured (their driver could not be used): the run
  * is partial and its drops count them. */
 void ffm_jobrun__set_unmeasured(struct ffm_jobrun *jr, uint32_t nprocs);
-/* The run saw only part of the job (resumed after an ffmd restart): partial, so the stage plan
- * does not take it as the stage done. */
-void ffm_jobrun__set_partial(struct ffm_jobrun *jr);
+/* Part of the job ran unseen through no fault of the stage (the run resumed after an ffmd
+ * restart, or a process ran on while its new driver was made ready): partial and aborted, so
+ * the stage plan neither takes it as the stage done nor as a failure of the stage. */
+void ffm_jobrun__set_interrupted(struct ffm_jobrun *jr);
 /* End the run: drops from the collector, flags, wall time; ends the job too if @end_job. */
 int ffm_jobrun__end(struct ffm_jobrun *jr, double wall_s, int exit_status, bool aborted,
 		    bool end_job);

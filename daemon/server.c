@@ -53,6 +53,8 @@
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <sys/un.h>
@@ -106,7 +108,7 @@ struct drv {
 	enum drv_state state;
 	bool system;        /* the system's own (found at start): never given away */
 	uint32_t gen;       /* tells a readier result for a reused entry from a current one */
-	uid_t user;         /* whose process brought it (0: root or the system) */
+	uid_t user;         /* the file's owner */
 	double since;       /* when it was brought */
 	uint64_t dev, ino;
 	char path[PATH_MAX];
@@ -189,6 +191,7 @@ struct job {
 	pid_t unmeasured[MAX_UNMEASURED];
 	uint32_t nunmeasured;
 	uint32_t procs, held; /* processes that came to the job, and how many of them ffm held */
+	uint32_t not_held;    /* ... would have been held, but a parent would have seen it */
 };
 
 struct rule {
@@ -409,9 +412,9 @@ static void driver_free(struct ffmd *d, struct drv *dv)
 }
 
 /*
- * An entry for a driver that @user's process brings, or NULL. Unusable entries are forgotten
- * after FAILED_FORGET_S; a non-root user has at most MAX_DRIVERS_PER_USER entries (so that one
- * user's many files cannot keep root's next driver out); a full table gives up its oldest
+ * An entry for a driver file owned by @user, or NULL. Unusable entries are forgotten after
+ * FAILED_FORGET_S; a non-root user's files take at most MAX_DRIVERS_PER_USER entries (so that
+ * one user's many files cannot keep root's next driver out); a full table gives up its oldest
  * unusable entry, else its oldest one that no probe uses (made ready again from the cache
  * when needed).
  */
@@ -432,8 +435,8 @@ static struct drv *driver_slot(struct ffmd *d, uid_t user, const char *path)
 	}
 	if (user && mine >= MAX_DRIVERS_PER_USER) {
 		if (log_allowed(&last_user))
-			log_warn("uid %u already brought %d libcuda files; ignoring %s (its processes are "
-				 "not measured)", (unsigned)user, mine, path);
+			log_warn("uid %u already owns %d of the libcuda files in use; ignoring %s (the "
+				 "processes using it are not measured)", (unsigned)user, mine, path);
 		return NULL;
 	}
 	for (int i = 0; i < MAX_DRIVERS; i++)
@@ -504,7 +507,7 @@ static void drivers_take(struct ffmd *d)
  * loop), or, with @sync (while ffmd starts, before its loop runs), made ready here. NULL when
  * the file is gone or the table refuses it.
  */
-static struct drv *driver_get(struct ffmd *d, const char *path, uid_t user, bool sync)
+static struct drv *driver_get(struct ffmd *d, const char *path, bool sync)
 {
 	struct ffm_readier_result res = {};
 	struct drv *dv;
@@ -514,13 +517,14 @@ static struct drv *driver_get(struct ffmd *d, const char *path, uid_t user, bool
 		return NULL;
 	if ((dv = driver_find(d, st.st_dev, st.st_ino)))
 		return dv;
-	if (!(dv = driver_slot(d, user, path)))
+	/* Whose it is: the file's owner (a user can make no file that another user owns). */
+	if (!(dv = driver_slot(d, st.st_uid, path)))
 		return NULL;
 	dv->used = true;
 	dv->state = DRV_PENDING;
 	dv->dev = st.st_dev;
 	dv->ino = st.st_ino;
-	dv->user = user;
+	dv->user = st.st_uid;
 	dv->since = now_s();
 	snprintf(dv->path, sizeof(dv->path), "%s", path);
 	res.cookie = (uint64_t)(dv - d->drvs) << 32 | dv->gen;
@@ -850,6 +854,42 @@ static void holds_write(struct ffmd *d)
 		log_err("cannot replace %s: %s", d->holds_path, strerror(errno));
 }
 
+/*
+ * Whether a thread of @ppid is blocked in a wait that reports stopped children (wait4 with
+ * WUNTRACED, waitid with WSTOPPED), from /proc/PPID/task/TID/syscall: the number and arguments
+ * of the call a blocked thread is in. The user-space twin of the map guard's check (bpf/).
+ */
+static bool waits_for_stops(pid_t ppid)
+{
+	char path[64];
+	struct dirent *de;
+	bool waits = false;
+	DIR *dh;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", ppid);
+	if (ppid <= 1 || !(dh = opendir(path)))
+		return false;
+	while (!waits && (de = readdir(dh))) {
+		char sp[300], buf[512];
+		unsigned long long a[6];
+		long nr;
+		FILE *f;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(sp, sizeof(sp), "/proc/%d/task/%s/syscall", ppid, de->d_name);
+		if (!(f = fopen(sp, "re")))
+			continue;
+		if (fgets(buf, sizeof(buf), f) &&
+		    sscanf(buf, "%ld %llx %llx %llx %llx %llx %llx", &nr, &a[0], &a[1], &a[2], &a[3], &a[4],
+			   &a[5]) == 7)
+			waits = (nr == SYS_wait4 && (a[2] & WUNTRACED)) || (nr == SYS_waitid && (a[3] & WSTOPPED));
+		fclose(f);
+	}
+	closedir(dh);
+	return waits;
+}
+
 static struct hold *hold_find(struct ffmd *d, pid_t pid)
 {
 	for (int i = 0; i < d->nholds; i++)
@@ -862,16 +902,23 @@ static int job_of_pid(struct ffmd *d, pid_t pid);
 
 /*
  * Hold @pid: list it, and stop it unless it is stopped already (@bpf_stopped: BPF stopped it,
- * so it gets SIGCONT at release; stopped by someone else, it is left stopped). NULL when the
- * list is full (a process BPF stopped is then let go at once: unmeasured beats stuck).
+ * so it gets SIGCONT at release; stopped by someone else, it is left stopped). NULL when it is
+ * not held: the list is full (a process BPF stopped is then let go at once: unmeasured beats
+ * stuck), or its parent waits for stopped children and would see the stop.
  */
 static struct hold *hold(struct ffmd *d, pid_t pid, bool bpf_stopped)
 {
 	struct hold *h = hold_find(d, pid);
 
 	if (!h) {
-		char st;
+		pid_t ppid = 0;
+		unsigned long long t;
+		char st = 0;
 		int j;
+
+		if (!bpf_stopped && proc_stat3(pid, &st, &ppid, &t) == 0 && st != 'T' && st != 't' &&
+		    waits_for_stops(ppid))
+			return NULL;
 
 		if (d->nholds == MAX_HOLDS) {
 			log_warn("more than %d processes held; process %d is not (its first calls may go "
@@ -896,8 +943,13 @@ static struct hold *hold(struct ffmd *d, pid_t pid, bool bpf_stopped)
 	} else if (!h->cont) {
 		char st = proc_state(pid);
 
-		if (st && st != 'T' && st != 't' && kill(pid, SIGSTOP) == 0)
-			h->cont = true;
+		/* Listed for the wait guard before the stop, as BPF's own stops are. */
+		if (st && st != 'T' && st != 't') {
+			ffm_collector__set_held(d->col, pid, h->ppid, true);
+			h->cont = kill(pid, SIGSTOP) == 0;
+			if (!h->cont)
+				ffm_collector__set_held(d->col, pid, 0, false);
+		}
 	}
 	return h;
 }
@@ -952,9 +1004,19 @@ static void parents_check(struct ffmd *d)
 static void hold_release(struct ffmd *d, pid_t pid)
 {
 	struct hold *h = hold_find(d, pid);
+	int j;
 
 	if (!h)
 		return;
+	if (h->cont && ffm_collector__set_held(d->col, pid, 0, false) == 0 &&
+	    ffm_collector__wait_guard(d->col) && (j = job_of_pid(d, pid)) >= 0) {
+		/* Its parent started waiting for stopped children, and the wait guard let it go
+		 * before the parent could see it: it ran on before its probes were there. */
+		log_info("process %d was let go early: its parent waited for stopped children", pid);
+		d->jobs[j].not_held++;
+		if (h->wait)
+			ffm_jobrun__set_interrupted(d->jobs[j].jr);
+	}
 	if (h->cont) {
 		kill(pid, SIGCONT);
 		parent_watch(d, h);
@@ -1234,6 +1296,16 @@ static bool driver_in_use(const struct ffmd *d, const struct drv *dv)
 	return false;
 }
 
+/* @pid runs unmeasured for a while through no fault of the stage (a new driver being made
+ * ready, and it could not be held): its job's run is partial, and the stage is done again. */
+static void job_interrupted(struct ffmd *d, pid_t pid)
+{
+	int idx = job_of_pid(d, pid);
+
+	if (idx >= 0 && d->jobs[idx].jr)
+		ffm_jobrun__set_interrupted(d->jobs[idx].jr);
+}
+
 /* Remember that @pid's calls go unmeasured (its driver cannot be used): its job's run is
  * partial (job_end). */
 static void job_unmeasured(struct ffmd *d, pid_t pid)
@@ -1299,15 +1371,6 @@ static void drivers_release_waiters(struct ffmd *d, struct drv *dv)
 	}
 }
 
-static uid_t proc_uid(pid_t pid)
-{
-	char path[64];
-	struct stat st;
-
-	snprintf(path, sizeof(path), "/proc/%d", pid);
-	return stat(path, &st) == 0 ? st.st_uid : 0;
-}
-
 /*
  * The driver process @pid maps or will load, made ready if new. A driver not seen before is
  * made ready off the loop while the process is held (it has not loaded it yet, or BPF stopped
@@ -1332,7 +1395,7 @@ static struct drv *ensure_driver_for_pid(struct ffmd *d, pid_t pid)
 	}
 	dv = driver_find(d, st.st_dev, st.st_ino);
 	if (!dv)
-		dv = driver_get(d, path, proc_uid(pid), false);
+		dv = driver_get(d, path, false);
 	if (!dv) {
 		job_unmeasured(d, pid);
 		return NULL;
@@ -1344,8 +1407,9 @@ static struct drv *ensure_driver_for_pid(struct ffmd *d, pid_t pid)
 		if (h) {
 			h->wait = dv;
 			log_info("holding process %d while its driver %s is made ready", pid, path);
+			return dv;
 		}
-		return dv;
+		job_interrupted(d, pid); /* it runs on, unmeasured until the driver is ready */
 	}
 	if (dv->state == DRV_PENDING) {
 		/* Not loaded yet: it runs on. Its probes come when the driver is ready; should it
@@ -1394,11 +1458,18 @@ static void on_driver_mapped(struct ffmd *d, const struct ffm_rec_map *m)
 	pid_t pid = (pid_t)m->hdr.tgid;
 	struct drv *dv = NULL;
 	struct hold *h = NULL;
+	int j;
 
 	/* The file BPF saw, if it is a driver ffmd has: a process may map more than one. */
 	for (int i = 0; i < MAX_DRIVERS && !dv; i++)
 		if (d->drvs[i].used && ffm_kernel_dev(d->drvs[i].dev) == m->dev && d->drvs[i].ino == m->ino)
 			dv = &d->drvs[i];
+	if (!m->stopped && (m->flags & FFM_MAP_PARENT_WAITS)) {
+		log_info("process %d maps a libcuda it has no probes on: not held, its parent waits "
+			 "for stopped children (its first calls may go unmeasured)", pid);
+		if ((j = job_of_pid(d, pid)) >= 0)
+			d->jobs[j].not_held++;
+	}
 	if (m->stopped && (h = hold(d, pid, true))) {
 		h->mapped = true;
 		h->kdev = m->dev;
@@ -1416,6 +1487,8 @@ static void on_driver_mapped(struct ffmd *d, const struct ffm_rec_map *m)
 	if (dv && dv->state == DRV_PENDING) {
 		if (h)
 			h->wait = dv; /* released by drivers_release_waiters */
+		else
+			job_interrupted(d, pid);
 		return;
 	}
 	ffm_collector__driver_known(d->col, m->dev, m->ino);
@@ -1881,7 +1954,7 @@ static int job_create(struct ffmd *d, const struct job_spec *sp, struct job **re
 	}
 	j->used = true;
 	if (sp->resumed)
-		ffm_jobrun__set_partial(j->jr); /* it missed what ran while ffmd was down */
+		ffm_jobrun__set_interrupted(j->jr); /* it missed what ran while ffmd was down */
 	j->stage = ffm_jobrun__plan(j->jr)->stage;
 	j->start = now_s();
 	cfg.stage = j->stage;
@@ -2360,7 +2433,7 @@ static void journal_resume(struct ffmd *d)
 		if (!strncmp(line, "driver=", 7)) {
 			unescape(line + 7);
 			if (access(line + 7, R_OK) == 0)
-				driver_get(d, line + 7, 0, true);
+				driver_get(d, line + 7, true);
 			continue;
 		}
 		for (tok = strtok_r(line, "\t", &save); tok; tok = strtok_r(NULL, "\t", &save)) {
@@ -2493,10 +2566,12 @@ static size_t status_json(struct ffmd *d, const struct ucred *c, char *out, size
 		if (_n > 0)                                                                        \
 			off += (size_t)_n;                                                         \
 	} while (0)
-	P("{\"version\":%d,\"probe_mode\":\"%s\",\"probe_scope\":\"%s\",\"map_guard\":%s,\"drivers\":[",
+	P("{\"version\":%d,\"probe_mode\":\"%s\",\"probe_scope\":\"%s\",\"map_guard\":%s,"
+	  "\"wait_guard\":%s,\"drivers\":[",
 	  FFM_PROTO_VERSION, ffm_collector__probe_mode(d->col),
 	  ffm_collector__per_process(d->col) ? "process" : "system",
-	  ffm_collector__map_guard(d->col) ? "true" : "false");
+	  ffm_collector__map_guard(d->col) ? "true" : "false",
+	  ffm_collector__wait_guard(d->col) ? "true" : "false");
 	for (int i = 0; i < MAX_DRIVERS; i++) {
 		struct drv *dv = &d->drvs[i];
 
@@ -2546,12 +2621,12 @@ static size_t status_json(struct ffmd *d, const struct ucred *c, char *out, size
 		  "\"events\":%" PRIu64 ",\"events_per_s\":%.1f,\"drops\":{\"ringbuf\":%" PRIu64
 		  ",\"stacks\":%" PRIu64 ",\"depth\":%" PRIu64 ",\"procs\":%" PRIu64 ",\"threads\":%" PRIu64
 		  ",\"unmatched\":%" PRIu64 "},\"processes_seen\":%u,\"processes_held\":%u,"
-		  "\"processes_unmeasured\":%u,\"processes\":[",
+		  "\"processes_unmeasured\":%u,\"processes_not_held\":%u,\"processes\":[",
 		  first ? "" : ",", jesc(j->id), jesc(j->key), jesc(j->rule), j->owner, j->stage, now_s() - j->start, j->events, j->rate,
 		  (uint64_t)dr.n[FFM_REC_DROP_RINGBUF], (uint64_t)dr.n[FFM_REC_DROP_STACK],
 		  (uint64_t)dr.n[FFM_REC_DROP_DEPTH], (uint64_t)dr.n[FFM_REC_DROP_PROCS],
 		  (uint64_t)dr.n[FFM_REC_DROP_THREADS], (uint64_t)dr.n[FFM_REC_DROP_UNMATCHED], j->procs,
-		  j->held, j->nunmeasured);
+		  j->held, j->nunmeasured, j->not_held);
 		for (int k = 0; k < n; k++)
 			P("%s%d", k ? "," : "", pids[k]);
 		P("]}");
@@ -2931,6 +3006,9 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 	if (!ffm_collector__map_guard(d->col))
 		log_warn("no map guard (the kernel's syscalls:sys_enter_mmap tracepoint): a process that "
 			 "loads a libcuda ffmd could not foresee may run its first calls unmeasured");
+	if (!ffm_collector__wait_guard(d->col))
+		log_warn("no wait guard (fentry on the kernel's do_wait, Linux 6.2+): a parent waiting "
+			 "for stopped children may see a process ffm holds for a moment");
 	log_info("uprobes: %s, %s", ffm_collector__probe_mode(d->col),
 		 ffm_collector__per_process(d->col) ? "per job process (others get no breakpoint)"
 						    : "system-wide (processes outside the jobs trap and return)");
@@ -2950,7 +3028,7 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 	if (ffm_driver_find_system(NULL, &sys) == 0) {
 		for (size_t i = 0; i < sys->n; i++) {
 			struct drv *dv = driver_get(d, sys->locs[i].open_path ? sys->locs[i].open_path :
-						    sys->locs[i].path, 0, true);
+						    sys->locs[i].path, true);
 
 			if (dv)
 				dv->system = true;

@@ -107,7 +107,8 @@ enum ffm_run_flags {
 	FFM_RUN_PARTIAL = 1u << 0,   /* coverage was partial (e.g. out of watchpoints) */
 	FFM_RUN_DROPPED = 1u << 1,   /* records were dropped (see drops) */
 	FFM_RUN_DIVERGENT = 1u << 2, /* behaviour differs too much from earlier runs of the key */
-	FFM_RUN_ABORTED = 1u << 3,   /* the collector stopped before the job did */
+	FFM_RUN_ABORTED = 1u << 3,   /* the collector stopped before the job did, or (resumed
+				      * after a restart) started after it */
 };
 
 struct ffm_store_run {
@@ -238,6 +239,9 @@ struct ffm_store_sync_use {
 struct ffm_store_stage_history {
 	uint32_t runs[FFM_STORE_MAX_STAGE + 1];	    /* ended runs per stage (index = stage) */
 	uint32_t partial[FFM_STORE_MAX_STAGE + 1];  /* ... of them with FFM_RUN_PARTIAL */
+	/* ... of those with FFM_RUN_ABORTED too: cut short by a stop or restart of the collector,
+	 * not a failure of the stage itself */
+	uint32_t interrupted[FFM_STORE_MAX_STAGE + 1];
 	int64_t last_run[FFM_STORE_MAX_STAGE + 1];  /* latest ended run id per stage, 0 = none */
 	uint32_t open_runs;			    /* runs begun and not ended */
 };

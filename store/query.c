@@ -187,7 +187,8 @@ int ffm_store__stage_history(struct ffm_store *s, struct ffm_store_stage_history
 
 	memset(out, 0, sizeof(*out));
 	err = prepare(s,
-		      "SELECT stage, end_ns != 0, count(*), sum(flags & 1 != 0), max(id)"
+		      "SELECT stage, end_ns != 0, count(*), sum(flags & 1 != 0), max(id),"
+		      " sum(flags & 9 = 9)"
 		      " FROM runs GROUP BY stage, end_ns != 0",
 		      &st);
 	if (err)
@@ -205,6 +206,7 @@ int ffm_store__stage_history(struct ffm_store *s, struct ffm_store_stage_history
 		out->runs[stage] = n;
 		out->partial[stage] = (uint32_t)sqlite3_column_int64(st, 3);
 		out->last_run[stage] = sqlite3_column_int64(st, 4);
+		out->interrupted[stage] = (uint32_t)sqlite3_column_int64(st, 5);
 	}
 	err = rc == SQLITE_DONE ? 0 : ffm_store_err(s->db, rc);
 	sqlite3_finalize(st);
