@@ -387,17 +387,22 @@ static int parse_fde(const struct ffm_elf *e, uint64_t fde, uint64_t *start, uin
 		return -EINVAL;
 	cc = (struct cur){ p, p + avail, cie, false };
 	len = rd(&cc, 4);
-	if (len == 0xffffffff)
-		len = rd(&cc, 8), rd(&cc, 8);
-	else
-		rd(&cc, 4);
+	dwarf64 = len == 0xffffffff;
+	if (dwarf64)
+		len = rd(&cc, 8);
+	/* Every field is read within the CIE's own length, which must lie in the segment. */
+	if (cc.bad || len > (uint64_t)(cc.end - cc.p))
+		return -EINVAL;
+	cc.end = cc.p + len;
+	rd(&cc, dwarf64 ? 8 : 4);
 	{
 		uint8_t version = (uint8_t)rd(&cc, 1);
 		const char *aug = (const char *)cc.p;
 		size_t alen = strnlen(aug, cc.end - cc.p);
 
+		/* No NUL before the CIE's end: bad, and aug must not be read as a string. */
 		adv(&cc, alen + 1);
-		if (!strcmp(aug, "eh") || version > 4)
+		if (cc.bad || !strcmp(aug, "eh") || version > 4)
 			return -EINVAL;
 		if (version == 4)
 			adv(&cc, 2); /* address_size, segment_size */
