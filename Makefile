@@ -10,6 +10,10 @@
 #   make fuzz       libFuzzer targets for the control protocol (tests/proto/proto.mk)
 #   make V=1        show the commands
 #
+# CFLAGS, CPPFLAGS and LDFLAGS on the command line only add (optimisation, debug, paths): the
+# flags the build needs are kept in FFM_CFLAGS, FFM_CPPFLAGS and FFM_LDFLAGS, so that
+# `make CFLAGS=-O0` still builds gnu11 with frame pointers, the warnings and -D_GNU_SOURCE.
+#
 # Objects go out of tree into $(O) (default build/). Each library directory (symbols/, store/,
 # stages/, daemon/) is built from all of its *.c files into $(O)/lib<dir>.a; a directory with
 # special needs brings its own <dir>.mk fragment, included below.
@@ -41,18 +45,24 @@ endif
 WARN     := -Wall -Wextra -Werror=undef -Wmissing-field-initializers -Wno-unused-parameter \
 	    -Wno-missing-field-initializers
 CFLAGS   ?= -O2 -g
-CFLAGS   += -std=gnu11 -fno-omit-frame-pointer $(WARN) -D_GNU_SOURCE
-CPPFLAGS += -I. -I$(O)
+CPPFLAGS ?=
 LDFLAGS  ?=
+FFM_CFLAGS   := -std=gnu11 -fno-omit-frame-pointer $(WARN) -D_GNU_SOURCE
+FFM_CPPFLAGS := -I. -I$(O)
+FFM_LDFLAGS  :=
+
+# What a compile and a link of ffm's own code use: the user's variables between ours.
+ALL_CFLAGS  = $(FFM_CPPFLAGS) $(CPPFLAGS) $(CFLAGS) $(FFM_CFLAGS)
+ALL_LDFLAGS = $(FFM_LDFLAGS) $(LDFLAGS)
 
 # libsystemd has no static archive: the static build speaks the documented sd_notify datagram
 # protocol itself (daemon/notify.c), the dynamic build uses libsystemd.
 ifeq ($(STATIC),1)
-LDFLAGS  += -static
-CPPFLAGS += -DFFM_STATIC=1
+FFM_LDFLAGS  += -static
+FFM_CPPFLAGS += -DFFM_STATIC=1
 SYS_LIBS := -lbpf -ldw -lelf -lsqlite3 -lz -lzstd -llzma -lbz2 -lstdc++ -lm -lpthread -ldl
 else
-CPPFLAGS += -DFFM_HAVE_LIBSYSTEMD=1
+FFM_CPPFLAGS += -DFFM_HAVE_LIBSYSTEMD=1
 SYS_LIBS := -lbpf -ldw -lelf -lsqlite3 -lsystemd -lstdc++ -lz -lm -lpthread -ldl
 endif
 
@@ -103,7 +113,7 @@ vmlinux:
 $(O)/%.o: %.c | $(BPF_SKELS)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(Q)$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
 $(O)/bpf:
 	$(Q)mkdir -p $@
@@ -116,11 +126,11 @@ FFMCTL_OBJS := $(patsubst %.c,$(O)/%.o,$(FFMCTL_SRCS))
 
 $(O)/ffmd: $(FFMD_OBJS) $(FFM_LIBS)
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $(FFMD_OBJS) $(FFM_LIBS) $(SYS_LIBS)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $(FFMD_OBJS) $(FFM_LIBS) $(SYS_LIBS)
 
 $(O)/ffmctl: $(FFMCTL_OBJS) $(FFM_LIBS)
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $(FFMCTL_OBJS) $(FFM_LIBS) $(SYS_LIBS)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $(FFMCTL_OBJS) $(FFM_LIBS) $(SYS_LIBS)
 
 PROGRAMS := $(if $(wildcard daemon/ffmd.c),$(O)/ffmd) $(if $(FFMCTL_SRCS),$(O)/ffmctl)
 
@@ -169,7 +179,7 @@ deps:
 # the PREFIX they were built for; a stamp rebuilds the two objects that hold it when PREFIX
 # changes, so `make install PREFIX=/usr` never installs binaries that look in /usr/local.
 LIBEXECDIR := $(PREFIX)/libexec/ffm
-$(O)/daemon/driver_setup.o $(O)/cli/calibrate.o: CPPFLAGS += -DFFM_LIBEXECDIR='"$(LIBEXECDIR)"'
+$(O)/daemon/driver_setup.o $(O)/cli/calibrate.o: FFM_CPPFLAGS += -DFFM_LIBEXECDIR='"$(LIBEXECDIR)"'
 # (Written while the Makefile is read: .SECONDARY would keep a stamp rule from running.)
 PREFIX_STAMP := $(shell mkdir -p $(O) && { echo '$(LIBEXECDIR)' | cmp -s - $(O)/.prefix || \
 		  echo '$(LIBEXECDIR)' > $(O)/.prefix; } && echo $(O)/.prefix)

@@ -7,14 +7,14 @@ REPORT_TEST_OBJS := $(O)/cli/analysis.o $(O)/tests/report/synth.o
 
 $(O)/tests/ffm-synth: $(O)/tests/report/synth_main.o $(O)/tests/report/synth.o $(FFM_LIBS)
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(FFM_LIBS) $(SYS_LIBS)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(FFM_LIBS) $(SYS_LIBS)
 
 $(O)/bench/bench_report: $(O)/cli/bench/bench_report.o $(O)/tests/report/synth.o $(FFM_LIBS)
 	$(call msg,LINK,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(FFM_LIBS) $(SYS_LIBS)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(FFM_LIBS) $(SYS_LIBS)
 
 $(patsubst tests/%.c,$(O)/tests/%,$(wildcard tests/report/test_*.c)): $(REPORT_TEST_OBJS)
-$(O)/tests/report/%: LDFLAGS += $(REPORT_TEST_OBJS)
+$(O)/tests/report/%: FFM_LDFLAGS += $(REPORT_TEST_OBJS)
 
 EXTRA_PROGS += $(O)/tests/ffm-synth $(O)/bench/bench_report

@@ -9,11 +9,11 @@ BENCH_OVERHEAD := $(O)/bench/bench_overhead $(O)/bench/bench_overhead_child
 $(O)/bench/bench_overhead: $(O)/bench/bench_overhead.o $(FFM_LIBS)
 	$(call msg,LINK,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(FFM_LIBS) $(SYS_LIBS)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(FFM_LIBS) $(SYS_LIBS)
 
 $(O)/bench/bench_overhead_child: bench/bench_overhead_child.c
 	$(call msg,LINK,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< -ldl
+	$(Q)$(CC) $(FFM_CPPFLAGS) $(CPPFLAGS) $(CFLAGS) $(FFM_CFLAGS) -o $@ $< -ldl
 
 EXTRA_PROGS += $(BENCH_OVERHEAD)

@@ -12,12 +12,12 @@ MEMTRACE_PROGS := $(O)/bench/bench_stages $(O)/bench/bench_hash $(O)/tests/memtr
 $(O)/bench/bench_stages: $(O)/tests/memtrace/bench_stages.o $(FFM_LIBS)
 	$(call msg,LINK,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(FFM_LIBS) $(SYS_LIBS)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(FFM_LIBS) $(SYS_LIBS)
 
 $(O)/bench/bench_hash: $(O)/tests/memtrace/bench_hash.o $(FFM_LIBS)
 	$(call msg,LINK,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(FFM_LIBS) $(SYS_LIBS)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(FFM_LIBS) $(SYS_LIBS)
 
 $(O)/tests/memtrace/xfer_big: tests/memtrace/xfer_big.c $(O)/fakecuda/libcuda.so.1
 	$(call msg,LINK,$@)

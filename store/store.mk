@@ -3,6 +3,6 @@
 $(O)/bench/bench_store: $(O)/tests/store/bench_store.o $(FFM_LIBS)
 	$(call msg,LINK,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(FFM_LIBS) $(SYS_LIBS)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(FFM_LIBS) $(SYS_LIBS)
 
 EXTRA_PROGS += $(O)/bench/bench_store

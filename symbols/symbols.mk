@@ -13,22 +13,23 @@ SYMBOLS_HELPERS := $(O)/tests/symbols/helpers/libcuda.so.1.2.3
 $(CALIB_PROBE): symbols/calib/ffm-calib-probe.c
 	$(call msg,LINK,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -fno-optimize-sibling-calls -pthread -o $@ $<
+	$(Q)$(CC) $(FFM_CPPFLAGS) $(CPPFLAGS) $(CFLAGS) $(FFM_CFLAGS) -fno-optimize-sibling-calls \
+		-pthread -o $@ $<
 
 $(O)/bench/bench_symbols: $(O)/symbols/bench/bench_symbols.o $(FFM_LIBS)
 	$(call msg,LINK,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(FFM_LIBS) $(SYS_LIBS)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(FFM_LIBS) $(SYS_LIBS)
 
 # A stand-in libcuda with exported cu* variants, linked at a non-zero base so that symbol
 # addresses and file offsets differ (what ffm_driver must convert through PT_LOAD).
 $(O)/tests/symbols/helpers/libcuda.so.1.2.3: tests/symbols/helper_libcuda.c
 	$(call msg,LINK,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -fPIC -shared -Wl,-soname,libcuda.so.1 \
+	$(Q)$(CC) $(FFM_CPPFLAGS) $(CPPFLAGS) $(CFLAGS) $(FFM_CFLAGS) -fPIC -shared -Wl,-soname,libcuda.so.1 \
 		-Wl,-Ttext-segment=0x200000 -Wl,--build-id -o $@ $<
 
 # The unwinding test must see functions without frame pointers.
-$(O)/tests/symbols/test_stack.o: CFLAGS += -fomit-frame-pointer
+$(O)/tests/symbols/test_stack.o: FFM_CFLAGS += -fomit-frame-pointer
 
 EXTRA_PROGS += $(CALIB_PROBE) $(O)/bench/bench_symbols $(SYMBOLS_HELPERS)

@@ -7,4 +7,4 @@ TESTUTIL_OBJ := $(O)/tests/testutil.o
 
 $(O)/tests/%: $(O)/tests/%.o $(TESTUTIL_OBJ) $(FFM_LIBS)
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(TESTUTIL_OBJ) $(FFM_LIBS) $(SYS_LIBS)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(TESTUTIL_OBJ) $(FFM_LIBS) $(SYS_LIBS)

@@ -49,5 +49,5 @@ $(FAKECUDA_DIR)/libcuda.so: | $(FAKECUDA_DIR)/libcuda.so.1
 
 # The tests include cuda.h and need the library at run time.
 FAKECUDA_TESTS := $(patsubst tests/%.c,$(O)/tests/%,$(wildcard tests/fakecuda/test_*.c))
-$(patsubst %,%.o,$(FAKECUDA_TESTS)): CPPFLAGS += -I$(CUDA_INC)
+$(patsubst %,%.o,$(FAKECUDA_TESTS)): FFM_CPPFLAGS += -I$(CUDA_INC)
 $(FAKECUDA_TESTS): | $(FAKECUDA)
