@@ -104,6 +104,13 @@ int ffm_elf_open_fd(int fd, struct ffm_elf **ret)
 			err = -ENOEXEC;
 			goto fail;
 		}
+		if (ph.p_type == PT_LOAD && (ph.p_vaddr + ph.p_filesz < ph.p_vaddr ||
+					     ph.p_vaddr + ph.p_memsz < ph.p_vaddr)) {
+			/* Past the top of the address space: no loader maps it, and the vaddr
+			 * <-> offset conversions would wrap around. */
+			err = -ENOEXEC;
+			goto fail;
+		}
 		if (ph.p_type == PT_LOAD && e->nload < FFM_ELF_MAX_LOAD)
 			e->load[e->nload++] = (struct ffm_elf_load){ ph.p_vaddr, ph.p_offset, ph.p_filesz,
 								     ph.p_memsz, ph.p_flags };
