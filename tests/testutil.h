@@ -104,6 +104,9 @@ static inline const char *ffm_test_build_dir(void)
 /* Nonzero when this process may load BPF programs (root or CAP_BPF); used to skip BPF tests. */
 int ffm_test_can_bpf(char *why, size_t len);
 
+/* Set when a case ended by FAIL or SKIP: no leak check at exit (tests/testutil.c). */
+extern int ffm_test_cut_short;
+
 static inline int ffm_test_main(void)
 {
 	volatile int failed = 0;
@@ -124,9 +127,11 @@ static inline int ffm_test_main(void)
 			printf("ok %d - %s\n", i + 1, ffm_tests[i].name);
 		} else if (r == 2) {
 			printf("ok %d - %s # SKIP %s\n", i + 1, ffm_tests[i].name, ffm_skip_reason);
+			ffm_test_cut_short = 1;
 		} else {
 			printf("not ok %d - %s\n", i + 1, ffm_tests[i].name);
 			failed++;
+			ffm_test_cut_short = 1;
 		}
 		fflush(stdout);
 	}
