@@ -8,6 +8,8 @@
 #   make install    PREFIX=/usr/local DESTDIR= : binaries, systemd unit, default config
 #   make STATIC=1   ffmd/ffmctl that run on a machine without the -dev packages (the GPU nodes)
 #   make fuzz       libFuzzer targets for the control protocol (tests/proto/proto.mk)
+#   make sanitize   build with ASan+UBSan into $(O) (default build-san/) and run every test;
+#                   any sanitizer report fails it (SANITIZE=1 only builds that way)
 #   make V=1        show the commands
 #
 # CFLAGS, CPPFLAGS and LDFLAGS on the command line only add (optimisation, debug, paths): the
@@ -18,6 +20,11 @@
 # stages/, daemon/) is built from all of its *.c files into $(O)/lib<dir>.a; a directory with
 # special needs brings its own <dir>.mk fragment, included below.
 
+# `make sanitize` builds with SANITIZE=1, into build-san/ unless O is given.
+ifneq ($(filter sanitize,$(MAKECMDGOALS)),)
+O        ?= build-san
+SANITIZE := 1
+endif
 O        ?= build
 V        ?= 0
 STATIC   ?= 0
@@ -51,9 +58,35 @@ FFM_CFLAGS   := -std=gnu11 -fno-omit-frame-pointer $(WARN) -D_GNU_SOURCE
 FFM_CPPFLAGS := -I. -I$(O)
 FFM_LDFLAGS  :=
 
+# SANITIZE=1 (what `make sanitize` sets): ffm's own code (libraries, ffmd, ffmctl,
+# ffm-calib-probe, the test programs) with ASan and UBSan, UB fatal. Not the BPF objects
+# (clang -target bpf), not the simulated driver tests/fakecuda nor the workloads: they keep their
+# own flags, because their code generation is part of what is tested (prologues, frame
+# pointers, CFI-only unwinding), and because a sanitized shared library cannot be loaded into
+# the unsanitized workloads (the __asan_* symbols come only with a sanitized main program).
+# GCC links UBSan as its own runtime beside ASan's; linked as a shared library it ignores
+# UBSAN_OPTIONS=log_path (and writes to stderr only), linked statically it honours it.
+SANITIZE ?= 0
+SAN_FLAGS :=
+SAN_LDFLAGS :=
+ifeq ($(SANITIZE),1)
+ifeq ($(STATIC),1)
+$(error SANITIZE=1 cannot be combined with STATIC=1: the sanitizer runtimes do not link -static)
+endif
+SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+SAN_LDFLAGS := $(SAN_FLAGS) $(if $(findstring clang,$(shell $(CC) --version 2>/dev/null)),,-static-libubsan)
+endif
+# Every object depends on a stamp of SAN_FLAGS, so that switching an output directory between
+# SANITIZE=0 and 1 rebuilds it rather than mixing instrumented and plain objects. A plain
+# build's first stamp is dated 1970: an existing build directory is not rebuilt for it.
+SAN_STAMP := $(shell mkdir -p $(O) && f=$(O)/.sanitize && \
+	       if [ ! -e $$f ] && [ -z '$(SAN_FLAGS)' ]; then echo > $$f && touch -d @0 $$f; \
+	       elif ! echo '$(SAN_FLAGS)' | cmp -s - $$f; then echo '$(SAN_FLAGS)' > $$f; fi && \
+	       echo $$f)
+
 # What a compile and a link of ffm's own code use: the user's variables between ours.
-ALL_CFLAGS  = $(FFM_CPPFLAGS) $(CPPFLAGS) $(CFLAGS) $(FFM_CFLAGS)
-ALL_LDFLAGS = $(FFM_LDFLAGS) $(LDFLAGS)
+ALL_CFLAGS  = $(FFM_CPPFLAGS) $(CPPFLAGS) $(CFLAGS) $(FFM_CFLAGS) $(SAN_FLAGS)
+ALL_LDFLAGS = $(FFM_LDFLAGS) $(LDFLAGS) $(SAN_LDFLAGS)
 
 # libsystemd has no static archive: the static build speaks the documented sd_notify datagram
 # protocol itself (daemon/notify.c), the dynamic build uses libsystemd.
@@ -110,7 +143,7 @@ vmlinux:
 	$(Q)$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > bpf/vmlinux.h
 
 # C objects; the daemon includes the skeletons.
-$(O)/%.o: %.c | $(BPF_SKELS)
+$(O)/%.o: %.c $(SAN_STAMP) | $(BPF_SKELS)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
@@ -148,6 +181,31 @@ all: $(BPF_SKELS) $(PROGRAMS) $(EXTRA_PROGS) $(FAKECUDA) $(WORKLOADS) $(TEST_BIN
 
 test: all
 	$(Q)O=$(O) tests/run-tests.sh
+
+# `make sanitize [O=dir]`: everything built with SANITIZE=1 into its own directory (build-san/
+# unless O is given), then every test. A finding stops the process that has it (halt_on_error;
+# -fno-sanitize-recover makes UB fatal), so that test fails. The reports go to files in
+# $(O)/san-reports (asan|ubsan.<program>.<pid>), printed at the end, and any file there fails
+# the target: a finding in a process whose exit status or stderr no test looks at (ffmd at
+# shutdown, a child of a shell test) still counts.
+# LeakSanitizer is on. It cannot check a process that is ptraced when it exits ("does not work
+# under ptrace", and it says so on stderr only): ffmd, ffmctl and the tests are never traced,
+# and ffm-calib-probe, whose stacks calibration samples with ptrace (libdwfl), is detached after
+# each sample, before QUIT. A test binary one of whose cases FAIL or SKIP cut short is not
+# leak-checked (tests/testutil.c): that case's allocations are the test's, not leaks.
+# detect_stack_use_after_return stays off: its fake frames live on the heap, and the BPF tests
+# walk the test programs' own stacks by frame pointer.
+SAN_REPORTS  = $(abspath $(O))/san-reports
+SAN_ASAN_OPTIONS  = halt_on_error=1:detect_leaks=1:check_initialization_order=1:strict_init_order=1:detect_odr_violation=2:log_path=$(SAN_REPORTS)/asan:log_exe_name=1
+SAN_UBSAN_OPTIONS = halt_on_error=1:print_stacktrace=1:log_path=$(SAN_REPORTS)/ubsan:log_exe_name=1
+sanitize: all
+	$(Q)rm -rf $(SAN_REPORTS) && mkdir -p $(SAN_REPORTS)
+	$(Q)O=$(O) ASAN_OPTIONS=$(SAN_ASAN_OPTIONS) UBSAN_OPTIONS=$(SAN_UBSAN_OPTIONS) \
+		tests/run-tests.sh; rc=$$?; \
+	n=0; for f in $(SAN_REPORTS)/*; do [ -f "$$f" ] || continue; rc=1; n=$$((n + 1)); \
+		echo "sanitizer report $$f:"; cat "$$f"; done; \
+	[ $$n = 0 ] || echo "sanitize: $$n sanitizer report(s) in $(SAN_REPORTS)"; \
+	exit $$rc
 
 # The README's main job: profile a bundled workload through every stage. The real driver is
 # used where an NVIDIA GPU is present, else the simulated one. Needs root (BPF, uprobes).
@@ -202,6 +260,6 @@ install: all
 clean:
 	rm -rf $(O)
 
-.PHONY: all test demo deps vmlinux install clean
+.PHONY: all test sanitize demo deps vmlinux install clean
 
 -include $(shell find $(O) -name '*.d' 2>/dev/null)

@@ -3,7 +3,8 @@
 #   $(O)/bench/bench_overhead        what ffm costs the measured programs, per stage, and the
 #                                    ingest rate (bench/run-bench.sh; not a test)
 #   $(O)/bench/bench_overhead_child  its call timer: dlopens a libcuda, so it is linked
-#                                    against libc only and never -static (runs on GPU nodes)
+#                                    against libc only and never -static (runs on GPU nodes),
+#                                    never sanitized (it is a timer, and no test runs it)
 BENCH_OVERHEAD := $(O)/bench/bench_overhead $(O)/bench/bench_overhead_child
 
 $(O)/bench/bench_overhead: $(O)/bench/bench_overhead.o $(FFM_LIBS)
