@@ -493,7 +493,8 @@ static int export_trace(struct exp *e, int64_t only_run)
 		if ((err = ffm_store__for_each_sync_use(e->s, r->id, load_sync_use, e)) < 0 ||
 		    (err = ffm_store__for_each_xfer_hash(e->s, r->id, load_xfer, e)) < 0)
 			return err;
-		qsort(e->probs, e->nprobs, sizeof(e->probs[0]), cmp_prob);
+		if (e->nprobs) /* probs is NULL until the first problem: qsort(NULL, 0) is UB */
+			qsort(e->probs, e->nprobs, sizeof(e->probs[0]), cmp_prob);
 		if ((err = ffm_store__for_each_event(e->s, r->id, on_trace_event, e)) < 0)
 			return err;
 	}
@@ -781,7 +782,8 @@ int ffmctl_export(int argc, char **argv)
 		ffmctl_err("export", "reading %s: %s", ffm_store__path(e->s), ffm_store__strerror(err));
 		goto out;
 	}
-	qsort(e->apis, e->napis, sizeof(e->apis[0]), cmp_api);
+	if (e->napis) /* NULL when the store names no API: qsort(NULL, 0) is UB */
+		qsort(e->apis, e->napis, sizeof(e->apis[0]), cmp_api);
 	if (run) {
 		bool found = false;
 

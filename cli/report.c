@@ -478,8 +478,11 @@ static int merge(const struct ffmctl_job_stores *js, struct merged *m)
 			ma->problems += a->problems;
 		}
 	}
-	qsort(m->groups, m->n_groups, sizeof(*m->groups), cmp_mgroup);
-	qsort(m->apis, m->n_apis, sizeof(*m->apis), cmp_mapi);
+	/* NULL when there is nothing to merge: qsort(NULL, 0) is UB */
+	if (m->n_groups)
+		qsort(m->groups, m->n_groups, sizeof(*m->groups), cmp_mgroup);
+	if (m->n_apis)
+		qsort(m->apis, m->n_apis, sizeof(*m->apis), cmp_mapi);
 	m->imbalance = imbalance(node_rec, js->n);
 	proc_rec = calloc(m->n_procs + 1, sizeof(*proc_rec));
 	if (!proc_rec) {
