@@ -1560,7 +1560,8 @@ static int run_model(struct ffm_analysis *a)
 		goto out;
 	/* Sequence patterns keep creation order until the caller sorts via result(); point and
 	 * fold groups are sorted now. The subsequence lookup goes by key, so order is free. */
-	qsort(res->groups, res->n_groups, sizeof(*res->groups), cmp_group);
+	if (res->n_groups) /* NULL when there is no group: qsort(NULL, 0) is UB */
+		qsort(res->groups, res->n_groups, sizeof(*res->groups), cmp_group);
 
 	/* A process cannot save more than it lasted. */
 	for (size_t i = 0; i < res->n_procs; i++) {
@@ -1854,7 +1855,8 @@ int ffm_analysis__run(struct ffm_store *s, const struct ffm_analysis_opts *opts,
 	err = sort_sites(a);
 	if (err)
 		goto fail;
-	qsort(a->res.apis, a->res.n_apis, sizeof(*a->res.apis), cmp_api);
+	if (a->res.n_apis) /* NULL when no run named an API: qsort(NULL, 0) is UB */
+		qsort(a->res.apis, a->res.n_apis, sizeof(*a->res.apis), cmp_api);
 	map_fini(&a->api_of);
 	*ret = a;
 	return 0;

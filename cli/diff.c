@@ -200,7 +200,8 @@ static int collect(struct side *b, struct side *a, int stage, struct row **rows,
 		err = add_times(a, true, stage, rows, n);
 	if (err)
 		return err;
-	qsort(*rows, *n, sizeof(**rows), cmp_row);
+	if (*n) /* NULL when neither job has a row: qsort(NULL, 0) is UB */
+		qsort(*rows, *n, sizeof(**rows), cmp_row);
 	return 0;
 }
 

@@ -303,7 +303,8 @@ int ffmctl_jobs(int argc, char **argv)
 		r = EXIT_FAIL;
 		goto out;
 	}
-	qsort(c.rows, c.n, sizeof(c.rows[0]), cmp_row);
+	if (c.n) /* NULL when no job is recorded: qsort(NULL, 0) is UB */
+		qsort(c.rows, c.n, sizeof(c.rows[0]), cmp_row);
 	if (json) {
 		printf("[");
 		for (size_t i = 0; i < c.n; i++) {

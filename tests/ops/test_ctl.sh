@@ -44,6 +44,13 @@ usage_case "missing cgroup" "No such file" job start 1 --cgroup /nonexistent/cg
 usage_case "no job id" "no job id" job end
 usage_case "unknown action" "unknown action" job stop 1
 usage_case "status extra argument" "unexpected argument" status now
+# Nothing recorded yet (no keys/): an empty list, not an error (nor a qsort of NULL: make sanitize).
+out=$(ctl jobs --json 2>&1); rc=$?
+if [ $rc = 0 ] && [ "$(echo "$out" | python3 -c 'import json, sys; print(json.load(sys.stdin))')" = "[]" ]; then
+	ok "jobs with nothing recorded: exit 0, empty list"
+else
+	notok "jobs with nothing recorded (rc $rc)"; echo "$out" | diag
+fi
 
 # --- as root -------------------------------------------------------------------------------
 start_ffmd || { notok "ffmd starts"; finish; }

@@ -437,6 +437,43 @@ TEST(a_jobs_report_uses_the_runs_up_to_it)
 	ffm_store__free(s);
 }
 
+/* A job whose one run recorded nothing (a program that never called the driver): no groups
+ * in any grouping, no APIs. Their empty lists once went to qsort as NULL (make sanitize). */
+TEST(a_run_that_recorded_nothing)
+{
+	static const enum ffm_grouping gs[] = { FFM_GROUP_POINT, FFM_GROUP_FOLD,
+						FFM_GROUP_SEQUENCE };
+	struct ffm_store_opts wo = { .sz = sizeof(wo), .create = true };
+	struct synth_opts o = base(0);
+	struct ffm_store *s = NULL;
+	int64_t run;
+
+	ASSERT_OK(ffm_store__open_key(o.state_dir, &(struct ffm_store_key){ .key = o.key }, &wo, &s));
+	ASSERT_OK(ffm_store__job_begin(s, &(struct ffm_store_job){ .job_id = o.job_id,
+		.state = FFM_JOB_RUNNING, .start_unix = 1700000000 }, NULL));
+	ASSERT_OK(ffm_store__run_begin(s, &(struct ffm_store_run){ .job_id = o.job_id, .stage = 2,
+		.start_ns = 1000000000, .start_unix = 1700000001 }, &run));
+	ASSERT_OK(ffm_store__run_end(s, run, 2000000000, 1.0, 0, 0));
+	ASSERT_OK(ffm_store__job_end(s, o.job_id, FFM_JOB_DONE, 1700000002));
+	ffm_store__free(s);
+	s = open_store(&o);
+	ASSERT(s);
+	for (size_t i = 0; i < sizeof(gs) / sizeof(gs[0]); i++) {
+		struct ffm_analysis_opts ao = { .sz = sizeof(ao), .job_id = o.job_id,
+						.grouping = gs[i] };
+		struct ffm_analysis *a = NULL;
+		const struct ffm_analysis_result *r;
+
+		ASSERT_OK(ffm_analysis__run(s, &ao, &a));
+		r = ffm_analysis__result(a);
+		ASSERT_EQ(r->n_runs, 1);
+		ASSERT_EQ(r->n_groups, 0);
+		ASSERT_EQ(r->n_apis, 0);
+		ffm_analysis__free(a);
+	}
+	ffm_store__free(s);
+}
+
 TEST(site_identity_is_stable_across_stages)
 {
 	/* stage 1's wait stacks (one more driver frame) and stage 2's call stacks of one call

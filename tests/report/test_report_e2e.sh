@@ -6,7 +6,8 @@
 # planted call site (tests/workloads/unnecessary_sync.c:27, cuCtxSynchronize): as the top
 # problem, an unnecessary sync, once stage 3 has classified it; before that, as the call site
 # with the most time waited, with the next stage named. Also: with a state dir that holds
-# nodes/, the run's store goes to nodes/<host>/ and the report finds it there.
+# nodes/, the run's store goes to nodes/<host>/ and the report finds it there. And a program that
+# never loads the driver: its profile, report and diff succeed, with nothing in them.
 # Skips (exit 77, saying why) without root/BPF or the simulated driver.
 set -u
 cd "$(dirname "$0")/../.." || exit 2
@@ -83,6 +84,21 @@ import json, socket
 r = json.load(open('$T/n.json'))
 assert [nd['node'] for nd in r['nodes']] == [socket.gethostname()], r['nodes']
 "
+
+# A program that never loads the driver: nothing recorded, and every list the report and diff
+# sort is empty (such lists once went to qsort as NULL, which make sanitize reports).
+for j in none-1 none-2; do
+	profile "$T/s" $j --stages 1-2 --key none -- /bin/true
+	check "profile --stages 1-2 of a program that never loads the driver exits 0 ($j)" test $? = 0
+done
+"$FFMCTL" --state-dir "$T/s" report none-1 --json >"$T/none.json"
+check "its report --json exits 0: no problems, APIs or call sites" python3 -c "
+import json
+r = json.load(open('$T/none.json'))
+assert r['problems'] == [] and r['apis'] == [] and r['call_sites'] == [], r
+"
+"$FFMCTL" --state-dir "$T/s" diff none-1 none-2 >"$T/none-diff.txt"
+check "diff of two such jobs exits 0" test $? = 0
 
 echo "1..$n"
 [ "$fails" = 0 ]
