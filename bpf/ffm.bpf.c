@@ -1233,8 +1233,35 @@ static __always_inline struct ffm_rec_proc *reserve_proc(__u32 type, __u32 tgid,
 	r->cgroup_id = bpf_get_current_cgroup_id();
 	r->uid = (__u32)bpf_get_current_uid_gid();
 	r->flags = 0;
+	r->args_hash = 0;
 	bpf_get_current_comm(r->comm, sizeof(r->comm));
 	return r;
+}
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, char[FFM_ARGS_HASH_MAX + 1]);
+} args_scratch SEC(".maps");
+
+/* FNV-1a 64 of the first FFM_ARGS_HASH_MAX bytes of @task's argument block (ffm.h). */
+static __always_inline __u64 args_hash(struct task_struct *task)
+{
+	unsigned long start = BPF_CORE_READ(task, mm, arg_start), end = BPF_CORE_READ(task, mm, arg_end);
+	__u64 h = 0xcbf29ce484222325ULL, len = end > start ? end - start : 0;
+	__u32 zero = 0;
+	char *buf = bpf_map_lookup_elem(&args_scratch, &zero);
+
+	if (!buf)
+		return 0;
+	if (len > FFM_ARGS_HASH_MAX)
+		len = FFM_ARGS_HASH_MAX;
+	if (bpf_probe_read_user(buf, len & FFM_ARGS_HASH_MAX, (const void *)start))
+		return 0;
+	for (__u32 i = 0; i < FFM_ARGS_HASH_MAX && i < len; i++)
+		h = (h ^ (unsigned char)buf[i]) * 0x100000001b3ULL;
+	return h;
 }
 
 static __always_inline void emit_proc(__u32 type, __u32 tgid, __u32 tid, __u32 job, __u32 ppid,
@@ -1290,6 +1317,7 @@ int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid, struct linux_binp
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32;
 	struct ffm_proc *p = tracked(tgid), np = {};
+	struct ffm_rec_proc *r;
 	__s64 job;
 
 	if (p) {
@@ -1307,7 +1335,12 @@ int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid, struct linux_binp
 		count_drop(job, FFM_REC_DROP_PROCS);
 		return 0;
 	}
-	emit_proc(FFM_REC_EXEC, tgid, (__u32)id, job, 0, 0);
+	/* A rule matched: user space makes the job's key of this exec's comm and arguments. */
+	r = reserve_proc(FFM_REC_EXEC, tgid, (__u32)id, job, 0, 0);
+	if (r) {
+		r->args_hash = args_hash(task);
+		bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
+	}
 	return 0;
 }
 
@@ -1403,14 +1436,27 @@ static long held_child(struct bpf_map *map, __u32 *child, __u32 *parent, struct 
 	return 0;
 }
 
-/* Entry of the kernel's do_wait (wait4, waitpid, waitid): a wait that reports stopped children
- * continues the caller's held children before it looks at them. */
-SEC("fentry/do_wait")
-int BPF_PROG(on_wait, struct wait_opts *wo)
+/* x86-64 syscall numbers (the BPF side is built for x86 only, see the Makefile's ARCH). */
+#define FFM_NR_WAIT4 61
+#define FFM_NR_WAITID 247
+
+/*
+ * The kernel's do_wait begins (wait4, waitpid, waitid: the sched_process_wait tracepoint, which
+ * fires only there): a wait that reports stopped children (the options in the caller's syscall
+ * registers) continues the caller's held children before it looks at them.
+ */
+SEC("tp_btf/sched_process_wait")
+int BPF_PROG(on_wait, struct pid *waited)
 {
 	struct held_scan s = { .parent = bpf_get_current_pid_tgid() >> 32 };
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	long nr, options;
 
-	if (!(wo->wo_flags & FFM_WUNTRACED) || !bpf_task_from_pid || !bpf_send_signal_task)
+	if (!regs || !bpf_task_from_pid || !bpf_send_signal_task)
+		return 0;
+	nr = regs->orig_ax;
+	options = nr == FFM_NR_WAIT4 ? regs->dx : nr == FFM_NR_WAITID ? regs->r10 : 0;
+	if (!(options & FFM_WUNTRACED))
 		return 0;
 	bpf_for_each_map_elem(&held, held_child, &s, 0);
 	for (__u32 i = 0; i < 4 && i < s.n; i++) {

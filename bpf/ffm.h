@@ -27,8 +27,9 @@
 /* 2: FFM_REC_XFER, FFM_REC_RANGE, FFM_REC_HIT, FFM_JOB_MEMTRACE/HASH, FFM_REC_DROP_HASH (stages 3-4)
  * 3: FFM_REC_MAP and the drivers map (a job's process that maps an unknown libcuda is held)
  * 4: per-process probes: the linked map, ffm_rec_proc.flags (FFM_PROC_STOPPED at FORK)
- * 5: ffm_job_cfg.gen (a stack is sent again to each run of a slot), thread state in task storage */
-#define FFM_ABI_VERSION 5
+ * 5: ffm_job_cfg.gen (a stack is sent again to each run of a slot), thread state in task storage
+ * 6: ffm_rec_proc.args_hash, ffm_rec_map.flags, the held map (the wait guard) */
+#define FFM_ABI_VERSION 6
 
 #define FFM_MAX_JOBS 64           /* job slots active at once */
 #define FFM_MAX_PROCS 16384       /* tracked processes */
@@ -225,7 +226,14 @@ struct ffm_rec_proc {
 	__u32 uid;
 	__u32 flags;    /* FFM_PROC_STOPPED */
 	char comm[16];
+	/* EXEC: FNV-1a 64 of the first FFM_ARGS_HASH_MAX bytes of the new image's argument block
+	 * (argv, NUL-separated), read as the exec completes: with uid and comm, what a rule's
+	 * job key is made of, so that a process that execs again at once keeps the key of
+	 * the exec that matched (ffm_job_key_exec). 0 elsewhere. */
+	__u64 args_hash;
 };
+
+#define FFM_ARGS_HASH_MAX 1023
 
 /* FORK of a process whose probes are its own (per-process scope): BPF sent the child SIGSTOP,
  * which lands before it runs any code; user space attaches the child's probes, then sends

@@ -23,7 +23,7 @@ _Static_assert(sizeof(struct ffm_rec_wait) == 32 + 32, "ffm_rec_wait layout");
 _Static_assert(sizeof(struct ffm_rec_call) == 32 + 80, "ffm_rec_call layout");
 _Static_assert(sizeof(struct ffm_rec_stack) == 32 + 56 + 8 * FFM_LIB_FRAMES + FFM_STACK_BYTES,
 	       "ffm_rec_stack layout");
-_Static_assert(sizeof(struct ffm_rec_proc) == 32 + 40, "ffm_rec_proc layout");
+_Static_assert(sizeof(struct ffm_rec_proc) == 32 + 48, "ffm_rec_proc layout");
 _Static_assert(sizeof(struct ffm_slots) == 8 + 4 * FFM_LEARNED_SLOTS, "ffm_slots layout");
 _Static_assert(sizeof(struct ffm_rec_xfer) == 32 + 48, "ffm_rec_xfer layout");
 _Static_assert(sizeof(struct ffm_rec_range) == 32 + 40, "ffm_rec_range layout");
@@ -227,7 +227,7 @@ int ffm_collector__open(const struct ffm_collector_opts *opts, struct ffm_collec
 	 * per-offset uprobes; 0-2 the stage 3-4 programs (sleepable uprobes, a perf_event
 	 * program), 3 neither (stages 1-2 still work). FFM_PROBE_MODE starts lower. */
 	c->wait_guard = opts && opts->map_guard && kernel_has_kfunc("bpf_task_from_pid") &&
-			kernel_has_kfunc("bpf_send_signal_task") && kernel_has_kfunc("do_wait");
+			kernel_has_kfunc("bpf_send_signal_task");
 	for (int attempt = probe_mode_start(); attempt < 4; attempt++) {
 		c->skel = ffm_bpf__open();
 		if (!c->skel) {
@@ -258,8 +258,8 @@ int ffm_collector__open(const struct ffm_collector_opts *opts, struct ffm_collec
 			break;
 		ffm_bpf__destroy(c->skel);
 		c->skel = NULL;
-		/* The wait guard is optional (fentry on do_wait, kfuncs of 6.2+): try without
-		 * it before giving up a probe mode. */
+		/* The wait guard is optional (kfuncs of 6.13+): try without it before giving up
+		 * a probe mode. */
 		if (c->wait_guard) {
 			c->wait_guard = false;
 			attempt--;

@@ -118,7 +118,7 @@ int ffm_collector__rule_slot(struct ffm_collector *c, const struct ffm_rule *r);
 bool ffm_collector__map_guard(const struct ffm_collector *c);
 int ffm_collector__driver_known(struct ffm_collector *c, uint64_t kdev, uint64_t ino);
 /*
- * The wait guard (bpf/ffm.bpf.c, on_wait: fentry of the kernel's do_wait, Linux 6.2+): a process
+ * The wait guard (bpf/ffm.bpf.c, on_wait: the sched_process_wait tracepoint, Linux 6.13+): a process
  * stopped for ffm is listed with its parent (set_held @on, before the stop; BPF's own stops list
  * themselves); when that parent starts a wait that reports stopped children, the process is
  * continued first and unlisted, so that the parent never sees the stop. set_held(@on false)

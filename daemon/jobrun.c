@@ -66,6 +66,23 @@ void ffm_job_key(uint32_t uid, const char *exe, char *const *argv, char *buf, si
 	snprintf(buf, len, "%016llx", (unsigned long long)h);
 }
 
+void ffm_job_key_exec(uint32_t uid, const char *comm, uint64_t args_hash, char *buf, size_t len)
+{
+	uint64_t h = 0x9e3779b97f4a7c15ULL; /* not ffm_job_key's seed: the two never collide by design */
+	char c[17] = "";
+
+	snprintf(c, sizeof(c), "%.16s", comm ? comm : "");
+	h = fnv64(h, &uid, sizeof(uid));
+	h = fnv64(h, c, strlen(c) + 1);
+	h = fnv64(h, &args_hash, sizeof(args_hash));
+	snprintf(buf, len, "%016llx", (unsigned long long)h);
+}
+
+uint64_t ffm_args_block_hash(const void *block, size_t len)
+{
+	return fnv64(0xcbf29ce484222325ULL, block, len < FFM_ARGS_HASH_MAX ? len : FFM_ARGS_HASH_MAX);
+}
+
 struct names_ctx {
 	struct ffm_jobrun *jr;
 	uint32_t *ids;
@@ -168,7 +185,7 @@ int ffm_jobrun__begin(const struct ffm_jobrun_opts *opts, struct ffm_jobrun **re
 	struct ffm_jobrun *jr;
 	char host[256] = "", dir[4096 + 256];
 	int64_t driver = 0;
-	int err;
+	int err = 0;
 
 	*ret = NULL;
 	jr = calloc(1, sizeof(*jr));
@@ -179,7 +196,12 @@ int ffm_jobrun__begin(const struct ffm_jobrun_opts *opts, struct ffm_jobrun **re
 	jr->o.job_id = jr->job_id;
 	gethostname(host, sizeof(host) - 1);
 	store_dir(opts->state_dir, opts->node ? opts->node : host, dir, sizeof(dir));
-	err = ffm_store__open_key(dir, &key, &so, &jr->store);
+	/* Another run of the key going on in this process: the same connection, since a second
+	 * one would wait on the first's open write transaction, which only this thread ends. */
+	if (opts->store)
+		jr->store = ffm_store__ref(opts->store);
+	else
+		err = ffm_store__open_key(dir, &key, &so, &jr->store);
 	if (err < 0)
 		goto fail;
 

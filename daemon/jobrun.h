@@ -35,6 +35,9 @@ struct ffm_jobrun_opts {
 	const char *driver_path, *driver_build_id;
 	uint64_t wait_off, wait_size;
 	const char *proc_root;
+	/* The key's store, when another run of the key is open in this process (NULL: open
+	 * it): shared, referenced until ffm_jobrun__free. */
+	struct ffm_store *store;
 };
 
 struct ffm_jobrun;
@@ -66,5 +69,13 @@ struct ffm_jobrun *ffm_jobrun__free(struct ffm_jobrun *jr);
 /* The default job key: a hash of uid, executable and arguments, as hex (buf >= 17 bytes). */
 void ffm_job_key(uint32_t uid, const char *exe, char *const *argv, char *buf, size_t len);
 uint64_t ffm_args_hash(char *const *argv);
+/*
+ * The job key of a process a rule matched, from what BPF read at its exec (uid, comm, the hash
+ * of its argument block: struct ffm_rec_proc), so that the key does not depend on whether the
+ * process has exec'd again (`env ... ./app`) by the time ffmd looks.
+ */
+void ffm_job_key_exec(uint32_t uid, const char *comm, uint64_t args_hash, char *buf, size_t len);
+/* The same hash as BPF's of an argument block read from /proc/PID/cmdline. */
+uint64_t ffm_args_block_hash(const void *block, size_t len);
 
 #endif

@@ -1937,6 +1937,9 @@ static int job_create(struct ffmd *d, const struct job_spec *sp, struct job **re
 	jo.collector = d->col;
 	jo.sym = d->sym;
 	jo.apis = d->apis;
+	for (int i = 0; i < FFM_MAX_JOBS; i++)
+		if (d->jobs[i].used && d->jobs[i].jr && !strcmp(d->jobs[i].key, j->key))
+			jo.store = ffm_jobrun__store(d->jobs[i].jr);
 	for (int i = 0; i < MAX_DRIVERS; i++)
 		if (d->drvs[i].used && d->drvs[i].state == DRV_READY) {
 			jo.driver_path = d->drvs[i].path;
@@ -2128,56 +2131,46 @@ static struct rule *rule_of_slot(struct ffmd *d, uint32_t slot)
 	return NULL;
 }
 
-/* Executable and arguments of @pid; argv points into @buf. */
-static int proc_cmdline(pid_t pid, char *exe, size_t elen, char *buf, size_t blen, char **argv, int max)
-{
-	char path[64];
-	ssize_t n;
-	int fd, argc = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/exe", pid);
-	n = readlink(path, exe, elen - 1);
-	if (n < 0)
-		return -errno;
-	exe[n] = 0;
-	snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, blen - 1);
-	close(fd);
-	if (n < 0)
-		return -errno;
-	buf[n] = 0;
-	for (char *p = buf; p < buf + n && argc < max - 1; p += strlen(p) + 1)
-		argv[argc++] = p;
-	argv[argc] = NULL;
-	return argc;
-}
-
 /*
- * A process in @ru's slot (its EXEC record, or found there by a scan): make it a job of its
- * own and move it to the job's slot. Returns the job's index, or -1.
+ * A process in @ru's slot: make it a job of its own and move it to the job's slot. @p: its EXEC
+ * record, whose comm and argument hash make the key (NULL: found there by a scan, read from
+ * /proc the same way). Returns the job's index, or -1.
  */
-static int rule_adopt(struct ffmd *d, struct rule *ru, uint32_t tgid, uint32_t uid)
+static int rule_adopt(struct ffmd *d, struct rule *ru, uint32_t tgid, uint32_t uid,
+		      const struct ffm_rec_proc *p)
 {
 	static struct job_spec sp;
-	char id[128], key[128], exe[PATH_MAX], args[8192], *argv[256];
+	char id[128], key[128], comm[17] = "", args[FFM_ARGS_HASH_MAX], path[64];
 	unsigned long long st = proc_start_time((pid_t)tgid);
+	uint64_t ah = p ? p->args_hash : 0;
 	const char *msg = "";
 	struct job *j;
-	int err;
+	ssize_t n;
+	int err, fd;
 
 	memset(&sp, 0, sizeof(sp));
 	snprintf(id, sizeof(id), "%s-%u-%llu", ru->r.name, tgid, st);
-	if (ru->r.key[0]) {
-		snprintf(key, sizeof(key), "%s", ru->r.key);
-	} else if (proc_cmdline((pid_t)tgid, exe, sizeof(exe), args, sizeof(args), argv, 256) > 0) {
-		ffm_job_key(uid, exe, argv + 1, key, sizeof(key));
+	if (p) {
+		snprintf(comm, sizeof(comm), "%.16s", p->comm);
 	} else {
-		/* Gone already: its records still make a run, keyed by what is left. */
-		ffm_job_key(uid, NULL, NULL, key, sizeof(key));
+		snprintf(path, sizeof(path), "/proc/%u/comm", tgid);
+		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0) {
+			n = read(fd, comm, sizeof(comm) - 1);
+			comm[n > 0 ? n : 0] = 0;
+			comm[strcspn(comm, "\n")] = 0;
+			close(fd);
+		}
+		snprintf(path, sizeof(path), "/proc/%u/cmdline", tgid);
+		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0) {
+			n = read(fd, args, sizeof(args));
+			ah = n > 0 ? ffm_args_block_hash(args, (size_t)n) : 0;
+			close(fd);
+		}
 	}
+	if (ru->r.key[0])
+		snprintf(key, sizeof(key), "%s", ru->r.key);
+	else
+		ffm_job_key_exec(uid, comm, ah, key, sizeof(key));
 	sp.id = id;
 	sp.key = key;
 	sp.owner = uid;
@@ -2210,7 +2203,7 @@ static void rule_adopt_waiting(struct ffmd *d, struct rule *ru)
 
 		if (job < 0) {
 			snprintf(path, sizeof(path), "/proc/%d", pids[i]);
-			job = rule_adopt(d, ru, (uint32_t)pids[i], stat(path, &st) == 0 ? st.st_uid : 0);
+			job = rule_adopt(d, ru, (uint32_t)pids[i], stat(path, &st) == 0 ? st.st_uid : 0, NULL);
 			if (job < 0)
 				continue;
 			route_add(d, (uint32_t)pids[i], job);
@@ -2831,7 +2824,7 @@ static int record_job(struct ffmd *d, const struct ffm_rec_hdr *h)
 		 * the driver before, the map guard stops it there. */
 		bool held = !ffm_collector__per_process(d->col) && hold(d, (pid_t)h->tgid, false);
 
-		job = rule_adopt(d, ru, h->tgid, p->uid);
+		job = rule_adopt(d, ru, h->tgid, p->uid, p);
 		if (job >= 0) {
 			route_add(d, h->tgid, job);
 			ffm_collector__move_pid(d->col, (pid_t)h->tgid, d->jobs[job].slot);
@@ -2866,6 +2859,11 @@ static int on_record(void *ctx, const void *rec, size_t size)
 		on_fork_stopped(d, rec);
 	if (h->type == FFM_REC_EXIT)
 		plinks_drop_pid(d, (pid_t)h->tgid);
+	/* A process a rule matched: its wait probe first, before its job is made (a store to
+	 * open, milliseconds), so that its mmap of the driver finds it; the job's stage adds
+	 * the rest below. */
+	if (h->type == FFM_REC_EXEC && rule_of_slot(d, h->job) && ffm_collector__per_process(d->col))
+		ensure_driver_for_pid(d, h->tgid);
 	idx = record_job(d, h);
 	if (idx < 0)
 		return 0;
@@ -3007,8 +3005,9 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 		log_warn("no map guard (the kernel's syscalls:sys_enter_mmap tracepoint): a process that "
 			 "loads a libcuda ffmd could not foresee may run its first calls unmeasured");
 	if (!ffm_collector__wait_guard(d->col))
-		log_warn("no wait guard (fentry on the kernel's do_wait, Linux 6.2+): a parent waiting "
-			 "for stopped children may see a process ffm holds for a moment");
+		log_warn("no wait guard (the sched_process_wait tracepoint with bpf_send_signal_task, "
+			 "Linux 6.13+): a parent that starts waiting for stopped children while ffm holds "
+			 "one may see it stopped for a moment");
 	log_info("uprobes: %s, %s", ffm_collector__probe_mode(d->col),
 		 ffm_collector__per_process(d->col) ? "per job process (others get no breakpoint)"
 						    : "system-wide (processes outside the jobs trap and return)");

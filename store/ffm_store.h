@@ -284,6 +284,8 @@ int ffm_store__for_each_key(const char *state_dir, ffm_store_key_cb cb, void *ct
 int ffm_store__key_file_name(const char *key, char *buf, size_t len);
 
 /* Commit the open batch (if any) and close. NULL-safe; returns NULL. */
+/* One more user of @s (the same connection): each ffm_store__free drops one, the last closes. */
+struct ffm_store *ffm_store__ref(struct ffm_store *s);
 struct ffm_store *ffm_store__free(struct ffm_store *s);
 
 const char *ffm_store__path(const struct ffm_store *s);

@@ -525,6 +525,8 @@ static int open_impl(const char *path, const struct ffm_store_opts *in,
 	if (!path || !*path || !ret)
 		return -EINVAL;
 	s = calloc(1, sizeof(*s));
+	if (s)
+		s->refs = 1;
 	if (!s)
 		return -ENOMEM;
 	opts_copy(&s->opts, in);
@@ -787,9 +789,16 @@ int ffm_store__find_job(const char *state_dir, const char *job_id,
 	return ffm_store__open(f.best, &o, ret);
 }
 
+struct ffm_store *ffm_store__ref(struct ffm_store *s)
+{
+	if (s)
+		s->refs++;
+	return s;
+}
+
 struct ffm_store *ffm_store__free(struct ffm_store *s)
 {
-	if (!s)
+	if (!s || --s->refs > 0)
 		return NULL;
 	if (s->db && s->in_txn)
 		ffm_store__flush(s);

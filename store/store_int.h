@@ -46,6 +46,7 @@ struct agg_ent {
 #define AGG_CAP 8192 /* power of two; spilled into stack_stats at 3/4 full and on commit */
 
 struct ffm_store {
+	int refs; /* ffm_store__ref */
 	sqlite3 *db;
 	char *path;
 	struct ffm_store_opts opts;

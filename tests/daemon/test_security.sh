@@ -340,4 +340,26 @@ else
 	notok "status --json with a job id that is not UTF-8"
 fi
 kill $sl
+
+# ---- 7: a rule's job key does not depend on when ffmd looks --------------------------------
+# `env ... ./app` execs twice; whether ffmd reads the process before or after the second exec,
+# the key is the one of the exec the rule matched.
+stop_ffmd
+printf '[rule sec-env]\nuid = %s\n' "$U1" >"$T/rules.conf"
+start_ffmd --config "$T/rules.conf" || { notok "ffmd starts with a rule"; finish; }
+for i in $(seq 8); do
+	as_user env FOO=1 LD_LIBRARY_PATH="$FAKE" "$WL/unnecessary_sync" --iters 20 --kernel-us 100 --cpu-us 100 >/dev/null 2>&1
+done
+sleep 1
+keys=$(ctl jobs --json 2>/dev/null | python3 -c '
+import json, sys
+print(" ".join(sorted({j["key"] for j in json.load(sys.stdin) if j["job"].startswith("sec-env-")})))')
+nj=$(ctl jobs --json 2>/dev/null | python3 -c '
+import json, sys
+print(sum(j["job"].startswith("sec-env-") for j in json.load(sys.stdin)))')
+if [ "${nj:-0}" -ge 8 ] && [ "$(echo $keys | wc -w)" = 1 ]; then
+	ok "8 runs of env ... ./app under a uid rule: one job key ($keys)"
+else
+	notok "8 runs of env ... ./app under a uid rule: keys '$keys' over ${nj:-0} jobs"
+fi
 finish
