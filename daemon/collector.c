@@ -226,8 +226,10 @@ int ffm_collector__open(const struct ffm_collector_opts *opts, struct ffm_collec
 	/* Newer kernels get more: attempt 0 loads uprobe sessions, 1 uprobe_multi links, 2
 	 * per-offset uprobes; 0-2 the stage 3-4 programs (sleepable uprobes, a perf_event
 	 * program), 3 neither (stages 1-2 still work). FFM_PROBE_MODE starts lower. */
+	/* FFM_WAIT_GUARD=0 in the environment leaves it out (tests of the older kernels' way). */
 	c->wait_guard = opts && opts->map_guard && kernel_has_kfunc("bpf_task_from_pid") &&
-			kernel_has_kfunc("bpf_send_signal_task");
+			kernel_has_kfunc("bpf_send_signal_task") &&
+			!(getenv("FFM_WAIT_GUARD") && !strcmp(getenv("FFM_WAIT_GUARD"), "0"));
 	for (int attempt = probe_mode_start(); attempt < 4; attempt++) {
 		c->skel = ffm_bpf__open();
 		if (!c->skel) {

@@ -1241,8 +1241,11 @@ static struct plink *link_process(struct ffmd *d, pid_t pid, struct drv *dv)
 {
 	struct plink *pl = plink_find(d, pid, dv);
 
-	if (pl)
+	if (pl) {
+		/* Linked before its job was made (a rule's process): what its stage needs now. */
+		plink_sync(d, pl);
 		return pl;
+	}
 	for (int i = 0; i < MAX_PLINKS && !pl; i++)
 		if (!d->plinks[i].pid)
 			pl = &d->plinks[i];
