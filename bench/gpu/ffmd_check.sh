@@ -119,6 +119,53 @@ PY
 wait $in $out
 ctl job end gpu-bp >/dev/null
 
+# Parents that watch their children stop (docs/SECURITY.md, rule 3): a uid job for a user made
+# here, whose CUDA workload is started by runuser, su, bash with job control on a pty, and a
+# Python parent waiting with WUNTRACED. Each must finish, leave nothing stopped and report no
+# stop; parents.txt has each one's exit status, the processes stopped afterwards, and the syncs
+# stored for its run (the workload makes 400).
+if id ffmgpu >/dev/null 2>&1 || useradd -M -d /nonexistent -s /bin/sh ffmgpu 2>/dev/null; then
+	U=$(id -u ffmgpu)
+	chmod 755 "$S" "$O" "$O/workloads" 2>/dev/null
+	wlcmd="$O/workloads/unnecessary_sync"
+	for how in runuser su bash python; do
+		ctl job start "gpu-parent-$how" --key "gpu-parent-$how" --uid "$U" >/dev/null || continue
+		case $how in
+		runuser) timeout 120 runuser -u ffmgpu -- "$wlcmd" ;;
+		su) timeout 120 su -s /bin/sh ffmgpu -c "$wlcmd" ;;
+		bash) printf '%s\nexit\n' "runuser -u ffmgpu -- $wlcmd; echo BASH-DONE" >"$S/bash.in"
+			timeout 120 script -qfec 'bash --norc -i' /dev/null <"$S/bash.in" ;;
+		python) timeout 120 python3 - "$U" "$wlcmd" <<'PY' ;;
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.setgid(int(sys.argv[1])); os.setuid(int(sys.argv[1]))
+    os.execv(sys.argv[2], sys.argv[2:])
+while True:
+    p, st = os.waitpid(pid, os.WUNTRACED)
+    if os.WIFSTOPPED(st):
+        print("Stopped: the parent saw its child stopped")
+        continue
+    sys.exit(os.waitstatus_to_exitcode(st))
+PY
+		esac >"$OUT/parent_$how.out" 2>&1
+		rc=$?
+		sleep 0.5
+		ctl job end "gpu-parent-$how" >/dev/null
+		stopped=$(ps -e -o stat=,pid=,comm= | awk '$1 ~ /^T/ {print $2 "/" $3}' | tr '\n' ' ')
+		seen=$(grep -c "Stopped" "$OUT/parent_$how.out")
+		syncs=$(python3 -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute("SELECT count(*) FROM events_v WHERE kind = 1").fetchone()[0])' \
+			"$S/state/keys/gpu-parent-$how.db" 2>&1)
+		echo "parent $how: exit status $rc, stopped now: [${stopped}], stops reported: $seen, waits stored: $syncs" >>"$OUT/parents.txt"
+	done
+	ctl status --json >"$OUT/ffmd_status_parents.json"
+	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("process starts: %d seen, %d held, wait guard %s" % (d["processes_seen"], d["processes_held"], d.get("wait_guard")))' \
+		"$OUT/ffmd_status_parents.json" >>"$OUT/parents.txt"
+	grep -E "held|not held|stopped itself|let go" "$OUT/ffmd.log" | tail -n 20 >>"$OUT/parents.txt"
+else
+	echo "parents: no useradd, skipped" >"$OUT/parents.txt"
+fi
+
 kill $FFMD; wait $FFMD
 echo "ffmd exit status $?" >>"$OUT/ffmd.log"
 
@@ -142,5 +189,5 @@ for db in sorted(glob.glob(os.path.join(sys.argv[1], "gpu-*.db"))):
         for kind, api, n, site in c.execute(q, (run,)):
             print(f"    {KIND.get(kind, kind):<8} {api:<26} x{n:<6} {site or '(no source line)'}")
 PY
-cat "$OUT/breakpoints.txt" >>"$OUT/SUMMARY.txt"
+cat "$OUT/breakpoints.txt" "$OUT/parents.txt" >>"$OUT/SUMMARY.txt"
 cat "$OUT/SUMMARY.txt"
