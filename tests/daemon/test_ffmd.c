@@ -1367,7 +1367,16 @@ TEST(config_rules_and_sighup_reload)
 	view_free(&v);
 
 	wl_run(bin2, ITERS, FAKE, NULL, NULL, NULL, NULL, NULL);
-	ffm_job_key(0, bin2, argv2, derived, sizeof(derived));
+	{
+		/* A rule's key: uid, and the comm and argument block of the exec it matched. */
+		char block[4096], comm[16];
+		size_t len = (size_t)snprintf(block, sizeof(block), "%s", bin2) + 1; /* argv[0] */
+
+		for (int i = 0; argv2[i]; i++)
+			len += (size_t)snprintf(block + len, sizeof(block) - len, "%s", argv2[i]) + 1;
+		snprintf(comm, sizeof(comm), "%s", strrchr(bin2, '/') + 1);
+		ffm_job_key_exec(0, comm, ffm_args_block_hash(block, len), derived, sizeof(derived));
+	}
 	p = wait_jobs_done(&MAIN_D, derived, "derived-", 1);
 	ASSERT_MSG(p.done == 1, "rule derived: no job done under key %s (uid 0 + %s + args)", derived, bin2);
 	view_load(&v, &MAIN_D, derived, 0);
