@@ -2821,11 +2821,11 @@ static int record_job(struct ffmd *d, const struct ffm_rec_hdr *h)
 		job = route_find(d, p->ppid);
 	} else if (h->type == FFM_REC_EXEC) {
 		const struct ffm_rec_proc *p = (const void *)h;
-		/* System-wide probes: held while its job is made, since a stage-2 job's probes take
-		 * a while to attach and its first calls must find them. Per-process probes need no
-		 * hold here: they are attached for it as it comes (on_record), and should it map
-		 * the driver before, the map guard stops it there. */
-		bool held = !ffm_collector__per_process(d->col) && hold(d, (pid_t)h->tgid, false);
+		/* Held while its job is made (a store to open: milliseconds): a stage-2 job's probes
+		 * are attached only then, and its first calls must find them. Not where its parent
+		 * waits for stopped children (hold() says no; the wait guard lets it go should the
+		 * parent start such a wait): it then runs on, its wait probe already there. */
+		bool held = hold(d, (pid_t)h->tgid, false);
 
 		job = rule_adopt(d, ru, h->tgid, p->uid, p);
 		if (job >= 0) {

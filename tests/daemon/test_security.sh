@@ -127,7 +127,10 @@ fi
 
 # A user's copy of a driver root calibrated: measured from the cache, never run.
 mkdir -p "$T/user/copy" && cp "$FAKE/libcuda.so.1" "$T/user/copy/" && chown -R ffmsec1 "$T/user/copy"
-as_user env LD_LIBRARY_PATH="$T/user/copy" "$WL/unnecessary_sync" $WLARGS >/dev/null 2>&1
+# (setpriv execs: its parent, this script, does not wait for stopped children, so the process
+# is held until the copy is ready, and measured whole.)
+setpriv --reuid="$U1" --regid="$U1" --clear-groups env LD_LIBRARY_PATH="$T/user/copy" \
+	"$WL/unnecessary_sync" $WLARGS >/dev/null 2>&1
 ev=$(status_json | python3 -c 'import json,sys; print(sum(j["events"] for j in json.load(sys.stdin)["jobs"] if j["job"]=="sec-1"))')
 if log_has "driver $T/user/copy/libcuda.so.1: build-id.*(not root's file: the calibration of its build-id)" &&
 	! grep "$T/user/copy" "$T/ffmd.log" | grep -q "calibrated now" && [ "${ev:-0}" -gt 100 ]; then
