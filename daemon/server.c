@@ -1311,9 +1311,8 @@ static void job_interrupted(struct ffmd *d, pid_t pid)
 
 /* Remember that @pid's calls go unmeasured (its driver cannot be used): its job's run is
  * partial (job_end). */
-static void job_unmeasured(struct ffmd *d, pid_t pid)
+static void job_unmeasured_in(struct ffmd *d, int idx, pid_t pid)
 {
-	int idx = job_of_pid(d, pid);
 	struct job *j;
 
 	if (idx < 0)
@@ -1325,6 +1324,22 @@ static void job_unmeasured(struct ffmd *d, pid_t pid)
 	if (j->nunmeasured < MAX_UNMEASURED)
 		j->unmeasured[j->nunmeasured] = pid;
 	j->nunmeasured++;
+}
+
+static void job_unmeasured(struct ffmd *d, pid_t pid)
+{
+	job_unmeasured_in(d, job_of_pid(d, pid), pid);
+}
+
+/* The job a record of a process belongs to, without moving anything (see record_job). */
+static int job_of_rec(struct ffmd *d, const struct ffm_rec_hdr *h)
+{
+	int j;
+
+	if (h->job < FFM_MAX_JOBS && d->jobs[h->job].used)
+		return (int)h->job;
+	j = route_find(d, h->tgid);
+	return j >= 0 && d->jobs[j].used ? j : -1;
 }
 
 /*
@@ -1497,6 +1512,11 @@ static void on_driver_mapped(struct ffmd *d, const struct ffm_rec_map *m)
 	ffm_collector__driver_known(d->col, m->dev, m->ino);
 	if (dv)
 		driver_use(d, pid, dv, (const uint64_t[]){ m->dev, m->ino });
+	/* Not held and gone before its probes came: it ran unmeasured (a short program whose
+	 * parent waits for stopped children). Its run must not look complete. */
+	if (!m->stopped && dv && dv->state == DRV_READY && ffm_collector__per_process(d->col) &&
+	    (!alive(pid) || !plink_find(d, pid, dv)))
+		job_unmeasured_in(d, job_of_rec(d, &m->hdr), pid);
 	if (h)
 		hold_release(d, pid);
 }

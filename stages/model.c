@@ -318,8 +318,8 @@ int ffm_graph__build(const struct ffm_event *ev, size_t n, const struct ffm_grap
 		if (end > hi)
 			hi = end;
 	}
-	if (!n)
-		lo = hi = 0;
+	if (!n) /* no event: the run's own bounds, not 0 to its end (its wall time since boot) */
+		lo = hi = opts && opts->run_start_ns ? opts->run_start_ns : 0;
 	g->run_start = opts && opts->run_start_ns && opts->run_start_ns < lo ? opts->run_start_ns : lo;
 	g->run_end = opts && opts->run_end_ns > hi ? opts->run_end_ns : hi;
 

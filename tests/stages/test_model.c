@@ -288,6 +288,18 @@ TEST(graph_shape)
 	ffm_graph__free(g);
 }
 
+/* A run that recorded no event (its program never loaded the driver): its wall time is its own,
+ * not the time since boot that its end's timestamp counts. */
+TEST(graph_of_no_event_has_the_runs_wall_time)
+{
+	struct ffm_graph_opts o = { .run_start_ns = 5000000000ull, .run_end_ns = 5080000000ull };
+	struct ffm_graph *g = NULL;
+
+	ASSERT_OK(ffm_graph__build(NULL, 0, &o, &g));
+	ASSERT_EQ(ffm_graph__wall_ns(g), 80000000);
+	ffm_graph__free(g);
+}
+
 TEST(build_unsorted_overlapping_and_errors)
 {
 	/* Out of order input; the second call overlaps the first and is clipped. */
