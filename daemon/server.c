@@ -1567,6 +1567,19 @@ static int parse_pid(const char *s, pid_t *out)
 	return 0;
 }
 
+/* Put process @p into job slot @slot and give it its driver; false when it is gone (its exit
+ * came before the tracking and removed nothing, so the entry is removed here). */
+static bool track_one(struct ffmd *d, pid_t p, uint32_t slot)
+{
+	ffm_collector__track_pid(d->col, p, slot);
+	if (!alive(p)) {
+		ffm_collector__untrack_pid(d->col, p);
+		return false;
+	}
+	ensure_driver_for_pid(d, p);
+	return true;
+}
+
 /* Track @pid and all its descendants (children inherit a job from the moment they fork,
  * but those that exist already must be found in /proc). */
 static void track_tree(struct ffmd *d, pid_t root, uint32_t slot)
@@ -1580,14 +1593,8 @@ static void track_tree(struct ffmd *d, pid_t root, uint32_t slot)
 		char path[64], buf[4096];
 		FILE *f;
 
-		ffm_collector__track_pid(d->col, p, slot);
-		if (!alive(p)) {
-			/* It exited between the listing and the tracking: its exit removed
-			 * nothing, so remove the entry here. */
-			ffm_collector__untrack_pid(d->col, p);
+		if (!track_one(d, p, slot))
 			continue;
-		}
-		ensure_driver_for_pid(d, p);
 		snprintf(path, sizeof(path), "/proc/%d/task/%d/children", p, p);
 		f = fopen(path, "re");
 		if (!f)
@@ -1616,13 +1623,8 @@ static void track_cgroup_procs(struct ffmd *d, const char *dir, uint32_t slot, i
 			pid_t p;
 
 			line[strcspn(line, "\n")] = 0;
-			if (parse_pid(line, &p) == 0) {
-				ffm_collector__track_pid(d->col, p, slot);
-				if (!alive(p))
-					ffm_collector__untrack_pid(d->col, p);
-				else
-					ensure_driver_for_pid(d, p);
-			}
+			if (parse_pid(line, &p) == 0)
+				track_one(d, p, slot);
 		}
 		fclose(f);
 	}
@@ -1666,11 +1668,7 @@ static void track_matching_procs(struct ffmd *d, const struct ffm_selector *sel,
 		if (sel->type == FFM_SEL_UID ? st.st_uid != uid :
 					       st.st_dev != want.st_dev || st.st_ino != want.st_ino)
 			continue;
-		ffm_collector__track_pid(d->col, p, slot);
-		if (!alive(p))
-			ffm_collector__untrack_pid(d->col, p);
-		else
-			ensure_driver_for_pid(d, p);
+		track_one(d, p, slot);
 	}
 	closedir(dh);
 }
