@@ -2843,7 +2843,7 @@ static int record_job(struct ffmd *d, const struct ffm_rec_hdr *h)
 		 * are attached only then, and its first calls must find them. Not where its parent
 		 * waits for stopped children (hold() says no; the wait guard lets it go should the
 		 * parent start such a wait): it then runs on, its wait probe already there. */
-		bool held = hold(d, (pid_t)h->tgid, false);
+		bool held = !hold_find(d, (pid_t)h->tgid) && hold(d, (pid_t)h->tgid, false);
 
 		job = rule_adopt(d, ru, h->tgid, p->uid, p);
 		if (job >= 0) {
