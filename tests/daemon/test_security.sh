@@ -48,7 +48,8 @@ sec_cleanup() {
 trap sec_cleanup EXIT
 chmod 755 "$T"
 mkdir -p "$T/user" && chown ffmsec1 "$T/user"
-as_user() { runuser -u ffmsec1 -- "$@"; }
+# Bounded: a user command that hangs (a process left stopped) is a failure, not a stuck test.
+as_user() { timeout 60 runuser -u ffmsec1 -- "$@"; }
 
 # A copy of the simulated driver with a build-id of its own: ffmd has to calibrate it (about a
 # second), so a process that loads it at once is held meanwhile. Root-owned: trusted.
