@@ -120,6 +120,7 @@ static void need_setup(void)
 	snprintf(T, sizeof(T), "/tmp/ffm-ffmd.XXXXXX");
 	ASSERT(mkdtemp(T));
 	atexit(cleanup);
+	printf("# scratch directory %s (FFM_TEST_KEEP=1 keeps it)\n", T);
 	/* A private copy of the simulated driver: uprobes belong to the file, so another tool's
 	 * return probes on the build's copy (a concurrent ffmctl profile, an ffmd still
 	 * detaching) would put the kernel's trampoline into our stacks. */
@@ -395,9 +396,26 @@ static int wl_wait(struct wl *w)
 	return st;
 }
 
+/*
+ * A workload's executable: this run's private copy, made at first use. An exe selector is a
+ * file (device and inode), and every ffmd on the machine sees every exec: with the build's own
+ * file, a second run of these tests on the same build (test_probe_modes.sh beside make test,
+ * two engineers, a CI matrix) had each ffmd take the other run's processes into its jobs. The
+ * other's waits came into our stores (308, 329, 400, 980 at a site of 200), its holds and
+ * SIGCONTs crossed ours (a process let go before its probes were there: 0 waits, or left
+ * stopped for good when the other ffmd ended).
+ */
 static void wl_path(const char *name, char *buf, size_t len)
 {
-	snprintf(buf, len, "%s/workloads/%s", B, name);
+	char dir[sizeof(T) + 16], src[PATH_MAX];
+
+	snprintf(dir, sizeof(dir), "%s/workloads", T);
+	ASSERT(mkdir(dir, 0755) == 0 || errno == EEXIST);
+	snprintf(buf, len, "%s/%.200s", dir, name);
+	if (access(buf, X_OK) == 0)
+		return;
+	snprintf(src, sizeof(src), "%s/workloads/%.200s", B, name);
+	copy_file(src, buf, 0755);
 }
 
 /* Run a workload to its end; fails on a nonzero exit. */
