@@ -985,6 +985,29 @@ TEST(process_killed_mid_call)
 	view_free(&v);
 }
 
+/* Wait at least @min_ms, then until ffmd's status counts @n records of job @id (60 s at most). */
+static void wait_job_events(const struct dmn *d, const char *id, uint64_t n, int min_ms)
+{
+	char json[1 << 16], want[160];
+	double t0 = mono_s();
+	uint64_t ev = 0;
+
+	sleep_ms(min_ms);
+	snprintf(want, sizeof(want), "\"job\":\"%s\"", id);
+	for (;;) {
+		const char *p, *e;
+
+		status_json(d, json, sizeof(json));
+		p = strstr(json, want);
+		e = p ? strstr(p, "\"events\":") : NULL;
+		ev = e ? strtoull(e + strlen("\"events\":"), NULL, 10) : 0;
+		if (ev >= n)
+			return;
+		ASSERT_MSG(mono_s() - t0 < 60, "job %s: %" PRIu64 " records in 60 s, want %" PRIu64, id, ev, n);
+		sleep_ms(50);
+	}
+}
+
 /*
  * A process that outlives its job and is then selected by the next one (a long-lived process
  * taken by pid twice): the second job's store needs the stacks as much as the first did. The
@@ -996,7 +1019,8 @@ TEST(process_killed_mid_call)
  */
 TEST(process_in_two_jobs_has_call_sites_in_both)
 {
-	const char *const args[] = { "--iters", "3000", "--kernel-us", "800", "--cpu-us", "200", NULL };
+	/* Never ends by itself: killed below, whatever the machine's load made of its pace. */
+	const char *const args[] = { "--iters", "100000000", "--kernel-us", "800", "--cpu-us", "200", NULL };
 	char exe[PATH_MAX], id[2][64], pid_s[32];
 	struct wl run;
 	int st;
@@ -1010,8 +1034,10 @@ TEST(process_in_two_jobs_has_call_sites_in_both)
 		job_start(&MAIN_D, id[j], id[j], "--pid", pid_s);
 		if (j == 0)
 			wl_go(&run);
-		sleep_ms(800);
-		ASSERT_MSG(kill(run.pid, 0) == 0, "the workload ended before job %d ended: make it longer", j + 1);
+		/* At least 800 ms, and until ffmd has read 300 records of the job: a fixed time
+		 * gave a workload slowed by a busy machine too few waits to tell a lost call site. */
+		wait_job_events(&MAIN_D, id[j], 300, 800);
+		ASSERT_MSG(kill(run.pid, 0) == 0, "the workload ended before job %d ended", j + 1);
 		job_end(&MAIN_D, id[j]);
 	}
 	kill(run.pid, SIGKILL);
