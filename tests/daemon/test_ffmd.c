@@ -1189,7 +1189,23 @@ TEST(ffmd_killed_while_holding_lets_the_process_go)
 	int ws = 0;
 
 	need_driver();
-	daemon_start(&hk, "holdkill", "");
+	{
+		/* The hold lasts as long as the driver's calibration, which takes a second or
+		 * two: on a busy machine it could end before this test got to kill ffmd. A
+		 * calibration program that first waits 5 s makes the hold outlast the test's
+		 * reaction, whatever the load. */
+		char wrap[PATH_MAX], once[PATH_MAX], text[3 * PATH_MAX];
+
+		snprintf(wrap, sizeof(wrap), "%s/calib-slow.sh", T);
+		snprintf(once, sizeof(once), "%s/calib-slow.once", T);
+		snprintf(text, sizeof(text), "#!/bin/sh\nmkdir '%s' 2>/dev/null && sleep 5\nexec '%s/ffm-calib-probe' \"$@\"\n",
+			 once, B);
+		write_file(wrap, text);
+		ASSERT(chmod(wrap, 0755) == 0);
+		setenv("FFM_CALIB_PROG", wrap, 1);
+		daemon_start(&hk, "holdkill", "");
+		unsetenv("FFM_CALIB_PROG");
+	}
 	snprintf(held, sizeof(held), "%s/ffmd-held", hk.state);
 	wl_path("unnecessary_sync", exe, sizeof(exe));
 	job_start(&hk, "held", "held", "--exe", exe);
