@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <linux/hw_breakpoint.h>
 #include <pthread.h>
+#include <signal.h>
 #include <linux/perf_event.h>
 #include <stdlib.h>
 #include <string.h>
@@ -319,10 +320,37 @@ fail:
 	return err < 0 ? err : -EINVAL;
 }
 
+/*
+ * Processes stopped for this collector are let go as it goes: the held map lists each one the
+ * map guard or the fork stop stopped (and each the consumer holds) until it is let go, and once
+ * the collector is gone nobody would send the SIGCONT. A consumer that stops between a stop and
+ * the reading of its record (ffmd told to stop, a second ffmd on the machine taking a process
+ * of the first's job) left that process stopped for good. The two stops are detached first, so
+ * that no stop comes after the list is read.
+ */
+static void release_held(struct ffm_collector *c)
+{
+	uint32_t key, next, *prev = NULL;
+	int fd;
+
+	bpf_link__destroy(c->skel->links.on_mmap);
+	c->skel->links.on_mmap = NULL;
+	bpf_link__destroy(c->skel->links.on_fork);
+	c->skel->links.on_fork = NULL;
+	fd = bpf_map__fd(c->skel->maps.held);
+	while (fd >= 0 && bpf_map_get_next_key(fd, prev, &next) == 0) {
+		key = next;
+		prev = &key;
+		kill((pid_t)key, SIGCONT);
+	}
+}
+
 struct ffm_collector *ffm_collector__free(struct ffm_collector *c)
 {
 	if (!c)
 		return NULL;
+	if (c->skel)
+		release_held(c);
 	ring_buffer__free(c->rb);
 	ffm_bpf__destroy(c->skel);
 	free(c);
