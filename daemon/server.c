@@ -461,8 +461,6 @@ static struct drv *driver_slot(struct ffmd *d, uid_t user, const char *path)
 	return NULL;
 }
 
-static void update_attachments(struct ffmd *d);
-
 /* A readier result: the entry it is for becomes READY or FAILED, its waiters go on. */
 static void driver_done(struct ffmd *d, struct ffm_readier_result *res)
 {
@@ -490,14 +488,9 @@ static void driver_done(struct ffmd *d, struct ffm_readier_result *res)
 		if (d->journal[0] && !d->resuming)
 			journal_write(d);
 	}
-	/* Its users get their probes first (system-wide scope: the file's, attached by the first
-	 * driver_use), and only then does the map guard stop stopping them: a process that maps
-	 * the file in between would run without probes, its calls neither recorded nor counted
-	 * as lost. Ready or unusable, it is dealt with from then on. */
-	drivers_release_waiters(d, dv);
-	if (dv->state == DRV_READY && !ffm_collector__per_process(d->col) && !dv->wait_att)
-		update_attachments(d);
+	/* Ready or unusable, it is dealt with: the map guard no longer stops its users. */
 	ffm_collector__driver_known(d->col, ffm_kernel_dev(dv->dev), dv->ino);
+	drivers_release_waiters(d, dv);
 }
 
 /* Results of the readier, as they come (the loop's TAG_READY). */
@@ -1504,11 +1497,7 @@ static void on_driver_mapped(struct ffmd *d, const struct ffm_rec_map *m)
 			 dv && ffm_collector__per_process(d->col) ? "it has no probes on" : "not seen before",
 			 (uint64_t)m->dev, (uint64_t)m->ino);
 	}
-	/* Only a file ffmd does not know is looked up in the process's maps, which show it once
-	 * the stop has landed: wait for the stop then only. A stop that a SIGCONT cancelled
-	 * (the wait guard's, a hold let go meanwhile) never lands, and the wait held the loop
-	 * 500 ms: short processes were read after their exit, their stacks without call sites. */
-	if (m->stopped && !dv && !wait_stopped(pid, 500) && alive(pid))
+	if (m->stopped && !wait_stopped(pid, 500) && alive(pid))
 		log_warn("process %d did not stop at its libcuda mmap; its first calls may go unmeasured",
 			 pid);
 	if (!dv)
@@ -1520,9 +1509,9 @@ static void on_driver_mapped(struct ffmd *d, const struct ffm_rec_map *m)
 			job_interrupted(d, pid);
 		return;
 	}
+	ffm_collector__driver_known(d->col, m->dev, m->ino);
 	if (dv)
 		driver_use(d, pid, dv, (const uint64_t[]){ m->dev, m->ino });
-	ffm_collector__driver_known(d->col, m->dev, m->ino); /* after its probes: see driver_done */
 	/* Not held and gone before its probes came: it ran unmeasured (a short program whose
 	 * parent waits for stopped children). Its run must not look complete. */
 	if (!m->stopped && dv && dv->state == DRV_READY && ffm_collector__per_process(d->col) &&
@@ -1541,9 +1530,9 @@ static void on_fork_stopped(struct ffmd *d, const struct ffm_rec_proc *p)
 {
 	pid_t pid = (pid_t)p->hdr.tgid;
 
-	/* Its probes are attached whether or not the stop has landed yet: no wait for it (a
-	 * cancelled stop held the loop 500 ms, see on_driver_mapped). */
 	hold(d, pid, true);
+	if (!wait_stopped(pid, 500) && alive(pid))
+		log_warn("process %d did not stop at its fork; its first calls may go unmeasured", pid);
 	for (int i = 0; i < MAX_PLINKS; i++) {
 		struct plink *parent = &d->plinks[i], *pl;
 
@@ -2860,18 +2849,9 @@ static int record_job(struct ffmd *d, const struct ffm_rec_hdr *h)
 		if (job >= 0) {
 			route_add(d, h->tgid, job);
 			ffm_collector__move_pid(d->col, (pid_t)h->tgid, d->jobs[job].slot);
-			/* Its job's probes (a stage-2 job's API probes) before it goes on: let go
-			 * first, it made calls the job traced as stage-1 waits (19 of 200). */
-			if (held)
-				ensure_driver_for_pid(d, (pid_t)h->tgid);
 		}
-		if (held) {
-			struct hold *hh = hold_find(d, (pid_t)h->tgid);
-
-			/* Unless it now waits for its driver: let go with the driver's waiters. */
-			if (hh && !hh->wait)
-				hold_release(d, (pid_t)h->tgid);
-		}
+		if (held)
+			hold_release(d, (pid_t)h->tgid);
 		return job;
 	}
 	if (job < 0)
