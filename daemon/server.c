@@ -2849,9 +2849,20 @@ static int record_job(struct ffmd *d, const struct ffm_rec_hdr *h)
 		if (job >= 0) {
 			route_add(d, h->tgid, job);
 			ffm_collector__move_pid(d->col, (pid_t)h->tgid, d->jobs[job].slot);
+			/* Its job's probes (a stage-2 job's API probes) before it goes on: the
+			 * process may have mapped its driver already (a loaded machine reads the
+			 * exec record late), and let go here it made its first calls with the
+			 * rule slot's wait probe only, recorded as stage-1 waits. */
+			if (held)
+				ensure_driver_for_pid(d, (pid_t)h->tgid);
 		}
-		if (held)
-			hold_release(d, (pid_t)h->tgid);
+		if (held) {
+			struct hold *hh = hold_find(d, (pid_t)h->tgid);
+
+			/* Unless it now waits for its driver: let go with the driver's waiters. */
+			if (hh && !hh->wait)
+				hold_release(d, (pid_t)h->tgid);
+		}
 		return job;
 	}
 	if (job < 0)
