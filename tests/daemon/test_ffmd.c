@@ -10,10 +10,13 @@
  * expectations come from tests/workloads/README.md: its table of planted call sites is parsed
  * here, so a site moved in the source and the table fails this test too.
  *
- * Tolerances (a shared 2-core machine): a site's count is exact (every call waits exactly
- * once in the simulated driver); its median wait must lie in [0.7 E - 100 us, 1.5 E + 1.5 ms]
- * where E is what the workload's parameters make it (kernel-us, cpu-us and the copy model
- * T(bytes) = 8 us + bytes / 1 GB/s, FAKECUDA_COPY_GBPS=1 being set for every run).
+ * Tolerances (a shared 2-core machine, loaded or not): a site's count is exact (every call
+ * waits exactly once in the simulated driver); its median wait is at least 0.7 E - 100 us, where
+ * E is what the workload's parameters make it (kernel-us, cpu-us and the copy model T(bytes) =
+ * 8 us + bytes / 1 GB/s, FAKECUDA_COPY_GBPS=1 being set for every run), and within [0.9 D - 300
+ * us, D + 50 us] of D, the median the simulated driver measured itself around the same waits
+ * (FAKECUDA_WAIT_LOG): load lengthens waits, and only the driver's own measure tells ffm's
+ * error from the scheduler's.
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -617,6 +620,67 @@ static size_t view_site(const struct view *v, uint32_t kind, const char *site, c
 	return n;
 }
 
+/* The fake driver's own measure of each wait (FAKECUDA_WAIT_LOG), in the order they ended. */
+static size_t read_wait_log(const char *path, uint64_t **out)
+{
+	FILE *f = fopen(path, "r");
+	size_t n = 0, cap = 256;
+	unsigned long long ns;
+
+	*out = malloc(cap * sizeof(**out));
+	ASSERT(*out);
+	while (f && fscanf(f, "%llu", &ns) == 1) {
+		if (n == cap)
+			ASSERT((*out = realloc(*out, (cap *= 2) * sizeof(**out))));
+		(*out)[n++] = ns;
+	}
+	if (f)
+		fclose(f);
+	return n;
+}
+
+static int cmp_ev_start(const void *a, const void *b)
+{
+	const struct ev *x = *(const struct ev *const *)a, *y = *(const struct ev *const *)b;
+
+	return x->e.start_ns < y->e.start_ns ? -1 : x->e.start_ns > y->e.start_ns;
+}
+
+/*
+ * The waits at @site in @api (NULL: any) as ffm measured them and as the driver did (@truth, one
+ * per wait of the process in the order they ended: the i-th wait of the run in time order is
+ * truth[i]): median (or, @max, the longest) of each, in us. Judging ffm against the truth rather
+ * than against the workload's parameters keeps the check exact on a loaded machine, where
+ * every wait lasts longer than the simulated GPU work.
+ */
+static void site_vs_truth(const struct view *v, const uint64_t *truth, size_t ntruth, const char *site,
+			  const char *api, bool max, double *ffm_us, double *truth_us)
+{
+	const struct ev **w = calloc(v->n + 1, sizeof(*w));
+	uint64_t *a = calloc(v->n + 1, sizeof(*a)), *b = calloc(v->n + 1, sizeof(*b));
+	size_t nw = 0, n = 0;
+
+	ASSERT(w && a && b);
+	for (size_t i = 0; i < v->n; i++)
+		if (v->ev[i].e.kind == FFM_EV_WAIT)
+			w[nw++] = &v->ev[i];
+	ASSERT_MSG(nw == ntruth, "ffm recorded %zu waits, the driver made %zu", nw, ntruth);
+	qsort(w, nw, sizeof(*w), cmp_ev_start);
+	for (size_t i = 0; i < nw; i++) {
+		if ((site && strcmp(w[i]->site, site)) || (api && strcmp(w[i]->api, api)))
+			continue;
+		a[n] = w[i]->e.wait_ns;
+		b[n++] = truth[i];
+	}
+	qsort(a, n, sizeof(*a), cmp_u64);
+	qsort(b, n, sizeof(*b), cmp_u64);
+	*ffm_us = n ? (max ? a[n - 1] : a[n / 2]) / 1e3 : 0;
+	*truth_us = n ? (max ? b[n - 1] : b[n / 2]) / 1e3 : 0;
+	free(w);
+	free(a);
+	free(b);
+}
+
 static void view_print_sites(const struct view *v)
 {
 	for (size_t i = 0; i < v->n; i++) {
@@ -836,32 +900,37 @@ TEST(workloads_stage1_sites_counts_durations)
 	for (size_t w = 0; w < sizeof(WL) / sizeof(WL[0]); w++) {
 		const struct wl_case *c = &WL[w];
 		const char *how = w % 3 == 0 ? "--exe" : w % 3 == 1 ? "--pid" : cg ? "--cgroup" : "--exe";
-		char exe[PATH_MAX], id[64], pidbuf[16];
+		char exe[PATH_MAX], id[64], pidbuf[16], wlog[PATH_MAX];
+		const char *const env[] = { "FAKECUDA_WAIT_LOG", wlog, NULL };
+		uint64_t *truth;
+		size_t ntruth;
 		struct view v;
 		struct wl run;
 		int st, checked = 0;
 
 		wl_path(c->name, exe, sizeof(exe));
+		snprintf(wlog, sizeof(wlog), "%s/waits-%s-%d", T, c->name, seq + 1);
 		snprintf(id, sizeof(id), "wl-%s-%d", c->name, ++seq);
 		if (!strcmp(how, "--pid")) {
 			/* Tracked by pid before it execs: the job follows it into the workload. */
-			wl_prepare(&run, exe, c->args, FAKE, NULL, NULL);
+			wl_prepare(&run, exe, c->args, FAKE, NULL, env);
 			snprintf(pidbuf, sizeof(pidbuf), "%d", run.pid);
 			job_start(&MAIN_D, id, id, how, pidbuf);
 		} else {
 			job_start(&MAIN_D, id, id, how, !strcmp(how, "--exe") ? exe : cg);
-			wl_prepare(&run, exe, c->args, FAKE, !strcmp(how, "--cgroup") ? cg : NULL, NULL);
+			wl_prepare(&run, exe, c->args, FAKE, !strcmp(how, "--cgroup") ? cg : NULL, env);
 		}
 		wl_go(&run);
 		st = wl_wait(&run);
 		ASSERT_MSG(WIFEXITED(st) && !WEXITSTATUS(st), "%s: status %#x", c->name, st);
 		job_end(&MAIN_D, id);
 		view_load(&v, &MAIN_D, id, 0);
+		ntruth = read_wait_log(wlog, &truth);
 		printf("# %s (job by %s): %zu events\n", c->name, how + 2, v.n);
 		ASSERT_EQ(v.r.stage, 1);
 		for (int i = 0; i < nsites; i++) {
 			const struct site *s = &sites[i];
-			double med, lo, hi;
+			double med, tmed, lo;
 			int k;
 
 			if (strcmp(s->workload, c->name))
@@ -879,21 +948,22 @@ TEST(workloads_stage1_sites_counts_durations)
 				for (size_t e = 0; e < v.n; e++)
 					n += v.ev[e].e.kind == FFM_EV_WAIT && v.ev[e].e.wait_ns > 100000000ull;
 				ASSERT_MSG(n == 1, "hang: %zu waits over 100 ms, want 1", n);
-				view_site(&v, FFM_EV_WAIT, NULL, NULL, NULL);
-				med = 0;
-				for (size_t e = 0; e < v.n; e++)
-					if (v.ev[e].e.wait_ns > med * 1e3)
-						med = v.ev[e].e.wait_ns / 1e3;
+				site_vs_truth(&v, truth, ntruth, NULL, NULL, true, &med, &tmed);
 			} else {
 				expect_count(&v, FFM_EV_WAIT, s->site, s->api, c->count);
-				view_site(&v, FFM_EV_WAIT, s->site, s->api, &med);
+				site_vs_truth(&v, truth, ntruth, s->site, s->api, false, &med, &tmed);
 			}
+			/* Load only lengthens a wait: never shorter than the parameters make it; and
+			 * what ffm measured lies inside what the driver measured around the same wait
+			 * (minus the probes' own cost and a preemption between probe and timer). */
 			lo = 0.7 * c->exp[k].e_us - 100;
-			hi = 1.5 * c->exp[k].e_us + 1500;
-			ASSERT_MSG(med >= lo && med <= hi, "%s %s: median wait %.0f us, want %.0f..%.0f us", c->name,
-				   s->site, med, lo, hi);
-			printf("#   %-36s %-20s x%zu median %8.0f us (expected ~%.0f)\n", s->site, s->api, c->count,
-			       med, c->exp[k].e_us);
+			ASSERT_MSG(med >= lo, "%s %s: median wait %.0f us, want at least %.0f us", c->name, s->site,
+				   med, lo);
+			ASSERT_MSG(med <= tmed + 50 && med >= 0.9 * tmed - 300,
+				   "%s %s: median wait %.0f us, the driver's own measure %.0f us", c->name, s->site,
+				   med, tmed);
+			printf("#   %-36s %-20s x%zu median %8.0f us (driver %8.0f, expected ~%.0f)\n", s->site,
+			       s->api, c->count, med, tmed, c->exp[k].e_us);
 			checked++;
 		}
 		ASSERT_MSG(checked > 0, "the README lists no site of %s", c->name);
@@ -909,6 +979,7 @@ TEST(workloads_stage1_sites_counts_durations)
 				       unnamed);
 		}
 		view_free(&v);
+		free(truth);
 	}
 	if (cg)
 		rmdir(cg);
@@ -1338,7 +1409,9 @@ TEST(flood_drops_are_counted)
 	       happened, dr.count[FFM_DROP_RINGBUF_FULL], dr.count[FFM_DROP_OTHER]);
 	ASSERT_MSG(dr.count[FFM_DROP_RINGBUF_FULL] > 0, "nothing was lost: the flood was too weak");
 	ASSERT_MSG(v.r.flags & FFM_RUN_DROPPED, "run flags %#x lack DROPPED", v.r.flags);
-	ASSERT(stored < happened);
+	/* Not "fewer than happened": what was lost may be other records of the run (stacks, the
+	 * process records) while every wait fit; the invariant is that none vanishes. */
+	ASSERT_MSG(stored <= happened, "%zu waits stored, only %zu happened", stored, happened);
 	ASSERT_MSG(stored + dr.count[FFM_DROP_RINGBUF_FULL] >= happened, "%zu stored + %" PRIu64 " lost < %zu",
 		   stored, dr.count[FFM_DROP_RINGBUF_FULL], happened);
 	view_free(&v);

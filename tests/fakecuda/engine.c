@@ -9,8 +9,10 @@
  * the kernel started, because ffm measures wall-clock time.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -235,10 +237,41 @@ static FK_NOINLINE CUresult fake_wait(struct fk_ctx *ctx, struct fk_fence *f)
 	return r;
 }
 
+/*
+ * FAKECUDA_WAIT_LOG=FILE: each host wait's duration, measured around the call of fake_wait,
+ * appended to FILE as a decimal count of nanoseconds per line, in the order the waits ended.
+ * The ground truth for tests that check what a tracer measured: on a loaded machine a wait
+ * lasts longer than the simulated GPU work says, and only the truth tells a tracer's error
+ * from the scheduler's. Opened at the first wait; -1 once it cannot be (no log, no error).
+ */
+static int wait_log_fd = -2;
+static pthread_mutex_t wait_log_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void wait_log(uint64_t ns)
+{
+	char line[32];
+	int n;
+
+	pthread_mutex_lock(&wait_log_lock);
+	if (wait_log_fd == -2) {
+		const char *path = getenv("FAKECUDA_WAIT_LOG");
+
+		wait_log_fd = path && *path ? open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644) : -1;
+	}
+	if (wait_log_fd >= 0) {
+		n = snprintf(line, sizeof(line), "%llu\n", (unsigned long long)ns);
+		if (write(wait_log_fd, line, (size_t)n) != n)
+			wait_log_fd = -1; /* a short log would lie: stop it */
+	}
+	pthread_mutex_unlock(&wait_log_lock);
+}
+
 CUresult fk_host_sync(struct fk_ctx *ctx, struct fk_fence *f)
 {
+	uint64_t t0 = fk_now_ns();
 	CUresult r = fake_wait(ctx, f);
 
+	wait_log(fk_now_ns() - t0);
 	fk_fence_release(f);
 	return r;
 }
