@@ -19,6 +19,11 @@ char LICENSE[] SEC("license") = "GPL";
 
 /* Knobs, set between open and load. */
 const volatile __u32 ringbuf_wakeup_bytes = FFM_RINGBUF_BYTES / 8;
+/* ffmd's own process (0: none, e.g. ffmctl profile): neither it nor a program it runs (the
+ * calibration probe) ever joins a job. A uid 0 rule or a cgroup rule that holds ffmd would
+ * otherwise have the map guard stop the probe program that makes a driver ready, and the
+ * driver wait for the probe: a deadlock. */
+const volatile __u32 self_tgid = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -1327,6 +1332,8 @@ int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid, struct linux_binp
 		emit_proc(FFM_REC_EXEC, tgid, (__u32)id, p->job, 0, 0);
 		return 0;
 	}
+	if (self_tgid && (tgid == self_tgid || BPF_CORE_READ(task, real_parent, tgid) == self_tgid))
+		return 0;
 	job = match_rules(bprm);
 	if (job < 0)
 		return 0;
@@ -1556,8 +1563,8 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 	struct ffm_proc *p, np = {};
 	struct ffm_rec_proc *r;
 
-	if (ptgid == ctgid)
-		return 0; /* a new thread */
+	if (ptgid == ctgid || ptgid == self_tgid)
+		return 0; /* a new thread; or a child of ffmd, which never joins a job */
 	p = tracked(ptgid);
 	if (!p)
 		return 0;

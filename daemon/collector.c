@@ -239,6 +239,8 @@ int ffm_collector__open(const struct ffm_collector_opts *opts, struct ffm_collec
 		}
 		if (opts && opts->wakeup_bytes)
 			c->skel->rodata->ringbuf_wakeup_bytes = opts->wakeup_bytes;
+		if (opts && opts->exclude_self)
+			c->skel->rodata->self_tgid = (uint32_t)getpid();
 		if (opts && opts->ringbuf_bytes) {
 			uint32_t b = opts->ringbuf_bytes;
 
@@ -604,6 +606,8 @@ int ffm_collector__track_pid(struct ffm_collector *c, pid_t pid, uint32_t slot)
 
 	if (slot >= FFM_MAX_JOBS || pid <= 0)
 		return -EINVAL;
+	if (c->skel->rodata->self_tgid && tgid == c->skel->rodata->self_tgid)
+		return -EPERM; /* see ffm_collector_opts.exclude_self */
 	return bpf_map_update_elem(bpf_map__fd(c->skel->maps.procs), &tgid, &p, BPF_ANY) ? -errno : 0;
 }
 

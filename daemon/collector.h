@@ -45,6 +45,11 @@ struct ffm_collector_opts {
 	bool per_process;
 	/* Load the benchmark's do-nothing program, for probes with .bare set. */
 	bool bare_probes;
+	/* This process (ffmd) and the programs it runs never join a job, whatever the rules
+	 * and selectors say: BPF skips them at exec and fork, ffm_collector__track_pid refuses
+	 * this process (-EPERM; the caller skips its children in /proc scans). Not for ffmctl
+	 * profile, which tracks its own child. */
+	bool exclude_self;
 };
 
 #define FFM_RINGBUF_MIN_BYTES (64u << 10)

@@ -1571,6 +1571,14 @@ static int parse_pid(const char *s, pid_t *out)
  * came before the tracking and removed nothing, so the entry is removed here). */
 static bool track_one(struct ffmd *d, pid_t p, uint32_t slot)
 {
+	unsigned long long start;
+	pid_t ppid = 0;
+	char state;
+
+	/* Never ffmd itself nor a program it runs (the calibration probe): a job that holds
+	 * them deadlocks the driver it waits for (see ffm_collector_opts.exclude_self). */
+	if (p == getpid() || (proc_stat3(p, &state, &ppid, &start) == 0 && ppid == getpid()))
+		return false;
 	ffm_collector__track_pid(d->col, p, slot);
 	if (!alive(p)) {
 		ffm_collector__untrack_pid(d->col, p);
@@ -3027,7 +3035,7 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 				  .on_record = on_record, .ctx = d,
 				  .wakeup_bytes = cfg->wakeup_kib * 1024,
 				  .ringbuf_bytes = cfg->ringbuf_kib * 1024, .map_guard = true,
-				  .per_process = !cfg->system_scope }, &d->col);
+				  .per_process = !cfg->system_scope, .exclude_self = true }, &d->col);
 	if (err < 0) {
 		log_err("cannot load the BPF collector: %s (ffmd needs CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE, or root)",
 			strerror(-err));

@@ -17,7 +17,9 @@
 #   - a job resumed after ffmd is killed finds its running process again, is partial, keeps
 #     the interrupted run's wall time, and does not advance the key's stage;
 #   - refused requests do not flood the log; status shows another user's driver path to
-#     nobody but root; status --json stays valid JSON for a job id that is not UTF-8.
+#     nobody but root; status --json stays valid JSON for a job id that is not UTF-8;
+#   - a job whose selectors take in ffmd itself (uid 0, ffmd's cgroup) stops neither ffmd nor
+#     the calibration it runs.
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 . tests/ops/lib.sh
@@ -365,5 +367,34 @@ if [ "${nj:-0}" -ge 8 ] && [ "$(echo $keys | wc -w)" = 1 ]; then
 	ok "8 runs of env ... ./app under a uid rule: one job key ($keys)"
 else
 	notok "8 runs of env ... ./app under a uid rule: keys '$keys' over ${nj:-0} jobs"
+fi
+
+# ---- 8: ffmd never joins a job ---------------------------------------------------------------
+# A uid 0 job, and a job of the cgroup ffmd runs in, would take in ffmd and the calibration probe
+# it runs: the map guard stopped the probe, the driver waited for the probe (calibration
+# timed out), and a /proc scan of the cgroup made ffmd stop itself.
+stop_ffmd
+start_ffmd || { notok "ffmd starts"; finish; }
+ctl job start sec-root --key sec-root --uid 0 >/dev/null
+cg=$(awk -F: '$1 == "0" {print $3}' /proc/$FFMD_PID/cgroup)
+if [ -n "$cg" ] && [ -f "/sys/fs/cgroup$cg/cgroup.procs" ]; then
+	ctl job start sec-cg --key sec-cg --cgroup "/sys/fs/cgroup$cg" >/dev/null
+fi
+fresh_driver "$T/drv-self"
+timeout 60 env LD_LIBRARY_PATH="$T/drv-self" "$WL/unnecessary_sync" --iters 20 --kernel-us 100 --cpu-us 100 >/dev/null 2>&1
+rc=$?
+st=$(ps -o stat= -p "$FFMD_PID" 2>/dev/null)
+kill -CONT "$FFMD_PID" 2>/dev/null # were it stopped, nothing else would end it
+ctl job end sec-root >/dev/null 2>&1
+ctl job end sec-cg >/dev/null 2>&1
+drv=$(status_json | python3 -c '
+import json, sys
+print(" ".join(str(d.get("usable")) for d in json.load(sys.stdin)["drivers"] if "drv-self" in d.get("path", "")))' 2>/dev/null)
+if [ $rc = 0 ] && [[ $st != T* ]] && [ "$drv" = True ] && [ -z "$(stopped_procs)" ]; then
+	ok "a uid 0 job and a job of ffmd's cgroup: ffmd and its calibration run on (driver usable)"
+else
+	notok "ffmd in its own job: workload rc $rc, ffmd state '$st', driver usable '$drv'"
+	stopped_procs | diag
+	tail -n 5 "$T/ffmd.log" | diag
 fi
 finish
