@@ -1420,24 +1420,37 @@ TEST(flood_drops_are_counted)
 /* Run 1 of a key is stage 1, run 2 stage 2 (API calls with their waits and launches). */
 TEST(stage_escalation_run1_stage1_run2_stage2)
 {
-	char exe[PATH_MAX], key[64], id[128];
+	char exe[PATH_MAX], key[64], id[128], wlog[PATH_MAX];
+	const char *const env[] = { "FAKECUDA_WAIT_LOG", wlog, NULL };
+	uint64_t *truth;
+	size_t ntruth;
 	struct view v;
-	double med;
+	double med, tmed;
 
 	need_driver();
 	wl_path("unnecessary_sync", exe, sizeof(exe));
 	snprintf(key, sizeof(key), "esc-%d", ++seq);
+	snprintf(wlog, sizeof(wlog), "%s/waits-%s", T, key);
 	for (int r = 1; r <= 2; r++) {
 		snprintf(id, sizeof(id), "%s-run%d", key, r);
 		job_start(&MAIN_D, id, key, "--exe", exe);
-		wl_run(exe, ITERS, FAKE, NULL, NULL, NULL, NULL, NULL);
+		unlink(wlog);
+		wl_run(exe, ITERS, FAKE, NULL, env, NULL, NULL, NULL);
 		job_end(&MAIN_D, id);
 	}
 	view_load(&v, &MAIN_D, key, 0);
 	ASSERT_EQ(v.r.stage, 2);
 	expect_count(&v, FFM_EV_API, SITE_US, "cuCtxSynchronize", N_ITERS);
 	view_site(&v, FFM_EV_API, SITE_US, "cuCtxSynchronize", &med);
-	ASSERT_MSG(med >= 0.7 * 500 - 100 && med <= 1.5 * 500 + 1500, "stage 2: median wait in the sync %.0f us", med);
+	/* Against the driver's own measure of run 2's waits (see the top of this file): all but
+	 * 4 of them are the loop's syncs, so their median is the syncs'. */
+	ntruth = read_wait_log(wlog, &truth);
+	ASSERT_MSG(ntruth >= N_ITERS, "the driver logged %zu waits", ntruth);
+	qsort(truth, ntruth, sizeof(*truth), cmp_u64);
+	tmed = truth[ntruth / 2] / 1e3;
+	free(truth);
+	ASSERT_MSG(med >= 0.7 * 500 - 100 && med <= tmed + 50 && med >= 0.9 * tmed - 300,
+		   "stage 2: median wait in the sync %.0f us, the driver's own measure %.0f us", med, tmed);
 	ASSERT_MSG(view_site(&v, FFM_EV_LAUNCH, NULL, "cuLaunchKernel", NULL) >= N_ITERS, "stage 2 recorded %zu launches",
 		   view_site(&v, FFM_EV_LAUNCH, NULL, "cuLaunchKernel", NULL));
 	view_free(&v);
