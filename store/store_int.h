@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: MIT */
-/* Internals of store/: shared by store.c (open, migrate, ingest) and query.c (reads). */
+/*
+ * Internals of store/: shared by store.c (open, migrate), ingest.c (batched writes), jobs.c
+ * (immediate writes), layout.c (where the files are) and query.c (reads).
+ */
 #ifndef FFM_STORE_INT_H
 #define FFM_STORE_INT_H
 
 #include <sqlite3.h>
+#include <time.h>
 
 #include "store/ffm_store.h"
 
@@ -73,9 +77,39 @@ int ffm_store_exec(struct ffm_store *s, const char *sql);
 /* Write buffered events into the open transaction (so this connection's reads see them). */
 int ffm_store_drain(struct ffm_store *s);
 
+/* opts with its defaults filled in (in may be NULL or an older, shorter struct). */
+void ffm_store_opts_copy(struct ffm_store_opts *o, const struct ffm_store_opts *in);
+/* <state_dir>/keys/<key's file name>. */
+int ffm_store_key_path(const char *state_dir, const char *key, char *buf, size_t len);
+
 static inline sqlite3_int64 i64(uint64_t v)
 {
 	return (sqlite3_int64)v;
+}
+
+/* Step a cached write statement to completion and reset it. */
+static inline int step_done(struct ffm_store *s, sqlite3_stmt *st)
+{
+	int rc = sqlite3_step(st);
+
+	sqlite3_reset(st);
+	return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : ffm_store_err(s->db, rc);
+}
+
+static inline void bind_text(sqlite3_stmt *st, int i, const char *v)
+{
+	if (v)
+		sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC);
+	else
+		sqlite3_bind_null(st, i);
+}
+
+static inline uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 #endif
