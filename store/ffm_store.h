@@ -5,6 +5,8 @@
  * One SQLite file per job key, <state>/keys/<escaped key>.db (see ffm_store__key_file_name()),
  * holding every scheduler job, run, process, stack and event recorded for that key. ffmd writes
  * it; ffmctl report and stages/ read it, concurrently (WAL: readers never block the writer).
+ * The layout of the whole state directory (stores of every node, driver calibrations, ffmd's
+ * journal) is defined here too, under "the state directory", and nowhere else.
  * This header has only plain C types; nothing here needs SQLite or BPF.
  *
  * Contract
@@ -246,34 +248,105 @@ struct ffm_store_stage_history {
 	uint32_t open_runs;			    /* runs begun and not ended */
 };
 
+/* ---- the state directory ----------------------------------------------------------------
+ * ffmd's state directory (ffmd --state-dir, ffmctl --state-dir or FFM_STATE_DIR) holds:
+ *
+ *   keys/<key file>.db               the stores, one per job key (ffm_store__key_file_name)
+ *   nodes/<node>/keys/<key file>.db  the same per node, in a state directory shared by the
+ *                                    nodes of a cluster (a shared file system): each node's
+ *                                    ffmd writes only under nodes/<its name>/, so no two hosts
+ *                                    ever write one SQLite file (WAL needs shared memory that a
+ *                                    network file system does not give across hosts), and
+ *                                    readers take a job's stores from every node
+ *   drivers/<build-id>.json          the calibration of each driver build (symbols/ffm_calibrate.h)
+ *   ffmd-jobs                        ffmd's journal of its active jobs
+ *   ffmd-held                        the processes ffmd holds stopped, let go after a restart
+ *
+ * A store root is a directory whose keys/ holds stores: the state directory itself, or a node's
+ * nodes/<node>. The per-node layout is in use once nodes/ exists (made by whoever sets up the
+ * shared directory); without it, the single-node one.
+ */
+enum ffm_state_part {
+	FFM_STATE_ROOT,	   /* the store root where node @name keeps its stores: nodes/<name> when
+			    * the state directory has nodes/ and @name is not empty (with '/' and a
+			    * leading '.' replaced by '_', so it never leaves nodes/), else the
+			    * state directory itself */
+	FFM_STATE_KEYS,	   /* keys/ */
+	FFM_STATE_KEY,	   /* keys/<file name of key @name> */
+	FFM_STATE_NODES,   /* nodes/ */
+	FFM_STATE_DRIVERS, /* drivers/ */
+	FFM_STATE_JOURNAL, /* ffmd-jobs */
+	FFM_STATE_HOLDS,   /* ffmd-held */
+};
+
+/*
+ * The path of @what under @dir, into buf: @dir is the state directory, or for FFM_STATE_KEYS
+ * and FFM_STATE_KEY any store root. Returns its length, -EINVAL (no @dir, or FFM_STATE_KEY
+ * without a key), -ENAMETOOLONG if len is too small.
+ */
+int ffm_state_path(const char *dir, enum ffm_state_part what, const char *name, char *buf,
+		   size_t len);
+
+/* A store file found under a state directory. */
+struct ffm_state_store {
+	const char *path; /* the file */
+	const char *node; /* the node whose keys/ it is in (nodes/<node>/keys/), NULL for keys/ */
+	const char *key;  /* its key (read from the file), NULL when err < 0 */
+	int err;	  /* 0, or why the file is not a usable store (as ffm_store__open) */
+};
+typedef int (*ffm_state_store_cb)(const struct ffm_state_store *st, void *ctx);
+
+/*
+ * Call cb for every store file of the state directory: keys/ first, then each node's keys/ in
+ * node name order. A store root without keys/ (a new state directory, a node being set up) is
+ * skipped. A nonzero return from cb stops and is returned. Returns 0, or -errno when a
+ * directory that is there cannot be read.
+ */
+int ffm_state_for_each_store(const char *state_dir, ffm_state_store_cb cb, void *ctx);
+
+/*
+ * Open the stores of scheduler job @job_id, one per store root that knows it (on a cluster: one
+ * per node it ran on), in the order of ffm_state_for_each_store; in each root the store chosen
+ * as ffm_store__find_job does. Each is opened with @opts (create ignored) and given to cb,
+ * which owns it (ffm_store__free) and returns 0, or -errno to stop. Returns the number of
+ * stores given to cb (0: no usable store knows the job), cb's -errno, or -errno when a
+ * directory that is there cannot be read.
+ */
+typedef int (*ffm_state_job_cb)(struct ffm_store *s, const char *node, void *ctx);
+int ffm_state_open_job(const char *state_dir, const char *job_id,
+		       const struct ffm_store_opts *opts, ffm_state_job_cb cb, void *ctx);
+
 /* ---- opening ---------------------------------------------------------------------------- */
 
 /* Open (or with opts->create, create) the store file at path. opts may be NULL (defaults). */
 int ffm_store__open(const char *path, const struct ffm_store_opts *opts, struct ffm_store **ret);
 
 /*
- * Open the store of key->key under state_dir (<state_dir>/keys/<name>.db). On creation the key
- * row is written from *key; on opening an existing file the stored key must equal key->key
- * (-EEXIST otherwise). For read-only use, only key->key is needed.
+ * Open the store of key->key under the store root @root (<root>/keys/<name>.db; the state
+ * directory, or FFM_STATE_ROOT of a node). On creation the key row is written from *key; on
+ * opening an existing file the stored key must equal key->key (-EEXIST otherwise). For
+ * read-only use, only key->key is needed.
  */
-int ffm_store__open_key(const char *state_dir, const struct ffm_store_key *key,
+int ffm_store__open_key(const char *root, const struct ffm_store_key *key,
 			const struct ffm_store_opts *opts, struct ffm_store **ret);
 
 /*
- * Find the store holding scheduler job id job_id among <state_dir>/keys/ *.db and open it with
- * opts (create is ignored). When several keys ran under one job id, the one whose job row
- * started last is opened. Files that are not usable stores are skipped. -ENOENT if none.
+ * Find the store holding scheduler job id job_id among <root>/keys/ *.db of one store root and
+ * open it with opts (create is ignored). When several keys ran under one job id, the one whose
+ * job row started last is opened. Files that are not usable stores are skipped. -ENOENT if
+ * none. (ffm_state_open_job does this in every root of a state directory.)
  */
-int ffm_store__find_job(const char *state_dir, const char *job_id,
+int ffm_store__find_job(const char *root, const char *job_id,
 			const struct ffm_store_opts *opts, struct ffm_store **ret);
 
 /*
- * Call cb for each key file under <state_dir>/keys with its path and key (read from the file).
- * Unusable files are reported with key NULL and err < 0. A nonzero return from cb stops and
- * is returned. Returns 0, or -errno when the directory cannot be read.
+ * Call cb for each key file under <root>/keys of one store root with its path and key (read
+ * from the file). Unusable files are reported with key NULL and err < 0. A nonzero return from
+ * cb stops and is returned. Returns 0, or -errno when the directory cannot be read.
+ * (ffm_state_for_each_store does this in every root of a state directory.)
  */
 typedef int (*ffm_store_key_cb)(const char *path, const char *key, int err, void *ctx);
-int ffm_store__for_each_key(const char *state_dir, ffm_store_key_cb cb, void *ctx);
+int ffm_store__for_each_key(const char *root, ffm_store_key_cb cb, void *ctx);
 
 /*
  * File name (no directory) of key's store: bytes outside [A-Za-z0-9_.-] and a leading '.' are

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Where the stores are: the file name of a key's store, and finding stores and jobs among
- * the files of a directory (see ffm_store.h).
+ * The layout of the state directory (ffm_store.h, "the state directory"): the path of each
+ * part, the file name of a key's store, and finding stores and jobs in one store root or in
+ * every root of a state directory (its keys/ and each node's).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -9,8 +10,72 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "store/store_int.h"
+
+#define KEYS_DIR "keys"
+#define NODES_DIR "nodes"
+#define DRIVERS_DIR "drivers"
+#define JOURNAL_FILE "ffmd-jobs"
+#define HOLDS_FILE "ffmd-held"
+
+/* <dir>/<a>[/<b>] into buf: its length, or -ENAMETOOLONG. */
+static int join(char *buf, size_t len, const char *dir, const char *a, const char *b)
+{
+	int n = snprintf(buf, len, "%s/%s%s%s", dir, a, b ? "/" : "", b ? b : "");
+
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : n;
+}
+
+/* FFM_STATE_ROOT: see ffm_store.h. */
+static int node_root(const char *dir, const char *node, char *buf, size_t len)
+{
+	char nodes[PATH_MAX], name[256];
+	struct stat st;
+	int n;
+
+	n = join(nodes, sizeof(nodes), dir, NODES_DIR, NULL);
+	if (n < 0)
+		return n;
+	if (!node || !*node || stat(nodes, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		n = snprintf(buf, len, "%s", dir);
+		return (size_t)n >= len ? -ENAMETOOLONG : n;
+	}
+	snprintf(name, sizeof(name), "%s", node);
+	for (char *c = name; *c; c++)
+		if (*c == '/' || (c == name && *c == '.'))
+			*c = '_';
+	return join(buf, len, dir, NODES_DIR, name);
+}
+
+int ffm_state_path(const char *dir, enum ffm_state_part what, const char *name, char *buf,
+		   size_t len)
+{
+	char file[256];
+	int n;
+
+	if (!dir || !buf)
+		return -EINVAL;
+	switch (what) {
+	case FFM_STATE_ROOT:
+		return node_root(dir, name, buf, len);
+	case FFM_STATE_KEYS:
+		return join(buf, len, dir, KEYS_DIR, NULL);
+	case FFM_STATE_KEY:
+		n = ffm_store__key_file_name(name, file, sizeof(file));
+		return n < 0 ? n : join(buf, len, dir, KEYS_DIR, file);
+	case FFM_STATE_NODES:
+		return join(buf, len, dir, NODES_DIR, NULL);
+	case FFM_STATE_DRIVERS:
+		return join(buf, len, dir, DRIVERS_DIR, NULL);
+	case FFM_STATE_JOURNAL:
+		return join(buf, len, dir, JOURNAL_FILE, NULL);
+	case FFM_STATE_HOLDS:
+		return join(buf, len, dir, HOLDS_FILE, NULL);
+	}
+	return -EINVAL;
+}
 
 int ffm_store__key_file_name(const char *key, char *buf, size_t len)
 {
@@ -61,20 +126,7 @@ int ffm_store__key_file_name(const char *key, char *buf, size_t len)
 	return (int)n;
 }
 
-int ffm_store_key_path(const char *state_dir, const char *key, char *buf, size_t len)
-{
-	char name[256];
-	int r;
-
-	r = ffm_store__key_file_name(key, name, sizeof(name));
-	if (r < 0)
-		return r;
-	if ((size_t)snprintf(buf, len, "%s/keys/%s", state_dir, name) >= len)
-		return -ENAMETOOLONG;
-	return 0;
-}
-
-int ffm_store__for_each_key(const char *state_dir, ffm_store_key_cb cb, void *ctx)
+int ffm_store__for_each_key(const char *root, ffm_store_key_cb cb, void *ctx)
 {
 	char dir[PATH_MAX], path[PATH_MAX + 256];
 	struct ffm_store_opts o = { .sz = sizeof(o), .read_only = true };
@@ -83,7 +135,10 @@ int ffm_store__for_each_key(const char *state_dir, ffm_store_key_cb cb, void *ct
 	DIR *d;
 	int r = 0;
 
-	snprintf(dir, sizeof(dir), "%s/keys", state_dir);
+	r = ffm_state_path(root, FFM_STATE_KEYS, NULL, dir, sizeof(dir));
+	if (r < 0)
+		return r;
+	r = 0;
 	d = opendir(dir);
 	if (!d)
 		return -errno;
@@ -144,16 +199,16 @@ static int find_job_cb(const char *path, const char *key, int err, void *ctx)
 	return 0;
 }
 
-int ffm_store__find_job(const char *state_dir, const char *job_id,
+int ffm_store__find_job(const char *root, const char *job_id,
 			const struct ffm_store_opts *opts, struct ffm_store **ret)
 {
 	struct find_job_ctx f = { .job_id = job_id };
 	struct ffm_store_opts o;
 	int err;
 
-	if (!state_dir || !job_id || !ret)
+	if (!root || !job_id || !ret)
 		return -EINVAL;
-	err = ffm_store__for_each_key(state_dir, find_job_cb, &f);
+	err = ffm_store__for_each_key(root, find_job_cb, &f);
 	if (err)
 		return err;
 	if (!f.found)
@@ -161,4 +216,161 @@ int ffm_store__find_job(const char *state_dir, const char *job_id,
 	ffm_store_opts_copy(&o, opts);
 	o.create = false;
 	return ffm_store__open(f.best, &o, ret);
+}
+
+/* ---- every store root of a state directory ------------------------------------------------ */
+
+static int cmp_name(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The names under nodes/ in name order (none without nodes/). Caller frees each and *ret. */
+static int node_names(const char *state_dir, char ***ret, size_t *n)
+{
+	char dir[PATH_MAX], **v = NULL;
+	size_t cap = 0;
+	struct dirent *de;
+	DIR *d;
+	int err = 0;
+
+	*ret = NULL;
+	*n = 0;
+	err = ffm_state_path(state_dir, FFM_STATE_NODES, NULL, dir, sizeof(dir));
+	if (err < 0)
+		return err;
+	d = opendir(dir);
+	if (!d)
+		return errno == ENOENT || errno == ENOTDIR ? 0 : -errno;
+	err = 0;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		if (*n == cap) {
+			char **nv = realloc(v, (cap = cap ? 2 * cap : 8) * sizeof(*v));
+
+			if (!nv) {
+				err = -ENOMEM;
+				break;
+			}
+			v = nv;
+		}
+		if (!(v[*n] = strdup(de->d_name))) {
+			err = -ENOMEM;
+			break;
+		}
+		(*n)++;
+	}
+	closedir(d);
+	if (*n)
+		qsort(v, *n, sizeof(*v), cmp_name);
+	*ret = v;
+	return err;
+}
+
+/* No keys/ in a store root (a new state directory, a node being set up): nothing there. */
+static bool no_keys_dir(int err)
+{
+	return err == -ENOENT || err == -ENOTDIR;
+}
+
+/* fn on each store root: the state directory (node NULL), then each node's. A nonzero return
+ * of fn stops and is returned. */
+static int for_each_root(const char *state_dir, int (*fn)(const char *root, const char *node,
+							   void *ctx), void *ctx)
+{
+	char **names, root[PATH_MAX];
+	size_t n;
+	int err;
+
+	if (!state_dir)
+		return -EINVAL;
+	err = fn(state_dir, NULL, ctx);
+	if (err)
+		return err;
+	err = node_names(state_dir, &names, &n);
+	for (size_t i = 0; i < n; i++) {
+		if (!err) {
+			err = join(root, sizeof(root), state_dir, NODES_DIR, names[i]);
+			if (err >= 0)
+				err = fn(root, names[i], ctx);
+		}
+		free(names[i]);
+	}
+	free(names);
+	return err;
+}
+
+struct each_store_ctx {
+	const char *node;
+	ffm_state_store_cb cb;
+	void *ctx;
+	int ret; /* cb's nonzero return, told apart from a directory's -ENOENT */
+};
+
+static int each_store_key(const char *path, const char *key, int err, void *ctx)
+{
+	struct each_store_ctx *c = ctx;
+	struct ffm_state_store st = { .path = path, .node = c->node, .key = key, .err = err };
+
+	c->ret = c->cb(&st, c->ctx);
+	return c->ret;
+}
+
+static int each_store_root(const char *root, const char *node, void *ctx)
+{
+	struct each_store_ctx *c = ctx;
+	int err;
+
+	c->node = node;
+	err = ffm_store__for_each_key(root, each_store_key, c);
+	if (c->ret)
+		return c->ret;
+	return no_keys_dir(err) ? 0 : err;
+}
+
+int ffm_state_for_each_store(const char *state_dir, ffm_state_store_cb cb, void *ctx)
+{
+	struct each_store_ctx c = { .cb = cb, .ctx = ctx };
+	int err = for_each_root(state_dir, each_store_root, &c);
+
+	return c.ret ? c.ret : err;
+}
+
+struct open_job_ctx {
+	const char *job_id;
+	const struct ffm_store_opts *opts;
+	ffm_state_job_cb cb;
+	void *ctx;
+	int n, ret;
+};
+
+static int open_job_root(const char *root, const char *node, void *ctx)
+{
+	struct open_job_ctx *c = ctx;
+	struct ffm_store *s = NULL;
+	int err;
+
+	err = ffm_store__find_job(root, c->job_id, c->opts, &s);
+	if (no_keys_dir(err))
+		return 0; /* no usable store of this root knows the job, or no keys/ */
+	if (err < 0)
+		return err;
+	c->n++;
+	c->ret = c->cb(s, node, c->ctx);
+	return c->ret;
+}
+
+int ffm_state_open_job(const char *state_dir, const char *job_id,
+		       const struct ffm_store_opts *opts, ffm_state_job_cb cb, void *ctx)
+{
+	struct open_job_ctx c = { .job_id = job_id, .opts = opts, .cb = cb, .ctx = ctx };
+	int err;
+
+	if (!job_id)
+		return -EINVAL;
+	err = for_each_root(state_dir, open_job_root, &c);
+	if (c.ret)
+		return c.ret;
+	return err < 0 ? err : c.n;
 }

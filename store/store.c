@@ -480,7 +480,7 @@ static int mkdir_mode(const char *dir)
 	return errno == EEXIST ? 0 : -errno;
 }
 
-int ffm_store__open_key(const char *state_dir, const struct ffm_store_key *key,
+int ffm_store__open_key(const char *root, const struct ffm_store_key *key,
 			const struct ffm_store_opts *opts, struct ffm_store **ret)
 {
 	char path[PATH_MAX];
@@ -488,19 +488,19 @@ int ffm_store__open_key(const char *state_dir, const struct ffm_store_key *key,
 	struct ffm_store *s = NULL;
 	int err;
 
-	if (!state_dir || !key || !key->key || !ret)
+	if (!root || !key || !key->key || !ret)
 		return -EINVAL;
-	err = ffm_store_key_path(state_dir, key->key, path, sizeof(path));
-	if (err)
+	err = ffm_state_path(root, FFM_STATE_KEY, key->key, path, sizeof(path));
+	if (err < 0)
 		return err;
 	if (opts && opts->create && !opts->read_only) {
 		char dir[PATH_MAX];
-		err = mkdir_mode(state_dir);
+
+		err = mkdir_mode(root);
 		if (err)
 			return err;
-		snprintf(dir, sizeof(dir), "%s/keys", state_dir);
-		err = mkdir_mode(dir);
-		if (err)
+		err = ffm_state_path(root, FFM_STATE_KEYS, NULL, dir, sizeof(dir));
+		if (err < 0 || (err = mkdir_mode(dir)))
 			return err;
 	}
 	err = open_impl(path, opts, key, &s);

@@ -79,8 +79,6 @@ int ffm_store_drain(struct ffm_store *s);
 
 /* opts with its defaults filled in (in may be NULL or an older, shorter struct). */
 void ffm_store_opts_copy(struct ffm_store_opts *o, const struct ffm_store_opts *in);
-/* <state_dir>/keys/<key's file name>. */
-int ffm_store_key_path(const char *state_dir, const char *key, char *buf, size_t len);
 
 static inline sqlite3_int64 i64(uint64_t v)
 {

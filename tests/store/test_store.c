@@ -2,7 +2,8 @@
 /*
  * Tests of store/: creation and reopening, migration of a v1 file, refusal of files that are
  * not (usable) ffm stores without changing them, batched ingest and queries, event order,
- * per-stack totals, SIGKILL durability, key file names and job lookup across key files.
+ * per-stack totals, SIGKILL durability, key file names and job lookup across key files, and the
+ * layout of the state directory (every node's stores).
  *
  * SQLite is used directly only to hand-make the odd files (an older schema, a newer one, a
  * foreign database): that is the store's own test, the one place besides store/ allowed to.
@@ -813,6 +814,138 @@ TEST(find_job_across_keys)
 	ASSERT_OK(ffm_store__for_each_key(d, keylist_cb, &l));
 	ASSERT_EQ(l.good, 3);
 	ASSERT_EQ(l.bad, 1);
+}
+
+TEST(state_paths)
+{
+	char *d = mktmp(), buf[512], want[512];
+
+	ASSERT(ffm_state_path(d, FFM_STATE_KEYS, NULL, buf, sizeof(buf)) > 0);
+	snprintf(want, sizeof(want), "%s/keys", d);
+	ASSERT_STREQ(buf, want);
+	ASSERT(ffm_state_path(d, FFM_STATE_KEY, "a/b", buf, sizeof(buf)) > 0);
+	snprintf(want, sizeof(want), "%s/keys/a%%2fb.db", d);
+	ASSERT_STREQ(buf, want);
+	ASSERT(ffm_state_path(d, FFM_STATE_DRIVERS, NULL, buf, sizeof(buf)) > 0);
+	snprintf(want, sizeof(want), "%s/drivers", d);
+	ASSERT_STREQ(buf, want);
+	ASSERT(ffm_state_path(d, FFM_STATE_JOURNAL, NULL, buf, sizeof(buf)) > 0);
+	snprintf(want, sizeof(want), "%s/ffmd-jobs", d);
+	ASSERT_STREQ(buf, want);
+	ASSERT(ffm_state_path(d, FFM_STATE_HOLDS, NULL, buf, sizeof(buf)) > 0);
+	snprintf(want, sizeof(want), "%s/ffmd-held", d);
+	ASSERT_STREQ(buf, want);
+	ASSERT_EQ(ffm_state_path(d, FFM_STATE_KEY, "", buf, sizeof(buf)), -EINVAL);
+	ASSERT_EQ(ffm_state_path(NULL, FFM_STATE_KEYS, NULL, buf, sizeof(buf)), -EINVAL);
+	ASSERT_EQ(ffm_state_path(d, FFM_STATE_KEYS, NULL, buf, 8), -ENAMETOOLONG);
+
+	/* a node's store root: the state directory until nodes/ exists */
+	ASSERT(ffm_state_path(d, FFM_STATE_ROOT, "gpu01", buf, sizeof(buf)) > 0);
+	ASSERT_STREQ(buf, d);
+	ASSERT(ffm_state_path(d, FFM_STATE_NODES, NULL, buf, sizeof(buf)) > 0);
+	ASSERT_OK(mkdir(buf, 0750));
+	ASSERT(ffm_state_path(d, FFM_STATE_ROOT, "gpu01", buf, sizeof(buf)) > 0);
+	snprintf(want, sizeof(want), "%s/nodes/gpu01", d);
+	ASSERT_STREQ(buf, want);
+	ASSERT(ffm_state_path(d, FFM_STATE_ROOT, "../a/b", buf, sizeof(buf)) > 0);
+	snprintf(want, sizeof(want), "%s/nodes/_._a_b", d);
+	ASSERT_STREQ(buf, want);
+	ASSERT(ffm_state_path(d, FFM_STATE_ROOT, "", buf, sizeof(buf)) > 0);
+	ASSERT_STREQ(buf, d);
+}
+
+struct seen {
+	char what[16][128];
+	int n;
+};
+
+static int seen_store(const struct ffm_state_store *st, void *ctx)
+{
+	struct seen *v = ctx;
+
+	if (v->n < 16)
+		snprintf(v->what[v->n++], sizeof(v->what[0]), "%s:%s:%d", st->node ? st->node : "-",
+			 st->key ? st->key : "?", st->err < 0);
+	return 0;
+}
+
+static int seen_job(struct ffm_store *s, const char *node, void *ctx)
+{
+	struct seen *v = ctx;
+	struct ffm_store_key k;
+
+	ASSERT_OK(ffm_store__key(s, &k));
+	if (v->n < 16)
+		snprintf(v->what[v->n++], sizeof(v->what[0]), "%s:%s", node ? node : "-", k.key);
+	ffm_store__free(s);
+	return 0;
+}
+
+static int stop_job(struct ffm_store *s, const char *node, void *ctx)
+{
+	ffm_store__free(s);
+	return -ECANCELED;
+}
+
+/* A store of @key under @root with job @job started at @start. */
+static void key_job(const char *root, const char *key, const char *job, int64_t start)
+{
+	struct ffm_store *s = NULL;
+
+	ASSERT_OK(ffm_store__open_key(root, &(struct ffm_store_key){ .key = key }, &wopts, &s));
+	ASSERT_OK(ffm_store__job_begin(s, &(struct ffm_store_job){ .job_id = job, .start_unix = start },
+				       NULL));
+	ffm_store__free(s);
+}
+
+TEST(state_stores_of_every_node)
+{
+	char *d = mktmp(), root[512], path[600];
+	struct seen v = { 0 };
+	FILE *f;
+
+	/* an empty state directory, and one that is not there: no stores, no error */
+	ASSERT_OK(ffm_state_for_each_store(d, seen_store, &v));
+	ASSERT_OK(ffm_state_for_each_store("/nonexistent-ffm", seen_store, &v));
+	ASSERT_EQ(v.n, 0);
+	ASSERT_EQ(ffm_state_open_job(d, "j", &ropts, seen_job, &v), 0);
+
+	key_job(d, "local", "j", 10);
+	ASSERT(ffm_state_path(d, FFM_STATE_NODES, NULL, path, sizeof(path)) > 0);
+	ASSERT_OK(mkdir(path, 0750));
+	snprintf(path + strlen(path), 64, "/gpu00"); /* a node being set up: no keys/ yet */
+	ASSERT_OK(mkdir(path, 0750));
+	ASSERT(ffm_state_path(d, FFM_STATE_ROOT, "gpu02", root, sizeof(root)) > 0);
+	key_job(root, "k", "j", 30);
+	key_job(root, "other", "x", 40);
+	ASSERT(ffm_state_path(d, FFM_STATE_ROOT, "gpu01", root, sizeof(root)) > 0);
+	key_job(root, "k", "j", 20);
+	key_job(root, "k2", "j", 25); /* a node holding two keys of the job: the later one */
+	ASSERT(ffm_state_path(root, FFM_STATE_KEYS, NULL, path, sizeof(path)) > 0);
+	strcat(path, "/junk.db");
+	ASSERT((f = fopen(path, "w")));
+	fputs("junk", f);
+	fclose(f);
+
+	ASSERT_OK(ffm_state_for_each_store(d, seen_store, &v));
+	ASSERT_EQ(v.n, 6);
+	ASSERT_STREQ(v.what[0], "-:local:0");
+	/* nodes in name order; within a node, directory order */
+	for (int i = 1; i < 4; i++)
+		ASSERT(!strncmp(v.what[i], "gpu01:", 6));
+	for (int i = 4; i < 6; i++)
+		ASSERT(!strncmp(v.what[i], "gpu02:", 6));
+	v.n = 0;
+	ASSERT_EQ(ffm_state_open_job(d, "j", &ropts, seen_job, &v), 3);
+	ASSERT_EQ(v.n, 3);
+	ASSERT_STREQ(v.what[0], "-:local");
+	ASSERT_STREQ(v.what[1], "gpu01:k2");
+	ASSERT_STREQ(v.what[2], "gpu02:k");
+	v.n = 0;
+	ASSERT_EQ(ffm_state_open_job(d, "x", &ropts, seen_job, &v), 1);
+	ASSERT_STREQ(v.what[0], "gpu02:other");
+	ASSERT_EQ(ffm_state_open_job(d, "none", &ropts, seen_job, &v), 0);
+	ASSERT_EQ(ffm_state_open_job(d, "j", &ropts, stop_job, &v), -ECANCELED);
 }
 
 TEST(stage_history)
