@@ -43,24 +43,6 @@ struct ffm_recorder {
 	struct ffm_store_frame sframes[MAX_FRAMES];
 };
 
-uint32_t ffm_store_api_id(const char *base)
-{
-	uint32_t h = 2166136261u;
-
-	for (; *base; base++)
-		h = (h ^ (uint8_t)*base) * 16777619u;
-	h &= 0x7fffffff;
-	return h ? h : 1;
-}
-
-static uint64_t hash64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	return x;
-}
-
 /* ---- stack keys, processes, threads ------------------------------------------------------ */
 
 static struct key_ent *key_find(struct ffm_recorder *r, uint32_t tgid, uint64_t key, bool insert)
@@ -113,15 +95,6 @@ static void read_exe(struct ffm_recorder *r, uint32_t tgid, char *buf, size_t le
 
 /* ---- stacks ------------------------------------------------------------------------------- */
 
-static uint64_t frame_hash(uint64_t h, const char *id, uint64_t off)
-{
-	for (; id && *id; id++)
-		h = (h ^ (uint8_t)*id) * 0x100000001b3ULL;
-	h ^= off;
-	h *= 0x100000001b3ULL;
-	return hash64(h);
-}
-
 static bool is_driver_frame(const struct ffm_recorder *r, const struct ffm_sym *s)
 {
 	const char *base;
@@ -155,7 +128,6 @@ static int on_stack(struct ffm_recorder *r, const struct ffm_rec_stack *s)
 	};
 	struct ffm_addr_space *as = addr_space(r, s->hdr.tgid);
 	struct key_ent *ke = key_find(r, s->hdr.tgid, s->stack_key, true);
-	uint64_t h = 0xcbf29ce484222325ULL;
 	int n = 0, callsite_idx = -1, outer_lib = -1, err;
 	uint32_t api = 0;
 	int64_t stack_id = 0;
@@ -201,12 +173,12 @@ static int on_stack(struct ffm_recorder *r, const struct ffm_rec_stack *s)
 			f->module = "[unknown]";
 			f->offset = r->frames[i].pc;
 		}
-		h = frame_hash(h, f->build_id ? f->build_id : f->module, f->offset);
 	}
 	if (outer_lib >= 0)
 		api = api_of_symbol(r, r->sframes[outer_lib].func);
 	if (n > 0) {
-		err = ffm_store__put_stack(r->o.store, h ? h : 1, r->sframes, n, &stack_id);
+		err = ffm_store__put_stack(r->o.store, ffm_store_stack_hash(r->sframes, n), r->sframes,
+					   n, &stack_id);
 		if (err < 0)
 			return err;
 	}

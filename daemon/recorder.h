@@ -9,8 +9,9 @@
  *   (learned slots), so later calls on that path are keyed in BPF without a stack copy.
  * - Waits outside a probed call (stage 1) are attributed to the public driver function that
  *   contains the outermost libcuda frame of their stack: "which public functions wait".
- * - API ids in the store are a stable hash of the base name (ffm_store_api_id), so runs
- *   recorded by different daemon instances agree.
+ * - API ids and stack hashes in the store are the store's stable ids (ffm_store_api_id,
+ *   ffm_store_stack_hash: store/ffm_store.h), so runs recorded by different daemon instances
+ *   agree.
  */
 #ifndef FFM_RECORDER_H
 #define FFM_RECORDER_H
@@ -53,8 +54,5 @@ void ffm_recorder__stats(const struct ffm_recorder *r, struct ffm_recorder_stats
 uint64_t ffm_recorder__live_processes(const struct ffm_recorder *r);
 /* First EXEC/FORK and last EXIT time seen (ns, record clock), 0 if none. */
 void ffm_recorder__span(const struct ffm_recorder *r, uint64_t *first_ns, uint64_t *last_ns);
-
-/* Stable 31-bit id of an API base name (FNV-1a), never 0. */
-uint32_t ffm_store_api_id(const char *base_name);
 
 #endif

@@ -248,6 +248,21 @@ struct ffm_store_stage_history {
 	uint32_t open_runs;			    /* runs begun and not ended */
 };
 
+/* ---- ids ------------------------------------------------------------------------------------
+ * What writers store to identify things across processes, runs and ffmd instances, so that the
+ * runs of a key join (store/ids.c). Existing stores hold these values: they never change.
+ */
+
+/* Stable 31-bit id of an API base name (FNV-1a), never 0: events.api and put_api_name. */
+uint32_t ffm_store_api_id(const char *base_name);
+
+/*
+ * The identity of a call path, for put_stack: a hash of its frames' identities (build_id, or
+ * module when there is none, and offset), innermost first; never 0. The same path has the
+ * same hash in every process and run, whatever the addresses.
+ */
+uint64_t ffm_store_stack_hash(const struct ffm_store_frame *frames, size_t n);
+
 /* ---- the state directory ----------------------------------------------------------------
  * ffmd's state directory (ffmd --state-dir, ffmctl --state-dir or FFM_STATE_DIR) holds:
  *

@@ -2,8 +2,8 @@
 /*
  * Tests of store/: creation and reopening, migration of a v1 file, refusal of files that are
  * not (usable) ffm stores without changing them, batched ingest and queries, event order,
- * per-stack totals, SIGKILL durability, key file names and job lookup across key files, and the
- * layout of the state directory (every node's stores).
+ * per-stack totals, SIGKILL durability, key file names and job lookup across key files, the
+ * layout of the state directory (every node's stores) and the stable ids writers store.
  *
  * SQLite is used directly only to hand-make the odd files (an older schema, a newer one, a
  * foreign database): that is the store's own test, the one place besides store/ allowed to.
@@ -814,6 +814,22 @@ TEST(find_job_across_keys)
 	ASSERT_OK(ffm_store__for_each_key(d, keylist_cb, &l));
 	ASSERT_EQ(l.good, 3);
 	ASSERT_EQ(l.bad, 1);
+}
+
+TEST(stable_ids)
+{
+	struct ffm_store_frame f[3] = {
+		{ .build_id = "0123abcd", .module = "/lib/libcuda.so.1", .offset = 0x1234 },
+		{ .module = "/usr/bin/app", .offset = 0x42 },
+		{ .offset = 7 },
+	};
+
+	/* Stores on disk hold these values: they never change. */
+	ASSERT_EQ(ffm_store_api_id("cuCtxSynchronize"), 1572037212u);
+	ASSERT_EQ(ffm_store_api_id("cuMemcpyDtoH"), 92564723u);
+	ASSERT_EQ(ffm_store_api_id(""), 18652613u);
+	ASSERT_EQ(ffm_store_stack_hash(f, 3), 0x1c23adf8cbcc35ccull);
+	ASSERT(ffm_store_stack_hash(f, 0) != 0);
 }
 
 TEST(state_paths)
