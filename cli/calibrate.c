@@ -17,6 +17,7 @@
 
 #include "cli/ffmctl.h"
 #include "daemon/driver_setup.h"
+#include "store/ffm_store.h"
 #include "symbols/ffm_calibrate.h"
 #include "symbols/ffm_driver.h"
 
@@ -101,7 +102,7 @@ int ffmctl_calibrate(int argc, char **argv)
 	char probe[PATH_MAX];
 	struct ffm_driver_list *l = NULL;
 	struct ffm_calibration *c = NULL;
-	char why[256], fdpath[64];
+	char why[256], fdpath[64], cache[PATH_MAX];
 	bool trusted;
 	int ch, err, rc, fd;
 
@@ -169,12 +170,14 @@ int ffmctl_calibrate(int argc, char **argv)
 		return EXIT_FAIL;
 	}
 	snprintf(fdpath, sizeof(fdpath), "/proc/%d/fd/%d", (int)getpid(), fd);
+	if (ffm_state_path(ffmctl_g.state_dir, FFM_STATE_DRIVERS, NULL, cache, sizeof(cache)) < 0)
+		cache[0] = 0;
 	struct ffm_calibrate_opts o = {
 		.sz = sizeof(o),
 		.driver_path = fdpath,
 		.display_path = driver,
 		.probe_path = probe,
-		.state_dir = trusted ? ffmctl_g.state_dir : NULL,
+		.cache_dir = trusted && cache[0] ? cache : NULL,
 		.force = force,
 	};
 	err = ffm_calibrate(&o, &c);

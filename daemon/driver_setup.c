@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "daemon/driver_setup.h"
+#include "store/ffm_store.h"
 #include "symbols/ffm_calibrate.h"
 #include "symbols/ffm_driver.h"
 
@@ -98,12 +99,15 @@ int ffm_driver_ready(const char *path, const char *state_dir, unsigned flags,
 		     struct ffm_ready_driver *out, char *why, size_t why_len)
 {
 	struct ffm_calibration *cal = NULL;
-	char probe[PATH_MAX] = "", fdpath[64], untrusted[128] = "";
+	char probe[PATH_MAX] = "", fdpath[64], untrusted[128] = "", cache[PATH_MAX];
 	int err, fd;
 
 	memset(out, 0, sizeof(*out));
 	if (why_len)
 		why[0] = 0;
+	/* the calibrations are cached in drivers/ of the state directory */
+	if (ffm_state_path(state_dir, FFM_STATE_DRIVERS, NULL, cache, sizeof(cache)) < 0)
+		cache[0] = 0;
 	fd = ffm_driver_file_open(path, &out->trusted, untrusted, sizeof(untrusted));
 	if (fd < 0) {
 		snprintf(why, why_len, "%s", untrusted);
@@ -118,7 +122,8 @@ int ffm_driver_ready(const char *path, const char *state_dir, unsigned flags,
 					     err == -ENODATA ? "no dynamic symbol table" : strerror(-err));
 		goto fail;
 	}
-	err = ffm_calibration__load_cached(state_dir, ffm_driver__build_id(out->drv), &cal);
+	err = ffm_calibration__load_cached(cache[0] ? cache : NULL, ffm_driver__build_id(out->drv),
+					   &cal);
 	if (err < 0 || !ffm_calibration__verified(cal)) {
 		/* No cache, a bad file, or an unverified result: calibrate (again), which runs
 		 * the file. */
@@ -138,7 +143,8 @@ int ffm_driver_ready(const char *path, const char *state_dir, unsigned flags,
 		}
 		err = ffm_calibrate(&(struct ffm_calibrate_opts){ .sz = sizeof(struct ffm_calibrate_opts),
 				    .driver_path = fdpath, .display_path = path, .probe_path = probe,
-				    .state_dir = out->trusted ? state_dir : NULL, .force = true }, &cal);
+				    .cache_dir = out->trusted && cache[0] ? cache : NULL,
+				    .force = true }, &cal);
 		if (err < 0) {
 			snprintf(why, why_len, "wait-function calibration failed: %s", strerror(-err));
 			goto fail;

@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "daemon/collector.h"
@@ -148,32 +147,6 @@ static int load_sync_names(struct ffm_jobrun *jr, int64_t run)
 	return c.err ? c.err : (err < 0 ? err : 0);
 }
 
-/*
- * Where a node keeps its stores. A state directory that holds a "nodes" directory is shared by
- * the nodes of a cluster (a shared file system): each node's ffmd writes only under
- * nodes/<node name>/ (then keys/<key>.db as usual), so no two hosts ever write one SQLite file
- * (WAL needs shared memory that a network file system does not give across hosts), and
- * `ffmctl report` merges every node's store of a job. Without "nodes", the layout is the
- * single-node one, <state>/keys/. Node names are the host names, with '/' and a leading '.'
- * replaced so a name never leaves nodes/.
- */
-static void store_dir(const char *state_dir, const char *node, char *buf, size_t len)
-{
-	char nodes[4096], name[256];
-	struct stat st;
-
-	snprintf(nodes, sizeof(nodes), "%s/nodes", state_dir);
-	if (stat(nodes, &st) < 0 || !S_ISDIR(st.st_mode) || !node || !*node) {
-		snprintf(buf, len, "%s", state_dir);
-		return;
-	}
-	snprintf(name, sizeof(name), "%s", node);
-	for (char *c = name; *c; c++)
-		if (*c == '/' || (c == name && *c == '.'))
-			*c = '_';
-	snprintf(buf, len, "%s/%s", nodes, name);
-}
-
 int ffm_jobrun__begin(const struct ffm_jobrun_opts *opts, struct ffm_jobrun **ret)
 {
 	struct ffm_store_opts so = { .sz = sizeof(so), .create = true, .tool_version = "ffm 0.1" };
@@ -195,7 +168,12 @@ int ffm_jobrun__begin(const struct ffm_jobrun_opts *opts, struct ffm_jobrun **re
 	snprintf(jr->job_id, sizeof(jr->job_id), "%s", opts->job_id);
 	jr->o.job_id = jr->job_id;
 	gethostname(host, sizeof(host) - 1);
-	store_dir(opts->state_dir, opts->node ? opts->node : host, dir, sizeof(dir));
+	/* Where this node keeps its stores (store/ffm_store.h: the state directory). */
+	err = ffm_state_path(opts->state_dir, FFM_STATE_ROOT, opts->node ? opts->node : host, dir,
+			     sizeof(dir));
+	if (err < 0)
+		goto fail;
+	err = 0;
 	/* Another run of the key going on in this process: the same connection, since a second
 	 * one would wait on the first's open write transaction, which only this thread ends. */
 	if (opts->store)

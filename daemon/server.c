@@ -86,8 +86,6 @@
 #define MAX_CONNS_PER_USER 4
 #define RESERVED_CONNS 8
 #define MAX_ROUTES 4096
-#define JOURNAL_NAME "ffmd-jobs"
-#define HOLDS_NAME "ffmd-held"
 #define MAX_HOLDS 64
 #define MAX_PLINKS 1024
 #define MAX_DETACH 256
@@ -3029,7 +3027,7 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 		log_err("cannot create %s or %s: %s", cfg->state_dir, cfg->runtime_dir, strerror(-err));
 		goto fail;
 	}
-	snprintf(d->holds_path, sizeof(d->holds_path), "%s/" HOLDS_NAME, cfg->state_dir);
+	ffm_state_path(cfg->state_dir, FFM_STATE_HOLDS, NULL, d->holds_path, sizeof(d->holds_path));
 	holds_resume(d);
 	err = ffm_collector__open(&(struct ffm_collector_opts){ .sz = sizeof(struct ffm_collector_opts),
 				  .on_record = on_record, .ctx = d,
@@ -3126,7 +3124,7 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 	err = ffmd__reload(d, cfg);
 	if (err < 0)
 		goto fail;
-	snprintf(d->journal, sizeof(d->journal), "%s/" JOURNAL_NAME, cfg->state_dir);
+	ffm_state_path(cfg->state_dir, FFM_STATE_JOURNAL, NULL, d->journal, sizeof(d->journal));
 	journal_resume(d);
 	*ret = d;
 	return 0;

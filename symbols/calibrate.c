@@ -232,7 +232,7 @@ static int get_u64(const char *obj, const char *key, uint64_t *v)
 	return end == p || errno ? -EINVAL : 0;
 }
 
-int ffm_calibration__load_cached(const char *state_dir, const char *build_id,
+int ffm_calibration__load_cached(const char *cache_dir, const char *build_id,
 				 struct ffm_calibration **ret)
 {
 	char path[PATH_MAX], *text = NULL, *s;
@@ -245,7 +245,9 @@ int ffm_calibration__load_cached(const char *state_dir, const char *build_id,
 	*ret = NULL;
 	if (!build_id || !build_id[0] || strchr(build_id, '/'))
 		return -EINVAL;
-	snprintf(path, sizeof(path), "%s/drivers/%s.json", state_dir, build_id);
+	if (!cache_dir)
+		return -ENOENT;
+	snprintf(path, sizeof(path), "%s/%s.json", cache_dir, build_id);
 	f = fopen(path, "re");
 	if (!f)
 		return -errno;
@@ -313,22 +315,21 @@ static int mkdir_p(const char *dir)
 	return 0;
 }
 
-int ffm_calibration__save(const struct ffm_calibration *c, const char *state_dir)
+int ffm_calibration__save(const struct ffm_calibration *c, const char *cache_dir)
 {
-	char dir[PATH_MAX], path[PATH_MAX + 256], tmp[PATH_MAX + 300], *json;
+	char path[PATH_MAX + 256], tmp[PATH_MAX + 300], *json;
 	int fd, err;
 	size_t len, off = 0;
 
 	if (!c->build_id[0])
 		return -EINVAL;
-	snprintf(dir, sizeof(dir), "%s/drivers", state_dir);
-	err = mkdir_p(dir);
+	err = mkdir_p(cache_dir);
 	if (err)
 		return err;
 	err = ffm_calibration__to_json(c, &json);
 	if (err)
 		return err;
-	snprintf(path, sizeof(path), "%s/%s.json", dir, c->build_id);
+	snprintf(path, sizeof(path), "%s/%s.json", cache_dir, c->build_id);
 	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0) {
@@ -810,8 +811,8 @@ int ffm_calibrate(const struct ffm_calibrate_opts *o, struct ffm_calibration **r
 	if (err)
 		return err;
 	ffm_driver__dev_ino(cx.drv, &cx.dev, &cx.ino);
-	if (o->state_dir && !o->force && ffm_driver__build_id(cx.drv)[0] &&
-	    ffm_calibration__load_cached(o->state_dir, ffm_driver__build_id(cx.drv), &c) == 0) {
+	if (o->cache_dir && !o->force && ffm_driver__build_id(cx.drv)[0] &&
+	    ffm_calibration__load_cached(o->cache_dir, ffm_driver__build_id(cx.drv), &c) == 0) {
 		/* Only a verified result is used as is; an unverified one is redone. */
 		if (c->verified) {
 			ffm_driver__free(cx.drv);
@@ -880,8 +881,8 @@ int ffm_calibrate(const struct ffm_calibrate_opts *o, struct ffm_calibration **r
 	c->evidence = evbuf;
 	evbuf = NULL;
 	c->seconds = now_s() - t0;
-	if (o->state_dir)
-		err = ffm_calibration__save(c, o->state_dir);
+	if (o->cache_dir)
+		err = ffm_calibration__save(c, o->cache_dir);
 out:
 	probe_stop(&cx.probe);
 	if (cx.dwfl)

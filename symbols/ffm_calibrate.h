@@ -16,8 +16,9 @@
  *     (cuLaunchKernel, cuDriverGetVersion, cuMemcpyHtoDAsync from pinned memory, cuEventRecord)
  *     must not.
  *
- * The result with its evidence is cached as <state_dir>/drivers/<build-id>.json (written
- * atomically); a cached result is used only for the same build-id, and one that failed
+ * The result with its evidence is cached as <cache_dir>/<build-id>.json (written atomically;
+ * the caller picks the directory: ffmd's is drivers/ of its state directory, see
+ * store/ffm_store.h); a cached result is used only for the same build-id, and one that failed
  * verification is kept as "verified": false and never used as if verified.
  * Functions return 0 or -errno and never print.
  */
@@ -34,7 +35,7 @@ struct ffm_calibrate_opts {
 	size_t sz;
 	const char *driver_path; /* the libcuda to calibrate (required) */
 	const char *probe_path;  /* the ffm-calib-probe program (required unless cached) */
-	const char *state_dir;   /* cache directory; NULL: no cache */
+	const char *cache_dir;   /* directory of cached results; NULL: no cache */
 	bool force;              /* calibrate even when a verified cached result exists */
 	/* NULL-terminated; NULL = spin, yield, blocking. Must hold "blocking" and one polling
 	 * mode (spin, yield, auto), else -EINVAL: polling alone also finds the poll helper. */
@@ -56,10 +57,10 @@ struct ffm_calibrate_opts {
 int ffm_calibrate(const struct ffm_calibrate_opts *opts, struct ffm_calibration **ret);
 
 /* The cached result for @build_id: -ENOENT when there is none, -EINVAL for a bad file. */
-int ffm_calibration__load_cached(const char *state_dir, const char *build_id,
+int ffm_calibration__load_cached(const char *cache_dir, const char *build_id,
 				 struct ffm_calibration **ret);
-/* Write <state_dir>/drivers/<build-id>.json atomically (creating the directories). */
-int ffm_calibration__save(const struct ffm_calibration *c, const char *state_dir);
+/* Write <cache_dir>/<build-id>.json atomically (creating the directories). */
+int ffm_calibration__save(const struct ffm_calibration *c, const char *cache_dir);
 /* The result as one JSON object (malloc'd, no trailing newline). */
 int ffm_calibration__to_json(const struct ffm_calibration *c, char **json);
 struct ffm_calibration *ffm_calibration__free(struct ffm_calibration *c);

@@ -94,7 +94,7 @@ static double now(void)
 
 TEST(calibrate_fakecuda)
 {
-	char state[256];
+	char cache[256];
 	struct ffm_calibration *c, *c2;
 	static const char *const modes[] = { "spin", "yield", "blocking", "auto", NULL };
 	uint64_t want;
@@ -103,9 +103,9 @@ TEST(calibrate_fakecuda)
 
 	need_fakecuda(true);
 	want = wait_symbol_offset();
-	snprintf(state, sizeof(state), "%s/state", mktmp());
+	snprintf(cache, sizeof(cache), "%s/cache", mktmp());
 	struct ffm_calibrate_opts o = { .sz = sizeof(o), .driver_path = stripped,
-					.probe_path = probe, .state_dir = state, .modes = modes };
+					.probe_path = probe, .cache_dir = cache, .modes = modes };
 	t0 = now();
 	ASSERT_OK(ffm_calibrate(&o, &c));
 	printf("# wait function at %#llx (fake_wait at %#llx), %.2f s, verified %d %s\n",
@@ -142,14 +142,14 @@ TEST(calibrate_fakecuda)
 		char path[512];
 		FILE *f;
 
-		snprintf(path, sizeof(path), "%s/drivers/%s.json", state, ffm_calibration__build_id(c));
+		snprintf(path, sizeof(path), "%s/%s.json", cache, ffm_calibration__build_id(c));
 		f = fopen(path, "w");
 		fprintf(f, "{\"build_id\":\"%s\",\"driver_path\":\"x\",\"driver_version\":\"unknown\","
 			   "\"wait_function\":{\"offset\":16,\"size\":4},\"verified\":false,"
 			   "\"reason\":\"test\",\"seconds\":1,\"evidence\":[]}\n",
 			ffm_calibration__build_id(c));
 		fclose(f);
-		ASSERT_OK(ffm_calibration__load_cached(state, ffm_calibration__build_id(c), &c2));
+		ASSERT_OK(ffm_calibration__load_cached(cache, ffm_calibration__build_id(c), &c2));
 		ASSERT(!ffm_calibration__verified(c2));
 		ASSERT_EQ(ffm_calibration__wait_offset(c2), 16);
 		ASSERT_STREQ(ffm_calibration__reason(c2), "test");
@@ -163,24 +163,24 @@ TEST(calibrate_fakecuda)
 		ffm_calibration__free(c2);
 	}
 	ffm_calibration__free(c);
-	ASSERT_EQ(ffm_calibration__load_cached(state, "0123456789abcdef", &c2), -ENOENT);
+	ASSERT_EQ(ffm_calibration__load_cached(cache, "0123456789abcdef", &c2), -ENOENT);
 	ffm_calibration__free(NULL);
 }
 
 TEST(driver_replaced_on_disk)
 {
-	char state[256], lib[256], cmd[700];
+	char cache[256], lib[256], cmd[700];
 	struct ffm_calibration *c;
 	static const char *const spin[] = { "spin", "blocking", NULL };
 	char old_id[FFM_BUILD_ID_HEX_MAX], new_id[FFM_BUILD_ID_HEX_MAX];
 
 	need_fakecuda(true);
-	snprintf(state, sizeof(state), "%s/state2", mktmp());
+	snprintf(cache, sizeof(cache), "%s/cache2", mktmp());
 	snprintf(lib, sizeof(lib), "%s/libcuda.so.1", mktmp());
 	snprintf(cmd, sizeof(cmd), "cp -f %s %s", stripped, lib);
 	ASSERT_EQ(system(cmd), 0);
 	struct ffm_calibrate_opts o = { .sz = sizeof(o), .driver_path = lib, .probe_path = probe,
-					.state_dir = state, .modes = spin };
+					.cache_dir = cache, .modes = spin };
 	ASSERT_OK(ffm_calibrate(&o, &c));
 	ASSERT(ffm_calibration__verified(c));
 	snprintf(old_id, sizeof(old_id), "%s", ffm_calibration__build_id(c));
@@ -219,16 +219,16 @@ TEST(driver_replaced_on_disk)
 		ffm_elf_close(e);
 	}
 	ASSERT(strcmp(old_id, new_id));
-	ASSERT_EQ(ffm_calibration__load_cached(state, new_id, &c), -ENOENT);
+	ASSERT_EQ(ffm_calibration__load_cached(cache, new_id, &c), -ENOENT);
 	ASSERT_OK(ffm_calibrate(&o, &c));
 	ASSERT(!ffm_calibration__from_cache(c)); /* a miss: calibrated again */
 	ASSERT_STREQ(ffm_calibration__build_id(c), new_id);
 	ASSERT_EQ(ffm_calibration__wait_offset(c), wait_symbol_offset());
 	ASSERT(ffm_calibration__verified(c));
 	ffm_calibration__free(c);
-	ASSERT_OK(ffm_calibration__load_cached(state, new_id, &c));
+	ASSERT_OK(ffm_calibration__load_cached(cache, new_id, &c));
 	ffm_calibration__free(c);
-	ASSERT_OK(ffm_calibration__load_cached(state, old_id, &c)); /* the old one stays */
+	ASSERT_OK(ffm_calibration__load_cached(cache, old_id, &c)); /* the old one stays */
 	ffm_calibration__free(c);
 }
 
