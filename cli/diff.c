@@ -91,7 +91,7 @@ static int side_open(struct side *s, const char *job_id)
 	s->job_id = job_id;
 	err = ffmctl_job_stores__open(ffmctl_g.state_dir, job_id, &s->js);
 	if (err) {
-		ffmctl_no_job_err("diff", ffmctl_g.state_dir, job_id, err, true);
+		ffmctl_no_job_err("diff", ffmctl_g.state_dir, job_id, err);
 		return err;
 	}
 	s->pred = calloc(s->js.n, sizeof(*s->pred));

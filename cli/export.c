@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ffmctl export <jobid> --format chrome-trace|hatchet [--run ID] [-o FILE]
+ * ffmctl export <jobid> --format chrome-trace|hatchet [--run ID] [--node NAME] [-o FILE]
  *
  * chrome-trace  The Trace Event Format (JSON object form) that Perfetto and chrome://tracing
  *               open: one complete event ("ph":"X") per recorded driver call or CPU wait, on
@@ -21,7 +21,9 @@
  *               ended stage-2 run of the job, else stage 1 (the runs that time calls).
  *
  * The store is opened read-only; the output goes to FILE through a temporary file that is
- * renamed at the end, so a failed export leaves no half-written file.
+ * renamed at the end, so a failed export leaves no half-written file. A job that ran on several
+ * nodes (one store per node, cli/report.h) is exported one node at a time: --node NAME, with
+ * the node names of ffmctl report.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -708,24 +710,60 @@ static int64_t default_tree_run(const struct exp *e)
 	return best;
 }
 
+/*
+ * Open the job's store into e->s: that of its only node, or of node @node. Returns an exit
+ * code, having said why on failure.
+ */
+static int open_store(struct exp *e, const char *node)
+{
+	struct ffmctl_job_stores js;
+	char names[512] = "";
+	size_t pick = 0, off = 0;
+	int err;
+
+	err = ffmctl_job_stores__open(ffmctl_g.state_dir, e->job_id, &js);
+	if (err < 0) {
+		ffmctl_no_job_err("export", ffmctl_g.state_dir, e->job_id, err);
+		return EXIT_FAIL;
+	}
+	while (node && pick < js.n && strcmp(js.v[pick].name, node))
+		pick++;
+	if (pick < js.n && (node || js.n == 1)) {
+		e->s = ffm_store__ref(js.v[pick].store);
+		ffmctl_job_stores__close(&js);
+		return EXIT_OK;
+	}
+	for (size_t i = 0; i < js.n && off < sizeof(names); i++)
+		off += (size_t)snprintf(names + off, sizeof(names) - off, "%s%s", i ? ", " : "",
+					js.v[i].name);
+	if (node)
+		ffmctl_err("export", "job %s did not run on a node '%s' (its nodes: %s)", e->job_id,
+			   node, names);
+	else
+		ffmctl_err("export", "job %s ran on %zu nodes (%s): export one with --node NAME",
+			   e->job_id, js.n, names);
+	ffmctl_job_stores__close(&js);
+	return EXIT_USAGE;
+}
+
 int ffmctl_export(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "format", required_argument, NULL, 'f' },
 		{ "run", required_argument, NULL, 'r' },
 		{ "output", required_argument, NULL, 'o' },
+		{ "node", required_argument, NULL, 'n' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
-	struct ffm_store_opts so = { .sz = sizeof(so), .read_only = true };
-	const char *format = NULL, *output = NULL;
+	const char *format = NULL, *output = NULL, *node = NULL;
 	char tmp[PATH_MAX];
 	struct exp *e;
 	int64_t run = 0;
 	char *end;
 	int c, err, r = EXIT_FAIL;
 
-	while ((c = getopt_long(argc, argv, "f:r:o:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "f:r:o:n:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'f':
 			if (strcmp(optarg, "chrome-trace") && strcmp(optarg, "hatchet")) {
@@ -747,8 +785,12 @@ int ffmctl_export(int argc, char **argv)
 		case 'o':
 			output = optarg;
 			break;
+		case 'n':
+			node = optarg;
+			break;
 		case 'h':
-			printf("Usage: ffmctl export <jobid> --format chrome-trace|hatchet [--run ID] [-o FILE]\n");
+			printf("Usage: ffmctl export <jobid> --format chrome-trace|hatchet "
+			       "[--run ID] [--node NAME] [-o FILE]\n");
 			return EXIT_OK;
 		default:
 			return EXIT_USAGE;
@@ -771,12 +813,10 @@ int ffmctl_export(int argc, char **argv)
 		return EXIT_FAIL;
 	}
 	e->job_id = argv[optind];
-	err = ffm_store__find_job(ffmctl_g.state_dir, e->job_id, &so, &e->s);
-	if (err < 0) {
-		/* export reads <state>/keys only, not nodes/ */
-		ffmctl_no_job_err("export", ffmctl_g.state_dir, e->job_id, err, false);
+	r = open_store(e, node);
+	if (r != EXIT_OK)
 		goto out;
-	}
+	r = EXIT_FAIL;
 	if ((err = ffm_store__for_each_run(e->s, on_run, e)) < 0 ||
 	    (err = ffm_store__for_each_api_name(e->s, on_api, e)) < 0) {
 		ffmctl_err("export", "reading %s: %s", ffm_store__path(e->s), ffm_store__strerror(err));

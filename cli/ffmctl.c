@@ -12,7 +12,8 @@ struct ffmctl_globals ffmctl_g;
 
 static const struct ffmctl_verb verbs[] = {
 	{ "calibrate", ffmctl_calibrate, "calibrate [--driver PATH] [--json] [--force]" },
-	{ "export", ffmctl_export, "export <jobid> --format chrome-trace|hatchet [--run ID] [-o FILE]" },
+	{ "export", ffmctl_export,
+	  "export <jobid> --format chrome-trace|hatchet [--run ID] [--node NAME] [-o FILE]" },
 	{ "diff", ffmctl_diff, "diff <jobid-before> <jobid-after> [--json] [--top N]" },
 	{ "job", ffmctl_job, "job start <jobid> [--key K] [--stage N] [--user UID] "
 			     "(--cgroup PATH | --pid PID | --uid UID | --exe PATH)... [--json]" },

@@ -14,7 +14,6 @@
  *
  * Text for people, --json for tools: docs/report-json.md documents the schema (versioned).
  */
-#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -44,19 +43,17 @@ static int on_job(const struct ffm_store_job_info *j, void *ctx)
 	return 0;
 }
 
-static int add_store(struct ffmctl_job_stores *js, const char *dir, const char *job_id,
-		     const char *node)
-{
-	struct ffm_store_opts so = { .sz = sizeof(so), .read_only = true };
-	struct ffm_store *s = NULL;
-	struct ffmctl_node *v;
-	int err;
+struct open_ctx {
+	struct ffmctl_job_stores *js;
+	const char *job_id;
+};
 
-	err = ffm_store__find_job(dir, job_id, &so, &s);
-	if (err == -ENOENT)
-		return 0;
-	if (err < 0)
-		return err;
+static int add_store(struct ffm_store *s, const char *node, void *ctx)
+{
+	struct open_ctx *c = ctx;
+	struct ffmctl_job_stores *js = c->js;
+	struct ffmctl_node *v;
+
 	v = realloc(js->v, (js->n + 1) * sizeof(*v));
 	if (!v) {
 		ffm_store__free(s);
@@ -69,7 +66,7 @@ static int add_store(struct ffmctl_job_stores *js, const char *dir, const char *
 	if (node) {
 		snprintf(v->name, sizeof(v->name), "%s", node);
 	} else {
-		struct node_of_job nj = { .job_id = job_id };
+		struct node_of_job nj = { .job_id = c->job_id };
 
 		ffm_store__for_each_job(s, on_job, &nj);
 		snprintf(v->name, sizeof(v->name), "%s", nj.node[0] ? nj.node : "local");
@@ -82,68 +79,23 @@ static int cmp_node(const void *a, const void *b)
 	return strcmp(((const struct ffmctl_node *)a)->name, ((const struct ffmctl_node *)b)->name);
 }
 
-/*
- * @fn on each directory that holds stores (cli/report.h): @state_dir itself (node NULL), then
- * each <state_dir>/nodes/<node>. Stops at, and returns, the first nonzero return.
- */
-static int for_each_store_dir(const char *state_dir, bool nodes,
-			      int (*fn)(const char *dir, const char *node, void *ctx), void *ctx)
-{
-	char dir[4096];
-	struct dirent *de;
-	DIR *d;
-	int err;
-
-	err = fn(state_dir, NULL, ctx);
-	if (err || !nodes)
-		return err;
-	snprintf(dir, sizeof(dir), "%s/nodes", state_dir);
-	d = opendir(dir);
-	while (!err && d && (de = readdir(d))) {
-		char nd[4096 + 512];
-
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(nd, sizeof(nd), "%s/%s", dir, de->d_name);
-		err = fn(nd, de->d_name, ctx);
-	}
-	if (d)
-		closedir(d);
-	return err;
-}
-
-struct open_ctx {
-	struct ffmctl_job_stores *js;
-	const char *job_id;
-};
-
-static int open_in_dir(const char *dir, const char *node, void *ctx)
-{
-	struct open_ctx *c = ctx;
-	int err = add_store(c->js, dir, c->job_id, node);
-
-	/* a directory without keys/ (a state dir with only nodes/, a node dir being made) is
-	 * not an error */
-	return err == -ENOENT || err == -ENOTDIR ? 0 : err;
-}
-
 int ffmctl_job_stores__open(const char *state_dir, const char *job_id,
 			    struct ffmctl_job_stores *out)
 {
+	struct ffm_store_opts so = { .sz = sizeof(so), .read_only = true };
 	struct open_ctx c = { .js = out, .job_id = job_id };
 	int err;
 
 	memset(out, 0, sizeof(*out));
-	err = for_each_store_dir(state_dir, true, open_in_dir, &c);
-	if (err)
-		goto fail;
+	err = ffm_state_open_job(state_dir, job_id, &so, add_store, &c);
+	if (err < 0) {
+		ffmctl_job_stores__close(out);
+		return err;
+	}
 	if (!out->n)
 		return -ENOENT;
 	qsort(out->v, out->n, sizeof(*out->v), cmp_node);
 	return 0;
-fail:
-	ffmctl_job_stores__close(out);
-	return err;
 }
 
 /* ---- a job no store holds ------------------------------------------------------------- */
@@ -156,12 +108,12 @@ struct refused {
 	size_t n, cap, more;
 };
 
-static int on_key_file(const char *path, const char *key, int err, void *ctx)
+static int on_store_file(const struct ffm_state_store *st, void *ctx)
 {
 	struct refused *r = ctx;
 	char *p;
 
-	if (err >= 0)
+	if (st->err >= 0)
 		return 0;
 	if (r->n == MAX_REFUSED_NAMED) {
 		r->more++;
@@ -181,20 +133,12 @@ static int on_key_file(const char *path, const char *key, int err, void *ctx)
 		r->err = ne;
 		r->cap = cap;
 	}
-	p = strdup(path);
+	p = strdup(st->path);
 	if (!p)
 		return -ENOMEM;
 	r->path[r->n] = p;
-	r->err[r->n++] = err;
+	r->err[r->n++] = st->err;
 	return 0;
-}
-
-static int refused_in_dir(const char *dir, const char *node, void *ctx)
-{
-	int err = ffm_store__for_each_key(dir, on_key_file, ctx);
-
-	/* no keys/ there: nothing refused; other directory errors are the caller's report */
-	return err == -ENOMEM ? err : 0;
 }
 
 static const char *refusal(int err)
@@ -209,8 +153,7 @@ static const char *refusal(int err)
 	return ffm_store__strerror(err);
 }
 
-void ffmctl_no_job_err(const char *verb, const char *state_dir, const char *job_id, int err,
-		       bool nodes)
+void ffmctl_no_job_err(const char *verb, const char *state_dir, const char *job_id, int err)
 {
 	struct refused r = {};
 
@@ -222,7 +165,7 @@ void ffmctl_no_job_err(const char *verb, const char *state_dir, const char *job_
 	 * The lookup skips store files it cannot use, so "no store holds it" is only what the
 	 * usable ones say: name each refused file and why, the job's data may be in one.
 	 */
-	for_each_store_dir(state_dir, nodes, refused_in_dir, &r);
+	ffm_state_for_each_store(state_dir, on_store_file, &r);
 	if (!r.n) {
 		ffmctl_err(verb, "no job '%s' under %s: no store holds it", job_id, state_dir);
 		return;
@@ -1067,7 +1010,7 @@ static int report(const char *job_id, bool json, enum ffm_grouping grouping, int
 
 	err = ffmctl_job_stores__open(ffmctl_g.state_dir, job_id, &js);
 	if (err) {
-		ffmctl_no_job_err("report", ffmctl_g.state_dir, job_id, err, true);
+		ffmctl_no_job_err("report", ffmctl_g.state_dir, job_id, err);
 		return err;
 	}
 	for (size_t ni = 0; ni < js.n; ni++) {

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What `ffmctl report` and `ffmctl diff` share: the stores of one job on every node, and the
+ * What `ffmctl report`, `diff` and `export` share: the stores of one job on every node, and the
  * way a call site is written.
  *
- * Node layout (see daemon/jobrun.c): <state>/keys/ is the single-node layout; a state directory
- * with a nodes/ directory (shared by a cluster) holds <state>/nodes/<node>/keys/. A job's stores
- * are the stores that know its job id in any of those directories, one per node.
+ * Node layout (store/ffm_store.h, the state directory): <state>/keys/ is the single-node layout;
+ * a state directory shared by a cluster holds <state>/nodes/<node>/keys/. A job's stores are
+ * the stores that know its job id in any of those directories, one per node.
  */
 #ifndef FFMCTL_REPORT_H
 #define FFMCTL_REPORT_H
@@ -31,14 +31,12 @@ int ffmctl_job_stores__open(const char *state_dir, const char *job_id,
 			    struct ffmctl_job_stores *out);
 void ffmctl_job_stores__close(struct ffmctl_job_stores *js);
 /*
- * @verb's error for a job whose stores could not be opened (@err from ffmctl_job_stores__open
- * or ffm_store__find_job). For -ENOENT it names each store file under @state_dir (and its
- * nodes/ with @nodes) that was refused, and why: the lookup skips files that are not usable
- * stores (corrupt, not an ffm store, written by a newer ffm, unreadable), and the job's data
- * may be in one of them.
+ * @verb's error for a job whose stores could not be opened (@err from ffmctl_job_stores__open).
+ * For -ENOENT it names each store file under @state_dir (every node's) that was refused, and
+ * why: the lookup skips files that are not usable stores (corrupt, not an ffm store, written
+ * by a newer ffm, unreadable), and the job's data may be in one of them.
  */
-void ffmctl_no_job_err(const char *verb, const char *state_dir, const char *job_id, int err,
-		       bool nodes);
+void ffmctl_no_job_err(const char *verb, const char *state_dir, const char *job_id, int err);
 
 /* "function at file:line" or "function (module+0xoff)". */
 void ffmctl_site_str(const struct ffm_an_site *x, char *buf, size_t len);

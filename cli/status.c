@@ -197,7 +197,9 @@ struct jobs_ctx {
 	struct job_row *rows;
 	size_t n, cap;
 	int unreadable, last_err;
-	const char *key; /* of the store being listed */
+	const char *key;  /* of the store being listed */
+	const char *node; /* ... and its node (nodes/<node>/keys/), NULL for <state>/keys/ */
+	bool per_node;	  /* a store of a node's was listed */
 	int err;
 };
 
@@ -213,7 +215,7 @@ static int on_job(const struct ffm_store_job_info *j, void *ctx)
 			       .state = j->state, .start_unix = j->start_unix, .end_unix = j->end_unix };
 	r->job_id = strdup(j->job_id ? j->job_id : "");
 	r->key = strdup(j->key ? j->key : c->key);
-	r->node = strdup(j->node ? j->node : "");
+	r->node = strdup(j->node ? j->node : c->node ? c->node : "");
 	if (!r->job_id || !r->key || !r->node) {
 		free(r->job_id);
 		free(r->key);
@@ -224,20 +226,22 @@ static int on_job(const struct ffm_store_job_info *j, void *ctx)
 	return 0;
 }
 
-static int on_key(const char *path, const char *key, int err, void *ctx)
+static int on_store(const struct ffm_state_store *st, void *ctx)
 {
 	struct jobs_ctx *c = ctx;
 	struct ffm_store_opts so = { .sz = sizeof(so), .read_only = true };
 	struct ffm_store *s = NULL;
-	int r;
+	int r, err = st->err;
 
-	if (err < 0 || (err = ffm_store__open(path, &so, &s)) < 0) {
+	if (err < 0 || (err = ffm_store__open(st->path, &so, &s)) < 0) {
 		/* One unreadable store does not hide the others; the count is reported. */
 		c->unreadable++;
 		c->last_err = err;
 		return 0;
 	}
-	c->key = key;
+	c->key = st->key;
+	c->node = st->node;
+	c->per_node |= st->node != NULL;
 	r = ffm_store__for_each_job(s, on_job, c);
 	ffm_store__free(s);
 	if (r == -ENOMEM)
@@ -294,11 +298,10 @@ int ffmctl_jobs(int argc, char **argv)
 	r = json_opts("jobs", "ffmctl jobs [--json]", argc, argv, &json);
 	if (r >= 0)
 		return r;
-	err = ffm_store__for_each_key(ffmctl_g.state_dir, on_key, &c);
-	if (err == -ENOENT) {
-		err = 0; /* no keys/ directory: nothing recorded yet */
-	} else if (err < 0) {
-		ffmctl_err("jobs", "cannot list the stores under %s/keys: %s", ffmctl_g.state_dir,
+	/* every store of the state directory, every node's (none yet: nothing recorded) */
+	err = ffm_state_for_each_store(ffmctl_g.state_dir, on_store, &c);
+	if (err < 0) {
+		ffmctl_err("jobs", "cannot list the stores under %s: %s", ffmctl_g.state_dir,
 			   strerror(-err));
 		r = EXIT_FAIL;
 		goto out;
@@ -332,8 +335,10 @@ int ffmctl_jobs(int argc, char **argv)
 	} else if (!c.n) {
 		printf("no jobs recorded under %s\n", ffmctl_g.state_dir);
 	} else {
-		printf("%-16s %-20s %-10s %4s %-7s %-9s %s\n", "JOB", "KEY", "USER", "RUNS", "STAGES",
+		printf("%-16s %-20s %-10s %4s %-7s %-9s %s", "JOB", "KEY", "USER", "RUNS", "STAGES",
 		       "STATE", "STARTED");
+		/* a column of nodes once a store of a node's is listed */
+		printf(c.per_node ? "             NODE\n" : "\n");
 		for (size_t i = 0; i < c.n; i++) {
 			const struct job_row *j = &c.rows[i];
 			char user[64], stages[32], when[32];
@@ -343,13 +348,16 @@ int ffmctl_jobs(int argc, char **argv)
 			stages_text(j->stages_done, stages, sizeof(stages));
 			if (!localtime_r(&t, &tm) || !strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm))
 				snprintf(when, sizeof(when), "%" PRId64, j->start_unix);
-			printf("%-16s %-20s %-10s %4u %-7s %-9s %s\n", j->job_id, j->key,
+			printf("%-16s %-20s %-10s %4u %-7s %-9s %s", j->job_id, j->key,
 			       user_name(j->uid, user, sizeof(user)), j->runs, stages, state_name(j->state),
 			       when);
+			if (c.per_node) /* dates are 19 wide */
+				printf("%*s %s", 19 - (int)strnlen(when, 19), "", j->node);
+			printf("\n");
 		}
 	}
 	if (c.unreadable)
-		ffmctl_err("jobs", "%d store%s under %s/keys could not be read (%s)%s", c.unreadable,
+		ffmctl_err("jobs", "%d store%s under %s could not be read (%s)%s", c.unreadable,
 			   c.unreadable == 1 ? "" : "s", ffmctl_g.state_dir, ffm_store__strerror(c.last_err),
 			   c.last_err == -EACCES ? ": run as root or as a member of ffmd's admin group" : "");
 	r = c.unreadable ? EXIT_FAIL : EXIT_OK;
