@@ -93,10 +93,10 @@ ALL_LDFLAGS = $(FFM_LDFLAGS) $(LDFLAGS) $(SAN_LDFLAGS)
 ifeq ($(STATIC),1)
 FFM_LDFLAGS  += -static
 FFM_CPPFLAGS += -DFFM_STATIC=1
-SYS_LIBS := -lbpf -ldw -lelf -lsqlite3 -lz -lzstd -llzma -lbz2 -lstdc++ -lm -lpthread -ldl
+SYS_LIBS := -lbpf -ldw -lelf -lsqlite3 -ljansson -lz -lzstd -llzma -lbz2 -lstdc++ -lm -lpthread -ldl
 else
 FFM_CPPFLAGS += -DFFM_HAVE_LIBSYSTEMD=1
-SYS_LIBS := -lbpf -ldw -lelf -lsqlite3 -lsystemd -lstdc++ -lz -lm -lpthread -ldl
+SYS_LIBS := -lbpf -ldw -lelf -lsqlite3 -ljansson -lsystemd -lstdc++ -lz -lm -lpthread -ldl
 endif
 
 ARCH     := x86
@@ -221,8 +221,8 @@ demo: all
 # Dependencies. The CUDA toolkit's headers (cuda.h) come from the CUDA toolkit in
 # /usr/local/cuda, which Debian does not package; the rest are Debian packages.
 DEB_PKGS := make gcc g++ clang llvm libbpf-dev bpftool libelf-dev libdw-dev libsqlite3-dev \
-	    libsystemd-dev zlib1g-dev libzstd-dev liblzma-dev libbz2-dev pkg-config sqlite3 \
-	    systemd python3 binutils
+	    libjansson-dev libsystemd-dev zlib1g-dev libzstd-dev liblzma-dev libbz2-dev pkg-config \
+	    sqlite3 systemd python3 binutils
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
 		grep -q 'install ok installed' || echo $$p; done); \

@@ -1,70 +1,99 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libFuzzer target for ffmctl's JSON reader (cli/json.c), which reads ffmd's status answer.
- * Built by `make fuzz`; the property is: never read out of bounds, leak or crash, and a value
- * accepted once is accepted with surrounding whitespace too. Also the writer: the input's bytes
- * (to the first NUL) written as a JSON string always parse back.
+ * libFuzzer target for ffm's JSON reader (symbols/ffm_json.h over jansson), which reads ffmd's
+ * answers in ffmctl. Built by `make fuzz`; the properties: never read out of bounds, leak or
+ * crash; refused input comes with a reason and a position inside it; a value accepted once is
+ * accepted with surrounding whitespace too, and dumps to text that parses back to an equal
+ * value. Also the writers: the input's bytes (to the first NUL) as a string value, sanitised
+ * and written by the streaming writer, always parse back to the same string.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/json.h"
+#include "symbols/ffm_json.h"
 
-/* Whatever the bytes, ffm_json_write_str's output is JSON that this reader accepts. */
 static void check_writer(const uint8_t *data, size_t size)
 {
 	char *in = strndup((const char *)data, size), *out = NULL;
-	struct ffm_json *v = NULL;
+	json_t *str, *v;
 	size_t len = 0;
 	FILE *f;
 
 	if (!in)
 		return;
+	str = ffm_json_string(in);
 	f = open_memstream(&out, &len);
-	if (f) {
+	if (str && f) {
 		ffm_json_write_str(f, in);
 		fclose(f);
-		if (ffm_json__parse(out, len, &v, NULL, NULL) < 0 || !ffm_json_str(v, NULL))
+		v = ffm_json_parse(out, len, NULL);
+		if (!v || strcmp(ffm_json_str(v, ""), json_string_value(str)))
 			abort();
-		ffm_json__free(v);
+		json_decref(v);
+	} else if (f) {
+		fclose(f);
 	}
+	json_decref(str);
 	free(out);
 	free(in);
 }
 
+/* Every accessor on every node, down to @depth. */
+static void walk(json_t *v, int depth)
+{
+	const char *key;
+	json_t *c;
+	size_t i;
+
+	(void)ffm_json_str(v, NULL);
+	(void)ffm_json_num(v, 0);
+	(void)ffm_json_bool(v, false);
+	if (depth > 32)
+		return;
+	json_array_foreach(v, i, c)
+		walk(c, depth + 1);
+	json_object_foreach(v, key, c) {
+		if (json_object_get(v, key) != c)
+			abort();
+		walk(c, depth + 1);
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct ffm_json *v = NULL;
-	const char *err;
-	size_t off;
-	char *padded;
+	json_error_t err;
+	json_t *v, *back;
+	char *padded, *text;
 
 	check_writer(data, size);
-	if (ffm_json__parse((const char *)data, size, &v, &err, &off) < 0) {
-		if (off > size)
+	v = ffm_json_parse((const char *)data, size, &err);
+	if (!v) {
+		if (!err.text[0] || err.position < 0 || (size_t)err.position > size)
 			abort();
 		return 0;
 	}
-	/* Walk it: every accessor on every node. */
-	for (size_t i = 0; i < ffm_json_len(v); i++) {
-		const struct ffm_json *c = ffm_json_at(v, i);
-
-		(void)ffm_json_str(c, NULL);
-		(void)ffm_json_num(c, 0);
-		(void)ffm_json_get(v, ffm_json_key(c));
+	walk(v, 0);
+	text = json_dumps(v, FFM_JSON_FLAGS | JSON_ENCODE_ANY);
+	if (text) {
+		back = ffm_json_parse(text, strlen(text), NULL);
+		if (!back || !json_equal(v, back))
+			abort();
+		json_decref(back);
+		free(text);
 	}
-	ffm_json__free(v);
+	json_decref(v);
 	padded = malloc(size + 2);
 	if (!padded)
 		return 0;
 	padded[0] = ' ';
 	memcpy(padded + 1, data, size);
 	padded[size + 1] = '\n';
-	if (ffm_json__parse(padded, size + 2, &v, &err, &off) < 0)
+	v = ffm_json_parse(padded, size + 2, &err);
+	if (!v)
 		abort();
-	ffm_json__free(v);
+	json_decref(v);
 	free(padded);
 	return 0;
 }

@@ -1,6 +1,7 @@
 # libFuzzer targets, built only by `make fuzz` (clang; never part of `all` or `make test`):
 #   $(O)/fuzz/fuzz_proto   daemon/proto.c's request parser (tests/proto/proto_check.h properties)
-#   $(O)/fuzz/fuzz_json    cli/json.c, the reader of ffmd's status answer
+#   $(O)/fuzz/fuzz_json    symbols/json.c over jansson: the reader of ffmd's answers, the
+#                          string sanitiser and writer
 #   $(O)/fuzz/fuzz_driver, $(O)/fuzz/fuzz_ldcache
 #                          the driver-file and ld.so.cache parsers (tests/symbols/fuzz.mk)
 # `make fuzz-run FUZZ_TIME=60` runs each for FUZZ_TIME seconds from its seeds (FUZZ_SEEDS_<name>,
@@ -23,10 +24,10 @@ $(O)/fuzz/fuzz_proto: tests/proto/fuzz_proto.c tests/proto/proto_check.h daemon/
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CLANG) $(FUZZ_CFLAGS) -o $@ tests/proto/fuzz_proto.c daemon/proto.c
 
-$(O)/fuzz/fuzz_json: tests/proto/fuzz_json.c cli/json.c cli/json.h
+$(O)/fuzz/fuzz_json: tests/proto/fuzz_json.c symbols/json.c symbols/ffm_json.h
 	$(call msg,FUZZ,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CLANG) $(FUZZ_CFLAGS) -o $@ tests/proto/fuzz_json.c cli/json.c -lm
+	$(Q)$(CLANG) $(FUZZ_CFLAGS) -o $@ tests/proto/fuzz_json.c symbols/json.c -ljansson -lm
 
 include tests/symbols/fuzz.mk
 
