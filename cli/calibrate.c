@@ -20,6 +20,7 @@
 #include "store/ffm_store.h"
 #include "symbols/ffm_calibrate.h"
 #include "symbols/ffm_driver.h"
+#include "symbols/ffm_json.h"
 
 #ifndef FFM_LIBEXECDIR
 #define FFM_LIBEXECDIR "/usr/local/libexec/ffm"
@@ -55,13 +56,17 @@ static int find_probe(char *buf, size_t len)
 
 static void print_text(const struct ffm_calibration *c)
 {
-	const char *ev = ffm_calibration__evidence_json(c), *p;
+	const json_t *ev = ffm_calibration__evidence(c);
 	int stacks = 0, counts = 0;
+	json_t *e;
+	size_t i;
 
-	for (p = ev; (p = strstr(p, "\"kind\":\"stack\"")); p++)
-		stacks++;
-	for (p = ev; (p = strstr(p, "\"kind\":\"count\"")); p++)
-		counts++;
+	json_array_foreach(ev, i, e) {
+		const char *kind = ffm_json_str(json_object_get(e, "kind"), "");
+
+		stacks += !strcmp(kind, "stack");
+		counts += !strcmp(kind, "count");
+	}
 	printf("driver:         %s\n", ffm_calibration__driver_path(c));
 	printf("version:        %s\n", ffm_calibration__driver_version(c));
 	printf("build-id:       %s\n", ffm_calibration__build_id(c));
@@ -73,16 +78,15 @@ static void print_text(const struct ffm_calibration *c)
 		printf("verified:       NO: %s\n", ffm_calibration__reason(c));
 	printf("evidence:       %d waiting stacks sampled, %d calls counted\n", stacks, counts);
 	/* The per-call counts, one line each. */
-	for (p = ev; (p = strstr(p, "\"kind\":\"count\"")); p++) {
-		char call[64] = "", mode[16] = "", sync[8] = "", ok[8] = "";
-		long long hits = -1;
-
-		if (sscanf(p, "\"kind\":\"count\",\"call\":\"%63[^\"]\",\"mode\":\"%15[^\"]\","
-			      "\"synchronizing\":%7[a-z],\"hits\":%lld,\"ok\":%7[a-z]",
-			   call, mode, sync, &hits, ok) == 5)
-			printf("  %-28s %-9s %-6s hits %-4lld %s\n", call, mode,
-			       !strcmp(sync, "true") ? "sync" : "nosync", hits,
-			       !strcmp(ok, "true") ? "ok" : "WRONG");
+	json_array_foreach(ev, i, e) {
+		if (strcmp(ffm_json_str(json_object_get(e, "kind"), ""), "count"))
+			continue;
+		printf("  %-28s %-9s %-6s hits %-4lld %s\n",
+		       ffm_json_str(json_object_get(e, "call"), ""),
+		       ffm_json_str(json_object_get(e, "mode"), ""),
+		       ffm_json_bool(json_object_get(e, "synchronizing"), false) ? "sync" : "nosync",
+		       (long long)json_integer_value(json_object_get(e, "hits")),
+		       ffm_json_bool(json_object_get(e, "ok"), false) ? "ok" : "WRONG");
 	}
 	printf("time:           %.2f s%s\n", ffm_calibration__seconds(c),
 	       ffm_calibration__from_cache(c) ? " (cached result)" : "");

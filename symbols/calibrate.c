@@ -19,6 +19,7 @@
 
 #include "symbols/ffm_calibrate.h"
 #include "symbols/ffm_driver.h"
+#include "symbols/ffm_json.h"
 #include "symbols/ffm_maps.h"
 #include "symbols/uprobe_count.h"
 
@@ -30,7 +31,7 @@ struct ffm_calibration {
 	uint64_t wait_offset, wait_size;
 	double seconds;
 	char *reason;
-	char *evidence; /* JSON array text */
+	json_t *evidence; /* array of the stacks sampled and the calls counted */
 };
 
 static const char *const sync_calls[] = { "ctx_sync", "stream_sync", "event_sync", "memcpy_dtoh",
@@ -51,7 +52,7 @@ struct ffm_calibration *ffm_calibration__free(struct ffm_calibration *c)
 	free(c->driver_path);
 	free(c->driver_version);
 	free(c->reason);
-	free(c->evidence);
+	json_decref(c->evidence);
 	free(c);
 	return NULL;
 }
@@ -65,182 +66,89 @@ uint64_t ffm_calibration__wait_offset(const struct ffm_calibration *c) { return 
 uint64_t ffm_calibration__wait_size(const struct ffm_calibration *c) { return c->wait_size; }
 double ffm_calibration__seconds(const struct ffm_calibration *c) { return c->seconds; }
 const char *ffm_calibration__reason(const struct ffm_calibration *c) { return c->reason ? c->reason : ""; }
-const char *ffm_calibration__evidence_json(const struct ffm_calibration *c)
-{
-	return c->evidence ? c->evidence : "[]";
-}
+const json_t *ffm_calibration__evidence(const struct ffm_calibration *c) { return c->evidence; }
 
 /* ------------------------------------------------------------------ JSON */
 
-static void json_str(FILE *f, const char *s)
+static json_t *to_value(const struct ffm_calibration *c)
 {
-	fputc('"', f);
-	for (; s && *s; s++) {
-		unsigned char ch = (unsigned char)*s;
+	char hex[32];
 
-		if (ch == '"' || ch == '\\')
-			fprintf(f, "\\%c", ch);
-		else if (ch == '\n')
-			fputs("\\n", f);
-		else if (ch < 0x20)
-			fprintf(f, "\\u%04x", ch);
-		else
-			fputc(ch, f);
-	}
-	fputc('"', f);
+	snprintf(hex, sizeof(hex), "%#" PRIx64, c->wait_offset);
+	return json_pack("{s:o,s:o,s:o,s:{s:o,s:s,s:o},s:b,s:o,s:o,s:b,s:o}",
+			 "build_id", ffm_json_string(c->build_id),
+			 "driver_path", ffm_json_string(c->driver_path),
+			 "driver_version", ffm_json_string(c->driver_version),
+			 "wait_function", "offset", ffm_json_u64(c->wait_offset), "offset_hex", hex,
+			 "size", ffm_json_u64(c->wait_size),
+			 "verified", c->verified, "reason", ffm_json_string(c->reason),
+			 "seconds", ffm_json_fixed(c->seconds, 3), "from_cache", c->from_cache,
+			 "evidence", c->evidence ? json_incref(c->evidence) : json_array());
 }
 
 int ffm_calibration__to_json(const struct ffm_calibration *c, char **json)
 {
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
+	json_t *v = to_value(c);
 
-	*json = NULL;
-	if (!f)
-		return -ENOMEM;
-	fputs("{\"build_id\":", f);
-	json_str(f, c->build_id);
-	fputs(",\"driver_path\":", f);
-	json_str(f, c->driver_path);
-	fputs(",\"driver_version\":", f);
-	json_str(f, c->driver_version);
-	fprintf(f, ",\"wait_function\":{\"offset\":%" PRIu64 ",\"offset_hex\":\"%#" PRIx64
-		   "\",\"size\":%" PRIu64 "}",
-		c->wait_offset, c->wait_offset, c->wait_size);
-	fprintf(f, ",\"verified\":%s,\"reason\":", c->verified ? "true" : "false");
-	json_str(f, c->reason ? c->reason : "");
-	fprintf(f, ",\"seconds\":%.3f,\"from_cache\":%s,\"evidence\":%s}", c->seconds,
-		c->from_cache ? "true" : "false", ffm_calibration__evidence_json(c));
-	if (fclose(f) != 0) {
-		free(buf);
-		return -ENOMEM;
-	}
-	*json = buf;
+	*json = v ? json_dumps(v, FFM_JSON_FLAGS) : NULL;
+	json_decref(v);
+	return *json ? 0 : -ENOMEM;
+}
+
+/* A malloc'd copy of the string member @key of @obj; NULL if there is none. */
+static char *dup_str(const json_t *obj, const char *key)
+{
+	const char *s = json_string_value(json_object_get(obj, key));
+
+	return s ? strdup(s) : NULL;
+}
+
+static int get_u64(const json_t *obj, const char *key, uint64_t *v)
+{
+	const json_t *n = json_object_get(obj, key);
+
+	if (!n)
+		return -ENOENT;
+	if (!json_is_integer(n) || json_integer_value(n) < 0)
+		return -EINVAL;
+	*v = (uint64_t)json_integer_value(n);
 	return 0;
 }
 
-/* A minimal reader for the files we write: find a key of an object, read scalars. */
-static const char *ws(const char *p)
+/* Fill @c from a cache file's object: -EINVAL unless it holds a result for @build_id. */
+static int from_value(struct ffm_calibration *c, json_t *root, const char *build_id)
 {
-	while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r')
-		p++;
-	return p;
-}
+	const char *id = json_string_value(json_object_get(root, "build_id"));
+	const json_t *wf = json_object_get(root, "wait_function");
+	const json_t *verified = json_object_get(root, "verified");
+	json_t *ev = json_object_get(root, "evidence");
 
-static const char *skip_value(const char *p)
-{
-	p = ws(p);
-	if (*p == '"') {
-		for (p++; *p && *p != '"'; p++)
-			if (*p == '\\' && p[1])
-				p++;
-		return *p ? p + 1 : NULL;
-	}
-	if (*p == '{' || *p == '[') {
-		char close = *p == '{' ? '}' : ']';
-
-		p = ws(p + 1);
-		if (*p == close)
-			return p + 1;
-		for (;;) {
-			if (close == '}') {
-				p = skip_value(p); /* key */
-				if (!p || *(p = ws(p)) != ':')
-					return NULL;
-				p++;
-			}
-			p = skip_value(p);
-			if (!p)
-				return NULL;
-			p = ws(p);
-			if (*p == ',')
-				p = ws(p + 1);
-			else if (*p == close)
-				return p + 1;
-			else
-				return NULL;
-		}
-	}
-	if (!*p)
-		return NULL;
-	while (*p && !strchr(",}] \n\t\r", *p))
-		p++;
-	return p;
-}
-
-/* The value of @key in the object starting at @obj, or NULL. */
-static const char *find_key(const char *obj, const char *key)
-{
-	const char *p = ws(obj);
-	size_t kl = strlen(key);
-
-	if (*p != '{')
-		return NULL;
-	p = ws(p + 1);
-	while (*p == '"') {
-		const char *k = p + 1, *e = skip_value(p);
-
-		if (!e || *(e = ws(e)) != ':')
-			return NULL;
-		if ((size_t)(e - k) >= kl + 1 && !strncmp(k, key, kl) && k[kl] == '"')
-			return ws(e + 1);
-		p = skip_value(e + 1);
-		if (!p)
-			return NULL;
-		p = ws(p);
-		if (*p == ',')
-			p = ws(p + 1);
-	}
-	return NULL;
-}
-
-static char *get_str(const char *obj, const char *key)
-{
-	const char *v = find_key(obj, key), *e;
-	char *out, *o;
-
-	if (!v || *v != '"' || !(e = skip_value(v)))
-		return NULL;
-	out = malloc(e - v);
-	if (!out)
-		return NULL;
-	o = out;
-	for (const char *p = v + 1; p < e - 1; p++) {
-		if (*p == '\\' && p + 1 < e - 1) {
-			p++;
-			*o++ = *p == 'n' ? '\n' : *p == 'u' ? '?' : *p;
-			if (*p == 'u')
-				p += 4 < e - 1 - p ? 4 : 0;
-		} else {
-			*o++ = *p;
-		}
-	}
-	*o = 0;
-	return out;
-}
-
-static int get_u64(const char *obj, const char *key, uint64_t *v)
-{
-	const char *p = find_key(obj, key);
-	char *end;
-
-	if (!p)
-		return -ENOENT;
-	errno = 0;
-	*v = strtoull(p, &end, 10);
-	return end == p || errno ? -EINVAL : 0;
+	/* Only a result for this very build of the driver counts. */
+	if (!id || strcmp(id, build_id))
+		return -EINVAL;
+	snprintf(c->build_id, sizeof(c->build_id), "%s", id);
+	c->driver_path = dup_str(root, "driver_path");
+	c->driver_version = dup_str(root, "driver_version");
+	c->reason = dup_str(root, "reason");
+	if (!c->driver_path || !c->driver_version || !json_is_object(wf) || !verified ||
+	    get_u64(wf, "offset", &c->wait_offset) || get_u64(wf, "size", &c->wait_size))
+		return -EINVAL;
+	c->verified = json_is_true(verified);
+	c->seconds = json_number_value(json_object_get(root, "seconds"));
+	if (json_is_array(ev))
+		c->evidence = json_incref(ev);
+	return 0;
 }
 
 int ffm_calibration__load_cached(const char *cache_dir, const char *build_id,
 				 struct ffm_calibration **ret)
 {
-	char path[PATH_MAX], *text = NULL, *s;
-	size_t cap = 0;
+	char path[PATH_MAX];
 	struct ffm_calibration *c;
-	const char *wf, *ev, *eve, *v;
+	json_error_t jerr;
+	json_t *root;
 	FILE *f;
-	int err = -EINVAL;
+	int err;
 
 	*ret = NULL;
 	if (!build_id || !build_id[0] || strchr(build_id, '/'))
@@ -251,48 +159,19 @@ int ffm_calibration__load_cached(const char *cache_dir, const char *build_id,
 	f = fopen(path, "re");
 	if (!f)
 		return -errno;
-	if (getdelim(&text, &cap, 0, f) < 0) {
-		fclose(f);
-		free(text);
-		return -EINVAL;
-	}
+	root = json_loadf(f, 0, &jerr);
 	fclose(f);
+	if (!root)
+		return -EINVAL;
 	c = calloc(1, sizeof(*c));
-	if (!c) {
-		free(text);
-		return -ENOMEM;
-	}
-	s = get_str(text, "build_id");
-	/* Only a result for this very build of the driver counts. */
-	if (!s || strcmp(s, build_id)) {
-		free(s);
-		goto out;
-	}
-	snprintf(c->build_id, sizeof(c->build_id), "%s", s);
-	free(s);
-	c->driver_path = get_str(text, "driver_path");
-	c->driver_version = get_str(text, "driver_version");
-	c->reason = get_str(text, "reason");
-	wf = find_key(text, "wait_function");
-	v = find_key(text, "verified");
-	if (!c->driver_path || !c->driver_version || !wf || !v ||
-	    get_u64(wf, "offset", &c->wait_offset) || get_u64(wf, "size", &c->wait_size))
-		goto out;
-	c->verified = !strncmp(v, "true", 4);
-	v = find_key(text, "seconds");
-	c->seconds = v ? strtod(v, NULL) : 0;
-	ev = find_key(text, "evidence");
-	if (ev && (eve = skip_value(ev)))
-		c->evidence = strndup(ev, eve - ev);
-	c->from_cache = true;
-	c->found = true;
-	err = 0;
-out:
-	free(text);
+	err = c ? from_value(c, root, build_id) : -ENOMEM;
+	json_decref(root);
 	if (err) {
 		ffm_calibration__free(c);
 		return err;
 	}
+	c->from_cache = true;
+	c->found = true;
 	*ret = c;
 	return 0;
 }
@@ -553,8 +432,7 @@ struct cal_ctx {
 	Dwfl *dwfl;
 	struct ffm_map *maps; /* libcuda mappings of the probe */
 	size_t nmaps;
-	FILE *ev; /* evidence being written */
-	bool ev_first;
+	json_t *ev; /* evidence being gathered (an array) */
 };
 
 /* libcuda's mappings in the probe: identified by inode, as maps says. */
@@ -610,22 +488,21 @@ static int sample_stack(struct cal_ctx *cx, pid_t tid, struct stack_sample *s)
 	return 0;
 }
 
-static void ev_sep(struct cal_ctx *cx)
-{
-	if (!cx->ev_first)
-		fputc(',', cx->ev);
-	cx->ev_first = false;
-}
-
+/* Evidence is for people: a record that cannot be added for want of memory is left out. */
 static void ev_stack(struct cal_ctx *cx, const char *call, const char *mode,
 		     const struct stack_sample *s)
 {
-	ev_sep(cx);
-	fprintf(cx->ev, "{\"kind\":\"stack\",\"call\":\"%s\",\"mode\":\"%s\",\"frames\":%d,"
-			"\"libcuda_functions\":[", call, mode, s->nframes);
-	for (int i = 0; i < s->nfuncs; i++)
-		fprintf(cx->ev, "%s\"%#" PRIx64 "\"", i ? "," : "", s->funcs[i]);
-	fputs("]}", cx->ev);
+	json_t *funcs = json_array();
+	char hex[32];
+
+	for (int i = 0; funcs && i < s->nfuncs; i++) {
+		snprintf(hex, sizeof(hex), "%#" PRIx64, s->funcs[i]);
+		json_array_append_new(funcs, json_string(hex));
+	}
+	json_array_append_new(cx->ev, json_pack("{s:s,s:o,s:o,s:i,s:o}", "kind", "stack",
+						 "call", ffm_json_string(call),
+						 "mode", ffm_json_string(mode),
+						 "frames", s->nframes, "libcuda_functions", funcs));
 }
 
 static void ms_sleep(int ms)
@@ -746,11 +623,10 @@ static int verify(struct cal_ctx *cx, const char *const *modes, struct ffm_calib
 				break;
 			}
 			ok = sync ? hits >= 1 : hits == 0;
-			ev_sep(cx);
-			fprintf(cx->ev,
-				"{\"kind\":\"count\",\"call\":\"%s\",\"mode\":\"%s\","
-				"\"synchronizing\":%s,\"hits\":%" PRId64 ",\"ok\":%s}",
-				call, *mode, sync ? "true" : "false", hits, ok ? "true" : "false");
+			json_array_append_new(cx->ev, json_pack("{s:s,s:o,s:o,s:b,s:I,s:b}",
+					"kind", "count", "call", ffm_json_string(call),
+					"mode", ffm_json_string(*mode), "synchronizing", sync,
+					"hits", (json_int_t)hits, "ok", ok));
 			if (!ok && c->verified) {
 				c->verified = false;
 				snprintf(reason, sizeof(reason),
@@ -784,10 +660,9 @@ int ffm_calibrate(const struct ffm_calibrate_opts *o, struct ffm_calibration **r
 		.find_debuginfo = dwfl_standard_find_debuginfo,
 	};
 	const char *const *modes = o->modes ? o->modes : default_modes;
-	struct cal_ctx cx = { .o = o, .probe = { .pid = -1, .in = -1, .out = -1 }, .ev_first = true };
+	struct cal_ctx cx = { .o = o, .probe = { .pid = -1, .in = -1, .out = -1 } };
 	struct ffm_calibration *c = NULL;
-	char *evbuf = NULL, line[256];
-	size_t evlen = 0;
+	char line[256];
 	double t0 = now_s();
 	int err;
 
@@ -826,7 +701,7 @@ int ffm_calibrate(const struct ffm_calibrate_opts *o, struct ffm_calibration **r
 		goto out;
 	}
 	c = calloc(1, sizeof(*c));
-	cx.ev = open_memstream(&evbuf, &evlen);
+	cx.ev = json_array();
 	if (!c || !cx.ev) {
 		err = -ENOMEM;
 		goto out;
@@ -838,7 +713,6 @@ int ffm_calibrate(const struct ffm_calibrate_opts *o, struct ffm_calibration **r
 		err = -ENOMEM;
 		goto out;
 	}
-	fputc('[', cx.ev);
 	cx.probe.timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 10000;
 	err = probe_start(&cx.probe, o->probe_path, o->driver_path);
 	if (err)
@@ -875,11 +749,8 @@ int ffm_calibrate(const struct ffm_calibrate_opts *o, struct ffm_calibration **r
 	err = verify(&cx, modes, c);
 	if (err)
 		goto out;
-	fputc(']', cx.ev);
-	fclose(cx.ev);
+	c->evidence = cx.ev;
 	cx.ev = NULL;
-	c->evidence = evbuf;
-	evbuf = NULL;
 	c->seconds = now_s() - t0;
 	if (o->cache_dir)
 		err = ffm_calibration__save(c, o->cache_dir);
@@ -887,9 +758,7 @@ out:
 	probe_stop(&cx.probe);
 	if (cx.dwfl)
 		dwfl_end(cx.dwfl);
-	if (cx.ev)
-		fclose(cx.ev);
-	free(evbuf);
+	json_decref(cx.ev);
 	ffm_maps_free(cx.maps, cx.nmaps);
 	ffm_driver__free(cx.drv);
 	if (err) {

@@ -25,6 +25,7 @@
 #ifndef FFM_CALIBRATE_H
 #define FFM_CALIBRATE_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -75,7 +76,9 @@ uint64_t ffm_calibration__wait_size(const struct ffm_calibration *c);
 double ffm_calibration__seconds(const struct ffm_calibration *c);
 /* Why verification failed ("" when verified). */
 const char *ffm_calibration__reason(const struct ffm_calibration *c);
-/* The evidence as a JSON array text (stacks seen, per-call hit counts). */
-const char *ffm_calibration__evidence_json(const struct ffm_calibration *c);
+/* The evidence: an array of the stacks sampled ({"kind": "stack", "call", "mode", "frames",
+ * "libcuda_functions"}) and of the calls counted ({"kind": "count", "call", "mode",
+ * "synchronizing", "hits", "ok"}); NULL when there is none (a cache file without it). */
+const json_t *ffm_calibration__evidence(const struct ffm_calibration *c);
 
 #endif

@@ -18,6 +18,7 @@
 
 #include "symbols/elfutil.h"
 #include "symbols/ffm_calibrate.h"
+#include "symbols/ffm_json.h"
 #include "symbols/ffm_stack.h"
 #include "tests/testutil.h"
 
@@ -117,13 +118,17 @@ TEST(calibrate_fakecuda)
 	ASSERT(ffm_calibration__wait_size(c) > 0);
 	ASSERT(now() - t0 < 30);
 	/* Evidence covers every mode with stacks and counts. */
+	json = json_dumps(ffm_calibration__evidence(c), FFM_JSON_FLAGS);
+	ASSERT(json);
 	for (int i = 0; modes[i]; i++) {
 		char key[64];
 
 		snprintf(key, sizeof(key), "\"mode\":\"%s\"", modes[i]);
-		ASSERT(strstr(ffm_calibration__evidence_json(c), key));
+		ASSERT(strstr(json, key));
 	}
-	ASSERT(strstr(ffm_calibration__evidence_json(c), "\"kind\":\"count\",\"call\":\"launch\""));
+	ASSERT(strstr(json, "\"kind\":\"count\",\"call\":\"launch\""));
+	ASSERT(strstr(json, "\"kind\":\"stack\",\"call\":\"ctx_sync\""));
+	free(json);
 	ASSERT_OK(ffm_calibration__to_json(c, &json));
 	ASSERT(strstr(json, "\"verified\":true"));
 	ASSERT(strstr(json, "\"wait_function\":{\"offset\":"));
@@ -252,6 +257,70 @@ TEST(calibrate_errors)
 	o.timeout_ms = 3000;
 	ASSERT_EQ(ffm_calibrate(&o, &c), -ESRCH);
 	ASSERT(c == NULL);
+}
+
+/* A cache file as the previous writer made it (its escapes, "%.3f" seconds) reads, and
+ * what is read is saved and read back the same: strings with every kind of escape included. */
+TEST(cache_file_round_trip)
+{
+	static const char id[] = "00112233445566778899aabbccddeeff00112233";
+	char state[256], state2[256], path[600], *json, *json2;
+	struct ffm_calibration *c, *c2;
+	FILE *f;
+
+	snprintf(state, sizeof(state), "%s/cache1", mktmp());
+	snprintf(state2, sizeof(state2), "%s/cache2", mktmp());
+	snprintf(path, sizeof(path), "mkdir -p %s/drivers", state);
+	ASSERT_EQ(system(path), 0);
+	snprintf(path, sizeof(path), "%s/drivers/%s.json", state, id);
+	f = fopen(path, "w");
+	ASSERT(f);
+	fprintf(f, "{\"build_id\":\"%s\",\"driver_path\":\"/opt/a \\\"b\\\" \\\\c\","
+		   "\"driver_version\":\"550.54\",\"wait_function\":{\"offset\":4660,"
+		   "\"offset_hex\":\"0x1234\",\"size\":96},\"verified\":false,"
+		   "\"reason\":\"tab\\tnl\\nctl\\u0001 caf\\u00e9 \\u2713 \\ud83d\\ude00\","
+		   "\"seconds\":1.250,\"from_cache\":false,\"evidence\":[{\"kind\":\"count\","
+		   "\"call\":\"launch\",\"mode\":\"spin\",\"synchronizing\":false,\"hits\":0,"
+		   "\"ok\":true}]}\n", id);
+	fclose(f);
+	ASSERT_OK(ffm_calibration__load_cached(state, id, &c));
+	ASSERT(ffm_calibration__from_cache(c));
+	ASSERT(!ffm_calibration__verified(c));
+	ASSERT_EQ(ffm_calibration__wait_offset(c), 4660);
+	ASSERT_EQ(ffm_calibration__wait_size(c), 96);
+	ASSERT(ffm_calibration__seconds(c) == 1.25);
+	ASSERT_STREQ(ffm_calibration__driver_path(c), "/opt/a \"b\" \\c");
+	ASSERT_STREQ(ffm_calibration__reason(c),
+		     "tab\tnl\nctl\x01 caf\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80");
+	ASSERT_EQ(json_array_size(ffm_calibration__evidence(c)), 1);
+	ASSERT_OK(ffm_calibration__save(c, state2));
+	ASSERT_OK(ffm_calibration__load_cached(state2, id, &c2));
+	ASSERT_STREQ(ffm_calibration__reason(c2), ffm_calibration__reason(c));
+	ASSERT_STREQ(ffm_calibration__driver_path(c2), ffm_calibration__driver_path(c));
+	ASSERT_OK(ffm_calibration__to_json(c, &json));
+	ASSERT_OK(ffm_calibration__to_json(c2, &json2));
+	ASSERT_STREQ(json, json2);
+	ASSERT(strstr(json, "\"wait_function\":{\"offset\":4660,\"offset_hex\":\"0x1234\","
+			    "\"size\":96},\"verified\":false,"));
+	ASSERT(strstr(json, "\"seconds\":1.25,\"from_cache\":true,\"evidence\":[{\"kind\":"));
+	free(json);
+	free(json2);
+	ffm_calibration__free(c);
+	ffm_calibration__free(c2);
+
+	/* Another build's file, and files that are not a result, are refused. */
+	ASSERT_EQ(ffm_calibration__load_cached(state, "ffeeddccbbaa99887766554433221100ffeeddcc", &c),
+		  -ENOENT);
+	static const char *const bad[] = { "", "{", "[]", "{\"build_id\":\"other\"}",
+					   "{\"build_id\":\"%s\",\"driver_path\":\"x\"}" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		f = fopen(path, "w");
+		ASSERT(f);
+		fprintf(f, bad[i], id);
+		fclose(f);
+		ASSERT_MSG(ffm_calibration__load_cached(state, id, &c) == -EINVAL, "accepted %s", bad[i]);
+		ASSERT(c == NULL);
+	}
 }
 
 /* Stop a process blocked in cuCtxSynchronize, copy its stack like the collector does, unwind. */
