@@ -22,7 +22,6 @@
 #include <string.h>
 
 #include "cli/ffmctl.h"
-#include "cli/json.h"
 #include "cli/report.h"
 
 #define DIFF_SCHEMA_VERSION 1
@@ -257,37 +256,38 @@ static void print_text(const struct side *b, const struct side *a, int stage,
 		printf("  ... %zu more (--top N)\n", n - (size_t)top);
 }
 
-static void print_json(const struct side *b, const struct side *a, int stage,
-		       const struct row *rows, size_t n, int top)
+static json_t *json_side(const struct side *x, struct ffm_analysis *an)
 {
-	printf("{\"schema_version\":%d,\"measure\":\"%s\",\"stage\":%d,\"before\":{\"job_id\":",
-	       DIFF_SCHEMA_VERSION, stage == 2 ? "call_time" : "wait_time", stage);
-	ffm_json_write_str(stdout, b->job_id);
-	printf(",\"key\":");
-	ffm_json_write_str(stdout, ffm_analysis__result(b->pred[0])->key);
-	printf(",\"wall_s\":%.9f},\"after\":{\"job_id\":", b->wall_s);
-	ffm_json_write_str(stdout, a->job_id);
-	printf(",\"key\":");
-	ffm_json_write_str(stdout, ffm_analysis__result(a->meas[0])->key);
-	printf(",\"wall_s\":%.9f},\"predicted_s\":", a->wall_s);
-	if (predictions_known(b))
-		printf("%.9f", predicted_total(b) / 1e9);
-	else
-		printf("null");
-	printf(",\"actual_s\":%.9f,\"sites\":[", b->wall_s - a->wall_s);
+	return json_pack("{s:o,s:o,s:o}", "job_id", ffm_json_string(x->job_id),
+			 "key", ffm_json_string(ffm_analysis__result(an)->key),
+			 "wall_s", ffm_json_fixed(x->wall_s, 9));
+}
+
+/* docs/report-json.md, "Diff". */
+static int print_json(const struct side *b, const struct side *a, int stage,
+		      const struct row *rows, size_t n, int top)
+{
+	json_t *sites = json_array();
+
 	for (size_t i = 0; i < n && (int)i < top; i++) {
 		const struct row *r = &rows[i];
 
-		printf("%s{\"api\":", i ? "," : "");
-		ffm_json_write_str(stdout, r->site->api_name);
-		printf(",\"call_site\":");
-		ffmctl_json_site(stdout, r->site);
-		printf(",\"predicted_s\":%.9f,\"actual_s\":%.9f,\"before_s\":%.9f,\"after_s\":%.9f,"
-		       "\"count_before\":%" PRIu64 ",\"count_after\":%" PRIu64 "}",
-		       r->predicted_ns / 1e9, ((double)r->before_ns - (double)r->after_ns) / 1e9,
-		       r->before_ns / 1e9, r->after_ns / 1e9, r->n_before, r->n_after);
+		sites = ffm_json_append(sites, json_pack(
+			"{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "api", ffm_json_string(r->site->api_name),
+			"call_site", ffmctl_json_site(r->site),
+			"predicted_s", ffm_json_fixed(r->predicted_ns / 1e9, 9),
+			"actual_s", ffm_json_fixed(((double)r->before_ns - (double)r->after_ns) / 1e9, 9),
+			"before_s", ffm_json_fixed(r->before_ns / 1e9, 9),
+			"after_s", ffm_json_fixed(r->after_ns / 1e9, 9),
+			"count_before", ffm_json_u64(r->n_before), "count_after", ffm_json_u64(r->n_after)));
 	}
-	printf("]}\n");
+	return ffm_json_print(stdout, json_pack(
+		"{s:i,s:s,s:i,s:o,s:o,s:o,s:o,s:o}", "schema_version", DIFF_SCHEMA_VERSION,
+		"measure", stage == 2 ? "call_time" : "wait_time", "stage", stage,
+		"before", json_side(b, b->pred[0]), "after", json_side(a, a->meas[0]),
+		"predicted_s", predictions_known(b) ? ffm_json_fixed(predicted_total(b) / 1e9, 9)
+						    : json_null(),
+		"actual_s", ffm_json_fixed(b->wall_s - a->wall_s, 9), "sites", sites));
 }
 
 int ffmctl_diff(int argc, char **argv)
@@ -353,9 +353,11 @@ int ffmctl_diff(int argc, char **argv)
 		ffmctl_err("diff", "out of memory");
 		goto out;
 	}
-	if (json)
-		print_json(&b, &a, stage, rows, n, top);
-	else
+	if (json && print_json(&b, &a, stage, rows, n, top) < 0) {
+		ffmctl_err("diff", "cannot write the JSON (out of memory, or stdout failed)");
+		goto out;
+	}
+	if (!json)
 		print_text(&b, &a, stage, rows, n, top);
 	ret = EXIT_OK;
 out:

@@ -36,9 +36,9 @@
 
 #include "cli/ffmctl.h"
 #include "cli/grow.h"
-#include "cli/json.h"
 #include "cli/report.h"
 #include "store/ffm_store.h"
+#include "symbols/ffm_json.h"
 
 #define MAX_RUNS 256
 
@@ -635,35 +635,31 @@ nomem:
 	return -ENOMEM;
 }
 
-static void write_hnode(struct htree *t, int i, int depth)
+static json_t *hnode_json(const struct htree *t, int i)
 {
 	const struct hnode *n = &t->n[i];
-	FILE *o = t->e->out;
+	json_t *frame, *v;
 
-	fprintf(o, "%*s{\"frame\":{\"name\":", depth * 2, "");
-	ffm_json_write_str(o, n->name);
-	fprintf(o, ",\"type\":\"%s\"", n->type);
+	frame = json_pack("{s:o,s:s}", "name", ffm_json_string(n->name), "type", n->type);
 	if (n->file[0]) {
-		fputs(",\"file\":", o);
-		ffm_json_write_str(o, n->file);
-		fprintf(o, ",\"line\":%u", n->line);
+		frame = ffm_json_set(frame, "file", ffm_json_string(n->file));
+		frame = ffm_json_set(frame, "line", json_integer(n->line));
 	}
-	if (n->module[0]) {
-		fputs(",\"module\":", o);
-		ffm_json_write_str(o, n->module);
-	}
-	fprintf(o, "},\"metrics\":{\"time (inc)\":%.9f,\"time\":%.9f,\"wait time (inc)\":%.9f,"
-		   "\"wait time\":%.9f,\"count (inc)\":%" PRIu64 ",\"count\":%" PRIu64 "}",
-		n->time_inc, n->time, n->wait_inc, n->wait, n->count_inc, n->count);
+	if (n->module[0])
+		frame = ffm_json_set(frame, "module", ffm_json_string(n->module));
+	v = json_pack("{s:o,s:{s:o,s:o,s:o,s:o,s:o,s:o}}", "frame", frame, "metrics",
+		      "time (inc)", ffm_json_fixed(n->time_inc, 9), "time", ffm_json_fixed(n->time, 9),
+		      "wait time (inc)", ffm_json_fixed(n->wait_inc, 9),
+		      "wait time", ffm_json_fixed(n->wait, 9), "count (inc)", ffm_json_u64(n->count_inc),
+		      "count", ffm_json_u64(n->count));
 	if (n->first_child >= 0) {
-		fputs(",\"children\":[\n", o);
-		for (int c = n->first_child; c >= 0; c = t->n[c].next) {
-			write_hnode(t, c, depth + 1);
-			fputs(t->n[c].next >= 0 ? ",\n" : "\n", o);
-		}
-		fprintf(o, "%*s]", depth * 2, "");
+		json_t *children = json_array();
+
+		for (int c = n->first_child; c >= 0; c = t->n[c].next)
+			children = ffm_json_append(children, hnode_json(t, c));
+		v = ffm_json_set(v, "children", children);
 	}
-	fputs("}", o);
+	return v;
 }
 
 static int export_hatchet(struct exp *e, int64_t run)
@@ -673,13 +669,11 @@ static int export_hatchet(struct exp *e, int64_t run)
 
 	err = ffm_store__for_each_stack_agg(e->s, run, on_agg, &t);
 	if (err >= 0) {
-		fputs("[\n", e->out);
-		for (int r = t.first_root; r >= 0; r = t.n[r].next) {
-			write_hnode(&t, r, 1);
-			fputs(t.n[r].next >= 0 ? ",\n" : "\n", e->out);
-		}
-		fputs("]\n", e->out);
-		err = 0;
+		json_t *roots = json_array();
+
+		for (int r = t.first_root; r >= 0; r = t.n[r].next)
+			roots = ffm_json_append(roots, hnode_json(&t, r));
+		err = ffm_json_print(e->out, roots);
 	}
 	for (size_t i = 0; i < t.len; i++) {
 		free(t.n[i].name);

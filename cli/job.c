@@ -21,7 +21,7 @@
 
 #include "cli/client.h"
 #include "cli/ffmctl.h"
-#include "cli/json.h"
+#include "symbols/ffm_json.h"
 
 #define JOB_START_USAGE                                                                            \
 	"Usage: ffmctl job start <jobid> [--key K] [--stage 1..4] [--user UID] [--json]\n"         \
@@ -78,7 +78,7 @@ static int call_and_print(const char *verb, enum ffm_verb v, const struct ffm_pr
 			  size_t nargs, bool json)
 {
 	struct ffm_reply *rep = NULL;
-	struct ffm_json *body = NULL;
+	json_t *body = NULL;
 	char why[512];
 	int err;
 
@@ -94,14 +94,14 @@ static int call_and_print(const char *verb, enum ffm_verb v, const struct ffm_pr
 	}
 	if (json) {
 		fputs(rep->body, stdout);
-	} else if (ffm_json__parse(rep->body, rep->body_len, &body, NULL, NULL) == 0) {
-		const char *id = ffm_json_str(ffm_json_get(body, "job"), "?");
-		const char *key = ffm_json_str(ffm_json_get(body, "key"), "?");
-		int stage = (int)ffm_json_num(ffm_json_get(body, "stage"), 0);
+	} else if ((body = ffm_json_parse(rep->body, rep->body_len, NULL))) {
+		const char *id = ffm_json_str(json_object_get(body, "job"), "?");
+		const char *key = ffm_json_str(json_object_get(body, "key"), "?");
+		int stage = (int)ffm_json_num(json_object_get(body, "stage"), 0);
 
 		if (v == FFM_VERB_JOB_START)
 			printf("job %s started: key %s, stage %d, run %.0f\n", id, key, stage,
-			       ffm_json_num(ffm_json_get(body, "run"), 0));
+			       ffm_json_num(json_object_get(body, "run"), 0));
 		else
 			printf("job %s ended: key %s, stage %d (see: ffmctl report %s)\n", id, key,
 			       stage, id);
@@ -109,7 +109,7 @@ static int call_and_print(const char *verb, enum ffm_verb v, const struct ffm_pr
 		/* An answer without the expected body is still ffmd's "ok". */
 		printf("%s\n", rep->message);
 	}
-	ffm_json__free(body);
+	json_decref(body);
 	ffm_reply__free(rep);
 	return EXIT_OK;
 }

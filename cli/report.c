@@ -22,7 +22,6 @@
 #include <string.h>
 
 #include "cli/ffmctl.h"
-#include "cli/json.h"
 #include "cli/report.h"
 
 #define REPORT_SCHEMA_VERSION 2
@@ -203,15 +202,11 @@ void ffmctl_site_str(const struct ffm_an_site *x, char *buf, size_t len)
 		snprintf(buf, len, "%s (%s+%#" PRIx64 ")", x->function, x->module, x->offset);
 }
 
-void ffmctl_json_site(FILE *o, const struct ffm_an_site *x)
+json_t *ffmctl_json_site(const struct ffm_an_site *x)
 {
-	fprintf(o, "{\"function\":");
-	ffm_json_write_str(o, x->function);
-	fprintf(o, ",\"file\":");
-	ffm_json_write_str(o, x->file);
-	fprintf(o, ",\"line\":%u,\"module\":", x->line);
-	ffm_json_write_str(o, x->module);
-	fprintf(o, ",\"offset\":%" PRIu64 "}", x->offset);
+	return json_pack("{s:o,s:o,s:I,s:o,s:o}", "function", ffm_json_string(x->function),
+			 "file", ffm_json_string(x->file), "line", (json_int_t)x->line,
+			 "module", ffm_json_string(x->module), "offset", ffm_json_u64(x->offset));
 }
 
 static double s_of(uint64_t ns)
@@ -783,220 +778,229 @@ static void print_text(FILE *o, const char *job_id, const struct ffmctl_job_stor
 
 /* ---- JSON --------------------------------------------------------------------------------- */
 
-static void json_types(FILE *o, const uint64_t *n_type)
+/* Seconds as the schema has them: rounded to the nanosecond. */
+static json_t *json_s(double s)
 {
-	bool first = true;
-
-	fputc('{', o);
-	for (unsigned t = 1; t < FFM_PROBLEM__MAX; t++) {
-		if (!n_type[t])
-			continue;
-		fprintf(o, "%s\"%s\":%" PRIu64, first ? "" : ",", ffm_an_problem_name(t), n_type[t]);
-		first = false;
-	}
-	fputc('}', o);
+	return ffm_json_fixed(s, 9);
 }
 
-static void json_evidence(FILE *o, const struct ffmctl_job_stores *js, const struct mgroup *mg,
-			  const struct ffm_an_site *x)
+static json_t *json_types(const uint64_t *n_type)
+{
+	json_t *o = json_object();
+
+	for (unsigned t = 1; t < FFM_PROBLEM__MAX; t++)
+		if (n_type[t])
+			o = ffm_json_set(o, ffm_an_problem_name(t), ffm_json_u64(n_type[t]));
+	return o;
+}
+
+static json_t *json_evidence(const struct ffmctl_job_stores *js, const struct mgroup *mg,
+			     const struct ffm_an_site *x)
 {
 	const struct ffm_analysis_result *r = ffm_analysis__result(js->v[mg->node].an);
+	json_t *use = json_null(), *xfer = json_null(), *delay = json_null();
 
-	fprintf(o, "{\"wait_s\":%.9f,\"first_use_s\":", s_of(mg->g.wait_ns));
 	if (mg->g.n_type[FFM_PROBLEM_MISPLACED_SYNC] && x->use_delay_ns >= 0)
-		fprintf(o, "%.9f", x->use_delay_ns / 1e9);
-	else
-		fprintf(o, "null");
-	fprintf(o, ",\"first_use_from_stage\":%d,\"first_use_site\":",
-		x->use_delay_ns < 0 ? 0 : x->delays_from_stage3 ? 3 : 4);
-	if (x->use_function) {
-		fprintf(o, "{\"function\":");
-		ffm_json_write_str(o, x->use_function);
-		fprintf(o, ",\"file\":");
-		ffm_json_write_str(o, x->use_file);
-		fprintf(o, ",\"line\":%u}", x->use_line);
-	} else {
-		fprintf(o, "null");
-	}
-	fprintf(o, ",\"first_transfer_site\":");
+		delay = json_s(x->use_delay_ns / 1e9);
+	if (x->use_function)
+		use = json_pack("{s:o,s:o,s:I}", "function", ffm_json_string(x->use_function),
+				"file", ffm_json_string(x->use_file), "line", (json_int_t)x->use_line);
 	if (mg->g.n_type[FFM_PROBLEM_DUPLICATE_TRANSFER] && x->first_xfer_site >= 0)
-		ffmctl_json_site(o, &r->sites[x->first_xfer_site]);
-	else
-		fprintf(o, "null");
-	fprintf(o, ",\"partial\":%s,\"divergent\":%s}", mg->g.partial ? "true" : "false",
-		mg->g.divergent ? "true" : "false");
+		xfer = ffmctl_json_site(&r->sites[x->first_xfer_site]);
+	return json_pack("{s:o,s:o,s:i,s:o,s:o,s:b,s:b}", "wait_s", json_s(s_of(mg->g.wait_ns)),
+			 "first_use_s", delay, "first_use_from_stage",
+			 x->use_delay_ns < 0 ? 0 : x->delays_from_stage3 ? 3 : 4,
+			 "first_use_site", use, "first_transfer_site", xfer,
+			 "partial", mg->g.partial, "divergent", mg->g.divergent);
 }
 
-static void print_json(FILE *o, const char *job_id, const struct ffmctl_job_stores *js,
-		       const struct merged *m, enum ffm_grouping grouping, int top,
-		       const struct subseq *q)
+static json_t *json_stages(const struct ffmctl_job_stores *js)
 {
-	const struct ffm_analysis_result *r0 = ffm_analysis__result(js->v[0].an);
+	static const char *role[] = { NULL, "baseline", "timeline", "problems", "first_use" };
+	json_t *a = json_array();
 
-	fprintf(o, "{\"schema_version\":%d,\"job_id\":", REPORT_SCHEMA_VERSION);
-	ffm_json_write_str(o, job_id);
-	fprintf(o, ",\"key\":");
-	ffm_json_write_str(o, r0->key);
-	fprintf(o, ",\"grouping\":\"%s\",\"wall_s\":%.9f,\"recoverable_s\":", grouping_name(grouping),
-		s_of(m->wall_max_ns));
-	if (m->have_problems)
-		fprintf(o, "%.9f,\"recoverable_pct\":%.4f", s_of(m->rec_ns),
-			pct(m->rec_ns, m->wall_sum_ns));
-	else
-		fprintf(o, "null,\"recoverable_pct\":null");
-	fprintf(o, ",\"problems_known\":%s,\"stages\":[", m->have_problems ? "true" : "false");
-	{
-		static const char *role[] = { NULL, "baseline", "timeline", "problems", "first_use" };
-		bool first = true;
-
-		for (size_t ni = 0; ni < js->n; ni++) {
-			const struct ffm_analysis_result *r = ffm_analysis__result(js->v[ni].an);
-
-			for (size_t i = 0; i < r->n_runs; i++) {
-				const struct ffm_an_run *x = &r->runs[i];
-
-				fprintf(o, "%s{\"node\":", first ? "" : ",");
-				ffm_json_write_str(o, js->v[ni].name);
-				fprintf(o, ",\"stage\":%d,\"run\":%" PRId64 ",\"job_id\":", x->stage, x->id);
-				ffm_json_write_str(o, x->job_id);
-				fprintf(o, ",\"wall_s\":%.9f,\"ended\":%s,\"partial\":%s,\"aborted\":%s,"
-					   "\"dropped\":%s,\"used_as\":",
-					x->wall_s, x->ended ? "true" : "false",
-					x->flags & FFM_RUN_PARTIAL ? "true" : "false",
-					x->flags & FFM_RUN_ABORTED ? "true" : "false",
-					x->flags & FFM_RUN_DROPPED ? "true" : "false");
-				if (x->role)
-					fprintf(o, "\"%s\"}", role[x->role]);
-				else
-					fprintf(o, "null}");
-				first = false;
-			}
-		}
-	}
-	fprintf(o, "],\"data_quality\":{\"records_lost\":%" PRIu64 ",\"drops\":{\"ringbuf\":%" PRIu64
-		   ",\"stack_depth\":%" PRIu64 ",\"map_full\":%" PRIu64 ",\"other\":%" PRIu64 "},"
-		   "\"incomplete_runs\":%u,\"partial_syncs\":%" PRIu64 ",\"withheld_syncs\":%" PRIu64 ",\"divergent_sites\":%u,"
-		   "\"unmatched_sites\":%u,\"unclassified_syncs\":%" PRIu64 ",\"unclassified_wait_s\":%.9f},",
-		m->q.drops[0] + m->q.drops[2] + m->q.drops[3], m->q.drops[0], m->q.drops[1],
-		m->q.drops[2], m->q.drops[3], m->q.incomplete_runs, m->q.partial_syncs,
-		m->q.withheld_syncs, m->q.divergent_sites, m->q.unmatched_sites, m->q.unclassified_syncs,
-		s_of(m->q.unclassified_wait_ns));
-
-	fprintf(o, "\"problems\":[");
-	for (size_t i = 0; i < m->n_groups && (int)i < top; i++) {
-		const struct mgroup *mg = &m->groups[i];
-		const struct ffm_an_site *x = group_site(js, mg);
-		unsigned t = main_type(mg->g.n_type);
-
-		fprintf(o, "%s{\"rank\":%zu,\"type\":\"%s\",\"types\":", i ? "," : "", i + 1,
-			grouping == FFM_GROUP_SEQUENCE ? "sequence" : ffm_an_problem_name(t));
-		json_types(o, mg->g.n_type);
-		fprintf(o, ",\"api\":");
-		ffm_json_write_str(o, x->api_name);
-		fprintf(o, ",\"benefit_s\":%.9f,\"benefit_pct\":%.4f,\"wait_s\":%.9f,\"count\":%" PRIu64
-			   ",\"occurrences\":%" PRIu64 ",\"nodes\":%u,\"call_site\":",
-			s_of(mg->g.benefit_ns), pct(mg->g.benefit_ns, m->wall_sum_ns), s_of(mg->g.wait_ns),
-			mg->g.count, mg->g.occurrences, mg->nodes);
-		ffmctl_json_site(o, x);
-		fprintf(o, ",\"function\":");
-		ffm_json_write_str(o, grouping == FFM_GROUP_FOLD ? x->folded : x->function);
-		fprintf(o, ",\"evidence\":");
-		json_evidence(o, js, mg, x);
-		if (grouping == FFM_GROUP_SEQUENCE) {
-			fprintf(o, ",\"sequence_id\":%zu,\"members\":[", i + 1);
-			for (uint32_t k = 0; k < mg->g.n_members; k++) {
-				const struct ffm_an_site *s = pattern_site(js, mg, k);
-
-				fprintf(o, "%s{\"entry\":%u,\"type\":\"%s\",\"api\":", k ? "," : "", k + 1,
-					ffm_an_problem_name(site_type(s)));
-				ffm_json_write_str(o, s->api_name);
-				fprintf(o, ",\"call_site\":");
-				ffmctl_json_site(o, s);
-				fputc('}', o);
-			}
-			fputc(']', o);
-		}
-		fputc('}', o);
-	}
-	fprintf(o, "],\"apis\":[");
-	for (size_t i = 0; i < m->n_apis; i++) {
-		const struct mapi *a = &m->apis[i];
-
-		fprintf(o, "%s{\"api\":", i ? "," : "");
-		ffm_json_write_str(o, a->name);
-		fprintf(o, ",\"calls\":%" PRIu64 ",\"time_s\":%.9f,\"wait_s\":%.9f,\"benefit_s\":", a->calls,
-			s_of(a->dur_ns), s_of(a->wait_ns));
-		if (m->have_problems)
-			fprintf(o, "%.9f", s_of(a->benefit_ns));
-		else
-			fprintf(o, "null");
-		fprintf(o, ",\"problems\":%" PRIu64 "}", a->problems);
-	}
-	fprintf(o, "],\"call_sites\":[");
-	{
-		bool first = true;
-		int shown = 0;
-
-		for (size_t ni = 0; ni < js->n; ni++) {
-			const struct ffm_analysis_result *r = ffm_analysis__result(js->v[ni].an);
-
-			for (size_t i = 0; i < r->n_sites && shown < top; i++) {
-				const struct ffm_an_site *x = &r->sites[i];
-
-				if (!x->in_timeline || !x->count)
-					continue;
-				shown++;
-				fprintf(o, "%s{\"node\":", first ? "" : ",");
-				ffm_json_write_str(o, js->v[ni].name);
-				fprintf(o, ",\"api\":");
-				ffm_json_write_str(o, x->api_name);
-				fprintf(o, ",\"count\":%" PRIu64 ",\"time_s\":%.9f,\"wait_s\":%.9f,\"benefit_s\":%.9f,\"call_site\":",
-					x->count, s_of(x->dur_ns), s_of(x->wait_ns), s_of(x->benefit_ns));
-				ffmctl_json_site(o, x);
-				fputc('}', o);
-				first = false;
-			}
-		}
-	}
-	fprintf(o, "],\"nodes\":[");
 	for (size_t ni = 0; ni < js->n; ni++) {
 		const struct ffm_analysis_result *r = ffm_analysis__result(js->v[ni].an);
-		bool first = true;
 
-		fprintf(o, "%s{\"node\":", ni ? "," : "");
-		ffm_json_write_str(o, js->v[ni].name);
-		fprintf(o, ",\"wall_s\":%.9f,\"recoverable_s\":%.9f,\"processes\":[", s_of(r->wall_ns),
-			s_of(r->totals.total_ns));
+		for (size_t i = 0; i < r->n_runs; i++) {
+			const struct ffm_an_run *x = &r->runs[i];
+
+			a = ffm_json_append(a, json_pack(
+				"{s:o,s:i,s:I,s:o,s:o,s:b,s:b,s:b,s:b,s:o}",
+				"node", ffm_json_string(js->v[ni].name), "stage", x->stage,
+				"run", (json_int_t)x->id, "job_id", ffm_json_string(x->job_id),
+				"wall_s", json_s(x->wall_s), "ended", x->ended,
+				"partial", !!(x->flags & FFM_RUN_PARTIAL),
+				"aborted", !!(x->flags & FFM_RUN_ABORTED),
+				"dropped", !!(x->flags & FFM_RUN_DROPPED),
+				"used_as", x->role ? json_string(role[x->role]) : json_null()));
+		}
+	}
+	return a;
+}
+
+static json_t *json_quality(const struct merged *m)
+{
+	const struct ffm_an_quality *q = &m->q;
+
+	return json_pack("{s:o,s:{s:o,s:o,s:o,s:o},s:I,s:o,s:o,s:I,s:I,s:o,s:o}",
+			 "records_lost", ffm_json_u64(q->drops[0] + q->drops[2] + q->drops[3]),
+			 "drops", "ringbuf", ffm_json_u64(q->drops[0]),
+			 "stack_depth", ffm_json_u64(q->drops[1]), "map_full", ffm_json_u64(q->drops[2]),
+			 "other", ffm_json_u64(q->drops[3]),
+			 "incomplete_runs", (json_int_t)q->incomplete_runs,
+			 "partial_syncs", ffm_json_u64(q->partial_syncs),
+			 "withheld_syncs", ffm_json_u64(q->withheld_syncs),
+			 "divergent_sites", (json_int_t)q->divergent_sites,
+			 "unmatched_sites", (json_int_t)q->unmatched_sites,
+			 "unclassified_syncs", ffm_json_u64(q->unclassified_syncs),
+			 "unclassified_wait_s", json_s(s_of(q->unclassified_wait_ns)));
+}
+
+/* A sequence's members, in order. */
+static json_t *json_members(const struct ffmctl_job_stores *js, const struct mgroup *mg)
+{
+	json_t *a = json_array();
+
+	for (uint32_t k = 0; k < mg->g.n_members; k++) {
+		const struct ffm_an_site *s = pattern_site(js, mg, k);
+
+		a = ffm_json_append(a, json_pack("{s:I,s:s,s:o,s:o}", "entry", (json_int_t)k + 1,
+						 "type", ffm_an_problem_name(site_type(s)),
+						 "api", ffm_json_string(s->api_name),
+						 "call_site", ffmctl_json_site(s)));
+	}
+	return a;
+}
+
+static json_t *json_problem(const struct ffmctl_job_stores *js, const struct merged *m, size_t i,
+			    enum ffm_grouping grouping)
+{
+	const struct mgroup *mg = &m->groups[i];
+	const struct ffm_an_site *x = group_site(js, mg);
+	json_t *p;
+
+	p = json_pack("{s:I,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:o,s:o,s:o}",
+		      "rank", (json_int_t)i + 1,
+		      "type", grouping == FFM_GROUP_SEQUENCE ? "sequence"
+							   : ffm_an_problem_name(main_type(mg->g.n_type)),
+		      "types", json_types(mg->g.n_type), "api", ffm_json_string(x->api_name),
+		      "benefit_s", json_s(s_of(mg->g.benefit_ns)),
+		      "benefit_pct", ffm_json_fixed(pct(mg->g.benefit_ns, m->wall_sum_ns), 4),
+		      "wait_s", json_s(s_of(mg->g.wait_ns)), "count", ffm_json_u64(mg->g.count),
+		      "occurrences", ffm_json_u64(mg->g.occurrences), "nodes", (json_int_t)mg->nodes,
+		      "call_site", ffmctl_json_site(x),
+		      "function", ffm_json_string(grouping == FFM_GROUP_FOLD ? x->folded : x->function),
+		      "evidence", json_evidence(js, mg, x));
+	if (grouping == FFM_GROUP_SEQUENCE) {
+		p = ffm_json_set(p, "sequence_id", json_integer((json_int_t)i + 1));
+		p = ffm_json_set(p, "members", json_members(js, mg));
+	}
+	return p;
+}
+
+static json_t *json_apis(const struct merged *m)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; i < m->n_apis; i++) {
+		const struct mapi *x = &m->apis[i];
+
+		a = ffm_json_append(a, json_pack(
+			"{s:o,s:o,s:o,s:o,s:o,s:o}", "api", ffm_json_string(x->name),
+			"calls", ffm_json_u64(x->calls), "time_s", json_s(s_of(x->dur_ns)),
+			"wait_s", json_s(s_of(x->wait_ns)),
+			"benefit_s", m->have_problems ? json_s(s_of(x->benefit_ns)) : json_null(),
+			"problems", ffm_json_u64(x->problems)));
+	}
+	return a;
+}
+
+/* The timeline's call sites, node by node, @top at most in all. */
+static json_t *json_call_sites(const struct ffmctl_job_stores *js, int top)
+{
+	json_t *a = json_array();
+	int shown = 0;
+
+	for (size_t ni = 0; ni < js->n; ni++) {
+		const struct ffm_analysis_result *r = ffm_analysis__result(js->v[ni].an);
+
+		for (size_t i = 0; i < r->n_sites && shown < top; i++) {
+			const struct ffm_an_site *x = &r->sites[i];
+
+			if (!x->in_timeline || !x->count)
+				continue;
+			shown++;
+			a = ffm_json_append(a, json_pack(
+				"{s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "node", ffm_json_string(js->v[ni].name),
+				"api", ffm_json_string(x->api_name), "count", ffm_json_u64(x->count),
+				"time_s", json_s(s_of(x->dur_ns)), "wait_s", json_s(s_of(x->wait_ns)),
+				"benefit_s", json_s(s_of(x->benefit_ns)),
+				"call_site", ffmctl_json_site(x)));
+		}
+	}
+	return a;
+}
+
+static json_t *json_nodes(const struct ffmctl_job_stores *js)
+{
+	json_t *a = json_array();
+
+	for (size_t ni = 0; ni < js->n; ni++) {
+		const struct ffm_analysis_result *r = ffm_analysis__result(js->v[ni].an);
+		json_t *procs = json_array();
+
 		for (size_t i = 0; i < r->n_procs; i++) {
 			const struct ffm_an_proc *p = &r->procs[i];
 
 			if (!p->threads)
 				continue;
-			fprintf(o, "%s{\"pid\":%u,\"exe\":", first ? "" : ",", p->tgid);
-			ffm_json_write_str(o, p->exe);
-			fprintf(o, ",\"wall_s\":%.9f,\"recoverable_s\":%.9f,\"threads\":%u}",
-				s_of(p->end_ns - p->start_ns), s_of(p->benefit_ns), p->threads);
-			first = false;
+			procs = ffm_json_append(procs, json_pack(
+				"{s:I,s:o,s:o,s:o,s:I}", "pid", (json_int_t)p->tgid,
+				"exe", ffm_json_string(p->exe), "wall_s", json_s(s_of(p->end_ns - p->start_ns)),
+				"recoverable_s", json_s(s_of(p->benefit_ns)), "threads", (json_int_t)p->threads));
 		}
-		fprintf(o, "]}");
+		a = ffm_json_append(a, json_pack("{s:o,s:o,s:o,s:o}",
+						 "node", ffm_json_string(js->v[ni].name),
+						 "wall_s", json_s(s_of(r->wall_ns)),
+						 "recoverable_s", json_s(s_of(r->totals.total_ns)),
+						 "processes", procs));
 	}
-	fprintf(o, "],\"load_imbalance\":");
-	if (m->imbalance >= 0)
-		fprintf(o, "%.6f", m->imbalance);
-	else
-		fprintf(o, "null");
-	fprintf(o, ",\"process_imbalance\":");
-	if (m->proc_imbalance >= 0)
-		fprintf(o, "%.6f", m->proc_imbalance);
-	else
-		fprintf(o, "null");
+	return a;
+}
+
+/* docs/report-json.md: the schema. */
+static int print_json(FILE *o, const char *job_id, const struct ffmctl_job_stores *js,
+		      const struct merged *m, enum ffm_grouping grouping, int top,
+		      const struct subseq *q)
+{
+	const struct ffm_analysis_result *r0 = ffm_analysis__result(js->v[0].an);
+	json_t *problems = json_array(), *v;
+
+	for (size_t i = 0; i < m->n_groups && (int)i < top; i++)
+		problems = ffm_json_append(problems, json_problem(js, m, i, grouping));
+	v = json_pack("{s:i,s:o,s:o,s:s,s:o,s:o,s:o,s:b,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+		      "schema_version", REPORT_SCHEMA_VERSION, "job_id", ffm_json_string(job_id),
+		      "key", ffm_json_string(r0->key), "grouping", grouping_name(grouping),
+		      "wall_s", json_s(s_of(m->wall_max_ns)),
+		      "recoverable_s", m->have_problems ? json_s(s_of(m->rec_ns)) : json_null(),
+		      "recoverable_pct", m->have_problems ? ffm_json_fixed(pct(m->rec_ns, m->wall_sum_ns), 4)
+							  : json_null(),
+		      "problems_known", m->have_problems, "stages", json_stages(js),
+		      "data_quality", json_quality(m), "problems", problems, "apis", json_apis(m),
+		      "call_sites", json_call_sites(js, top), "nodes", json_nodes(js),
+		      "load_imbalance", m->imbalance >= 0 ? ffm_json_fixed(m->imbalance, 6) : json_null(),
+		      "process_imbalance",
+		      m->proc_imbalance >= 0 ? ffm_json_fixed(m->proc_imbalance, 6) : json_null());
 	if (q && q->want && q->mg)
-		fprintf(o, ",\"subsequence\":{\"sequence_id\":%u,\"from\":%u,\"to\":%u,\"benefit_s\":%.9f,"
-			   "\"sequence_benefit_s\":%.9f,\"occurrences\":%" PRIu64 "}",
-			q->id, q->from, q->to, s_of(q->benefit_ns), s_of(q->whole_ns), q->occurrences);
-	fprintf(o, ",\"next\":");
-	ffm_json_write_str(o, next_step(m->stages_done, m->have_problems));
-	fprintf(o, "}\n");
+		v = ffm_json_set(v, "subsequence", json_pack(
+			"{s:I,s:I,s:I,s:o,s:o,s:o}", "sequence_id", (json_int_t)q->id,
+			"from", (json_int_t)q->from, "to", (json_int_t)q->to,
+			"benefit_s", json_s(s_of(q->benefit_ns)),
+			"sequence_benefit_s", json_s(s_of(q->whole_ns)),
+			"occurrences", ffm_json_u64(q->occurrences)));
+	v = ffm_json_set(v, "next", json_string(next_step(m->stages_done, m->have_problems)));
+	return ffm_json_print(o, v);
 }
 
 /* ---- the verb ----------------------------------------------------------------------------- */
@@ -1043,11 +1047,15 @@ static int report(const char *job_id, bool json, enum ffm_grouping grouping, int
 		if (err)
 			goto out;
 	}
-	if (json)
-		print_json(stdout, job_id, &js, &m, grouping, top, q);
-	else
+	if (json) {
+		err = print_json(stdout, job_id, &js, &m, grouping, top, q);
+		if (err == -ENOMEM)
+			ffmctl_err("report", "out of memory");
+	} else {
 		print_text(stdout, job_id, &js, &m, grouping, top, q);
-	err = fflush(stdout) ? -errno : 0;
+	}
+	if (fflush(stdout) && !err)
+		err = -errno;
 out:
 	merged_free(&m);
 	ffmctl_job_stores__close(&js);

@@ -14,6 +14,7 @@
 #include <stdio.h>
 
 #include "cli/analysis.h"
+#include "symbols/ffm_json.h"
 
 struct ffmctl_node {
 	char name[256];		/* node name: nodes/<name>, else the job row's node */
@@ -40,7 +41,7 @@ void ffmctl_no_job_err(const char *verb, const char *state_dir, const char *job_
 
 /* "function at file:line" or "function (module+0xoff)". */
 void ffmctl_site_str(const struct ffm_an_site *x, char *buf, size_t len);
-/* {"function":...,"file":...,"line":...,"module":...,"offset":...} */
-void ffmctl_json_site(FILE *o, const struct ffm_an_site *x);
+/* {"function":...,"file":...,"line":...,"module":...,"offset":...}; NULL when out of memory. */
+json_t *ffmctl_json_site(const struct ffm_an_site *x);
 
 #endif

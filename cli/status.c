@@ -21,8 +21,8 @@
 #include "cli/client.h"
 #include "cli/ffmctl.h"
 #include "cli/grow.h"
-#include "cli/json.h"
 #include "store/ffm_store.h"
+#include "symbols/ffm_json.h"
 
 /* --json and --help only: the verbs' shared option parsing; returns -1 to go on. */
 static int json_opts(const char *verb, const char *usage, int argc, char **argv, bool *json)
@@ -66,34 +66,34 @@ static const char *user_name(uint32_t uid, char *buf, size_t len)
 
 /* ---- status ------------------------------------------------------------------------------- */
 
-static void print_drivers(const struct ffm_json *drivers)
+static void print_drivers(const json_t *drivers)
 {
-	size_t n = ffm_json_len(drivers);
+	size_t n = json_array_size(drivers);
 
 	printf("drivers (%zu):\n", n);
 	if (!n)
 		printf("  none found yet (ffmd looks for libcuda at start and when a job's process "
 		       "starts)\n");
 	for (size_t i = 0; i < n; i++) {
-		const struct ffm_json *d = ffm_json_at(drivers, i);
+		const json_t *d = json_array_get(drivers, i);
 
-		printf("  %s\n", ffm_json_str(ffm_json_get(d, "path"), "?"));
-		if (!ffm_json_bool(ffm_json_get(d, "usable"), false)) {
-			printf("      unusable: %s\n", ffm_json_str(ffm_json_get(d, "error"), "?"));
+		printf("  %s\n", ffm_json_str(json_object_get(d, "path"), "?"));
+		if (!ffm_json_bool(json_object_get(d, "usable"), false)) {
+			printf("      unusable: %s\n", ffm_json_str(json_object_get(d, "error"), "?"));
 			continue;
 		}
-		printf("      version %s, build-id %s\n", ffm_json_str(ffm_json_get(d, "version"), "?"),
-		       ffm_json_str(ffm_json_get(d, "build_id"), "?"));
+		printf("      version %s, build-id %s\n", ffm_json_str(json_object_get(d, "version"), "?"),
+		       ffm_json_str(json_object_get(d, "build_id"), "?"));
 		printf("      wait function at %s (%.0f bytes), %.0f probes attached\n",
-		       ffm_json_str(ffm_json_get(d, "wait_offset"), "?"),
-		       ffm_json_num(ffm_json_get(d, "wait_size"), 0),
-		       ffm_json_num(ffm_json_get(d, "probes"), 0));
+		       ffm_json_str(json_object_get(d, "wait_offset"), "?"),
+		       ffm_json_num(json_object_get(d, "wait_size"), 0),
+		       ffm_json_num(json_object_get(d, "probes"), 0));
 	}
 }
 
-static void print_jobs(const struct ffm_json *jobs)
+static void print_jobs(const json_t *jobs)
 {
-	size_t n = ffm_json_len(jobs);
+	size_t n = json_array_size(jobs);
 
 	printf("\nactive jobs (%zu):\n", n);
 	if (!n) {
@@ -103,34 +103,32 @@ static void print_jobs(const struct ffm_json *jobs)
 	printf("  %-16s %-20s %-10s %5s %10s %10s %12s %8s  %s\n", "JOB", "KEY", "OWNER", "STAGE",
 	       "RUNNING", "EVENTS", "EVENTS/S", "DROPS", "PROCESSES");
 	for (size_t i = 0; i < n; i++) {
-		const struct ffm_json *j = ffm_json_at(jobs, i), *drops = ffm_json_get(j, "drops");
-		const struct ffm_json *procs = ffm_json_get(j, "processes");
+		const json_t *j = json_array_get(jobs, i), *procs = json_object_get(j, "processes");
+		json_t *drops = json_object_get(j, "drops"), *d;
+		const char *reason;
 		double ndrops = 0;
 		char owner[64], running[32];
 
 		/* Every drop reason counts: each is a record the report will not have. */
-		for (size_t k = 0; k < ffm_json_len(drops); k++)
-			ndrops += ffm_json_num(ffm_json_at(drops, k), 0);
-		snprintf(running, sizeof(running), "%.1f s", ffm_json_num(ffm_json_get(j, "running_s"), 0));
+		json_object_foreach(drops, reason, d)
+			ndrops += ffm_json_num(d, 0);
+		snprintf(running, sizeof(running), "%.1f s", ffm_json_num(json_object_get(j, "running_s"), 0));
 		printf("  %-16s %-20s %-10s %5.0f %10s %10.0f %12.1f %8.0f  ",
-		       ffm_json_str(ffm_json_get(j, "job"), "?"), ffm_json_str(ffm_json_get(j, "key"), "?"),
-		       user_name((uint32_t)ffm_json_num(ffm_json_get(j, "owner"), 0), owner, sizeof(owner)),
-		       ffm_json_num(ffm_json_get(j, "stage"), 0), running,
-		       ffm_json_num(ffm_json_get(j, "events"), 0),
-		       ffm_json_num(ffm_json_get(j, "events_per_s"), 0), ndrops);
-		if (!ffm_json_len(procs))
+		       ffm_json_str(json_object_get(j, "job"), "?"), ffm_json_str(json_object_get(j, "key"), "?"),
+		       user_name((uint32_t)ffm_json_num(json_object_get(j, "owner"), 0), owner, sizeof(owner)),
+		       ffm_json_num(json_object_get(j, "stage"), 0), running,
+		       ffm_json_num(json_object_get(j, "events"), 0),
+		       ffm_json_num(json_object_get(j, "events_per_s"), 0), ndrops);
+		if (!json_array_size(procs))
 			printf("(none yet)");
-		for (size_t k = 0; k < ffm_json_len(procs); k++)
-			printf("%s%.0f", k ? "," : "", ffm_json_num(ffm_json_at(procs, k), 0));
+		for (size_t k = 0; k < json_array_size(procs); k++)
+			printf("%s%.0f", k ? "," : "", ffm_json_num(json_array_get(procs, k), 0));
 		printf("\n");
 		if (ndrops > 0) {
 			printf("  %-16s drops:", "");
-			for (size_t k = 0; k < ffm_json_len(drops); k++) {
-				const struct ffm_json *d = ffm_json_at(drops, k);
-
+			json_object_foreach(drops, reason, d)
 				if (ffm_json_num(d, 0) > 0)
-					printf(" %.0f %s", ffm_json_num(d, 0), ffm_json_key(d));
-			}
+					printf(" %.0f %s", ffm_json_num(d, 0), reason);
 			printf("\n");
 		}
 	}
@@ -139,9 +137,8 @@ static void print_jobs(const struct ffm_json *jobs)
 int ffmctl_status(int argc, char **argv)
 {
 	struct ffm_reply *rep = NULL;
-	struct ffm_json *st = NULL;
-	const char *perr = NULL;
-	size_t off = 0;
+	json_error_t perr;
+	json_t *st;
 	char why[512];
 	bool json = false;
 	int r, err;
@@ -164,22 +161,22 @@ int ffmctl_status(int argc, char **argv)
 		ffm_reply__free(rep);
 		return EXIT_OK;
 	}
-	err = ffm_json__parse(rep->body, rep->body_len, &st, &perr, &off);
-	if (err < 0) {
-		ffmctl_err("status", "ffmd's status is not valid JSON (%s at byte %zu); "
-			   "'ffmctl status --json' shows it as it came", perr, off);
+	st = ffm_json_parse(rep->body, rep->body_len, &perr);
+	if (!st) {
+		ffmctl_err("status", "ffmd's status is not valid JSON (%s at byte %d); "
+			   "'ffmctl status --json' shows it as it came", perr.text, perr.position);
 		ffm_reply__free(rep);
 		return EXIT_FAIL;
 	}
 	printf("ffmd on %s/%s: protocol %.0f, uprobes as %s (%s), map guard %s\n\n", ffmctl_g.runtime_dir,
-	       FFM_PROTO_SOCKET, ffm_json_num(ffm_json_get(st, "version"), 0),
-	       ffm_json_str(ffm_json_get(st, "probe_mode"), "?"),
-	       !strcmp(ffm_json_str(ffm_json_get(st, "probe_scope"), "system"), "process") ? "per job process"
+	       FFM_PROTO_SOCKET, ffm_json_num(json_object_get(st, "version"), 0),
+	       ffm_json_str(json_object_get(st, "probe_mode"), "?"),
+	       !strcmp(ffm_json_str(json_object_get(st, "probe_scope"), "system"), "process") ? "per job process"
 											: "system-wide",
-	       ffm_json_bool(ffm_json_get(st, "map_guard"), false) ? "on" : "off");
-	print_drivers(ffm_json_get(st, "drivers"));
-	print_jobs(ffm_json_get(st, "jobs"));
-	ffm_json__free(st);
+	       ffm_json_bool(json_object_get(st, "map_guard"), false) ? "on" : "off");
+	print_drivers(json_object_get(st, "drivers"));
+	print_jobs(json_object_get(st, "jobs"));
+	json_decref(st);
 	ffm_reply__free(rep);
 	return EXIT_OK;
 }
@@ -289,6 +286,32 @@ static void stages_text(uint32_t done, char *buf, size_t len)
 		snprintf(buf, len, "-");
 }
 
+static json_t *job_json(const struct job_row *j)
+{
+	json_t *stages = json_array();
+	char user[64];
+
+	for (int s = 1; s <= FFM_STORE_MAX_STAGE; s++)
+		if (j->stages_done & (1u << s))
+			stages = ffm_json_append(stages, json_integer(s));
+	return json_pack("{s:o,s:o,s:I,s:o,s:I,s:o,s:s,s:I,s:I,s:o}",
+			 "job", ffm_json_string(j->job_id), "key", ffm_json_string(j->key),
+			 "uid", (json_int_t)j->uid,
+			 "user", ffm_json_string(user_name(j->uid, user, sizeof(user))),
+			 "runs", (json_int_t)j->runs, "stages_done", stages,
+			 "state", state_name(j->state), "start_unix", (json_int_t)j->start_unix,
+			 "end_unix", (json_int_t)j->end_unix, "node", ffm_json_string(j->node));
+}
+
+static int print_jobs_json(const struct jobs_ctx *c)
+{
+	json_t *list = json_array();
+
+	for (size_t i = 0; i < c->n; i++)
+		list = ffm_json_append(list, job_json(&c->rows[i]));
+	return ffm_json_print(stdout, list);
+}
+
 int ffmctl_jobs(int argc, char **argv)
 {
 	struct jobs_ctx c = {};
@@ -309,29 +332,11 @@ int ffmctl_jobs(int argc, char **argv)
 	if (c.n) /* NULL when no job is recorded: qsort(NULL, 0) is UB */
 		qsort(c.rows, c.n, sizeof(c.rows[0]), cmp_row);
 	if (json) {
-		printf("[");
-		for (size_t i = 0; i < c.n; i++) {
-			const struct job_row *j = &c.rows[i];
-			char user[64];
-
-			printf("%s\n{\"job\":", i ? "," : "");
-			ffm_json_write_str(stdout, j->job_id);
-			printf(",\"key\":");
-			ffm_json_write_str(stdout, j->key);
-			printf(",\"uid\":%u,\"user\":", j->uid);
-			ffm_json_write_str(stdout, user_name(j->uid, user, sizeof(user)));
-			printf(",\"runs\":%u,\"stages_done\":[", j->runs);
-			for (int s = 1, first = 1; s <= FFM_STORE_MAX_STAGE; s++)
-				if (j->stages_done & (1u << s)) {
-					printf("%s%d", first ? "" : ",", s);
-					first = 0;
-				}
-			printf("],\"state\":\"%s\",\"start_unix\":%" PRId64 ",\"end_unix\":%" PRId64
-			       ",\"node\":", state_name(j->state), j->start_unix, j->end_unix);
-			ffm_json_write_str(stdout, j->node);
-			printf("}");
+		if (print_jobs_json(&c) < 0) {
+			ffmctl_err("jobs", "cannot write the list (out of memory, or stdout failed)");
+			r = EXIT_FAIL;
+			goto out;
 		}
-		printf("%s]\n", c.n ? "\n" : "");
 	} else if (!c.n) {
 		printf("no jobs recorded under %s\n", ffmctl_g.state_dir);
 	} else {
