@@ -386,6 +386,15 @@ static bool seen_thread(struct exp *e, uint64_t k)
 	return false;
 }
 
+/* One string value; a failure (out of memory, output) ends the export through e->err. */
+static void put_str(struct exp *e, const char *s)
+{
+	int err = ffm_json_write_str(e->out, s);
+
+	if (err && !e->err)
+		e->err = err;
+}
+
 static void sep(struct exp *e)
 {
 	fputs(e->first ? "\n" : ",\n", e->out);
@@ -402,7 +411,7 @@ static void name_threads(struct exp *e, uint32_t tgid, uint32_t tid)
 			 e->cur_stage);
 		fprintf(e->out, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%u,\"tid\":%u,\"args\":{\"name\":",
 			tgid, tgid);
-		ffm_json_write_str(e->out, name);
+		put_str(e, name);
 		fputs("}}", e->out);
 	}
 	if (!seen_thread(e, (uint64_t)tgid << 32 | tid | 1ull << 63)) {
@@ -410,7 +419,7 @@ static void name_threads(struct exp *e, uint32_t tgid, uint32_t tid)
 		snprintf(name, sizeof(name), tid == tgid ? "main thread %u" : "thread %u", tid);
 		fprintf(e->out, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%u,\"tid\":%u,\"args\":{\"name\":",
 			tgid, tid);
-		ffm_json_write_str(e->out, name);
+		put_str(e, name);
 		fputs("}}", e->out);
 	}
 }
@@ -443,7 +452,7 @@ static int on_trace_event(const struct ffm_store_event *ev, void *ctx)
 	name_threads(e, ev->tgid, ev->tid);
 	sep(e);
 	fputs("{\"name\":", e->out);
-	ffm_json_write_str(e->out, name);
+	put_str(e, name);
 	fprintf(e->out, ",\"cat\":\"%s%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%u,\"tid\":%u",
 		kind_name(ev->kind), p || site_problem[0] ? ",problem" : "",
 		(double)(ev->start_ns - e->t0_ns) / 1e3, ev->dur_ns / 1e3, ev->tgid, ev->tid);
@@ -459,15 +468,15 @@ static int on_trace_event(const struct ffm_store_event *ev, void *ctx)
 		fprintf(e->out, ",\"stream\":\"%#" PRIx64 "\"", ev->stream);
 	if (si && si->site) {
 		fputs(",\"call_site\":", e->out);
-		ffm_json_write_str(e->out, si->site);
+		put_str(e, si->site);
 	}
 	if (p || site_problem[0]) {
 		fputs(",\"problem\":", e->out);
-		ffm_json_write_str(e->out, p ? p->text : site_problem);
+		put_str(e, p ? p->text : site_problem);
 	}
 	fputs("}}", e->out);
 	e->nevents++;
-	return ferror(e->out) ? -EIO : 0;
+	return e->err ? e->err : ferror(e->out) ? -EIO : 0;
 }
 
 static int export_trace(struct exp *e, int64_t only_run)
@@ -481,7 +490,7 @@ static int export_trace(struct exp *e, int64_t only_run)
 		if ((!only_run || e->runs[i].id == only_run) && e->runs[i].start_ns < e->t0_ns)
 			e->t0_ns = e->runs[i].start_ns;
 	fprintf(e->out, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"tool\":\"ffm\",\"job\":");
-	ffm_json_write_str(e->out, e->job_id);
+	put_str(e, e->job_id);
 	fprintf(e->out, ",\"clock\":\"CLOCK_MONOTONIC\",\"t0_ns\":%" PRIu64 "},\"traceEvents\":[", e->t0_ns);
 	e->first = true;
 	for (int i = 0; i < e->nruns; i++) {
