@@ -62,7 +62,7 @@ static void print_text(const struct ffm_calibration *c)
 	size_t i;
 
 	json_array_foreach(ev, i, e) {
-		const char *kind = ffm_json_str(json_object_get(e, "kind"), "");
+		const char *kind = ffm_json_get_str(e, "kind", "");
 
 		stacks += !strcmp(kind, "stack");
 		counts += !strcmp(kind, "count");
@@ -79,14 +79,13 @@ static void print_text(const struct ffm_calibration *c)
 	printf("evidence:       %d waiting stacks sampled, %d calls counted\n", stacks, counts);
 	/* The per-call counts, one line each. */
 	json_array_foreach(ev, i, e) {
-		if (strcmp(ffm_json_str(json_object_get(e, "kind"), ""), "count"))
+		if (strcmp(ffm_json_get_str(e, "kind", ""), "count"))
 			continue;
-		printf("  %-28s %-9s %-6s hits %-4lld %s\n",
-		       ffm_json_str(json_object_get(e, "call"), ""),
-		       ffm_json_str(json_object_get(e, "mode"), ""),
-		       ffm_json_bool(json_object_get(e, "synchronizing"), false) ? "sync" : "nosync",
+		printf("  %-28s %-9s %-6s hits %-4lld %s\n", ffm_json_get_str(e, "call", ""),
+		       ffm_json_get_str(e, "mode", ""),
+		       ffm_json_get_bool(e, "synchronizing", false) ? "sync" : "nosync",
 		       (long long)json_integer_value(json_object_get(e, "hits")),
-		       ffm_json_bool(json_object_get(e, "ok"), false) ? "ok" : "WRONG");
+		       ffm_json_get_bool(e, "ok", false) ? "ok" : "WRONG");
 	}
 	printf("time:           %.2f s%s\n", ffm_calibration__seconds(c),
 	       ffm_calibration__from_cache(c) ? " (cached result)" : "");

@@ -272,14 +272,18 @@ static int print_json(const struct side *b, const struct side *a, int stage,
 	for (size_t i = 0; i < n && (int)i < top; i++) {
 		const struct row *r = &rows[i];
 
+		double actual = ((double)r->before_ns - (double)r->after_ns) / 1e9;
+
 		sites = ffm_json_append(sites, json_pack(
-			"{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "api", ffm_json_string(r->site->api_name),
+			"{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+			"api", ffm_json_string(r->site->api_name),
 			"call_site", ffmctl_json_site(r->site),
 			"predicted_s", ffm_json_fixed(r->predicted_ns / 1e9, 9),
-			"actual_s", ffm_json_fixed(((double)r->before_ns - (double)r->after_ns) / 1e9, 9),
+			"actual_s", ffm_json_fixed(actual, 9),
 			"before_s", ffm_json_fixed(r->before_ns / 1e9, 9),
 			"after_s", ffm_json_fixed(r->after_ns / 1e9, 9),
-			"count_before", ffm_json_u64(r->n_before), "count_after", ffm_json_u64(r->n_after)));
+			"count_before", ffm_json_u64(r->n_before),
+			"count_after", ffm_json_u64(r->n_after)));
 	}
 	return ffm_json_print(stdout, json_pack(
 		"{s:i,s:s,s:i,s:o,s:o,s:o,s:o,s:o}", "schema_version", DIFF_SCHEMA_VERSION,
@@ -353,8 +357,9 @@ int ffmctl_diff(int argc, char **argv)
 		ffmctl_err("diff", "out of memory");
 		goto out;
 	}
-	if (json && print_json(&b, &a, stage, rows, n, top) < 0) {
-		ffmctl_err("diff", "cannot write the JSON (out of memory, or stdout failed)");
+	err = json ? print_json(&b, &a, stage, rows, n, top) : 0;
+	if (err < 0) {
+		ffmctl_err("diff", "cannot write the JSON: %s", strerror(-err));
 		goto out;
 	}
 	if (!json)

@@ -657,9 +657,11 @@ static json_t *hnode_json(const struct htree *t, int i)
 	if (n->module[0])
 		frame = ffm_json_set(frame, "module", ffm_json_string(n->module));
 	v = json_pack("{s:o,s:{s:o,s:o,s:o,s:o,s:o,s:o}}", "frame", frame, "metrics",
-		      "time (inc)", ffm_json_fixed(n->time_inc, 9), "time", ffm_json_fixed(n->time, 9),
+		      "time (inc)", ffm_json_fixed(n->time_inc, 9),
+		      "time", ffm_json_fixed(n->time, 9),
 		      "wait time (inc)", ffm_json_fixed(n->wait_inc, 9),
-		      "wait time", ffm_json_fixed(n->wait, 9), "count (inc)", ffm_json_u64(n->count_inc),
+		      "wait time", ffm_json_fixed(n->wait, 9),
+		      "count (inc)", ffm_json_u64(n->count_inc),
 		      "count", ffm_json_u64(n->count));
 	if (n->first_child >= 0) {
 		json_t *children = json_array();

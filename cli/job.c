@@ -95,13 +95,13 @@ static int call_and_print(const char *verb, enum ffm_verb v, const struct ffm_pr
 	if (json) {
 		fputs(rep->body, stdout);
 	} else if ((body = ffm_json_parse(rep->body, rep->body_len, NULL))) {
-		const char *id = ffm_json_str(json_object_get(body, "job"), "?");
-		const char *key = ffm_json_str(json_object_get(body, "key"), "?");
-		int stage = (int)ffm_json_num(json_object_get(body, "stage"), 0);
+		const char *id = ffm_json_get_str(body, "job", "?");
+		const char *key = ffm_json_get_str(body, "key", "?");
+		int stage = (int)ffm_json_get_num(body, "stage", 0);
 
 		if (v == FFM_VERB_JOB_START)
 			printf("job %s started: key %s, stage %d, run %.0f\n", id, key, stage,
-			       ffm_json_num(json_object_get(body, "run"), 0));
+			       ffm_json_get_num(body, "run", 0));
 		else
 			printf("job %s ended: key %s, stage %d (see: ffmctl report %s)\n", id, key,
 			       stage, id);

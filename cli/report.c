@@ -784,6 +784,12 @@ static json_t *json_s(double s)
 	return ffm_json_fixed(s, 9);
 }
 
+/* An imbalance: null when there is none to speak of (one node, one process). */
+static json_t *json_ratio(double r)
+{
+	return r >= 0 ? ffm_json_fixed(r, 6) : json_null();
+}
+
 static json_t *json_types(const uint64_t *n_type)
 {
 	json_t *o = json_object();
@@ -804,7 +810,8 @@ static json_t *json_evidence(const struct ffmctl_job_stores *js, const struct mg
 		delay = json_s(x->use_delay_ns / 1e9);
 	if (x->use_function)
 		use = json_pack("{s:o,s:o,s:I}", "function", ffm_json_string(x->use_function),
-				"file", ffm_json_string(x->use_file), "line", (json_int_t)x->use_line);
+				"file", ffm_json_string(x->use_file),
+				"line", (json_int_t)x->use_line);
 	if (mg->g.n_type[FFM_PROBLEM_DUPLICATE_TRANSFER] && x->first_xfer_site >= 0)
 		xfer = ffmctl_json_site(&r->sites[x->first_xfer_site]);
 	return json_pack("{s:o,s:o,s:i,s:o,s:o,s:b,s:b}", "wait_s", json_s(s_of(mg->g.wait_ns)),
@@ -846,7 +853,8 @@ static json_t *json_quality(const struct merged *m)
 	return json_pack("{s:o,s:{s:o,s:o,s:o,s:o},s:I,s:o,s:o,s:I,s:I,s:o,s:o}",
 			 "records_lost", ffm_json_u64(q->drops[0] + q->drops[2] + q->drops[3]),
 			 "drops", "ringbuf", ffm_json_u64(q->drops[0]),
-			 "stack_depth", ffm_json_u64(q->drops[1]), "map_full", ffm_json_u64(q->drops[2]),
+			 "stack_depth", ffm_json_u64(q->drops[1]),
+			 "map_full", ffm_json_u64(q->drops[2]),
 			 "other", ffm_json_u64(q->drops[3]),
 			 "incomplete_runs", (json_int_t)q->incomplete_runs,
 			 "partial_syncs", ffm_json_u64(q->partial_syncs),
@@ -878,19 +886,23 @@ static json_t *json_problem(const struct ffmctl_job_stores *js, const struct mer
 {
 	const struct mgroup *mg = &m->groups[i];
 	const struct ffm_an_site *x = group_site(js, mg);
+	const char *type = grouping == FFM_GROUP_SEQUENCE
+				   ? "sequence" : ffm_an_problem_name(main_type(mg->g.n_type));
 	json_t *p;
 
 	p = json_pack("{s:I,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:o,s:o,s:o}",
-		      "rank", (json_int_t)i + 1,
-		      "type", grouping == FFM_GROUP_SEQUENCE ? "sequence"
-							   : ffm_an_problem_name(main_type(mg->g.n_type)),
-		      "types", json_types(mg->g.n_type), "api", ffm_json_string(x->api_name),
+		      "rank", (json_int_t)i + 1, "type", type,
+		      "types", json_types(mg->g.n_type),
+		      "api", ffm_json_string(x->api_name),
 		      "benefit_s", json_s(s_of(mg->g.benefit_ns)),
 		      "benefit_pct", ffm_json_fixed(pct(mg->g.benefit_ns, m->wall_sum_ns), 4),
-		      "wait_s", json_s(s_of(mg->g.wait_ns)), "count", ffm_json_u64(mg->g.count),
-		      "occurrences", ffm_json_u64(mg->g.occurrences), "nodes", (json_int_t)mg->nodes,
+		      "wait_s", json_s(s_of(mg->g.wait_ns)),
+		      "count", ffm_json_u64(mg->g.count),
+		      "occurrences", ffm_json_u64(mg->g.occurrences),
+		      "nodes", (json_int_t)mg->nodes,
 		      "call_site", ffmctl_json_site(x),
-		      "function", ffm_json_string(grouping == FFM_GROUP_FOLD ? x->folded : x->function),
+		      "function", ffm_json_string(grouping == FFM_GROUP_FOLD ? x->folded
+									      : x->function),
 		      "evidence", json_evidence(js, mg, x));
 	if (grouping == FFM_GROUP_SEQUENCE) {
 		p = ffm_json_set(p, "sequence_id", json_integer((json_int_t)i + 1));
@@ -932,9 +944,12 @@ static json_t *json_call_sites(const struct ffmctl_job_stores *js, int top)
 				continue;
 			shown++;
 			a = ffm_json_append(a, json_pack(
-				"{s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "node", ffm_json_string(js->v[ni].name),
-				"api", ffm_json_string(x->api_name), "count", ffm_json_u64(x->count),
-				"time_s", json_s(s_of(x->dur_ns)), "wait_s", json_s(s_of(x->wait_ns)),
+				"{s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+				"node", ffm_json_string(js->v[ni].name),
+				"api", ffm_json_string(x->api_name),
+				"count", ffm_json_u64(x->count),
+				"time_s", json_s(s_of(x->dur_ns)),
+				"wait_s", json_s(s_of(x->wait_ns)),
 				"benefit_s", json_s(s_of(x->benefit_ns)),
 				"call_site", ffmctl_json_site(x)));
 		}
@@ -957,8 +972,10 @@ static json_t *json_nodes(const struct ffmctl_job_stores *js)
 				continue;
 			procs = ffm_json_append(procs, json_pack(
 				"{s:I,s:o,s:o,s:o,s:I}", "pid", (json_int_t)p->tgid,
-				"exe", ffm_json_string(p->exe), "wall_s", json_s(s_of(p->end_ns - p->start_ns)),
-				"recoverable_s", json_s(s_of(p->benefit_ns)), "threads", (json_int_t)p->threads));
+				"exe", ffm_json_string(p->exe),
+				"wall_s", json_s(s_of(p->end_ns - p->start_ns)),
+				"recoverable_s", json_s(s_of(p->benefit_ns)),
+				"threads", (json_int_t)p->threads));
 		}
 		a = ffm_json_append(a, json_pack("{s:o,s:o,s:o,s:o}",
 						 "node", ffm_json_string(js->v[ni].name),
@@ -975,23 +992,29 @@ static int print_json(FILE *o, const char *job_id, const struct ffmctl_job_store
 		      const struct subseq *q)
 {
 	const struct ffm_analysis_result *r0 = ffm_analysis__result(js->v[0].an);
+	bool known = m->have_problems;
 	json_t *problems = json_array(), *v;
 
 	for (size_t i = 0; i < m->n_groups && (int)i < top; i++)
 		problems = ffm_json_append(problems, json_problem(js, m, i, grouping));
 	v = json_pack("{s:i,s:o,s:o,s:s,s:o,s:o,s:o,s:b,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
-		      "schema_version", REPORT_SCHEMA_VERSION, "job_id", ffm_json_string(job_id),
-		      "key", ffm_json_string(r0->key), "grouping", grouping_name(grouping),
+		      "schema_version", REPORT_SCHEMA_VERSION,
+		      "job_id", ffm_json_string(job_id),
+		      "key", ffm_json_string(r0->key),
+		      "grouping", grouping_name(grouping),
 		      "wall_s", json_s(s_of(m->wall_max_ns)),
-		      "recoverable_s", m->have_problems ? json_s(s_of(m->rec_ns)) : json_null(),
-		      "recoverable_pct", m->have_problems ? ffm_json_fixed(pct(m->rec_ns, m->wall_sum_ns), 4)
-							  : json_null(),
-		      "problems_known", m->have_problems, "stages", json_stages(js),
-		      "data_quality", json_quality(m), "problems", problems, "apis", json_apis(m),
-		      "call_sites", json_call_sites(js, top), "nodes", json_nodes(js),
-		      "load_imbalance", m->imbalance >= 0 ? ffm_json_fixed(m->imbalance, 6) : json_null(),
-		      "process_imbalance",
-		      m->proc_imbalance >= 0 ? ffm_json_fixed(m->proc_imbalance, 6) : json_null());
+		      "recoverable_s", known ? json_s(s_of(m->rec_ns)) : json_null(),
+		      "recoverable_pct", known ? ffm_json_fixed(pct(m->rec_ns, m->wall_sum_ns), 4)
+					       : json_null(),
+		      "problems_known", known,
+		      "stages", json_stages(js),
+		      "data_quality", json_quality(m),
+		      "problems", problems,
+		      "apis", json_apis(m),
+		      "call_sites", json_call_sites(js, top),
+		      "nodes", json_nodes(js),
+		      "load_imbalance", json_ratio(m->imbalance),
+		      "process_imbalance", json_ratio(m->proc_imbalance));
 	if (q && q->want && q->mg)
 		v = ffm_json_set(v, "subsequence", json_pack(
 			"{s:I,s:I,s:I,s:o,s:o,s:o}", "sequence_id", (json_int_t)q->id,
@@ -1049,8 +1072,8 @@ static int report(const char *job_id, bool json, enum ffm_grouping grouping, int
 	}
 	if (json) {
 		err = print_json(stdout, job_id, &js, &m, grouping, top, q);
-		if (err == -ENOMEM)
-			ffmctl_err("report", "out of memory");
+		if (err < 0)
+			ffmctl_err("report", "cannot write the JSON: %s", strerror(-err));
 	} else {
 		print_text(stdout, job_id, &js, &m, grouping, top, q);
 	}

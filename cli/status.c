@@ -77,17 +77,17 @@ static void print_drivers(const json_t *drivers)
 	for (size_t i = 0; i < n; i++) {
 		const json_t *d = json_array_get(drivers, i);
 
-		printf("  %s\n", ffm_json_str(json_object_get(d, "path"), "?"));
-		if (!ffm_json_bool(json_object_get(d, "usable"), false)) {
-			printf("      unusable: %s\n", ffm_json_str(json_object_get(d, "error"), "?"));
+		printf("  %s\n", ffm_json_get_str(d, "path", "?"));
+		if (!ffm_json_get_bool(d, "usable", false)) {
+			printf("      unusable: %s\n", ffm_json_get_str(d, "error", "?"));
 			continue;
 		}
-		printf("      version %s, build-id %s\n", ffm_json_str(json_object_get(d, "version"), "?"),
-		       ffm_json_str(json_object_get(d, "build_id"), "?"));
+		printf("      version %s, build-id %s\n", ffm_json_get_str(d, "version", "?"),
+		       ffm_json_get_str(d, "build_id", "?"));
 		printf("      wait function at %s (%.0f bytes), %.0f probes attached\n",
-		       ffm_json_str(json_object_get(d, "wait_offset"), "?"),
-		       ffm_json_num(json_object_get(d, "wait_size"), 0),
-		       ffm_json_num(json_object_get(d, "probes"), 0));
+		       ffm_json_get_str(d, "wait_offset", "?"),
+		       ffm_json_get_num(d, "wait_size", 0),
+		       ffm_json_get_num(d, "probes", 0));
 	}
 }
 
@@ -112,13 +112,13 @@ static void print_jobs(const json_t *jobs)
 		/* Every drop reason counts: each is a record the report will not have. */
 		json_object_foreach(drops, reason, d)
 			ndrops += ffm_json_num(d, 0);
-		snprintf(running, sizeof(running), "%.1f s", ffm_json_num(json_object_get(j, "running_s"), 0));
+		snprintf(running, sizeof(running), "%.1f s", ffm_json_get_num(j, "running_s", 0));
 		printf("  %-16s %-20s %-10s %5.0f %10s %10.0f %12.1f %8.0f  ",
-		       ffm_json_str(json_object_get(j, "job"), "?"), ffm_json_str(json_object_get(j, "key"), "?"),
-		       user_name((uint32_t)ffm_json_num(json_object_get(j, "owner"), 0), owner, sizeof(owner)),
-		       ffm_json_num(json_object_get(j, "stage"), 0), running,
-		       ffm_json_num(json_object_get(j, "events"), 0),
-		       ffm_json_num(json_object_get(j, "events_per_s"), 0), ndrops);
+		       ffm_json_get_str(j, "job", "?"), ffm_json_get_str(j, "key", "?"),
+		       user_name((uint32_t)ffm_json_get_num(j, "owner", 0), owner, sizeof(owner)),
+		       ffm_json_get_num(j, "stage", 0), running,
+		       ffm_json_get_num(j, "events", 0),
+		       ffm_json_get_num(j, "events_per_s", 0), ndrops);
 		if (!json_array_size(procs))
 			printf("(none yet)");
 		for (size_t k = 0; k < json_array_size(procs); k++)
@@ -169,11 +169,11 @@ int ffmctl_status(int argc, char **argv)
 		return EXIT_FAIL;
 	}
 	printf("ffmd on %s/%s: protocol %.0f, uprobes as %s (%s), map guard %s\n\n", ffmctl_g.runtime_dir,
-	       FFM_PROTO_SOCKET, ffm_json_num(json_object_get(st, "version"), 0),
-	       ffm_json_str(json_object_get(st, "probe_mode"), "?"),
-	       !strcmp(ffm_json_str(json_object_get(st, "probe_scope"), "system"), "process") ? "per job process"
+	       FFM_PROTO_SOCKET, ffm_json_get_num(st, "version", 0),
+	       ffm_json_get_str(st, "probe_mode", "?"),
+	       !strcmp(ffm_json_get_str(st, "probe_scope", "system"), "process") ? "per job process"
 											: "system-wide",
-	       ffm_json_bool(json_object_get(st, "map_guard"), false) ? "on" : "off");
+	       ffm_json_get_bool(st, "map_guard", false) ? "on" : "off");
 	print_drivers(json_object_get(st, "drivers"));
 	print_jobs(json_object_get(st, "jobs"));
 	json_decref(st);
@@ -332,8 +332,9 @@ int ffmctl_jobs(int argc, char **argv)
 	if (c.n) /* NULL when no job is recorded: qsort(NULL, 0) is UB */
 		qsort(c.rows, c.n, sizeof(c.rows[0]), cmp_row);
 	if (json) {
-		if (print_jobs_json(&c) < 0) {
-			ffmctl_err("jobs", "cannot write the list (out of memory, or stdout failed)");
+		err = print_jobs_json(&c);
+		if (err < 0) {
+			ffmctl_err("jobs", "cannot write the list: %s", strerror(-err));
 			r = EXIT_FAIL;
 			goto out;
 		}

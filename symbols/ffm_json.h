@@ -78,4 +78,20 @@ static inline bool ffm_json_bool(const json_t *v, bool dflt)
 	return json_is_boolean(v) ? json_is_true(v) : dflt;
 }
 
+/* The same for member @key of the object @obj. */
+static inline const char *ffm_json_get_str(const json_t *obj, const char *key, const char *dflt)
+{
+	return ffm_json_str(json_object_get(obj, key), dflt);
+}
+
+static inline double ffm_json_get_num(const json_t *obj, const char *key, double dflt)
+{
+	return ffm_json_num(json_object_get(obj, key), dflt);
+}
+
+static inline bool ffm_json_get_bool(const json_t *obj, const char *key, bool dflt)
+{
+	return ffm_json_bool(json_object_get(obj, key), dflt);
+}
+
 #endif

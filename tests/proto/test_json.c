@@ -71,7 +71,8 @@ TEST(refused_inputs)
 		json_t *v = ffm_json_parse(bad[i], strlen(bad[i]), &err);
 
 		ASSERT_MSG(v == NULL, "accepted '%s'", bad[i]);
-		ASSERT_MSG(err.text[0] && err.position >= 0 && (size_t)err.position <= strlen(bad[i]),
+		ASSERT_MSG(err.text[0] && err.position >= 0 &&
+				   (size_t)err.position <= strlen(bad[i]),
 			   "'%s': reason '%s' at %d", bad[i], err.text, err.position);
 	}
 	/* The reason is optional. */

@@ -309,8 +309,8 @@ TEST(cache_file_round_trip)
 	ffm_calibration__free(c2);
 
 	/* Another build's file, and files that are not a result, are refused. */
-	ASSERT_EQ(ffm_calibration__load_cached(state, "ffeeddccbbaa99887766554433221100ffeeddcc", &c),
-		  -ENOENT);
+	ASSERT_EQ(ffm_calibration__load_cached(state, "ffeeddccbbaa99887766554433221100ffeeddcc",
+					       &c), -ENOENT);
 	static const char *const bad[] = { "", "{", "[]", "{\"build_id\":\"other\"}",
 					   "{\"build_id\":\"%s\",\"driver_path\":\"x\"}" };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -318,7 +318,8 @@ TEST(cache_file_round_trip)
 		ASSERT(f);
 		fprintf(f, bad[i], id);
 		fclose(f);
-		ASSERT_MSG(ffm_calibration__load_cached(state, id, &c) == -EINVAL, "accepted %s", bad[i]);
+		ASSERT_MSG(ffm_calibration__load_cached(state, id, &c) == -EINVAL, "accepted %s",
+			   bad[i]);
 		ASSERT(c == NULL);
 	}
 }
