@@ -264,15 +264,14 @@ TEST(calibrate_errors)
 TEST(cache_file_round_trip)
 {
 	static const char id[] = "00112233445566778899aabbccddeeff00112233";
-	char state[256], state2[256], path[600], *json, *json2;
+	char cache[256], cache2[256], path[600], *json, *json2;
 	struct ffm_calibration *c, *c2;
 	FILE *f;
 
-	snprintf(state, sizeof(state), "%s/cache1", mktmp());
-	snprintf(state2, sizeof(state2), "%s/cache2", mktmp());
-	snprintf(path, sizeof(path), "mkdir -p %s/drivers", state);
-	ASSERT_EQ(system(path), 0);
-	snprintf(path, sizeof(path), "%s/drivers/%s.json", state, id);
+	snprintf(cache, sizeof(cache), "%s/old-format", mktmp());
+	snprintf(cache2, sizeof(cache2), "%s/resaved", mktmp());
+	ASSERT_EQ(mkdir(cache, 0755), 0);
+	snprintf(path, sizeof(path), "%s/%s.json", cache, id);
 	f = fopen(path, "w");
 	ASSERT(f);
 	fprintf(f, "{\"build_id\":\"%s\",\"driver_path\":\"/opt/a \\\"b\\\" \\\\c\","
@@ -283,7 +282,7 @@ TEST(cache_file_round_trip)
 		   "\"call\":\"launch\",\"mode\":\"spin\",\"synchronizing\":false,\"hits\":0,"
 		   "\"ok\":true}]}\n", id);
 	fclose(f);
-	ASSERT_OK(ffm_calibration__load_cached(state, id, &c));
+	ASSERT_OK(ffm_calibration__load_cached(cache, id, &c));
 	ASSERT(ffm_calibration__from_cache(c));
 	ASSERT(!ffm_calibration__verified(c));
 	ASSERT_EQ(ffm_calibration__wait_offset(c), 4660);
@@ -293,8 +292,8 @@ TEST(cache_file_round_trip)
 	ASSERT_STREQ(ffm_calibration__reason(c),
 		     "tab\tnl\nctl\x01 caf\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80");
 	ASSERT_EQ(json_array_size(ffm_calibration__evidence(c)), 1);
-	ASSERT_OK(ffm_calibration__save(c, state2));
-	ASSERT_OK(ffm_calibration__load_cached(state2, id, &c2));
+	ASSERT_OK(ffm_calibration__save(c, cache2));
+	ASSERT_OK(ffm_calibration__load_cached(cache2, id, &c2));
 	ASSERT_STREQ(ffm_calibration__reason(c2), ffm_calibration__reason(c));
 	ASSERT_STREQ(ffm_calibration__driver_path(c2), ffm_calibration__driver_path(c));
 	ASSERT_OK(ffm_calibration__to_json(c, &json));
@@ -309,7 +308,7 @@ TEST(cache_file_round_trip)
 	ffm_calibration__free(c2);
 
 	/* Another build's file, and files that are not a result, are refused. */
-	ASSERT_EQ(ffm_calibration__load_cached(state, "ffeeddccbbaa99887766554433221100ffeeddcc",
+	ASSERT_EQ(ffm_calibration__load_cached(cache, "ffeeddccbbaa99887766554433221100ffeeddcc",
 					       &c), -ENOENT);
 	static const char *const bad[] = { "", "{", "[]", "{\"build_id\":\"other\"}",
 					   "{\"build_id\":\"%s\",\"driver_path\":\"x\"}" };
@@ -318,7 +317,7 @@ TEST(cache_file_round_trip)
 		ASSERT(f);
 		fprintf(f, bad[i], id);
 		fclose(f);
-		ASSERT_MSG(ffm_calibration__load_cached(state, id, &c) == -EINVAL, "accepted %s",
+		ASSERT_MSG(ffm_calibration__load_cached(cache, id, &c) == -EINVAL, "accepted %s",
 			   bad[i]);
 		ASSERT(c == NULL);
 	}
