@@ -15,7 +15,7 @@
  *     key = nightly         # optional; default: uid + executable + arguments
  *     stage = 1             # optional override
  *
- * At most FFM_MAX_RULES rules (half of the job slots, daemon/server.h says why).
+ * At most FFM_MAX_RULES rules (half of the job slots, daemon/config.h says why).
  *
  * Unknown names and malformed lines are errors (a daemon that ignores a typo in its config
  * does something else than the admin asked). So is a config that is not a regular file: a
@@ -31,7 +31,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "daemon/server.h"
+#include "daemon/config.h"
 
 static char *trim(char *s)
 {
@@ -285,4 +285,24 @@ int ffmd_config_load(struct ffmd_config *cfg, const char *path, char *err, size_
 			r = -EINVAL;
 		}
 	return r;
+}
+
+const char *ffm_selector_name(enum ffm_sel_type t)
+{
+	return t == FFM_SEL_CGROUP ? "cgroup" : t == FFM_SEL_PID ? "pid" : t == FFM_SEL_UID ? "uid" : "exe";
+}
+
+int ffm_selector_type(const char *n, enum ffm_sel_type *t)
+{
+	if (!strcmp(n, "cgroup"))
+		*t = FFM_SEL_CGROUP;
+	else if (!strcmp(n, "pid"))
+		*t = FFM_SEL_PID;
+	else if (!strcmp(n, "uid"))
+		*t = FFM_SEL_UID;
+	else if (!strcmp(n, "exe"))
+		*t = FFM_SEL_EXE;
+	else
+		return -EINVAL;
+	return 0;
 }

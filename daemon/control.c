@@ -1,0 +1,464 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The control socket: a local user's connection, the request it sends, the response. Owns who
+ * may do what (root and the admin group start and end jobs and see everything; a user sees
+ * their own jobs and drivers), the limits on connections and on logging refusals, turning a
+ * job-start request into a job_spec, and the JSON of the responses (the status). What a job
+ * is, and starting and ending one, is jobs.c's.
+ *
+ * Runs on the loop. A request is one datagram, read when epoll says it is there; the daemon
+ * never waits on a client (a connection that sends nothing in time is closed by tick()).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "daemon/ffmd_int.h"
+#include "daemon/jobrun.h"
+#include "daemon/log.h"
+#include "daemon/proto.h"
+#include "symbols/ffm_driver.h"
+
+#define MAX_CONNS_PER_USER 4
+#define RESERVED_CONNS 8
+
+/* Length of the valid UTF-8 sequence at @s (1-4), or 0 when its bytes are not one. */
+static int utf8_len(const unsigned char *s)
+{
+	int n = s[0] < 0x80 ? 1 : (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3 :
+		(s[0] & 0xf8) == 0xf0 ? 4 : 0;
+	uint32_t cp;
+
+	if (n <= 1)
+		return n;
+	cp = s[0] & (0x7f >> n);
+	for (int i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	/* Overlong forms, surrogates and code points past U+10FFFF are not UTF-8. */
+	if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
+	    (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+		return 0;
+	return n;
+}
+
+/*
+ * A JSON string's content for @s (quotes, backslashes and control characters escaped). Job
+ * ids, keys and paths come from clients and config files: any byte but NUL may be in them, and
+ * a byte that is not part of valid UTF-8 becomes U+FFFD, so the output is always valid JSON.
+ * The result lives in one of a few rotating buffers, enough for one printf's arguments (ffmd is
+ * single-threaded); each holds the longest path escaped.
+ */
+static const char *jesc(const char *s)
+{
+	static char bufs[8][6 * PATH_MAX + 8];
+	static unsigned next;
+	char *b = bufs[next++ % 8], *o = b, *end = b + sizeof(bufs[0]) - 8;
+
+	for (const unsigned char *p = (const unsigned char *)s; p && *p && o < end;) {
+		int n = utf8_len(p);
+
+		if (*p == '"' || *p == '\\') {
+			*o++ = '\\';
+			*o++ = (char)*p++;
+		} else if (*p < 0x20) {
+			o += sprintf(o, "\\u%04x", *p++);
+		} else if (!n) {
+			o += sprintf(o, "\\ufffd");
+			p++;
+		} else {
+			memcpy(o, p, (size_t)n);
+			o += n;
+			p += n;
+		}
+	}
+	*o = 0;
+	return b;
+}
+
+static bool is_admin(struct ffmd *d, const struct ucred *c)
+{
+	gid_t groups[256];
+	int n;
+	char path[64], line[1024];
+	FILE *f;
+
+	if (c->uid == 0)
+		return true;
+	if (!d->have_admin_gid)
+		return false;
+	if (c->gid == d->admin_gid)
+		return true;
+	/* Supplementary groups of the peer, from /proc (SO_PEERCRED has only the primary). */
+	snprintf(path, sizeof(path), "/proc/%d/status", c->pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	n = 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "Groups:", 7)) {
+			char *p = line + 7, *end;
+
+			while (n < 256) {
+				unsigned long g = strtoul(p, &end, 10);
+
+				if (end == p)
+					break;
+				groups[n++] = (gid_t)g;
+				p = end;
+			}
+		}
+	}
+	fclose(f);
+	for (int i = 0; i < n; i++)
+		if (groups[i] == d->admin_gid)
+			return true;
+	return false;
+}
+
+static size_t status_json(struct ffmd *d, const struct ucred *c, char *out, size_t len)
+{
+	bool admin = is_admin(d, c);
+	size_t off = 0;
+	bool first = true;
+
+#define P(...)                                                                                     \
+	do {                                                                                       \
+		int _n = snprintf(out + off, off < len ? len - off : 0, __VA_ARGS__);            \
+		if (_n > 0)                                                                        \
+			off += (size_t)_n;                                                         \
+	} while (0)
+	P("{\"version\":%d,\"probe_mode\":\"%s\",\"probe_scope\":\"%s\",\"map_guard\":%s,"
+	  "\"wait_guard\":%s,\"drivers\":[",
+	  FFM_PROTO_VERSION, ffm_collector__probe_mode(d->col),
+	  ffm_collector__per_process(d->col) ? "process" : "system",
+	  ffm_collector__map_guard(d->col) ? "true" : "false",
+	  ffm_collector__wait_guard(d->col) ? "true" : "false");
+	for (int i = 0; i < MAX_DRIVERS; i++) {
+		struct drv *dv = &d->drvs[i];
+
+		if (!dv->used)
+			continue;
+		/* Another user's file is named to root and the admins only: its path may tell what
+		 * that user runs and where. */
+		P("%s{\"path\":\"%s\",\"usable\":%s,\"state\":\"%s\",\"trusted\":%s", first ? "" : ",",
+		  admin || !dv->user || dv->user == c->uid ? jesc(dv->path) : "(another user's file)",
+		  dv->state == DRV_READY ? "true" : "false",
+		  dv->state == DRV_READY ? "ready" : dv->state == DRV_PENDING ? "pending" : "failed",
+		  dv->rd.trusted ? "true" : "false");
+		if (dv->state == DRV_READY)
+			P(",\"build_id\":\"%s\",\"version\":\"%s\",\"wait_offset\":\"%#" PRIx64 "\",\"wait_size\":%" PRIu64,
+			  ffm_driver__build_id(dv->rd.drv), ffm_driver__version(dv->rd.drv), dv->rd.wait_off,
+			  dv->rd.wait_size);
+		else if (dv->state == DRV_FAILED)
+			P(",\"error\":\"%s\"", admin || !dv->user || dv->user == c->uid ? jesc(dv->why) : "");
+		{
+			/* Per-process scope: the probes of every process, and how many have them. */
+			size_t probes = ffm_attachment__count(dv->wait_att) + ffm_attachment__count(dv->api_att);
+			int procs = 0;
+
+			for (int k = 0; k < MAX_PLINKS; k++)
+				if (d->plinks[k].pid && d->plinks[k].dv == dv) {
+					probes += ffm_attachment__count(d->plinks[k].wait_att) +
+						  ffm_attachment__count(d->plinks[k].api_att);
+					procs++;
+				}
+			P(",\"probes\":%zu,\"processes_with_probes\":%d}", probes, procs);
+		}
+		first = false;
+	}
+	P("],\"jobs\":[");
+	first = true;
+	for (int i = 0; i < FFM_MAX_JOBS; i++) {
+		struct job *j = &d->jobs[i];
+		struct ffm_rec_drops dr = {};
+		pid_t pids[256];
+		int n;
+
+		if (!j->used || (!admin && j->owner != c->uid))
+			continue;
+		ffm_collector__drops(d->col, j->slot, &dr);
+		n = ffm_collector__job_pids(d->col, j->slot, pids, 256);
+		P("%s{\"job\":\"%s\",\"key\":\"%s\",\"rule\":\"%s\",\"owner\":%u,\"stage\":%d,\"running_s\":%.1f,"
+		  "\"events\":%" PRIu64 ",\"events_per_s\":%.1f,\"drops\":{\"ringbuf\":%" PRIu64
+		  ",\"stacks\":%" PRIu64 ",\"depth\":%" PRIu64 ",\"procs\":%" PRIu64 ",\"threads\":%" PRIu64
+		  ",\"unmatched\":%" PRIu64 "},\"processes_seen\":%u,\"processes_held\":%u,"
+		  "\"processes_unmeasured\":%u,\"processes_not_held\":%u,\"processes\":[",
+		  first ? "" : ",", jesc(j->id), jesc(j->key), jesc(j->rule), j->owner, j->stage, now_s() - j->start, j->events, j->rate,
+		  (uint64_t)dr.n[FFM_REC_DROP_RINGBUF], (uint64_t)dr.n[FFM_REC_DROP_STACK],
+		  (uint64_t)dr.n[FFM_REC_DROP_DEPTH], (uint64_t)dr.n[FFM_REC_DROP_PROCS],
+		  (uint64_t)dr.n[FFM_REC_DROP_THREADS], (uint64_t)dr.n[FFM_REC_DROP_UNMATCHED], j->procs,
+		  j->held, j->nunmeasured, j->not_held);
+		for (int k = 0; k < n; k++)
+			P("%s%d", k ? "," : "", pids[k]);
+		P("]}");
+		first = false;
+	}
+	P("],\"rules\":[");
+	first = true;
+	for (int i = 0; admin && i < FFM_MAX_RULES; i++) {
+		struct rule *ru = &d->rules[i];
+		struct ffm_rec_drops dr = {};
+
+		if (!ru->used)
+			continue;
+		ffm_collector__drops(d->col, ru->slot, &dr);
+		P("%s{\"rule\":\"%s\",\"key\":\"%s\",\"stage\":%d,\"jobs_made\":%" PRIu64
+		  ",\"drops\":{\"procs\":%" PRIu64 ",\"ringbuf\":%" PRIu64 "},\"selectors\":[",
+		  first ? "" : ",", jesc(ru->r.name), jesc(ru->r.key), ru->r.stage, ru->jobs_made,
+		  (uint64_t)dr.n[FFM_REC_DROP_PROCS], (uint64_t)dr.n[FFM_REC_DROP_RINGBUF]);
+		for (int k = 0; k < ru->r.nsel; k++)
+			P("%s\"%s=%s\"", k ? "," : "", ffm_selector_name(ru->r.sel[k].type), jesc(ru->r.sel[k].value));
+		P("]}");
+		first = false;
+	}
+	P("],\"processes_seen\":%" PRIu64 ",\"processes_held\":%" PRIu64 "}\n", d->procs_total,
+	  d->held_total);
+#undef P
+	return off;
+}
+
+static int job_start(struct ffmd *d, const struct ffm_request *req, const struct ucred *cred,
+		     char *body, size_t blen, const char **msg)
+{
+	const char *id = ffm_proto_arg(req, "job"), *key = ffm_proto_arg(req, "key");
+	const char *stage_s = ffm_proto_arg(req, "stage"), *owner_s = ffm_proto_arg(req, "owner");
+	static struct job_spec sp;
+	struct job *j;
+	pid_t owner = cred->uid;
+	int err, stage = 0;
+
+	memset(&sp, 0, sizeof(sp));
+	if (!id || !*id || strlen(id) >= sizeof(j->id)) {
+		*msg = "job-start needs job=ID (at most 127 bytes)";
+		return -EINVAL;
+	}
+	if (job_find(d, id)) {
+		*msg = "a job with this id is already active";
+		return -EEXIST;
+	}
+	if (key && (!*key || strlen(key) >= sizeof(j->key))) {
+		*msg = "key must be 1..127 bytes";
+		return -EINVAL;
+	}
+	if (stage_s && (sscanf(stage_s, "%d", &stage) != 1 || stage < 1 || stage > 4)) {
+		*msg = "stage must be 1..4";
+		return -EINVAL;
+	}
+	if (owner_s && parse_pid(owner_s, &owner) < 0 && strcmp(owner_s, "0")) {
+		*msg = "owner must be a uid";
+		return -EINVAL;
+	}
+	if (owner_s && !strcmp(owner_s, "0"))
+		owner = 0;
+	for (uint32_t i = 0; i < req->nargs; i++) {
+		const char *n = req->args[i].name;
+		struct ffm_selector *s;
+		struct ffm_rule r;
+
+		if (strcmp(n, "cgroup") && strcmp(n, "pid") && strcmp(n, "uid") && strcmp(n, "exe"))
+			continue;
+		if (sp.nsel == FFM_MAX_SELECTORS) {
+			*msg = "too many selectors";
+			return -ENOSPC;
+		}
+		s = &sp.sel[sp.nsel++];
+		ffm_selector_type(n, &s->type);
+		snprintf(s->value, sizeof(s->value), "%s", req->args[i].value);
+		if (s->type == FFM_SEL_PID) {
+			pid_t p;
+			char path[64];
+			struct stat st;
+
+			if (parse_pid(s->value, &p) < 0) {
+				*msg = "pid must be a positive number";
+				return -EINVAL;
+			}
+			snprintf(path, sizeof(path), "/proc/%d", p);
+			if (stat(path, &st) < 0) {
+				*msg = "no such process";
+				return -ESRCH;
+			}
+			if (!owner_s && cred->uid == 0)
+				owner = st.st_uid;
+		} else if ((err = selector_rule(s, &r)) < 0) {
+			*msg = s->type == FFM_SEL_CGROUP ? "cgroup: not a cgroup directory" :
+			       s->type == FFM_SEL_EXE ? "exe: no such file" : "uid must be a number";
+			return err;
+		} else if (s->type == FFM_SEL_UID && !owner_s) {
+			owner = (uid_t)r.id;
+		}
+	}
+	if (!sp.nsel) {
+		*msg = "job-start needs at least one selector (cgroup=, pid=, uid=, exe=)";
+		return -EINVAL;
+	}
+	sp.id = id;
+	/* Without --key every job is its own key (and starts at stage 1): the scheduler's
+	 * prolog passes a key so that re-runs of a job escalate. */
+	sp.key = key ? key : id;
+	sp.owner = owner;
+	sp.override_stage = stage;
+	err = job_create(d, &sp, &j, msg);
+	if (err < 0)
+		return err;
+	snprintf(body, blen, "{\"job\":\"%s\",\"key\":\"%s\",\"stage\":%d,\"run\":%" PRId64 "}\n",
+		 jesc(j->id), jesc(j->key), j->stage, ffm_jobrun__run_id(j->jr));
+	*msg = "started";
+	return 0;
+}
+
+/*
+ * Refused requests are logged, at most REFUSED_BURST per peer uid in each REFUSED_WINDOW_S
+ * (the rest are counted and summed up once the window is over): a local user who sends
+ * requests in a loop must not fill the journal.
+ */
+#define REFUSED_BURST 10
+#define REFUSED_WINDOW_S 10.0
+static void log_refused(const struct conn *c, const char *msg)
+{
+	static struct {
+		uid_t uid;
+		double since;
+		unsigned n, quiet;
+	} peers[16];
+	double t = now_s();
+	int k = 0;
+
+	for (int i = 0; i < 16; i++) {
+		if (peers[i].since && peers[i].uid == c->cred.uid) {
+			k = i;
+			break;
+		}
+		if (peers[i].since < peers[k].since)
+			k = i; /* the oldest, given up if this uid is not there */
+	}
+	if (!peers[k].since || peers[k].uid != c->cred.uid || t - peers[k].since > REFUSED_WINDOW_S) {
+		if (peers[k].quiet)
+			log_info("%u more requests from uid %u were refused (not logged one by one)",
+				 peers[k].quiet, (unsigned)peers[k].uid);
+		peers[k].uid = c->cred.uid;
+		peers[k].since = t;
+		peers[k].n = peers[k].quiet = 0;
+	}
+	if (peers[k].n++ < REFUSED_BURST)
+		log_info("request from uid %u pid %d refused: %s", c->cred.uid, c->cred.pid, msg);
+	else
+		peers[k].quiet++;
+}
+
+void handle_request(struct ffmd *d, struct conn *c)
+{
+	static char msgbuf[FFM_PROTO_MAX_REQUEST + 1];
+	static struct ffm_request req;
+	static char body[FFM_PROTO_MAX_RESPONSE - 512];
+	char resp[FFM_PROTO_MAX_RESPONSE];
+	const char *msg = "ok";
+	ssize_t n;
+	int err = 0;
+
+	body[0] = 0;
+	/* One more byte than allowed: a longer message is truncated by the socket (MSG_TRUNC
+	 * tells), never split into a second request. */
+	n = recv(c->fd, msgbuf, sizeof(msgbuf), MSG_DONTWAIT | MSG_TRUNC);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0)
+		goto close;
+	if ((size_t)n > FFM_PROTO_MAX_REQUEST) {
+		err = -E2BIG;
+		msg = "request too long";
+	} else if ((err = ffm_proto_parse(msgbuf, n, &req, &msg)) == 0) {
+		switch (req.verb) {
+		case FFM_VERB_PING:
+			msg = "pong";
+			break;
+		case FFM_VERB_STATUS:
+			status_json(d, &c->cred, body, sizeof(body));
+			break;
+		case FFM_VERB_JOB_START:
+			if (!is_admin(d, &c->cred)) {
+				err = -EACCES;
+				msg = "permission denied: only root or the admin group may start jobs";
+				break;
+			}
+			err = job_start(d, &req, &c->cred, body, sizeof(body), &msg);
+			break;
+		case FFM_VERB_JOB_END: {
+			const char *id = ffm_proto_arg(&req, "job");
+			struct job *j = id ? job_find(d, id) : NULL;
+
+			if (!is_admin(d, &c->cred)) {
+				err = -EACCES;
+				msg = "permission denied: only root or the admin group may end jobs";
+			} else if (!j) {
+				err = -ENOENT;
+				msg = "no active job with this id";
+			} else {
+				snprintf(body, sizeof(body), "{\"job\":\"%s\",\"key\":\"%s\",\"stage\":%d}\n",
+					 jesc(j->id), jesc(j->key), j->stage);
+				err = job_end(d, j, false);
+				msg = err ? "the job ended, but its store could not be finished" : "ended";
+			}
+			break;
+		}
+		}
+	}
+	if (err)
+		log_refused(c, msg);
+	n = snprintf(resp, sizeof(resp), "FFM/%d %d %s\n%s", FFM_PROTO_VERSION, err ? -err : 0, msg, body);
+	send(c->fd, resp, n < (ssize_t)sizeof(resp) ? (size_t)n : sizeof(resp) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+close:
+	epoll_ctl(d->ep, EPOLL_CTL_DEL, c->fd, NULL);
+	close(c->fd);
+	c->fd = -1;
+}
+
+void accept_conn(struct ffmd *d)
+{
+	socklen_t sl = sizeof(struct ucred);
+	struct conn *c = NULL;
+	int fd = accept4(d->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+	struct ucred cred;
+	int nfree = 0, mine = 0;
+
+	if (fd < 0)
+		return;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &sl) < 0) {
+		close(fd);
+		return;
+	}
+	for (int i = 0; i < MAX_CONNS; i++) {
+		if (d->conns[i].fd < 0) {
+			nfree++;
+			if (!c)
+				c = &d->conns[i];
+		} else if (d->conns[i].cred.uid == cred.uid) {
+			mine++;
+		}
+	}
+	/* Busy: refuse rather than queue without bound. One user may hold at most
+	 * MAX_CONNS_PER_USER connections, and the last RESERVED_CONNS slots are root's and the
+	 * admins', so that no local user can lock the scheduler's prolog out by holding
+	 * connections open. */
+	if (!c || (cred.uid != 0 && (mine >= MAX_CONNS_PER_USER ||
+				     (nfree <= RESERVED_CONNS && !is_admin(d, &cred))))) {
+		close(fd);
+		return;
+	}
+	c->fd = fd;
+	c->cred = cred;
+	c->deadline = now_s() + FFM_PROTO_TIMEOUT_MS / 1000.0;
+	epoll_ctl(d->ep, EPOLL_CTL_ADD, fd,
+		  &(struct epoll_event){ .events = EPOLLIN, .data.u64 = TAG_CONN | (uint64_t)(c - d->conns) << 8 });
+}

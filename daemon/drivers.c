@@ -1,0 +1,387 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The libcuda files in use (struct drv), and getting each job process the probes of its own.
+ *
+ * Driver discovery: the system's libcuda at start, and for every process that joins a job the
+ * libcuda its loader will pick (LD_LIBRARY_PATH, its root's ld.so.cache), resolved when its
+ * exec is reported, before it can have loaded the driver. A new build-id is calibrated on the
+ * spot (the calibration is cached per build-id). While a driver file not seen before is made
+ * ready (calibration: about a second; attaching: milliseconds) the process that brought it is
+ * held with SIGSTOP, so that its first calls are not missed; a process that was stopped
+ * already is left as it is. "Before it can have loaded the driver" is a race ffmd can lose (a
+ * loaded node, a preload, a dlopen by path): the map guard closes it, BPF stopping a job's
+ * process at the mmap of a libcuda file not declared ready (on_driver_mapped).
+ *
+ * Owns the driver table (entries, per-user limits, forgetting), the processes waiting for a
+ * pending driver, and marking a job's run partial when one of its processes could not be
+ * measured. Not the probes themselves (links.c attaches them), nor the stops (holds.c).
+ *
+ * Making a driver ready (parsing, calibrating: up to seconds) runs on the readier's thread
+ * (daemon/readier.c); its results come back to the loop through drivers_take. Only while ffmd
+ * starts, before its loop runs, are drivers made ready in place (driver_get's @sync). A
+ * process the map guard stopped is waited for at most 500 ms (wait_stopped) on the loop.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "daemon/ffmd_int.h"
+#include "daemon/jobrun.h"
+#include "daemon/log.h"
+#include "daemon/readier.h"
+#include "symbols/ffm_driver.h"
+
+#define MAX_DRIVERS_PER_USER 4 /* entries a non-root user's processes may bring (see driver_slot) */
+#define FAILED_FORGET_S 60.0   /* an unusable driver is looked at again after this long */
+
+/* Whether a message about @what may be logged now: at most one per 10 s for each @last. */
+static bool log_allowed(double *last)
+{
+	double t = now_s();
+
+	if (*last && t - *last < 10.0)
+		return false;
+	*last = t;
+	return true;
+}
+
+static void driver_free(struct ffmd *d, struct drv *dv)
+{
+	uint32_t gen = dv->gen + 1;
+
+	ffm_collector__driver_forget(d->col, ffm_kernel_dev(dv->dev), dv->ino);
+	ffm_attachment__free(dv->api_att);
+	ffm_attachment__free(dv->wait_att);
+	ffm_ready_driver__release(&dv->rd);
+	memset(dv, 0, sizeof(*dv));
+	dv->gen = gen;
+}
+
+/*
+ * An entry for a driver file owned by @user, or NULL. Unusable entries are forgotten after
+ * FAILED_FORGET_S; a non-root user's files take at most MAX_DRIVERS_PER_USER entries (so that
+ * one user's many files cannot keep root's next driver out); a full table gives up its oldest
+ * unusable entry, else its oldest one that no probe uses (made ready again from the cache
+ * when needed).
+ */
+static struct drv *driver_slot(struct ffmd *d, uid_t user, const char *path)
+{
+	static double last_user, last_full;
+	struct drv *best = NULL;
+	double t = now_s();
+	int mine = 0;
+
+	for (int i = 0; i < MAX_DRIVERS; i++) {
+		struct drv *dv = &d->drvs[i];
+
+		if (dv->used && dv->state == DRV_FAILED && t - dv->since >= FAILED_FORGET_S)
+			driver_free(d, dv);
+		if (dv->used && user && dv->user == user)
+			mine++;
+	}
+	if (user && mine >= MAX_DRIVERS_PER_USER) {
+		if (log_allowed(&last_user))
+			log_warn("uid %u already owns %d of the libcuda files in use; ignoring %s (the "
+				 "processes using it are not measured)", (unsigned)user, mine, path);
+		return NULL;
+	}
+	for (int i = 0; i < MAX_DRIVERS; i++)
+		if (!d->drvs[i].used)
+			return &d->drvs[i];
+	for (int i = 0; i < MAX_DRIVERS; i++) {
+		struct drv *dv = &d->drvs[i];
+
+		if (dv->system || dv->state == DRV_PENDING || driver_in_use(d, dv))
+			continue;
+		if (!best || (dv->state == DRV_FAILED) > (best->state == DRV_FAILED) ||
+		    ((dv->state == DRV_FAILED) == (best->state == DRV_FAILED) && dv->since < best->since))
+			best = dv;
+	}
+	if (best) {
+		log_info("forgetting driver %s to make room for %s", best->path, path);
+		driver_free(d, best);
+		return best;
+	}
+	if (log_allowed(&last_full))
+		log_warn("more than %d libcuda files in use; ignoring %s", MAX_DRIVERS, path);
+	return NULL;
+}
+
+/* @pid runs unmeasured for a while through no fault of the stage (a new driver being made
+ * ready, and it could not be held): its job's run is partial, and the stage is done again. */
+static void job_interrupted(struct ffmd *d, pid_t pid)
+{
+	int idx = job_of_pid(d, pid);
+
+	if (idx >= 0 && d->jobs[idx].jr)
+		ffm_jobrun__set_interrupted(d->jobs[idx].jr);
+}
+
+/* Remember that @pid's calls go unmeasured (its driver cannot be used): its job's run is
+ * partial (job_end). */
+static void job_unmeasured_in(struct ffmd *d, int idx, pid_t pid)
+{
+	struct job *j;
+
+	if (idx < 0)
+		return;
+	j = &d->jobs[idx];
+	for (uint32_t i = 0; i < j->nunmeasured && i < MAX_UNMEASURED; i++)
+		if (j->unmeasured[i] == pid)
+			return;
+	if (j->nunmeasured < MAX_UNMEASURED)
+		j->unmeasured[j->nunmeasured] = pid;
+	j->nunmeasured++;
+}
+
+static void job_unmeasured(struct ffmd *d, pid_t pid)
+{
+	job_unmeasured_in(d, job_of_pid(d, pid), pid);
+}
+
+/*
+ * Process @pid will use (or uses) driver @dv, which is no longer pending: give it its probes.
+ * Per-process scope: attached now, whether or not it has mapped the file yet, so that its mmap
+ * finds them and the map guard does not stop it (@kkey: the file as BPF saw it at that mmap).
+ */
+static void driver_use(struct ffmd *d, pid_t pid, struct drv *dv, const uint64_t *kkey)
+{
+	if (dv->state != DRV_READY) {
+		job_unmeasured(d, pid);
+		return;
+	}
+	if (ffm_collector__per_process(d->col)) {
+		struct plink *pl = link_process(d, pid, dv);
+
+		if (!pl && alive(pid))
+			job_unmeasured(d, pid); /* its probes could not be attached */
+		else if (pl && kkey)
+			plink_key(d, pl, kkey[0], kkey[1]);
+	} else if (!dv->wait_att) {
+		update_attachments(d);
+	}
+}
+
+/* @dv is ready or failed: every process held for it goes on, and those that will load it
+ * get their probes before they do. */
+static void drivers_release_waiters(struct ffmd *d, struct drv *dv)
+{
+	for (int i = 0; i < MAX_HOLDS; i++)
+		if (d->waiters[i].pid && d->waiters[i].dv == dv) {
+			pid_t pid = d->waiters[i].pid;
+
+			d->waiters[i].pid = 0;
+			if (proc_start_time(pid) == d->waiters[i].start)
+				driver_use(d, pid, dv, NULL);
+		}
+	for (int i = d->nholds - 1; i >= 0; i--) {
+		struct hold *h = &d->holds[i];
+		pid_t pid = h->pid;
+
+		if (h->wait != dv)
+			continue;
+		h->wait = NULL;
+		driver_use(d, pid, dv, h->mapped ? (const uint64_t[]){ h->kdev, h->kino } : NULL);
+		hold_release(d, pid);
+	}
+}
+
+/* A readier result: the entry it is for becomes READY or FAILED, its waiters go on. */
+static void driver_done(struct ffmd *d, struct ffm_readier_result *res)
+{
+	uint32_t idx = (uint32_t)(res->cookie >> 32), gen = (uint32_t)res->cookie;
+	struct drv *dv = idx < MAX_DRIVERS ? &d->drvs[idx] : NULL;
+
+	if (!dv || !dv->used || dv->gen != gen || dv->state != DRV_PENDING) {
+		ffm_ready_driver__release(&res->rd);
+		return;
+	}
+	if (res->err < 0) {
+		dv->state = DRV_FAILED;
+		dv->since = now_s();
+		snprintf(dv->why, sizeof(dv->why), "%s", res->why[0] ? res->why : strerror(-res->err));
+		log_err("cannot use driver %s: %s; processes using it are not measured", dv->path, dv->why);
+	} else {
+		dv->rd = res->rd;
+		dv->state = DRV_READY;
+		log_info("driver %s: build-id %s, version %s, wait function at %#" PRIx64 "%s%s", dv->path,
+			 ffm_driver__build_id(dv->rd.drv), ffm_driver__version(dv->rd.drv), dv->rd.wait_off,
+			 dv->rd.calibrated_now ? " (calibrated now)" : "",
+			 dv->rd.trusted ? "" : " (not root's file: the calibration of its build-id)");
+		/* Remembered, so that after a crash its probes are back before the resumed jobs'
+		 * processes can call it (the journal is not open yet while ffmd starts). */
+		if (d->journal[0] && !d->resuming)
+			journal_write(d);
+	}
+	/* Ready or unusable, it is dealt with: the map guard no longer stops its users. */
+	ffm_collector__driver_known(d->col, ffm_kernel_dev(dv->dev), dv->ino);
+	drivers_release_waiters(d, dv);
+}
+
+/* Results of the readier, as they come (the loop's TAG_READY). */
+void drivers_take(struct ffmd *d)
+{
+	struct ffm_readier_result res;
+
+	while (ffm_readier__take(d->readier, &res) == 0)
+		driver_done(d, &res);
+}
+
+/*
+ * The entry of the driver file @path, made if new: pending (the readier makes it ready off the
+ * loop), or, with @sync (while ffmd starts, before its loop runs), made ready here. NULL when
+ * the file is gone or the table refuses it.
+ */
+struct drv *driver_get(struct ffmd *d, const char *path, bool sync)
+{
+	struct ffm_readier_result res = {};
+	struct drv *dv;
+	struct stat st;
+
+	if (stat(path, &st) < 0)
+		return NULL;
+	if ((dv = driver_find(d, st.st_dev, st.st_ino)))
+		return dv;
+	/* Whose it is: the file's owner (a user can make no file that another user owns). */
+	if (!(dv = driver_slot(d, st.st_uid, path)))
+		return NULL;
+	dv->used = true;
+	dv->state = DRV_PENDING;
+	dv->dev = st.st_dev;
+	dv->ino = st.st_ino;
+	dv->user = st.st_uid;
+	dv->since = now_s();
+	snprintf(dv->path, sizeof(dv->path), "%s", path);
+	res.cookie = (uint64_t)(dv - d->drvs) << 32 | dv->gen;
+	if (!sync) {
+		res.err = ffm_readier__submit(d->readier, path, res.cookie);
+		if (res.err == 0) {
+			log_info("driver %s: being made ready; processes that need it wait", path);
+			return dv;
+		}
+		snprintf(res.why, sizeof(res.why), "too many drivers being made ready at once");
+	} else {
+		res.err = ffm_driver_ready(path, d->cfg.state_dir, 0, &res.rd, res.why, sizeof(res.why));
+	}
+	driver_done(d, &res);
+	return dv;
+}
+
+/*
+ * The driver process @pid maps or will load, made ready if new. A driver not seen before is
+ * made ready off the loop while the process is held (it has not loaded it yet, or BPF stopped
+ * it at the mmap); one that is ready gives the process its probes at once.
+ */
+struct drv *ensure_driver_for_pid(struct ffmd *d, pid_t pid)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	struct drv *dv;
+	int err = driver_path_of(pid, path, sizeof(path));
+	bool mapped = err == 1;
+
+	if (err < 0 || stat(path, &st) < 0) {
+		/* No libcuda for it (a non-CUDA process of the job) is normal; being refused
+		 * its environment or root is not, and must not go unnoticed. */
+		if (err == -EACCES || err == -EPERM)
+			log_warn("cannot tell which libcuda process %d will load: %s (ffmd needs "
+				 "CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH), its calls may go unmeasured",
+				 pid, strerror(-err));
+		return NULL;
+	}
+	dv = driver_find(d, st.st_dev, st.st_ino);
+	if (!dv)
+		dv = driver_get(d, path, false);
+	if (!dv) {
+		job_unmeasured(d, pid);
+		return NULL;
+	}
+	if (dv->state == DRV_PENDING && mapped) {
+		/* It may be calling it now: held until its probes are there. */
+		struct hold *h = hold(d, pid, false);
+
+		if (h) {
+			h->wait = dv;
+			log_info("holding process %d while its driver %s is made ready", pid, path);
+			return dv;
+		}
+		job_interrupted(d, pid); /* it runs on, unmeasured until the driver is ready */
+	}
+	if (dv->state == DRV_PENDING) {
+		/* Not loaded yet: it runs on. Its probes come when the driver is ready; should it
+		 * map the file before, the map guard stops it there (the file is not yet declared). */
+		int free_w = -1;
+
+		for (int i = 0; i < MAX_HOLDS; i++) {
+			if (d->waiters[i].pid == pid)
+				free_w = i;
+			else if (!d->waiters[i].pid && free_w < 0)
+				free_w = i;
+		}
+		if (free_w >= 0)
+			d->waiters[free_w] = (typeof(d->waiters[0])){ pid, proc_start_time(pid), dv };
+		return dv;
+	}
+	driver_use(d, pid, dv, NULL);
+	return dv;
+}
+
+/*
+ * A job's process maps a libcuda file it has no probes for (a driver not seen before, or ffmd
+ * late to give it its probes), and BPF stopped it there (see struct ffm_rec_map). The stop
+ * lands when its mmap returns, and only then do its maps show the file. Make the driver ready
+ * as for an exec, declare the file (as BPF saw it: a file reached through an overlay may not
+ * stat to the same device) and let the process go, once the driver is ready. Done whatever
+ * became of its job: nobody else would send the SIGCONT.
+ */
+void on_driver_mapped(struct ffmd *d, const struct ffm_rec_map *m)
+{
+	pid_t pid = (pid_t)m->hdr.tgid;
+	struct drv *dv = NULL;
+	struct hold *h = NULL;
+	int j;
+
+	/* The file BPF saw, if it is a driver ffmd has: a process may map more than one. */
+	for (int i = 0; i < MAX_DRIVERS && !dv; i++)
+		if (d->drvs[i].used && ffm_kernel_dev(d->drvs[i].dev) == m->dev && d->drvs[i].ino == m->ino)
+			dv = &d->drvs[i];
+	if (!m->stopped && (m->flags & FFM_MAP_PARENT_WAITS)) {
+		log_info("process %d maps a libcuda it has no probes on: not held, its parent waits "
+			 "for stopped children (its first calls may go unmeasured)", pid);
+		if ((j = job_of_pid(d, pid)) >= 0)
+			d->jobs[j].not_held++;
+	}
+	if (m->stopped && (h = hold(d, pid, true))) {
+		h->mapped = true;
+		h->kdev = m->dev;
+		h->kino = m->ino;
+		log_info("process %d maps a libcuda %s (device %#" PRIx64 ", inode %" PRIu64
+			 "): held at its mmap until its probes are there", pid,
+			 dv && ffm_collector__per_process(d->col) ? "it has no probes on" : "not seen before",
+			 (uint64_t)m->dev, (uint64_t)m->ino);
+	}
+	if (m->stopped && !wait_stopped(pid, 500) && alive(pid))
+		log_warn("process %d did not stop at its libcuda mmap; its first calls may go unmeasured",
+			 pid);
+	if (!dv)
+		dv = ensure_driver_for_pid(d, pid);
+	if (dv && dv->state == DRV_PENDING) {
+		if (h)
+			h->wait = dv; /* released by drivers_release_waiters */
+		else
+			job_interrupted(d, pid);
+		return;
+	}
+	ffm_collector__driver_known(d->col, m->dev, m->ino);
+	if (dv)
+		driver_use(d, pid, dv, (const uint64_t[]){ m->dev, m->ino });
+	/* Not held and gone before its probes came: it ran unmeasured (a short program whose
+	 * parent waits for stopped children). Its run must not look complete. */
+	if (!m->stopped && dv && dv->state == DRV_READY && ffm_collector__per_process(d->col) &&
+	    (!alive(pid) || !plink_find(d, pid, dv)))
+		job_unmeasured_in(d, job_of_rec(d, &m->hdr), pid);
+	if (h)
+		hold_release(d, pid);
+}

@@ -1,0 +1,311 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ffmd's core, inside: the state every file of the core shares (struct ffmd and its tables),
+ * the limits, and what each file offers the others. Not for anything outside the core:
+ * daemon/server.h is the core's face (ffmd.c, the tests).
+ *
+ * The core is cut by concern, one file each, lowest first; a file calls only into the files
+ * above it in this list (and the libraries: collector, readier, jobrun, store...), never into
+ * one below, so no two files depend on each other:
+ *
+ *   procfs.c    what ffmd reads of a process in /proc: state, parent, start time, its libcuda,
+ *               whether it waits for stopped children. Knows nothing of jobs.
+ *   tables.c    lookups in struct ffmd's tables (job by id or pid, route, driver, plink, rule
+ *               by slot) and the route table. Changes nothing else.
+ *   journal.c   the journal file of active jobs: its format, writing it, reading it line by
+ *               line. What a line means for a restart is jobs.c's.
+ *   links.c     uprobe attachments: a driver's system-wide sets, each process's own (plinks),
+ *               and the thread that detaches them.
+ *   holds.c     processes kept stopped until their probes are in (SIGSTOP/SIGCONT, the holds
+ *               file, parents that stop on seeing it).
+ *   drivers.c   the libcuda files in use: made ready off the loop, the processes that wait for
+ *               them, the map guard's stops (on_driver_mapped).
+ *   jobs.c      a job's life: selectors in BPF, tracking its processes, start and end, resuming
+ *               the journal's jobs after a crash.
+ *   rules.c     [rule NAME] sections: their slots, and the processes they match made jobs.
+ *   control.c   the control socket: who may do what, requests, the status JSON.
+ *   server.c    setup, the event loop, records from the ring buffer (routed to their jobs),
+ *               reload and teardown.
+ *
+ * Everything here runs on ffmd's one loop thread but for the readier (daemon/readier.c) and
+ * the detacher (links.c), which touch none of these tables; server.c says what may take long.
+ */
+#ifndef FFM_FFMD_INT_H
+#define FFM_FFMD_INT_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "bpf/ffm.h"
+#include "daemon/collector.h"
+#include "daemon/config.h"
+#include "daemon/driver_setup.h"
+#include "daemon/proto.h"
+
+#define MAX_DRIVERS 16
+#define MAX_UNMEASURED 64      /* distinct processes per job remembered as not measured */
+#define MAX_CONNS 32
+#define MAX_ROUTES 4096
+#define MAX_HOLDS 64
+#define MAX_PLINKS 1024
+#define MAX_DETACH 256
+#define LINGER_S 30.0 /* probes stay attached this long after the last job that needed them */
+
+/* What an epoll event is about (the low byte of its data; TAG_CONN: the connection above it). */
+enum { TAG_RING = 1, TAG_LISTEN, TAG_SIGNAL, TAG_TIMER, TAG_CONN, TAG_READY };
+
+/*
+ * A libcuda file in use, by device and inode. PENDING while the readier makes it ready off the
+ * loop (the processes that need it are held meanwhile), then READY or FAILED. An entry a
+ * non-root user's process brought counts against that user (MAX_DRIVERS_PER_USER); FAILED
+ * entries are forgotten after FAILED_FORGET_S, and unused ones give way when the table is full.
+ */
+enum drv_state { DRV_PENDING, DRV_READY, DRV_FAILED };
+
+struct drv {
+	bool used;
+	enum drv_state state;
+	bool system;        /* the system's own (found at start): never given away */
+	uint32_t gen;       /* tells a readier result for a reused entry from a current one */
+	uid_t user;         /* the file's owner */
+	double since;       /* when it was brought */
+	uint64_t dev, ino;
+	char path[PATH_MAX];
+	struct ffm_ready_driver rd;
+	struct ffm_attachment *wait_att;
+	struct ffm_attachment *api_att;
+	char why[512];
+};
+
+/*
+ * A process held (stopped) by ffmd or by BPF's map guard until its probes are in place, listed
+ * in <state_dir>/ffmd-held (see holds_write). @wait: the driver it waits for (NULL: its holder
+ * releases it). @cont: someone of ffm's stopped it, so it gets SIGCONT at release (a process the
+ * user stopped stays stopped). @ppid: its parent, which may stop itself on seeing the stop (su,
+ * runuser, sudo) and is then continued (see parents_check).
+ */
+struct hold {
+	pid_t pid;
+	unsigned long long start;
+	struct drv *wait;
+	bool cont;
+	bool mapped;          /* BPF stopped it at its mmap of {kdev, kino} */
+	uint64_t kdev, kino;
+	pid_t ppid;
+	double since;
+};
+
+struct parent_watch {
+	pid_t pid;            /* 0: free */
+	unsigned long long start;
+	double until;
+};
+
+/*
+ * Per-process scope (ffm_collector__per_process): the probes of one job process on one driver
+ * file, attached for that process only. Made when BPF stops the process at its mmap of the file
+ * or at its fork from a process with probes, or when a process that maps the file joins a job;
+ * freed at its exit, or when it leaves its job.
+ */
+struct plink {
+	pid_t pid;                /* 0: free */
+	unsigned long long start; /* its start time: a reused pid is another process */
+	struct drv *dv;
+	struct ffm_link_key keys[2]; /* declared to BPF: as stat and as the kernel see the file */
+	int nkeys;
+	struct ffm_attachment *wait_att, *api_att;
+};
+
+/* What a job is made from: a job-start request, a rule match, or a journal line. */
+struct job_spec {
+	const char *id, *key;
+	uid_t owner;
+	int override_stage; /* 0: the plan decides */
+	int nsel;
+	struct ffm_selector sel[FFM_MAX_SELECTORS];
+	const char *rule;   /* the rule that made it, NULL: a request */
+	pid_t root;         /* rule jobs: the process that matched */
+	bool adopted;       /* its process sits in a rule's slot: the caller moves it */
+	bool resumed;       /* from the journal: its processes run already, its run is partial */
+};
+
+struct job {
+	bool used;
+	bool ending;        /* its last process exited: end it after this round of records */
+	uint32_t slot;
+	char id[128], key[128];
+	char rule[64];      /* "" unless a rule made it */
+	uid_t owner;
+	int stage, override_stage;
+	struct ffm_jobrun *jr;
+	int nsel;
+	struct ffm_selector sel[FFM_MAX_SELECTORS];
+	pid_t root;
+	int exit_status;
+	double start;
+	uint64_t events, events_prev;
+	double rate;
+	/* Processes whose libcuda could not be used (their calls go unmeasured): the run is
+	 * partial and its report says so. */
+	pid_t unmeasured[MAX_UNMEASURED];
+	uint32_t nunmeasured;
+	uint32_t procs, held; /* processes that came to the job, and how many of them ffm held */
+	uint32_t not_held;    /* ... would have been held, but a parent would have seen it */
+};
+
+struct rule {
+	bool used;
+	uint32_t slot;
+	struct ffmd_rule r;
+	uint64_t jobs_made;
+};
+
+/* A process that BPF put into a rule's slot, and the job it belongs to now. */
+struct route {
+	uint32_t tgid;
+	int32_t job; /* index in jobs[], -1: free */
+};
+
+struct conn {
+	int fd;
+	double deadline;
+	struct ucred cred;
+};
+
+struct ffmd {
+	struct ffmd_config cfg;
+	struct ffm_collector *col;
+	struct ffm_symbolizer *sym;
+	struct ffm_apis *apis;
+	struct job jobs[FFM_MAX_JOBS];
+	struct rule rules[FFM_MAX_RULES];
+	uint64_t rule_slots;     /* bit per slot owned by a rule */
+	struct route routes[MAX_ROUTES];
+	struct drv drvs[MAX_DRIVERS];
+	struct plink plinks[MAX_PLINKS];
+	struct {
+		pthread_t th;
+		bool started, stop;
+		pthread_mutex_t mu;
+		pthread_cond_t cv;
+		int n;
+		struct ffm_attachment *q[MAX_DETACH];
+	} det;                    /* attachments being detached (see detach_later) */
+	struct conn conns[MAX_CONNS];
+	int ep, lfd, sfd, tfd;
+	gid_t admin_gid;
+	bool have_admin_gid;
+	bool stop;
+	double idle_since;        /* no job since then (0: a job is active) */
+	double detail_idle_since; /* no stage >= 2 job since then */
+	char *att_names[256];     /* the public sync functions of the attached API probes */
+	int natt_names;
+	double last_tick, last_watchdog;
+	unsigned long long watchdog_usec;
+	char sock_path[PATH_MAX];
+	char journal[sizeof(((struct ffmd_config *)0)->state_dir) + 16];
+	bool resuming; /* journal_resume() is reading the journal: do not rewrite it yet */
+	char holds_path[sizeof(((struct ffmd_config *)0)->state_dir) + 16];
+	struct hold holds[MAX_HOLDS];
+	int nholds;
+	struct parent_watch parents[MAX_HOLDS];
+	struct {
+		pid_t pid;        /* 0: free */
+		unsigned long long start;
+		struct drv *dv;
+	} waiters[MAX_HOLDS];     /* processes that will load a pending driver, not held */
+	struct ffm_readier *readier;
+	uint64_t procs_total, held_total; /* job processes seen, and held (status shows the rate) */
+};
+
+static inline double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* ---- procfs.c ---- */
+int proc_stat3(pid_t pid, char *state, pid_t *ppid, unsigned long long *start);
+int proc_stat(pid_t pid, char *state, unsigned long long *start);
+char proc_state(pid_t pid);                 /* 0: gone */
+unsigned long long proc_start_time(pid_t pid); /* 0: gone */
+bool alive(pid_t pid);
+bool wait_stopped(pid_t pid, int ms);
+bool waits_for_stops(pid_t ppid);
+int parse_pid(const char *s, pid_t *out);
+int driver_path_of(pid_t pid, char *out, size_t len);
+
+/* ---- tables.c ---- */
+struct drv *driver_find(struct ffmd *d, uint64_t dev, uint64_t ino);
+struct job *job_find(struct ffmd *d, const char *id);
+int job_of_pid(struct ffmd *d, pid_t pid);
+int job_of_rec(struct ffmd *d, const struct ffm_rec_hdr *h);
+struct rule *rule_of_slot(struct ffmd *d, uint32_t slot);
+struct plink *plink_find(struct ffmd *d, pid_t pid, const struct drv *dv);
+bool any_job(const struct ffmd *d);
+int route_find(const struct ffmd *d, uint32_t tgid);
+void route_add(struct ffmd *d, uint32_t tgid, int job);
+void routes_drop_job(struct ffmd *d, int job);
+
+/* ---- journal.c ---- */
+void journal_write(struct ffmd *d);
+/* One line of the journal as journal_read hands it over: a driver's path, or a job. */
+struct journal_line {
+	const char *driver;  /* a driver line: the file; NULL: a job line */
+	struct job_spec *sp; /* a job line: id, key, owner, stage, rule; the selectors still valid */
+	int64_t run;         /* the run a crash interrupted */
+};
+int journal_read(const char *path, void (*fn)(struct ffmd *d, const struct journal_line *l, void *ctx),
+		 struct ffmd *d, void *ctx);
+
+/* ---- links.c ---- */
+void update_attachments(struct ffmd *d);
+struct plink *link_process(struct ffmd *d, pid_t pid, struct drv *dv);
+void plink_key(struct ffmd *d, struct plink *pl, uint64_t kdev, uint64_t ino);
+void plink_free(struct ffmd *d, struct plink *pl);
+void plinks_drop_pid(struct ffmd *d, pid_t pid);
+bool driver_in_use(const struct ffmd *d, const struct drv *dv);
+void detacher_start(struct ffmd *d);
+void detacher_stop(struct ffmd *d);
+
+/* ---- holds.c ---- */
+struct hold *hold_find(struct ffmd *d, pid_t pid);
+struct hold *hold(struct ffmd *d, pid_t pid, bool bpf_stopped);
+void hold_release(struct ffmd *d, pid_t pid);
+void holds_expire(struct ffmd *d);
+void holds_resume(struct ffmd *d);
+void parents_check(struct ffmd *d);
+void on_fork_stopped(struct ffmd *d, const struct ffm_rec_proc *p);
+
+/* ---- drivers.c ---- */
+struct drv *driver_get(struct ffmd *d, const char *path, bool sync);
+void drivers_take(struct ffmd *d);
+struct drv *ensure_driver_for_pid(struct ffmd *d, pid_t pid);
+void on_driver_mapped(struct ffmd *d, const struct ffm_rec_map *m);
+
+/* ---- jobs.c ---- */
+int selector_rule(const struct ffm_selector *s, struct ffm_rule *r);
+void selectors_drop(struct ffmd *d, const struct ffm_selector *sel, int nsel, uint32_t slot);
+int job_slot_free(const struct ffmd *d);
+int job_create(struct ffmd *d, const struct job_spec *sp, struct job **ret, const char **msg);
+int job_end(struct ffmd *d, struct job *j, bool aborted);
+void end_finished_jobs(struct ffmd *d);
+void journal_resume(struct ffmd *d);
+
+/* ---- rules.c ---- */
+int rule_adopt(struct ffmd *d, struct rule *ru, uint32_t tgid, uint32_t uid, const struct ffm_rec_proc *p);
+int rules_reload(struct ffmd *d, const struct ffmd_config *cfg);
+
+/* ---- control.c ---- */
+void accept_conn(struct ffmd *d);
+void handle_request(struct ffmd *d, struct conn *c);
+
+#endif

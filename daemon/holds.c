@@ -1,0 +1,249 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Holds: job processes kept stopped (SIGSTOP, or stopped by BPF's map guard or at a fork) until
+ * their probes are in place, so that their first driver calls are measured. Owns the list of
+ * holds, the holds file that lets a later ffmd continue them should this one die (holds_write),
+ * the SIGCONT at release, and the watch over parents that stop themselves on seeing a child
+ * stop (parents_check). What a hold waits for is the drivers' business (drivers.c releases the
+ * holds waiting for a driver once it is ready); a child stopped at its fork is given its
+ * parent's probes here (on_fork_stopped, with links.c), then let go.
+ *
+ * Runs on the loop. No hold outlasts HOLD_MAX_S (holds_expire, each round of the loop); a
+ * fork's stop is waited for at most 500 ms (wait_stopped).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "daemon/ffmd_int.h"
+#include "daemon/jobrun.h"
+#include "daemon/log.h"
+
+#define HOLD_MAX_S 30.0        /* no process stays held longer, whatever ffmd waits for */
+#define PARENT_WATCH_S 2.0     /* how long a held process's parent is watched after the hold */
+
+/*
+ * Holds. A process ffmd keeps stopped while its driver is made ready must not stay stopped if
+ * ffmd dies meanwhile: each hold is listed in <state_dir>/ffmd-held ("PID STARTTIME" lines),
+ * and a starting ffmd sends SIGCONT to every process listed there that is still the same one
+ * (start time) and still stopped. No fsync: the list has to outlive ffmd, not the machine,
+ * whose crash takes the process along. A process the map guard stopped is listed once ffmd
+ * reads its EXEC or MAP record; a crash in the milliseconds before that leaves it stopped.
+ */
+static void holds_write(struct ffmd *d)
+{
+	char tmp[sizeof(d->holds_path) + 8];
+	FILE *f;
+
+	if (!d->holds_path[0])
+		return;
+	if (!d->nholds) {
+		unlink(d->holds_path);
+		return;
+	}
+	snprintf(tmp, sizeof(tmp), "%s.tmp", d->holds_path);
+	f = fopen(tmp, "we");
+	if (!f) {
+		log_err("cannot write %s: %s; a process held now stays stopped if ffmd dies", tmp,
+			strerror(errno));
+		return;
+	}
+	for (int i = 0; i < d->nholds; i++)
+		fprintf(f, "%d %llu\n", d->holds[i].pid, d->holds[i].start);
+	if (fclose(f) != 0 || rename(tmp, d->holds_path) < 0)
+		log_err("cannot replace %s: %s", d->holds_path, strerror(errno));
+}
+
+struct hold *hold_find(struct ffmd *d, pid_t pid)
+{
+	for (int i = 0; i < d->nholds; i++)
+		if (d->holds[i].pid == pid)
+			return &d->holds[i];
+	return NULL;
+}
+
+/*
+ * Hold @pid: list it, and stop it unless it is stopped already (@bpf_stopped: BPF stopped it,
+ * so it gets SIGCONT at release; stopped by someone else, it is left stopped). NULL when it is
+ * not held: the list is full (a process BPF stopped is then let go at once: unmeasured beats
+ * stuck), or its parent waits for stopped children and would see the stop.
+ */
+struct hold *hold(struct ffmd *d, pid_t pid, bool bpf_stopped)
+{
+	struct hold *h = hold_find(d, pid);
+
+	if (!h) {
+		pid_t ppid = 0;
+		unsigned long long t;
+		char st = 0;
+		int j;
+
+		if (!bpf_stopped && proc_stat3(pid, &st, &ppid, &t) == 0 && st != 'T' && st != 't' &&
+		    waits_for_stops(ppid))
+			return NULL;
+
+		if (d->nholds == MAX_HOLDS) {
+			log_warn("more than %d processes held; process %d is not (its first calls may go "
+				 "unmeasured)", MAX_HOLDS, pid);
+			if (bpf_stopped)
+				kill(pid, SIGCONT);
+			return NULL;
+		}
+		h = &d->holds[d->nholds++];
+		memset(h, 0, sizeof(*h));
+		h->pid = pid;
+		h->since = now_s();
+		if (proc_stat3(pid, &st, &h->ppid, &h->start) < 0)
+			h->ppid = 0;
+		d->held_total++;
+		if ((j = job_of_pid(d, pid)) >= 0)
+			d->jobs[j].held++;
+		holds_write(d);
+	}
+	if (bpf_stopped) {
+		h->cont = true;
+	} else if (!h->cont) {
+		char st = proc_state(pid);
+
+		/* Listed for the wait guard before the stop, as BPF's own stops are. */
+		if (st && st != 'T' && st != 't') {
+			ffm_collector__set_held(d->col, pid, h->ppid, true);
+			h->cont = kill(pid, SIGSTOP) == 0;
+			if (!h->cont)
+				ffm_collector__set_held(d->col, pid, 0, false);
+		}
+	}
+	return h;
+}
+
+/* Watch @h's parent for a while: it may stop itself on seeing the hold (parents_check). */
+static void parent_watch(struct ffmd *d, const struct hold *h)
+{
+	unsigned long long start;
+	char st;
+
+	if (h->ppid <= 1 || proc_stat(h->ppid, &st, &start) < 0)
+		return;
+	for (int i = 0; i < MAX_HOLDS; i++)
+		if (!d->parents[i].pid || d->parents[i].pid == h->ppid) {
+			d->parents[i] = (struct parent_watch){ h->ppid, start, now_s() + PARENT_WATCH_S };
+			return;
+		}
+}
+
+/*
+ * A parent that waits for its children with WUNTRACED sees a held child stop. su, runuser and
+ * sudo then stop themselves until their own parent continues them, which in a batch job nobody
+ * does: so a watched parent found stopped within PARENT_WATCH_S of the hold's end is continued
+ * (it then continues its child, already running, and waits again). Whether it was stopped
+ * before the hold cannot be told apart (it may have stopped before ffmd read the record of
+ * the stop): a parent someone else stopped in those seconds is continued too, the lesser harm.
+ */
+void parents_check(struct ffmd *d)
+{
+	double t = now_s();
+
+	for (int i = 0; i < MAX_HOLDS; i++) {
+		struct parent_watch *w = &d->parents[i];
+		unsigned long long start;
+		char st;
+
+		if (!w->pid)
+			continue;
+		if (proc_stat(w->pid, &st, &start) < 0 || start != w->start) {
+			w->pid = 0;
+		} else if (st == 'T' || st == 't') {
+			if (st == 'T' && kill(w->pid, SIGCONT) == 0)
+				log_info("process %d stopped itself when ffm held its child: continued", w->pid);
+			w->pid = 0;
+		} else if (t > w->until) {
+			w->pid = 0;
+		}
+	}
+}
+
+/* End the hold of @pid: off the list, SIGCONT if one of ffm's stopped it. */
+void hold_release(struct ffmd *d, pid_t pid)
+{
+	struct hold *h = hold_find(d, pid);
+	int j;
+
+	if (!h)
+		return;
+	if (h->cont && ffm_collector__set_held(d->col, pid, 0, false) == 0 &&
+	    ffm_collector__wait_guard(d->col) && (j = job_of_pid(d, pid)) >= 0) {
+		/* Its parent started waiting for stopped children, and the wait guard let it go
+		 * before the parent could see it: it ran on before its probes were there. */
+		log_info("process %d was let go early: its parent waited for stopped children", pid);
+		d->jobs[j].not_held++;
+		if (h->wait)
+			ffm_jobrun__set_interrupted(d->jobs[j].jr);
+	}
+	if (h->cont) {
+		kill(pid, SIGCONT);
+		parent_watch(d, h);
+	}
+	*h = d->holds[--d->nholds];
+	holds_write(d);
+}
+
+/* Whatever a hold waits for, it ends after HOLD_MAX_S: no process stays stopped for ffm. */
+void holds_expire(struct ffmd *d)
+{
+	double t = now_s();
+
+	for (int i = d->nholds - 1; i >= 0; i--)
+		if (t - d->holds[i].since > HOLD_MAX_S) {
+			log_warn("process %d held for %.0f s%s: let go (its calls may go unmeasured)",
+				 d->holds[i].pid, t - d->holds[i].since,
+				 d->holds[i].wait ? " waiting for its driver" : "");
+			hold_release(d, d->holds[i].pid);
+		}
+}
+
+/* At start: let go the processes a previous ffmd held when it died. */
+void holds_resume(struct ffmd *d)
+{
+	unsigned long long start;
+	FILE *f = fopen(d->holds_path, "re");
+	int pid;
+
+	if (!f)
+		return;
+	while (fscanf(f, "%d %llu", &pid, &start) == 2) {
+		char st = proc_state(pid);
+
+		if (pid <= 0 || !start || proc_start_time(pid) != start || (st != 'T' && st != 't'))
+			continue;
+		kill(pid, SIGCONT);
+		log_warn("process %d was held by an ffmd that died: let go (its first driver calls may "
+			 "go unmeasured)", pid);
+	}
+	fclose(f);
+	unlink(d->holds_path);
+}
+
+/*
+ * Per-process scope: a process with probes forked, and BPF stopped the child before it ran (see
+ * FFM_PROC_STOPPED): it shares the parent's driver mappings, not its probes. Give it its own,
+ * then let it go, whatever became of its job.
+ */
+void on_fork_stopped(struct ffmd *d, const struct ffm_rec_proc *p)
+{
+	pid_t pid = (pid_t)p->hdr.tgid;
+
+	hold(d, pid, true);
+	if (!wait_stopped(pid, 500) && alive(pid))
+		log_warn("process %d did not stop at its fork; its first calls may go unmeasured", pid);
+	for (int i = 0; i < MAX_PLINKS; i++) {
+		struct plink *parent = &d->plinks[i], *pl;
+
+		if (parent->pid != (pid_t)p->ppid || !(pl = link_process(d, pid, parent->dv)))
+			continue;
+		for (int k = 0; k < parent->nkeys; k++)
+			plink_key(d, pl, parent->keys[k].dev, parent->keys[k].ino);
+	}
+	hold_release(d, pid);
+}

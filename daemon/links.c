@@ -1,0 +1,406 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Uprobe attachments: which probes sit on which libcuda file, for whom.
+ *
+ * Attach policy (what a process outside every job pays): no uprobe exists while no job is
+ * active. With a job active, each known libcuda carries its wait-function probe; its API
+ * probes (stage 2) only while some active job is at stage >= 2. Every probe returns after one
+ * hash lookup for a process outside the jobs.
+ *
+ * Two scopes (ffm_collector__per_process): system-wide, a driver's sets (struct drv's wait_att
+ * and api_att, update_attachments); or per process, each job process's own probes on each
+ * driver file it maps (struct plink), declared to BPF so that the map guard lets it map the
+ * file.
+ *
+ * Owns the attachments and the detacher thread, not the drivers (drivers.c makes them ready and
+ * says which process uses which) nor the jobs (their stages are read here, never changed).
+ * Attaching runs on the loop (milliseconds). Detaching waits for the kernel (an RCU grace
+ * period each): a process's own probes are detached by the detacher thread, which touches
+ * nothing but the queue it is handed; a driver's system-wide sets go on the loop, after
+ * LINGER_S without a job (the wait probe) or with their last stage-2 job (the API probes, whose
+ * lingering would spoil other jobs' stacks, see update_attachments).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "daemon/apis.h"
+#include "daemon/ffmd_int.h"
+#include "daemon/jobrun.h"
+#include "daemon/log.h"
+#include "daemon/probes.h"
+#include "symbols/ffm_driver.h"
+
+/* The stage-2 set: what a job at stage >= 2 needs besides the wait function. */
+#define API_PROBES                                                                                 \
+	(FFM_PROBE_SYNC_FUNCS | FFM_PROBE_SYNC_STATIC | FFM_PROBE_TRANSFER | FFM_PROBE_ALLOC |     \
+	 FFM_PROBE_FREE | FFM_PROBE_MEMSET | FFM_PROBE_LAUNCH |                                    \
+	 FFM_PROBE_HASH /* sleepable twins: they hash for stage-3 jobs only */)
+
+static uint64_t detail_slots(const struct ffmd *d)
+{
+	uint64_t m = 0;
+
+	for (int i = 0; i < FFM_MAX_JOBS; i++)
+		if (d->jobs[i].used && d->jobs[i].stage >= 2)
+			m |= 1ull << i;
+	return m;
+}
+
+/* The union of the stage-1 lists of the jobs at stage >= 2. */
+static size_t sync_union(struct ffmd *d, const char **out, size_t max)
+{
+	size_t n = 0;
+
+	for (int i = 0; i < FFM_MAX_JOBS; i++) {
+		const char *const *names;
+		size_t nn;
+
+		if (!d->jobs[i].used || d->jobs[i].stage < 2 || !d->jobs[i].jr)
+			continue;
+		names = ffm_jobrun__sync_names(d->jobs[i].jr, &nn);
+		for (size_t k = 0; k < nn; k++) {
+			size_t j;
+
+			for (j = 0; j < n && strcmp(out[j], names[k]); j++)
+				;
+			if (j == n && n < max)
+				out[n++] = names[k];
+		}
+	}
+	return n;
+}
+
+/* Attach @probes of @dv (by @path, NULL: its own) system-wide (@pid -1: the sync functions of
+ * every stage-2 job) or for process @pid of job @job (its own sync functions). */
+static int attach_set(struct ffmd *d, struct drv *dv, const char *path, uint32_t probes, pid_t pid,
+		      int job, struct ffm_attachment **att)
+{
+	const char *names[256];
+	const char *const *jn = names;
+	size_t nn = 0;
+	struct ffm_probe_set ps;
+	int err;
+
+	if (pid <= 0)
+		nn = sync_union(d, names, 256);
+	else if (job >= 0 && d->jobs[job].jr)
+		jn = ffm_jobrun__sync_names(d->jobs[job].jr, &nn);
+	err = ffm_probe_set__build(&ps, dv->rd.drv, d->apis, probes, dv->rd.wait_off, jn, nn);
+	if (err < 0)
+		return err;
+	err = ffm_collector__attach(d->col, path ? path : dv->path, pid, ps.p, ps.n, att);
+	if (!err && pid > 0)
+		log_info("attached %zu probes to %s for process %d", ps.n, dv->path, pid);
+	else if (!err)
+		log_info("attached %zu probes to %s", ps.n, dv->path);
+	ffm_probe_set__release(&ps);
+	return err;
+}
+
+/* Whether every public sync function the stage-2 jobs need has an attached API probe. */
+static bool names_covered(struct ffmd *d)
+{
+	const char *names[256];
+	size_t nn = sync_union(d, names, 256);
+
+	for (size_t k = 0; k < nn; k++) {
+		int i;
+
+		for (i = 0; i < d->natt_names && strcmp(d->att_names[i], names[k]); i++)
+			;
+		if (i == d->natt_names)
+			return false;
+	}
+	return true;
+}
+
+static void remember_names(struct ffmd *d)
+{
+	const char *names[256];
+	size_t nn = sync_union(d, names, 256);
+
+	for (int i = 0; i < d->natt_names; i++)
+		free(d->att_names[i]);
+	d->natt_names = 0;
+	for (size_t k = 0; k < nn; k++)
+		if ((d->att_names[d->natt_names] = strdup(names[k])))
+			d->natt_names++;
+}
+
+/*
+ * Detaching a uprobe link waits for the kernel (an RCU grace period, tens of ms). Per-process
+ * probes go at every exit of a process that had them: a thread detaches them, so that ffmd's
+ * loop does not stall on a job's processes ending together.
+ */
+static void *detacher(void *arg)
+{
+	struct ffmd *d = arg;
+
+	pthread_mutex_lock(&d->det.mu);
+	for (;;) {
+		struct ffm_attachment *a;
+
+		while (!d->det.n && !d->det.stop)
+			pthread_cond_wait(&d->det.cv, &d->det.mu);
+		if (!d->det.n)
+			break;
+		a = d->det.q[--d->det.n];
+		pthread_mutex_unlock(&d->det.mu);
+		ffm_attachment__free(a);
+		pthread_mutex_lock(&d->det.mu);
+	}
+	pthread_mutex_unlock(&d->det.mu);
+	return NULL;
+}
+
+void detacher_start(struct ffmd *d)
+{
+	sigset_t all, old;
+
+	pthread_mutex_init(&d->det.mu, NULL);
+	pthread_cond_init(&d->det.cv, NULL);
+	/* Signals are the loop's (signalfd): the thread starts with every one blocked. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	d->det.started = pthread_create(&d->det.th, NULL, detacher, d) == 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* Wait until everything queued is detached. */
+void detacher_stop(struct ffmd *d)
+{
+	if (!d->det.started)
+		return;
+	pthread_mutex_lock(&d->det.mu);
+	d->det.stop = true;
+	pthread_cond_signal(&d->det.cv);
+	pthread_mutex_unlock(&d->det.mu);
+	pthread_join(d->det.th, NULL);
+	d->det.started = false;
+}
+
+/* Detach *@a in the background (at once when the queue is full) and clear it. */
+static void detach_later(struct ffmd *d, struct ffm_attachment **a)
+{
+	bool queued = false;
+
+	if (!*a)
+		return;
+	if (d->det.started) {
+		pthread_mutex_lock(&d->det.mu);
+		if (d->det.n < MAX_DETACH) {
+			d->det.q[d->det.n++] = *a;
+			queued = true;
+			pthread_cond_signal(&d->det.cv);
+		}
+		pthread_mutex_unlock(&d->det.mu);
+	}
+	if (!queued)
+		ffm_attachment__free(*a);
+	*a = NULL;
+}
+
+/* Declare to BPF that @pl's process has the probes of the file BPF knows as {kdev, ino}. */
+void plink_key(struct ffmd *d, struct plink *pl, uint64_t kdev, uint64_t ino)
+{
+	for (int i = 0; i < pl->nkeys; i++)
+		if (pl->keys[i].dev == kdev && pl->keys[i].ino == ino)
+			return;
+	if (pl->nkeys == 2)
+		return;
+	pl->keys[pl->nkeys++] = (struct ffm_link_key){ .tgid = (uint32_t)pl->pid, .dev = kdev, .ino = ino };
+	ffm_collector__set_linked(d->col, pl->pid, kdev, ino, true);
+}
+
+/* A path that opens @dv now: its own, else (a container's file, seen through a process that has
+ * gone) the one process @pid maps it by. */
+static const char *plink_path(const struct drv *dv, pid_t pid, char *buf, size_t len)
+{
+	struct ffm_driver_list *l = NULL;
+	const char *path = dv->path;
+	struct stat st;
+
+	if (stat(dv->path, &st) == 0 && st.st_dev == dv->dev && st.st_ino == dv->ino)
+		return path;
+	if (ffm_driver_find_in_process(pid, NULL, &l) == 0)
+		for (size_t i = 0; i < l->n; i++) {
+			const char *p = l->locs[i].open_path ? l->locs[i].open_path : l->locs[i].path;
+
+			if (stat(p, &st) == 0 && st.st_dev == dv->dev && st.st_ino == dv->ino) {
+				snprintf(buf, len, "%s", p);
+				path = buf;
+				break;
+			}
+		}
+	ffm_driver_list__free(l);
+	return path;
+}
+
+/* Attach what @pl's process needs now: the wait function, and the stage-2 set while its job is
+ * at stage 2 or above; the stage-2 set goes when it is no longer needed. */
+static void plink_sync(struct ffmd *d, struct plink *pl)
+{
+	int job = job_of_pid(d, pl->pid), err;
+	bool api = job >= 0 && d->jobs[job].stage >= 2;
+	char buf[PATH_MAX];
+	const char *path = pl->wait_att && (!api || pl->api_att) ? NULL : plink_path(pl->dv, pl->pid, buf, sizeof(buf));
+
+	if (!pl->wait_att &&
+	    (err = attach_set(d, pl->dv, path, FFM_PROBE_WAIT, pl->pid, job, &pl->wait_att)) < 0 && alive(pl->pid))
+		log_err("failed to attach the wait probe to %s for process %d: %s", pl->dv->path, pl->pid,
+			strerror(-err));
+	if (api && !pl->api_att &&
+	    (err = attach_set(d, pl->dv, path, API_PROBES, pl->pid, job, &pl->api_att)) < 0 && alive(pl->pid))
+		log_err("failed to attach API probes to %s for process %d: %s", pl->dv->path, pl->pid,
+			strerror(-err));
+	if (!api && pl->api_att)
+		detach_later(d, &pl->api_att);
+}
+
+void plink_free(struct ffmd *d, struct plink *pl)
+{
+	pid_t pid = pl->pid;
+	bool others = false;
+
+	for (int i = 0; i < pl->nkeys; i++)
+		ffm_collector__set_linked(d->col, pid, pl->keys[i].dev, pl->keys[i].ino, false);
+	detach_later(d, &pl->wait_att);
+	detach_later(d, &pl->api_att);
+	memset(pl, 0, sizeof(*pl));
+	for (int i = 0; i < MAX_PLINKS && !others; i++)
+		others = d->plinks[i].pid == pid;
+	if (!others)
+		ffm_collector__set_linked(d->col, pid, 0, 0, false);
+}
+
+/* Give process @pid (mapping usable driver @dv) its own probes, if it has none there yet. */
+struct plink *link_process(struct ffmd *d, pid_t pid, struct drv *dv)
+{
+	struct plink *pl = plink_find(d, pid, dv);
+
+	if (pl) {
+		/* Linked before its job was made (a rule's process): what its stage needs now. */
+		plink_sync(d, pl);
+		return pl;
+	}
+	for (int i = 0; i < MAX_PLINKS && !pl; i++)
+		if (!d->plinks[i].pid)
+			pl = &d->plinks[i];
+	if (!pl) {
+		log_warn("more than %d processes with probes; process %d is not measured", MAX_PLINKS, pid);
+		return NULL;
+	}
+	pl->pid = pid;
+	pl->start = proc_start_time(pid);
+	pl->dv = dv;
+	plink_sync(d, pl);
+	if (!pl->wait_att) {
+		plink_free(d, pl);
+		return NULL;
+	}
+	ffm_collector__set_linked(d->col, pid, 0, 0, true);
+	plink_key(d, pl, ffm_kernel_dev(dv->dev), dv->ino);
+	return pl;
+}
+
+void plinks_drop_pid(struct ffmd *d, pid_t pid)
+{
+	for (int i = 0; i < MAX_PLINKS; i++)
+		if (d->plinks[i].pid == pid)
+			plink_free(d, &d->plinks[i]);
+}
+
+/* After jobs changed: processes that left their jobs (or are gone) lose their probes; the
+ * others get what their job's stage needs. */
+static void plinks_update(struct ffmd *d)
+{
+	for (int i = 0; i < MAX_PLINKS; i++) {
+		struct plink *pl = &d->plinks[i];
+
+		if (!pl->pid)
+			continue;
+		if (job_of_pid(d, pl->pid) == -2 || proc_start_time(pl->pid) != pl->start)
+			plink_free(d, pl);
+		else
+			plink_sync(d, pl);
+	}
+}
+
+/*
+ * Bring every driver's attachments in line with the active jobs. Probes are attached as soon
+ * as a job needs them. The wait probe is released only after LINGER_S without a job: every
+ * uprobe detach waits for an RCU grace period in the kernel (tens of ms each, seconds for a
+ * stage-2 set on a busy machine), which a scheduler starting job after job would pay each
+ * time; a probe whose job has gone costs other processes one hash lookup per call. The
+ * stage-2 set goes with its last job (see release_api).
+ */
+void update_attachments(struct ffmd *d)
+{
+	bool jobs = any_job(d);
+	uint64_t detail = detail_slots(d);
+	double t = now_s();
+	bool release_all = !jobs && d->idle_since && t - d->idle_since >= LINGER_S;
+	/* API probes do not linger: with entry/return pairs (kernels before uprobe sessions)
+	 * their return probes put the kernel's trampoline address into the stacks that stage-1
+	 * jobs walk (bpf/ffm.bpf.c reads it as the call site). */
+	bool release_api = !detail;
+	bool reattach = detail && !names_covered(d);
+
+	if (ffm_collector__per_process(d->col)) {
+		plinks_update(d);
+		return;
+	}
+	d->idle_since = jobs ? 0 : d->idle_since ? d->idle_since : t;
+	d->detail_idle_since = detail ? 0 : d->detail_idle_since ? d->detail_idle_since : t;
+	for (int i = 0; i < MAX_DRIVERS; i++) {
+		struct drv *dv = &d->drvs[i];
+		int err;
+
+		if (!dv->used || dv->state != DRV_READY)
+			continue;
+		if (release_all) {
+			dv->api_att = ffm_attachment__free(dv->api_att);
+			dv->wait_att = ffm_attachment__free(dv->wait_att);
+			continue;
+		}
+		if (release_api)
+			dv->api_att = ffm_attachment__free(dv->api_att);
+		if (jobs && !dv->wait_att) {
+			err = attach_set(d, dv, NULL, FFM_PROBE_WAIT, -1, -1, &dv->wait_att);
+			if (err < 0)
+				log_err("failed to attach the wait probe to %s+%#" PRIx64 ": %s (is CAP_BPF granted?)",
+					dv->path, dv->rd.wait_off, strerror(-err));
+		}
+		/* A job that needs stage-2 probes not attached (none yet, or a stage-1 list with
+		 * other functions): attach the new set before dropping the old. */
+		if (detail && (!dv->api_att || reattach)) {
+			struct ffm_attachment *n = NULL;
+
+			err = attach_set(d, dv, NULL, API_PROBES, -1, -1, &n);
+			if (err < 0) {
+				log_err("failed to attach API probes to %s: %s", dv->path, strerror(-err));
+			} else {
+				ffm_attachment__free(dv->api_att);
+				dv->api_att = n;
+			}
+		}
+	}
+	if (detail)
+		remember_names(d);
+}
+
+bool driver_in_use(const struct ffmd *d, const struct drv *dv)
+{
+	if (dv->wait_att || dv->api_att)
+		return true;
+	for (int i = 0; i < MAX_PLINKS; i++)
+		if (d->plinks[i].pid && d->plinks[i].dv == dv)
+			return true;
+	return false;
+}

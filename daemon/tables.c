@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Lookups in ffmd's tables (struct ffmd, daemon/ffmd_int.h): a job by id, by process or by
+ * record, a driver by file, a process's probes, the rule that owns a slot, whether any job
+ * needs probes; and the route table, which sends the records of a process a rule matched to
+ * its job until BPF has moved the process there (see record_job in server.c).
+ *
+ * The lowest floor of the core but for procfs.c: every other file looks things up here, and
+ * nothing here calls into them, so no two of them need each other for a lookup. Nothing here
+ * reads /proc or changes a job, a driver or a hold.
+ */
+#include <string.h>
+
+#include "daemon/ffmd_int.h"
+#include "daemon/log.h"
+
+struct drv *driver_find(struct ffmd *d, uint64_t dev, uint64_t ino)
+{
+	for (int i = 0; i < MAX_DRIVERS; i++)
+		if (d->drvs[i].used && d->drvs[i].dev == dev && d->drvs[i].ino == ino)
+			return &d->drvs[i];
+	return NULL;
+}
+
+struct job *job_find(struct ffmd *d, const char *id)
+{
+	for (int i = 0; i < FFM_MAX_JOBS; i++)
+		if (d->jobs[i].used && !strcmp(d->jobs[i].id, id))
+			return &d->jobs[i];
+	return NULL;
+}
+
+/* The job @pid belongs to (index in jobs[]); -1: tracked, in a rule's slot, not yet adopted;
+ * -2: not tracked. */
+int job_of_pid(struct ffmd *d, pid_t pid)
+{
+	int slot = ffm_collector__pid_slot(d->col, pid), j;
+
+	if (slot < 0 || slot >= FFM_MAX_JOBS)
+		return -2;
+	if (d->jobs[slot].used)
+		return slot;
+	if (!rule_of_slot(d, (uint32_t)slot))
+		return -2;
+	j = route_find(d, (uint32_t)pid);
+	return j >= 0 && d->jobs[j].used ? j : -1;
+}
+
+/* The job a record of a process belongs to, without moving anything (see record_job). */
+int job_of_rec(struct ffmd *d, const struct ffm_rec_hdr *h)
+{
+	int j;
+
+	if (h->job < FFM_MAX_JOBS && d->jobs[h->job].used)
+		return (int)h->job;
+	j = route_find(d, h->tgid);
+	return j >= 0 && d->jobs[j].used ? j : -1;
+}
+
+struct rule *rule_of_slot(struct ffmd *d, uint32_t slot)
+{
+	if (slot >= FFM_MAX_JOBS || !(d->rule_slots & (1ull << slot)))
+		return NULL;
+	for (int i = 0; i < FFM_MAX_RULES; i++)
+		if (d->rules[i].used && d->rules[i].slot == slot)
+			return &d->rules[i];
+	return NULL;
+}
+
+struct plink *plink_find(struct ffmd *d, pid_t pid, const struct drv *dv)
+{
+	for (int i = 0; i < MAX_PLINKS; i++)
+		if (d->plinks[i].pid == pid && d->plinks[i].dv == dv)
+			return &d->plinks[i];
+	return NULL;
+}
+
+/* Probes are needed while a job is active or a rule could make one. */
+bool any_job(const struct ffmd *d)
+{
+	if (d->rule_slots)
+		return true;
+	for (int i = 0; i < FFM_MAX_JOBS; i++)
+		if (d->jobs[i].used)
+			return true;
+	return false;
+}
+
+int route_find(const struct ffmd *d, uint32_t tgid)
+{
+	for (int i = 0; i < MAX_ROUTES; i++)
+		if (d->routes[i].tgid == tgid)
+			return d->routes[i].job;
+	return -1;
+}
+
+void route_add(struct ffmd *d, uint32_t tgid, int job)
+{
+	for (int i = 0; i < MAX_ROUTES; i++)
+		if (!d->routes[i].tgid) {
+			d->routes[i].tgid = tgid;
+			d->routes[i].job = job;
+			return;
+		}
+	/* Only records written before a move use routes, so a full table loses those of
+	 * the newest processes; say so rather than misfile them. */
+	log_warn("more than %d processes waiting to be moved to their jobs; records of %u before the move are dropped",
+		 MAX_ROUTES, tgid);
+}
+
+void routes_drop_job(struct ffmd *d, int job)
+{
+	for (int i = 0; i < MAX_ROUTES; i++)
+		if (d->routes[i].tgid && d->routes[i].job == job)
+			d->routes[i].tgid = 0;
+}
