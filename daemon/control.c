@@ -20,6 +20,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "daemon/ffmd_int.h"
 #include "daemon/jobrun.h"
 #include "daemon/log.h"
@@ -52,37 +54,61 @@ static int utf8_len(const unsigned char *s)
 }
 
 /*
- * A JSON string's content for @s (quotes, backslashes and control characters escaped). Job
- * ids, keys and paths come from clients and config files: any byte but NUL may be in them, and
- * a byte that is not part of valid UTF-8 becomes U+FFFD, so the output is always valid JSON.
- * The result lives in one of a few rotating buffers, enough for one printf's arguments (ffmd is
- * single-threaded); each holds the longest path escaped.
+ * A JSON string of @s. Job ids, keys and paths come from clients and config files: any byte
+ * but NUL may be in them, and json_string takes valid UTF-8 only, so a byte that is not part of
+ * valid UTF-8 becomes U+FFFD first: the responses are always valid JSON.
  */
-static const char *jesc(const char *s)
+static json_t *jstr(const char *s)
 {
-	static char bufs[8][6 * PATH_MAX + 8];
-	static unsigned next;
-	char *b = bufs[next++ % 8], *o = b, *end = b + sizeof(bufs[0]) - 8;
+	size_t n = s ? strlen(s) : 0, o = 0;
+	char *b = malloc(3 * n + 1);
+	json_t *v;
 
-	for (const unsigned char *p = (const unsigned char *)s; p && *p && o < end;) {
-		int n = utf8_len(p);
+	if (!b)
+		return NULL;
+	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p;) {
+		int k = utf8_len(p);
 
-		if (*p == '"' || *p == '\\') {
-			*o++ = '\\';
-			*o++ = (char)*p++;
-		} else if (*p < 0x20) {
-			o += sprintf(o, "\\u%04x", *p++);
-		} else if (!n) {
-			o += sprintf(o, "\\ufffd");
+		if (!k) {
+			memcpy(b + o, "\xef\xbf\xbd", 3);
+			o += 3;
 			p++;
 		} else {
-			memcpy(o, p, (size_t)n);
-			o += n;
-			p += n;
+			memcpy(b + o, p, (size_t)k);
+			o += (size_t)k;
+			p += k;
 		}
 	}
-	*o = 0;
-	return b;
+	v = json_stringn(b, o);
+	free(b);
+	return v;
+}
+
+/* @x to a tenth, as the status has always shown rates and durations ("%.1f"). */
+static double tenths(double x)
+{
+	char b[64];
+
+	snprintf(b, sizeof(b), "%.1f", x);
+	return strtod(b, NULL);
+}
+
+/*
+ * @v (taken) as a response body in @out: compact JSON on one line. 15 significant digits
+ * print the tenths as they are.
+ */
+static size_t json_body(json_t *v, char *out, size_t len)
+{
+	char *s = v ? json_dumps(v, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
+	int n = 0;
+
+	if (s)
+		n = snprintf(out, len, "%s\n", s);
+	else
+		log_err("cannot write a response: out of memory");
+	json_decref(v);
+	free(s);
+	return n > 0 ? (size_t)n : 0;
 }
 
 static bool is_admin(struct ffmd *d, const struct ucred *c)
@@ -125,106 +151,119 @@ static bool is_admin(struct ffmd *d, const struct ucred *c)
 	return false;
 }
 
+/* A driver in the status; @named: the peer may see its path and error. */
+static json_t *status_driver(struct ffmd *d, const struct drv *dv, bool named)
+{
+	/* Per-process scope: the probes of every process, and how many have them. */
+	size_t probes = ffm_attachment__count(dv->wait_att) + ffm_attachment__count(dv->api_att);
+	int procs = 0;
+	json_t *o;
+
+	for (int k = 0; k < MAX_PLINKS; k++)
+		if (d->plinks[k].pid && d->plinks[k].dv == dv) {
+			probes += ffm_attachment__count(d->plinks[k].wait_att) +
+				  ffm_attachment__count(d->plinks[k].api_att);
+			procs++;
+		}
+	o = json_pack("{s:o,s:b,s:s,s:b}", "path", named ? jstr(dv->path) : json_string("(another user's file)"),
+		      "usable", dv->state == DRV_READY,
+		      "state", dv->state == DRV_READY ? "ready" : dv->state == DRV_PENDING ? "pending" : "failed",
+		      "trusted", dv->rd.trusted);
+	if (!o)
+		return NULL;
+	if (dv->state == DRV_READY) {
+		char off[32];
+
+		snprintf(off, sizeof(off), "%#" PRIx64, dv->rd.wait_off);
+		json_object_set_new(o, "build_id", jstr(ffm_driver__build_id(dv->rd.drv)));
+		json_object_set_new(o, "version", jstr(ffm_driver__version(dv->rd.drv)));
+		json_object_set_new(o, "wait_offset", json_string(off));
+		json_object_set_new(o, "wait_size", json_integer((json_int_t)dv->rd.wait_size));
+	} else if (dv->state == DRV_FAILED) {
+		json_object_set_new(o, "error", jstr(named ? dv->why : ""));
+	}
+	json_object_set_new(o, "probes", json_integer((json_int_t)probes));
+	json_object_set_new(o, "processes_with_probes", json_integer(procs));
+	return o;
+}
+
+static json_t *status_job(struct ffmd *d, const struct job *j)
+{
+	struct ffm_rec_drops dr = {};
+	json_t *procs = json_array();
+	pid_t pids[256];
+	int n;
+
+	ffm_collector__drops(d->col, j->slot, &dr);
+	n = ffm_collector__job_pids(d->col, j->slot, pids, 256);
+	for (int k = 0; k < n; k++)
+		json_array_append_new(procs, json_integer(pids[k]));
+	return json_pack("{s:o,s:o,s:o,s:I,s:i,s:f,s:I,s:f,s:{s:I,s:I,s:I,s:I,s:I,s:I},"
+			 "s:I,s:I,s:I,s:I,s:o}",
+			 "job", jstr(j->id), "key", jstr(j->key), "rule", jstr(j->rule),
+			 "owner", (json_int_t)j->owner, "stage", j->stage,
+			 "running_s", tenths(now_s() - j->start), "events", (json_int_t)j->events,
+			 "events_per_s", tenths(j->rate),
+			 "drops", "ringbuf", (json_int_t)dr.n[FFM_REC_DROP_RINGBUF],
+			 "stacks", (json_int_t)dr.n[FFM_REC_DROP_STACK],
+			 "depth", (json_int_t)dr.n[FFM_REC_DROP_DEPTH],
+			 "procs", (json_int_t)dr.n[FFM_REC_DROP_PROCS],
+			 "threads", (json_int_t)dr.n[FFM_REC_DROP_THREADS],
+			 "unmatched", (json_int_t)dr.n[FFM_REC_DROP_UNMATCHED],
+			 "processes_seen", (json_int_t)j->procs, "processes_held", (json_int_t)j->held,
+			 "processes_unmeasured", (json_int_t)j->nunmeasured,
+			 "processes_not_held", (json_int_t)j->not_held, "processes", procs);
+}
+
+static json_t *status_rule(struct ffmd *d, const struct rule *ru)
+{
+	struct ffm_rec_drops dr = {};
+	json_t *sel = json_array();
+
+	ffm_collector__drops(d->col, ru->slot, &dr);
+	for (int k = 0; k < ru->r.nsel; k++) {
+		char s[sizeof(ru->r.sel[k].value) + 16];
+
+		snprintf(s, sizeof(s), "%s=%s", ffm_selector_name(ru->r.sel[k].type), ru->r.sel[k].value);
+		json_array_append_new(sel, jstr(s));
+	}
+	return json_pack("{s:o,s:o,s:i,s:I,s:{s:I,s:I},s:o}", "rule", jstr(ru->r.name),
+			 "key", jstr(ru->r.key), "stage", ru->r.stage, "jobs_made", (json_int_t)ru->jobs_made,
+			 "drops", "procs", (json_int_t)dr.n[FFM_REC_DROP_PROCS],
+			 "ringbuf", (json_int_t)dr.n[FFM_REC_DROP_RINGBUF], "selectors", sel);
+}
+
+/*
+ * The status for the peer @c: the drivers (another user's file is named to root and the admins
+ * only: its path may tell what that user runs and where), the jobs it may see (all of them for
+ * root and the admins), the rules (root and the admins only).
+ */
 static size_t status_json(struct ffmd *d, const struct ucred *c, char *out, size_t len)
 {
 	bool admin = is_admin(d, c);
-	size_t off = 0;
-	bool first = true;
+	json_t *drivers = json_array(), *jobs = json_array(), *rules = json_array();
 
-#define P(...)                                                                                     \
-	do {                                                                                       \
-		int _n = snprintf(out + off, off < len ? len - off : 0, __VA_ARGS__);            \
-		if (_n > 0)                                                                        \
-			off += (size_t)_n;                                                         \
-	} while (0)
-	P("{\"version\":%d,\"probe_mode\":\"%s\",\"probe_scope\":\"%s\",\"map_guard\":%s,"
-	  "\"wait_guard\":%s,\"drivers\":[",
-	  FFM_PROTO_VERSION, ffm_collector__probe_mode(d->col),
-	  ffm_collector__per_process(d->col) ? "process" : "system",
-	  ffm_collector__map_guard(d->col) ? "true" : "false",
-	  ffm_collector__wait_guard(d->col) ? "true" : "false");
 	for (int i = 0; i < MAX_DRIVERS; i++) {
 		struct drv *dv = &d->drvs[i];
 
-		if (!dv->used)
-			continue;
-		/* Another user's file is named to root and the admins only: its path may tell what
-		 * that user runs and where. */
-		P("%s{\"path\":\"%s\",\"usable\":%s,\"state\":\"%s\",\"trusted\":%s", first ? "" : ",",
-		  admin || !dv->user || dv->user == c->uid ? jesc(dv->path) : "(another user's file)",
-		  dv->state == DRV_READY ? "true" : "false",
-		  dv->state == DRV_READY ? "ready" : dv->state == DRV_PENDING ? "pending" : "failed",
-		  dv->rd.trusted ? "true" : "false");
-		if (dv->state == DRV_READY)
-			P(",\"build_id\":\"%s\",\"version\":\"%s\",\"wait_offset\":\"%#" PRIx64 "\",\"wait_size\":%" PRIu64,
-			  ffm_driver__build_id(dv->rd.drv), ffm_driver__version(dv->rd.drv), dv->rd.wait_off,
-			  dv->rd.wait_size);
-		else if (dv->state == DRV_FAILED)
-			P(",\"error\":\"%s\"", admin || !dv->user || dv->user == c->uid ? jesc(dv->why) : "");
-		{
-			/* Per-process scope: the probes of every process, and how many have them. */
-			size_t probes = ffm_attachment__count(dv->wait_att) + ffm_attachment__count(dv->api_att);
-			int procs = 0;
-
-			for (int k = 0; k < MAX_PLINKS; k++)
-				if (d->plinks[k].pid && d->plinks[k].dv == dv) {
-					probes += ffm_attachment__count(d->plinks[k].wait_att) +
-						  ffm_attachment__count(d->plinks[k].api_att);
-					procs++;
-				}
-			P(",\"probes\":%zu,\"processes_with_probes\":%d}", probes, procs);
-		}
-		first = false;
+		if (dv->used)
+			json_array_append_new(drivers, status_driver(d, dv, admin || !dv->user || dv->user == c->uid));
 	}
-	P("],\"jobs\":[");
-	first = true;
-	for (int i = 0; i < FFM_MAX_JOBS; i++) {
-		struct job *j = &d->jobs[i];
-		struct ffm_rec_drops dr = {};
-		pid_t pids[256];
-		int n;
-
-		if (!j->used || (!admin && j->owner != c->uid))
-			continue;
-		ffm_collector__drops(d->col, j->slot, &dr);
-		n = ffm_collector__job_pids(d->col, j->slot, pids, 256);
-		P("%s{\"job\":\"%s\",\"key\":\"%s\",\"rule\":\"%s\",\"owner\":%u,\"stage\":%d,\"running_s\":%.1f,"
-		  "\"events\":%" PRIu64 ",\"events_per_s\":%.1f,\"drops\":{\"ringbuf\":%" PRIu64
-		  ",\"stacks\":%" PRIu64 ",\"depth\":%" PRIu64 ",\"procs\":%" PRIu64 ",\"threads\":%" PRIu64
-		  ",\"unmatched\":%" PRIu64 "},\"processes_seen\":%u,\"processes_held\":%u,"
-		  "\"processes_unmeasured\":%u,\"processes_not_held\":%u,\"processes\":[",
-		  first ? "" : ",", jesc(j->id), jesc(j->key), jesc(j->rule), j->owner, j->stage, now_s() - j->start, j->events, j->rate,
-		  (uint64_t)dr.n[FFM_REC_DROP_RINGBUF], (uint64_t)dr.n[FFM_REC_DROP_STACK],
-		  (uint64_t)dr.n[FFM_REC_DROP_DEPTH], (uint64_t)dr.n[FFM_REC_DROP_PROCS],
-		  (uint64_t)dr.n[FFM_REC_DROP_THREADS], (uint64_t)dr.n[FFM_REC_DROP_UNMATCHED], j->procs,
-		  j->held, j->nunmeasured, j->not_held);
-		for (int k = 0; k < n; k++)
-			P("%s%d", k ? "," : "", pids[k]);
-		P("]}");
-		first = false;
-	}
-	P("],\"rules\":[");
-	first = true;
-	for (int i = 0; admin && i < FFM_MAX_RULES; i++) {
-		struct rule *ru = &d->rules[i];
-		struct ffm_rec_drops dr = {};
-
-		if (!ru->used)
-			continue;
-		ffm_collector__drops(d->col, ru->slot, &dr);
-		P("%s{\"rule\":\"%s\",\"key\":\"%s\",\"stage\":%d,\"jobs_made\":%" PRIu64
-		  ",\"drops\":{\"procs\":%" PRIu64 ",\"ringbuf\":%" PRIu64 "},\"selectors\":[",
-		  first ? "" : ",", jesc(ru->r.name), jesc(ru->r.key), ru->r.stage, ru->jobs_made,
-		  (uint64_t)dr.n[FFM_REC_DROP_PROCS], (uint64_t)dr.n[FFM_REC_DROP_RINGBUF]);
-		for (int k = 0; k < ru->r.nsel; k++)
-			P("%s\"%s=%s\"", k ? "," : "", ffm_selector_name(ru->r.sel[k].type), jesc(ru->r.sel[k].value));
-		P("]}");
-		first = false;
-	}
-	P("],\"processes_seen\":%" PRIu64 ",\"processes_held\":%" PRIu64 "}\n", d->procs_total,
-	  d->held_total);
-#undef P
-	return off;
+	for (int i = 0; i < FFM_MAX_JOBS; i++)
+		if (d->jobs[i].used && (admin || d->jobs[i].owner == c->uid))
+			json_array_append_new(jobs, status_job(d, &d->jobs[i]));
+	for (int i = 0; admin && i < FFM_MAX_RULES; i++)
+		if (d->rules[i].used)
+			json_array_append_new(rules, status_rule(d, &d->rules[i]));
+	return json_body(json_pack("{s:i,s:s,s:s,s:b,s:b,s:o,s:o,s:o,s:I,s:I}", "version", FFM_PROTO_VERSION,
+				   "probe_mode", ffm_collector__probe_mode(d->col),
+				   "probe_scope", ffm_collector__per_process(d->col) ? "process" : "system",
+				   "map_guard", ffm_collector__map_guard(d->col),
+				   "wait_guard", ffm_collector__wait_guard(d->col),
+				   "drivers", drivers, "jobs", jobs, "rules", rules,
+				   "processes_seen", (json_int_t)d->procs_total,
+				   "processes_held", (json_int_t)d->held_total),
+			 out, len);
 }
 
 static int job_start(struct ffmd *d, const struct ffm_request *req, const struct ucred *cred,
@@ -311,8 +350,9 @@ static int job_start(struct ffmd *d, const struct ffm_request *req, const struct
 	err = job_create(d, &sp, &j, msg);
 	if (err < 0)
 		return err;
-	snprintf(body, blen, "{\"job\":\"%s\",\"key\":\"%s\",\"stage\":%d,\"run\":%" PRId64 "}\n",
-		 jesc(j->id), jesc(j->key), j->stage, ffm_jobrun__run_id(j->jr));
+	json_body(json_pack("{s:o,s:o,s:i,s:I}", "job", jstr(j->id), "key", jstr(j->key), "stage", j->stage,
+			    "run", (json_int_t)ffm_jobrun__run_id(j->jr)),
+		  body, blen);
 	*msg = "started";
 	return 0;
 }
@@ -404,8 +444,9 @@ void handle_request(struct ffmd *d, struct conn *c)
 				err = -ENOENT;
 				msg = "no active job with this id";
 			} else {
-				snprintf(body, sizeof(body), "{\"job\":\"%s\",\"key\":\"%s\",\"stage\":%d}\n",
-					 jesc(j->id), jesc(j->key), j->stage);
+				json_body(json_pack("{s:o,s:o,s:i}", "job", jstr(j->id), "key", jstr(j->key),
+						    "stage", j->stage),
+					  body, sizeof(body));
 				err = job_end(d, j, false);
 				msg = err ? "the job ended, but its store could not be finished" : "ended";
 			}
