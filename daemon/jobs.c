@@ -18,10 +18,12 @@
  * (drivers.c).
  *
  * What runs where: job_create runs on the loop (a store opened, the processes that run already
- * tracked: a pid's tree from /proc/PID/task/PID/children, a cgroup's from its cgroup.procs);
- * the whole-/proc scan for the uid and exe selectors of resumed jobs runs only while ffmd
- * starts (journal_resume, before the loop), since BPF finds a new process of those selectors
- * at its exec.
+ * tracked: a pid's tree from /proc/PID/task/PID/children, a cgroup's from its cgroup.procs,
+ * MAX_TRACK_SCAN of them at most, each a few reads of /proc); the whole-/proc scan for the uid
+ * and exe selectors of resumed jobs runs only while ffmd starts (journal_resume, before the
+ * loop), since BPF finds a new process of those selectors at its exec. selectors_resync, at
+ * each job's end, is a stat() per selector of the rules and jobs. ffmd never tracks itself
+ * nor the programs it runs (track_one).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -39,6 +41,10 @@
 #include "daemon/log.h"
 #include "store/ffm_store.h"
 #include "symbols/ffm_driver.h"
+
+/* Processes a job's start finds running in a pid's tree or a cgroup's and tracks, at most:
+ * the scan runs on the loop (each process: its /proc entries read, its driver resolved). */
+#define MAX_TRACK_SCAN 4096
 
 /* Put process @p into job slot @slot and give it its driver; false when it is gone (its exit
  * came before the tracking and removed nothing, so the entry is removed here). */
@@ -65,7 +71,7 @@ static bool track_one(struct ffmd *d, pid_t p, uint32_t slot)
  * but those that exist already must be found in /proc). */
 static void track_tree(struct ffmd *d, pid_t root, uint32_t slot)
 {
-	pid_t queue[4096];
+	pid_t queue[MAX_TRACK_SCAN];
 	int head = 0, tail = 0;
 
 	queue[tail++] = root;
@@ -80,7 +86,7 @@ static void track_tree(struct ffmd *d, pid_t root, uint32_t slot)
 		f = fopen(path, "re");
 		if (!f)
 			continue;
-		while (fscanf(f, "%4095s", buf) == 1 && tail < 4096) {
+		while (fscanf(f, "%4095s", buf) == 1 && tail < MAX_TRACK_SCAN) {
 			pid_t c;
 
 			if (parse_pid(buf, &c) == 0)
@@ -90,7 +96,9 @@ static void track_tree(struct ffmd *d, pid_t root, uint32_t slot)
 	}
 }
 
-static void track_cgroup_procs(struct ffmd *d, const char *dir, uint32_t slot, int depth)
+/* Track the processes of cgroup @dir and of the cgroups below it (16 levels down at most), at
+ * most *@left of them: *@left ends -1 when some were left out. */
+static void track_cgroup_procs(struct ffmd *d, const char *dir, uint32_t slot, int depth, int *left)
 {
 	char path[PATH_MAX], line[64];
 	struct dirent *de;
@@ -100,22 +108,28 @@ static void track_cgroup_procs(struct ffmd *d, const char *dir, uint32_t slot, i
 	snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
 	f = fopen(path, "re");
 	if (f) {
-		while (fgets(line, sizeof(line), f)) {
+		while (*left >= 0 && fgets(line, sizeof(line), f)) {
 			pid_t p;
 
 			line[strcspn(line, "\n")] = 0;
-			if (parse_pid(line, &p) == 0)
-				track_one(d, p, slot);
+			if (parse_pid(line, &p) < 0)
+				continue;
+			if (!*left) {
+				*left = -1;
+				break;
+			}
+			(*left)--;
+			track_one(d, p, slot);
 		}
 		fclose(f);
 	}
-	if (depth > 16 || !(dh = opendir(dir)))
+	if (depth > 16 || *left < 0 || !(dh = opendir(dir)))
 		return;
-	while ((de = readdir(dh))) {
+	while (*left >= 0 && (de = readdir(dh))) {
 		if (de->d_type != DT_DIR || de->d_name[0] == '.')
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		track_cgroup_procs(d, path, slot, depth + 1);
+		track_cgroup_procs(d, path, slot, depth + 1, left);
 	}
 	closedir(dh);
 }
@@ -332,10 +346,19 @@ int job_create(struct ffmd *d, const struct job_spec *sp, struct job **ret, cons
 				track_tree(d, p, j->slot);
 		} else if (!j->rule[0] && selector_rule(s, &r) > 0) {
 			ffm_collector__add_rule(d->col, &r, j->slot);
-			if (s->type == FFM_SEL_CGROUP)
-				track_cgroup_procs(d, s->value, j->slot, 0);
-			else if (sp->resumed)
+			if (s->type == FFM_SEL_CGROUP) {
+				int left = MAX_TRACK_SCAN;
+
+				track_cgroup_procs(d, s->value, j->slot, 0, &left);
+				if (left < 0) {
+					log_warn("job %s: more than %d processes run in %s already: the others "
+						 "are not measured, the run is partial", j->id, MAX_TRACK_SCAN,
+						 s->value);
+					ffm_jobrun__set_interrupted(j->jr);
+				}
+			} else if (sp->resumed) {
 				track_matching_procs(d, s, j->slot);
+			}
 		}
 	}
 	update_attachments(d);

@@ -1856,4 +1856,56 @@ TEST(untracked_process_has_no_breakpoint)
 		ASSERT_MSG(b_out == 0xcc, "system-wide probes, yet no breakpoint outside the jobs (%#x)", b_out);
 }
 
+/*
+ * A job that names ffmd's own process (its pid here; a cgroup it runs in likewise) while a
+ * driver is being made ready: ffmd maps that libcuda then, so it would hold itself until the
+ * driver is ready, and a stopped ffmd lets nothing go, itself least. It tracks the job's other
+ * processes, never itself. (The calibration is made slow, as in the case above, so that the
+ * driver is still pending when the job starts.)
+ */
+TEST(job_naming_ffmd_itself_does_not_stop_it)
+{
+	static struct dmn sh;
+	char exe[PATH_MAX], want[128], held[PATH_MAX + 16], pidbuf[32], out[4096];
+	struct wl run;
+	double t0;
+	bool was_held;
+	char st;
+	int rc;
+
+	need_driver();
+	{
+		char wrap[PATH_MAX], once[PATH_MAX], text[3 * PATH_MAX];
+
+		snprintf(wrap, sizeof(wrap), "%s/calib-slow-self.sh", T);
+		snprintf(once, sizeof(once), "%s/calib-slow-self.once", T);
+		snprintf(text, sizeof(text), "#!/bin/sh\nmkdir '%s' 2>/dev/null && sleep 5\nexec '%s/ffm-calib-probe' \"$@\"\n",
+			 once, B);
+		write_file(wrap, text);
+		ASSERT(chmod(wrap, 0755) == 0);
+		setenv("FFM_CALIB_PROG", wrap, 1);
+		daemon_start(&sh, "selfhold", "");
+		unsetenv("FFM_CALIB_PROG");
+	}
+	snprintf(held, sizeof(held), "%s/ffmd-held", sh.state);
+	wl_path("unnecessary_sync", exe, sizeof(exe));
+	job_start(&sh, "work", "work", "--exe", exe);
+	wl_prepare(&run, exe, ITERS, FAKE, NULL, NULL);
+	wl_go(&run);
+	snprintf(want, sizeof(want), "%d ", run.pid);
+	for (t0 = mono_s(); mono_s() - t0 < 10 && !log_has(held, want); sleep_ms(2))
+		;
+	was_held = log_has(held, want);
+	snprintf(pidbuf, sizeof(pidbuf), "%d", sh.pid);
+	rc = CTL(&sh, out, "--timeout", "10", "job", "start", "self", "--pid", pidbuf);
+	st = proc_state_of(sh.pid);
+	if (st == 'T')
+		kill(sh.pid, SIGCONT); /* so that it can let the workload go and stop */
+	wl_wait(&run);
+	daemon_stop(&sh, SIGTERM);
+	ASSERT_MSG(st != 'T', "ffmd stopped itself (job start: exit %d: %s)", rc, out);
+	ASSERT_MSG(was_held, "ffmd never held process %d: no driver was pending", run.pid);
+	ASSERT_MSG(rc == 0, "ffmctl job start self --pid %s: exit %d: %s", pidbuf, rc, out);
+}
+
 TEST_MAIN()
