@@ -4,7 +4,9 @@
  *
  * Diogenes' own workflow without a daemon: run CMD once per FFM stage with an embedded collector
  * (the daemon's collector library), each run escalating on what the previous ones stored, then
- * print the report. Needs root or CAP_BPF + CAP_PERFMON (uprobes and BPF programs).
+ * print the report. Each stage is a run of the daemon's job API (daemon/jobrun.h: begin, arm,
+ * records, disarm, end), the sequence ffmd's jobs go through. Needs root or CAP_BPF +
+ * CAP_PERFMON (uprobes and BPF programs).
  *
  * The command is forked and held before exec until its pid is tracked and the stage's probes
  * are attached, so its first driver call is seen. Its children inherit the job. With --json
@@ -45,11 +47,19 @@ static const char *const stage_names[] = {
 	[4] = "sync-use timing",
 };
 
+/* What every stage of a profile shares. */
 struct profile {
 	struct ffm_collector *col;
 	struct ffm_jobrun *jr;
 	uint64_t records;
 	int err;
+	char **cmd;
+	bool json, quiet;
+	char key[128], job_id[64], drv_path[PATH_MAX], exe[PATH_MAX];
+	struct ffm_ready_driver rd;
+	struct ffm_symbolizer *sym;
+	struct ffm_apis *apis;
+	int ep;
 };
 
 static int on_record(void *ctx, const void *rec, size_t size)
@@ -139,6 +149,230 @@ static void on_sigint(int sig)
 	interrupted = sig;
 }
 
+/* The command as the job key sees it: its resolved executable (@exe), as execvp finds it. */
+static int resolve_exe(const char *cmd, char *exe, size_t len)
+{
+	char *path = getenv("PATH"), *dup, *save = NULL;
+	char real[PATH_MAX];
+
+	snprintf(exe, len, "%s", cmd);
+	if (!strchr(cmd, '/') && path && (dup = strdup(path))) {
+		for (char *d = strtok_r(dup, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+			char cand[PATH_MAX];
+
+			snprintf(cand, sizeof(cand), "%s/%s", d, cmd);
+			if (access(cand, X_OK) == 0) {
+				snprintf(exe, len, "%s", cand);
+				break;
+			}
+		}
+		free(dup);
+	}
+	if (access(exe, X_OK) < 0) {
+		ffmctl_err("profile", "cannot run '%s': %s", cmd, strerror(errno));
+		return -1;
+	}
+	if (realpath(exe, real))
+		snprintf(exe, len, "%s", real);
+	return 0;
+}
+
+/* The collector, the driver the command will load (made ready), the API table, the
+ * symbolizer, the epoll set: what every stage uses. */
+static int profile_open(struct profile *p)
+{
+	char why[512] = "";
+	int err;
+
+	err = ffm_collector__open(&(struct ffm_collector_opts){ .sz = sizeof(struct ffm_collector_opts),
+							       .on_record = on_record, .ctx = p },
+				  &p->col);
+	if (err < 0) {
+		ffmctl_err("profile", "cannot load the BPF collector: %s (%s)", strerror(-err),
+			   err == -EPERM || err == -EACCES ?
+				   "profile needs root, or CAP_BPF and CAP_PERFMON" :
+				   "is BPF enabled in this kernel?");
+		return -1;
+	}
+	err = ffm_resolve_libcuda(getenv("LD_LIBRARY_PATH"), NULL, NULL, p->drv_path, sizeof(p->drv_path));
+	if (err < 0) {
+		ffmctl_err("profile", "no libcuda.so.1 found in LD_LIBRARY_PATH, ld.so.cache or the usual directories");
+		return -1;
+	}
+	if (!p->quiet)
+		fprintf(stderr, "ffm: driver %s\n", p->drv_path);
+	err = ffm_driver_ready(p->drv_path, ffmctl_g.state_dir, FFM_READY_RUN_UNTRUSTED, &p->rd, why, sizeof(why));
+	if (err < 0) {
+		ffmctl_err("profile", "cannot use driver %s: %s", p->drv_path, why[0] ? why : strerror(-err));
+		return -1;
+	}
+	if (!p->quiet && p->rd.calibrated_now)
+		fprintf(stderr, "ffm: calibrated %s: wait function at %#llx (%.1f s, cached)\n",
+			ffm_driver__build_id(p->rd.drv), (unsigned long long)p->rd.wait_off, p->rd.calib_seconds);
+	if ((err = ffm_apis__new(&p->apis)) < 0 ||
+	    (err = ffm_symbolizer__new(NULL, &p->sym)) < 0) {
+		ffmctl_err("profile", "out of memory");
+		return -1;
+	}
+	p->ep = epoll_create1(EPOLL_CLOEXEC);
+	if (p->ep < 0 || epoll_ctl(p->ep, EPOLL_CTL_ADD, ffm_collector__fd(p->col),
+				   &(struct epoll_event){ .events = EPOLLIN }) < 0) {
+		ffmctl_err("profile", "epoll: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* Run the command held until it is tracked, reading records until it exits; its wait status
+ * in @status, its wall time returned (< 0: it could not be started). */
+static double run_command(struct profile *p, int *status)
+{
+	int release = -1, err;
+	double t0;
+	pid_t pid;
+
+	p->records = 0;
+	pid = spawn_held(p->cmd, &release, p->json);
+	if (pid < 0) {
+		ffmctl_err("profile", "fork: %s", strerror(-pid));
+		return -1;
+	}
+	err = ffm_collector__track_pid(p->col, pid, SLOT);
+	t0 = now_s();
+	if (err < 0 || write(release, "g", 1) != 1) {
+		ffmctl_err("profile", "cannot track pid %d: %s", pid, strerror(err < 0 ? -err : errno));
+		kill(pid, SIGKILL);
+	}
+	close(release);
+	for (;;) {
+		struct epoll_event ev;
+		pid_t w = waitpid(pid, status, WNOHANG);
+
+		if (w == pid)
+			break;
+		if (interrupted)
+			kill(pid, interrupted);
+		epoll_wait(p->ep, &ev, 1, 50);
+		ffm_collector__consume(p->col);
+	}
+	return now_s() - t0;
+}
+
+static void print_stage(struct profile *p, int stage, double wall, int status)
+{
+	struct ffm_recorder_stats st;
+	struct ffm_rec_drops d;
+	uint64_t lost = 0;
+
+	ffm_recorder__stats(ffm_jobrun__recorder(p->jr), &st);
+	ffm_collector__drops(p->col, SLOT, &d);
+	for (int i = 0; i < FFM_REC_DROP__MAX; i++)
+		if (i != FFM_REC_DROP_UNMATCHED)
+			lost += d.n[i];
+	fprintf(stderr, "ffm: stage %d: %.2f s, %llu waits, %llu calls, %llu stacks, %llu records lost, exit %d\n",
+		stage, wall, (unsigned long long)st.waits, (unsigned long long)st.calls,
+		(unsigned long long)st.stacks, (unsigned long long)lost,
+		WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+}
+
+static void print_memtrace(struct profile *p, int stage)
+{
+	struct ffm_memtrace_stats ms;
+
+	/* After end: it closed the last windows. */
+	ffm_memtrace__stats(ffm_jobrun__memtrace(p->jr), &ms);
+	fprintf(stderr, "ffm: stage %d: %llu syncs (%llu used, %llu unused, %llu partially watched), %llu transfers hashed (%llu same-destination duplicates, %llu elsewhere, %llu unreadable), %llu watched ranges\n",
+		stage, (unsigned long long)ms.syncs, (unsigned long long)ms.syncs_used,
+		(unsigned long long)ms.syncs_none, (unsigned long long)ms.syncs_partial,
+		(unsigned long long)ms.xfers, (unsigned long long)ms.dup_same,
+		(unsigned long long)ms.dup_other, (unsigned long long)ms.xfers_failed,
+		(unsigned long long)ms.ranges);
+}
+
+/*
+ * One stage: a run of the job (daemon/jobrun.h: the key's plan picks the probes), the stage's
+ * probes attached to the driver, the command run once, the run ended. 0, or -1 (said).
+ */
+static int profile_stage(struct profile *p, int stage, int to)
+{
+	struct ffm_jobrun_opts jo = {
+		.sz = sizeof(jo), .state_dir = ffmctl_g.state_dir, .key = p->key, .job_id = p->job_id,
+		.uid = getuid(), .exe = p->exe, .args_hash = ffm_args_hash(p->cmd + 1),
+		.override_stage = stage, .slot = SLOT, .collector = p->col, .sym = p->sym,
+		.apis = p->apis, .driver_path = p->drv_path,
+		.driver_build_id = ffm_driver__build_id(p->rd.drv),
+		.wait_off = p->rd.wait_off, .wait_size = p->rd.wait_size,
+	};
+	struct ffm_probe_set ps = {};
+	struct ffm_attachment *att = NULL;
+	const char *const *names;
+	size_t nnames;
+	int status = 0, err;
+	double wall;
+
+	err = ffm_jobrun__begin(&jo, &p->jr);
+	if (err < 0) {
+		ffmctl_err("profile", "cannot open the store of key %s under %s: %s", p->key,
+			   ffmctl_g.state_dir, strerror(-err));
+		return -1;
+	}
+	names = ffm_jobrun__sync_names(p->jr, &nnames);
+	err = ffm_probe_set__build(&ps, p->rd.drv, p->apis, ffm_jobrun__plan(p->jr)->probes,
+				   p->rd.wait_off, names, nnames);
+	if (!err)
+		err = ffm_collector__attach(p->col, p->drv_path, -1, ps.p, ps.n, &att);
+	if (err < 0) {
+		ffmctl_err("profile", "failed to attach uprobes to %s: %s", p->drv_path, strerror(-err));
+		ffm_probe_set__release(&ps);
+		ffm_jobrun__end(p->jr, 0, 0, true, stage == to);
+		p->jr = ffm_jobrun__free(p->jr);
+		return -1;
+	}
+	ffm_jobrun__arm(p->jr);
+	if (!p->quiet)
+		fprintf(stderr, "ffm: stage %d of %d (%s): %zu probes on %u entry points\n",
+			stage, to, stage_names[stage], ps.n, ps.napis);
+
+	wall = run_command(p, &status);
+	if (wall < 0) {
+		ffm_attachment__free(att);
+		ffm_probe_set__release(&ps);
+		return -1;
+	}
+	/* Records submitted just before the exit may still be in flight. */
+	ffm_collector__consume(p->col);
+	ffm_attachment__free(att);
+	ffm_collector__consume(p->col);
+	ffm_probe_set__release(&ps);
+	ffm_jobrun__disarm(p->jr);
+
+	if (!p->quiet)
+		print_stage(p, stage, wall, status);
+	err = ffm_jobrun__end(p->jr, wall, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
+			      interrupted != 0 || p->err != 0, stage == to || interrupted);
+	if (!p->quiet && ffm_jobrun__memtrace(p->jr))
+		print_memtrace(p, stage);
+	if (p->err)
+		ffmctl_err("profile", "writing the store failed: %s", strerror(-p->err));
+	p->jr = ffm_jobrun__free(p->jr);
+	if (err < 0 || p->err) {
+		ffmctl_err("profile", "cannot finish the run: %s", strerror(-(err < 0 ? err : p->err)));
+		return -1;
+	}
+	return 0;
+}
+
+static void profile_close(struct profile *p)
+{
+	if (p->ep >= 0)
+		close(p->ep);
+	ffm_jobrun__free(p->jr);
+	ffm_ready_driver__release(&p->rd);
+	ffm_symbolizer__free(p->sym);
+	ffm_apis__free(p->apis);
+	ffm_collector__free(p->col);
+}
+
 int ffmctl_profile(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -150,16 +384,10 @@ int ffmctl_profile(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
-	int from = 1, to = 4, c, ret = EXIT_FAIL, err, ep = -1;
+	int from = 1, to = 4, c, ret = EXIT_FAIL;
 	const char *key_arg = NULL, *job_arg = NULL;
-	bool json = false, quiet = false;
-	char key[128], job_id[64], drv_path[PATH_MAX], exe[PATH_MAX], why[512] = "";
-	struct ffm_ready_driver rd = {};
-	struct ffm_symbolizer *sym = NULL;
-	struct ffm_apis *apis = NULL;
-	struct profile p = {};
 	struct sigaction sa = { .sa_handler = on_sigint };
-	char **cmd;
+	struct profile p = { .ep = -1 };
 
 	while ((c = getopt_long(argc, argv, "+s:k:j:Jqh", opts, NULL)) != -1) {
 		switch (c) {
@@ -176,10 +404,10 @@ int ffmctl_profile(int argc, char **argv)
 			job_arg = optarg;
 			break;
 		case 'J':
-			json = true;
+			p.json = true;
 			break;
 		case 'q':
-			quiet = true;
+			p.quiet = true;
 			break;
 		case 'h':
 			printf("Usage: ffmctl profile [--stages A-B] [--key K] [--job-id ID] [--json] [--quiet] -- CMD [ARGS...]\n");
@@ -192,218 +420,37 @@ int ffmctl_profile(int argc, char **argv)
 		ffmctl_err("profile", "no command given (ffmctl profile -- CMD ARGS...)");
 		return EXIT_USAGE;
 	}
-	cmd = argv + optind;
+	p.cmd = argv + optind;
 	if (key_arg && !*key_arg) {
 		ffmctl_err("profile", "--key must not be empty");
 		return EXIT_USAGE;
 	}
-
-	/* The command as the job key sees it: its resolved executable and its arguments. */
-	{
-		char *path = getenv("PATH"), *dup, *save = NULL;
-
-		snprintf(exe, sizeof(exe), "%s", cmd[0]);
-		if (!strchr(cmd[0], '/') && path && (dup = strdup(path))) {
-			for (char *d = strtok_r(dup, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-				char cand[PATH_MAX];
-
-				snprintf(cand, sizeof(cand), "%s/%s", d, cmd[0]);
-				if (access(cand, X_OK) == 0) {
-					snprintf(exe, sizeof(exe), "%s", cand);
-					break;
-				}
-			}
-			free(dup);
-		}
-		if (access(exe, X_OK) < 0) {
-			ffmctl_err("profile", "cannot run '%s': %s", cmd[0], strerror(errno));
-			return EXIT_FAIL;
-		}
-		char real[PATH_MAX];
-
-		if (realpath(exe, real))
-			snprintf(exe, sizeof(exe), "%s", real);
-	}
-	if (key_arg)
-		snprintf(key, sizeof(key), "%s", key_arg);
-	else
-		ffm_job_key(getuid(), exe, cmd + 1, key, sizeof(key));
-	if (job_arg)
-		snprintf(job_id, sizeof(job_id), "%s", job_arg);
-	else
-		snprintf(job_id, sizeof(job_id), "p%ld-%d", (long)time(NULL), (int)getpid());
-
-	err = ffm_collector__open(&(struct ffm_collector_opts){ .sz = sizeof(struct ffm_collector_opts),
-							       .on_record = on_record, .ctx = &p },
-				  &p.col);
-	if (err < 0) {
-		ffmctl_err("profile", "cannot load the BPF collector: %s (%s)", strerror(-err),
-			   err == -EPERM || err == -EACCES ?
-				   "profile needs root, or CAP_BPF and CAP_PERFMON" :
-				   "is BPF enabled in this kernel?");
+	if (resolve_exe(p.cmd[0], p.exe, sizeof(p.exe)) < 0)
 		return EXIT_FAIL;
-	}
-	p.col = p.col;
-	err = ffm_resolve_libcuda(getenv("LD_LIBRARY_PATH"), NULL, NULL, drv_path, sizeof(drv_path));
-	if (err < 0) {
-		ffmctl_err("profile", "no libcuda.so.1 found in LD_LIBRARY_PATH, ld.so.cache or the usual directories");
+	if (key_arg)
+		snprintf(p.key, sizeof(p.key), "%s", key_arg);
+	else
+		ffm_job_key(getuid(), p.exe, p.cmd + 1, p.key, sizeof(p.key));
+	if (job_arg)
+		snprintf(p.job_id, sizeof(p.job_id), "%s", job_arg);
+	else
+		snprintf(p.job_id, sizeof(p.job_id), "p%ld-%d", (long)time(NULL), (int)getpid());
+
+	if (profile_open(&p) < 0)
 		goto out;
-	}
-	if (!quiet)
-		fprintf(stderr, "ffm: driver %s\n", drv_path);
-	err = ffm_driver_ready(drv_path, ffmctl_g.state_dir, FFM_READY_RUN_UNTRUSTED, &rd, why, sizeof(why));
-	if (err < 0) {
-		ffmctl_err("profile", "cannot use driver %s: %s", drv_path, why[0] ? why : strerror(-err));
-		goto out;
-	}
-	if (!quiet && rd.calibrated_now)
-		fprintf(stderr, "ffm: calibrated %s: wait function at %#llx (%.1f s, cached)\n",
-			ffm_driver__build_id(rd.drv), (unsigned long long)rd.wait_off, rd.calib_seconds);
-	if ((err = ffm_apis__new(&apis)) < 0 ||
-	    (err = ffm_symbolizer__new(NULL, &sym)) < 0) {
-		ffmctl_err("profile", "out of memory");
-		goto out;
-	}
-	ep = epoll_create1(EPOLL_CLOEXEC);
-	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, ffm_collector__fd(p.col),
-				&(struct epoll_event){ .events = EPOLLIN }) < 0) {
-		ffmctl_err("profile", "epoll: %s", strerror(errno));
-		goto out;
-	}
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
-
-	for (int stage = from; stage <= to && !interrupted; stage++) {
-		struct ffm_jobrun_opts jo = {
-			.sz = sizeof(jo), .state_dir = ffmctl_g.state_dir, .key = key, .job_id = job_id,
-			.uid = getuid(), .exe = exe, .args_hash = ffm_args_hash(cmd + 1),
-			.override_stage = stage, .slot = SLOT, .collector = p.col, .sym = sym,
-			.apis = apis, .driver_path = drv_path,
-			.driver_build_id = ffm_driver__build_id(rd.drv),
-			.wait_off = rd.wait_off, .wait_size = rd.wait_size,
-		};
-		struct ffm_probe_set ps = {};
-		struct ffm_attachment *att = NULL;
-		const char *const *names;
-		size_t nnames;
-		int release = -1, status = 0;
-		struct ffm_recorder_stats st;
-		struct ffm_job_cfg cfg;
-		double t0, wall;
-		pid_t pid;
-
-		err = ffm_jobrun__begin(&jo, &p.jr);
-		if (err < 0) {
-			ffmctl_err("profile", "cannot open the store of key %s under %s: %s", key,
-				   ffmctl_g.state_dir, strerror(-err));
+	for (int stage = from; stage <= to && !interrupted; stage++)
+		if (profile_stage(&p, stage, to) < 0)
 			goto out;
-		}
-		names = ffm_jobrun__sync_names(p.jr, &nnames);
-		err = ffm_probe_set__build(&ps, rd.drv, apis, ffm_jobrun__plan(p.jr)->probes,
-					   rd.wait_off, names, nnames);
-		if (!err)
-			err = ffm_collector__attach(p.col, drv_path, -1, ps.p, ps.n, &att);
-		if (err < 0) {
-			ffmctl_err("profile", "failed to attach uprobes to %s: %s", drv_path, strerror(-err));
-			ffm_probe_set__release(&ps);
-			ffm_jobrun__end(p.jr, 0, 0, true, stage == to);
-			p.jr = ffm_jobrun__free(p.jr);
-			goto out;
-		}
-		cfg.stage = stage;
-		cfg.flags = ffm_jobrun__job_flags(p.jr);
-		ffm_collector__set_job(p.col, SLOT, &cfg);
-		ffm_collector__clear_drops(p.col, SLOT);
-		if (!quiet)
-			fprintf(stderr, "ffm: stage %d of %d (%s): %zu probes on %u entry points\n",
-				stage, to, stage_names[stage], ps.n, ps.napis);
-
-		p.records = 0;
-		pid = spawn_held(cmd, &release, json);
-		if (pid < 0) {
-			ffmctl_err("profile", "fork: %s", strerror(-pid));
-			ffm_attachment__free(att);
-			ffm_probe_set__release(&ps);
-			goto out;
-		}
-		err = ffm_collector__track_pid(p.col, pid, SLOT);
-		t0 = now_s();
-		if (err < 0 || write(release, "g", 1) != 1) {
-			ffmctl_err("profile", "cannot track pid %d: %s", pid, strerror(err < 0 ? -err : errno));
-			kill(pid, SIGKILL);
-		}
-		close(release);
-		for (;;) {
-			struct epoll_event ev;
-			pid_t w = waitpid(pid, &status, WNOHANG);
-
-			if (w == pid)
-				break;
-			if (interrupted)
-				kill(pid, interrupted);
-			epoll_wait(ep, &ev, 1, 50);
-			ffm_collector__consume(p.col);
-		}
-		wall = now_s() - t0;
-		/* Records submitted just before the exit may still be in flight. */
-		ffm_collector__consume(p.col);
-		ffm_attachment__free(att);
-		ffm_collector__consume(p.col);
-		ffm_probe_set__release(&ps);
-		cfg.flags = 0;
-		ffm_collector__set_job(p.col, SLOT, &cfg);
-
-		ffm_recorder__stats(ffm_jobrun__recorder(p.jr), &st);
-		{
-			struct ffm_rec_drops d;
-			uint64_t lost = 0;
-
-			ffm_collector__drops(p.col, SLOT, &d);
-			for (int i = 0; i < FFM_REC_DROP__MAX; i++)
-				if (i != FFM_REC_DROP_UNMATCHED)
-					lost += d.n[i];
-			if (!quiet)
-				fprintf(stderr, "ffm: stage %d: %.2f s, %llu waits, %llu calls, %llu stacks, %llu records lost, exit %d\n",
-					stage, wall, (unsigned long long)st.waits, (unsigned long long)st.calls,
-					(unsigned long long)st.stacks, (unsigned long long)lost,
-					WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
-		}
-		err = ffm_jobrun__end(p.jr, wall, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
-				      interrupted != 0 || p.err != 0, stage == to || interrupted);
-		if (!quiet && ffm_jobrun__memtrace(p.jr)) {
-			struct ffm_memtrace_stats ms;
-
-			/* After end: it closed the last windows. */
-			ffm_memtrace__stats(ffm_jobrun__memtrace(p.jr), &ms);
-			fprintf(stderr, "ffm: stage %d: %llu syncs (%llu used, %llu unused, %llu partially watched), %llu transfers hashed (%llu same-destination duplicates, %llu elsewhere, %llu unreadable), %llu watched ranges\n",
-				stage, (unsigned long long)ms.syncs, (unsigned long long)ms.syncs_used,
-				(unsigned long long)ms.syncs_none, (unsigned long long)ms.syncs_partial,
-				(unsigned long long)ms.xfers, (unsigned long long)ms.dup_same,
-				(unsigned long long)ms.dup_other, (unsigned long long)ms.xfers_failed,
-				(unsigned long long)ms.ranges);
-		}
-		if (p.err)
-			ffmctl_err("profile", "writing the store failed: %s", strerror(-p.err));
-		p.jr = ffm_jobrun__free(p.jr);
-		if (err < 0 || p.err) {
-			ffmctl_err("profile", "cannot finish the run: %s", strerror(-(err < 0 ? err : p.err)));
-			goto out;
-		}
-	}
 	if (interrupted) {
-		ffmctl_err("profile", "interrupted; what was recorded is in job %s", job_id);
+		ffmctl_err("profile", "interrupted; what was recorded is in job %s", p.job_id);
 		goto out;
 	}
-	ret = ffmctl_report_job(job_id, json) == 0 ? EXIT_OK : EXIT_FAIL;
-	if (!json)
-		printf("\njob id: %s (ffmctl report %s)\n", job_id, job_id);
+	ret = ffmctl_report_job(p.job_id, p.json) == 0 ? EXIT_OK : EXIT_FAIL;
+	if (!p.json)
+		printf("\njob id: %s (ffmctl report %s)\n", p.job_id, p.job_id);
 out:
-	if (ep >= 0)
-		close(ep);
-	ffm_jobrun__free(p.jr);
-	ffm_ready_driver__release(&rd);
-	ffm_symbolizer__free(sym);
-	ffm_apis__free(apis);
-	ffm_collector__free(p.col);
+	profile_close(&p);
 	return ret;
 }

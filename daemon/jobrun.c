@@ -299,6 +299,21 @@ uint32_t ffm_jobrun__job_flags(const struct ffm_jobrun *jr)
 	       ffm_memtrace_job_flags(jr->plan.probes);
 }
 
+int ffm_jobrun__arm(struct ffm_jobrun *jr)
+{
+	struct ffm_job_cfg cfg = { .stage = (uint32_t)jr->plan.stage, .flags = ffm_jobrun__job_flags(jr) };
+
+	ffm_collector__clear_drops(jr->o.collector, jr->o.slot);
+	return ffm_collector__set_job(jr->o.collector, jr->o.slot, &cfg);
+}
+
+int ffm_jobrun__disarm(struct ffm_jobrun *jr)
+{
+	struct ffm_job_cfg off = {};
+
+	return ffm_collector__set_job(jr->o.collector, jr->o.slot, &off);
+}
+
 const char *const *ffm_jobrun__sync_names(const struct ffm_jobrun *jr, size_t *n)
 {
 	*n = jr->nsync;

@@ -54,6 +54,14 @@ struct ffm_recorder *ffm_jobrun__recorder(struct ffm_jobrun *jr);
 struct ffm_memtrace *ffm_jobrun__memtrace(struct ffm_jobrun *jr);
 /* The collector job flags (bpf/ffm.h, enum ffm_job_flags) this run's stage needs. */
 uint32_t ffm_jobrun__job_flags(const struct ffm_jobrun *jr);
+/*
+ * The run's collector slot (opts->collector, opts->slot) records for it: its drop counters
+ * cleared, the plan's stage and job flags set. The sequence of a run: begin, arm, the records
+ * (ffm_jobrun__record), disarm once its processes are done, end, free.
+ */
+int ffm_jobrun__arm(struct ffm_jobrun *jr);
+/* The slot records nothing more (its drops stay until end has counted them). */
+int ffm_jobrun__disarm(struct ffm_jobrun *jr);
 /* @nprocs processes of the job were not measured (their driver could not be used): the run
  * is partial and its drops count them. */
 void ffm_jobrun__set_unmeasured(struct ffm_jobrun *jr, uint32_t nprocs);

@@ -249,12 +249,11 @@ static void job_release(struct ffmd *d, struct job *j)
 {
 	pid_t pids[1024];
 	int n = ffm_collector__job_pids(d->col, j->slot, pids, 1024);
-	struct ffm_job_cfg off = {};
 
 	for (int i = 0; i < n; i++)
 		ffm_collector__untrack_pid(d->col, pids[i]);
 	selectors_drop(d, j->sel, j->rule[0] ? 0 : j->nsel, j->slot);
-	ffm_collector__set_job(d->col, j->slot, &off);
+	ffm_jobrun__disarm(j->jr);
 	routes_drop_job(d, (int)(j - d->jobs));
 	j->jr = ffm_jobrun__free(j->jr);
 	j->used = false;
@@ -272,7 +271,6 @@ int job_slot_free(const struct ffmd *d)
 int job_create(struct ffmd *d, const struct job_spec *sp, struct job **ret, const char **msg)
 {
 	struct ffm_jobrun_opts jo = { .sz = sizeof(jo) };
-	struct ffm_job_cfg cfg;
 	struct job *j;
 	int slot, err;
 
@@ -330,10 +328,7 @@ int job_create(struct ffmd *d, const struct job_spec *sp, struct job **ret, cons
 		ffm_jobrun__set_interrupted(j->jr); /* it missed what ran while ffmd was down */
 	j->stage = ffm_jobrun__plan(j->jr)->stage;
 	j->start = now_s();
-	cfg.stage = j->stage;
-	cfg.flags = ffm_jobrun__job_flags(j->jr); /* stages 3-4 add memory tracing, hashing */
-	ffm_collector__clear_drops(d->col, j->slot);
-	ffm_collector__set_job(d->col, j->slot, &cfg);
+	ffm_jobrun__arm(j->jr); /* the stage's flags: stages 3-4 add memory tracing, hashing */
 	update_attachments(d);
 	for (int i = 0; i < j->nsel; i++) {
 		struct ffm_selector *s = &j->sel[i];
