@@ -135,6 +135,67 @@ static FILE *open_regular(const char *path, char *err, size_t errlen, int *r)
 	return f;
 }
 
+/* Setting @name = @val of the global section (@rule NULL) or of @rule: 0, -ENOENT for a name
+ * that is no setting there, or -errno for a bad value. */
+static int set_value(struct ffmd_config *cfg, struct ffmd_rule *rule, const char *name, const char *val)
+{
+	int r;
+
+	if (!rule) {
+		if (!strcmp(name, "state_dir"))
+			r = copy(cfg->state_dir, sizeof(cfg->state_dir), val);
+		else if (!strcmp(name, "runtime_dir"))
+			r = copy(cfg->runtime_dir, sizeof(cfg->runtime_dir), val);
+		else if (!strcmp(name, "admin_group"))
+			r = copy(cfg->admin_group, sizeof(cfg->admin_group), val);
+		else if (!strcmp(name, "flush_ms"))
+			r = parse_u32(val, 60000, &cfg->flush_ms);
+		else if (!strcmp(name, "probe_scope")) {
+			cfg->system_scope = !strcmp(val, "system");
+			r = cfg->system_scope || !strcmp(val, "process") ? 0 : -EINVAL;
+		} else if (!strcmp(name, "ringbuf_wakeup_kib"))
+			r = parse_u32(val, 65536, &cfg->wakeup_kib);
+		else if (!strcmp(name, "ringbuf_kib")) {
+			r = parse_u32(val, 1u << 20, &cfg->ringbuf_kib);
+			/* BPF ring buffers are a power of two pages; one stack record
+			 * (about 17 KiB) must fit several times over. */
+			if (!r && (cfg->ringbuf_kib < 64 ||
+				   (cfg->ringbuf_kib & (cfg->ringbuf_kib - 1))))
+				r = -EINVAL;
+		}
+		else
+			r = -ENOENT;
+	} else if (!strcmp(name, "key")) {
+		r = copy(rule->key, sizeof(rule->key), val);
+	} else if (!strcmp(name, "stage")) {
+		uint32_t st;
+
+		r = parse_u32(val, 4, &st);
+		if (!r && st < 1)
+			r = -EINVAL;
+		rule->stage = (int)st;
+	} else if (!strcmp(name, "uid") || !strcmp(name, "cgroup") || !strcmp(name, "exe")) {
+		struct ffm_selector *sel;
+
+		if (rule->nsel == FFM_MAX_SELECTORS) {
+			r = -ENOSPC;
+		} else {
+			sel = &rule->sel[rule->nsel++];
+			sel->type = !strcmp(name, "uid") ? FFM_SEL_UID :
+				    !strcmp(name, "cgroup") ? FFM_SEL_CGROUP : FFM_SEL_EXE;
+			r = copy(sel->value, sizeof(sel->value), val);
+			if (!r && sel->type == FFM_SEL_UID) {
+				uint32_t u;
+
+				r = parse_u32(val, UINT32_MAX - 1, &u);
+			}
+		}
+	} else {
+		r = -ENOENT;
+	}
+	return r;
+}
+
 int ffmd_config_load(struct ffmd_config *cfg, const char *path, char *err, size_t errlen)
 {
 	struct ffmd_rule *rule = NULL;
@@ -214,58 +275,7 @@ int ffmd_config_load(struct ffmd_config *cfg, const char *path, char *err, size_
 			r = -EINVAL;
 			break;
 		}
-		if (!rule) {
-			if (!strcmp(name, "state_dir"))
-				r = copy(cfg->state_dir, sizeof(cfg->state_dir), val);
-			else if (!strcmp(name, "runtime_dir"))
-				r = copy(cfg->runtime_dir, sizeof(cfg->runtime_dir), val);
-			else if (!strcmp(name, "admin_group"))
-				r = copy(cfg->admin_group, sizeof(cfg->admin_group), val);
-			else if (!strcmp(name, "flush_ms"))
-				r = parse_u32(val, 60000, &cfg->flush_ms);
-			else if (!strcmp(name, "probe_scope")) {
-				cfg->system_scope = !strcmp(val, "system");
-				r = cfg->system_scope || !strcmp(val, "process") ? 0 : -EINVAL;
-			} else if (!strcmp(name, "ringbuf_wakeup_kib"))
-				r = parse_u32(val, 65536, &cfg->wakeup_kib);
-			else if (!strcmp(name, "ringbuf_kib")) {
-				r = parse_u32(val, 1u << 20, &cfg->ringbuf_kib);
-				/* BPF ring buffers are a power of two pages; one stack record
-				 * (about 17 KiB) must fit several times over. */
-				if (!r && (cfg->ringbuf_kib < 64 ||
-					   (cfg->ringbuf_kib & (cfg->ringbuf_kib - 1))))
-					r = -EINVAL;
-			}
-			else
-				r = -ENOENT;
-		} else if (!strcmp(name, "key")) {
-			r = copy(rule->key, sizeof(rule->key), val);
-		} else if (!strcmp(name, "stage")) {
-			uint32_t st;
-
-			r = parse_u32(val, 4, &st);
-			if (!r && st < 1)
-				r = -EINVAL;
-			rule->stage = (int)st;
-		} else if (!strcmp(name, "uid") || !strcmp(name, "cgroup") || !strcmp(name, "exe")) {
-			struct ffm_selector *sel;
-
-			if (rule->nsel == FFM_MAX_SELECTORS) {
-				r = -ENOSPC;
-			} else {
-				sel = &rule->sel[rule->nsel++];
-				sel->type = !strcmp(name, "uid") ? FFM_SEL_UID :
-					    !strcmp(name, "cgroup") ? FFM_SEL_CGROUP : FFM_SEL_EXE;
-				r = copy(sel->value, sizeof(sel->value), val);
-				if (!r && sel->type == FFM_SEL_UID) {
-					uint32_t u;
-
-					r = parse_u32(val, UINT32_MAX - 1, &u);
-				}
-			}
-		} else {
-			r = -ENOENT;
-		}
+		r = set_value(cfg, rule, name, val);
 		if (r) {
 			snprintf(err, errlen, "%s:%d: %s '%s'", path, lineno,
 				 r == -ENOENT ? "unknown setting" : "bad value for", name);
