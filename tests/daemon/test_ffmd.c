@@ -1266,6 +1266,49 @@ static char proc_state_of(pid_t pid)
 }
 
 /*
+ * Start ffmd @name (a state directory of its own, so that nothing is cached) whose first
+ * calibration waits 5 s first. A hold lasts as long as the driver's calibration, which takes a
+ * second or two: on a busy machine it could end before a test got to act on it; the wait makes
+ * the hold outlast the test's reaction, whatever the load.
+ */
+static void daemon_start_slow_calib(struct dmn *d, const char *name)
+{
+	char wrap[PATH_MAX], once[PATH_MAX], text[3 * PATH_MAX];
+
+	snprintf(wrap, sizeof(wrap), "%s/calib-slow-%s.sh", T, name);
+	snprintf(once, sizeof(once), "%s/calib-slow-%s.once", T, name);
+	snprintf(text, sizeof(text), "#!/bin/sh\nmkdir '%s' 2>/dev/null && sleep 5\nexec '%s/ffm-calib-probe' \"$@\"\n",
+		 once, B);
+	write_file(wrap, text);
+	ASSERT(chmod(wrap, 0755) == 0);
+	setenv("FFM_CALIB_PROG", wrap, 1);
+	daemon_start(d, name, "");
+	unsetenv("FFM_CALIB_PROG");
+}
+
+/*
+ * ffmd @name with a slow first calibration, a job of the unnecessary_sync workload, and that
+ * workload started in @run: true once ffmd lists it as held (within 10 s), the driver it
+ * brought being calibrated. The list of holds names it while it is held (daemon/holds.c).
+ */
+static bool start_held_workload(struct dmn *d, const char *name, struct wl *run)
+{
+	char exe[PATH_MAX], held[PATH_MAX + 16], want[64];
+	double t0;
+
+	daemon_start_slow_calib(d, name);
+	snprintf(held, sizeof(held), "%s/ffmd-held", d->state);
+	wl_path("unnecessary_sync", exe, sizeof(exe));
+	job_start(d, "held", "held", "--exe", exe);
+	wl_prepare(run, exe, ITERS, FAKE, NULL, NULL);
+	wl_go(run);
+	snprintf(want, sizeof(want), "%d ", run->pid);
+	for (t0 = mono_s(); mono_s() - t0 < 10 && !log_has(held, want); sleep_ms(2))
+		;
+	return log_has(held, want);
+}
+
+/*
  * ffmd killed while it holds a process (here: while it calibrates the driver the process
  * brought; a state directory of its own, so that nothing is cached) must not leave that
  * process stopped: the next ffmd lets it go, and the workload runs to its end.
@@ -1273,40 +1316,15 @@ static char proc_state_of(pid_t pid)
 TEST(ffmd_killed_while_holding_lets_the_process_go)
 {
 	static struct dmn hk;
-	char exe[PATH_MAX], want[128], held[PATH_MAX + 16];
+	char want[128];
 	struct wl run;
 	double t0;
 	char st = 0;
 	int ws = 0;
 
 	need_driver();
-	{
-		/* The hold lasts as long as the driver's calibration, which takes a second or
-		 * two: on a busy machine it could end before this test got to kill ffmd. A
-		 * calibration program that first waits 5 s makes the hold outlast the test's
-		 * reaction, whatever the load. */
-		char wrap[PATH_MAX], once[PATH_MAX], text[3 * PATH_MAX];
-
-		snprintf(wrap, sizeof(wrap), "%s/calib-slow.sh", T);
-		snprintf(once, sizeof(once), "%s/calib-slow.once", T);
-		snprintf(text, sizeof(text), "#!/bin/sh\nmkdir '%s' 2>/dev/null && sleep 5\nexec '%s/ffm-calib-probe' \"$@\"\n",
-			 once, B);
-		write_file(wrap, text);
-		ASSERT(chmod(wrap, 0755) == 0);
-		setenv("FFM_CALIB_PROG", wrap, 1);
-		daemon_start(&hk, "holdkill", "");
-		unsetenv("FFM_CALIB_PROG");
-	}
-	snprintf(held, sizeof(held), "%s/ffmd-held", hk.state);
-	wl_path("unnecessary_sync", exe, sizeof(exe));
-	job_start(&hk, "held", "held", "--exe", exe);
-	wl_prepare(&run, exe, ITERS, FAKE, NULL, NULL);
-	wl_go(&run);
-	/* The list of holds names it while it is held (see daemon/server.c). */
-	snprintf(want, sizeof(want), "%d ", run.pid);
-	for (t0 = mono_s(); mono_s() - t0 < 10 && !log_has(held, want); sleep_ms(2))
-		;
-	ASSERT_MSG(log_has(held, want), "ffmd never listed process %d as held", run.pid);
+	ASSERT_MSG(start_held_workload(&hk, "holdkill", &run), "ffmd never listed process %d as held",
+		   run.pid);
 	daemon_stop(&hk, SIGKILL);
 	for (t0 = mono_s(); mono_s() - t0 < 2 && st != 'T'; sleep_ms(5))
 		st = proc_state_of(run.pid);
@@ -1860,42 +1878,20 @@ TEST(untracked_process_has_no_breakpoint)
  * A job that names ffmd's own process (its pid here; a cgroup it runs in likewise) while a
  * driver is being made ready: ffmd maps that libcuda then, so it would hold itself until the
  * driver is ready, and a stopped ffmd lets nothing go, itself least. It tracks the job's other
- * processes, never itself. (The calibration is made slow, as in the case above, so that the
- * driver is still pending when the job starts.)
+ * processes, never itself. (The calibration is made slow so that the driver is still pending
+ * when the job starts.)
  */
 TEST(job_naming_ffmd_itself_does_not_stop_it)
 {
 	static struct dmn sh;
-	char exe[PATH_MAX], want[128], held[PATH_MAX + 16], pidbuf[32], out[4096];
+	char pidbuf[32], out[4096];
 	struct wl run;
-	double t0;
 	bool was_held;
 	char st;
 	int rc;
 
 	need_driver();
-	{
-		char wrap[PATH_MAX], once[PATH_MAX], text[3 * PATH_MAX];
-
-		snprintf(wrap, sizeof(wrap), "%s/calib-slow-self.sh", T);
-		snprintf(once, sizeof(once), "%s/calib-slow-self.once", T);
-		snprintf(text, sizeof(text), "#!/bin/sh\nmkdir '%s' 2>/dev/null && sleep 5\nexec '%s/ffm-calib-probe' \"$@\"\n",
-			 once, B);
-		write_file(wrap, text);
-		ASSERT(chmod(wrap, 0755) == 0);
-		setenv("FFM_CALIB_PROG", wrap, 1);
-		daemon_start(&sh, "selfhold", "");
-		unsetenv("FFM_CALIB_PROG");
-	}
-	snprintf(held, sizeof(held), "%s/ffmd-held", sh.state);
-	wl_path("unnecessary_sync", exe, sizeof(exe));
-	job_start(&sh, "work", "work", "--exe", exe);
-	wl_prepare(&run, exe, ITERS, FAKE, NULL, NULL);
-	wl_go(&run);
-	snprintf(want, sizeof(want), "%d ", run.pid);
-	for (t0 = mono_s(); mono_s() - t0 < 10 && !log_has(held, want); sleep_ms(2))
-		;
-	was_held = log_has(held, want);
+	was_held = start_held_workload(&sh, "selfhold", &run);
 	snprintf(pidbuf, sizeof(pidbuf), "%d", sh.pid);
 	rc = CTL(&sh, out, "--timeout", "10", "job", "start", "self", "--pid", pidbuf);
 	st = proc_state_of(sh.pid);
