@@ -20,7 +20,6 @@
  * LINGER_S without a job (the wait probe) or with their last stage-2 job (the API probes, whose
  * lingering would spoil other jobs' stacks, see update_attachments).
  */
-#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
@@ -29,7 +28,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "daemon/apis.h"
 #include "daemon/ffmd_int.h"
 #include "daemon/jobrun.h"
 #include "daemon/log.h"

@@ -17,12 +17,19 @@
  *   - before the loop runs, while ffmd starts: the system's drivers and the journal's made
  *     ready in place, the jobs a crash interrupted resumed (their uid and exe selectors'
  *     processes found by a scan of all of /proc, jobs.c);
- *   - on the loop, bounded: a job started (its store opened, its processes that run already
- *     tracked, jobs.c), a rule's match made a job (a store opened), a rule removed at SIGHUP
- *     (its waiting processes adopted, at most one job per free slot), a process the map guard
- *     or a fork stopped waited for (500 ms at most, drivers.c, holds.c), the journal and the
- *     holds file rewritten (a few lines), the stores flushed (tick), a driver's system-wide
- *     probes attached or, after their jobs, detached (links.c).
+ *   - on the loop, bounded: a job started (its store opened, at most MAX_TRACK_SCAN of its
+ *     processes that run already tracked, jobs.c), a rule's match made a job (a store opened),
+ *     a rule removed at SIGHUP (its waiting processes adopted, at most one job per free slot),
+ *     a process the map guard or a fork stopped waited for (500 ms at most, drivers.c,
+ *     holds.c), the journal and the holds file rewritten (a few lines), the stores flushed
+ *     (tick), probes attached (milliseconds, links.c);
+ *   - on the loop, as long as the system takes: detaching a driver's system-wide probes
+ *     (probe_scope = system only; tens of ms, seconds for a stage-2 set on a busy machine).
+ *     They go when no job needs them any more, and a new job may need them at once: detached
+ *     later, off the loop, they would overlap the set attached for it (each call recorded
+ *     twice) or stay in stage-1 jobs' stacks (see update_attachments). Also the store reads
+ *     of a run's start (the key's stage history, the last stage-1 run's waits), and the admin
+ *     group's lookup at SIGHUP when it changed (NSS).
  */
 #include <errno.h>
 #include <grp.h>
