@@ -27,71 +27,10 @@
 #include "daemon/log.h"
 #include "daemon/proto.h"
 #include "symbols/ffm_driver.h"
+#include "symbols/ffm_json.h"
 
 #define MAX_CONNS_PER_USER 4
 #define RESERVED_CONNS 8
-
-/* Length of the valid UTF-8 sequence at @s (1-4), or 0 when its bytes are not one. */
-static int utf8_len(const unsigned char *s)
-{
-	int n = s[0] < 0x80 ? 1 : (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3 :
-		(s[0] & 0xf8) == 0xf0 ? 4 : 0;
-	uint32_t cp;
-
-	if (n <= 1)
-		return n;
-	cp = s[0] & (0x7f >> n);
-	for (int i = 1; i < n; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = cp << 6 | (s[i] & 0x3f);
-	}
-	/* Overlong forms, surrogates and code points past U+10FFFF are not UTF-8. */
-	if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
-	    (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
-		return 0;
-	return n;
-}
-
-/*
- * A JSON string of @s. Job ids, keys and paths come from clients and config files: any byte
- * but NUL may be in them, and json_string takes valid UTF-8 only, so a byte that is not part of
- * valid UTF-8 becomes U+FFFD first: the responses are always valid JSON.
- */
-static json_t *jstr(const char *s)
-{
-	size_t n = s ? strlen(s) : 0, o = 0;
-	char *b = malloc(3 * n + 1);
-	json_t *v;
-
-	if (!b)
-		return NULL;
-	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p;) {
-		int k = utf8_len(p);
-
-		if (!k) {
-			memcpy(b + o, "\xef\xbf\xbd", 3);
-			o += 3;
-			p++;
-		} else {
-			memcpy(b + o, p, (size_t)k);
-			o += (size_t)k;
-			p += k;
-		}
-	}
-	v = json_stringn(b, o);
-	free(b);
-	return v;
-}
-
-/* @x to a tenth, as the status has always shown rates and durations ("%.1f"). */
-static double tenths(double x)
-{
-	char b[64];
-
-	snprintf(b, sizeof(b), "%.1f", x);
-	return strtod(b, NULL);
-}
 
 /*
  * @v (taken) as a response body in @out: compact JSON on one line. 15 significant digits
@@ -165,7 +104,7 @@ static json_t *status_driver(struct ffmd *d, const struct drv *dv, bool named)
 				  ffm_attachment__count(d->plinks[k].api_att);
 			procs++;
 		}
-	o = json_pack("{s:o,s:b,s:s,s:b}", "path", named ? jstr(dv->path) : json_string("(another user's file)"),
+	o = json_pack("{s:o,s:b,s:s,s:b}", "path", named ? ffm_json_string(dv->path) : json_string("(another user's file)"),
 		      "usable", dv->state == DRV_READY,
 		      "state", dv->state == DRV_READY ? "ready" : dv->state == DRV_PENDING ? "pending" : "failed",
 		      "trusted", dv->rd.trusted);
@@ -175,12 +114,12 @@ static json_t *status_driver(struct ffmd *d, const struct drv *dv, bool named)
 		char off[32];
 
 		snprintf(off, sizeof(off), "%#" PRIx64, dv->rd.wait_off);
-		json_object_set_new(o, "build_id", jstr(ffm_driver__build_id(dv->rd.drv)));
-		json_object_set_new(o, "version", jstr(ffm_driver__version(dv->rd.drv)));
+		json_object_set_new(o, "build_id", ffm_json_string(ffm_driver__build_id(dv->rd.drv)));
+		json_object_set_new(o, "version", ffm_json_string(ffm_driver__version(dv->rd.drv)));
 		json_object_set_new(o, "wait_offset", json_string(off));
 		json_object_set_new(o, "wait_size", json_integer((json_int_t)dv->rd.wait_size));
 	} else if (dv->state == DRV_FAILED) {
-		json_object_set_new(o, "error", jstr(named ? dv->why : ""));
+		json_object_set_new(o, "error", ffm_json_string(named ? dv->why : ""));
 	}
 	json_object_set_new(o, "probes", json_integer((json_int_t)probes));
 	json_object_set_new(o, "processes_with_probes", json_integer(procs));
@@ -198,12 +137,12 @@ static json_t *status_job(struct ffmd *d, const struct job *j)
 	n = ffm_collector__job_pids(d->col, j->slot, pids, 256);
 	for (int k = 0; k < n; k++)
 		json_array_append_new(procs, json_integer(pids[k]));
-	return json_pack("{s:o,s:o,s:o,s:I,s:i,s:f,s:I,s:f,s:{s:I,s:I,s:I,s:I,s:I,s:I},"
+	return json_pack("{s:o,s:o,s:o,s:I,s:i,s:o,s:I,s:o,s:{s:I,s:I,s:I,s:I,s:I,s:I},"
 			 "s:I,s:I,s:I,s:I,s:o}",
-			 "job", jstr(j->id), "key", jstr(j->key), "rule", jstr(j->rule),
+			 "job", ffm_json_string(j->id), "key", ffm_json_string(j->key), "rule", ffm_json_string(j->rule),
 			 "owner", (json_int_t)j->owner, "stage", j->stage,
-			 "running_s", tenths(now_s() - j->start), "events", (json_int_t)j->events,
-			 "events_per_s", tenths(j->rate),
+			 "running_s", ffm_json_fixed(now_s() - j->start, 1), "events", (json_int_t)j->events,
+			 "events_per_s", ffm_json_fixed(j->rate, 1),
 			 "drops", "ringbuf", (json_int_t)dr.n[FFM_REC_DROP_RINGBUF],
 			 "stacks", (json_int_t)dr.n[FFM_REC_DROP_STACK],
 			 "depth", (json_int_t)dr.n[FFM_REC_DROP_DEPTH],
@@ -225,10 +164,10 @@ static json_t *status_rule(struct ffmd *d, const struct rule *ru)
 		char s[sizeof(ru->r.sel[k].value) + 16];
 
 		snprintf(s, sizeof(s), "%s=%s", ffm_selector_name(ru->r.sel[k].type), ru->r.sel[k].value);
-		json_array_append_new(sel, jstr(s));
+		json_array_append_new(sel, ffm_json_string(s));
 	}
-	return json_pack("{s:o,s:o,s:i,s:I,s:{s:I,s:I},s:o}", "rule", jstr(ru->r.name),
-			 "key", jstr(ru->r.key), "stage", ru->r.stage, "jobs_made", (json_int_t)ru->jobs_made,
+	return json_pack("{s:o,s:o,s:i,s:I,s:{s:I,s:I},s:o}", "rule", ffm_json_string(ru->r.name),
+			 "key", ffm_json_string(ru->r.key), "stage", ru->r.stage, "jobs_made", (json_int_t)ru->jobs_made,
 			 "drops", "procs", (json_int_t)dr.n[FFM_REC_DROP_PROCS],
 			 "ringbuf", (json_int_t)dr.n[FFM_REC_DROP_RINGBUF], "selectors", sel);
 }
@@ -350,7 +289,7 @@ static int job_start(struct ffmd *d, const struct ffm_request *req, const struct
 	err = job_create(d, &sp, &j, msg);
 	if (err < 0)
 		return err;
-	json_body(json_pack("{s:o,s:o,s:i,s:I}", "job", jstr(j->id), "key", jstr(j->key), "stage", j->stage,
+	json_body(json_pack("{s:o,s:o,s:i,s:I}", "job", ffm_json_string(j->id), "key", ffm_json_string(j->key), "stage", j->stage,
 			    "run", (json_int_t)ffm_jobrun__run_id(j->jr)),
 		  body, blen);
 	*msg = "started";
@@ -444,7 +383,7 @@ void handle_request(struct ffmd *d, struct conn *c)
 				err = -ENOENT;
 				msg = "no active job with this id";
 			} else {
-				json_body(json_pack("{s:o,s:o,s:i}", "job", jstr(j->id), "key", jstr(j->key),
+				json_body(json_pack("{s:o,s:o,s:i}", "job", ffm_json_string(j->id), "key", ffm_json_string(j->key),
 						    "stage", j->stage),
 					  body, sizeof(body));
 				err = job_end(d, j, false);
