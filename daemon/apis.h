@@ -6,7 +6,7 @@
  * (`_v2`, `_v3`, ...) and per-thread default stream (`_ptds`, `_ptsz`) ones, e.g.
  * cuMemcpyHtoD -> cuMemcpyHtoD, cuMemcpyHtoD_v2, cuMemcpyHtoD_v2_ptds. The CUDA runtime calls
  * the versioned entry points it gets from cuGetProcAddress_v2, so probing the plain exported
- * name alone would miss its calls (DESIGN.md).
+ * name alone would miss its calls (docs/DESIGN.md, "Facts measured on the real GPU machine").
  *
  * An API id is an index into the table; ids past the table are given at run time to
  * synchronizing functions that stage 1 found and the table does not know (ffm_apis__intern).

@@ -72,8 +72,8 @@ int ffm_collector__fd(const struct ffm_collector *c);
 int ffm_collector__consume(struct ffm_collector *c);
 
 /* One probe point in a driver file. Return probes are attached only to true function entries:
- * exported symbols and a verified wait function (DESIGN.md: a return probe elsewhere corrupts
- * the traced process). */
+ * exported symbols and a verified wait function (a return probe elsewhere corrupts the traced
+ * process: docs/DESIGN.md, "Facts measured on the real GPU machine"). */
 struct ffm_probe {
 	uint64_t offset; /* file offset */
 	uint64_t cookie; /* FFM_COOKIE(...) */

@@ -3,7 +3,7 @@
  * Internal to symbols/: a read-only view of one ELF file (libelf over an mmap of the file):
  * PT_LOAD segments for vaddr <-> file offset conversion, the GNU build-id, and the function
  * entry lookup through .eh_frame_hdr's binary-search table (the FDE's initial location is the
- * true entry; libdw's CFI row ranges start after the prologue, DESIGN.md).
+ * true entry; libdw's CFI row ranges start after the prologue, docs/DESIGN.md).
  */
 #ifndef FFM_SYMBOLS_ELFUTIL_H
 #define FFM_SYMBOLS_ELFUTIL_H

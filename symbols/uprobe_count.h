@@ -6,7 +6,7 @@
  * that check the simulated driver's contract.
  *
  * A return probe must only be placed at a function's true entry: anywhere else the kernel
- * overwrites a word on the traced thread's stack that is not a return address (DESIGN.md).
+ * overwrites a word on the traced thread's stack that is not a return address (docs/DESIGN.md).
  */
 #ifndef FFM_UPROBE_COUNT_H
 #define FFM_UPROBE_COUNT_H

@@ -531,7 +531,7 @@ CUresult cuCtxSynchronize(void)
 	return sync_ctx(ctx);
 }
 
-/* What cudaDeviceSynchronize of CUDA 13 calls (DESIGN.md); NULL means the current context. */
+/* What cudaDeviceSynchronize of CUDA 13 calls (docs/DESIGN.md, facts); NULL: current context. */
 CUresult cuCtxSynchronize_v2(CUcontext h)
 {
 	struct fk_ctx *ctx = (struct fk_ctx *)h;

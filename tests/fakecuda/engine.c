@@ -3,7 +3,7 @@
  * The simulated GPU: contexts, streams with one engine thread each, the submission rules of
  * the legacy default stream, and the host side of waiting, which goes through one internal
  * function, fake_wait(), as every synchronization of the real libcuda goes through one
- * internal function (DESIGN.md, "Facts measured on the real GPU machine").
+ * internal function (docs/DESIGN.md, "Facts measured on the real GPU machine").
  *
  * Time is real time: an engine thread that executes a 20 ms kernel sleeps until 20 ms after
  * the kernel started, because ffm measures wall-clock time.

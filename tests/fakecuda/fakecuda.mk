@@ -2,9 +2,9 @@
 # .eh_frame/.eh_frame_hdr and a GNU build-id kept), and the same link unstripped, whose .symtab
 # tells the tests where the internal wait function is. README.md says what is simulated.
 #
-# Code generation is part of the contract (DESIGN.md, "Facts measured on the real GPU machine"),
-# and it is why this is built with clang: GCC 12 drops the frame pointer of leaf functions even
-# with -fno-omit-frame-pointer, and it names IPA clones fn.isra.0/fn.part.0.
+# Code generation is part of the contract (docs/DESIGN.md, "Facts measured on the real GPU
+# machine"), and it is why this is built with clang: GCC 12 drops the frame pointer of leaf
+# functions even with -fno-omit-frame-pointer, and it names IPA clones fn.isra.0/fn.part.0.
 #   -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -fcf-protection=none
 #                                      every function starts push %rbp; mov %rsp,%rbp
 #                                      (no endbr64: a probe on it is single-stepped, 20x slower)

@@ -3,7 +3,8 @@
  * cuGetProcAddress: how the CUDA runtime finds every driver entry point. It asks for a base
  * name ("cuMemcpyHtoD"), the CUDA version it was built for and whether it wants per-thread
  * default stream semantics, and gets the newest matching versioned function: a CUDA 13 runtime
- * asking for "cuCtxSynchronize" gets cuCtxSynchronize_v2, never cuCtxSynchronize (DESIGN.md).
+ * asking for "cuCtxSynchronize" gets cuCtxSynchronize_v2, never cuCtxSynchronize
+ * (docs/DESIGN.md, "Facts measured on the real GPU machine").
  * A probe set that covers only the plain exported names misses those calls; this table makes
  * the simulator hand out the same functions the real driver does.
  */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The simulated libcuda.so.1 has the shape of the real one where ffm depends on it (DESIGN.md,
+ * The simulated libcuda.so.1 has the shape of the real one where ffm depends on it (docs/DESIGN.md,
  * "Facts measured on the real GPU machine"): stripped (no .symtab, nothing names the wait
  * function), the CUDA API in .dynsym and nothing else, a GNU build-id, every function starting
  * with push %rbp; mov %rsp,%rbp, and an .eh_frame_hdr whose table has an FDE starting exactly at
