@@ -250,12 +250,24 @@ int ffm_driver_find_system(const struct ffm_driver_find_opts *opts, struct ffm_d
 	return 0;
 }
 
-static bool is_libcuda(const char *path)
+enum ffm_module_owner ffm_module_owner(const char *path)
 {
-	const char *b = strrchr(path, '/');
+	static const char *const nvidia[] = {
+		"libcudart.so", "libcublas.so", "libcublasLt.so", "libcudnn", "libnccl.so",
+		"libcufft.so", "libcurand.so", "libcusparse.so", "libcusolver.so", "libnvrtc.so",
+		"libnvJitLink.so", "libcupti.so", "libnvToolsExt.so", "libnvshmem",
+	};
+	const char *b = path ? strrchr(path, '/') : NULL;
 
 	b = b ? b + 1 : path;
-	return !strncmp(b, "libcuda.so", 10);
+	if (!b)
+		return FFM_MODULE_OTHER;
+	if (!strncmp(b, "libcuda.so", 10))
+		return FFM_MODULE_DRIVER;
+	for (size_t i = 0; i < sizeof(nvidia) / sizeof(nvidia[0]); i++)
+		if (!strncmp(b, nvidia[i], strlen(nvidia[i])))
+			return FFM_MODULE_NVIDIA;
+	return FFM_MODULE_OTHER;
 }
 
 int ffm_driver_find_in_process(pid_t pid, const struct ffm_driver_find_opts *opts,
@@ -283,7 +295,7 @@ int ffm_driver_find_in_process(pid_t pid, const struct ffm_driver_find_opts *opt
 		char cand[2][PATH_MAX];
 		bool found = false;
 
-		if (!m->path || !m->ino || m->path[0] != '/' || !is_libcuda(m->path))
+		if (!m->path || !m->ino || m->path[0] != '/' || ffm_module_owner(m->path) != FFM_MODULE_DRIVER)
 			continue;
 		/* map_files/ sees the mapped file even when deleted or in another namespace. */
 		snprintf(cand[0], sizeof(cand[0]), "%s/%d/map_files/%" PRIx64 "-%" PRIx64, proc,

@@ -75,6 +75,23 @@ int ffm_ld_cache_lookup(const char *cache_path, const char *soname, char ***path
 /* The version in a file name "libcuda.so.<x.y[.z]>" into @buf; -ENOENT if it has none. */
 int ffm_driver_version_from_name(const char *name, char *buf, size_t len);
 
+/*
+ * Whose code a module is, from its file name (a path or a bare name; NULL = unknown): the one
+ * test of "is this frame NVIDIA's library" for every caller (stack keys, call sites, exports).
+ *   FFM_MODULE_DRIVER   NVIDIA's user-space driver, libcuda.so*: where ffm's probes are.
+ *   FFM_MODULE_NVIDIA   NVIDIA's libraries between the application and the driver (the CUDA
+ *                       runtime, the math libraries, NCCL, ...): stripped, and not where a user
+ *                       fixes anything.
+ *   FFM_MODULE_OTHER    the application, a framework, the C library, unknown.
+ */
+enum ffm_module_owner {
+	FFM_MODULE_OTHER = 0,
+	FFM_MODULE_DRIVER,
+	FFM_MODULE_NVIDIA,
+};
+
+enum ffm_module_owner ffm_module_owner(const char *path);
+
 /* ------------------------------------------------------------------ one driver file */
 
 struct ffm_driver;
