@@ -16,9 +16,9 @@
 # flags the build needs are kept in FFM_CFLAGS, FFM_CPPFLAGS and FFM_LDFLAGS, so that
 # `make CFLAGS=-O0` still builds gnu11 with frame pointers, the warnings and -D_GNU_SOURCE.
 #
-# Objects go out of tree into $(O) (default build/). Each library directory (symbols/, store/,
-# stages/, daemon/) is built from all of its *.c files into $(O)/lib<dir>.a; a directory with
-# special needs brings its own <dir>.mk fragment, included below.
+# Objects go out of tree into $(O) (default build/). Each library directory (common/, symbols/,
+# store/, stages/, analysis/, daemon/) is built from all of its *.c files into $(O)/lib<dir>.a;
+# a directory with special needs brings its own <dir>.mk fragment, included below.
 
 # `make sanitize` builds with SANITIZE=1, into build-san/ unless O is given.
 ifneq ($(filter sanitize,$(MAKECMDGOALS)),)
@@ -107,7 +107,7 @@ all:
 
 # ---------------------------------------------------------------------------------------------
 # Libraries: every *.c in the directory.
-LIBDIRS  := symbols stages store daemon
+LIBDIRS  := common symbols stages store daemon
 define lib_template
 $(1)_SRCS := $$(filter-out $(1)/ffmd.c,$$(wildcard $(1)/*.c))
 $(1)_OBJS := $$(patsubst %.c,$(O)/%.o,$$($(1)_SRCS))
@@ -117,8 +117,10 @@ $(O)/lib$(1).a: $$($(1)_OBJS)
 endef
 $(foreach d,$(LIBDIRS),$(eval $(call lib_template,$(d))))
 
-# Link order: daemon uses store, stages, symbols.
-FFM_LIBS := $(O)/libdaemon.a $(O)/libstore.a $(O)/libstages.a $(O)/libsymbols.a
+# Link order, each library before the ones it uses: daemon uses analysis, store, stages,
+# symbols; analysis uses stages, store, symbols; every one may use common.
+FFM_LIBS := $(O)/libdaemon.a $(O)/libstore.a $(O)/libstages.a \
+	    $(O)/libsymbols.a $(O)/libcommon.a
 
 # ---------------------------------------------------------------------------------------------
 # BPF: bpf/X.bpf.c -> $(O)/bpf/X.bpfo -> $(O)/bpf/X.skel.h (own suffix: the generic
@@ -127,7 +129,7 @@ BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_OBJS := $(patsubst bpf/%.bpf.c,$(O)/bpf/%.bpfo,$(BPF_SRCS))
 BPF_SKELS := $(patsubst bpf/%.bpf.c,$(O)/bpf/%.skel.h,$(BPF_SRCS))
 
-$(O)/bpf/%.tmp.bpfo: bpf/%.bpf.c bpf/ffm.h bpf/vmlinux.h | $(O)/bpf
+$(O)/bpf/%.tmp.bpfo: bpf/%.bpf.c bpf/ffm.h bpf/ffm_hash.h bpf/vmlinux.h | $(O)/bpf
 	$(call msg,BPF,$@)
 	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
 
@@ -172,7 +174,8 @@ PROGRAMS := $(if $(wildcard daemon/ffmd.c),$(O)/ffmd) $(if $(FFMCTL_SRCS),$(O)/f
 # Simulated driver, workloads, tests: their own fragments.
 # Optional per-directory fragments (e.g. symbols/symbols.mk) add programs to EXTRA_PROGS.
 EXTRA_PROGS :=
-include $(wildcard bpf/*.mk symbols/*.mk stages/*.mk store/*.mk daemon/*.mk cli/*.mk)
+include $(wildcard bpf/*.mk common/*.mk symbols/*.mk stages/*.mk store/*.mk analysis/*.mk \
+		    daemon/*.mk cli/*.mk)
 include tests/proto/proto.mk
 include tests/fakecuda/fakecuda.mk
 include tests/workloads/workloads.mk

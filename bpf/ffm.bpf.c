@@ -1254,7 +1254,7 @@ struct {
 static __always_inline __u64 args_hash(struct task_struct *task)
 {
 	unsigned long start = BPF_CORE_READ(task, mm, arg_start), end = BPF_CORE_READ(task, mm, arg_end);
-	__u64 h = 0xcbf29ce484222325ULL, len = end > start ? end - start : 0;
+	__u64 h = FFM_FNV1A_INIT, len = end > start ? end - start : 0;
 	__u32 zero = 0;
 	char *buf = bpf_map_lookup_elem(&args_scratch, &zero);
 
@@ -1265,7 +1265,7 @@ static __always_inline __u64 args_hash(struct task_struct *task)
 	if (bpf_probe_read_user(buf, len & FFM_ARGS_HASH_MAX, (const void *)start))
 		return 0;
 	for (__u32 i = 0; i < FFM_ARGS_HASH_MAX && i < len; i++)
-		h = (h ^ (unsigned char)buf[i]) * 0x100000001b3ULL;
+		h = ffm_fnv1a_byte(h, (unsigned char)buf[i]); /* = ffm_args_block_hash() */
 	return h;
 }
 

@@ -1,16 +1,22 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * ffm's content hash of transferred bytes (stage 3), shared by the BPF side (bpf/ffm.bpf.c hashes
- * in a sleepable uprobe) and user space (daemon/hash.c, tests): both must give the same value for
- * the same bytes, so the one definition lives here as static inline functions over plain __u64.
+ * ffm's hash functions, every one of them, in one place: the content hash of transferred bytes
+ * (stage 3), FNV-1a and the 64-bit mixers. Header-only (static inline over plain __u64), so that
+ * the BPF side (bpf/ffm.bpf.c) and user space compile the same definitions where both must
+ * agree: the content hash, and FNV-1a of a process's argument block (a job key input).
  *
- * Shape: 4 independent lanes of multiply-rotate over 32-byte blocks (the lanes run in parallel
- * on an out-of-order core, which is what makes it fast), a message whose length is not a
- * multiple of 32 is zero-padded to the next block, and the finalizer folds the lanes, mixes in
- * the exact byte length (so padding never makes two lengths collide) and avalanches. The round
- * and finalizer constants are the well-studied 64-bit primes of xxHash64; the padding and the
- * lane merge are ours, so values are not xxHash64's. Not cryptographic: a transfer made equal on
- * purpose to another is not our threat model; an accidental 64-bit collision is.
+ * Values that are stored on disk or compared across runs come from these functions: job keys
+ * (daemon/jobrun.c), API ids and stack keys (daemon/recorder.c), call-site identities
+ * (analysis/), key file names (store/). Changing one changes every existing store's meaning:
+ * tests/common/test_hash.c pins them to fixed values.
+ *
+ * Content hash. Shape: 4 independent lanes of multiply-rotate over 32-byte blocks (the lanes
+ * run in parallel on an out-of-order core, which is what makes it fast), a message whose length
+ * is not a multiple of 32 is zero-padded to the next block, and the finalizer folds the lanes,
+ * mixes in the exact byte length (so padding never makes two lengths collide) and avalanches.
+ * The round and finalizer constants are the well-studied 64-bit primes of xxHash64; the padding
+ * and the lane merge are ours, so values are not xxHash64's. Not cryptographic: a transfer made
+ * equal on purpose to another is not our threat model; an accidental 64-bit collision is.
  *
  * Streaming: feed whole 32-byte blocks with ffm_hash_block(), then ffm_hash_final(len) with the
  * total length; the caller zero-pads the last partial block. Little-endian word loads (x86).
@@ -85,6 +91,64 @@ static inline __u64 ffm_hash_final(const struct ffm_hash_state *s, __u64 len)
 	h *= FFM_HASH_P3;
 	h ^= h >> 32;
 	return h;
+}
+
+/* ---- FNV-1a (64 and 32 bits) ------------------------------------------------------------ */
+
+#define FFM_FNV1A_INIT 0xcbf29ce484222325ULL
+#define FFM_FNV1A_PRIME 0x100000001b3ULL
+#define FFM_FNV1A32_INIT 2166136261u
+#define FFM_FNV1A32_PRIME 16777619u
+
+static inline __u64 ffm_fnv1a_byte(__u64 h, unsigned char c)
+{
+	return (h ^ c) * FFM_FNV1A_PRIME;
+}
+
+/* @n bytes at @p into @h (start with FFM_FNV1A_INIT; chain calls with the previous result). */
+static inline __u64 ffm_fnv1a(__u64 h, const void *p, __u64 n)
+{
+	const unsigned char *b = (const unsigned char *)p;
+
+	for (__u64 i = 0; i < n; i++)
+		h = ffm_fnv1a_byte(h, b[i]);
+	return h;
+}
+
+static inline __u32 ffm_fnv1a32_byte(__u32 h, unsigned char c)
+{
+	return (h ^ c) * FFM_FNV1A32_PRIME;
+}
+
+/* ---- 64-bit mixers ----------------------------------------------------------------------- */
+
+#define FFM_GOLDEN64 0x9e3779b97f4a7c15ULL /* 2^64 / golden ratio */
+
+/* MurmurHash3's fmix64 finalizer: every input bit flips each output bit with probability ~1/2. */
+static inline __u64 ffm_mix64(__u64 x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ULL;
+	x ^= x >> 33;
+	return x;
+}
+
+/* fmix64's first half: enough to spread a table index, and what stack keys (stored) are made
+ * with: never change it. */
+static inline __u64 ffm_mix64_half(__u64 x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	return x;
+}
+
+/* Two words into one table hash (common/oatab.c). */
+static inline __u64 ffm_hash_pair(__u64 a, __u64 b)
+{
+	return ffm_mix64_half(a ^ (b * FFM_GOLDEN64));
 }
 
 #endif /* FFM_HASH_H */

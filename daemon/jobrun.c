@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bpf/ffm_hash.h"
 #include "daemon/collector.h"
 #include "daemon/jobrun.h"
 #include "daemon/memtrace.h"
@@ -37,49 +38,40 @@ void ffm_jobrun__set_interrupted(struct ffm_jobrun *jr)
 	jr->interrupted = true;
 }
 
-static uint64_t fnv64(uint64_t h, const void *p, size_t n)
-{
-	const unsigned char *b = p;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ b[i]) * 0x100000001b3ULL;
-	return h;
-}
-
 uint64_t ffm_args_hash(char *const *argv)
 {
-	uint64_t h = 0xcbf29ce484222325ULL;
+	uint64_t h = FFM_FNV1A_INIT;
 
 	for (; argv && *argv; argv++)
-		h = fnv64(h, *argv, strlen(*argv) + 1);
+		h = ffm_fnv1a(h, *argv, strlen(*argv) + 1);
 	return h;
 }
 
 void ffm_job_key(uint32_t uid, const char *exe, char *const *argv, char *buf, size_t len)
 {
-	uint64_t h = 0xcbf29ce484222325ULL, a = ffm_args_hash(argv);
+	uint64_t h = FFM_FNV1A_INIT, a = ffm_args_hash(argv);
 
-	h = fnv64(h, &uid, sizeof(uid));
-	h = fnv64(h, exe ? exe : "", exe ? strlen(exe) + 1 : 1);
-	h = fnv64(h, &a, sizeof(a));
+	h = ffm_fnv1a(h, &uid, sizeof(uid));
+	h = ffm_fnv1a(h, exe ? exe : "", exe ? strlen(exe) + 1 : 1);
+	h = ffm_fnv1a(h, &a, sizeof(a));
 	snprintf(buf, len, "%016llx", (unsigned long long)h);
 }
 
 void ffm_job_key_exec(uint32_t uid, const char *comm, uint64_t args_hash, char *buf, size_t len)
 {
-	uint64_t h = 0x9e3779b97f4a7c15ULL; /* not ffm_job_key's seed: the two never collide by design */
+	uint64_t h = FFM_GOLDEN64; /* not ffm_job_key's seed: the two never collide by design */
 	char c[17] = "";
 
 	snprintf(c, sizeof(c), "%.16s", comm ? comm : "");
-	h = fnv64(h, &uid, sizeof(uid));
-	h = fnv64(h, c, strlen(c) + 1);
-	h = fnv64(h, &args_hash, sizeof(args_hash));
+	h = ffm_fnv1a(h, &uid, sizeof(uid));
+	h = ffm_fnv1a(h, c, strlen(c) + 1);
+	h = ffm_fnv1a(h, &args_hash, sizeof(args_hash));
 	snprintf(buf, len, "%016llx", (unsigned long long)h);
 }
 
 uint64_t ffm_args_block_hash(const void *block, size_t len)
 {
-	return fnv64(0xcbf29ce484222325ULL, block, len < FFM_ARGS_HASH_MAX ? len : FFM_ARGS_HASH_MAX);
+	return ffm_fnv1a(FFM_FNV1A_INIT, block, len < FFM_ARGS_HASH_MAX ? len : FFM_ARGS_HASH_MAX);
 }
 
 struct names_ctx {

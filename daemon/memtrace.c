@@ -4,10 +4,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "bpf/ffm_hash.h"
+#include "common/oatab.h"
 #include "daemon/collector.h"
 #include "daemon/log.h"
 #include "daemon/memtrace.h"
-#include "daemon/oatab.h"
 #include "stages/ffm_plan.h"
 #include "store/ffm_store.h"
 
@@ -80,16 +81,6 @@ struct ffm_memtrace {
 	struct ffm_memtrace_stats st;
 	bool warned_watch;
 };
-
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ULL;
-	x ^= x >> 33;
-	return x;
-}
 
 static uint64_t now_ns(void)
 {
@@ -533,7 +524,7 @@ int ffm_memtrace__on_xfer(struct ffm_memtrace *m, const struct ffm_rec_xfer *x)
 	struct ffm_store_xfer_hash row = { .run = m->o.run, .dst = x->dst, .bytes = x->bytes };
 	uint64_t h = x->hash ? x->hash : 1; /* 0 marks an empty table slot */
 	/* A destination is (process, address, size); 64 bits of it as the table key. */
-	uint64_t dkey = mix64(x->dst ^ mix64(x->bytes ^ mix64(x->hdr.tgid)));
+	uint64_t dkey = ffm_mix64(x->dst ^ ffm_mix64(x->bytes ^ ffm_mix64(x->hdr.tgid)));
 	struct kv_ent *ce, *de;
 
 	if (!t)

@@ -8,12 +8,13 @@
 #include <unistd.h>
 
 #include "bpf/ffm.h"
+#include "common/oatab.h"
 #include "daemon/apis.h"
 #include "daemon/collector.h"
 #include "daemon/memtrace.h"
-#include "daemon/oatab.h"
 #include "daemon/recorder.h"
 #include "store/ffm_store.h"
+#include "symbols/ffm_driver.h"
 #include "symbols/ffm_stack.h"
 
 #define MAX_FRAMES 128
@@ -97,13 +98,9 @@ static void read_exe(struct ffm_recorder *r, uint32_t tgid, char *buf, size_t le
 
 static bool is_driver_frame(const struct ffm_recorder *r, const struct ffm_sym *s)
 {
-	const char *base;
-
 	if (r->o.driver_build_id && *r->o.driver_build_id && s->build_id && *s->build_id)
 		return !strcmp(s->build_id, r->o.driver_build_id);
-	base = s->module ? strrchr(s->module, '/') : NULL;
-	base = base ? base + 1 : s->module;
-	return base && !strncmp(base, "libcuda.so", 10);
+	return ffm_module_owner(s->module) == FFM_MODULE_DRIVER;
 }
 
 /* Store api id of the public driver function a symbol names (interned in the store). */

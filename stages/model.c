@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/oatab.h"
 #include "stages/ffm_model.h"
 
 /* Node bits: type in bits 0-1, then flags, problem in bits 4-5. */
@@ -66,65 +67,6 @@ static bool kind_is_launch(unsigned kind)
 static bool prob_is_sync(unsigned p)
 {
 	return p == FFM_PROBLEM_UNNECESSARY_SYNC || p == FFM_PROBLEM_MISPLACED_SYNC;
-}
-
-/* ---- a small open-addressing map, u64 key -> u32 value ------------------------------------ */
-
-struct u64map {
-	uint64_t *keys;
-	uint32_t *vals; /* UINT32_MAX: empty slot */
-	size_t mask;
-};
-
-static int u64map_init(struct u64map *m, size_t expect)
-{
-	size_t cap = 16;
-
-	while (cap < expect * 2)
-		cap <<= 1;
-	m->keys = malloc(cap * sizeof(*m->keys));
-	m->vals = malloc(cap * sizeof(*m->vals));
-	if (!m->keys || !m->vals) {
-		free(m->keys);
-		free(m->vals);
-		return -ENOMEM;
-	}
-	memset(m->vals, 0xff, cap * sizeof(*m->vals));
-	m->mask = cap - 1;
-	return 0;
-}
-
-static void u64map_fini(struct u64map *m)
-{
-	free(m->keys);
-	free(m->vals);
-}
-
-static inline size_t u64_hash(uint64_t k)
-{
-	k ^= k >> 33;
-	k *= 0xff51afd7ed558ccdULL;
-	k ^= k >> 33;
-	return (size_t)k;
-}
-
-/* Returns the value for key, inserting next_val when absent (*inserted = true). */
-static uint32_t u64map_get_or_put(struct u64map *m, uint64_t key, uint32_t next_val, bool *inserted)
-{
-	size_t i = u64_hash(key) & m->mask;
-
-	for (;; i = (i + 1) & m->mask) {
-		if (m->vals[i] == UINT32_MAX) {
-			m->keys[i] = key;
-			m->vals[i] = next_val;
-			*inserted = true;
-			return next_val;
-		}
-		if (m->keys[i] == key) {
-			*inserted = false;
-			return m->vals[i];
-		}
-	}
 }
 
 /* ---- build ---------------------------------------------------------------------------------- */
@@ -288,7 +230,7 @@ int ffm_graph__build(const struct ffm_event *ev, size_t n, const struct ffm_grap
 		     struct ffm_graph **ret)
 {
 	struct ffm_graph *g = NULL;
-	struct u64map tids = { 0 };
+	struct oatab tids = OATAB_U32_INIT; /* tid -> chain */
 	uint32_t *order = NULL, *tid_list = NULL, *cnt = NULL;
 	size_t n_tids = 0, cap_nodes;
 	uint64_t lo = UINT64_MAX, hi = 0;
@@ -324,26 +266,16 @@ int ffm_graph__build(const struct ffm_event *ev, size_t n, const struct ffm_grap
 	g->run_end = opts && opts->run_end_ns > hi ? opts->run_end_ns : hi;
 
 	/* Distinct tids -> chains, in tid order. */
-	err = u64map_init(&tids, 64);
-	if (err)
-		goto out;
 	for (size_t i = 0; i < n; i++) {
 		bool ins;
 
 		if (ev[i].tid == last_tid && last_chain != UINT32_MAX)
 			continue;
-		if (n_tids * 2 >= tids.mask) {
-			/* grow: rebuild from the list */
-			struct u64map m2;
-			err = u64map_init(&m2, n_tids * 4);
-			if (err)
-				goto out;
-			for (size_t t = 0; t < n_tids; t++)
-				u64map_get_or_put(&m2, tid_list[t], (uint32_t)t, &ins);
-			u64map_fini(&tids);
-			tids = m2;
+		last_chain = oatab_get_or_put_u32(&tids, ev[i].tid, (uint32_t)n_tids, &ins);
+		if (last_chain == UINT32_MAX) {
+			err = -ENOMEM;
+			goto out;
 		}
-		last_chain = u64map_get_or_put(&tids, ev[i].tid, (uint32_t)n_tids, &ins);
 		last_tid = ev[i].tid;
 		if (ins) {
 			if ((n_tids & (n_tids - 1)) == 0) {
@@ -358,15 +290,11 @@ int ffm_graph__build(const struct ffm_event *ev, size_t n, const struct ffm_grap
 		}
 	}
 	if (n_tids) {
-		bool ins;
-
 		qsort(tid_list, n_tids, sizeof(*tid_list), cmp_u32);
-		u64map_fini(&tids);
-		err = u64map_init(&tids, n_tids);
+		for (size_t t = 0; t < n_tids && !err; t++)
+			err = oatab_put_u32(&tids, tid_list[t], (uint32_t)t);
 		if (err)
 			goto out;
-		for (size_t t = 0; t < n_tids; t++)
-			u64map_get_or_put(&tids, tid_list[t], (uint32_t)t, &ins);
 	}
 
 	g->n_chains = n_tids;
@@ -382,9 +310,8 @@ int ffm_graph__build(const struct ffm_event *ev, size_t n, const struct ffm_grap
 	 * the input is not already in order. */
 	last_chain = UINT32_MAX;
 	for (size_t i = 0; i < n; i++) {
-		bool ins;
 		if (last_chain == UINT32_MAX || ev[i].tid != last_tid) {
-			last_chain = u64map_get_or_put(&tids, ev[i].tid, 0, &ins);
+			last_chain = oatab_get_u32(&tids, ev[i].tid);
 			last_tid = ev[i].tid;
 		}
 		cnt[last_chain + 1]++;
@@ -396,9 +323,8 @@ int ffm_graph__build(const struct ffm_event *ev, size_t n, const struct ffm_grap
 	}
 	last_chain = UINT32_MAX;
 	for (size_t i = 0; i < n; i++) {
-		bool ins;
 		if (last_chain == UINT32_MAX || ev[i].tid != last_tid) {
-			last_chain = u64map_get_or_put(&tids, ev[i].tid, 0, &ins);
+			last_chain = oatab_get_u32(&tids, ev[i].tid);
 			last_tid = ev[i].tid;
 		}
 		order[cnt[last_chain]++] = (uint32_t)i;
@@ -458,7 +384,7 @@ int ffm_graph__build(const struct ffm_event *ev, size_t n, const struct ffm_grap
 	g = NULL;
 	err = 0;
 out:
-	u64map_fini(&tids);
+	oatab_free(&tids);
 	free(order);
 	free(tid_list);
 	free(cnt);
@@ -711,13 +637,13 @@ static void group_add(const struct ffm_graph *g, struct ffm_group *gr, uint32_t 
  * then run Figure 5 over each bucket. */
 static int group_by_key(const struct ffm_graph *g, bool fold, struct ffm_group **ret, size_t *ret_n)
 {
-	struct u64map map = { 0 };
+	struct oatab map = OATAB_U32_INIT; /* key -> group */
 	struct ffm_group *gr = NULL;
 	uint32_t *gid = NULL, *off = NULL, *members = NULL;
 	size_t n_gr = 0;
 	int err;
 
-	err = u64map_init(&map, g->n_prob);
+	err = oatab_reserve(&map, g->n_prob);
 	if (err)
 		return err;
 	gid = malloc(g->n_prob * sizeof(*gid));
@@ -731,7 +657,11 @@ static int group_by_key(const struct ffm_graph *g, bool fold, struct ffm_group *
 		uint64_t key = fold ? e->fold_id : e->stack_id;
 		bool ins;
 
-		gid[k] = u64map_get_or_put(&map, key, (uint32_t)n_gr, &ins);
+		gid[k] = oatab_get_or_put_u32(&map, key, (uint32_t)n_gr, &ins);
+		if (gid[k] == UINT32_MAX) { /* reserved above: cannot happen */
+			err = -ENOMEM;
+			goto out;
+		}
 		if (ins)
 			gr[n_gr++].key = key;
 		group_add(g, &gr[gid[k]], g->prob[k]);
@@ -758,7 +688,7 @@ static int group_by_key(const struct ffm_graph *g, bool fold, struct ffm_group *
 	*ret_n = n_gr;
 	gr = NULL;
 out:
-	u64map_fini(&map);
+	oatab_free(&map);
 	free(gid);
 	free(off);
 	free(members);

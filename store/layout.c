@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "bpf/ffm_hash.h"
 #include "store/store_int.h"
 
 #define KEYS_DIR "keys"
@@ -82,7 +83,7 @@ int ffm_store__key_file_name(const char *key, char *buf, size_t len)
 	static const char hex[] = "0123456789abcdef";
 	char name[3 * 256 + 32];
 	size_t n = 0, max = 200;
-	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a 64 */
+	uint64_t h = FFM_FNV1A_INIT;
 	bool cut = false;
 
 	if (!key || !*key)
@@ -92,7 +93,7 @@ int ffm_store__key_file_name(const char *key, char *buf, size_t len)
 		bool safe = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
 			    (c >= '0' && c <= '9') || c == '_' || c == '-' ||
 			    (c == '.' && p != (const unsigned char *)key);
-		h = (h ^ c) * 0x100000001b3ull;
+		h = ffm_fnv1a_byte(h, c);
 		if (cut)
 			continue;
 		if (n + 3 > max) {

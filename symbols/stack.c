@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/oatab.h"
 #include "symbols/elfutil.h"
 #include "symbols/ffm_driver.h"
 #include "symbols/ffm_stack.h"
@@ -163,10 +164,14 @@ struct msym {
 };
 
 struct symentry {
-	struct module *m;
-	uint64_t key; /* offset << 1 | retaddr */
 	struct ffm_sym sym;
 	char *demangled, *folded;
+};
+
+/* The cache's table entry: key (module, offset << 1 | retaddr). */
+struct sym_slot {
+	struct oa_key k;
+	struct symentry *e;
 };
 
 struct ffm_symbolizer {
@@ -176,8 +181,7 @@ struct ffm_symbolizer {
 	struct module **mods;
 	size_t nmods;
 	struct module *last;
-	struct symentry **tab; /* open addressing, power of two */
-	size_t tabcap, tabn;
+	struct oatab tab; /* struct sym_slot */
 	uint64_t hits, misses;
 };
 
@@ -203,9 +207,8 @@ int ffm_symbolizer__new(const struct ffm_symbolizer_opts *opts, struct ffm_symbo
 		return -ENOMEM;
 	s->debuginfo_path = strdup(opts && opts->debuginfo_path ? opts->debuginfo_path
 								 : ":.debug:/usr/lib/debug");
-	s->tabcap = 1024;
-	s->tab = calloc(s->tabcap, sizeof(*s->tab));
-	if (!s->debuginfo_path || !s->tab) {
+	s->tab = OATAB_INIT(struct sym_slot);
+	if (!s->debuginfo_path || oatab_reserve(&s->tab, 512)) {
 		ffm_symbolizer__free(s);
 		return -ENOMEM;
 	}
@@ -222,14 +225,16 @@ struct ffm_symbolizer *ffm_symbolizer__free(struct ffm_symbolizer *s)
 {
 	if (!s)
 		return NULL;
-	for (size_t i = 0; s->tab && i < s->tabcap; i++) {
-		if (!s->tab[i])
+	for (size_t i = 0; i < s->tab.cap; i++) {
+		struct sym_slot *sl = oatab_slot(&s->tab, i);
+
+		if (!sl)
 			continue;
-		free(s->tab[i]->demangled);
-		free(s->tab[i]->folded);
-		free(s->tab[i]);
+		free(sl->e->demangled);
+		free(sl->e->folded);
+		free(sl->e);
 	}
-	free(s->tab);
+	oatab_free(&s->tab);
 	for (size_t i = 0; i < s->nmods; i++)
 		module_free(s->mods[i]);
 	free(s->mods);
@@ -423,42 +428,6 @@ int ffm_stack_check_module(const char *path)
 
 /* ------------------------------------------------------------------ symbolization */
 
-static uint64_t hash2(const void *p, uint64_t k)
-{
-	uint64_t h = (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ull ^ k * 0xc2b2ae3d27d4eb4full;
-
-	h ^= h >> 31;
-	h *= 0x94d049bb133111ebull;
-	return h ^ (h >> 29);
-}
-
-static struct symentry **tab_slot(struct ffm_symbolizer *s, struct module *m, uint64_t key)
-{
-	size_t mask = s->tabcap - 1, i = hash2(m, key) & mask;
-
-	while (s->tab[i] && !(s->tab[i]->m == m && s->tab[i]->key == key))
-		i = (i + 1) & mask;
-	return &s->tab[i];
-}
-
-static int tab_grow(struct ffm_symbolizer *s)
-{
-	struct symentry **old = s->tab;
-	size_t oldcap = s->tabcap;
-
-	s->tab = calloc(oldcap * 2, sizeof(*s->tab));
-	if (!s->tab) {
-		s->tab = old;
-		return -ENOMEM;
-	}
-	s->tabcap = oldcap * 2;
-	for (size_t i = 0; i < oldcap; i++)
-		if (old[i])
-			*tab_slot(s, old[i]->m, old[i]->key) = old[i];
-	free(old);
-	return 0;
-}
-
 /* Name of the innermost function DIE (also inlined) at @addr, from DWARF. */
 static const char *dwarf_func_name(Dwfl_Module *mod, Dwarf_Addr addr)
 {
@@ -566,23 +535,22 @@ static int symbolize_in(struct ffm_symbolizer *s, struct module *m, uint64_t off
 			const struct ffm_sym **ret)
 {
 	uint64_t key = offset << 1 | retaddr, vaddr;
-	struct symentry **slot = tab_slot(s, m, key), *e;
+	struct sym_slot *slot = oatab_get(&s->tab, (uintptr_t)m, key);
+	struct symentry *e;
 	GElf_Off symoff = 0;
 	const struct msym *ms;
 	const char *name = NULL;
 	Dwarf_Addr addr;
 
-	if (*slot) {
+	if (slot) {
 		s->hits++;
-		*ret = &(*slot)->sym;
+		*ret = &slot->e->sym;
 		return 0;
 	}
 	s->misses++;
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		return -ENOMEM;
-	e->m = m;
-	e->key = key;
 	e->sym.module = m->path;
 	e->sym.build_id = m->elf->build_id;
 	e->sym.offset = offset;
@@ -632,17 +600,14 @@ static int symbolize_in(struct ffm_symbolizer *s, struct module *m, uint64_t off
 			e->sym.line = line;
 		}
 	}
-	if (s->tabn * 2 >= s->tabcap) {
-		if (tab_grow(s) < 0) {
-			free(e->demangled);
-			free(e->folded);
-			free(e);
-			return -ENOMEM;
-		}
-		slot = tab_slot(s, m, key);
+	slot = oatab_find(&s->tab, (uintptr_t)m, key, true);
+	if (!slot) {
+		free(e->demangled);
+		free(e->folded);
+		free(e);
+		return -ENOMEM;
 	}
-	*slot = e;
-	s->tabn++;
+	slot->e = e;
 	*ret = &e->sym;
 	return 0;
 }
