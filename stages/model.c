@@ -226,6 +226,48 @@ static int validate(const struct ffm_event *ev, size_t n)
 	return 0;
 }
 
+/* The distinct tids of @ev, sorted (*list, *n_list), and @tids mapping each to its index. */
+static int distinct_tids(const struct ffm_event *ev, size_t n, struct oatab *tids, uint32_t **list,
+			 size_t *n_list)
+{
+	uint32_t last_tid = 0, last = UINT32_MAX, *tid_list = NULL;
+	size_t n_tids = 0;
+	int err = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		bool ins;
+
+		if (ev[i].tid == last_tid && last != UINT32_MAX)
+			continue;
+		last = oatab_get_or_put_u32(tids, ev[i].tid, (uint32_t)n_tids, &ins);
+		if (last == UINT32_MAX) {
+			err = -ENOMEM;
+			goto out;
+		}
+		last_tid = ev[i].tid;
+		if (ins) {
+			if ((n_tids & (n_tids - 1)) == 0) {
+				uint32_t *t = realloc(tid_list, (n_tids ? n_tids * 2 : 1) * sizeof(*t));
+				if (!t) {
+					err = -ENOMEM;
+					goto out;
+				}
+				tid_list = t;
+			}
+			tid_list[n_tids++] = ev[i].tid;
+		}
+	}
+	if (n_tids) {
+		qsort(tid_list, n_tids, sizeof(*tid_list), cmp_u32);
+		for (size_t t = 0; t < n_tids && !err; t++)
+			err = oatab_put_u32(tids, tid_list[t], (uint32_t)t);
+	}
+out:
+	*list = tid_list;
+	*n_list = n_tids;
+	return err;
+}
+
 int ffm_graph__build(const struct ffm_event *ev, size_t n, const struct ffm_graph_opts *opts,
 		     struct ffm_graph **ret)
 {
@@ -266,36 +308,9 @@ int ffm_graph__build(const struct ffm_event *ev, size_t n, const struct ffm_grap
 	g->run_end = opts && opts->run_end_ns > hi ? opts->run_end_ns : hi;
 
 	/* Distinct tids -> chains, in tid order. */
-	for (size_t i = 0; i < n; i++) {
-		bool ins;
-
-		if (ev[i].tid == last_tid && last_chain != UINT32_MAX)
-			continue;
-		last_chain = oatab_get_or_put_u32(&tids, ev[i].tid, (uint32_t)n_tids, &ins);
-		if (last_chain == UINT32_MAX) {
-			err = -ENOMEM;
-			goto out;
-		}
-		last_tid = ev[i].tid;
-		if (ins) {
-			if ((n_tids & (n_tids - 1)) == 0) {
-				uint32_t *t = realloc(tid_list, (n_tids ? n_tids * 2 : 1) * sizeof(*t));
-				if (!t) {
-					err = -ENOMEM;
-					goto out;
-				}
-				tid_list = t;
-			}
-			tid_list[n_tids++] = ev[i].tid;
-		}
-	}
-	if (n_tids) {
-		qsort(tid_list, n_tids, sizeof(*tid_list), cmp_u32);
-		for (size_t t = 0; t < n_tids && !err; t++)
-			err = oatab_put_u32(&tids, tid_list[t], (uint32_t)t);
-		if (err)
-			goto out;
-	}
+	err = distinct_tids(ev, n, &tids, &tid_list, &n_tids);
+	if (err)
+		goto out;
 
 	g->n_chains = n_tids;
 	g->chains = calloc(n_tids ? n_tids : 1, sizeof(*g->chains));
