@@ -107,7 +107,7 @@ all:
 
 # ---------------------------------------------------------------------------------------------
 # Libraries: every *.c in the directory.
-LIBDIRS  := common symbols stages store daemon
+LIBDIRS  := common symbols stages store analysis daemon
 define lib_template
 $(1)_SRCS := $$(filter-out $(1)/ffmd.c,$$(wildcard $(1)/*.c))
 $(1)_OBJS := $$(patsubst %.c,$(O)/%.o,$$($(1)_SRCS))
@@ -119,7 +119,7 @@ $(foreach d,$(LIBDIRS),$(eval $(call lib_template,$(d))))
 
 # Link order, each library before the ones it uses: daemon uses analysis, store, stages,
 # symbols; analysis uses stages, store, symbols; every one may use common.
-FFM_LIBS := $(O)/libdaemon.a $(O)/libstore.a $(O)/libstages.a \
+FFM_LIBS := $(O)/libdaemon.a $(O)/libanalysis.a $(O)/libstore.a $(O)/libstages.a \
 	    $(O)/libsymbols.a $(O)/libcommon.a
 
 # ---------------------------------------------------------------------------------------------

@@ -1,9 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * analysis.h — the glue between one key's store and the benefit model (stages/ffm_model.h): it
- * picks the runs, turns stage 2's timeline into model events, annotates them with the verdicts
- * of stages 3 and 4, runs Figure 5 and the groupings, and hands the report plain results.
- * Library rules although it lives in cli/: returns -errno, never prints, keeps no globals.
+ * ffm_analysis.h — the analysis of one key's store: it picks the runs, turns stage 2's timeline
+ * into the model's events (stages/ffm_model.h), annotates them with the verdicts of stages 3 and
+ * 4 (analysis/ffm_verdict.h), runs Figure 5 and the groupings, and hands its users plain results.
+ * It is the single source of every verdict: `ffmctl report`, `diff` and `export` take theirs from
+ * here (export per event: ffm_analysis__event_verdict()), never decide one themselves. Library
+ * rules: returns -errno, never prints, keeps no globals.
+ *
+ * Why a library of its own, beside the model and not in stages/: the model (stages/model.c) is a
+ * pure computation over an event array, with no I/O, that the benchmarks and tests drive with
+ * made-up events; the analysis is the policy around it (which runs, which verdict, how stores
+ * of several nodes merge) and reads SQLite. Kept apart, the model stays free of the store, and
+ * the analysis sits on one floor above both: cli -> daemon -> analysis -> stages, store, symbols
+ * -> common. Its sections are one file each: runs.c and sites.c (the store), timeline.c (reading
+ * the timeline), events.c (the model's input), verdict.c (the rules) and verdicts.c (applying
+ * them), groups.c (the model's results and groupings), merge.c (several nodes, two jobs),
+ * lookup.c (per-event verdicts), analysis.c (the entry points).
  *
  * Which runs
  *   The runs of the key up to the last run of the report's job (what was known when that job
@@ -22,51 +34,32 @@
  *   The event array is sized from stage 2's per-stack counts before the scan, so memory is the
  *   model's (56 bytes an event + the graph), never a doubling buffer.
  *
- * Verdicts (stages 3/4 -> problems)
+ * Verdicts (stages 3/4 -> problems; the rules, and why, in analysis/ffm_verdict.h)
  *   sync_uses rows of one sync occurrence (same event id: one row per protected range) form one
- *   verdict: unnecessary when every row says FFM_SYNC_USE_NONE with full coverage; no use seen
- *   but FFM_SYNC_USE_PARTIAL (not every protected range watched) is no verdict ("withheld": an
- *   unseen use is likely, and calling a required sync unnecessary is the costly mistake); else
- *   used, with the first-use delay = the smallest delay among its rows. Stage 4's delays replace
+ *   verdict: unnecessary, misplaced, required, or withheld (no use seen where an unseen use is
+ *   likely: calling a required sync unnecessary is the costly mistake). Stage 4's delays replace
  *   stage 3's (stage 3's watch-and-hash run inflates them); without stage 4 stage 3's delays are
  *   used and the report says so. xfer_hashes FFM_DUP_SAME_DST = duplicate transfer.
- *   Misplaced is decided per call site: its used syncs are misplaced when the site's median
- *   first-use delay and its mean wait are both FFM_MISPLACED_FLOOR_NS or more (moving the sync
- *   saves min(delay, wait) per occurrence) AND the delay is at least 1/FFM_MISPLACED_WAIT_DIV
- *   of the mean wait or FFM_MISPLACED_ABS_NS; each occurrence then counts with its own delay
- *   (the model credits min(delay, wait)). Why: the paper only says "a large time gap". Any real
- *   gap is a real saving in the model; the floor keeps measurement noise out (a watchpoint trap
- *   costs ~15 µs, the probes a few µs: a sync used "at once" measures well under 20 µs), the
- *   relative part keeps a gap that recovers a sliver of a long wait from being called the problem
- *   (moving a 10 ms wait by 30 µs is not the fix) unless the gap is long in absolute terms
- *   (≥ 1 ms per occurrence adds up), and judging the site's typical occurrence keeps single noisy
- *   measurements at a required sync from adding up to a phantom problem.
- *   Join: stage 3/4 rows to stage 2 events by stack id, occurrence k of n2 in stage 2 taking
- *   verdict floor(k * n3 / n2) of the n3 rows of that stack (the identity when counts agree).
- *   When |n2 - n3| > max(1, n2 * FFM_JOIN_TOLERANCE_PCT / 100) the runs did different things at
- *   that site: every occurrence gets the site's majority verdict (median delay) and the site is
- *   flagged divergent ("run-to-run differences"). A transfer that is both a duplicate and an
- *   unnecessary/misplaced sync is split in two model events (its copy part and its wait), so
- *   both fixes are modelled.
+ *   Join: stage 3/4 rows to stage 2 events by stack id, occurrence by occurrence
+ *   (ffm_verdict_join); a site whose counts differ too much gets its majority verdict (median
+ *   delay) everywhere and is flagged divergent ("run-to-run differences"). A transfer that is
+ *   both a duplicate and an unnecessary/misplaced sync is split in two model events (its copy
+ *   part and its wait), so both fixes are modelled.
  *
  * Identity across runs and stores: a site's key hashes its application frames (build-id or
  * module name, file offset) and API name, not store ids: the same call path in another run,
  * another job of the key or another node's store has the same key.
  */
-#ifndef FFM_CLI_ANALYSIS_H
-#define FFM_CLI_ANALYSIS_H
+#ifndef FFM_ANALYSIS_H
+#define FFM_ANALYSIS_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "analysis/ffm_verdict.h"
 #include "stages/ffm_model.h"
 #include "store/ffm_store.h"
-
-#define FFM_MISPLACED_FLOOR_NS 20000ull  /* 20 µs: above probe + watchpoint noise */
-#define FFM_MISPLACED_WAIT_DIV 10	 /* gap ≥ 10% of the sync's wait ... */
-#define FFM_MISPLACED_ABS_NS 1000000ull /* ... or ≥ 1 ms */
-#define FFM_JOIN_TOLERANCE_PCT 5
 
 /* Roles of the runs the analysis used. */
 enum ffm_an_role {
@@ -104,6 +97,7 @@ struct ffm_an_site {
 	uint64_t count, dur_ns, wait_ns, bytes;
 	/* verdicts applied to the timeline's occurrences */
 	uint64_t n_unnecessary, n_misplaced, n_dup, n_other_dst, n_partial, n_classified;
+	uint64_t n_xclassified; /* transfer verdicts applied */
 	uint64_t benefit_ns; /* fixing this site alone (point group) */
 	bool divergent;	     /* stage 3/4 counts differ from stage 2's beyond the tolerance */
 	bool delays_from_stage3;
@@ -187,6 +181,7 @@ struct ffm_analysis_opts {
 	bool keep_graph;    /* keep the model's graph for ffm_analysis__subsequence() */
 	unsigned scan_threads; /* timeline read in this many parallel slices; 0 = by size/CPUs */
 	int profile_stage;     /* sites' times from this stage's run (1 or 2); 0 = 2, else 1 */
+	bool event_verdicts;   /* keep each event's verdict for ffm_analysis__event_verdict() */
 };
 
 struct ffm_analysis;
@@ -205,5 +200,85 @@ int ffm_analysis__subsequence(const struct ffm_analysis *a, uint64_t key, uint32
 struct ffm_analysis *ffm_analysis__free(struct ffm_analysis *a);
 
 const char *ffm_an_problem_name(unsigned problem); /* "unnecessary_sync", ... */
+/* The most frequent problem type among @n_type[enum ffm_problem] (NONE when none). */
+unsigned ffm_an_main_problem(const uint64_t *n_type);
+/* A site's most frequent problem type. */
+unsigned ffm_an_site_problem(const struct ffm_an_site *x);
+
+/*
+ * The verdict of one recorded event of the store (opts->event_verdicts), the same the report
+ * counts:
+ *   - an event of the timeline run: the verdict applied to it (or none: no problem);
+ *   - an event of the stage-3 or stage-4 run used: the verdict of its own rows, under its call
+ *     site's decisions (misplaced, seen used);
+ *   - an event of any other run (stage 1, older runs), or one of stage 3/4 without rows:
+ *     its call site's, when every occurrence of the site that got a verdict in the timeline
+ *     got the same problem (site_wide).
+ */
+struct ffm_an_event_verdict {
+	unsigned problem;	 /* enum ffm_problem; NONE: no problem */
+	bool duplicate;		 /* (also) a duplicate transfer: then problem may be a sync's */
+	bool site_wide;		 /* from the call site (see above) */
+	bool partial;		 /* only part of the protected data was watched */
+	int64_t use_delay_ns;	 /* misplaced: the first-use delay, else -1 */
+	int64_t first_event;	 /* duplicate in a stage-3 run: the first transfer, else 0 */
+	int64_t from_run;	 /* the stage-3/4 run whose data decided it */
+	uint64_t checked;	 /* site_wide: the site's occurrences with a verdict */
+};
+
+/* 0 (out->problem NONE and !out->duplicate: no problem); -EINVAL without event_verdicts. */
+int ffm_analysis__event_verdict(const struct ffm_analysis *a, const struct ffm_store_event *ev,
+				struct ffm_an_event_verdict *out);
+
+/* ---- several nodes (one store each) of one job ------------------------------------------- */
+
+/* A problem group merged over nodes (by its key: call-site identity, function, pattern). */
+struct ffm_an_mgroup {
+	struct ffm_an_group g; /* sums; site and seq_sites refer to node `node` */
+	size_t node;
+	uint32_t nodes;	       /* on how many nodes */
+};
+
+struct ffm_an_mapi {
+	const char *name;
+	uint64_t calls, dur_ns, wait_ns, benefit_ns, problems;
+};
+
+struct ffm_an_merged {
+	struct ffm_an_mgroup *groups; /* by benefit, largest first */
+	size_t n_groups;
+	struct ffm_an_mapi *apis;     /* by time waited, largest first */
+	size_t n_apis;
+	uint64_t rec_ns, wall_sum_ns, wall_max_ns;
+	double imbalance;      /* max/mean - 1 of recoverable time over nodes, -1 = one node */
+	double proc_imbalance; /* the same over processes */
+	size_t n_procs;
+	bool have_problems, any_stage3_delays;
+	uint32_t stages_done; /* bit s: some node has an ended run of stage s */
+	struct ffm_an_quality q;
+};
+
+/* Merge the results of @n nodes (same grouping). 0 or -ENOMEM; free with _merged_free. */
+int ffm_an_merge(const struct ffm_analysis_result *const *r, size_t n, struct ffm_an_merged *m);
+void ffm_an_merged_free(struct ffm_an_merged *m);
+
+/* ---- two jobs: predicted vs measured, per call site -------------------------------------- */
+
+struct ffm_an_diff_row {
+	uint64_t key;			/* the site's identity */
+	const struct ffm_an_site *site; /* for names: before's if any, else after's */
+	uint64_t predicted_ns, before_ns, after_ns, n_before, n_after;
+};
+
+/*
+ * Rows of call sites by identity, by predicted benefit (largest first): @pred are the before
+ * job's full analyses (its report: benefit of fixing each site alone), @before and @after the
+ * analyses whose profile run measures each side (stage 2: time in the calls, else time waited),
+ * @nb / @na nodes each. 0 or -ENOMEM; *rows is malloc'd.
+ */
+int ffm_an_compare(const struct ffm_analysis_result *const *pred,
+		   const struct ffm_analysis_result *const *before, size_t nb,
+		   const struct ffm_analysis_result *const *after, size_t na, int stage,
+		   struct ffm_an_diff_row **rows, size_t *n);
 
 #endif

@@ -1,9 +1,9 @@
 # cli/: the report's test and benchmark support.
 #   build/tests/ffm-synth          synthetic stores with known answers (tests/report/synth.h)
 #   build/bench/bench_report       report time and peak RSS for a 10M-event run (not a test)
-# The report's unit tests (tests/report/test_*.c) link its analysis glue and the synthesizer
-# besides the ffm libraries.
-REPORT_TEST_OBJS := $(O)/cli/analysis.o $(O)/tests/report/synth.o
+# The report's unit tests (tests/report/test_*.c) link the synthesizer besides the ffm
+# libraries (the analysis is one of them, analysis/).
+REPORT_TEST_OBJS := $(O)/tests/report/synth.o
 
 $(O)/tests/ffm-synth: $(O)/tests/report/synth_main.o $(O)/tests/report/synth.o $(FFM_LIBS)
 	$(call msg,LINK,$@)

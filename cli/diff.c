@@ -5,8 +5,8 @@
  * Did the fix do what the report said? For two jobs of a key (usually: the job ffm analysed and
  * a later one with the fix), per call site: the benefit the before job's report predicted next
  * to the change the after job measured, and the same for the wall time. Sites are matched by
- * their identity (cli/analysis.h: application frames + driver function, not store ids), so the
- * after job may come from another store, node or stage. Both sides are measured in the same
+ * their identity (analysis/ffm_analysis.h: application frames + driver function, not store
+ * ids), so the after job may come from another store, node or stage. Both sides are measured in the same
  * stage: stage 2 (time in each call) when the after job has a stage-2 run, else stage 1 (time
  * waited at each site), which is what a key's runs after stage 4 record (monitoring).
  *
@@ -34,41 +34,6 @@ struct side {
 	double wall_s;
 	int64_t run;
 };
-
-struct row {
-	uint64_t key;
-	const struct ffm_an_site *site; /* for names: before's if any, else after's */
-	uint64_t predicted_ns, before_ns, after_ns, n_before, n_after;
-};
-
-static int cmp_row(const void *x, const void *y)
-{
-	const struct row *a = x, *b = y;
-
-	if (a->predicted_ns != b->predicted_ns)
-		return a->predicted_ns < b->predicted_ns ? 1 : -1;
-	if (a->before_ns != b->before_ns)
-		return a->before_ns < b->before_ns ? 1 : -1;
-	return a->key < b->key ? -1 : a->key > b->key;
-}
-
-static struct row *row_of(struct row **rows, size_t *n, uint64_t key, const struct ffm_an_site *x)
-{
-	struct row *r;
-
-	for (size_t i = 0; i < *n; i++)
-		if ((*rows)[i].key == key)
-			return &(*rows)[i];
-	r = realloc(*rows, (*n + 1) * sizeof(*r));
-	if (!r)
-		return NULL;
-	*rows = r;
-	r = &r[(*n)++];
-	memset(r, 0, sizeof(*r));
-	r->key = key;
-	r->site = x;
-	return r;
-}
 
 static void side_free(struct side *s)
 {
@@ -148,60 +113,24 @@ static int after_stage(struct side *s)
 	return 1;
 }
 
-static uint64_t site_time(const struct ffm_an_site *x, int stage)
+/* Predicted and measured time per call site (analysis/merge.c). */
+static int collect(struct side *b, struct side *a, int stage, struct ffm_an_diff_row **rows,
+		   size_t *n)
 {
-	return stage == 2 ? x->dur_ns : x->wait_ns;
-}
-
-/* Add one side's measured time per site to the rows. */
-static int add_times(const struct side *sd, bool after, int stage, struct row **rows, size_t *n)
-{
-	for (size_t i = 0; i < sd->js.n; i++) {
-		const struct ffm_analysis_result *m = ffm_analysis__result(sd->meas[i]);
-
-		for (size_t k = 0; k < m->n_sites; k++) {
-			const struct ffm_an_site *x = &m->sites[k];
-			struct row *r;
-
-			if (!x->count)
-				continue;
-			r = row_of(rows, n, x->key, x);
-			if (!r)
-				return -ENOMEM;
-			*(after ? &r->after_ns : &r->before_ns) += site_time(x, stage);
-			*(after ? &r->n_after : &r->n_before) += x->count;
-		}
-	}
-	return 0;
-}
-
-static int collect(struct side *b, struct side *a, int stage, struct row **rows, size_t *n)
-{
+	const struct ffm_analysis_result **r = calloc(2 * b->js.n + a->js.n + 1, sizeof(*r));
 	int err;
 
+	if (!r)
+		return -ENOMEM;
 	for (size_t i = 0; i < b->js.n; i++) {
-		const struct ffm_analysis_result *p = ffm_analysis__result(b->pred[i]);
-
-		for (size_t k = 0; k < p->n_sites; k++) {
-			const struct ffm_an_site *x = &p->sites[k];
-			struct row *r;
-
-			if (!x->benefit_ns)
-				continue;
-			r = row_of(rows, n, x->key, x);
-			if (!r)
-				return -ENOMEM;
-			r->predicted_ns += x->benefit_ns;
-		}
+		r[i] = ffm_analysis__result(b->pred[i]);
+		r[b->js.n + i] = ffm_analysis__result(b->meas[i]);
 	}
-	err = add_times(b, false, stage, rows, n);
-	if (!err)
-		err = add_times(a, true, stage, rows, n);
-	if (err)
-		return err;
-	if (*n) /* NULL when neither job has a row: qsort(NULL, 0) is UB */
-		qsort(*rows, *n, sizeof(**rows), cmp_row);
-	return 0;
+	for (size_t i = 0; i < a->js.n; i++)
+		r[2 * b->js.n + i] = ffm_analysis__result(a->meas[i]);
+	err = ffm_an_compare(r, r + b->js.n, b->js.n, r + 2 * b->js.n, a->js.n, stage, rows, n);
+	free(r);
+	return err;
 }
 
 static uint64_t predicted_total(const struct side *b)
@@ -222,7 +151,7 @@ static bool predictions_known(const struct side *b)
 }
 
 static void print_text(const struct side *b, const struct side *a, int stage,
-		       const struct row *rows, size_t n, int top)
+		       const struct ffm_an_diff_row *rows, size_t n, int top)
 {
 	const char *kb = ffm_analysis__result(b->pred[0])->key;
 	const char *ka = ffm_analysis__result(a->meas[0])->key;
@@ -243,7 +172,7 @@ static void print_text(const struct side *b, const struct side *a, int stage,
 	printf("\n  %12s %12s %12s %12s %15s  %s\n", "predicted", "actual", "before", "after", "calls",
 	       "call site");
 	for (size_t i = 0; i < n && (int)i < top; i++) {
-		const struct row *r = &rows[i];
+		const struct ffm_an_diff_row *r = &rows[i];
 		char calls[40];
 
 		ffmctl_site_str(r->site, buf, sizeof(buf));
@@ -265,12 +194,12 @@ static json_t *json_side(const struct side *x, struct ffm_analysis *an)
 
 /* docs/report-json.md, "Diff". */
 static int print_json(const struct side *b, const struct side *a, int stage,
-		      const struct row *rows, size_t n, int top)
+		      const struct ffm_an_diff_row *rows, size_t n, int top)
 {
 	json_t *sites = json_array();
 
 	for (size_t i = 0; i < n && (int)i < top; i++) {
-		const struct row *r = &rows[i];
+		const struct ffm_an_diff_row *r = &rows[i];
 
 		double actual = ((double)r->before_ns - (double)r->after_ns) / 1e9;
 
@@ -303,7 +232,7 @@ int ffmctl_diff(int argc, char **argv)
 		{},
 	};
 	struct side b = { 0 }, a = { 0 };
-	struct row *rows = NULL;
+	struct ffm_an_diff_row *rows = NULL;
 	size_t n = 0;
 	bool json = false;
 	int c, top = 20, stage, err, ret = EXIT_FAIL;

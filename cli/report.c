@@ -3,14 +3,15 @@
  * ffmctl report <jobid> [--json] [--group point|function|sequence] [--subsequence ID:FROM:TO]
  *               [--top N]
  *
- * The problems the runs of a job's key found, sorted by expected benefit (Figure 5 of the paper,
- * cli/analysis.h), each with its type, count, driver function and the application's call site;
- * per driver function the time spent in it next to the benefit of fixing it (the paper's
- * Table 2); and what the data is worth (drops, partial coverage, run-to-run differences). Until
- * stage 3 has run it shows what stages 1 and 2 know (time per driver function and call site)
- * and which run will tell more. A job that ran on several nodes (one store per node, see
- * cli/report.h) is merged: problems by call-site identity, plus a per-node and per-process
- * breakdown with the load imbalance of recoverable time (max/mean - 1).
+ * The problems the runs of a job's key found, sorted by expected benefit (Figure 5 of the paper;
+ * every number and verdict comes from analysis/ffm_analysis.h), each with its type, count,
+ * driver function and the application's call site; per driver function the time spent in it
+ * next to the benefit of fixing it (the paper's Table 2); and what the data is worth (drops,
+ * partial coverage, run-to-run differences). Until stage 3 has run it shows what stages 1 and 2
+ * know (time per driver function and call site) and which run will tell more. A job that ran on
+ * several nodes (one store per node, see cli/report.h) is merged: problems by call-site
+ * identity, plus a per-node and per-process breakdown with the load imbalance of recoverable
+ * time (max/mean - 1).
  *
  * Text for people, --json for tools: docs/report-json.md documents the schema (versioned).
  */
@@ -234,231 +235,31 @@ static const char *type_text(unsigned p)
 	}
 }
 
-/* The most frequent problem type of a group or a site. */
-static unsigned main_type(const uint64_t *n_type)
-{
-	unsigned best = FFM_PROBLEM_NONE;
-
-	for (unsigned t = 1; t < FFM_PROBLEM__MAX; t++)
-		if (n_type[t] > (best ? n_type[best] : 0))
-			best = t;
-	return best;
-}
-
-static unsigned site_type(const struct ffm_an_site *x)
-{
-	uint64_t n[FFM_PROBLEM__MAX] = { 0, x->n_unnecessary, x->n_misplaced, x->n_dup };
-
-	return main_type(n);
-}
-
 /* ---- merging nodes ---------------------------------------------------------------------- */
 
-/* A problem group merged over nodes (by its key: call-site identity, function, pattern). */
-struct mgroup {
-	struct ffm_an_group g; /* sums; site and seq_sites refer to node `node` */
-	size_t node;
-	uint32_t nodes; /* on how many nodes */
-};
-
-struct mapi {
-	const char *name;
-	uint64_t calls, dur_ns, wait_ns, benefit_ns, problems;
-};
-
-struct merged {
-	struct mgroup *groups;
-	size_t n_groups;
-	struct mapi *apis;
-	size_t n_apis;
-	uint64_t rec_ns, wall_sum_ns, wall_max_ns;
-	double imbalance; /* max/mean - 1 of recoverable time over nodes, -1 = one node */
-	double proc_imbalance; /* the same over processes */
-	size_t n_procs;
-	bool have_problems, any_stage3_delays;
-	uint32_t stages_done; /* bit s: some node has an ended run of stage s */
-	struct ffm_an_quality q;
-};
-
-static int cmp_mgroup(const void *x, const void *y)
+/* Every node's analysis merged into one (analysis/merge.c). */
+static int merge(const struct ffmctl_job_stores *js, struct ffm_an_merged *m)
 {
-	const struct mgroup *a = x, *b = y;
+	const struct ffm_analysis_result **r = calloc(js->n + 1, sizeof(*r));
+	int err;
 
-	if (a->g.benefit_ns != b->g.benefit_ns)
-		return a->g.benefit_ns < b->g.benefit_ns ? 1 : -1;
-	if (a->g.wait_ns != b->g.wait_ns)
-		return a->g.wait_ns < b->g.wait_ns ? 1 : -1;
-	return a->g.key < b->g.key ? -1 : a->g.key > b->g.key;
-}
-
-static int cmp_mapi(const void *x, const void *y)
-{
-	const struct mapi *a = x, *b = y;
-
-	if (a->wait_ns != b->wait_ns)
-		return a->wait_ns < b->wait_ns ? 1 : -1;
-	if (a->dur_ns != b->dur_ns)
-		return a->dur_ns < b->dur_ns ? 1 : -1;
-	return strcmp(a->name, b->name);
-}
-
-static double imbalance(const uint64_t *v, size_t n)
-{
-	uint64_t max = 0;
-	double sum = 0;
-
-	if (n < 2)
-		return -1;
-	for (size_t i = 0; i < n; i++) {
-		sum += (double)v[i];
-		if (v[i] > max)
-			max = v[i];
-	}
-	return sum > 0 ? (double)max / (sum / n) - 1 : 0;
-}
-
-static int merge(const struct ffmctl_job_stores *js, struct merged *m)
-{
-	uint64_t *node_rec = calloc(js->n + 1, sizeof(*node_rec)), *proc_rec = NULL;
-	int err = 0;
-
-	memset(m, 0, sizeof(*m));
-	if (!node_rec)
+	if (!r)
 		return -ENOMEM;
-	for (size_t ni = 0; ni < js->n; ni++) {
-		const struct ffm_analysis_result *r = ffm_analysis__result(js->v[ni].an);
-
-		node_rec[ni] = r->totals.total_ns;
-		m->rec_ns += r->totals.total_ns;
-		m->wall_sum_ns += r->wall_ns;
-		if (r->wall_ns > m->wall_max_ns)
-			m->wall_max_ns = r->wall_ns;
-		m->have_problems |= r->have_problems;
-		m->n_procs += r->n_procs;
-		for (size_t i = 0; i < r->n_runs; i++)
-			if (r->runs[i].ended)
-				m->stages_done |= 1u << r->runs[i].stage;
-		for (int d = 0; d < FFM_DROP__MAX; d++)
-			m->q.drops[d] += r->q.drops[d];
-		m->q.incomplete_runs += r->q.incomplete_runs;
-		m->q.partial_syncs += r->q.partial_syncs;
-		m->q.withheld_syncs += r->q.withheld_syncs;
-		m->q.divergent_sites += r->q.divergent_sites;
-		m->q.unmatched_sites += r->q.unmatched_sites;
-		m->q.unclassified_syncs += r->q.unclassified_syncs;
-		m->q.unclassified_wait_ns += r->q.unclassified_wait_ns;
-		for (size_t i = 0; i < r->n_sites; i++)
-			m->any_stage3_delays |= r->sites[i].delays_from_stage3 &&
-						r->sites[i].n_misplaced;
-
-		for (size_t i = 0; i < r->n_groups; i++) {
-			const struct ffm_an_group *g = &r->groups[i];
-			struct mgroup *mg = NULL;
-
-			for (size_t j = 0; j < m->n_groups; j++)
-				if (m->groups[j].g.key == g->key) {
-					mg = &m->groups[j];
-					break;
-				}
-			if (!mg) {
-				struct mgroup *n = realloc(m->groups, (m->n_groups + 1) * sizeof(*n));
-
-				if (!n) {
-					err = -ENOMEM;
-					goto out;
-				}
-				m->groups = n;
-				mg = &m->groups[m->n_groups++];
-				memset(mg, 0, sizeof(*mg));
-				mg->g = *g;
-				mg->node = ni;
-				mg->nodes = 1;
-				continue;
-			}
-			mg->nodes++;
-			mg->g.problems |= g->problems;
-			mg->g.count += g->count;
-			mg->g.occurrences += g->occurrences;
-			for (int t = 0; t < FFM_PROBLEM__MAX; t++)
-				mg->g.n_type[t] += g->n_type[t];
-			mg->g.wait_ns += g->wait_ns;
-			mg->g.benefit_ns += g->benefit_ns;
-			mg->g.partial |= g->partial;
-			mg->g.divergent |= g->divergent;
-		}
-		for (size_t i = 0; i < r->n_apis; i++) {
-			const struct ffm_an_api *a = &r->apis[i];
-			struct mapi *ma = NULL;
-
-			if (!a->calls && !a->problems)
-				continue;
-			for (size_t j = 0; j < m->n_apis; j++)
-				if (!strcmp(m->apis[j].name, a->name)) {
-					ma = &m->apis[j];
-					break;
-				}
-			if (!ma) {
-				struct mapi *n = realloc(m->apis, (m->n_apis + 1) * sizeof(*n));
-
-				if (!n) {
-					err = -ENOMEM;
-					goto out;
-				}
-				m->apis = n;
-				ma = &m->apis[m->n_apis++];
-				memset(ma, 0, sizeof(*ma));
-				ma->name = a->name;
-			}
-			ma->calls += a->calls;
-			ma->dur_ns += a->dur_ns;
-			ma->wait_ns += a->wait_ns;
-			ma->benefit_ns += a->benefit_ns;
-			ma->problems += a->problems;
-		}
-	}
-	/* NULL when there is nothing to merge: qsort(NULL, 0) is UB */
-	if (m->n_groups)
-		qsort(m->groups, m->n_groups, sizeof(*m->groups), cmp_mgroup);
-	if (m->n_apis)
-		qsort(m->apis, m->n_apis, sizeof(*m->apis), cmp_mapi);
-	m->imbalance = imbalance(node_rec, js->n);
-	proc_rec = calloc(m->n_procs + 1, sizeof(*proc_rec));
-	if (!proc_rec) {
-		err = -ENOMEM;
-		goto out;
-	}
-	{
-		size_t k = 0;
-
-		for (size_t ni = 0; ni < js->n; ni++) {
-			const struct ffm_analysis_result *r = ffm_analysis__result(js->v[ni].an);
-
-			for (size_t i = 0; i < r->n_procs; i++)
-				if (r->procs[i].threads) /* processes that used the driver */
-					proc_rec[k++] = r->procs[i].benefit_ns;
-		}
-		m->proc_imbalance = imbalance(proc_rec, k);
-	}
-out:
-	free(node_rec);
-	free(proc_rec);
+	for (size_t ni = 0; ni < js->n; ni++)
+		r[ni] = ffm_analysis__result(js->v[ni].an);
+	err = ffm_an_merge(r, js->n, m);
+	free(r);
 	return err;
 }
 
-static void merged_free(struct merged *m)
-{
-	free(m->groups);
-	free(m->apis);
-}
-
 static const struct ffm_an_site *group_site(const struct ffmctl_job_stores *js,
-					    const struct mgroup *mg)
+					    const struct ffm_an_mgroup *mg)
 {
 	return &ffm_analysis__result(js->v[mg->node].an)->sites[mg->g.site];
 }
 
 static const struct ffm_an_site *pattern_site(const struct ffmctl_job_stores *js,
-					      const struct mgroup *mg, uint32_t m)
+					      const struct ffm_an_mgroup *mg, uint32_t m)
 {
 	return &ffm_analysis__result(js->v[mg->node].an)->sites[mg->g.seq_sites[m]];
 }
@@ -482,7 +283,7 @@ struct subseq {
 	bool want;
 	unsigned id, from, to; /* 1-based, as listed */
 	uint64_t benefit_ns, whole_ns, occurrences;
-	const struct mgroup *mg;
+	const struct ffm_an_mgroup *mg;
 	int err;
 };
 
@@ -499,8 +300,8 @@ static int parse_subseq(const char *s, struct subseq *q)
 
 /* Every node's share of the subsequence; the graphs are rebuilt one node at a time unless the
  * single node kept its own. */
-static int compute_subseq(struct ffmctl_job_stores *js, const char *job_id, struct merged *m,
-			  struct subseq *q)
+static int compute_subseq(struct ffmctl_job_stores *js, const char *job_id,
+			  struct ffm_an_merged *m, struct subseq *q)
 {
 	if (q->id > m->n_groups) {
 		ffmctl_err("report", "--subsequence: no sequence %u (the report lists %zu)", q->id,
@@ -560,7 +361,7 @@ static void print_runs(FILE *o, const struct ffm_analysis_result *r)
 	fputc('\n', o);
 }
 
-static void print_quality(FILE *o, const struct merged *m)
+static void print_quality(FILE *o, const struct ffm_an_merged *m)
 {
 	const struct ffm_an_quality *q = &m->q;
 	uint64_t lost = q->drops[FFM_DROP_RINGBUF_FULL] + q->drops[FFM_DROP_MAP_FULL] +
@@ -605,8 +406,8 @@ static void print_quality(FILE *o, const struct merged *m)
 	fprintf(o, "%s\n", n ? "" : " good (no drops, full coverage, runs agree)");
 }
 
-static void print_evidence(FILE *o, const struct ffmctl_job_stores *js, const struct mgroup *mg,
-			   const struct ffm_an_site *x)
+static void print_evidence(FILE *o, const struct ffmctl_job_stores *js,
+			   const struct ffm_an_mgroup *mg, const struct ffm_an_site *x)
 {
 	const struct ffm_analysis_result *r = ffm_analysis__result(js->v[mg->node].an);
 	char buf[1024];
@@ -644,7 +445,7 @@ static void print_evidence(FILE *o, const struct ffmctl_job_stores *js, const st
 }
 
 static void print_text(FILE *o, const char *job_id, const struct ffmctl_job_stores *js,
-		       const struct merged *m, enum ffm_grouping grouping, int top,
+		       const struct ffm_an_merged *m, enum ffm_grouping grouping, int top,
 		       const struct subseq *q)
 {
 	const struct ffm_analysis_result *r0 = ffm_analysis__result(js->v[0].an);
@@ -674,7 +475,7 @@ static void print_text(FILE *o, const char *job_id, const struct ffmctl_job_stor
 		if (!m->n_groups)
 			fprintf(o, "  none: every sync protects data the CPU uses soon after it, no transfer repeats\n");
 		for (size_t i = 0; i < m->n_groups && (int)i < top; i++) {
-			const struct mgroup *mg = &m->groups[i];
+			const struct ffm_an_mgroup *mg = &m->groups[i];
 			const struct ffm_an_site *x = group_site(js, mg);
 
 			if (grouping == FFM_GROUP_SEQUENCE) {
@@ -686,7 +487,7 @@ static void print_text(FILE *o, const char *job_id, const struct ffmctl_job_stor
 					const struct ffm_an_site *s = pattern_site(js, mg, k);
 
 					ffmctl_site_str(s, buf, sizeof(buf));
-					fprintf(o, "       %u. %s %s in %s\n", k + 1, type_text(site_type(s)),
+					fprintf(o, "       %u. %s %s in %s\n", k + 1, type_text(ffm_an_site_problem(s)),
 						s->api_name, buf);
 				}
 				if (mg->g.n_members > 50)
@@ -699,7 +500,7 @@ static void print_text(FILE *o, const char *job_id, const struct ffmctl_job_stor
 				ffmctl_site_str(x, buf, sizeof(buf));
 			fprintf(o, "  %2zu  %.6f s  %5.1f%%  %-18s %7" PRIu64 "x  %-22s %s\n", i + 1,
 				s_of(mg->g.benefit_ns), pct(mg->g.benefit_ns, m->wall_sum_ns),
-				type_text(main_type(mg->g.n_type)), mg->g.count, x->api_name, buf);
+				type_text(ffm_an_main_problem(mg->g.n_type)), mg->g.count, x->api_name, buf);
 			print_evidence(o, js, mg, x);
 		}
 		if ((int)m->n_groups > top)
@@ -712,7 +513,7 @@ static void print_text(FILE *o, const char *job_id, const struct ffmctl_job_stor
 				const struct ffm_an_site *s = pattern_site(js, q->mg, k);
 
 				ffmctl_site_str(s, buf, sizeof(buf));
-				fprintf(o, "       %u. %s %s in %s\n", k + 1, type_text(site_type(s)),
+				fprintf(o, "       %u. %s %s in %s\n", k + 1, type_text(ffm_an_site_problem(s)),
 					s->api_name, buf);
 			}
 		}
@@ -722,7 +523,7 @@ static void print_text(FILE *o, const char *job_id, const struct ffmctl_job_stor
 	fprintf(o, "  %-26s %9s %11s %11s %7s %12s %7s\n", "driver function", "calls", "time (s)",
 		"waited (s)", "% wall", "benefit (s)", "% wall");
 	for (size_t i = 0; i < m->n_apis; i++) {
-		const struct mapi *a = &m->apis[i];
+		const struct ffm_an_mapi *a = &m->apis[i];
 
 		fprintf(o, "  %-26s %9" PRIu64 " %11.6f %11.6f %6.1f%% ", a->name, a->calls,
 			s_of(a->dur_ns), s_of(a->wait_ns), pct(a->wait_ns, m->wall_sum_ns));
@@ -800,7 +601,7 @@ static json_t *json_types(const uint64_t *n_type)
 	return o;
 }
 
-static json_t *json_evidence(const struct ffmctl_job_stores *js, const struct mgroup *mg,
+static json_t *json_evidence(const struct ffmctl_job_stores *js, const struct ffm_an_mgroup *mg,
 			     const struct ffm_an_site *x)
 {
 	const struct ffm_analysis_result *r = ffm_analysis__result(js->v[mg->node].an);
@@ -846,7 +647,7 @@ static json_t *json_stages(const struct ffmctl_job_stores *js)
 	return a;
 }
 
-static json_t *json_quality(const struct merged *m)
+static json_t *json_quality(const struct ffm_an_merged *m)
 {
 	const struct ffm_an_quality *q = &m->q;
 
@@ -866,7 +667,7 @@ static json_t *json_quality(const struct merged *m)
 }
 
 /* A sequence's members, in order. */
-static json_t *json_members(const struct ffmctl_job_stores *js, const struct mgroup *mg)
+static json_t *json_members(const struct ffmctl_job_stores *js, const struct ffm_an_mgroup *mg)
 {
 	json_t *a = json_array();
 
@@ -874,20 +675,20 @@ static json_t *json_members(const struct ffmctl_job_stores *js, const struct mgr
 		const struct ffm_an_site *s = pattern_site(js, mg, k);
 
 		a = ffm_json_append(a, json_pack("{s:I,s:s,s:o,s:o}", "entry", (json_int_t)k + 1,
-						 "type", ffm_an_problem_name(site_type(s)),
+						 "type", ffm_an_problem_name(ffm_an_site_problem(s)),
 						 "api", ffm_json_string(s->api_name),
 						 "call_site", ffmctl_json_site(s)));
 	}
 	return a;
 }
 
-static json_t *json_problem(const struct ffmctl_job_stores *js, const struct merged *m, size_t i,
-			    enum ffm_grouping grouping)
+static json_t *json_problem(const struct ffmctl_job_stores *js, const struct ffm_an_merged *m,
+			    size_t i, enum ffm_grouping grouping)
 {
-	const struct mgroup *mg = &m->groups[i];
+	const struct ffm_an_mgroup *mg = &m->groups[i];
 	const struct ffm_an_site *x = group_site(js, mg);
 	const char *type = grouping == FFM_GROUP_SEQUENCE
-				   ? "sequence" : ffm_an_problem_name(main_type(mg->g.n_type));
+				   ? "sequence" : ffm_an_problem_name(ffm_an_main_problem(mg->g.n_type));
 	json_t *p;
 
 	p = json_pack("{s:I,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:o,s:o,s:o}",
@@ -911,12 +712,12 @@ static json_t *json_problem(const struct ffmctl_job_stores *js, const struct mer
 	return p;
 }
 
-static json_t *json_apis(const struct merged *m)
+static json_t *json_apis(const struct ffm_an_merged *m)
 {
 	json_t *a = json_array();
 
 	for (size_t i = 0; i < m->n_apis; i++) {
-		const struct mapi *x = &m->apis[i];
+		const struct ffm_an_mapi *x = &m->apis[i];
 
 		a = ffm_json_append(a, json_pack(
 			"{s:o,s:o,s:o,s:o,s:o,s:o}", "api", ffm_json_string(x->name),
@@ -988,7 +789,7 @@ static json_t *json_nodes(const struct ffmctl_job_stores *js)
 
 /* docs/report-json.md: the schema. */
 static int print_json(FILE *o, const char *job_id, const struct ffmctl_job_stores *js,
-		      const struct merged *m, enum ffm_grouping grouping, int top,
+		      const struct ffm_an_merged *m, enum ffm_grouping grouping, int top,
 		      const struct subseq *q)
 {
 	const struct ffm_analysis_result *r0 = ffm_analysis__result(js->v[0].an);
@@ -1032,7 +833,7 @@ static int report(const char *job_id, bool json, enum ffm_grouping grouping, int
 		  struct subseq *q)
 {
 	struct ffmctl_job_stores js;
-	struct merged m = { 0 };
+	struct ffm_an_merged m = { 0 };
 	int err;
 
 	err = ffmctl_job_stores__open(ffmctl_g.state_dir, job_id, &js);
@@ -1080,7 +881,7 @@ static int report(const char *job_id, bool json, enum ffm_grouping grouping, int
 	if (fflush(stdout) && !err)
 		err = -errno;
 out:
-	merged_free(&m);
+	ffm_an_merged_free(&m);
 	ffmctl_job_stores__close(&js);
 	return err;
 }

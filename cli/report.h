@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "cli/analysis.h"
+#include "analysis/ffm_analysis.h"
 #include "symbols/ffm_json.h"
 
 struct ffmctl_node {

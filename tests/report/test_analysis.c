@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The report's analysis glue (cli/analysis.c) on synthetic stores with known answers
+ * The analysis library (analysis/) on synthetic stores with known answers
  * (tests/report/synth.h): planted problems -> expected benefits to the nanosecond, call sites,
  * groupings, subsequences, the stage 2 <-> 3/4 join (tolerance, majority, partial coverage,
  * several rows per sync), parallel slices, which runs a job's report uses.
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
-#include "cli/analysis.h"
+#include "analysis/ffm_analysis.h"
 #include "tests/report/synth.h"
 #include "tests/testutil.h"
 

@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the analysis's files share (not part of its interface; see ffm_analysis.h). Memory: the
+ * event array (sized before the scan) and the model's graph dominate; everything else is per
+ * call site or per problem, never per event.
+ */
+#ifndef FFM_ANALYSIS_INT_H
+#define FFM_ANALYSIS_INT_H
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/ffm_analysis.h"
+#include "bpf/ffm_hash.h"
+#include "common/oatab.h"
+
+/* ---- small helpers (util.c) --------------------------------------------------------------- */
+
+/* Grow *p (elements of sz bytes) to hold at least need; capacity doubles. */
+int an_grow(void **p, size_t *cap, size_t need, size_t sz);
+
+/* All strings the results point to; freed with the analysis. */
+struct strpool {
+	char **v;
+	size_t n, cap;
+};
+
+/* A copy of @s in the pool; @dflt itself for NULL or ""; NULL when out of memory. */
+const char *an_pool_dup(struct strpool *p, const char *s, const char *dflt);
+void an_pool_fini(struct strpool *p);
+/* The median of @v (sorted in place), -1 for none. */
+int64_t an_median_i64(int64_t *v, size_t n);
+
+static inline uint64_t an_str_hash(const char *s)
+{
+	return ffm_fnv1a(FFM_FNV1A_INIT, s ? s : "", s ? strlen(s) : 0);
+}
+
+/* ---- state -------------------------------------------------------------------------------- */
+
+/* Per-occurrence verdicts of one stack from one run, in occurrence order. */
+struct verdicts {
+	uint8_t *v;	/* enum ffm_seen (sync) or enum ffm_dup_kind (transfers) */
+	int64_t *delay; /* sync: first-use delay, -1 = none */
+	int64_t *event; /* the rows' event ids (opts.event_verdicts only) */
+	size_t n, cap;
+	int64_t last_event;
+	/* majority verdict when the counts do not match the timeline's */
+	bool majority;
+	uint8_t maj_v;
+	int64_t maj_delay;
+};
+
+struct site_int {
+	struct verdicts s3, s4, x3; /* stage 3 syncs, stage 4 syncs, stage 3 transfers */
+	uint64_t n2;		    /* timeline occurrences (stack_agg) */
+	uint64_t seen;		    /* ... scanned so far */
+	bool keep;		    /* its events go into the model (see an_keep_site()) */
+	bool misplaced;		    /* its used syncs are misplaced (ffm_verdict_site_misplaced) */
+	bool any_used3;		    /* stage 3 saw a use after at least one of its syncs */
+	int64_t use_stack, use_frame;
+	int64_t first_stack;
+	int64_t *delays; /* applied first-use delays of misplaced/used occurrences, for the median */
+	size_t n_delays, cap_delays;
+};
+
+struct thread {
+	uint32_t tid, tgid;
+	uint64_t call_end; /* end of the latest API call on this thread (nested wait events) */
+};
+
+struct seq_ref {
+	struct ffm_group g; /* the model's sequence */
+	uint32_t pattern;   /* index into res.groups before sorting -> pattern_of[] */
+};
+
+/* One event's verdict (opts.event_verdicts), looked up by (run, event). */
+struct an_evv {
+	int64_t run, event;
+	int64_t delay;	     /* sync: first-use delay, -1 none */
+	int64_t first_event; /* duplicate rows: the first transfer */
+	uint32_t si;	     /* its site (index into a->si) */
+	uint8_t what;	     /* timeline: enum ffm_problem; stage 3/4: enum ffm_seen / ffm_dup_kind */
+	bool sync;	     /* a sync row (else a transfer row) */
+	bool timeline;	     /* decided in the timeline (what = the problem) */
+	bool dup;	     /* timeline: also a duplicate transfer */
+};
+
+struct ffm_analysis {
+	struct ffm_analysis_result res;
+	struct ffm_analysis_opts o;
+	struct strpool pool;
+	struct ffm_store *s;
+	struct oatab site_of; /* store stack id -> site index (u32 map) */
+	struct site_int *si;  /* parallel to res.sites until they are sorted, then in the old order */
+	size_t cap_sites;
+	struct oatab api_of; /* api id -> index in res.apis */
+	size_t cap_apis;
+	struct oatab fold_of; /* folded-name hash -> fold id */
+	uint32_t n_folds;
+	struct thread *thr;
+	size_t n_thr, cap_thr;
+	struct oatab thr_of;
+	struct oatab keep_of; /* stack id -> an_keep_site(), the scan threads' read-only copy */
+	/* the timeline */
+	struct ffm_event *ev;
+	size_t n_ev, cap_ev;
+	struct ffm_graph *g;
+	/* sequences (keep_graph) */
+	struct seq_ref *seqs;
+	size_t n_seqs;
+	uint64_t *pattern_key; /* pattern index (creation order) -> merge key */
+	/* event verdicts (opts.event_verdicts), sorted by (run, event) once complete */
+	struct an_evv *evv;
+	size_t n_evv, cap_evv;
+	int err;
+};
+
+/* ---- the store: runs, API names, call sites (runs.c, sites.c) ------------------------------ */
+
+int an_load_runs(struct ffm_analysis *a);
+struct ffm_an_api *an_api_slot(struct ffm_analysis *a, uint32_t api);
+int an_on_api_name(uint32_t api, const char *name, void *ctx);
+/* The site of @stack, created (and described from its frames) on first use. */
+int an_site_for(struct ffm_analysis *a, int64_t stack, uint32_t api, uint32_t kind, uint32_t *ret);
+int an_on_agg(const struct ffm_store_stack_agg *g, void *ctx);
+
+/* ---- stage 3/4 verdicts (verdicts.c) ------------------------------------------------------- */
+
+int an_load_verdicts(struct ffm_analysis *a);
+void an_verdicts_fini(struct verdicts *v);
+/* The verdict for occurrence k of a site's n2 timeline occurrences. */
+bool an_verdict_at(const struct verdicts *v, uint64_t k, uint64_t n2, uint8_t *val,
+		   int64_t *delay);
+/* Event verdicts (lookup.c): one more; sorted for lookups once the analysis is done. */
+int an_evv_add(struct ffm_analysis *a, const struct an_evv *e);
+int an_evv_sort(struct ffm_analysis *a);
+
+/* ---- the timeline and the model's input (timeline.c, events.c) ----------------------------- */
+
+bool an_keep_site(const struct ffm_an_site *x);
+struct ev_scan {
+	struct ffm_analysis *a;
+	int64_t last_stack;
+	uint32_t last_site;
+	uint64_t lo, hi; /* span of every event, dropped ones included */
+};
+/* One raw event (see timeline.c), in time order: into the model's array with its verdicts. */
+int an_on_raw_event(struct ev_scan *sc, const struct ffm_event *raw);
+int an_scan_slices(struct ffm_analysis *a, struct ev_scan *sc, uint64_t lo, uint64_t hi);
+int an_load_timeline(struct ffm_analysis *a);
+struct ffm_an_proc *an_proc_of(struct ffm_analysis_result *res, uint32_t tgid);
+
+/* ---- the model's results (groups.c) -------------------------------------------------------- */
+
+int an_run_model(struct ffm_analysis *a);
+int an_evidence(struct ffm_analysis *a);
+int an_sort_sites(struct ffm_analysis *a);
+int an_cmp_api(const void *x, const void *y);
+
+#endif

@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The model's input: timeline events (stage 2) -> struct ffm_event, each with the verdict of
+ * stages 3/4 for its occurrence (ffm_analysis.h, "Events" and "Verdicts").
+ */
+#include <errno.h>
+
+#include "analysis/analysis_int.h"
+
+static struct thread *thread_of(struct ffm_analysis *a, uint32_t tid, uint32_t tgid)
+{
+	uint32_t i = oatab_get_u32(&a->thr_of, tid);
+
+	if (i != UINT32_MAX)
+		return &a->thr[i];
+	if (an_grow((void **)&a->thr, &a->cap_thr, a->n_thr + 1, sizeof(*a->thr)) ||
+	    oatab_put_u32(&a->thr_of, tid, (uint32_t)a->n_thr))
+		return NULL;
+	a->thr[a->n_thr] = (struct thread){ .tid = tid, .tgid = tgid };
+	return &a->thr[a->n_thr++];
+}
+
+static uint8_t call_kind(uint32_t ev_kind)
+{
+	switch (ev_kind) {
+	case FFM_EV_WAIT:
+	case FFM_EV_API: return FFM_CALL_SYNC;
+	case FFM_EV_TRANSFER: return FFM_CALL_TRANSFER;
+	case FFM_EV_ALLOC: return FFM_CALL_ALLOC;
+	case FFM_EV_FREE: return FFM_CALL_FREE;
+	case FFM_EV_MEMSET: return FFM_CALL_MEMSET;
+	case FFM_EV_LAUNCH: return FFM_CALL_LAUNCH;
+	default: return FFM_CALL_OTHER;
+	}
+}
+
+static int push_event(struct ffm_analysis *a, const struct ffm_event *e)
+{
+	if (a->n_ev == a->cap_ev) {
+		/* Only a split (dup + sync on one transfer) gets here: grow by an eighth. */
+		size_t ncap = a->cap_ev + a->cap_ev / 8 + 64;
+		struct ffm_event *n = realloc(a->ev, ncap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		a->ev = n;
+		a->cap_ev = ncap;
+	}
+	a->ev[a->n_ev++] = *e;
+	return 0;
+}
+
+static int note_delay(struct site_int *si, int64_t d)
+{
+	if (an_grow((void **)&si->delays, &si->cap_delays, si->n_delays + 1, sizeof(*si->delays)))
+		return -ENOMEM;
+	si->delays[si->n_delays++] = d;
+	return 0;
+}
+
+/*
+ * Whether a site's events go into the model. A call that neither waits nor has a problem is CPU
+ * time between syncs to Figure 5, whether it is a CLaunch or CWork node: both count as time the
+ * GPU may idle, nothing else reads them. Left out, they become part of the gap the model fills
+ * with CWork, with the same durations, so every benefit is exactly the same while the event
+ * array and the graph shrink by the launches (most of a CUDA program's calls). Kept: explicit
+ * syncs and wait-function events, any site that waited, any site with a stage 3/4 verdict.
+ */
+bool an_keep_site(const struct ffm_an_site *x)
+{
+	/* Decided from stage 2's per-stack totals alone, so the scan can start before stage 3's
+	 * verdicts are loaded: every sync can get a sync verdict, every copy or memset a
+	 * duplicate one. */
+	return x->kind == FFM_EV_API || x->kind == FFM_EV_WAIT || x->wait_ns ||
+	       x->kind == FFM_EV_TRANSFER || x->kind == FFM_EV_MEMSET;
+}
+
+/* The sync verdict of occurrence @k of site @x applied to @e (see ffm_verdict.h). */
+static int apply_sync_verdict(struct ffm_analysis *a, struct ffm_an_site *x, struct site_int *si,
+			      uint64_t k, struct ffm_event *e)
+{
+	struct ffm_analysis_result *res = &a->res;
+	int64_t d3 = -1, d4 = -1, d = -1;
+	enum ffm_verdict vd;
+	uint8_t sv, v4;
+
+	if (!an_verdict_at(&si->s3, k, si->n2, &sv, &d3)) {
+		if (e->flags & FFM_EVENT_SYNC && res->run_verdicts) {
+			res->q.unclassified_syncs++;
+			res->q.unclassified_wait_ns += e->wait_ns;
+		}
+		return 0;
+	}
+	x->n_classified++;
+	if (sv == FFM_SEEN_USED) {
+		/* Stage 4 times the use without stage 3's hashing; where it did not time this
+		 * occurrence, stage 3's delay stands. */
+		bool from4 = an_verdict_at(&si->s4, k, si->n2, &v4, &d4) && d4 >= 0;
+
+		d = from4 ? d4 : d3;
+		if (d >= 0) {
+			if (!from4)
+				x->delays_from_stage3 = true;
+			if (note_delay(si, d))
+				return -ENOMEM;
+		}
+	}
+	vd = ffm_verdict_sync(sv, si->any_used3, si->misplaced, d, e->wait_ns);
+	if (vd == FFM_VERDICT_WITHHELD)
+		res->q.withheld_syncs++;
+	e->problem = (uint8_t)ffm_verdict_problem(vd);
+	if (vd == FFM_VERDICT_MISPLACED)
+		e->first_use_ns = (uint64_t)d;
+	return 0;
+}
+
+/* A duplicate transfer that is also a sync problem: the copy part is the duplicate, the wait
+ * the sync problem, two model events. */
+static int split_duplicate(struct ffm_analysis *a, struct ffm_event *e)
+{
+	struct ffm_event cp = *e;
+	uint64_t wait = e->wait_ns < e->dur_ns ? e->wait_ns : e->dur_ns;
+	int err;
+
+	cp.dur_ns = e->dur_ns - wait;
+	cp.wait_ns = 0;
+	cp.flags = 0;
+	cp.first_use_ns = 0;
+	cp.problem = FFM_PROBLEM_DUPLICATE_TRANSFER;
+	err = push_event(a, &cp);
+	if (err)
+		return err;
+	e->start_ns += cp.dur_ns;
+	e->dur_ns = wait;
+	e->kind = FFM_CALL_SYNC;
+	return 0;
+}
+
+/*
+ * One raw event (timeline.c: the store's event kind in .kind, the tgid in .fold_id, the event id
+ * in .first_use_ns), in time order: into the model's array with its verdicts.
+ */
+int an_on_raw_event(struct ev_scan *sc, const struct ffm_event *raw)
+{
+	struct ffm_analysis *a = sc->a;
+	struct ffm_analysis_result *res = &a->res;
+	struct thread *t = thread_of(a, raw->tid, raw->fold_id);
+	struct ffm_event e = *raw;
+	struct ffm_an_site *x;
+	struct site_int *si;
+	uint8_t xv = 0;
+	int64_t dx;
+	bool dup = false;
+	uint64_t k;
+	int err;
+
+	if (!t)
+		return -ENOMEM;
+	if (raw->kind == FFM_EV_WAIT && raw->start_ns < t->call_end)
+		return 0; /* inside a probed call, which carries the wait already */
+	if (raw->kind != FFM_EV_WAIT && raw->start_ns + raw->dur_ns > t->call_end)
+		t->call_end = raw->start_ns + raw->dur_ns;
+	if ((int64_t)raw->stack_id != sc->last_stack || sc->last_site == UINT32_MAX) {
+		err = an_site_for(a, (int64_t)raw->stack_id, raw->api_id, raw->kind, &sc->last_site);
+		if (err)
+			return err;
+		sc->last_stack = (int64_t)raw->stack_id;
+		/* a stack the per-stack totals did not list: model it */
+		if (!a->si[sc->last_site].n2)
+			a->si[sc->last_site].keep = true;
+	}
+	x = &res->sites[sc->last_site];
+	si = &a->si[sc->last_site];
+	if (!si->keep)
+		return 0;
+	k = si->seen++;
+
+	e.fold_id = x->fold_id;
+	e.kind = call_kind(raw->kind);
+	e.first_use_ns = 0;
+	if (raw->kind == FFM_EV_WAIT || raw->kind == FFM_EV_API || e.wait_ns)
+		e.flags |= FFM_EVENT_SYNC;
+	err = apply_sync_verdict(a, x, si, k, &e);
+	if (err)
+		return err;
+	if ((e.kind == FFM_CALL_TRANSFER || e.kind == FFM_CALL_MEMSET) &&
+	    an_verdict_at(&si->x3, k, si->n2, &xv, &dx)) {
+		x->n_xclassified++;
+		x->n_other_dst += xv == FFM_DUP_OTHER_DST;
+		dup = xv == FFM_DUP_SAME_DST;
+	}
+	if (dup && e.problem != FFM_PROBLEM_NONE)
+		err = split_duplicate(a, &e);
+	else if (dup)
+		e.problem = FFM_PROBLEM_DUPLICATE_TRANSFER;
+	if (!err && a->o.event_verdicts && e.problem != FFM_PROBLEM_NONE) {
+		struct an_evv v = { .run = res->run_timeline, .event = (int64_t)raw->first_use_ns,
+				    .delay = e.first_use_ns ? (int64_t)e.first_use_ns : -1,
+				    .si = sc->last_site, .what = e.problem, .timeline = true,
+				    .dup = dup };
+
+		err = an_evv_add(a, &v);
+	}
+	return err ? err : push_event(a, &e);
+}

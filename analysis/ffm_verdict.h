@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ffm_verdict.h — the rules that turn what stages 3 and 4 saw into verdicts: pure functions of
+ * their arguments (no store, no state), the only place where "unnecessary", "misplaced" and
+ * "withheld" are decided. The analysis (ffm_analysis.h) applies them to the timeline; the report,
+ * the diff and the export all get their verdicts from the analysis, never from these rules
+ * applied on their own, so that no two outputs can disagree. tests/analysis checks them by
+ * tables.
+ *
+ * What one sync occurrence's rows say (enum ffm_seen): one sync_uses row per protected range;
+ * the occurrence is used if any range is used (at the earliest use). No use seen but
+ * FFM_SYNC_USE_PARTIAL (not every range watched) is UNKNOWN: an unseen use is likely. No use seen
+ * with every range watched, but only its first FFM_WATCHED_BYTES (a hardware watchpoint's width:
+ * stage 3 arms one per range) is NONE_PART: a use of other bytes goes unseen, so the call site
+ * decides (a site whose syncs were seen protecting used data needs its sync: it cannot be removed
+ * for some iterations only; a site never seen used is unnecessary).
+ *
+ * Misplaced is decided per call site (ffm_verdict_site_misplaced): its used syncs are misplaced
+ * when the site's median first-use delay and its mean wait are both FFM_MISPLACED_FLOOR_NS or more
+ * AND the delay is at least 1/FFM_MISPLACED_WAIT_DIV of the mean wait or FFM_MISPLACED_ABS_NS.
+ * Why: the paper only says "a large time gap". Any real gap is a real saving in the model; the
+ * floor keeps measurement noise out (a watchpoint trap costs ~15 µs, the probes a few µs: a sync
+ * used "at once" measures well under 20 µs), the relative part keeps a gap that recovers a sliver
+ * of a long wait from being called the problem (moving a 10 ms wait by 30 µs is not the fix)
+ * unless the gap is long in absolute terms (≥ 1 ms per occurrence adds up), and judging the
+ * site's typical occurrence keeps single noisy measurements at a required sync from adding up to
+ * a phantom problem. An occurrence of a misplaced site is misplaced when its own delay is > 0
+ * and it waited (the model credits min(delay, wait)).
+ */
+#ifndef FFM_ANALYSIS_VERDICT_H
+#define FFM_ANALYSIS_VERDICT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store/ffm_store.h"
+
+#define FFM_MISPLACED_FLOOR_NS 20000ull  /* 20 µs: above probe + watchpoint noise */
+#define FFM_MISPLACED_WAIT_DIV 10	 /* gap ≥ 10% of the sync's wait ... */
+#define FFM_MISPLACED_ABS_NS 1000000ull /* ... or ≥ 1 ms */
+#define FFM_JOIN_TOLERANCE_PCT 5
+#define FFM_WATCHED_BYTES 8		 /* what stage 3 watches of each protected range */
+
+/* What stage 3/4 saw after one sync occurrence (values fit in 2 bits). */
+enum ffm_seen {
+	FFM_SEEN_NONE = 0,	/* no use, every range watched in full */
+	FFM_SEEN_USED = 1,	/* a use; the first-use delay is known */
+	FFM_SEEN_UNKNOWN = 2,	/* no use seen, not every range watched */
+	FFM_SEEN_NONE_PART = 3, /* no use seen, only the first FFM_WATCHED_BYTES of a range watched */
+};
+
+/* The verdict of one sync occurrence. */
+enum ffm_verdict {
+	FFM_VERDICT_REQUIRED = 0,
+	FFM_VERDICT_UNNECESSARY,
+	FFM_VERDICT_MISPLACED,
+	FFM_VERDICT_WITHHELD, /* no use seen, but an unseen use is likely: no verdict */
+};
+
+/* One sync_uses row; *delay_ns = its first-use delay when FFM_SEEN_USED, else -1. */
+enum ffm_seen ffm_verdict_seen(const struct ffm_store_sync_use *u, int64_t *delay_ns);
+/* Another protected range (@row, @row_delay_ns) of the occurrence in (*seen, *delay_ns). */
+void ffm_verdict_add_range(uint8_t *seen, int64_t *delay_ns, uint8_t row, int64_t row_delay_ns);
+
+/* Whether a site's used syncs are misplaced, from the median first-use delay of its used
+ * occurrences (-1: none timed) and its mean wait per call. */
+bool ffm_verdict_site_misplaced(int64_t median_delay_ns, uint64_t mean_wait_ns);
+
+/*
+ * One occurrence's verdict: what it saw, whether stage 3 saw a use after any sync of its site,
+ * whether its site is misplaced, its first-use delay (-1: none) and its wait.
+ */
+enum ffm_verdict ffm_verdict_sync(uint8_t seen, bool site_used, bool site_misplaced,
+				  int64_t delay_ns, uint64_t wait_ns);
+/* FFM_PROBLEM_* of a verdict (NONE for required and withheld). */
+unsigned ffm_verdict_problem(enum ffm_verdict v);
+
+/*
+ * Joining stage 3/4 rows to the timeline, per stack: occurrence k of the timeline's n2 takes row
+ * floor(k * n / n2) of the n rows (the identity when the counts agree). When the counts differ
+ * beyond FFM_JOIN_TOLERANCE_PCT (ffm_verdict_counts_differ) the runs did different things at that
+ * site: every occurrence gets the site's majority (ffm_verdict_majority_*), and the site is
+ * flagged divergent.
+ */
+size_t ffm_verdict_join(uint64_t k, uint64_t n2, size_t n);
+bool ffm_verdict_counts_differ(uint64_t n2, uint64_t n);
+/* @cnt[s]: rows that saw enum ffm_seen s, of @n. */
+uint8_t ffm_verdict_majority_sync(const size_t cnt[4], size_t n);
+/* @cnt[d]: rows of enum ffm_dup_kind d. */
+uint8_t ffm_verdict_majority_dup(const size_t cnt[4]);
+
+#endif

@@ -1,0 +1,432 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The model's results: per-problem-node statistics, the point/fold/sequence groupings, the
+ * per-API benefits, the evidence (first uses, first transfers) and the sites' final order.
+ */
+#include <errno.h>
+
+#include "analysis/analysis_int.h"
+
+static int cmp_group(const void *x, const void *y)
+{
+	const struct ffm_an_group *a = x, *b = y;
+
+	if (a->benefit_ns != b->benefit_ns)
+		return a->benefit_ns < b->benefit_ns ? 1 : -1;
+	if (a->wait_ns != b->wait_ns)
+		return a->wait_ns < b->wait_ns ? 1 : -1;
+	return a->key < b->key ? -1 : a->key > b->key;
+}
+
+static int cmp_site(const void *x, const void *y)
+{
+	const struct ffm_an_site *a = x, *b = y;
+
+	if (a->wait_ns != b->wait_ns)
+		return a->wait_ns < b->wait_ns ? 1 : -1;
+	if (a->dur_ns != b->dur_ns)
+		return a->dur_ns < b->dur_ns ? 1 : -1;
+	return a->key < b->key ? -1 : a->key > b->key;
+}
+
+int an_cmp_api(const void *x, const void *y)
+{
+	const struct ffm_an_api *a = x, *b = y;
+
+	if (a->wait_ns != b->wait_ns)
+		return a->wait_ns < b->wait_ns ? 1 : -1;
+	if (a->dur_ns != b->dur_ns)
+		return a->dur_ns < b->dur_ns ? 1 : -1;
+	return strcmp(a->name, b->name);
+}
+
+static uint32_t site_of_node(struct ffm_analysis *a, const struct ffm_node *n)
+{
+	uint32_t i = oatab_get_u32(&a->site_of, n->stack_id);
+
+	return i == UINT32_MAX ? 0 : i;
+}
+
+static void group_add_member(struct ffm_analysis *a, struct ffm_an_group *gr, uint32_t site,
+			     unsigned problem)
+{
+	const struct ffm_an_site *x = &a->res.sites[site];
+
+	gr->count++;
+	gr->n_type[problem]++;
+	gr->partial |= x->n_partial != 0;
+	gr->divergent |= x->divergent;
+}
+
+/* Point and fold groups from the model's groups; member statistics from the problem nodes. */
+static int make_key_groups(struct ffm_analysis *a, const struct ffm_group *mg, size_t n_mg,
+			   bool fold, const uint32_t *node_site, const uint8_t *node_prob)
+{
+	struct ffm_analysis_result *res = &a->res;
+	struct oatab idx = OATAB_U32_INIT;
+	int err = 0;
+
+	res->groups = calloc(n_mg ? n_mg : 1, sizeof(*res->groups));
+	if (!res->groups)
+		return -ENOMEM;
+	res->n_groups = n_mg;
+	for (size_t i = 0; i < n_mg; i++) {
+		struct ffm_an_group *gr = &res->groups[i];
+		struct ffm_node n;
+
+		err = ffm_graph__node(a->g, mg[i].first_node, &n);
+		if (err)
+			goto out;
+		gr->site = site_of_node(a, &n);
+		gr->key = fold ? an_str_hash(res->sites[gr->site].folded) : res->sites[gr->site].key;
+		gr->problems = mg[i].problems;
+		gr->wait_ns = mg[i].wait_ns;
+		gr->benefit_ns = mg[i].benefit_ns;
+		err = oatab_put_u32(&idx, mg[i].key, (uint32_t)i);
+		if (err)
+			goto out;
+	}
+	for (size_t k = 0; k < res->problem_nodes; k++) {
+		const struct ffm_an_site *x = &res->sites[node_site[k]];
+		uint32_t gi = oatab_get_u32(&idx, fold ? x->fold_id : (uint64_t)x->stack);
+
+		if (gi != UINT32_MAX)
+			group_add_member(a, &res->groups[gi], node_site[k], node_prob[k]);
+	}
+	for (size_t i = 0; i < n_mg; i++)
+		res->groups[i].occurrences = res->groups[i].count;
+out:
+	oatab_free(&idx);
+	return err;
+}
+
+/* Sequence patterns: model sequences with the same member sites in the same order. */
+static int make_seq_groups(struct ffm_analysis *a, const struct ffm_group *mg, size_t n_mg,
+			   const uint32_t *node_site, const uint8_t *node_prob)
+{
+	struct ffm_analysis_result *res = &a->res;
+	struct oatab pat = OATAB_U32_INIT;
+	size_t cap = 0, k = 0;
+	int err = 0;
+
+	if (a->o.keep_graph) {
+		a->seqs = calloc(n_mg ? n_mg : 1, sizeof(*a->seqs));
+		if (!a->seqs)
+			return -ENOMEM;
+		a->n_seqs = n_mg;
+	}
+	for (size_t i = 0; i < n_mg; i++) {
+		uint64_t h = FFM_FNV1A_INIT;
+		struct ffm_an_group *gr;
+		uint32_t pi;
+
+		/* Members are the problem nodes k .. k + members - 1 (sequences are slices). */
+		for (uint32_t m = 0; m < mg[i].members; m++)
+			h = ffm_fnv1a(h, &res->sites[node_site[k + m]].key, sizeof(uint64_t));
+		h = h ? h : 1;
+		pi = oatab_get_u32(&pat, h);
+		if (pi == UINT32_MAX) {
+			if (an_grow((void **)&res->groups, &cap, res->n_groups + 1, sizeof(*res->groups))) {
+				err = -ENOMEM;
+				goto out;
+			}
+			pi = (uint32_t)res->n_groups++;
+			gr = &res->groups[pi];
+			memset(gr, 0, sizeof(*gr));
+			gr->key = h;
+			gr->site = node_site[k];
+			gr->n_members = mg[i].members;
+			gr->seq_sites = malloc(mg[i].members * sizeof(*gr->seq_sites));
+			err = gr->seq_sites ? oatab_put_u32(&pat, h, pi) : -ENOMEM;
+			if (err)
+				goto out;
+			for (uint32_t m = 0; m < mg[i].members; m++)
+				gr->seq_sites[m] = node_site[k + m];
+		}
+		gr = &res->groups[pi];
+		gr->occurrences++;
+		gr->problems |= mg[i].problems;
+		gr->wait_ns += mg[i].wait_ns;
+		gr->benefit_ns += mg[i].benefit_ns;
+		for (uint32_t m = 0; m < mg[i].members; m++)
+			group_add_member(a, gr, node_site[k + m], node_prob[k + m]);
+		if (a->seqs) {
+			a->seqs[i].g = mg[i];
+			a->seqs[i].pattern = pi;
+		}
+		k += mg[i].members;
+	}
+	if (a->seqs) {
+		a->pattern_key = malloc((res->n_groups ? res->n_groups : 1) * sizeof(uint64_t));
+		if (!a->pattern_key) {
+			err = -ENOMEM;
+			goto out;
+		}
+		for (size_t i = 0; i < res->n_groups; i++)
+			a->pattern_key[i] = res->groups[i].key;
+	}
+out:
+	oatab_free(&pat);
+	return err;
+}
+
+/* Per API: the benefit of fixing all of its problems, nothing else. @api_cnt: problem nodes
+ * per API (index in res.apis), overwritten. */
+static int api_benefits(struct ffm_analysis *a, const uint32_t *node_site, uint32_t *api_cnt)
+{
+	struct ffm_analysis_result *res = &a->res;
+	uint32_t *off = calloc(res->n_apis + 1, sizeof(*off)), *api_nodes = NULL;
+	size_t total = 0;
+	int err = 0;
+
+	if (!off)
+		return -ENOMEM;
+	for (size_t i = 0; i < res->n_apis; i++) {
+		off[i + 1] = off[i] + api_cnt[i];
+		total += api_cnt[i];
+	}
+	api_nodes = malloc((total + 1) * sizeof(*api_nodes));
+	if (!api_nodes) {
+		free(off);
+		return -ENOMEM;
+	}
+	memcpy(api_cnt, off, res->n_apis * sizeof(*api_cnt)); /* fill cursors */
+	for (size_t k = 0; k < res->problem_nodes; k++) {
+		uint32_t ai = oatab_get_u32(&a->api_of, res->sites[node_site[k]].api);
+
+		if (ai != UINT32_MAX)
+			api_nodes[api_cnt[ai]++] = (uint32_t)ffm_graph__problem_node(a->g, k);
+	}
+	for (size_t i = 0; i < res->n_apis && !err; i++) {
+		res->apis[i].problems = off[i + 1] - off[i];
+		err = ffm_model__estimate(a->g, api_nodes + off[i], off[i + 1] - off[i], NULL,
+					  &res->apis[i].benefit_ns);
+	}
+	free(off);
+	free(api_nodes);
+	return err;
+}
+
+int an_run_model(struct ffm_analysis *a)
+{
+	struct ffm_analysis_result *res = &a->res;
+	struct ffm_group *pg = NULL, *mg = NULL;
+	size_t n_pg = 0, n_mg = 0;
+	uint64_t *ben = NULL;
+	uint32_t *node_site = NULL, *api_cnt = NULL;
+	uint8_t *node_prob = NULL;
+	int err;
+
+	res->problem_nodes = ffm_graph__problem_count(a->g);
+	res->wall_ns = ffm_graph__wall_ns(a->g);
+	ben = malloc((res->problem_nodes + 1) * sizeof(*ben));
+	node_site = malloc((res->problem_nodes + 1) * sizeof(*node_site));
+	node_prob = malloc(res->problem_nodes + 1);
+	api_cnt = calloc(res->n_apis + 1, sizeof(*api_cnt));
+	if (!ben || !node_site || !node_prob || !api_cnt) {
+		err = -ENOMEM;
+		goto out;
+	}
+	err = ffm_model__benefit(a->g, ben, &res->totals);
+	if (err)
+		goto out;
+
+	/* Per problem node: its site, type, thread's process, API. */
+	for (size_t k = 0; k < res->problem_nodes; k++) {
+		int64_t ni = ffm_graph__problem_node(a->g, k);
+		struct ffm_an_site *x;
+		struct ffm_node n;
+		uint32_t ti, ai;
+
+		if (ni < 0 || (err = ffm_graph__node(a->g, (size_t)ni, &n)))
+			goto out;
+		node_site[k] = site_of_node(a, &n);
+		node_prob[k] = n.problem;
+		x = &res->sites[node_site[k]];
+		x->n_unnecessary += n.problem == FFM_PROBLEM_UNNECESSARY_SYNC;
+		x->n_misplaced += n.problem == FFM_PROBLEM_MISPLACED_SYNC;
+		x->n_dup += n.problem == FFM_PROBLEM_DUPLICATE_TRANSFER;
+		ti = oatab_get_u32(&a->thr_of, n.tid);
+		if (ti != UINT32_MAX) {
+			struct ffm_an_proc *p = an_proc_of(res, a->thr[ti].tgid);
+
+			if (p)
+				p->benefit_ns += ben[k];
+		}
+		ai = oatab_get_u32(&a->api_of, x->api);
+		if (ai != UINT32_MAX)
+			api_cnt[ai]++;
+	}
+	free(ben); /* 8 bytes a problem: gone before the groupings allocate theirs */
+	ben = NULL;
+
+	/* Point groups always: they are the per-site benefits. */
+	err = ffm_model__group(a->g, FFM_GROUP_POINT, &pg, &n_pg);
+	if (err)
+		goto out;
+	for (size_t i = 0; i < n_pg; i++) {
+		uint32_t si = oatab_get_u32(&a->site_of, pg[i].key);
+
+		if (si != UINT32_MAX)
+			res->sites[si].benefit_ns = pg[i].benefit_ns;
+	}
+
+	/* Per API: fixing all of its problems, nothing else. */
+	err = api_benefits(a, node_site, api_cnt);
+	if (err)
+		goto out;
+
+	/* The requested grouping. */
+	if (a->o.grouping == FFM_GROUP_SEQUENCE) {
+		err = ffm_model__group(a->g, FFM_GROUP_SEQUENCE, &mg, &n_mg);
+		if (!err)
+			err = make_seq_groups(a, mg, n_mg, node_site, node_prob);
+	} else {
+		bool fold = a->o.grouping == FFM_GROUP_FOLD;
+
+		if (fold)
+			err = ffm_model__group(a->g, FFM_GROUP_FOLD, &mg, &n_mg);
+		err = err ? err : make_key_groups(a, fold ? mg : pg, fold ? n_mg : n_pg, fold,
+						  node_site, node_prob);
+	}
+	if (err)
+		goto out;
+	/* Sequence patterns keep creation order until the caller sorts via result(); point and
+	 * fold groups are sorted now. The subsequence lookup goes by key, so order is free. */
+	if (res->n_groups) /* NULL when there is no group: qsort(NULL, 0) is UB */
+		qsort(res->groups, res->n_groups, sizeof(*res->groups), cmp_group);
+
+	/* A process cannot save more than it lasted. */
+	for (size_t i = 0; i < res->n_procs; i++) {
+		struct ffm_an_proc *p = &res->procs[i];
+		uint64_t span = p->end_ns > p->start_ns ? p->end_ns - p->start_ns : res->wall_ns;
+
+		if (p->benefit_ns > span)
+			p->benefit_ns = span;
+	}
+out:
+	free(pg);
+	free(mg);
+	free(ben);
+	free(node_site);
+	free(node_prob);
+	free(api_cnt);
+	return err;
+}
+
+/* First-use and first-transfer locations of the sites with problems. */
+struct use_frame {
+	struct ffm_analysis *a;
+	const char *func, *file;
+	uint32_t line;
+	bool done;
+};
+
+static int on_use_frame(const struct ffm_store_frame *f, uint32_t depth, void *ctx)
+{
+	struct use_frame *u = ctx;
+
+	if (u->done)
+		return 0;
+	u->done = true;
+	u->func = an_pool_dup(&u->a->pool, f->demangled ? f->demangled : f->func, "?");
+	u->file = an_pool_dup(&u->a->pool, f->file, "");
+	u->line = f->line;
+	return u->func && u->file ? 0 : -ENOMEM;
+}
+
+int an_evidence(struct ffm_analysis *a)
+{
+	struct ffm_analysis_result *res = &a->res;
+
+	for (size_t i = 0; i < res->n_sites; i++) {
+		struct ffm_an_site *x = &res->sites[i];
+		struct site_int *si = &a->si[i];
+		struct use_frame u = { .a = a };
+		int err = 0;
+
+		x->use_delay_ns = an_median_i64(si->delays, si->n_delays);
+		if (si->use_frame)
+			err = ffm_store__get_frame(a->s, si->use_frame, on_use_frame, &u);
+		else if (si->use_stack)
+			err = ffm_store__for_each_frame(a->s, si->use_stack, on_use_frame, &u);
+		if (err < 0 && err != -ENOENT)
+			return err;
+		if (u.done) {
+			x->use_function = u.func;
+			x->use_file = u.file;
+			x->use_line = u.line;
+		}
+		x->first_xfer_stack = si->first_stack;
+		if (si->first_stack) {
+			uint32_t fi = oatab_get_u32(&a->site_of, (uint64_t)si->first_stack);
+
+			if (fi == UINT32_MAX) {
+				err = an_site_for(a, si->first_stack, x->api, FFM_EV_TRANSFER, &fi);
+				if (err)
+					return err;
+				x = &res->sites[i]; /* site_for may move the array */
+			}
+			x->first_xfer_site = (int)fi;
+		}
+		res->q.partial_syncs += x->n_partial;
+	}
+	return 0;
+}
+
+static int cmp_site_idx(const void *x, const void *y, void *arg)
+{
+	const struct ffm_an_site *s = arg;
+	uint32_t i = *(const uint32_t *)x, j = *(const uint32_t *)y;
+	int c = cmp_site(&s[i], &s[j]);
+
+	return c ? c : i < j ? -1 : i > j;
+}
+
+/* Sort the sites (by time) once every index into them has been handed out, and renumber the
+ * references: groups, first transfers, the stack map. The internal per-site state (a->si) is
+ * not needed after the scan and stays in the old order. */
+int an_sort_sites(struct ffm_analysis *a)
+{
+	struct ffm_analysis_result *res = &a->res;
+	size_t n = res->n_sites;
+	struct ffm_an_site *tmp = NULL;
+	uint32_t *perm = NULL, *inv = NULL;
+	int err = 0;
+
+	if (n < 2)
+		return 0;
+	tmp = malloc(n * sizeof(*tmp));
+	perm = malloc(n * sizeof(*perm));
+	inv = malloc(n * sizeof(*inv));
+	if (!tmp || !perm || !inv) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++)
+		perm[i] = (uint32_t)i;
+	qsort_r(perm, n, sizeof(*perm), cmp_site_idx, res->sites);
+	memcpy(tmp, res->sites, n * sizeof(*tmp));
+	for (size_t i = 0; i < n; i++) {
+		res->sites[i] = tmp[perm[i]];
+		inv[perm[i]] = (uint32_t)i;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (res->sites[i].first_xfer_site >= 0)
+			res->sites[i].first_xfer_site = (int)inv[res->sites[i].first_xfer_site];
+	for (size_t i = 0; i < res->n_groups; i++) {
+		struct ffm_an_group *gr = &res->groups[i];
+
+		gr->site = inv[gr->site];
+		for (uint32_t m = 0; m < gr->n_members; m++)
+			gr->seq_sites[m] = inv[gr->seq_sites[m]];
+	}
+	oatab_free(&a->site_of);
+	for (size_t i = 0; i < n && !err; i++)
+		err = oatab_put_u32(&a->site_of, (uint64_t)res->sites[i].stack, (uint32_t)i);
+out:
+	free(tmp);
+	free(perm);
+	free(inv);
+	return err;
+}

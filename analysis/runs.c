@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: MIT */
+/* The store, part 1: which runs the analysis uses, and the API names. */
+#include <errno.h>
+#include <stdio.h>
+
+#include "analysis/analysis_int.h"
+
+/* ---- runs --------------------------------------------------------------------------------- */
+
+struct run_scan {
+	struct ffm_analysis *a;
+	size_t cap;
+	int64_t job_last; /* last run id of opts->job_id */
+};
+
+static int on_run(const struct ffm_store_run *r, void *ctx)
+{
+	struct run_scan *rs = ctx;
+	struct ffm_analysis_result *res = &rs->a->res;
+	struct ffm_an_run *x;
+
+	if (rs->a->o.job_id && r->job_id && !strcmp(rs->a->o.job_id, r->job_id))
+		rs->job_last = r->id;
+	if (rs->a->o.job_only && (!r->job_id || strcmp(rs->a->o.job_id, r->job_id)))
+		return 0;
+	if (an_grow((void **)&res->runs, &rs->cap, res->n_runs + 1, sizeof(*res->runs)))
+		return -ENOMEM;
+	x = &res->runs[res->n_runs++];
+	memset(x, 0, sizeof(*x));
+	x->id = r->id;
+	x->stage = r->stage;
+	snprintf(x->job_id, sizeof(x->job_id), "%s", r->job_id ? r->job_id : "");
+	x->wall_s = r->wall_s;
+	x->start_ns = r->start_ns;
+	x->end_ns = r->end_ns;
+	x->flags = r->flags;
+	x->ended = r->end_ns != 0;
+	return 0;
+}
+
+#define RUN_INCOMPLETE (FFM_RUN_PARTIAL | FFM_RUN_ABORTED)
+
+/* The latest ended run of a stage, complete ones first. */
+static struct ffm_an_run *pick_run(struct ffm_analysis_result *res, int stage)
+{
+	struct ffm_an_run *best = NULL;
+
+	for (size_t i = 0; i < res->n_runs; i++) {
+		struct ffm_an_run *r = &res->runs[i];
+
+		if (!r->ended || r->stage != stage)
+			continue;
+		if (best && (r->flags & RUN_INCOMPLETE) && !(best->flags & RUN_INCOMPLETE))
+			continue;
+		best = r;
+	}
+	return best;
+}
+
+int an_load_runs(struct ffm_analysis *a)
+{
+	struct ffm_analysis_result *res = &a->res;
+	struct run_scan rs = { .a = a };
+	int64_t *slot[5] = { NULL, &res->run_baseline, &res->run_timeline, &res->run_verdicts,
+			     &res->run_first_use };
+	int err;
+
+	err = ffm_store__for_each_run(a->s, on_run, &rs);
+	if (err)
+		return err < 0 ? err : -EIO;
+	if (a->o.job_id) {
+		size_t n = 0;
+
+		if (!rs.job_last)
+			return -ENOENT;
+		/* What was known when the job's last run ended. */
+		while (n < res->n_runs && res->runs[n].id <= rs.job_last)
+			n++;
+		res->n_runs = n;
+	}
+	for (int st = 1; st <= 4; st++) {
+		struct ffm_an_run *r = pick_run(res, st);
+
+		if (!r)
+			continue;
+		r->role = st; /* enum ffm_an_role follows the stage numbers */
+		*slot[st] = r->id;
+		err = ffm_store__get_drops(a->s, r->id, &r->drops);
+		if (err)
+			return err;
+		for (int d = 0; d < FFM_DROP__MAX; d++)
+			res->q.drops[d] += r->drops.count[d];
+		if (r->flags & (RUN_INCOMPLETE | FFM_RUN_DROPPED))
+			res->q.incomplete_runs++;
+	}
+	return 0;
+}
+
+/* ---- api names ---------------------------------------------------------------------------- */
+
+struct ffm_an_api *an_api_slot(struct ffm_analysis *a, uint32_t api)
+{
+	struct ffm_analysis_result *res = &a->res;
+	uint32_t i = oatab_get_u32(&a->api_of, api);
+
+	if (i != UINT32_MAX)
+		return &res->apis[i];
+	if (an_grow((void **)&res->apis, &a->cap_apis, res->n_apis + 1, sizeof(*res->apis)) ||
+	    oatab_put_u32(&a->api_of, api, (uint32_t)res->n_apis))
+		return NULL;
+	res->apis[res->n_apis] = (struct ffm_an_api){
+		.api = api, .name = api ? "?" : "(unattributed wait)",
+	};
+	return &res->apis[res->n_apis++];
+}
+
+int an_on_api_name(uint32_t api, const char *name, void *ctx)
+{
+	struct ffm_analysis *a = ctx;
+	struct ffm_an_api *x = an_api_slot(a, api);
+
+	if (!x || !(x->name = an_pool_dup(&a->pool, name, "?")))
+		return -ENOMEM;
+	return 0;
+}

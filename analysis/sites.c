@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: MIT */
+/* The store, part 2: call sites, their identity and their application frame. */
+#include <errno.h>
+#include <stdio.h>
+
+#include "analysis/analysis_int.h"
+#include "symbols/ffm_driver.h"
+
+/*
+ * A site is named by its first frame outside the driver and, when there are, outside NVIDIA's
+ * runtime libraries (ffm_module_owner: stripped, and not where a user fixes anything): a
+ * framework such as libtorch, or the application. Every frame outside the driver counts in the
+ * site's identity.
+ */
+struct frame_scan {
+	int depth_app; /* depth of the chosen application frame, -1 none */
+	bool has_line;
+	bool vendor;     /* the chosen frame is in an NVIDIA runtime library */
+	int last_driver; /* deepest driver frame seen so far */
+	uint64_t key;
+	struct ffm_store_frame f; /* chosen frame (strings copied below) */
+	char func[512], demangled[512], folded[512], file[512], module[512];
+};
+
+static void copy_frame(struct frame_scan *fs, const struct ffm_store_frame *f, int depth)
+{
+	const char *base = f->module ? strrchr(f->module, '/') : NULL;
+
+	fs->depth_app = depth;
+	fs->has_line = f->file && f->line;
+	fs->f = *f;
+	snprintf(fs->func, sizeof(fs->func), "%s", f->func ? f->func : "");
+	snprintf(fs->demangled, sizeof(fs->demangled), "%s", f->demangled ? f->demangled : "");
+	snprintf(fs->folded, sizeof(fs->folded), "%s", f->folded ? f->folded : "");
+	snprintf(fs->file, sizeof(fs->file), "%s", f->file ? f->file : "");
+	snprintf(fs->module, sizeof(fs->module), "%s", base ? base + 1 : f->module ? f->module : "");
+}
+
+static int on_site_frame(const struct ffm_store_frame *f, uint32_t depth, void *ctx)
+{
+	struct frame_scan *fs = ctx;
+	const char *id = f->build_id ? f->build_id : f->module ? f->module : "?";
+
+	if (ffm_module_owner(f->module) == FFM_MODULE_DRIVER) {
+		/* Only the frames outside the driver name the site: a driver update or another
+		 * internal path to the same call keeps the site's identity. */
+		fs->last_driver = (int)depth;
+		fs->key = FFM_FNV1A_INIT;
+		fs->depth_app = -1;
+		return 0;
+	}
+	fs->key = ffm_fnv1a(fs->key, id, strlen(id) + 1);
+	fs->key = ffm_fnv1a(fs->key, &f->offset, sizeof(f->offset));
+	{
+		bool vendor = ffm_module_owner(f->module) == FFM_MODULE_NVIDIA;
+
+		/* The first frame outside the driver; then the first outside NVIDIA's libraries;
+		 * then, among those, the first with a source line. */
+		if (fs->depth_app < 0 || (fs->vendor && !vendor) ||
+		    (!fs->vendor && !vendor && !fs->has_line && f->file && f->line)) {
+			copy_frame(fs, f, (int)depth);
+			fs->vendor = vendor;
+		}
+	}
+	return 0;
+}
+
+static int new_site(struct ffm_analysis *a, int64_t stack, uint32_t *ret)
+{
+	struct ffm_analysis_result *res = &a->res;
+	size_t cap = a->cap_sites;
+	struct ffm_an_site *x;
+	int err;
+
+	if (an_grow((void **)&res->sites, &a->cap_sites, res->n_sites + 1, sizeof(*res->sites)))
+		return -ENOMEM;
+	if (a->cap_sites != cap) {
+		struct site_int *n = realloc(a->si, a->cap_sites * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		a->si = n;
+	}
+	x = &res->sites[res->n_sites];
+	memset(x, 0, sizeof(*x));
+	memset(&a->si[res->n_sites], 0, sizeof(a->si[0]));
+	x->stack = stack;
+	x->api_name = x->function = x->file = x->module = x->folded = "";
+	x->use_delay_ns = -1;
+	x->first_xfer_site = -1;
+	err = oatab_put_u32(&a->site_of, (uint64_t)stack, (uint32_t)res->n_sites);
+	if (err)
+		return err;
+	*ret = (uint32_t)res->n_sites++;
+	return 0;
+}
+
+/* Fill a site's application frame and key from its stack's frames. */
+static int describe_site(struct ffm_analysis *a, uint32_t idx)
+{
+	struct ffm_an_site *x = &a->res.sites[idx];
+	struct frame_scan *fs = calloc(1, sizeof(*fs));
+	struct ffm_an_api *api;
+	uint64_t fh;
+	uint32_t fid;
+	int err = 0;
+
+	if (!fs)
+		return -ENOMEM;
+	fs->depth_app = -1;
+	fs->last_driver = -1;
+	fs->key = FFM_FNV1A_INIT;
+	if (x->stack) {
+		err = ffm_store__for_each_frame(a->s, x->stack, on_site_frame, fs);
+		if (err == -ENOENT)
+			err = 0; /* a stack id without a stack row: a lost stack record */
+		if (err < 0)
+			goto out;
+		err = 0;
+	}
+	api = an_api_slot(a, x->api);
+	if (!api) {
+		err = -ENOMEM;
+		goto out;
+	}
+	x->api_name = api->name;
+	fs->key = ffm_fnv1a(fs->key, x->api_name, strlen(x->api_name) + 1);
+	x->key = fs->key ? fs->key : 1;
+	if (fs->depth_app >= 0) {
+		x->function = an_pool_dup(&a->pool, fs->demangled[0] ? fs->demangled : fs->func, "?");
+		x->file = an_pool_dup(&a->pool, fs->file, "");
+		x->module = an_pool_dup(&a->pool, fs->module, "?");
+		x->folded = an_pool_dup(&a->pool, fs->folded[0] ? fs->folded : x->function, "?");
+		x->line = fs->f.line;
+		x->offset = fs->f.offset;
+	} else {
+		x->function = x->folded = "?";
+		x->module = "?";
+	}
+	if (!x->function || !x->file || !x->module || !x->folded) {
+		err = -ENOMEM;
+		goto out;
+	}
+	/* Fold id: interned by the folded name (the caller's function without template args). */
+	fh = an_str_hash(x->folded);
+	fid = oatab_get_u32(&a->fold_of, fh);
+	if (fid == UINT32_MAX) {
+		fid = a->n_folds++;
+		err = oatab_put_u32(&a->fold_of, fh, fid);
+	}
+	x->fold_id = fid;
+out:
+	free(fs);
+	return err;
+}
+
+int an_site_for(struct ffm_analysis *a, int64_t stack, uint32_t api, uint32_t kind,
+		uint32_t *ret)
+{
+	uint32_t i = oatab_get_u32(&a->site_of, (uint64_t)stack);
+	int err;
+
+	if (i != UINT32_MAX) {
+		*ret = i;
+		return 0;
+	}
+	err = new_site(a, stack, &i);
+	if (err)
+		return err;
+	a->res.sites[i].api = api;
+	a->res.sites[i].kind = kind;
+	err = describe_site(a, i);
+	*ret = i;
+	return err;
+}
+
+int an_on_agg(const struct ffm_store_stack_agg *g, void *ctx)
+{
+	struct ffm_analysis *a = ctx;
+	struct ffm_an_site *x;
+	uint32_t i;
+	int err = an_site_for(a, g->stack, g->api, g->kind, &i);
+
+	if (err)
+		return err;
+	x = &a->res.sites[i];
+	x->in_timeline = true;
+	x->count += g->count;
+	x->dur_ns += g->dur_ns;
+	x->wait_ns += g->wait_ns;
+	x->bytes += g->bytes;
+	a->si[i].n2 += g->count;
+	return 0;
+}

@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: MIT */
+/* Small helpers of the analysis (analysis_int.h). */
+#include <errno.h>
+
+#include "analysis/analysis_int.h"
+
+int an_grow(void **p, size_t *cap, size_t need, size_t sz)
+{
+	size_t ncap = *cap ? *cap : 8;
+	void *n;
+
+	if (need <= *cap)
+		return 0;
+	while (ncap < need)
+		ncap *= 2;
+	n = realloc(*p, ncap * sz);
+	if (!n)
+		return -ENOMEM;
+	*p = n;
+	*cap = ncap;
+	return 0;
+}
+
+const char *an_pool_dup(struct strpool *p, const char *s, const char *dflt)
+{
+	char *d;
+
+	if (!s || !*s)
+		return dflt;
+	if (an_grow((void **)&p->v, &p->cap, p->n + 1, sizeof(*p->v)))
+		return NULL;
+	d = strdup(s);
+	if (!d)
+		return NULL;
+	p->v[p->n++] = d;
+	return d;
+}
+
+void an_pool_fini(struct strpool *p)
+{
+	for (size_t i = 0; i < p->n; i++)
+		free(p->v[i]);
+	free(p->v);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int64_t an_median_i64(int64_t *v, size_t n)
+{
+	if (!n)
+		return -1;
+	qsort(v, n, sizeof(*v), cmp_i64);
+	return v[n / 2];
+}

@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: MIT */
+/* The verdict rules (see ffm_verdict.h): pure functions, no state. */
+#include "analysis/ffm_verdict.h"
+#include "stages/ffm_model.h"
+
+enum ffm_seen ffm_verdict_seen(const struct ffm_store_sync_use *u, int64_t *delay_ns)
+{
+	bool used = !(u->flags & FFM_SYNC_USE_NONE) && u->use_delay_ns >= 0;
+
+	*delay_ns = used ? u->use_delay_ns : -1;
+	if (used)
+		return FFM_SEEN_USED;
+	if (u->flags & FFM_SYNC_USE_PARTIAL)
+		return FFM_SEEN_UNKNOWN;
+	return u->prot_hi - u->prot_lo > FFM_WATCHED_BYTES ? FFM_SEEN_NONE_PART : FFM_SEEN_NONE;
+}
+
+void ffm_verdict_add_range(uint8_t *seen, int64_t *delay_ns, uint8_t row, int64_t row_delay_ns)
+{
+	/* Used if any range is used, at the earliest use. */
+	if (row == FFM_SEEN_USED) {
+		if (*seen != FFM_SEEN_USED || *delay_ns < 0 || row_delay_ns < *delay_ns)
+			*delay_ns = row_delay_ns;
+		*seen = FFM_SEEN_USED;
+	} else if ((row == FFM_SEEN_UNKNOWN || row == FFM_SEEN_NONE_PART) &&
+		   (*seen == FFM_SEEN_NONE || *seen == FFM_SEEN_NONE_PART)) {
+		*seen = row;
+	}
+}
+
+bool ffm_verdict_site_misplaced(int64_t median_delay_ns, uint64_t mean_wait_ns)
+{
+	/* Moving it must save more than the noise per occurrence: a gap after a sync that found
+	 * the GPU done saves nothing (min(gap, wait) = wait = ~0), and a sync misplaced by
+	 * nothing stays required, so it still ends a sequence. */
+	return median_delay_ns >= (int64_t)FFM_MISPLACED_FLOOR_NS &&
+	       mean_wait_ns >= FFM_MISPLACED_FLOOR_NS &&
+	       ((uint64_t)median_delay_ns * FFM_MISPLACED_WAIT_DIV >= mean_wait_ns ||
+		(uint64_t)median_delay_ns >= FFM_MISPLACED_ABS_NS);
+}
+
+enum ffm_verdict ffm_verdict_sync(uint8_t seen, bool site_used, bool site_misplaced,
+				  int64_t delay_ns, uint64_t wait_ns)
+{
+	if (seen == FFM_SEEN_NONE_PART) /* decided by the site */
+		seen = site_used ? FFM_SEEN_UNKNOWN : FFM_SEEN_NONE;
+	switch (seen) {
+	case FFM_SEEN_NONE: return FFM_VERDICT_UNNECESSARY;
+	case FFM_SEEN_UNKNOWN: return FFM_VERDICT_WITHHELD;
+	default:
+		return site_misplaced && delay_ns > 0 && wait_ns ? FFM_VERDICT_MISPLACED
+								   : FFM_VERDICT_REQUIRED;
+	}
+}
+
+unsigned ffm_verdict_problem(enum ffm_verdict v)
+{
+	return v == FFM_VERDICT_UNNECESSARY ? FFM_PROBLEM_UNNECESSARY_SYNC :
+	       v == FFM_VERDICT_MISPLACED ? FFM_PROBLEM_MISPLACED_SYNC : FFM_PROBLEM_NONE;
+}
+
+size_t ffm_verdict_join(uint64_t k, uint64_t n2, size_t n)
+{
+	size_t j = n2 ? (size_t)((unsigned __int128)k * n / n2) : 0;
+
+	return j >= n ? (n ? n - 1 : 0) : j;
+}
+
+bool ffm_verdict_counts_differ(uint64_t n2, uint64_t n)
+{
+	uint64_t diff = n2 > n ? n2 - n : n - n2, tol = n2 * FFM_JOIN_TOLERANCE_PCT / 100;
+
+	return diff > (tol > 1 ? tol : 1);
+}
+
+uint8_t ffm_verdict_majority_sync(const size_t cnt[4], size_t n)
+{
+	if ((cnt[FFM_SEEN_NONE] + cnt[FFM_SEEN_NONE_PART]) * 2 > n)
+		return cnt[FFM_SEEN_NONE_PART] ? FFM_SEEN_NONE_PART : FFM_SEEN_NONE;
+	return cnt[FFM_SEEN_USED] >= cnt[FFM_SEEN_UNKNOWN] ? FFM_SEEN_USED : FFM_SEEN_UNKNOWN;
+}
+
+uint8_t ffm_verdict_majority_dup(const size_t cnt[4])
+{
+	uint8_t best = 0;
+
+	for (uint8_t c = 1; c < 4; c++)
+		if (cnt[c] > cnt[best])
+			best = c;
+	return best;
+}
