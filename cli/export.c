@@ -6,11 +6,11 @@
  *               open: one complete event ("ph":"X") per recorded driver call or CPU wait, on
  *               its process (pid = tgid) and thread (tid); ts/dur in microseconds from the start
  *               of the job's first exported run. Process and thread names come as metadata
- *               ("ph":"M") events. Events the store's stage-3/4 tables classify as problems
- *               (sync_uses: a sync that protects nothing, or whose data is first used later;
- *               xfer_hashes: the same content sent to the same destination again) carry
- *               "cname":"terrible" (red) and args.problem; a call site whose every checked
- *               instance was a problem in another run is marked the same way, citing that run.
+ *               ("ph":"M") events. Events the analysis calls problems (the report's verdicts,
+ *               analysis/ffm_analysis.h: ffm_analysis__event_verdict) carry
+ *               "cname":"terrible" (red) and args.problem: in the runs the report used, each
+ *               event as the report counts it; in other runs, the events of a call site whose
+ *               every checked occurrence was the same problem, citing the run that checked.
  *               Default: every run of the job.
  * hatchet       Hatchet's literal format (hatchet.GraphFrame.from_literal): a JSON list of root
  *               nodes {"frame": {"name", "type", ...}, "metrics": {...}, "children": [...]}.
@@ -34,33 +34,27 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "analysis/ffm_analysis.h"
 #include "cli/ffmctl.h"
 #include "cli/grow.h"
 #include "cli/report.h"
+#include "common/oatab.h"
 #include "store/ffm_store.h"
+#include "symbols/ffm_driver.h"
 #include "symbols/ffm_json.h"
 
 #define MAX_RUNS 256
 
 /* What the application frame and the driver function of a stack are, computed once. */
 struct stack_info {
-	int64_t stack;
+	struct oa_key k; /* (stack id, 0) */
 	char *site;      /* "func (file:line)" of the innermost application frame, or NULL */
 	char *driver_fn; /* outermost named libcuda frame (the public entry point), or NULL */
-	/* Problem instances over every run of the key (stages 3/4). */
-	uint32_t syncs, unnecessary, misplaced, xfers, dups;
-	int64_t problem_run; /* a run where they were found */
 };
 
 struct api_name {
 	uint32_t api;
 	char *name;
-};
-
-/* One classified event of the run being exported. */
-struct ev_problem {
-	int64_t event;
-	char text[160];
 };
 
 struct exp {
@@ -71,10 +65,8 @@ struct exp {
 	int nruns;
 	struct api_name *apis;
 	size_t napis, capis;
-	struct stack_info *stacks; /* open addressing on stack id */
-	size_t cap_stacks, nstacks;
-	struct ev_problem *probs;
-	size_t nprobs, cprobs;
+	struct oatab stacks; /* struct stack_info */
+	struct ffm_analysis *an; /* the report's verdicts (chrome-trace) */
 	int64_t cur_run;
 	int cur_stage;
 	uint64_t t0_ns;
@@ -85,14 +77,6 @@ struct exp {
 	size_t nseen, cseen;
 	int err;
 };
-
-static bool is_libcuda(const char *module)
-{
-	const char *base = module ? strrchr(module, '/') : NULL;
-
-	base = base ? base + 1 : module;
-	return base && !strncmp(base, "libcuda.so", 10);
-}
 
 static const char *frame_name(const struct ffm_store_frame *f, char *buf, size_t len)
 {
@@ -151,7 +135,7 @@ static int on_site_frame(const struct ffm_store_frame *f, uint32_t depth, void *
 	struct frame_walk *w = ctx;
 	char buf[256];
 
-	if (is_libcuda(f->module)) {
+	if (ffm_module_owner(f->module) == FFM_MODULE_DRIVER) {
 		/* Innermost first: the last named libcuda frame is the outermost, the entry point. */
 		if (f->func && *f->func)
 			snprintf(w->driver_fn, sizeof(w->driver_fn), "%s", f->func);
@@ -168,52 +152,22 @@ static int on_site_frame(const struct ffm_store_frame *f, uint32_t depth, void *
 	return 0;
 }
 
-static size_t stack_hash(int64_t id, size_t cap)
-{
-	return (size_t)(((uint64_t)id * 0x9e3779b97f4a7c15ull) >> 20) & (cap - 1);
-}
-
-static int stacks_grow(struct exp *e)
-{
-	size_t cap = e->cap_stacks ? e->cap_stacks * 2 : 1024;
-	struct stack_info *n = calloc(cap, sizeof(*n));
-
-	if (!n)
-		return -ENOMEM;
-	for (size_t i = 0; i < e->cap_stacks; i++) {
-		size_t h;
-
-		if (!e->stacks[i].stack)
-			continue;
-		for (h = stack_hash(e->stacks[i].stack, cap); n[h].stack; h = (h + 1) & (cap - 1))
-			;
-		n[h] = e->stacks[i];
-	}
-	free(e->stacks);
-	e->stacks = n;
-	e->cap_stacks = cap;
-	return 0;
-}
-
 /* The entry of @stack, created (frames read) on first use; NULL for stack 0 or on ENOMEM. */
 static struct stack_info *stack_get(struct exp *e, int64_t stack)
 {
 	struct frame_walk w = {};
 	struct stack_info *si;
-	size_t h;
 
 	if (!stack)
 		return NULL;
-	if (e->nstacks * 2 >= e->cap_stacks && stacks_grow(e) < 0) {
+	si = oatab_get(&e->stacks, (uint64_t)stack, 0);
+	if (si)
+		return si;
+	si = oatab_find(&e->stacks, (uint64_t)stack, 0, true);
+	if (!si) {
 		e->err = -ENOMEM;
 		return NULL;
 	}
-	for (h = stack_hash(stack, e->cap_stacks); e->stacks[h].stack; h = (h + 1) & (e->cap_stacks - 1))
-		if (e->stacks[h].stack == stack)
-			return &e->stacks[h];
-	si = &e->stacks[h];
-	si->stack = stack;
-	e->nstacks++;
 	ffm_store__for_each_frame(e->s, stack, on_site_frame, &w);
 	si->site = w.have_site ? strdup(w.site) : NULL;
 	si->driver_fn = w.driver_fn[0] ? strdup(w.driver_fn) : NULL;
@@ -225,12 +179,16 @@ static void free_exp(struct exp *e)
 	for (size_t i = 0; i < e->napis; i++)
 		free(e->apis[i].name);
 	free(e->apis);
-	for (size_t i = 0; i < e->cap_stacks; i++) {
-		free(e->stacks[i].site);
-		free(e->stacks[i].driver_fn);
+	for (size_t i = 0; i < e->stacks.cap; i++) {
+		struct stack_info *si = oatab_slot(&e->stacks, i);
+
+		if (si) {
+			free(si->site);
+			free(si->driver_fn);
+		}
 	}
-	free(e->stacks);
-	free(e->probs);
+	oatab_free(&e->stacks);
+	ffm_analysis__free(e->an);
 	free(e->seen);
 	ffm_store__free(e->s);
 }
@@ -249,111 +207,45 @@ static int on_run(const struct ffm_store_run *r, void *ctx)
 	return 0;
 }
 
-/* ---- problems (stages 3 and 4) ------------------------------------------------------------- */
+/* ---- problems: the analysis's verdicts ----------------------------------------------------- */
 
-/* The saving the paper's model allows a misplaced sync: its wait, at most the time until the
- * protected data is first used (Figure 5). Known only with the sync's own event. */
-static bool sync_misplaced(const struct ffm_store_sync_use *u)
+static const char *problem_name(unsigned p)
 {
-	return u->use_delay_ns > 0 && !(u->flags & FFM_SYNC_USE_NONE);
+	return p == FFM_PROBLEM_UNNECESSARY_SYNC ? "unnecessary synchronization" :
+	       p == FFM_PROBLEM_MISPLACED_SYNC ? "misplaced synchronization" : "duplicate transfer";
 }
 
-static int count_sync_use(const struct ffm_store_sync_use *u, void *ctx)
+/* args.problem of an event with a verdict; "" for none. */
+static void problem_text(const struct ffm_an_event_verdict *v, const struct ffm_store_event *ev,
+			 char *buf, size_t len)
 {
-	struct exp *e = ctx;
-	struct stack_info *si = stack_get(e, u->stack);
+	size_t n;
 
-	if (!si)
-		return e->err;
-	si->syncs++;
-	if (u->flags & FFM_SYNC_USE_NONE)
-		si->unnecessary++;
-	else if (sync_misplaced(u))
-		si->misplaced++;
-	if ((u->flags & FFM_SYNC_USE_NONE) || sync_misplaced(u))
-		si->problem_run = u->run;
-	return 0;
-}
-
-static int count_xfer(const struct ffm_store_xfer_hash *h, void *ctx)
-{
-	struct exp *e = ctx;
-	struct stack_info *si = stack_get(e, h->stack);
-
-	if (!si)
-		return e->err;
-	si->xfers++;
-	if (h->dup == FFM_DUP_SAME_DST) {
-		si->dups++;
-		si->problem_run = h->run;
+	buf[0] = 0;
+	if (v->problem == FFM_PROBLEM_NONE)
+		return;
+	if (v->site_wide) {
+		snprintf(buf, len, "%s at this call site (all %" PRIu64 " checked in run %" PRId64 ")",
+			 problem_name(v->problem), v->checked, v->from_run);
+		return;
 	}
-	return 0;
-}
-
-static int count_run_problems(const struct ffm_store_run *r, void *ctx)
-{
-	struct exp *e = ctx;
-	int err;
-
-	/* Every run of the key: stage 3/4 may have run under another job id. */
-	if ((err = ffm_store__for_each_sync_use(e->s, r->id, count_sync_use, e)) < 0)
-		return err;
-	return ffm_store__for_each_xfer_hash(e->s, r->id, count_xfer, e);
-}
-
-static struct ev_problem *add_prob(struct exp *e, int64_t event)
-{
-	if (FFMCTL_GROW(e->probs, e->nprobs, e->cprobs, 256) < 0)
-		return NULL;
-	e->probs[e->nprobs].event = event;
-	return &e->probs[e->nprobs++];
-}
-
-static int load_sync_use(const struct ffm_store_sync_use *u, void *ctx)
-{
-	struct exp *e = ctx;
-	struct ev_problem *p;
-
-	if (!(u->flags & FFM_SYNC_USE_NONE) && !sync_misplaced(u))
-		return 0;
-	if (!(p = add_prob(e, u->event)))
-		return -ENOMEM;
-	if (u->flags & FFM_SYNC_USE_NONE)
-		snprintf(p->text, sizeof(p->text), "unnecessary synchronization: no protected data "
-			 "was used before the next one%s", u->flags & FFM_SYNC_USE_PARTIAL ?
-			 " (coverage partial)" : "");
+	if (v->problem == FFM_PROBLEM_UNNECESSARY_SYNC)
+		snprintf(buf, len, "unnecessary synchronization: no protected data was used before the "
+			 "next one%s", v->partial ? " (coverage partial)" : "");
+	else if (v->problem == FFM_PROBLEM_MISPLACED_SYNC)
+		snprintf(buf, len, "misplaced synchronization: protected data first used %.3f us after it",
+			 v->use_delay_ns / 1e3);
+	else if (v->first_event)
+		snprintf(buf, len, "duplicate transfer: the same %" PRIu64 " bytes to the same "
+			 "destination as event %" PRId64, ev->bytes, v->first_event);
 	else
-		snprintf(p->text, sizeof(p->text), "misplaced synchronization: protected data first "
-			 "used %.3f us after it", u->use_delay_ns / 1e3);
-	return 0;
-}
-
-static int load_xfer(const struct ffm_store_xfer_hash *h, void *ctx)
-{
-	struct exp *e = ctx;
-	struct ev_problem *p;
-
-	if (h->dup != FFM_DUP_SAME_DST)
-		return 0;
-	if (!(p = add_prob(e, h->event)))
-		return -ENOMEM;
-	snprintf(p->text, sizeof(p->text), "duplicate transfer: the same %" PRIu64 " bytes to the "
-		 "same destination as event %" PRId64, h->bytes, h->first_event);
-	return 0;
-}
-
-static int cmp_prob(const void *a, const void *b)
-{
-	const struct ev_problem *x = a, *y = b;
-
-	return x->event < y->event ? -1 : x->event > y->event;
-}
-
-static const struct ev_problem *event_problem(const struct exp *e, int64_t event)
-{
-	struct ev_problem k = { .event = event };
-
-	return e->nprobs ? bsearch(&k, e->probs, e->nprobs, sizeof(k), cmp_prob) : NULL;
+		snprintf(buf, len, "duplicate transfer: the same %" PRIu64 " bytes to the same "
+			 "destination again", ev->bytes);
+	n = strlen(buf);
+	if (v->duplicate && v->problem != FFM_PROBLEM_DUPLICATE_TRANSFER && n < len)
+		n += snprintf(buf + n, len - n, "; also a duplicate transfer");
+	if (ev->run != v->from_run && n < len)
+		snprintf(buf + n, len - n, " (verdict of run %" PRId64 ")", v->from_run);
 }
 
 /* ---- chrome trace ------------------------------------------------------------------------- */
@@ -428,35 +320,25 @@ static int on_trace_event(const struct ffm_store_event *ev, void *ctx)
 {
 	struct exp *e = ctx;
 	struct stack_info *si = stack_get(e, ev->stack);
-	const struct ev_problem *p = event_problem(e, ev->id);
 	const char *name = api_name(e, ev->api);
-	char site_problem[256] = "";
+	struct ffm_an_event_verdict v;
+	char problem[256];
 
 	if (e->err)
 		return e->err;
 	if (!name)
 		name = ev->kind == 1 && si && si->driver_fn ? si->driver_fn : kind_name(ev->kind);
-	/* A call site whose every checked instance (in any run) was a problem. */
-	if (!p && si && si->problem_run) {
-		if (si->syncs && si->unnecessary == si->syncs)
-			snprintf(site_problem, sizeof(site_problem), "unnecessary synchronization at "
-				 "this call site (all %u checked in run %" PRId64 ")", si->syncs,
-				 si->problem_run);
-		else if (si->syncs && si->misplaced + si->unnecessary == si->syncs)
-			snprintf(site_problem, sizeof(site_problem), "misplaced synchronization at this "
-				 "call site (all %u checked in run %" PRId64 ")", si->syncs, si->problem_run);
-		else if (si->xfers && si->dups == si->xfers)
-			snprintf(site_problem, sizeof(site_problem), "duplicate transfer at this call "
-				 "site (all %u checked in run %" PRId64 ")", si->xfers, si->problem_run);
-	}
+	if (ffm_analysis__event_verdict(e->an, ev, &v) < 0)
+		return -EINVAL;
+	problem_text(&v, ev, problem, sizeof(problem));
 	name_threads(e, ev->tgid, ev->tid);
 	sep(e);
 	fputs("{\"name\":", e->out);
 	put_str(e, name);
 	fprintf(e->out, ",\"cat\":\"%s%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%u,\"tid\":%u",
-		kind_name(ev->kind), p || site_problem[0] ? ",problem" : "",
+		kind_name(ev->kind), problem[0] ? ",problem" : "",
 		(double)(ev->start_ns - e->t0_ns) / 1e3, ev->dur_ns / 1e3, ev->tgid, ev->tid);
-	if (p || site_problem[0])
+	if (problem[0])
 		fputs(",\"cname\":\"terrible\"", e->out);
 	fprintf(e->out, ",\"args\":{\"run\":%" PRId64 ",\"stage\":%d,\"event\":%" PRId64
 		",\"wait_us\":%.3f", e->cur_run, e->cur_stage, ev->id, ev->wait_ns / 1e3);
@@ -470,9 +352,9 @@ static int on_trace_event(const struct ffm_store_event *ev, void *ctx)
 		fputs(",\"call_site\":", e->out);
 		put_str(e, si->site);
 	}
-	if (p || site_problem[0]) {
+	if (problem[0]) {
 		fputs(",\"problem\":", e->out);
-		put_str(e, p ? p->text : site_problem);
+		put_str(e, problem);
 	}
 	fputs("}}", e->out);
 	e->nevents++;
@@ -481,9 +363,12 @@ static int on_trace_event(const struct ffm_store_event *ev, void *ctx)
 
 static int export_trace(struct exp *e, int64_t only_run)
 {
+	/* The verdicts as the job's report has them (every run of the key up to the job's last). */
+	struct ffm_analysis_opts ao = { .sz = sizeof(ao), .job_id = e->job_id,
+					.event_verdicts = true };
 	int err;
 
-	if ((err = ffm_store__for_each_run(e->s, count_run_problems, e)) < 0)
+	if ((err = ffm_analysis__run(e->s, &ao, &e->an)) < 0)
 		return err;
 	e->t0_ns = UINT64_MAX;
 	for (int i = 0; i < e->nruns; i++)
@@ -500,12 +385,6 @@ static int export_trace(struct exp *e, int64_t only_run)
 			continue;
 		e->cur_run = r->id;
 		e->cur_stage = r->stage;
-		e->nprobs = 0;
-		if ((err = ffm_store__for_each_sync_use(e->s, r->id, load_sync_use, e)) < 0 ||
-		    (err = ffm_store__for_each_xfer_hash(e->s, r->id, load_xfer, e)) < 0)
-			return err;
-		if (e->nprobs) /* probs is NULL until the first problem: qsort(NULL, 0) is UB */
-			qsort(e->probs, e->nprobs, sizeof(e->probs[0]), cmp_prob);
 		if ((err = ffm_store__for_each_event(e->s, r->id, on_trace_event, e)) < 0)
 			return err;
 	}
@@ -600,7 +479,7 @@ static int on_agg(const struct ffm_store_stack_agg *a, void *ctx)
 	ffm_store__for_each_frame(t->e->s, a->stack, on_tree_frame, t);
 	/* Skip the driver's own frames (innermost); without an api id, the outermost named one
 	 * is the entry point that was called. */
-	while (app < t->nfr && is_libcuda(t->fr[app].module))
+	while (app < t->nfr && ffm_module_owner(t->fr[app].module) == FFM_MODULE_DRIVER)
 		app++;
 	for (uint32_t i = app; !leaf && i-- > 0;)
 		if (t->fr[i].func && *t->fr[i].func)
@@ -818,6 +697,7 @@ int ffmctl_export(int argc, char **argv)
 		return EXIT_FAIL;
 	}
 	e->job_id = argv[optind];
+	e->stacks = OATAB_INIT(struct stack_info);
 	r = open_store(e, node);
 	if (r != EXIT_OK)
 		goto out;

@@ -13,6 +13,9 @@
  *                   on S_COPY, the second a duplicate of the first (xfer_hashes SAME_DST)
  * S_SYNC = libcuda internal frame, libcuda cuCtxSynchronize, step (app.c:27), main (app.c:43);
  * S_COPY = main (app.c:50).
+ * The export marks what the job's report counts (the analysis's verdicts): run 2 is its
+ * timeline (its 3 syncs unnecessary, its second copy a duplicate, from run 3's rows), run 3's
+ * events by their own rows, run 1's waits by their call site (every checked sync unnecessary).
  */
 #include <ftw.h>
 #include <sys/stat.h>
