@@ -8,22 +8,13 @@
 # it) is never called misplaced, in any run, and the planted misplaced one always is.
 set -u
 cd "$(dirname "$0")/../.." || exit 2
-B=${FFM_BUILD:-build}
+. tests/ops/lib.sh # TAP helpers, B, T
 FFMCTL=$B/ffmctl
 SYNTH=$B/tests/ffm-synth
-
-n=0
-fails=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-notok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; }
-check() { local name=$1; shift; if "$@"; then ok "$name"; else notok "$name"; fi; }
-
 if [ ! -x "$FFMCTL" ] || [ ! -x "$SYNTH" ] || ! command -v python3 >/dev/null; then
 	echo "1..0 # SKIP needs $FFMCTL, $SYNTH (make) and python3"
 	exit 77
 fi
-T=$(mktemp -d /tmp/ffm-test-verdicts-XXXXXX)
-trap 'rm -rf "$T"' EXIT
 
 # compare.py REPORT TRACE [CONTROL_LINE MISPLACED_LINE]: per (line, type) in the timeline run,
 # the report's counts == the export's red events; then the control/misplaced lines in every run.
@@ -93,4 +84,4 @@ check "every scenario: export and report agree on every sync and transfer" \
 check "stages 1-3: export and report agree" python3 "$T/compare.py" "$T/s3.json" "$T/s3.trace" 41 22
 
 echo "1..$n"
-[ "$fails" = 0 ]
+finish
