@@ -129,7 +129,7 @@ BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_OBJS := $(patsubst bpf/%.bpf.c,$(O)/bpf/%.bpfo,$(BPF_SRCS))
 BPF_SKELS := $(patsubst bpf/%.bpf.c,$(O)/bpf/%.skel.h,$(BPF_SRCS))
 
-$(O)/bpf/%.tmp.bpfo: bpf/%.bpf.c bpf/ffm.h bpf/ffm_hash.h bpf/vmlinux.h | $(O)/bpf
+$(O)/bpf/%.tmp.bpfo: bpf/%.bpf.c $(wildcard bpf/*.h) | $(O)/bpf
 	$(call msg,BPF,$@)
 	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
 

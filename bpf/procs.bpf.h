@@ -1,0 +1,401 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * ffm's collector, its processes part (included once, at the end of bpf/ffm.bpf.c, whose maps
+ * and helpers it uses: one BPF object, one skeleton): which processes are in a job (the rules
+ * checked at exec, inheritance at fork, the end at exit), and the guards that hold a job's
+ * process until its probes are in place (the map guard at its mmap of a driver, the fork stop)
+ * without any parent ever seeing the stop (the wait guard).
+ */
+#ifndef FFM_PROCS_BPF_H
+#define FFM_PROCS_BPF_H
+
+/* ---- processes --------------------------------------------------------------------------- */
+
+static __always_inline struct ffm_rec_proc *reserve_proc(__u32 type, __u32 tgid, __u32 tid, __u32 job,
+							 __u32 ppid, __u32 exit_code)
+{
+	struct ffm_rec_proc *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+
+	if (!r) {
+		count_drop(job, FFM_REC_DROP_RINGBUF);
+		return NULL;
+	}
+	fill_hdr(&r->hdr, type, (__u64)tgid << 32 | tid, job, bpf_ktime_get_ns());
+	r->ppid = ppid;
+	r->exit_code = exit_code;
+	r->cgroup_id = bpf_get_current_cgroup_id();
+	r->uid = (__u32)bpf_get_current_uid_gid();
+	r->flags = 0;
+	r->args_hash = 0;
+	bpf_get_current_comm(r->comm, sizeof(r->comm));
+	return r;
+}
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, char[FFM_ARGS_HASH_MAX + 1]);
+} args_scratch SEC(".maps");
+
+/* FNV-1a 64 of the first FFM_ARGS_HASH_MAX bytes of @task's argument block (ffm.h). */
+static __always_inline __u64 args_hash(struct task_struct *task)
+{
+	unsigned long start = BPF_CORE_READ(task, mm, arg_start), end = BPF_CORE_READ(task, mm, arg_end);
+	__u64 h = FFM_FNV1A_INIT, len = end > start ? end - start : 0;
+	__u32 zero = 0;
+	char *buf = bpf_map_lookup_elem(&args_scratch, &zero);
+
+	if (!buf)
+		return 0;
+	if (len > FFM_ARGS_HASH_MAX)
+		len = FFM_ARGS_HASH_MAX;
+	if (bpf_probe_read_user(buf, len & FFM_ARGS_HASH_MAX, (const void *)start))
+		return 0;
+	for (__u32 i = 0; i < FFM_ARGS_HASH_MAX && i < len; i++)
+		h = ffm_fnv1a_byte(h, (unsigned char)buf[i]); /* = ffm_args_block_hash() */
+	return h;
+}
+
+static __always_inline void emit_proc(__u32 type, __u32 tgid, __u32 tid, __u32 job, __u32 ppid,
+				      __u32 exit_code)
+{
+	struct ffm_rec_proc *r = reserve_proc(type, tgid, tid, job, ppid, exit_code);
+
+	/* Process events are rare: wake the consumer, it attaches and resolves at once. */
+	if (r)
+		bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
+}
+
+static __always_inline int job_active(__u32 job)
+{
+	struct ffm_job_cfg *jc = bpf_map_lookup_elem(&jobs, &job);
+
+	return jc && (jc->flags & FFM_JOB_ACTIVE);
+}
+
+static __always_inline __s64 match_rules(struct linux_binprm *bprm)
+{
+	__u32 uid = (__u32)bpf_get_current_uid_gid();
+	struct ffm_exe_key ek = {};
+	struct inode *ino;
+	__u32 *job;
+
+	job = bpf_map_lookup_elem(&uid_rules, &uid);
+	if (job && job_active(*job))
+		return *job;
+	for (int lvl = 0; lvl < FFM_MAX_CGROUP_LEVELS; lvl++) {
+		__u64 cg = bpf_get_current_ancestor_cgroup_id(lvl);
+
+		if (!cg)
+			break;
+		job = bpf_map_lookup_elem(&cgroup_rules, &cg);
+		if (job && job_active(*job))
+			return *job;
+	}
+	ino = BPF_CORE_READ(bprm, file, f_inode);
+	if (ino) {
+		ek.ino = BPF_CORE_READ(ino, i_ino);
+		ek.dev = BPF_CORE_READ(ino, i_sb, s_dev);
+		job = bpf_map_lookup_elem(&exe_rules, &ek);
+		if (job && job_active(*job))
+			return *job;
+	}
+	return -1;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid, struct linux_binprm *bprm)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32;
+	struct ffm_proc *p = tracked(tgid), np = {};
+	struct ffm_rec_proc *r;
+	__s64 job;
+
+	if (p) {
+		/* Already in a job (pid selector or inherited): the new image has a new
+		 * address space, so learned libcuda ranges are void. */
+		p->lib_start = p->lib_end = 0;
+		emit_proc(FFM_REC_EXEC, tgid, (__u32)id, p->job, 0, 0);
+		return 0;
+	}
+	if (self_tgid && (tgid == self_tgid || BPF_CORE_READ(task, real_parent, tgid) == self_tgid))
+		return 0;
+	job = match_rules(bprm);
+	if (job < 0)
+		return 0;
+	np.job = job;
+	if (bpf_map_update_elem(&procs, &tgid, &np, BPF_NOEXIST)) {
+		count_drop(job, FFM_REC_DROP_PROCS);
+		return 0;
+	}
+	/* A rule matched: user space makes the job's key of this exec's comm and arguments. */
+	r = reserve_proc(FFM_REC_EXEC, tgid, (__u32)id, job, 0, 0);
+	if (r) {
+		r->args_hash = args_hash(task);
+		bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
+	}
+	return 0;
+}
+
+/* libcuda files user space has dealt with (see struct ffm_rec_map); value unused. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, struct ffm_exe_key);
+	__type(value, __u8);
+} drivers SEC(".maps");
+
+/*
+ * Per-process scope (set by user space after load, see ffm_collector__per_process): the uprobes
+ * are attached for each job process on its own (the kernel then plants no breakpoint in any
+ * other process), so a job's process must be stopped before its first call of a driver file
+ * until its probes are there: at the mmap of the file (on_mmap) and at a fork that copies the
+ * mapping (on_fork). The linked map says which processes have their probes (struct
+ * ffm_link_key).
+ */
+__u32 per_process;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4 * FFM_MAX_PROCS);
+	__type(key, struct ffm_link_key);
+	__type(value, __u8);
+} linked SEC(".maps");
+
+extern int bpf_send_signal_task(struct task_struct *task, int sig, enum pid_type type, __u64 value) __ksym __weak;
+
+#define FFM_SIGSTOP 19
+#define FFM_SIGCONT 18
+#define FFM_PROT_EXEC 0x4
+#define FFM_MAP_ANONYMOUS 0x20
+#define FFM_WUNTRACED 2 /* = WSTOPPED */
+
+/*
+ * Whether @task's parent is blocked in a wait that reports stopped children (wait4/waitpid with
+ * WUNTRACED, waitid with WSTOPPED): a shell with job control, su, runuser or sudo waiting for
+ * its foreground child. Stopping @task then would be seen: a shell marks the job stopped and
+ * takes the terminal back, su stops itself. Each such wait hangs a struct wait_opts on the
+ * waiter's signal->wait_chldexit (kernel/exit.c, do_wait); a few are looked at.
+ */
+static bool parent_waits_for_stops(struct task_struct *task)
+{
+	struct signal_struct *sig = BPF_CORE_READ(task, real_parent, signal);
+	struct list_head *head, *pos;
+
+	if (!sig)
+		return false;
+	head = __builtin_preserve_access_index(&sig->wait_chldexit.head);
+	pos = BPF_CORE_READ(sig, wait_chldexit.head.next);
+	for (int i = 0; i < 8 && pos && pos != head; i++) {
+		struct wait_queue_entry *e = container_of(pos, struct wait_queue_entry, entry);
+		struct wait_opts *wo = container_of(e, struct wait_opts, child_wait);
+
+		if (BPF_CORE_READ(wo, wo_flags) & FFM_WUNTRACED)
+			return true;
+		pos = BPF_CORE_READ(pos, next);
+	}
+	return false;
+}
+
+/*
+ * Processes stopped for ffm (held) -> the tgid of their parent, set before the stop by whoever
+ * stops them (the map guard, the fork stop, user space), cleared by user space when it lets
+ * them go. A parent that starts waiting for stopped children while one of them is held gets
+ * it continued first (on_wait), so that it never sees the stop.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u32);
+	__type(value, __u32);
+} held SEC(".maps");
+
+extern struct task_struct *bpf_task_from_pid(s32 pid) __ksym __weak;
+extern void bpf_task_release(struct task_struct *p) __ksym __weak;
+
+struct held_scan {
+	__u32 parent, n;
+	__u32 child[4];
+};
+
+static long held_child(struct bpf_map *map, __u32 *child, __u32 *parent, struct held_scan *s)
+{
+	__u32 i = s->n;
+
+	if (*parent == s->parent && i < 4) {
+		s->child[i] = *child;
+		s->n = i + 1;
+	}
+	return 0;
+}
+
+/* x86-64 syscall numbers (the BPF side is built for x86 only, see the Makefile's ARCH). */
+#define FFM_NR_WAIT4 61
+#define FFM_NR_WAITID 247
+
+/*
+ * The kernel's do_wait begins (wait4, waitpid, waitid: the sched_process_wait tracepoint, which
+ * fires only there): a wait that reports stopped children (the options in the caller's syscall
+ * registers) continues the caller's held children before it looks at them.
+ */
+SEC("tp_btf/sched_process_wait")
+int BPF_PROG(on_wait, struct pid *waited)
+{
+	struct held_scan s = { .parent = bpf_get_current_pid_tgid() >> 32 };
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	long nr, options;
+
+	if (!regs || !bpf_task_from_pid || !bpf_send_signal_task)
+		return 0;
+	nr = regs->orig_ax;
+	options = nr == FFM_NR_WAIT4 ? regs->dx : nr == FFM_NR_WAITID ? regs->r10 : 0;
+	if (!(options & FFM_WUNTRACED))
+		return 0;
+	bpf_for_each_map_elem(&held, held_child, &s, 0);
+	for (__u32 i = 0; i < 4 && i < s.n; i++) {
+		struct task_struct *t = bpf_task_from_pid(s.child[i]);
+
+		if (!t)
+			continue;
+		bpf_send_signal_task(t, FFM_SIGCONT, PIDTYPE_TGID, 0);
+		bpf_task_release(t);
+		bpf_map_delete_elem(&held, &s.child[i]);
+	}
+	return 0;
+}
+
+/*
+ * A process of a job maps a libcuda file user space has not made ready (a driver in a directory
+ * ffmd could not foresee at exec: dlopen by absolute path, a container's, or ffmd too slow to
+ * read the EXEC record before the loader ran): stop it until that driver's probes are in place,
+ * so that its first calls are not missed. Only PROT_EXEC mappings (the loader's text segment):
+ * a process that merely reads the file is left alone. The syscall tracepoint of mmap (kprobes
+ * and fentry are not available on every kernel that has it): processes outside the jobs pay
+ * one hash lookup per mmap, nothing on other calls.
+ */
+SEC("tracepoint/syscalls/sys_enter_mmap")
+int on_mmap(struct trace_event_raw_sys_enter *ctx)
+{
+	static const char want[] = "libcuda.so";
+	__u64 id = bpf_get_current_pid_tgid();
+	struct ffm_proc *p = tracked(id >> 32);
+	struct task_struct *task;
+	struct ffm_exe_key k = {};
+	struct file **fds, *file = NULL;
+	struct ffm_rec_map *r;
+	struct fdtable *fdt;
+	struct inode *ino;
+	char name[sizeof(want)];
+	__u64 fd;
+
+	if (!p || !(ctx->args[2] & FFM_PROT_EXEC) || (ctx->args[3] & FFM_MAP_ANONYMOUS))
+		return 0;
+	fd = ctx->args[4];
+	task = bpf_get_current_task_btf();
+	fdt = BPF_CORE_READ(task, files, fdt);
+	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
+		return 0;
+	fds = BPF_CORE_READ(fdt, fd);
+	if (bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]) || !file)
+		return 0;
+	if (bpf_probe_read_kernel_str(name, sizeof(name), BPF_CORE_READ(file, f_path.dentry, d_name.name)) !=
+	    sizeof(name))
+		return 0; /* shorter than the prefix */
+	for (int i = 0; i < (int)sizeof(want) - 1; i++)
+		if (name[i] != want[i])
+			return 0;
+	ino = BPF_CORE_READ(file, f_inode);
+	k.dev = BPF_CORE_READ(ino, i_sb, s_dev);
+	k.ino = BPF_CORE_READ(ino, i_ino);
+	if (bpf_map_lookup_elem(&drivers, &k)) {
+		struct ffm_link_key lk = { .tgid = id >> 32, .dev = k.dev, .ino = k.ino };
+
+		if (!per_process || bpf_map_lookup_elem(&linked, &lk))
+			return 0;
+	}
+	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+	if (!r) {
+		/* Not stopped: nobody would be told to let it go. */
+		count_drop(p->job, FFM_REC_DROP_RINGBUF);
+		return 0;
+	}
+	fill_hdr(&r->hdr, FFM_REC_MAP, id, p->job, bpf_ktime_get_ns());
+	r->dev = k.dev;
+	r->ino = k.ino;
+	/* Sent before the record is visible, so that user space's SIGCONT cannot come first;
+	 * delivered when the mmap returns, with the mapping in place. Not where the parent would
+	 * see it: then the process runs on, and its first calls may go unmeasured until user
+	 * space has attached its probes. */
+	r->flags = parent_waits_for_stops(task) ? FFM_MAP_PARENT_WAITS : 0;
+	r->stopped = 0;
+	if (!r->flags) {
+		__u32 tgid = id >> 32, ptgid = BPF_CORE_READ(task, real_parent, tgid);
+
+		bpf_map_update_elem(&held, &tgid, &ptgid, BPF_ANY);
+		r->stopped = bpf_send_signal(FFM_SIGSTOP) == 0;
+		if (!r->stopped)
+			bpf_map_delete_elem(&held, &tgid);
+	}
+	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ptgid = BPF_CORE_READ(parent, tgid);
+	__u32 ctgid = BPF_CORE_READ(child, tgid);
+	struct ffm_link_key lk = { .tgid = ptgid };
+	struct ffm_proc *p, np = {};
+	struct ffm_rec_proc *r;
+
+	if (ptgid == ctgid || ptgid == self_tgid)
+		return 0; /* a new thread; or a child of ffmd, which never joins a job */
+	p = tracked(ptgid);
+	if (!p)
+		return 0;
+	/* The child shares the parent's mappings until it execs. */
+	np = *p;
+	if (bpf_map_update_elem(&procs, &ctgid, &np, BPF_NOEXIST)) {
+		count_drop(p->job, FFM_REC_DROP_PROCS);
+		return 0;
+	}
+	r = reserve_proc(FFM_REC_FORK, ctgid, BPF_CORE_READ(child, pid), p->job, ptgid, 0);
+	if (!r)
+		return 0; /* not stopped: nobody would be told to let it go */
+	/* Per-process scope: the child inherits the parent's mapping of the driver but not its
+	 * probes; it must not run before user space has attached its own. Sent before the record
+	 * is visible, so that user space's SIGCONT cannot come first. */
+	if (per_process && bpf_map_lookup_elem(&linked, &lk) && bpf_send_signal_task) {
+		bpf_map_update_elem(&held, &ctgid, &ptgid, BPF_ANY);
+		if (bpf_send_signal_task(child, FFM_SIGSTOP, PIDTYPE_TGID, 0) == 0)
+			r->flags = FFM_PROC_STOPPED;
+		else
+			bpf_map_delete_elem(&held, &ctgid);
+	}
+	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(on_exit, struct task_struct *task)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	struct ffm_proc *p;
+
+	bpf_map_delete_elem(&pending, &tid);
+	if (tgid != tid)
+		return 0;
+	bpf_map_delete_elem(&held, &tgid);
+	p = tracked(tgid);
+	if (!p)
+		return 0;
+	emit_proc(FFM_REC_EXIT, tgid, tid, p->job, 0, BPF_CORE_READ(task, exit_code));
+	bpf_map_delete_elem(&procs, &tgid);
+	return 0;
+}
+
+#endif /* FFM_PROCS_BPF_H */
