@@ -20,7 +20,7 @@
 #include "store/ffm_store.h"
 #include "symbols/ffm_calibrate.h"
 #include "symbols/ffm_driver.h"
-#include "symbols/ffm_json.h"
+#include "common/ffm_json.h"
 
 #ifndef FFM_LIBEXECDIR
 #define FFM_LIBEXECDIR "/usr/local/libexec/ffm"

@@ -41,7 +41,7 @@
 #include "common/oatab.h"
 #include "store/ffm_store.h"
 #include "symbols/ffm_driver.h"
-#include "symbols/ffm_json.h"
+#include "common/ffm_json.h"
 
 #define MAX_RUNS 256
 

@@ -21,7 +21,7 @@
 
 #include "cli/client.h"
 #include "cli/ffmctl.h"
-#include "symbols/ffm_json.h"
+#include "common/ffm_json.h"
 
 #define JOB_START_USAGE                                                                            \
 	"Usage: ffmctl job start <jobid> [--key K] [--stage 1..4] [--user UID] [--json]\n"         \

@@ -14,7 +14,7 @@
 #include <stdio.h>
 
 #include "analysis/ffm_analysis.h"
-#include "symbols/ffm_json.h"
+#include "common/ffm_json.h"
 
 struct ffmctl_node {
 	char name[256];		/* node name: nodes/<name>, else the job row's node */

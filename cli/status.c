@@ -22,7 +22,7 @@
 #include "cli/ffmctl.h"
 #include "cli/grow.h"
 #include "store/ffm_store.h"
-#include "symbols/ffm_json.h"
+#include "common/ffm_json.h"
 
 /* --json and --help only: the verbs' shared option parsing; returns -1 to go on. */
 static int json_opts(const char *verb, const char *usage, int argc, char **argv, bool *json)

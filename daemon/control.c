@@ -27,7 +27,7 @@
 #include "daemon/log.h"
 #include "daemon/proto.h"
 #include "symbols/ffm_driver.h"
-#include "symbols/ffm_json.h"
+#include "common/ffm_json.h"
 
 #define MAX_CONNS_PER_USER 4
 #define RESERVED_CONNS 8

@@ -19,7 +19,7 @@
 
 #include "symbols/ffm_calibrate.h"
 #include "symbols/ffm_driver.h"
-#include "symbols/ffm_json.h"
+#include "common/ffm_json.h"
 #include "symbols/ffm_maps.h"
 #include "symbols/uprobe_count.h"
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libFuzzer target for ffm's JSON reader (symbols/ffm_json.h over jansson), which reads ffmd's
+ * libFuzzer target for ffm's JSON reader (common/ffm_json.h over jansson), which reads ffmd's
  * answers in ffmctl. Built by `make fuzz`; the properties: never read out of bounds, leak or
  * crash; refused input comes with a reason and a position inside it; a value accepted once is
  * accepted with surrounding whitespace too, and dumps to text that parses back (to an equal
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "symbols/ffm_json.h"
+#include "common/ffm_json.h"
 
 static void check_writer(const uint8_t *data, size_t size)
 {

@@ -1,6 +1,6 @@
 # libFuzzer targets, built only by `make fuzz` (clang; never part of `all` or `make test`):
 #   $(O)/fuzz/fuzz_proto   daemon/proto.c's request parser (tests/proto/proto_check.h properties)
-#   $(O)/fuzz/fuzz_json    symbols/json.c over jansson: the reader of ffmd's answers, the
+#   $(O)/fuzz/fuzz_json    common/json.c over jansson: the reader of ffmd's answers, the
 #                          string sanitiser and writer
 #   $(O)/fuzz/fuzz_driver, $(O)/fuzz/fuzz_ldcache
 #                          the driver-file and ld.so.cache parsers (tests/symbols/fuzz.mk)
@@ -24,10 +24,10 @@ $(O)/fuzz/fuzz_proto: tests/proto/fuzz_proto.c tests/proto/proto_check.h daemon/
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CLANG) $(FUZZ_CFLAGS) -o $@ tests/proto/fuzz_proto.c daemon/proto.c
 
-$(O)/fuzz/fuzz_json: tests/proto/fuzz_json.c symbols/json.c symbols/ffm_json.h
+$(O)/fuzz/fuzz_json: tests/proto/fuzz_json.c common/json.c common/ffm_json.h
 	$(call msg,FUZZ,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CLANG) $(FUZZ_CFLAGS) -o $@ tests/proto/fuzz_json.c symbols/json.c -ljansson -lm
+	$(Q)$(CLANG) $(FUZZ_CFLAGS) -o $@ tests/proto/fuzz_json.c common/json.c -ljansson -lm
 
 include tests/symbols/fuzz.mk
 

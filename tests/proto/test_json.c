@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * symbols/ffm_json.h, the one way ffm reads and writes JSON (through jansson): the reader of
+ * common/ffm_json.h, the one way ffm reads and writes JSON (through jansson): the reader of
  * ffmd's answers (values, escapes, what must be refused with a reason, the depth bound, input
  * without a NUL), the accessors' defaults, strings from any bytes (U+FFFD for what is not
  * UTF-8), the streaming string writer, and the numbers as the outputs print them.
  */
 #include <math.h>
 
-#include "symbols/ffm_json.h"
+#include "common/ffm_json.h"
 #include "tests/testutil.h"
 
 static json_t *parse(const char *s)

@@ -18,7 +18,7 @@
 
 #include "symbols/elfutil.h"
 #include "symbols/ffm_calibrate.h"
-#include "symbols/ffm_json.h"
+#include "common/ffm_json.h"
 #include "symbols/ffm_stack.h"
 #include "tests/testutil.h"
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "symbols/ffm_json.h"
+#include "common/ffm_json.h"
 
 /*
  * Length of the well-formed UTF-8 sequence at @s (RFC 3629: no overlong form, no surrogate,

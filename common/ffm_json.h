@@ -7,7 +7,7 @@
  *
  * JSON text is Unicode exchanged as UTF-8 (RFC 8259, 8.1) and jansson refuses a string that is
  * not well-formed UTF-8, so names go through ffm_json_string: well-formed UTF-8 is kept as it
- * is and each byte that does not begin a well-formed sequence becomes U+FFFD (symbols/json.c
+ * is and each byte that does not begin a well-formed sequence becomes U+FFFD (common/json.c
  * says why). Where a document is too large to hold (the chrome-trace export), ffm_json_write_str
  * writes one string value with the same sanitising and jansson's escaping.
  */
