@@ -209,9 +209,12 @@ struct ffmd {
 	double last_tick, last_watchdog;
 	unsigned long long watchdog_usec;
 	char sock_path[PATH_MAX];
-	char journal[sizeof(((struct ffmd_config *)0)->state_dir) + 16];
+	/* This node's store root (store/ffm_store.h, FFM_STATE_ROOT: the state directory, or
+	 * nodes/<host>/ once nodes/ exists), and ffmd's own files in it. */
+	char node_root[PATH_MAX];
+	char journal[PATH_MAX];
 	bool resuming; /* journal_resume() is reading the journal: do not rewrite it yet */
-	char holds_path[sizeof(((struct ffmd_config *)0)->state_dir) + 16];
+	char holds_path[PATH_MAX];
 	struct hold holds[MAX_HOLDS];
 	int nholds;
 	struct parent_watch parents[MAX_HOLDS];

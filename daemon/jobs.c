@@ -402,7 +402,8 @@ static void journal_close_run(struct ffmd *d, const char *key, const char *id, i
 	struct timespec ts;
 	int err;
 
-	err = ffm_store__open_key(d->cfg.state_dir, &(struct ffm_store_key){ .key = key }, &so, &s);
+	/* The run is in this node's store of the key (nodes/<host>/ once nodes/ exists). */
+	err = ffm_store__open_key(d->node_root, &(struct ffm_store_key){ .key = key }, &so, &s);
 	if (err < 0) {
 		log_err("journal: job %s: cannot open the store of key %s: %s", id, key, ffm_store__strerror(err));
 		return;

@@ -337,6 +337,7 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct ffm_driver_list *sys = NULL;
+	char journal[PATH_MAX];
 	sigset_t mask;
 	struct ffmd *d;
 	int err;
@@ -361,7 +362,24 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 		log_err("cannot create %s or %s: %s", cfg->state_dir, cfg->runtime_dir, strerror(-err));
 		goto fail;
 	}
-	ffm_state_path(cfg->state_dir, FFM_STATE_HOLDS, NULL, d->holds_path, sizeof(d->holds_path));
+	/* One ffmd per node: its journal and holds beside this node's stores, so that nodes
+	 * sharing a state directory never share them. */
+	{
+		char host[256] = "";
+
+		gethostname(host, sizeof(host) - 1);
+		if (ffm_state_path(cfg->state_dir, FFM_STATE_ROOT, host, d->node_root, sizeof(d->node_root)) < 0 ||
+		    ffm_state_path(cfg->state_dir, FFM_STATE_HOLDS, host, d->holds_path, sizeof(d->holds_path)) < 0 ||
+		    ffm_state_path(cfg->state_dir, FFM_STATE_JOURNAL, host, journal, sizeof(journal)) < 0) {
+			err = -ENAMETOOLONG;
+			log_err("state directory %s: path too long", cfg->state_dir);
+			goto fail;
+		}
+		if ((err = mkdir_p(d->node_root, 0750)) < 0) {
+			log_err("cannot create %s: %s", d->node_root, strerror(-err));
+			goto fail;
+		}
+	}
 	holds_resume(d);
 	err = ffm_collector__open(&(struct ffm_collector_opts){ .sz = sizeof(struct ffm_collector_opts),
 				  .on_record = on_record, .ctx = d,
@@ -458,7 +476,8 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 	err = ffmd__reload(d, cfg);
 	if (err < 0)
 		goto fail;
-	ffm_state_path(cfg->state_dir, FFM_STATE_JOURNAL, NULL, d->journal, sizeof(d->journal));
+	/* Set only now: until the journal is read back, nothing may rewrite it. */
+	snprintf(d->journal, sizeof(d->journal), "%s", journal);
 	journal_resume(d);
 	*ret = d;
 	return 0;

@@ -290,8 +290,9 @@ enum ffm_state_part {
 	FFM_STATE_KEY,	   /* keys/<file name of key @name> */
 	FFM_STATE_NODES,   /* nodes/ */
 	FFM_STATE_DRIVERS, /* drivers/ */
-	FFM_STATE_JOURNAL, /* ffmd-jobs */
-	FFM_STATE_HOLDS,   /* ffmd-held */
+	FFM_STATE_JOURNAL, /* ffmd-jobs in node @name's store root (as FFM_STATE_ROOT): one ffmd
+			    * per node, so a state directory shared by nodes has one each */
+	FFM_STATE_HOLDS,   /* ffmd-held, as FFM_STATE_JOURNAL */
 };
 
 /*

@@ -53,7 +53,7 @@ static int node_root(const char *dir, const char *node, char *buf, size_t len)
 int ffm_state_path(const char *dir, enum ffm_state_part what, const char *name, char *buf,
 		   size_t len)
 {
-	char file[256];
+	char file[256], root[PATH_MAX];
 	int n;
 
 	if (!dir || !buf)
@@ -71,9 +71,12 @@ int ffm_state_path(const char *dir, enum ffm_state_part what, const char *name, 
 	case FFM_STATE_DRIVERS:
 		return join(buf, len, dir, DRIVERS_DIR, NULL);
 	case FFM_STATE_JOURNAL:
-		return join(buf, len, dir, JOURNAL_FILE, NULL);
 	case FFM_STATE_HOLDS:
-		return join(buf, len, dir, HOLDS_FILE, NULL);
+		/* ffmd's own files, one ffmd per node: beside the node's stores. */
+		n = node_root(dir, name, root, sizeof(root));
+		if (n < 0)
+			return n;
+		return join(buf, len, root, what == FFM_STATE_JOURNAL ? JOURNAL_FILE : HOLDS_FILE, NULL);
 	}
 	return -EINVAL;
 }

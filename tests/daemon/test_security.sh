@@ -19,7 +19,9 @@
 #   - refused requests do not flood the log; status shows another user's driver path to
 #     nobody but root; status --json stays valid JSON for a job id that is not UTF-8;
 #   - a job whose selectors take in ffmd itself (uid 0, ffmd's cgroup) stops neither ffmd nor
-#     the calibration it runs.
+#     the calibration it runs;
+#   - in a state directory shared by nodes, ffmd's journal and holds are its node's, and a run
+#     a crash interrupted is closed in the node's store.
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 . tests/ops/lib.sh
@@ -396,5 +398,32 @@ else
 	notok "ffmd in its own job: workload rc $rc, ffmd state '$st', driver usable '$drv'"
 	stopped_procs | diag
 	tail -n 5 "$T/ffmd.log" | diag
+fi
+
+# ---- 9: a state directory shared by nodes: each ffmd's journal and holds are its node's -------
+# With nodes/ in the state directory, a node's stores are in nodes/<host>/; its ffmd's journal
+# and holds file go there too (two nodes must never share one), and a run that a crash
+# interrupted is closed in that node's store.
+stop_ffmd
+host=$(hostname)
+mkdir -p "$T/state/nodes"
+start_ffmd || { notok "ffmd starts"; finish; }
+ctl job start sec-node --key sec-node --exe "$WL/unnecessary_sync" >/dev/null
+env LD_LIBRARY_PATH="$FAKE" "$WL/unnecessary_sync" --iters 5000 --kernel-us 1000 --cpu-us 1000 >/dev/null 2>&1 &
+long=$!
+sleep 1.5
+kill -KILL "$FFMD_PID"; wait "$FFMD_PID" 2>/dev/null; FFMD_PID=
+journal_here=$([ -s "$T/state/nodes/$host/ffmd-jobs" ] && ! grep -q sec-node "$T/state/ffmd-jobs" 2>/dev/null && echo 1)
+start_ffmd || { notok "ffmd restarts"; finish; }
+wait_log "journal: resumed job sec-node" 20
+kill $long 2>/dev/null; wait $long 2>/dev/null
+ctl job end sec-node >/dev/null
+f1=$(sqlite3 "$T/state/nodes/$host/keys/sec-node.db" "SELECT flags FROM runs ORDER BY id LIMIT 1" 2>&1)
+if [ "$journal_here" = 1 ] && [ -n "$f1" ] && [ $((f1 & 9)) = 9 ] && [ ! -e "$T/state/keys/sec-node.db" ]; then
+	ok "nodes/: the journal is nodes/$host/ffmd-jobs; the interrupted run is closed in the node's store"
+else
+	notok "nodes/: journal in the node's directory: '${journal_here:-no}', first run's flags '$f1'"
+	ls -R "$T/state" | head -n 20 | diag
+	grep -E "sec-node|journal" "$T/ffmd.log" | diag
 fi
 finish

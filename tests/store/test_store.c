@@ -868,6 +868,13 @@ TEST(state_paths)
 	ASSERT_STREQ(buf, want);
 	ASSERT(ffm_state_path(d, FFM_STATE_ROOT, "", buf, sizeof(buf)) > 0);
 	ASSERT_STREQ(buf, d);
+	/* ffmd's own files are its node's: two nodes never share a journal */
+	ASSERT(ffm_state_path(d, FFM_STATE_JOURNAL, "gpu01", buf, sizeof(buf)) > 0);
+	snprintf(want, sizeof(want), "%s/nodes/gpu01/ffmd-jobs", d);
+	ASSERT_STREQ(buf, want);
+	ASSERT(ffm_state_path(d, FFM_STATE_HOLDS, "gpu01", buf, sizeof(buf)) > 0);
+	snprintf(want, sizeof(want), "%s/nodes/gpu01/ffmd-held", d);
+	ASSERT_STREQ(buf, want);
 }
 
 struct seen {
