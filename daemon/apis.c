@@ -151,14 +151,6 @@ static int find(const struct ffm_apis *a, const char *base)
 	return -ENOENT;
 }
 
-int ffm_apis__match_export(const struct ffm_apis *a, const char *exported)
-{
-	char base[256];
-
-	ffm_api_base_name(exported, base, sizeof(base));
-	return find(a, base);
-}
-
 int ffm_apis__intern(struct ffm_apis *a, const char *name, uint8_t kind)
 {
 	char base[256];
@@ -185,11 +177,4 @@ uint64_t ffm_apis__cookie(const struct ffm_apis *a, uint32_t id)
 		return 0;
 	return FFM_COOKIE(id, d->kind, d->dir, d->bytes_arg, d->dst_arg, d->src_arg, d->stream_arg,
 			  d->elsz, d->outp_arg);
-}
-
-const char *ffm_api_kind_name(unsigned kind)
-{
-	static const char *names[] = { "wait", "sync", "memcpy", "alloc", "free", "memset", "launch", "other" };
-
-	return kind < sizeof(names) / sizeof(names[0]) ? names[kind] : "unknown";
 }

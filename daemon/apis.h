@@ -43,12 +43,9 @@ size_t ffm_apis__count(const struct ffm_apis *a);
 const struct ffm_api_desc *ffm_apis__get(const struct ffm_apis *a, uint32_t id);
 /* The id of base name @name, adding it (kind OTHER, no arguments) when unknown; -errno. */
 int ffm_apis__intern(struct ffm_apis *a, const char *name, uint8_t kind);
-/* Id of the table entry whose base name @exported (an exported symbol) is a variant of; -ENOENT. */
-int ffm_apis__match_export(const struct ffm_apis *a, const char *exported);
 /* The attach cookie of api @id (bpf/ffm.h, FFM_COOKIE). */
 uint64_t ffm_apis__cookie(const struct ffm_apis *a, uint32_t id);
 /* Strip `_vN`, `_ptds`, `_ptsz` suffixes: "cuMemcpyHtoDAsync_v2_ptsz" -> "cuMemcpyHtoDAsync". */
 void ffm_api_base_name(const char *name, char *buf, size_t len);
-const char *ffm_api_kind_name(unsigned kind);
 
 #endif

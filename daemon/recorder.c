@@ -28,7 +28,6 @@ struct key_ent {
 
 struct proc_ent {
 	struct oa_key k; /* a: tgid */
-	bool alive;
 	struct ffm_addr_space *as;
 };
 
@@ -39,7 +38,6 @@ struct ffm_recorder {
 	struct oatab tids;  /* struct oa_key (a: tid): threads already given to put_thread */
 	uint32_t *api_ids; /* collector api id -> store api id, 0 = not yet named */
 	struct ffm_recorder_stats st;
-	uint64_t first_ns, last_ns;
 	struct ffm_frame frames[MAX_FRAMES];
 	struct ffm_store_frame sframes[MAX_FRAMES];
 };
@@ -57,10 +55,7 @@ static struct proc_ent *proc_find(struct ffm_recorder *r, uint32_t tgid, bool in
 
 	if (p || !insert)
 		return p;
-	p = oatab_find(&r->procs, tgid, 0, true);
-	if (p)
-		p->alive = true;
-	return p;
+	return oatab_find(&r->procs, tgid, 0, true);
 }
 
 static int note_thread(struct ffm_recorder *r, uint32_t tgid, uint32_t tid)
@@ -348,13 +343,7 @@ static int on_proc(struct ffm_recorder *r, const struct ffm_rec_proc *p)
 	struct proc_ent *pe;
 	char exe[PATH_MAX];
 
-	if (!r->first_ns || p->hdr.ts_ns < r->first_ns)
-		r->first_ns = p->hdr.ts_ns;
 	if (p->hdr.type == FFM_REC_EXIT) {
-		pe = proc_find(r, p->hdr.tgid, false);
-		if (pe)
-			pe->alive = false;
-		r->last_ns = p->hdr.ts_ns;
 		if (r->o.collector)
 			ffm_collector__forget_process(r->o.collector, p->hdr.tgid);
 		if (r->o.memtrace) {
@@ -369,7 +358,6 @@ static int on_proc(struct ffm_recorder *r, const struct ffm_rec_proc *p)
 	pe = proc_find(r, p->hdr.tgid, true);
 	if (!pe)
 		return -ENOMEM;
-	pe->alive = true;
 	/* A new image (exec) has a new address space. */
 	pe->as = ffm_addr_space__free(pe->as);
 	r->st.processes++;
@@ -443,22 +431,4 @@ struct ffm_recorder *ffm_recorder__free(struct ffm_recorder *r)
 void ffm_recorder__stats(const struct ffm_recorder *r, struct ffm_recorder_stats *out)
 {
 	*out = r->st;
-}
-
-uint64_t ffm_recorder__live_processes(const struct ffm_recorder *r)
-{
-	uint64_t n = 0;
-
-	for (size_t i = 0; i < r->procs.cap; i++) {
-		struct proc_ent *p = oatab_slot(&r->procs, i);
-
-		n += p && p->alive;
-	}
-	return n;
-}
-
-void ffm_recorder__span(const struct ffm_recorder *r, uint64_t *first_ns, uint64_t *last_ns)
-{
-	*first_ns = r->first_ns;
-	*last_ns = r->last_ns;
 }

@@ -50,9 +50,5 @@ struct ffm_recorder *ffm_recorder__free(struct ffm_recorder *r);
 /* One record (of this recorder's job slot); -errno only for store failures. */
 int ffm_recorder__record(struct ffm_recorder *r, const void *rec, size_t size);
 void ffm_recorder__stats(const struct ffm_recorder *r, struct ffm_recorder_stats *out);
-/* Processes of the run still alive (tracked, no exit seen). */
-uint64_t ffm_recorder__live_processes(const struct ffm_recorder *r);
-/* First EXEC/FORK and last EXIT time seen (ns, record clock), 0 if none. */
-void ffm_recorder__span(const struct ffm_recorder *r, uint64_t *first_ns, uint64_t *last_ns);
 
 #endif
