@@ -56,7 +56,9 @@ CFLAGS   ?= -O2 -g
 CPPFLAGS ?=
 LDFLAGS  ?=
 FFM_CFLAGS   := -std=gnu11 -fno-omit-frame-pointer $(WARN) -D_GNU_SOURCE
-FFM_CPPFLAGS := -I. -I$(O)
+# ffm's release, as --version says it (daemon/version.h).
+VERSION  ?= 0.4.0
+FFM_CPPFLAGS := -I. -I$(O) -DFFM_VERSION='"$(VERSION)"'
 FFM_LDFLAGS  :=
 
 # SANITIZE=1 (what `make sanitize` sets): ffm's own code (libraries, ffmd, ffmctl,

@@ -77,6 +77,7 @@ struct ffm_an_run {
 	double wall_s;
 	uint64_t start_ns, end_ns;
 	uint32_t flags; /* enum ffm_run_flags */
+	int32_t exit_status; /* of the job's program (its first process), 128 + signal if killed */
 	bool ended;
 	int role;	/* enum ffm_an_role */
 	struct ffm_store_drops drops;
@@ -142,6 +143,8 @@ struct ffm_an_proc {
 struct ffm_an_quality {
 	uint64_t drops[FFM_DROP__MAX]; /* summed over the runs used */
 	uint32_t incomplete_runs;      /* used runs flagged PARTIAL/ABORTED/DROPPED */
+	uint32_t failed_runs;	       /* used runs whose program exited with a status other than 0 */
+	int32_t failed_status;	       /* the first such status */
 	uint64_t partial_syncs;	       /* sync verdicts with FFM_SYNC_USE_PARTIAL */
 	uint64_t withheld_syncs;       /* ... of them without a use seen: not called unnecessary */
 	uint32_t divergent_sites;

@@ -69,6 +69,9 @@ int ffm_an_merge(const struct ffm_analysis_result *const *res, size_t nr, struct
 		for (int d = 0; d < FFM_DROP__MAX; d++)
 			m->q.drops[d] += r->q.drops[d];
 		m->q.incomplete_runs += r->q.incomplete_runs;
+		if (r->q.failed_runs && !m->q.failed_runs)
+			m->q.failed_status = r->q.failed_status;
+		m->q.failed_runs += r->q.failed_runs;
 		m->q.partial_syncs += r->q.partial_syncs;
 		m->q.withheld_syncs += r->q.withheld_syncs;
 		m->q.divergent_sites += r->q.divergent_sites;

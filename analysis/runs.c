@@ -34,6 +34,7 @@ static int on_run(const struct ffm_store_run *r, void *ctx)
 	x->start_ns = r->start_ns;
 	x->end_ns = r->end_ns;
 	x->flags = r->flags;
+	x->exit_status = r->exit_status;
 	x->ended = r->end_ns != 0;
 	return 0;
 }
@@ -92,6 +93,10 @@ int an_load_runs(struct ffm_analysis *a)
 			res->q.drops[d] += r->drops.count[d];
 		if (r->flags & (RUN_INCOMPLETE | FFM_RUN_DROPPED))
 			res->q.incomplete_runs++;
+		/* A program that failed may not have done what it does when it works: its
+		 * measurements may not be the program's. */
+		if (r->exit_status && !res->q.failed_runs++)
+			res->q.failed_status = r->exit_status;
 	}
 	return 0;
 }

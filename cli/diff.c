@@ -226,7 +226,7 @@ static int print_json(const struct side *b, const struct side *a, int stage,
 int ffmctl_diff(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'J' },
+		{ "json", no_argument, NULL, 'j' },
 		{ "top", required_argument, NULL, 't' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
@@ -239,9 +239,9 @@ int ffmctl_diff(int argc, char **argv)
 	char *end;
 	long v;
 
-	while ((c = getopt_long(argc, argv, "Jt:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "jt:h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'J':
+		case 'j':
 			json = true;
 			break;
 		case 't':

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/ffmctl.h"
+#include "daemon/version.h"
 
 struct ffmctl_globals ffmctl_g;
 
@@ -37,9 +38,10 @@ void ffmctl_err(const char *verb, const char *fmt, ...)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "Usage: ffmctl [--runtime-dir DIR] [--state-dir DIR] [--timeout SEC] VERB [ARGS]\n\nVerbs:\n");
+	fprintf(f, "Usage: ffmctl [--runtime-dir DIR] [--state-dir DIR] [--timeout SEC] [--version] VERB [ARGS]\n\nVerbs:\n");
 	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
 		fprintf(f, "  ffmctl %s\n", verbs[i].grammar);
+	fprintf(f, "\n-j is short for --json, as in bpftool.\n");
 	fprintf(f, "\nEnvironment: FFM_RUNTIME_DIR (default /run/ffm), FFM_STATE_DIR (default /var/lib/ffm)\n");
 }
 
@@ -50,6 +52,7 @@ int main(int argc, char **argv)
 		{ "state-dir", required_argument, NULL, 's' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{},
 	};
 	char *end;
@@ -66,7 +69,7 @@ int main(int argc, char **argv)
 		ffmctl_g.state_dir = "/var/lib/ffm";
 
 	/* '+': stop at the verb, its options are its own. */
-	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+hV", opts, NULL)) != -1) {
 		switch (c) {
 		case 'r':
 			ffmctl_g.runtime_dir = optarg;
@@ -84,6 +87,9 @@ int main(int argc, char **argv)
 			break;
 		case 'h':
 			usage(stdout);
+			return EXIT_OK;
+		case 'V':
+			ffm_print_version(stdout, "ffmctl");
 			return EXIT_OK;
 		default:
 			return EXIT_USAGE;

@@ -124,7 +124,7 @@ static int job_start(int argc, char **argv)
 		{ "pid", required_argument, NULL, 'p' },
 		{ "uid", required_argument, NULL, 'u' },
 		{ "exe", required_argument, NULL, 'e' },
-		{ "json", no_argument, NULL, 'J' },
+		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
@@ -146,7 +146,7 @@ static int job_start(int argc, char **argv)
 		args[nargs++].value = (v);                                                         \
 	} while (0)
 
-	while ((c = getopt_long(argc, argv, "k:S:U:c:p:u:e:Jh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "k:S:U:c:p:u:e:jh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'k':
 			if (!*optarg) {
@@ -186,7 +186,7 @@ static int job_start(int argc, char **argv)
 			npaths++;
 			nsel++;
 			break;
-		case 'J':
+		case 'j':
 			json = true;
 			break;
 		case 'h':
@@ -212,7 +212,7 @@ static int job_start(int argc, char **argv)
 static int job_end(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'J' },
+		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
@@ -220,9 +220,9 @@ static int job_end(int argc, char **argv)
 	bool json = false;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "Jh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
 		switch (c) {
-		case 'J':
+		case 'j':
 			json = true;
 			break;
 		case 'h':

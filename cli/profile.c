@@ -55,6 +55,9 @@ struct profile {
 	int err;
 	char **cmd;
 	bool json, quiet;
+	/* The program's first exit status other than 0 (128 + signal) and its stage: ffmctl
+	 * profile exits with it, as time(1) and nsys profile pass the program's status on. */
+	int app_status, app_status_stage;
 	char key[128], job_id[64], drv_path[PATH_MAX], exe[PATH_MAX];
 	struct ffm_ready_driver rd;
 	struct ffm_symbolizer *sym;
@@ -348,6 +351,10 @@ static int profile_stage(struct profile *p, int stage, int to)
 
 	if (!p->quiet)
 		print_stage(p, stage, wall, status);
+	if (!p->app_status && (WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status))) {
+		p->app_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+		p->app_status_stage = stage;
+	}
 	err = ffm_jobrun__end(p->jr, wall, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
 			      interrupted != 0 || p->err != 0, stage == to || interrupted);
 	if (!p->quiet && ffm_jobrun__memtrace(p->jr))
@@ -378,8 +385,8 @@ int ffmctl_profile(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "stages", required_argument, NULL, 's' },
 		{ "key", required_argument, NULL, 'k' },
-		{ "job-id", required_argument, NULL, 'j' },
-		{ "json", no_argument, NULL, 'J' },
+		{ "job-id", required_argument, NULL, 'i' },
+		{ "json", no_argument, NULL, 'j' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
@@ -389,7 +396,7 @@ int ffmctl_profile(int argc, char **argv)
 	struct sigaction sa = { .sa_handler = on_sigint };
 	struct profile p = { .ep = -1 };
 
-	while ((c = getopt_long(argc, argv, "+s:k:j:Jqh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+s:k:i:jqh", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
 			if (parse_stages(optarg, &from, &to) < 0) {
@@ -400,10 +407,10 @@ int ffmctl_profile(int argc, char **argv)
 		case 'k':
 			key_arg = optarg;
 			break;
-		case 'j':
+		case 'i':
 			job_arg = optarg;
 			break;
-		case 'J':
+		case 'j':
 			p.json = true;
 			break;
 		case 'q':
@@ -450,6 +457,11 @@ int ffmctl_profile(int argc, char **argv)
 	ret = ffmctl_report_job(p.job_id, p.json) == 0 ? EXIT_OK : EXIT_FAIL;
 	if (!p.json)
 		printf("\njob id: %s (ffmctl report %s)\n", p.job_id, p.job_id);
+	if (ret == EXIT_OK && p.app_status) {
+		ffmctl_err("profile", "%s exited with status %d (stage %d): ffmctl exits with it", p.cmd[0],
+			   p.app_status, p.app_status_stage);
+		ret = p.app_status;
+	}
 out:
 	profile_close(&p);
 	return ret;

@@ -375,6 +375,11 @@ static void print_quality(FILE *o, const struct ffm_an_merged *m)
 			q->drops[FFM_DROP_MAP_FULL], q->drops[FFM_DROP_OTHER]);
 		n++;
 	}
+	if (q->failed_runs) {
+		fprintf(o, " the program failed in %u of the runs used (exit status %d): its measurements may not be what it does when it works;",
+			q->failed_runs, q->failed_status);
+		n++;
+	}
 	if (q->drops[FFM_DROP_STACK_TOO_DEEP]) {
 		fprintf(o, " %" PRIu64 " stacks cut short;", q->drops[FFM_DROP_STACK_TOO_DEEP]);
 		n++;
@@ -651,13 +656,15 @@ static json_t *json_quality(const struct ffm_an_merged *m)
 {
 	const struct ffm_an_quality *q = &m->q;
 
-	return json_pack("{s:o,s:{s:o,s:o,s:o,s:o},s:I,s:o,s:o,s:I,s:I,s:o,s:o}",
+	return json_pack("{s:o,s:{s:o,s:o,s:o,s:o},s:I,s:I,s:I,s:o,s:o,s:I,s:I,s:o,s:o}",
 			 "records_lost", ffm_json_u64(q->drops[0] + q->drops[2] + q->drops[3]),
 			 "drops", "ringbuf", ffm_json_u64(q->drops[0]),
 			 "stack_depth", ffm_json_u64(q->drops[1]),
 			 "map_full", ffm_json_u64(q->drops[2]),
 			 "other", ffm_json_u64(q->drops[3]),
 			 "incomplete_runs", (json_int_t)q->incomplete_runs,
+			 "failed_runs", (json_int_t)q->failed_runs,
+			 "failed_exit_status", (json_int_t)q->failed_status,
 			 "partial_syncs", ffm_json_u64(q->partial_syncs),
 			 "withheld_syncs", ffm_json_u64(q->withheld_syncs),
 			 "divergent_sites", (json_int_t)q->divergent_sites,
@@ -894,7 +901,7 @@ int ffmctl_report_job(const char *job_id, bool json)
 int ffmctl_report(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'J' },
+		{ "json", no_argument, NULL, 'j' },
 		{ "group", required_argument, NULL, 'g' },
 		{ "subsequence", required_argument, NULL, 's' },
 		{ "top", required_argument, NULL, 't' },
@@ -908,9 +915,9 @@ int ffmctl_report(int argc, char **argv)
 	char *end;
 	long v;
 
-	while ((c = getopt_long(argc, argv, "Jg:s:t:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "jg:s:t:h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'J':
+		case 'j':
 			json = true;
 			break;
 		case 'g':

@@ -28,15 +28,15 @@
 static int json_opts(const char *verb, const char *usage, int argc, char **argv, bool *json)
 {
 	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'J' },
+		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
 	int c;
 
-	while ((c = getopt_long(argc, argv, "Jh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
 		switch (c) {
-		case 'J':
+		case 'j':
 			*json = true;
 			break;
 		case 'h':

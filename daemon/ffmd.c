@@ -15,12 +15,13 @@
 
 #include "daemon/log.h"
 #include "daemon/server.h"
+#include "daemon/version.h"
 
 #define DEFAULT_CONFIG "/etc/ffm/ffmd.conf"
 
 static void usage(FILE *f)
 {
-	fprintf(f, "Usage: ffmd [--config FILE] [--state-dir DIR] [--runtime-dir DIR] [--verbose]\n"
+	fprintf(f, "Usage: ffmd [--config FILE] [--state-dir DIR] [--runtime-dir DIR] [--verbose] [--version]\n"
 		   "  --config FILE       default " DEFAULT_CONFIG " (if it exists)\n"
 		   "  --state-dir DIR     job stores and calibrations (default /var/lib/ffm)\n"
 		   "  --runtime-dir DIR   control socket (default /run/ffm)\n");
@@ -34,6 +35,7 @@ int main(int argc, char **argv)
 		{ "runtime-dir", required_argument, NULL, 'r' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{},
 	};
 	const char *config = NULL, *state = NULL, *runtime = NULL;
@@ -42,7 +44,7 @@ int main(int argc, char **argv)
 	char err[512] = "";
 	int c, r;
 
-	while ((c = getopt_long(argc, argv, "c:s:r:vh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:s:r:vhV", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
 			config = optarg;
@@ -58,6 +60,9 @@ int main(int argc, char **argv)
 			break;
 		case 'h':
 			usage(stdout);
+			return 0;
+		case 'V':
+			ffm_print_version(stdout, "ffmd");
 			return 0;
 		default:
 			usage(stderr);

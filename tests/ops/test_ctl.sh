@@ -37,6 +37,14 @@ usage_case() { # usage_case NAME EXPECTED_SUBSTRING ARGS...
 		notok "usage error: $name (rc $rc)"; echo "$out" | diag
 	fi
 }
+# --version: the release and the versions parts must share (store schema, protocol, BPF ABI).
+v1=$(ctl --version 2>&1) v2=$("$B/ffmd" --version 2>&1)
+if [[ $v1 =~ ^ffmctl\ [^\ ]+\ \(store\ schema\ [0-9]+,\ control\ protocol\ [0-9]+,\ BPF\ ABI\ [0-9]+\)$ ]] &&
+	[ "${v2#ffmd }" = "${v1#ffmctl }" ]; then
+	ok "ffmctl --version and ffmd --version: $v1"
+else
+	notok "--version: '$v1' / '$v2'"
+fi
 usage_case "no selector" "no selector" job start 1
 usage_case "bad stage" "--stage must be" job start 1 --stage 7 --uid 0
 usage_case "bad uid" "--uid must be" job start 1 --uid alice

@@ -5,7 +5,8 @@
 # workload on the simulated driver, then both formats checked by tests/ops/check_export.py for
 # structure, plus what the workload plants: the hatchet tree has step -> cuCtxSynchronize with
 # 400 waits (tests/workloads/README.md), and the trace has the waits. (One stage keeps the test
-# short; test_export.c covers stage-2 calls and problems on a synthetic store.)
+# short; test_export.c covers stage-2 calls and problems on a synthetic store.) Also: profile
+# exits with the program's status and the report says the program failed; -j is --json.
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 . tests/ops/lib.sh
@@ -46,5 +47,24 @@ waits = [e for e in ev if e["args"]["stage"] == 1 and e["name"] == "cuCtxSynchro
 sys.exit(0 if stages == {1} and len(waits) >= 400 else 1)
 PY
 then ok "trace: the stage-1 waits (>= 400 in cuCtxSynchronize)"; else notok "trace: the stage-1 waits"; fi
+
+# The program's exit status is profile's, and the report says the program failed.
+LD_LIBRARY_PATH=$B/fakecuda "$B/ffmctl" --state-dir "$T/state" profile --stages 1 --job-id prof-2 -- \
+	sh -c "'$B/workloads/unnecessary_sync' --iters 20 >/dev/null; exit 3" >"$T/profile2.log" 2>&1
+rc=$?
+out=$(ctl report prof-2 2>&1)
+if [ $rc = 3 ] && grep -q "exited with status 3" "$T/profile2.log" &&
+	[[ $out == *"the program failed in 1 of the runs used (exit status 3)"* ]]; then
+	ok "profile of a program that exits 3: exit status 3, and the report says the program failed"
+else
+	notok "profile of a failing program (rc $rc)"; { tail -n 3 "$T/profile2.log"; grep "data quality" <<<"$out"; } | diag
+fi
+# -j is --json (bpftool's short form), for every verb that prints JSON.
+if ctl report prof-1 -j | python3 -c 'import json, sys; assert json.load(sys.stdin)["job_id"] == "prof-1"' &&
+	ctl jobs -j | python3 -c 'import json, sys; assert any(j["job"] == "prof-2" for j in json.load(sys.stdin))'; then
+	ok "report -j and jobs -j print JSON"
+else
+	notok "report -j and jobs -j print JSON"
+fi
 echo "1..$n"
 finish
