@@ -41,6 +41,7 @@ static void usage(FILE *f)
 	fprintf(f, "Usage: ffmctl [--runtime-dir DIR] [--state-dir DIR] [--timeout SEC] [--version] VERB [ARGS]\n\nVerbs:\n");
 	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
 		fprintf(f, "  ffmctl %s\n", verbs[i].grammar);
+	fprintf(f, "  ffmctl help [VERB]\n");
 	fprintf(f, "\n-j is short for --json, as in bpftool.\n");
 	fprintf(f, "\nEnvironment: FFM_RUNTIME_DIR (default /run/ffm), FFM_STATE_DIR (default /var/lib/ffm)\n");
 }
@@ -97,6 +98,22 @@ int main(int argc, char **argv)
 	}
 	if (optind >= argc) {
 		ffmctl_err(NULL, "no verb given (try --help)");
+		return EXIT_USAGE;
+	}
+	/* `ffmctl help [VERB]`: the usage, or the verb's own --help. */
+	if (!strcmp(argv[optind], "help")) {
+		if (optind + 1 >= argc) {
+			usage(stdout);
+			return EXIT_OK;
+		}
+		for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+			if (!strcmp(argv[optind + 1], verbs[i].name)) {
+				char *hargv[] = { (char *)verbs[i].name, "--help", NULL };
+
+				optind = 0;
+				return verbs[i].run(2, hargv);
+			}
+		ffmctl_err("help", "unknown verb '%s' (ffmctl help lists them)", argv[optind + 1]);
 		return EXIT_USAGE;
 	}
 	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {

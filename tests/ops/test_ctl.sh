@@ -45,6 +45,16 @@ if [[ $v1 =~ ^ffmctl\ [^\ ]+\ \(store\ schema\ [0-9]+,\ control\ protocol\ [0-9]
 else
 	notok "--version: '$v1' / '$v2'"
 fi
+out=$(ctl help 2>&1) && h1=$? || h1=$?
+out2=$(ctl help report 2>&1) && h2=$? || h2=$?
+out3=$(ctl help job 2>&1) && h3=$? || h3=$?
+if [ $h1 = 0 ] && [[ $out == *"ffmctl help [VERB]"* ]] && [ $h2 = 0 ] && [[ $out2 == *"report"*"--group"* ]] &&
+	[ $h3 = 0 ] && [[ $out3 == *"job start"*"job end"* ]]; then
+	ok "ffmctl help, help report, help job: the usage, each verb's own"
+else
+	notok "ffmctl help [VERB] ($h1 $h2 $h3)"; echo "$out2" | diag
+fi
+usage_case "help of an unknown verb" "unknown verb 'nosuch'" help nosuch
 usage_case "no selector" "no selector" job start 1
 usage_case "bad stage" "--stage must be" job start 1 --stage 7 --uid 0
 usage_case "bad uid" "--uid must be" job start 1 --uid alice
