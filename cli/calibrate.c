@@ -17,6 +17,7 @@
 
 #include "cli/ffmctl.h"
 #include "daemon/driver_setup.h"
+#include "daemon/resolve.h"
 #include "store/ffm_store.h"
 #include "symbols/ffm_calibrate.h"
 #include "symbols/ffm_driver.h"
@@ -103,7 +104,7 @@ int ffmctl_calibrate(int argc, char **argv)
 	const char *driver = NULL;
 	bool json = false, force = false;
 	char probe[PATH_MAX];
-	struct ffm_driver_list *l = NULL;
+	char found[PATH_MAX];
 	struct ffm_calibration *c = NULL;
 	char why[256], fdpath[64], cache[PATH_MAX];
 	bool trusted;
@@ -139,20 +140,18 @@ int ffmctl_calibrate(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	if (!driver) {
-		err = ffm_driver_find_system(NULL, &l);
-		if (err || !l->n) {
-			ffmctl_err("calibrate", "no libcuda.so.1 found on this system%s%s (install the "
-				   "NVIDIA driver or pass --driver PATH)",
-				   err ? ": " : "", err ? strerror(-err) : "");
-			ffm_driver_list__free(l);
+		/* The one a program's loader would take, as ffmctl profile finds it:
+		 * LD_LIBRARY_PATH, then ld.so.cache and the usual directories. */
+		if (ffm_resolve_libcuda(getenv("LD_LIBRARY_PATH"), NULL, NULL, found, sizeof(found)) < 0) {
+			ffmctl_err("calibrate", "no libcuda.so.1 found in LD_LIBRARY_PATH, ld.so.cache or "
+				   "the usual directories (install the NVIDIA driver or pass --driver PATH)");
 			return EXIT_FAIL;
 		}
-		driver = l->locs[0].open_path;
+		driver = found;
 	}
 	if (find_probe(probe, sizeof(probe)) < 0) {
 		ffmctl_err("calibrate", "cannot find the %s program next to ffmctl, in $FFM_CALIB_PROG "
 			   "or in %s (is ffm installed completely?)", PROBE_NAME, FFM_LIBEXECDIR);
-		ffm_driver_list__free(l);
 		return EXIT_FAIL;
 	}
 	/* The file is opened and checked once, then calibrated as that open file. As root, only
@@ -161,7 +160,6 @@ int ffmctl_calibrate(int argc, char **argv)
 	fd = ffm_driver_file_open(driver, &trusted, why, sizeof(why));
 	if (fd < 0) {
 		ffmctl_err("calibrate", "cannot open %s: %s", driver, why);
-		ffm_driver_list__free(l);
 		return EXIT_FAIL;
 	}
 	if (!trusted && geteuid() == 0) {
@@ -169,7 +167,6 @@ int ffmctl_calibrate(int argc, char **argv)
 			   "copy: install -o root -m 0644 %s COPY; the result serves every file of the "
 			   "same build-id)", driver, why, driver);
 		close(fd);
-		ffm_driver_list__free(l);
 		return EXIT_FAIL;
 	}
 	snprintf(fdpath, sizeof(fdpath), "/proc/%d/fd/%d", (int)getpid(), fd);
@@ -192,7 +189,6 @@ int ffmctl_calibrate(int argc, char **argv)
 				 : err == -ETIMEDOUT ? " (the probe program stopped answering)"
 				 : "";
 		ffmctl_err("calibrate", "calibrating %s failed: %s%s", driver, strerror(-err), hint);
-		ffm_driver_list__free(l);
 		return EXIT_FAIL;
 	}
 	if (json) {
@@ -210,6 +206,5 @@ int ffmctl_calibrate(int argc, char **argv)
 		ffmctl_err("calibrate", "the wait function of %s could not be verified: %s", driver,
 			   ffm_calibration__reason(c));
 	ffm_calibration__free(c);
-	ffm_driver_list__free(l);
 	return rc;
 }

@@ -66,5 +66,12 @@ if ctl report prof-1 -j | python3 -c 'import json, sys; assert json.load(sys.std
 else
 	notok "report -j and jobs -j print JSON"
 fi
+# calibrate finds the driver the way profile (and a program's loader) does: LD_LIBRARY_PATH first.
+out=$(LD_LIBRARY_PATH=$PWD/$B/fakecuda ctl calibrate --json --force 2>&1)
+if python3 -c 'import json, sys; d = json.loads(sys.argv[1]); assert "/fakecuda/" in d["driver_path"] and d["verified"]' "$out" 2>/dev/null; then
+	ok "calibrate without --driver takes the libcuda of LD_LIBRARY_PATH"
+else
+	notok "calibrate without --driver takes the libcuda of LD_LIBRARY_PATH"; echo "$out" | tail -n 3 | diag
+fi
 echo "1..$n"
 finish
