@@ -14,22 +14,14 @@
 #   - a job no store holds still gets "no store holds it" from each verb.
 set -u -o pipefail
 cd "$(dirname "$0")/../.." || exit 2
-B=${FFM_BUILD:-build}
+. tests/ops/lib.sh # TAP helpers, B, T
 FFMCTL=$B/ffmctl
 SYNTH=$B/tests/ffm-synth
-
-n=0
-fails=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-notok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; }
-diag() { sed 's/^/# /'; }
 
 if [ ! -x "$FFMCTL" ] || [ ! -x "$SYNTH" ] || ! command -v python3 >/dev/null; then
 	echo "1..0 # SKIP needs $FFMCTL, $SYNTH (make) and python3"
 	exit 77
 fi
-T=$(mktemp -d /tmp/ffm-test-nodes-XXXXXX)
-trap 'rm -rf "$T"' EXIT
 S=$T/state
 
 synth() { "$SYNTH" --scenarios unnecessary "$@" >/dev/null ||
