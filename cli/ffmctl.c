@@ -20,7 +20,7 @@ static const struct ffmctl_verb verbs[] = {
 			     "(--cgroup PATH | --pid PID | --uid UID | --exe PATH)... [--json]" },
 	{ "job", ffmctl_job, "job end <jobid> [--json]" },
 	{ "jobs", ffmctl_jobs, "jobs [--json]" },
-	{ "profile", ffmctl_profile, "profile [--stages A-B] [--key K] [--job-id ID] [--json] -- CMD [ARGS...]" },
+	{ "profile", ffmctl_profile, "profile [--stages A-B] [--key K] [--job-id ID] [--json] [-o FILE] -- CMD [ARGS...]" },
 	{ "report", ffmctl_report, "report <jobid> [--json] [--group point|function|sequence] [--subsequence ID:FROM:TO] [--top N]" },
 	{ "status", ffmctl_status, "status [--json]" },
 };

@@ -380,6 +380,34 @@ static void profile_close(struct profile *p)
 	ffm_collector__free(p->col);
 }
 
+/* The report of @job_id on stdout, or into @path (-o, as nsys profile -o: created or truncated). */
+static int report_to(const char *path, const char *job_id, bool json)
+{
+	int fd, saved = -1, ret;
+
+	if (path) {
+		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (fd < 0) {
+			ffmctl_err("profile", "cannot write the report to %s: %s (the data is in job %s)", path,
+				   strerror(errno), job_id);
+			return EXIT_FAIL;
+		}
+		fflush(stdout);
+		saved = dup(STDOUT_FILENO);
+		dup2(fd, STDOUT_FILENO);
+		close(fd);
+	}
+	ret = ffmctl_report_job(job_id, json) == 0 ? EXIT_OK : EXIT_FAIL;
+	if (path) {
+		fflush(stdout);
+		dup2(saved, STDOUT_FILENO);
+		close(saved);
+		if (ret == EXIT_OK)
+			fprintf(stderr, "ffm: report of job %s written to %s\n", job_id, path);
+	}
+	return ret;
+}
+
 int ffmctl_profile(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -388,15 +416,16 @@ int ffmctl_profile(int argc, char **argv)
 		{ "job-id", required_argument, NULL, 'i' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "quiet", no_argument, NULL, 'q' },
+		{ "output", required_argument, NULL, 'o' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
 	int from = 1, to = 4, c, ret = EXIT_FAIL;
-	const char *key_arg = NULL, *job_arg = NULL;
+	const char *key_arg = NULL, *job_arg = NULL, *out_arg = NULL;
 	struct sigaction sa = { .sa_handler = on_sigint };
 	struct profile p = { .ep = -1 };
 
-	while ((c = getopt_long(argc, argv, "+s:k:i:jqh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+s:k:i:jqo:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
 			if (parse_stages(optarg, &from, &to) < 0) {
@@ -416,8 +445,11 @@ int ffmctl_profile(int argc, char **argv)
 		case 'q':
 			p.quiet = true;
 			break;
+		case 'o':
+			out_arg = optarg;
+			break;
 		case 'h':
-			printf("Usage: ffmctl profile [--stages A-B] [--key K] [--job-id ID] [--json] [--quiet] -- CMD [ARGS...]\n");
+			printf("Usage: ffmctl profile [--stages A-B] [--key K] [--job-id ID] [--json] [--quiet] [-o FILE] -- CMD [ARGS...]\n");
 			return EXIT_OK;
 		default:
 			return EXIT_USAGE;
@@ -454,8 +486,8 @@ int ffmctl_profile(int argc, char **argv)
 		ffmctl_err("profile", "interrupted; what was recorded is in job %s", p.job_id);
 		goto out;
 	}
-	ret = ffmctl_report_job(p.job_id, p.json) == 0 ? EXIT_OK : EXIT_FAIL;
-	if (!p.json)
+	ret = report_to(out_arg, p.job_id, p.json);
+	if (!p.json && !out_arg)
 		printf("\njob id: %s (ffmctl report %s)\n", p.job_id, p.job_id);
 	if (ret == EXIT_OK && p.app_status) {
 		ffmctl_err("profile", "%s exited with status %d (stage %d): ffmctl exits with it", p.cmd[0],

@@ -66,6 +66,16 @@ if ctl report prof-1 -j | python3 -c 'import json, sys; assert json.load(sys.std
 else
 	notok "report -j and jobs -j print JSON"
 fi
+# -o FILE: the report goes to FILE (as nsys profile -o), nothing of it to stdout.
+LD_LIBRARY_PATH=$B/fakecuda "$B/ffmctl" --state-dir "$T/state" profile --stages 1 --job-id prof-3 \
+	-o "$T/prof-3.txt" -- "$B/workloads/unnecessary_sync" --iters 20 >"$T/prof-3.out" 2>"$T/prof-3.err"
+rc=$?
+if [ $rc = 0 ] && grep -q "data quality" "$T/prof-3.txt" && ! grep -q "data quality" "$T/prof-3.out" &&
+	grep -q "written to $T/prof-3.txt" "$T/prof-3.err"; then
+	ok "profile -o FILE writes the report to FILE"
+else
+	notok "profile -o FILE (rc $rc)"; cat "$T/prof-3.err" | tail -n 3 | diag
+fi
 # calibrate finds the driver the way profile (and a program's loader) does: LD_LIBRARY_PATH first.
 out=$(LD_LIBRARY_PATH=$PWD/$B/fakecuda ctl calibrate --json --force 2>&1)
 if python3 -c 'import json, sys; d = json.loads(sys.argv[1]); assert "/fakecuda/" in d["driver_path"] and d["verified"]' "$out" 2>/dev/null; then
