@@ -361,6 +361,12 @@ static void print_runs(FILE *o, const struct ffm_analysis_result *r)
 	fputc('\n', o);
 }
 
+/* "s" after a count other than 1: "1 call", "2 calls". */
+static const char *plural(uint64_t n)
+{
+	return n == 1 ? "" : "s";
+}
+
 static void print_quality(FILE *o, const struct ffm_an_merged *m)
 {
 	const struct ffm_an_quality *q = &m->q;
@@ -385,8 +391,8 @@ static void print_quality(FILE *o, const struct ffm_an_merged *m)
 		n++;
 	}
 	if (q->incomplete_runs) {
-		fprintf(o, " %u of the runs used are incomplete (partial, aborted or lossy);",
-			q->incomplete_runs);
+		fprintf(o, " %u of the runs used %s incomplete (partial, aborted or lossy);",
+			q->incomplete_runs, q->incomplete_runs == 1 ? "is" : "are");
 		n++;
 	}
 	if (q->partial_syncs) {
@@ -395,17 +401,19 @@ static void print_quality(FILE *o, const struct ffm_an_merged *m)
 		n++;
 	}
 	if (q->divergent_sites) {
-		fprintf(o, " run-to-run differences at %u call sites (counts differ by more than %d%% between stage 2 and stages 3/4: majority verdicts used);",
-			q->divergent_sites, FFM_JOIN_TOLERANCE_PCT);
+		fprintf(o, " run-to-run differences at %u call site%s (counts differ by more than %d%% between stage 2 and stages 3/4: majority verdicts used);",
+			q->divergent_sites, plural(q->divergent_sites), FFM_JOIN_TOLERANCE_PCT);
 		n++;
 	}
 	if (q->unmatched_sites) {
-		fprintf(o, " %u call sites of stages 3/4 are not in the timeline;", q->unmatched_sites);
+		fprintf(o, " %u call site%s of stages 3/4 %s not in the timeline;", q->unmatched_sites,
+			plural(q->unmatched_sites), q->unmatched_sites == 1 ? "is" : "are");
 		n++;
 	}
 	if (q->unclassified_syncs) {
-		fprintf(o, " %" PRIu64 " syncs (%.6f s waited) have no stage-3 verdict;",
-			q->unclassified_syncs, s_of(q->unclassified_wait_ns));
+		fprintf(o, " %" PRIu64 " sync%s (%.6f s waited) %s no stage-3 verdict;", q->unclassified_syncs,
+			plural(q->unclassified_syncs), s_of(q->unclassified_wait_ns),
+			q->unclassified_syncs == 1 ? "has" : "have");
 		n++;
 	}
 	fprintf(o, "%s\n", n ? "" : " good (no drops, full coverage, runs agree)");
@@ -423,8 +431,8 @@ static void print_evidence(FILE *o, const struct ffmctl_job_stores *js,
 		fprintf(o, " (later waits absorb the rest: the GPU work is still there)");
 	fputc('\n', o);
 	if (mg->g.n_type[FFM_PROBLEM_UNNECESSARY_SYNC])
-		fprintf(o, "       unnecessary: no data the GPU wrote is read by the CPU before the next sync (%" PRIu64 " calls)\n",
-			mg->g.n_type[FFM_PROBLEM_UNNECESSARY_SYNC]);
+		fprintf(o, "       unnecessary: no data the GPU wrote is read by the CPU before the next sync (%" PRIu64 " call%s)\n",
+			mg->g.n_type[FFM_PROBLEM_UNNECESSARY_SYNC], plural(mg->g.n_type[FFM_PROBLEM_UNNECESSARY_SYNC]));
 	if (mg->g.n_type[FFM_PROBLEM_MISPLACED_SYNC] && x->use_delay_ns >= 0) {
 		fprintf(o, "       misplaced: the first use of the protected data comes %.3f ms after the sync (median)",
 			x->use_delay_ns / 1e6);
@@ -435,8 +443,8 @@ static void print_evidence(FILE *o, const struct ffmctl_job_stores *js,
 			x->delays_from_stage3 ? " (time from stage 3, stage 4 will refine it)" : "");
 	}
 	if (mg->g.n_type[FFM_PROBLEM_DUPLICATE_TRANSFER]) {
-		fprintf(o, "       duplicate: the same bytes to the same destination again (%" PRIu64 " of %" PRIu64 " transfers)",
-			mg->g.n_type[FFM_PROBLEM_DUPLICATE_TRANSFER], x->count);
+		fprintf(o, "       duplicate: the same bytes to the same destination again (%" PRIu64 " of %" PRIu64 " transfer%s)",
+			mg->g.n_type[FFM_PROBLEM_DUPLICATE_TRANSFER], x->count, plural(x->count));
 		if (x->first_xfer_site >= 0) {
 			ffmctl_site_str(&r->sites[x->first_xfer_site], buf, sizeof(buf));
 			fprintf(o, "; first sent by %s", buf);

@@ -72,6 +72,9 @@ print('# problems known:', r['problems_known'], file=sys.stderr)
 "$FFMCTL" --state-dir "$T/s" report e2e >"$T/r.txt"
 check "text report names step at tests/workloads/unnecessary_sync.c:27" \
 	grep -q "step at tests/workloads/unnecessary_sync.c:27" "$T/r.txt"
+# The workload's one sync after its loop is a problem of its own: "(1 call)", never "1 calls".
+check "text report: a count of one is singular (1 call, not 1 calls)" \
+	bash -c "grep -q '(1 call)' '$T/r.txt' && ! grep -qE '(^|[^0-9.])1 (calls|syncs|transfers|call sites)' '$T/r.txt'"
 
 # A cluster's shared state dir: nodes/ present -> this host's store under nodes/<host>/.
 mkdir -p "$T/shared/nodes"
