@@ -457,11 +457,26 @@ static void print_evidence(FILE *o, const struct ffmctl_job_stores *js,
 		fprintf(o, "       runs differ here: the site's majority verdict is used\n");
 }
 
+/* The width of the driver-function columns: the longest name shown, at least @min. */
+static int api_width(const struct ffm_an_merged *m, const struct ffm_analysis_result *r0, int min)
+{
+	size_t w = (size_t)min;
+
+	for (size_t i = 0; i < m->n_apis; i++)
+		if (strlen(m->apis[i].name) > w)
+			w = strlen(m->apis[i].name);
+	for (size_t i = 0; i < r0->n_sites; i++)
+		if (strlen(r0->sites[i].api_name) > w)
+			w = strlen(r0->sites[i].api_name);
+	return (int)(w < 64 ? w : 64);
+}
+
 static void print_text(FILE *o, const char *job_id, const struct ffmctl_job_stores *js,
 		       const struct ffm_an_merged *m, enum ffm_grouping grouping, int top,
 		       const struct subseq *q)
 {
 	const struct ffm_analysis_result *r0 = ffm_analysis__result(js->v[0].an);
+	const int aw = api_width(m, r0, 22), fw = aw > 26 ? aw : 26;
 	char buf[1024];
 
 	fprintf(o, "ffm report: job %s, key %s", job_id, r0->key);
@@ -511,9 +526,9 @@ static void print_text(FILE *o, const char *job_id, const struct ffmctl_job_stor
 				snprintf(buf, sizeof(buf), "%s", x->folded);
 			else
 				ffmctl_site_str(x, buf, sizeof(buf));
-			fprintf(o, "  %2zu  %.6f s  %5.1f%%  %-18s %7" PRIu64 "x  %-22s %s\n", i + 1,
+			fprintf(o, "  %2zu  %.6f s  %5.1f%%  %-18s %7" PRIu64 "x  %-*s %s\n", i + 1,
 				s_of(mg->g.benefit_ns), pct(mg->g.benefit_ns, m->wall_sum_ns),
-				type_text(ffm_an_main_problem(mg->g.n_type)), mg->g.count, x->api_name, buf);
+				type_text(ffm_an_main_problem(mg->g.n_type)), mg->g.count, aw, x->api_name, buf);
 			print_evidence(o, js, mg, x);
 		}
 		if ((int)m->n_groups > top)
@@ -533,12 +548,12 @@ static void print_text(FILE *o, const char *job_id, const struct ffmctl_job_stor
 	}
 
 	fprintf(o, "\ntime spent vs expected benefit per driver function (what a profiler shows, what fixing saves):\n");
-	fprintf(o, "  %-26s %9s %11s %11s %7s %12s %7s\n", "driver function", "calls", "time (s)",
-		"waited (s)", "% wall", "benefit (s)", "% wall");
+	fprintf(o, "  %-*s %9s %11s %11s %7s %12s %7s\n", fw, "driver function", "calls",
+		"time (s)", "waited (s)", "% wall", "benefit (s)", "% wall");
 	for (size_t i = 0; i < m->n_apis; i++) {
 		const struct ffm_an_mapi *a = &m->apis[i];
 
-		fprintf(o, "  %-26s %9" PRIu64 " %11.6f %11.6f %6.1f%% ", a->name, a->calls,
+		fprintf(o, "  %-*s %9" PRIu64 " %11.6f %11.6f %6.1f%% ", fw, a->name, a->calls,
 			s_of(a->dur_ns), s_of(a->wait_ns), pct(a->wait_ns, m->wall_sum_ns));
 		if (m->have_problems)
 			fprintf(o, "%12.6f %6.1f%%\n", s_of(a->benefit_ns),
@@ -557,8 +572,8 @@ static void print_text(FILE *o, const char *job_id, const struct ffmctl_job_stor
 				continue;
 			shown++;
 			ffmctl_site_str(x, buf, sizeof(buf));
-			fprintf(o, "  %-22s %8" PRIu64 "x  time %10.6f s  waited %10.6f s  %s", x->api_name,
-				x->count, s_of(x->dur_ns), s_of(x->wait_ns), buf);
+			fprintf(o, "  %-*s %8" PRIu64 "x  time %10.6f s  waited %10.6f s  %s", aw,
+				x->api_name, x->count, s_of(x->dur_ns), s_of(x->wait_ns), buf);
 			if (x->benefit_ns)
 				fprintf(o, "  [benefit %.6f s]", s_of(x->benefit_ns));
 			fputc('\n', o);

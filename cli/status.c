@@ -341,7 +341,16 @@ int ffmctl_jobs(int argc, char **argv)
 	} else if (!c.n) {
 		printf("no jobs recorded under %s\n", ffmctl_g.state_dir);
 	} else {
-		printf("%-16s %-20s %-10s %4s %-7s %-9s %s", "JOB", "KEY", "USER", "RUNS", "STAGES",
+		/* Columns as wide as their longest id (the same word as status: OWNER). */
+		int jw = 16, kw = 20;
+
+		for (size_t i = 0; i < c.n; i++) {
+			jw = (int)strlen(c.rows[i].job_id) > jw ? (int)strlen(c.rows[i].job_id) : jw;
+			kw = (int)strlen(c.rows[i].key) > kw ? (int)strlen(c.rows[i].key) : kw;
+		}
+		jw = jw < 64 ? jw : 64;
+		kw = kw < 64 ? kw : 64;
+		printf("%-*s %-*s %-10s %4s %-7s %-9s %s", jw, "JOB", kw, "KEY", "OWNER", "RUNS", "STAGES",
 		       "STATE", "STARTED");
 		/* a column of nodes once a store of a node's is listed */
 		printf(c.per_node ? "             NODE\n" : "\n");
@@ -354,7 +363,7 @@ int ffmctl_jobs(int argc, char **argv)
 			stages_text(j->stages_done, stages, sizeof(stages));
 			if (!localtime_r(&t, &tm) || !strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm))
 				snprintf(when, sizeof(when), "%" PRId64, j->start_unix);
-			printf("%-16s %-20s %-10s %4u %-7s %-9s %s", j->job_id, j->key,
+			printf("%-*s %-*s %-10s %4u %-7s %-9s %s", jw, j->job_id, kw, j->key,
 			       user_name(j->uid, user, sizeof(user)), j->runs, stages, state_name(j->state),
 			       when);
 			if (c.per_node) /* dates are 19 wide */

@@ -131,5 +131,20 @@ for verb in report "diff nosuch mj" "export --format hatchet" ; do
 	fi
 done
 
+# jobs' columns are as wide as the longest job id and key: a long one does not shift the rest.
+long=nightly-cfd-run-with-a-very-long-job-id-0001
+"$SYNTH" --scenarios unnecessary --state "$T/wide" --key "key-that-is-longer-than-twenty" --job "$long" \
+	--iters 5 --stages 1 >/dev/null
+out=$("$FFMCTL" --state-dir "$T/wide" jobs 2>&1)
+if python3 -c '
+import re, sys
+hdr, row = sys.argv[1].splitlines()[:2]
+starts = lambda l: [m.start() for m in re.finditer(r"\S+", l)]
+assert starts(hdr)[:3] == starts(row)[:3], (hdr, row)' "$out" 2>/dev/null; then
+	ok "jobs: columns fit a long job id and key (KEY and OWNER aligned)"
+else
+	notok "jobs: columns fit a long job id and key"; echo "$out" | diag
+fi
+
 echo "1..$n"
 [ "$fails" = 0 ]
