@@ -28,8 +28,9 @@
  * 3: FFM_REC_MAP and the drivers map (a job's process that maps an unknown libcuda is held)
  * 4: per-process probes: the linked map, ffm_rec_proc.flags (FFM_PROC_STOPPED at FORK)
  * 5: ffm_job_cfg.gen (a stack is sent again to each run of a slot), thread state in task storage
- * 6: ffm_rec_proc.args_hash, ffm_rec_map.flags, the held map (the wait guard) */
-#define FFM_ABI_VERSION 6
+ * 6: ffm_rec_proc.args_hash, ffm_rec_map.flags, the held map (the wait guard)
+ * 7: FFM_JOB_RULE (the map guard stops a rule slot's process at its mmap of any driver) */
+#define FFM_ABI_VERSION 7
 
 #define FFM_MAX_JOBS 64           /* job slots active at once */
 #define FFM_MAX_PROCS 16384       /* tracked processes */
@@ -110,6 +111,9 @@ enum ffm_job_flags {
 	FFM_JOB_STACKS = 1 << 2, /* stack keys + first-seen stacks */
 	FFM_JOB_MEMTRACE = 1 << 3, /* RANGE records at DtoH issue, HIT records from watchpoints */
 	FFM_JOB_HASH = 1 << 4,     /* XFER records: hash transfers (needs the sleepable API probes) */
+	/* A [rule]'s slot: its processes wait there until user space moves each to a job of its
+	 * own, whose stage may be higher; the map guard stops one that maps libcuda before. */
+	FFM_JOB_RULE = 1 << 5,
 };
 
 struct ffm_job_cfg {

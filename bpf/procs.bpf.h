@@ -311,8 +311,12 @@ int on_mmap(struct trace_event_raw_sys_enter *ctx)
 	k.ino = BPF_CORE_READ(ino, i_ino);
 	if (bpf_map_lookup_elem(&drivers, &k)) {
 		struct ffm_link_key lk = { .tgid = id >> 32, .dev = k.dev, .ino = k.ino };
+		struct ffm_job_cfg *jc = bpf_map_lookup_elem(&jobs, &p->job);
 
-		if (!per_process || bpf_map_lookup_elem(&linked, &lk))
+		/* A rule's process not yet moved to its own job (whose stage may be 2 or more) is
+		 * stopped whatever the driver: its calls must find its job's probes, not the rule
+		 * slot's stage-1 ones (user space reads its exec record first, then this one). */
+		if ((!per_process || bpf_map_lookup_elem(&linked, &lk)) && !(jc && (jc->flags & FFM_JOB_RULE)))
 			return 0;
 	}
 	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);

@@ -362,7 +362,11 @@ void on_driver_mapped(struct ffmd *d, const struct ffm_rec_map *m)
 			 dv && ffm_collector__per_process(d->col) ? "it has no probes on" : "not seen before",
 			 (uint64_t)m->dev, (uint64_t)m->ino);
 	}
-	if (m->stopped && !wait_stopped(pid, 500) && alive(pid))
+	/* Only a file ffmd does not know is looked up in the process's maps, which show it once
+	 * the stop has landed: wait for the stop then only. A known driver's stop may have been
+	 * let go already (the adoption of a rule's process, read first, attached its probes and
+	 * continued it): waiting for it held the loop 500 ms for nothing. */
+	if (m->stopped && !dv && !wait_stopped(pid, 500) && alive(pid))
 		log_warn("process %d did not stop at its libcuda mmap; its first calls may go unmeasured",
 			 pid);
 	if (!dv)

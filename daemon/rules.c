@@ -126,7 +126,7 @@ static void rule_adopt_waiting(struct ffmd *d, struct rule *ru)
 
 static int rule_install(struct ffmd *d, const struct ffmd_rule *r, struct rule *ru)
 {
-	struct ffm_job_cfg cfg = { .flags = FFM_JOB_ACTIVE | FFM_JOB_STACKS, .stage = 1 };
+	struct ffm_job_cfg cfg = { .flags = FFM_JOB_ACTIVE | FFM_JOB_STACKS | FFM_JOB_RULE, .stage = 1 };
 	int slot = job_slot_free(d), err = 0, k, cur;
 
 	if (slot < 0) {

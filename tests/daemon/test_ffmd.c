@@ -1581,14 +1581,15 @@ TEST(config_rules_and_sighup_reload)
 	ASSERT_EQ(v.r.stage, 2);
 	{
 		/* Until ffmd moves the process out of the rule's slot (it reads the exec record,
-		 * milliseconds), its calls are recorded as stage 1 records them: as waits. None
-		 * may be lost. */
+		 * milliseconds, more on a loaded machine) the process is held at its mmap of the
+		 * driver (FFM_JOB_RULE): every loop sync is a stage-2 call, none a stage-1 wait
+		 * (before, 6 to 19 of 200 were under load), and none is lost. */
 		size_t api = view_site(&v, FFM_EV_API, SITE_US, "cuCtxSynchronize", NULL);
 		size_t early = view_site(&v, FFM_EV_WAIT, NULL, "cuCtxSynchronize", NULL);
 
 		printf("# rule job at stage 2: %zu syncs traced as calls at %s, %zu as waits before the move\n", api,
 		       SITE_US, early);
-		ASSERT_MSG(api + 5 >= N_ITERS && api + early >= N_ITERS && api + early <= N_ITERS + 1,
+		ASSERT_MSG(api == N_ITERS && api + early <= N_ITERS + 1,
 			   "%zu calls + %zu early waits, want %d (+1)", api, early, N_ITERS);
 	}
 	view_free(&v);
