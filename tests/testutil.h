@@ -11,6 +11,7 @@
 #define FFM_TESTUTIL_H
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -93,6 +94,26 @@ ffm_test_fail(const char *file, int line, const char *fmt, ...)
 		snprintf(ffm_skip_reason, sizeof(ffm_skip_reason), __VA_ARGS__);                 \
 		longjmp(ffm_test_jmp, 2);                                                          \
 	} while (0)
+
+/* The state letter of @pid from /proc/PID/stat ('T': stopped), 0 when it is gone. */
+static inline char ffm_test_proc_state(pid_t pid)
+{
+	char path[64], buf[512], *rp;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	rp = strrchr(buf, ')');
+	return rp && rp[1] == ' ' ? rp[2] : 0;
+}
 
 /* Path of a built artifact: $FFM_BUILD (set by the runner) or "build". */
 static inline const char *ffm_test_build_dir(void)

@@ -50,26 +50,6 @@ TEST(drops_start_at_zero)
 	ffm_collector__free(c);
 }
 
-/* The state letter of @pid ('T': stopped), 0 when it is gone. */
-static char state_of(pid_t pid)
-{
-	char path[64], buf[512], *rp;
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	fd = open(path, O_RDONLY);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	rp = strrchr(buf, ')');
-	return rp && rp[1] == ' ' ? rp[2] : 0;
-}
-
 static void nap_ms(int ms)
 {
 	struct timespec ts = { 0, ms * 1000000L };
@@ -121,7 +101,7 @@ TEST(a_process_the_map_guard_stopped_is_let_go_with_the_collector)
 	ASSERT_OK(ffm_collector__set_job(c, 1, &cfg));
 	ASSERT_OK(ffm_collector__track_pid(c, pid, 1));
 	close(gate[1]);
-	for (int i = 0; i < 500 && (st = state_of(pid)) != 'T'; i++)
+	for (int i = 0; i < 500 && (st = ffm_test_proc_state(pid)) != 'T'; i++)
 		nap_ms(10);
 	if (st != 'T') {
 		kill(pid, SIGCONT);
@@ -132,7 +112,7 @@ TEST(a_process_the_map_guard_stopped_is_let_go_with_the_collector)
 	ffm_collector__free(c); /* nobody read the record */
 	for (int i = 0; i < 500 && waitpid(pid, &ws, WNOHANG) == 0; i++)
 		nap_ms(10);
-	if (state_of(pid) == 'T') {
+	if (ffm_test_proc_state(pid) == 'T') {
 		kill(pid, SIGCONT);
 		waitpid(pid, &ws, 0);
 		FAIL("process %d stayed stopped after the collector went", pid);

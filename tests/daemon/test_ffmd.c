@@ -1159,7 +1159,7 @@ TEST(process_in_two_jobs_has_call_sites_in_both)
  * passes an integrity check. The restarted ffmd closes the interrupted run (aborted, partial),
  * resumes the job from its journal, and records the next run of it.
  */
-static char proc_state_of(pid_t pid);
+static char ffm_test_proc_state(pid_t pid);
 
 TEST(ffmd_sigkill_loses_at_most_the_last_batch)
 {
@@ -1183,7 +1183,7 @@ TEST(ffmd_sigkill_loses_at_most_the_last_batch)
 	wl_go(&run);
 	/* In the middle of the workload: at least 1 s in, and 200 records read by ffmd. */
 	wait_job_events(&MAIN_D, id, 200, 1000);
-	ASSERT_MSG(kill(run.pid, 0) == 0 && proc_state_of(run.pid) != 'Z',
+	ASSERT_MSG(kill(run.pid, 0) == 0 && ffm_test_proc_state(run.pid) != 'Z',
 		   "the workload ended before the kill: make it longer");
 	kill_ns = (uint64_t)(mono_s() * 1e9);
 	ASSERT(daemon_stop(&MAIN_D, SIGKILL) != 0);
@@ -1243,26 +1243,6 @@ TEST(ffmd_sigkill_loses_at_most_the_last_batch)
 	ASSERT_EQ(v.r.stage, old.stage); /* the interrupted stage is done again */
 	expect_count(&v, FFM_EV_WAIT, SITE_US, "cuCtxSynchronize", N_ITERS);
 	view_free(&v);
-}
-
-/* The state letter of @pid from /proc/PID/stat ('T': stopped), 0 when it is gone. */
-static char proc_state_of(pid_t pid)
-{
-	char path[64], buf[512], *rp;
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	fd = open(path, O_RDONLY);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	rp = strrchr(buf, ')');
-	return rp && rp[1] == ' ' ? rp[2] : 0;
 }
 
 /*
@@ -1327,7 +1307,7 @@ TEST(ffmd_killed_while_holding_lets_the_process_go)
 		   run.pid);
 	daemon_stop(&hk, SIGKILL);
 	for (t0 = mono_s(); mono_s() - t0 < 2 && st != 'T'; sleep_ms(5))
-		st = proc_state_of(run.pid);
+		st = ffm_test_proc_state(run.pid);
 	if (st != 'T') {
 		kill(run.pid, SIGCONT);
 		wl_wait(&run);
@@ -1819,7 +1799,7 @@ static void wait_in_sync(pid_t pid)
 	/* hang starts its releasing thread right before the sync: main, engine, releaser. */
 	for (t0 = mono_s(); nthreads(pid) < 3 && mono_s() - t0 < 10; sleep_ms(10))
 		;
-	ASSERT_MSG(nthreads(pid) >= 3, "hang (%d, %d threads, state %c) did not reach its sync in 10 s", pid, nthreads(pid), proc_state_of(pid));
+	ASSERT_MSG(nthreads(pid) >= 3, "hang (%d, %d threads, state %c) did not reach its sync in 10 s", pid, nthreads(pid), ffm_test_proc_state(pid));
 }
 
 /*
@@ -1895,7 +1875,7 @@ TEST(job_naming_ffmd_itself_does_not_stop_it)
 	was_held = start_held_workload(&sh, "selfhold", &run);
 	snprintf(pidbuf, sizeof(pidbuf), "%d", sh.pid);
 	rc = CTL(&sh, out, "--timeout", "10", "job", "start", "self", "--pid", pidbuf);
-	st = proc_state_of(sh.pid);
+	st = ffm_test_proc_state(sh.pid);
 	if (st == 'T')
 		kill(sh.pid, SIGCONT); /* so that it can let the workload go and stop */
 	wl_wait(&run);
