@@ -6,18 +6,20 @@
  */
 #include <errno.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/oatab.h"
 #include "stages/ffm_model.h"
 
-/* Node bits: type in bits 0-1, then flags, problem in bits 4-5. */
+/* Node bits: type in bits 0-1, then flags, problem in bits 4-6. */
 #define NB_TYPE_MASK 0x03u
 #define NB_SYNC 0x04u
 #define NB_END 0x08u
 #define NB_PROB_SHIFT 4
-#define NB_PROB_MASK 0x30u
+#define NB_PROB_MASK 0x70u
+_Static_assert(FFM_PROBLEM__MAX <= 8, "problems fit in 3 node bits");
 
 #define NO_NODE UINT32_MAX
 #define MAX_ITEMS (UINT32_MAX - 1)
@@ -64,9 +66,10 @@ static bool kind_is_launch(unsigned kind)
 	return kind == FFM_CALL_LAUNCH || kind == FFM_CALL_TRANSFER || kind == FFM_CALL_MEMSET;
 }
 
+/* Problems of a wait (a CWait node), as opposed to the copy of a duplicate transfer. */
 static bool prob_is_sync(unsigned p)
 {
-	return p == FFM_PROBLEM_UNNECESSARY_SYNC || p == FFM_PROBLEM_MISPLACED_SYNC;
+	return p != FFM_PROBLEM_NONE && p != FFM_PROBLEM_DUPLICATE_TRANSFER;
 }
 
 /* ---- build ---------------------------------------------------------------------------------- */
@@ -459,6 +462,20 @@ int64_t ffm_graph__problem_node(const struct ffm_graph *g, size_t k)
 	return g->prob[k];
 }
 
+/* The chain holding node @node. */static size_t chain_of(const struct ffm_graph *g, uint32_t node)
+{
+	size_t lo = 0, hi = g->n_chains;
+
+	while (hi - lo > 1) {
+		size_t mid = (lo + hi) / 2;
+		if (g->chains[mid].first_node <= node)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 /* Start of node i: a call's pieces from its own timestamps, a CWork node ends where the next
  * node (never CWork: they merge) starts, END at the run's end. */
 static uint64_t node_start(const struct ffm_graph *g, size_t i)
@@ -504,21 +521,63 @@ int ffm_graph__node(const struct ffm_graph *g, size_t i, struct ffm_node *out)
 		out->fold_id = g->ev[e].fold_id;
 		out->api_id = g->ev[e].api_id;
 	} else {
-		/* tid of the chain holding i */
-		size_t lo = 0, hi = g->n_chains;
-		while (hi - lo > 1) {
-			size_t mid = (lo + hi) / 2;
-			if (g->chains[mid].first_node <= i)
-				lo = mid;
-			else
-				hi = mid;
-		}
-		out->tid = g->n_chains ? g->chains[lo].tid : 0;
+		out->tid = g->n_chains ? g->chains[chain_of(g, (uint32_t)i)].tid : 0;
 	}
 	return 0;
 }
 
 /* ---- Figure 5 ------------------------------------------------------------------------------ */
+
+/*
+ * How per-thread savings become the run's (see "Threads" in ffm_model.h): the run is cut into
+ * FIG5_SLICES equal slices of its wall time; a node's benefit falls in the slice where its call
+ * began; per slice the largest thread's benefit counts. One thread: the plain sum.
+ */
+#define FIG5_SLICES 200
+
+struct fig5_sum {
+	uint64_t sum;	     /* Σ per-node benefits */
+	uint64_t wall;	     /* what the run's wall time loses */
+	uint64_t max_chain;  /* the largest per-thread sum ... */
+	uint32_t max_tid;    /* ... and its thread */
+	uint64_t chain_sum;  /* scratch: the chain being walked */
+	bool multi;	     /* the nodes lie on more than one chain: the slices below are used */
+	uint64_t acc[FIG5_SLICES], best[FIG5_SLICES];
+};
+
+
+static unsigned slice_of(const struct ffm_graph *g, uint32_t node)
+{
+	uint64_t t = g->nev[node] == FFM_NO_EVENT ? g->run_end : g->ev[g->nev[node]].start_ns;
+	uint64_t span = g->run_end - g->run_start + 1;
+
+	t = t > g->run_start ? t - g->run_start : 0;
+	return (unsigned)((unsigned __int128)t * FIG5_SLICES / span) % FIG5_SLICES;
+}
+
+/* The chain walked so far is done: fold its slices into the per-slice maxima. */
+static void fig5_flush(struct fig5_sum *r, uint32_t tid)
+{
+	if (r->chain_sum > r->max_chain || !r->max_tid) {
+		r->max_chain = r->chain_sum;
+		r->max_tid = tid;
+	}
+	for (unsigned s = 0; r->multi && r->chain_sum && s < FIG5_SLICES; s++) {
+		if (r->acc[s] > r->best[s])
+			r->best[s] = r->acc[s];
+		r->acc[s] = 0;
+	}
+	r->chain_sum = 0;
+}
+
+static void fig5_finish(const struct ffm_graph *g, struct fig5_sum *r, uint32_t tid)
+{
+	fig5_flush(r, tid);
+	r->wall = r->multi ? 0 : r->sum;
+	for (unsigned s = 0; r->multi && s < FIG5_SLICES; s++)
+		r->wall = sat_add(r->wall, r->best[s]);
+	r->wall = min_u64(r->wall, ffm_graph__wall_ns(g));
+}
 
 /*
  * Runs the algorithm over `nodes` (ascending, all problematic), leaving every other node as it
@@ -528,35 +587,39 @@ int ffm_graph__node(const struct ffm_graph *g, size_t i, struct ffm_node *out)
  * Walks from distinct unnecessary syncs cover disjoint stretches (each stops at the next sync),
  * so one call is O(nodes).
  */
-static uint64_t run_fig5(const struct ffm_graph *g, const uint32_t *nodes, size_t n, uint64_t *out,
-			 uint64_t *max_chain)
+static void run_fig5(const struct ffm_graph *g, const uint32_t *nodes, size_t n, uint64_t *out,
+		     struct fig5_sum *r)
 {
-	uint32_t carry_to = NO_NODE, chain_first = 0, chain_end = 0;
-	uint64_t carry = 0, sum = 0, chain_sum = 0, best = 0;
+	uint32_t carry_to = NO_NODE, chain_end = 0, tid = 0;
+	uint64_t carry = 0;
 	size_t c = 0;
 
+	/* Sequences and most point groups lie on one thread: no slices to fill. */
+	memset(r, 0, offsetof(struct fig5_sum, acc));
+	r->multi = n && chain_of(g, nodes[0]) != chain_of(g, nodes[n - 1]);
+	if (r->multi)
+		memset(r->acc, 0, sizeof(r->acc) + sizeof(r->best));
 	for (size_t k = 0; k < n; k++) {
 		uint32_t i = nodes[k];
 		uint8_t b = g->bits[i];
 		uint64_t dur = g->dur[i], est = 0;
 
-		if (max_chain && i >= chain_end) {
-			/* entering another chain: per-thread subtotal */
-			if (chain_sum > best)
-				best = chain_sum;
-			chain_sum = 0;
-			while (c < g->n_chains &&
-			       g->chains[c].first_node + g->chains[c].n_nodes <= i)
+		if (i >= chain_end) {
+			/* entering another chain */
+			if (k)
+				fig5_flush(r, tid);
+			while (c < g->n_chains && g->chains[c].first_node + g->chains[c].n_nodes <= i)
 				c++;
-			chain_first = g->chains[c].first_node;
-			chain_end = chain_first + g->chains[c].n_nodes;
+			chain_end = g->chains[c].first_node + g->chains[c].n_nodes;
+			tid = g->chains[c].tid;
 		}
 		if (carry_to == i) {
 			dur = sat_add(dur, carry);
 			carry_to = NO_NODE;
 		}
 		switch (nb_prob(b)) {
-		case FFM_PROBLEM_UNNECESSARY_SYNC: {
+		case FFM_PROBLEM_UNNECESSARY_SYNC:
+		case FFM_PROBLEM_HOST_READ: {
 			uint64_t idle = 0;
 			uint32_t j = i + 1;
 
@@ -578,26 +641,35 @@ static uint64_t run_fig5(const struct ffm_graph *g, const uint32_t *nodes, size_
 		case FFM_PROBLEM_DUPLICATE_TRANSFER:
 			est = dur;
 			break;
+		default: /* launch blocked: a wait that stays, named but not removed */
+			break;
 		}
 		if (out)
 			out[k] = est;
-		sum = sat_add(sum, est);
-		chain_sum = sat_add(chain_sum, est);
+		r->sum = sat_add(r->sum, est);
+		r->chain_sum = sat_add(r->chain_sum, est);
+		if (r->multi)
+			r->acc[slice_of(g, i)] += est;
 	}
-	if (chain_sum > best)
-		best = chain_sum;
-	if (max_chain)
-		*max_chain = best;
-	return sum;
+	fig5_finish(g, r, tid);
+}
+
+/* run_fig5 for callers that want the wall time's saving only. */
+static uint64_t fig5_wall(const struct ffm_graph *g, const uint32_t *nodes, size_t n)
+{
+	struct fig5_sum r;
+
+	run_fig5(g, nodes, n, NULL, &r);
+	return r.wall;
 }
 
 int ffm_model__benefit(const struct ffm_graph *g, uint64_t *benefit, struct ffm_totals *tot)
 {
-	uint64_t max_chain = 0, sum;
+	struct fig5_sum r;
 
 	if (!g)
 		return -EINVAL;
-	sum = run_fig5(g, g->prob, g->n_prob, benefit, &max_chain);
+	run_fig5(g, g->prob, g->n_prob, benefit, &r);
 	if (tot) {
 		memset(tot, 0, sizeof(*tot));
 		tot->wall_ns = ffm_graph__wall_ns(g);
@@ -606,9 +678,10 @@ int ffm_model__benefit(const struct ffm_graph *g, uint64_t *benefit, struct ffm_
 				tot->wait_ns = sat_add(tot->wait_ns, g->dur[i]);
 		for (size_t k = 0; k < g->n_prob; k++)
 			tot->problem_wait_ns = sat_add(tot->problem_wait_ns, g->dur[g->prob[k]]);
-		tot->sum_ns = sum;
-		tot->max_chain_ns = max_chain;
-		tot->total_ns = min_u64(sum, tot->wall_ns);
+		tot->sum_ns = r.sum;
+		tot->max_chain_ns = r.max_chain;
+		tot->max_chain_tid = r.max_tid;
+		tot->total_ns = r.wall;
 	}
 	return 0;
 }
@@ -616,7 +689,7 @@ int ffm_model__benefit(const struct ffm_graph *g, uint64_t *benefit, struct ffm_
 int ffm_model__estimate(const struct ffm_graph *g, const uint32_t *nodes, size_t n,
 			uint64_t *benefit, uint64_t *total)
 {
-	uint64_t sum;
+	struct fig5_sum r;
 
 	if (!g || (!nodes && n))
 		return -EINVAL;
@@ -628,9 +701,9 @@ int ffm_model__estimate(const struct ffm_graph *g, const uint32_t *nodes, size_t
 		if (nb_prob(g->bits[nodes[k]]) == FFM_PROBLEM_NONE)
 			return -EINVAL;
 	}
-	sum = run_fig5(g, nodes, n, benefit, NULL);
+	run_fig5(g, nodes, n, benefit, &r);
 	if (total)
-		*total = sum;
+		*total = r.wall;
 	return 0;
 }
 
@@ -692,7 +765,7 @@ static int group_by_key(const struct ffm_graph *g, bool fold, struct ffm_group *
 	for (size_t k = 0; k < g->n_prob; k++)
 		members[off[gid[k]]++] = g->prob[k];
 	for (size_t i = 0, start = 0; i < n_gr; start += gr[i].members, i++)
-		gr[i].benefit_ns = run_fig5(g, members + start, gr[i].members, NULL, NULL);
+		gr[i].benefit_ns = fig5_wall(g, members + start, gr[i].members);
 
 	if (n_gr < g->n_prob) {
 		struct ffm_group *p = realloc(gr, n_gr * sizeof(*gr));
@@ -735,7 +808,7 @@ static int group_sequences(const struct ffm_graph *g, struct ffm_group **ret, si
 			}
 		}
 		if (k && split) {
-			gr[n_gr].benefit_ns = run_fig5(g, g->prob + start, k - start, NULL, NULL);
+			gr[n_gr].benefit_ns = fig5_wall(g, g->prob + start, k - start);
 			n_gr++;
 			start = k;
 		}
@@ -744,7 +817,7 @@ static int group_sequences(const struct ffm_graph *g, struct ffm_group **ret, si
 		group_add(g, &gr[n_gr], g->prob[k]);
 	}
 	if (g->n_prob) {
-		gr[n_gr].benefit_ns = run_fig5(g, g->prob + start, g->n_prob - start, NULL, NULL);
+		gr[n_gr].benefit_ns = fig5_wall(g, g->prob + start, g->n_prob - start);
 		n_gr++;
 	}
 	if (n_gr < g->n_prob) {
@@ -792,6 +865,6 @@ int ffm_model__subsequence(const struct ffm_graph *g, const struct ffm_group *se
 	if (lo >= g->n_prob || g->prob[lo] != seq->first_node ||
 	    lo + seq->members > g->n_prob || g->prob[lo + seq->members - 1] != seq->last_node)
 		return -EINVAL;
-	*benefit = run_fig5(g, g->prob + lo + from, (size_t)to - from + 1, NULL, NULL);
+	*benefit = fig5_wall(g, g->prob + lo + from, (size_t)to - from + 1);
 	return 0;
 }
