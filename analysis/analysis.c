@@ -169,6 +169,8 @@ const char *ffm_an_problem_name(unsigned problem)
 	case FFM_PROBLEM_UNNECESSARY_SYNC: return "unnecessary_sync";
 	case FFM_PROBLEM_MISPLACED_SYNC: return "misplaced_sync";
 	case FFM_PROBLEM_DUPLICATE_TRANSFER: return "duplicate_transfer";
+	case FFM_PROBLEM_HOST_READ: return "host_read_every_iteration";
+	case FFM_PROBLEM_LAUNCH_BLOCKED: return "launch_blocked";
 	default: return "none";
 	}
 }
@@ -185,7 +187,8 @@ unsigned ffm_an_main_problem(const uint64_t *n_type)
 
 unsigned ffm_an_site_problem(const struct ffm_an_site *x)
 {
-	uint64_t n[FFM_PROBLEM__MAX] = { 0, x->n_unnecessary, x->n_misplaced, x->n_dup };
+	uint64_t n[FFM_PROBLEM__MAX] = { 0, x->n_unnecessary, x->n_misplaced, x->n_dup,
+					 x->n_host_read, x->n_launch_blocked };
 
 	return ffm_an_main_problem(n);
 }

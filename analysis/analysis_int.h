@@ -58,6 +58,8 @@ struct site_int {
 	bool keep;		    /* its events go into the model (see an_keep_site()) */
 	bool misplaced;		    /* its used syncs are misplaced (ffm_verdict_site_misplaced) */
 	bool any_used3;		    /* stage 3 saw a use after at least one of its syncs */
+	bool host_read;		    /* a small read every iteration (ffm_verdict_site_host_read) */
+	uint64_t prot_cur, prot_max; /* bytes protected by its latest / largest stage-3 sync */
 	int64_t use_stack, use_frame;
 	int64_t first_stack;
 	int64_t *delays; /* applied first-use delays of misplaced/used occurrences, for the median */

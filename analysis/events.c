@@ -109,6 +109,9 @@ static int apply_sync_verdict(struct ffm_analysis *a, struct ffm_an_site *x, str
 	if (vd == FFM_VERDICT_WITHHELD)
 		res->q.withheld_syncs++;
 	e->problem = (uint8_t)ffm_verdict_problem(vd);
+	if (vd == FFM_VERDICT_REQUIRED && si->host_read &&
+	    ffm_verdict_host_read_removed(k, a->o.read_every))
+		e->problem = FFM_PROBLEM_HOST_READ;
 	if (vd == FFM_VERDICT_MISPLACED)
 		e->first_use_ns = (uint64_t)d;
 	return 0;
@@ -183,6 +186,9 @@ int an_on_raw_event(struct ev_scan *sc, const struct ffm_event *raw)
 	err = apply_sync_verdict(a, x, si, k, &e);
 	if (err)
 		return err;
+	/* A launch that waited found the GPU's queue full: not a sync to remove. */
+	if (e.kind == FFM_CALL_LAUNCH && e.wait_ns)
+		e.problem = FFM_PROBLEM_LAUNCH_BLOCKED;
 	if ((e.kind == FFM_CALL_TRANSFER || e.kind == FFM_CALL_MEMSET) &&
 	    an_verdict_at(&si->x3, k, si->n2, &xv, &dx)) {
 		x->n_xclassified++;

@@ -98,6 +98,8 @@ struct ffm_an_site {
 	uint64_t count, dur_ns, wait_ns, bytes;
 	/* verdicts applied to the timeline's occurrences */
 	uint64_t n_unnecessary, n_misplaced, n_dup, n_other_dst, n_partial, n_classified;
+	uint64_t n_host_read, n_launch_blocked;
+	uint64_t read_bytes; /* host read: the most bytes one of its syncs protected */
 	uint64_t n_xclassified; /* transfer verdicts applied */
 	uint64_t benefit_ns; /* fixing this site alone (point group) */
 	bool divergent;	     /* stage 3/4 counts differ from stage 2's beyond the tolerance */
@@ -185,6 +187,7 @@ struct ffm_analysis_opts {
 	unsigned scan_threads; /* timeline read in this many parallel slices; 0 = by size/CPUs */
 	int profile_stage;     /* sites' times from this stage's run (1 or 2); 0 = 2, else 1 */
 	bool event_verdicts;   /* keep each event's verdict for ffm_analysis__event_verdict() */
+	unsigned read_every;   /* host reads: the fix reads every N iterations (0: default) */
 };
 
 struct ffm_analysis;

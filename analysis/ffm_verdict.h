@@ -26,6 +26,15 @@
  * site's typical occurrence keeps single noisy measurements at a required sync from adding up to
  * a phantom problem. An occurrence of a misplaced site is misplaced when its own delay is > 0
  * and it waited (the model credits min(delay, wait)).
+ *
+ * Host read every iteration (ffm_verdict_site_host_read): a site whose syncs are required
+ * because the CPU reads the data at once, but the data is a few bytes (at most
+ * FFM_HOST_READ_MAX_BYTES protected per occurrence: a loss printed with .item(), a cuBLAS dot
+ * product in host pointer mode, a convergence flag) and the site syncs at least
+ * FFM_HOST_READ_MIN_COUNT times. Such a read stalls the loop at every step; the fix keeps the
+ * values on the GPU and reads them every N iterations. It changes when the value is used, not
+ * just the call, so it is its own problem type, never "unnecessary". The model removes N-1 of
+ * every N occurrences (ffm_verdict_host_read_removed), the N-th stays required.
  */
 #ifndef FFM_ANALYSIS_VERDICT_H
 #define FFM_ANALYSIS_VERDICT_H
@@ -41,6 +50,9 @@
 #define FFM_MISPLACED_ABS_NS 1000000ull /* ... or ≥ 1 ms */
 #define FFM_JOIN_TOLERANCE_PCT 5
 #define FFM_WATCHED_BYTES 8		 /* what stage 3 watches of each protected range */
+#define FFM_HOST_READ_MAX_BYTES 256	 /* a "small" read: scalars, a few flags */
+#define FFM_HOST_READ_MIN_COUNT 100	 /* a loop, not a few reads */
+#define FFM_HOST_READ_EVERY 50		 /* default N: the fix reads every N iterations */
 
 /* What stage 3/4 saw after one sync occurrence (values fit in 2 bits). */
 enum ffm_seen {
@@ -66,6 +78,15 @@ void ffm_verdict_add_range(uint8_t *seen, int64_t *delay_ns, uint8_t row, int64_
 /* Whether a site's used syncs are misplaced, from the median first-use delay of its used
  * occurrences (-1: none timed) and its mean wait per call. */
 bool ffm_verdict_site_misplaced(int64_t median_delay_ns, uint64_t mean_wait_ns);
+
+/* Whether a site is a host read every iteration: @used of its @classified occurrences (stage 3
+ * rows) were seen used, @max_bytes the most bytes one occurrence protected, @count its
+ * occurrences in the timeline, @misplaced its misplaced decision. */
+bool ffm_verdict_site_host_read(uint64_t used, uint64_t classified, uint64_t max_bytes,
+				uint64_t count, bool misplaced);
+/* Whether occurrence @k (0-based) of a host-read site is one the fix removes, reading every
+ * @every iterations (0: FFM_HOST_READ_EVERY): all but the last of each @every. */
+bool ffm_verdict_host_read_removed(uint64_t k, unsigned every);
 
 /*
  * One occurrence's verdict: what it saw, whether stage 3 saw a use after any sync of its site,

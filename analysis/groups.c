@@ -246,6 +246,8 @@ int an_run_model(struct ffm_analysis *a)
 		x->n_unnecessary += n.problem == FFM_PROBLEM_UNNECESSARY_SYNC;
 		x->n_misplaced += n.problem == FFM_PROBLEM_MISPLACED_SYNC;
 		x->n_dup += n.problem == FFM_PROBLEM_DUPLICATE_TRANSFER;
+		x->n_host_read += n.problem == FFM_PROBLEM_HOST_READ;
+		x->n_launch_blocked += n.problem == FFM_PROBLEM_LAUNCH_BLOCKED;
 		ti = oatab_get_u32(&a->thr_of, n.tid);
 		if (ti != UINT32_MAX) {
 			struct ffm_an_proc *p = an_proc_of(res, a->thr[ti].tgid);

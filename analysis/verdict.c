@@ -39,6 +39,21 @@ bool ffm_verdict_site_misplaced(int64_t median_delay_ns, uint64_t mean_wait_ns)
 		(uint64_t)median_delay_ns >= FFM_MISPLACED_ABS_NS);
 }
 
+bool ffm_verdict_site_host_read(uint64_t used, uint64_t classified, uint64_t max_bytes,
+				uint64_t count, bool misplaced)
+{
+	/* Most occurrences read at once (a site that is sometimes unnecessary has another fix). */
+	return !misplaced && used && used * 2 > classified && max_bytes &&
+	       max_bytes <= FFM_HOST_READ_MAX_BYTES && count >= FFM_HOST_READ_MIN_COUNT;
+}
+
+bool ffm_verdict_host_read_removed(uint64_t k, unsigned every)
+{
+	if (!every)
+		every = FFM_HOST_READ_EVERY;
+	return every > 1 && k % every != every - 1;
+}
+
 enum ffm_verdict ffm_verdict_sync(uint8_t seen, bool site_used, bool site_misplaced,
 				  int64_t delay_ns, uint64_t wait_ns)
 {

@@ -46,6 +46,16 @@ static int verdict_add(struct verdicts *v, int64_t event, uint8_t val, int64_t d
 	return 0;
 }
 
+/* Bytes a stage-3 sync protects, summed over its ranges (@first: its first range). */
+static void note_prot(struct site_int *si, const struct ffm_store_sync_use *u, bool first)
+{
+	uint64_t b = u->prot_hi > u->prot_lo ? u->prot_hi - u->prot_lo : 0;
+
+	si->prot_cur = first ? b : si->prot_cur + b;
+	if (si->prot_cur > si->prot_max)
+		si->prot_max = si->prot_cur;
+}
+
 struct use_scan {
 	struct ffm_analysis *a;
 	bool stage4;
@@ -77,8 +87,12 @@ static int on_sync_use(const struct ffm_store_sync_use *u, void *ctx)
 	if (v->n && v->last_event == u->event && u->event) {
 		/* Another protected range of the same sync. */
 		ffm_verdict_add_range(&v->v[v->n - 1], &v->delay[v->n - 1], val, delay);
+		if (!us->stage4)
+			note_prot(si, u, false);
 		return 0;
 	}
+	if (!us->stage4)
+		note_prot(si, u, true);
 	return verdict_add(v, u->event, val, delay, a->o.event_verdicts);
 }
 
@@ -169,6 +183,21 @@ static int decide_misplaced(const struct ffm_an_site *x, struct site_int *si)
 	return 0;
 }
 
+/* A small read every iteration (ffm_verdict_site_host_read), judged on stage 3's rows. */
+static void decide_host_read(struct ffm_an_site *x, struct site_int *si)
+{
+	uint64_t used = 0;
+
+	for (size_t k = 0; k < si->s3.n; k++)
+		used += (si->s3.v[k] & 3) == FFM_SEEN_USED;
+	if (si->s3.majority)
+		used = si->s3.maj_v == FFM_SEEN_USED ? si->s3.n : 0;
+	si->host_read = ffm_verdict_site_host_read(used, si->s3.n, si->prot_max, si->n2,
+						   si->misplaced);
+	if (si->host_read)
+		x->read_bytes = si->prot_max;
+}
+
 /* The sync rows of a stage-3/4 run as event verdicts (opts.event_verdicts). */
 static int keep_sync_rows(struct ffm_analysis *a, uint32_t i, const struct verdicts *v,
 			  int64_t run)
@@ -221,6 +250,8 @@ static int judge_sites(struct ffm_analysis *a)
 		}
 		if (!err)
 			err = decide_misplaced(x, si);
+		if (!err)
+			decide_host_read(x, si);
 		x->divergent = div;
 		res->q.divergent_sites += div;
 	}

@@ -212,7 +212,9 @@ static int on_run(const struct ffm_store_run *r, void *ctx)
 static const char *problem_name(unsigned p)
 {
 	return p == FFM_PROBLEM_UNNECESSARY_SYNC ? "unnecessary synchronization" :
-	       p == FFM_PROBLEM_MISPLACED_SYNC ? "misplaced synchronization" : "duplicate transfer";
+	       p == FFM_PROBLEM_MISPLACED_SYNC ? "misplaced synchronization" :
+	       p == FFM_PROBLEM_HOST_READ ? "host read every iteration" :
+	       p == FFM_PROBLEM_LAUNCH_BLOCKED ? "launch blocked" : "duplicate transfer";
 }
 
 /* args.problem of an event with a verdict; "" for none. */
@@ -235,6 +237,8 @@ static void problem_text(const struct ffm_an_event_verdict *v, const struct ffm_
 	else if (v->problem == FFM_PROBLEM_MISPLACED_SYNC)
 		snprintf(buf, len, "misplaced synchronization: protected data first used %.3f us after it",
 			 v->use_delay_ns / 1e3);
+	else if (v->problem != FFM_PROBLEM_DUPLICATE_TRANSFER)
+		snprintf(buf, len, "%s", problem_name(v->problem));
 	else if (v->first_event)
 		snprintf(buf, len, "duplicate transfer: the same %" PRIu64 " bytes to the same "
 			 "destination as event %" PRId64, ev->bytes, v->first_event);

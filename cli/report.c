@@ -26,6 +26,9 @@
 #include "cli/report.h"
 
 #define REPORT_SCHEMA_VERSION 2
+/* Text output folds problems worth less than this share of the wall time into one line: a
+ * clean program lists none, and the list stays about what is worth fixing. */
+#define FFM_REPORT_NOISE_PCT 0.1
 
 /* ---- the job's stores ------------------------------------------------------------------- */
 
@@ -231,6 +234,8 @@ static const char *type_text(unsigned p)
 	case FFM_PROBLEM_UNNECESSARY_SYNC: return "unnecessary sync";
 	case FFM_PROBLEM_MISPLACED_SYNC: return "misplaced sync";
 	case FFM_PROBLEM_DUPLICATE_TRANSFER: return "duplicate transfer";
+	case FFM_PROBLEM_HOST_READ: return "host read every iteration";
+	case FFM_PROBLEM_LAUNCH_BLOCKED: return "launch blocked";
 	default: return "none";
 	}
 }
@@ -451,6 +456,12 @@ static void print_evidence(FILE *o, const struct ffmctl_job_stores *js,
 		}
 		fputc('\n', o);
 	}
+	if (mg->g.n_type[FFM_PROBLEM_HOST_READ])
+		fprintf(o, "       host read: the CPU reads %" PRIu64 " byte%s of GPU results at once after every one of these syncs; keep them on the GPU and read them every %u iterations (the saving shown): the fix changes when the value is used, not just the call\n",
+			x->read_bytes, plural(x->read_bytes), FFM_HOST_READ_EVERY);
+	if (mg->g.n_type[FFM_PROBLEM_LAUNCH_BLOCKED])
+		fprintf(o, "       launch blocked: %" PRIu64 " launch%s waited for the GPU (its queue was full); fewer, larger kernels or a CUDA graph help, no time is credited\n",
+			mg->g.n_type[FFM_PROBLEM_LAUNCH_BLOCKED], mg->g.n_type[FFM_PROBLEM_LAUNCH_BLOCKED] == 1 ? "" : "es");
 	if (mg->g.partial)
 		fprintf(o, "       coverage partial: only part of the protected data could be watched\n");
 	if (mg->g.divergent)
@@ -471,10 +482,39 @@ static int api_width(const struct ffm_an_merged *m, const struct ffm_analysis_re
 	return (int)(w < 64 ? w : 64);
 }
 
+/* Under the noise threshold: the groups from @from on (they are sorted by benefit) in one line. */
+static void print_noise(FILE *o, const struct ffm_an_merged *m, size_t from, double noise_pct)
+{
+	uint64_t sum = 0;
+
+	for (size_t i = from; i < m->n_groups; i++)
+		sum += m->groups[i].g.benefit_ns;
+	fprintf(o, "  ... %zu more problem%s worth less than %g%% of the wall time each, %.6f s together (--noise 0 lists them)\n",
+		m->n_groups - from, plural(m->n_groups - from), noise_pct, s_of(sum));
+}
+
+/* The headline is Figure 5 over every problem at once; one line says how that compares with the
+ * problems' own benefits added up (threads waiting side by side, waits that land on one later
+ * sync, make the whole less than the sum). */
+static void print_joint(FILE *o, const struct ffm_an_merged *m)
+{
+	uint64_t sum = 0;
+
+	for (size_t i = 0; i < m->n_groups; i++)
+		sum += m->groups[i].g.benefit_ns;
+	if (m->n_groups < 2 || sum == m->rec_ns)
+		return;
+	fprintf(o, "  together: fixing all %zu saves %.6f s, %.6f s %s than their own benefits added up (%.6f s)%s\n",
+		m->n_groups, s_of(m->rec_ns), s_of(sum > m->rec_ns ? sum - m->rec_ns : m->rec_ns - sum),
+		sum > m->rec_ns ? "less" : "more", s_of(sum),
+		sum > m->rec_ns ? ": threads that wait side by side save the wall time once, and removed waits that land on one later sync count once" : ": removing one sync lets a later fix recover more (see --group sequence)");
+}
+
 static void print_text(FILE *o, const char *job_id, const struct ffmctl_job_stores *js,
 		       const struct ffm_an_merged *m, enum ffm_grouping grouping, int top,
-		       const struct subseq *q)
+		       const struct subseq *q, double noise_pct)
 {
+	uint64_t noise_ns = (uint64_t)(noise_pct / 100.0 * (double)m->wall_sum_ns);
 	const struct ffm_analysis_result *r0 = ffm_analysis__result(js->v[0].an);
 	const int aw = api_width(m, r0, 22), fw = aw > 26 ? aw : 26;
 	char buf[1024];
@@ -506,6 +546,10 @@ static void print_text(FILE *o, const char *job_id, const struct ffmctl_job_stor
 			const struct ffm_an_mgroup *mg = &m->groups[i];
 			const struct ffm_an_site *x = group_site(js, mg);
 
+			if (mg->g.benefit_ns < noise_ns) {
+				print_noise(o, m, i, noise_pct);
+				break;
+			}
 			if (grouping == FFM_GROUP_SEQUENCE) {
 				fprintf(o, "  %2zu  %.6f s  %5.1f%%  sequence of %u problems, %" PRIu64 "x%s\n", i + 1,
 					s_of(mg->g.benefit_ns), pct(mg->g.benefit_ns, m->wall_sum_ns),
@@ -531,8 +575,9 @@ static void print_text(FILE *o, const char *job_id, const struct ffmctl_job_stor
 				type_text(ffm_an_main_problem(mg->g.n_type)), mg->g.count, aw, x->api_name, buf);
 			print_evidence(o, js, mg, x);
 		}
-		if ((int)m->n_groups > top)
+		if ((int)m->n_groups > top && m->groups[top].g.benefit_ns >= noise_ns)
 			fprintf(o, "  ... %zu more (--top N)\n", m->n_groups - (size_t)top);
+		print_joint(o, m);
 		if (q && q->want && q->mg) {
 			fprintf(o, "\nsubsequence %u:%u-%u: fixing entries %u to %u of sequence %u saves %.6f s (%.1f%%) over %" PRIu64 " occurrences; the whole sequence: %.6f s\n",
 				q->id, q->from, q->to, q->from, q->to, q->id, s_of(q->benefit_ns),
@@ -808,10 +853,13 @@ static json_t *json_nodes(const struct ffmctl_job_stores *js)
 				"recoverable_s", json_s(s_of(p->benefit_ns)),
 				"threads", (json_int_t)p->threads));
 		}
-		a = ffm_json_append(a, json_pack("{s:o,s:o,s:o,s:o}",
+		a = ffm_json_append(a, json_pack("{s:o,s:o,s:o,s:o,s:I,s:o,s:o}",
 						 "node", ffm_json_string(js->v[ni].name),
 						 "wall_s", json_s(s_of(r->wall_ns)),
 						 "recoverable_s", json_s(s_of(r->totals.total_ns)),
+						 "threads_sum_s", json_s(s_of(r->totals.sum_ns)),
+						 "max_chain_tid", (json_int_t)r->totals.max_chain_tid,
+						 "max_chain_s", json_s(s_of(r->totals.max_chain_ns)),
 						 "processes", procs));
 	}
 	return a;
@@ -859,7 +907,7 @@ static int print_json(FILE *o, const char *job_id, const struct ffmctl_job_store
 
 /* ---- the verb ----------------------------------------------------------------------------- */
 
-static int report(const char *job_id, bool json, enum ffm_grouping grouping, int top,
+static int report(const char *job_id, bool json, enum ffm_grouping grouping, int top, double noise_pct,
 		  struct subseq *q)
 {
 	struct ffmctl_job_stores js;
@@ -906,7 +954,7 @@ static int report(const char *job_id, bool json, enum ffm_grouping grouping, int
 		if (err < 0)
 			ffmctl_err("report", "cannot write the JSON: %s", strerror(-err));
 	} else {
-		print_text(stdout, job_id, &js, &m, grouping, top, q);
+		print_text(stdout, job_id, &js, &m, grouping, top, q, noise_pct);
 	}
 	if (fflush(stdout) && !err)
 		err = -errno;
@@ -918,7 +966,7 @@ out:
 
 int ffmctl_report_job(const char *job_id, bool json)
 {
-	return report(job_id, json, FFM_GROUP_POINT, 20, NULL);
+	return report(job_id, json, FFM_GROUP_POINT, 20, FFM_REPORT_NOISE_PCT, NULL);
 }
 
 int ffmctl_report(int argc, char **argv)
@@ -928,6 +976,7 @@ int ffmctl_report(int argc, char **argv)
 		{ "group", required_argument, NULL, 'g' },
 		{ "subsequence", required_argument, NULL, 's' },
 		{ "top", required_argument, NULL, 't' },
+		{ "noise", required_argument, NULL, 'n' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
@@ -935,10 +984,11 @@ int ffmctl_report(int argc, char **argv)
 	struct subseq q = { 0 };
 	bool json = false, group_set = false;
 	int c, top = 20;
+	double noise = FFM_REPORT_NOISE_PCT;
 	char *end;
 	long v;
 
-	while ((c = getopt_long(argc, argv, "jg:s:t:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "jg:s:t:n:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
 			json = true;
@@ -971,9 +1021,17 @@ int ffmctl_report(int argc, char **argv)
 			}
 			top = (int)v;
 			break;
+		case 'n':
+			noise = strtod(optarg, &end);
+			if (end == optarg || *end || !(noise >= 0 && noise <= 100)) {
+				ffmctl_err("report", "--noise wants a percentage of the wall time from 0 to 100, not '%s'",
+					   optarg);
+				return EXIT_USAGE;
+			}
+			break;
 		case 'h':
 			printf("Usage: ffmctl report <jobid> [--json] [--group point|function|sequence] "
-			       "[--subsequence ID:FROM:TO] [--top N]\n");
+			       "[--subsequence ID:FROM:TO] [--top N] [--noise PCT]\n");
 			return EXIT_OK;
 		default:
 			return EXIT_USAGE;
@@ -990,5 +1048,5 @@ int ffmctl_report(int argc, char **argv)
 		ffmctl_err("report", optind >= argc ? "no job id given" : "one job id, please");
 		return EXIT_USAGE;
 	}
-	return report(argv[optind], json, grouping, top, &q) == 0 ? EXIT_OK : EXIT_FAIL;
+	return report(argv[optind], json, grouping, top, noise, &q) == 0 ? EXIT_OK : EXIT_FAIL;
 }

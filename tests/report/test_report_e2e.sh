@@ -69,9 +69,18 @@ else:
     assert 'stage 3' in r['next'], r['next']
 print('# problems known:', r['problems_known'], file=sys.stderr)
 " 2>&1
-"$FFMCTL" --state-dir "$T/s" report e2e >"$T/r.txt"
+"$FFMCTL" --state-dir "$T/s" report e2e >"$T/r0.txt"
 check "text report names step at tests/workloads/unnecessary_sync.c:27" \
-	grep -q "step at tests/workloads/unnecessary_sync.c:27" "$T/r.txt"
+	grep -q "step at tests/workloads/unnecessary_sync.c:27" "$T/r0.txt"
+# The sync after the loop saves microseconds: under the noise threshold, folded into one line.
+check "text report folds problems under 0.1% of the wall time into one line" \
+	bash -c "grep -qE '^  \.\.\. [0-9]+ more problems? worth less than 0.1% of the wall time each' '$T/r0.txt' &&
+		 ! grep -qE '^ +[0-9]+ +[0-9.]+ s .*main at tests/workloads/unnecessary_sync.c' '$T/r0.txt'"
+"$FFMCTL" --state-dir "$T/s" report e2e --noise 0 >"$T/r.txt"
+check "report --noise 0 lists the sync after the loop" \
+	grep -qE '^ +[0-9]+ +[0-9.]+ s .*main at tests/workloads/unnecessary_sync.c' "$T/r.txt"
+check "report --noise rejects a share over 100" \
+	bash -c "! '$FFMCTL' --state-dir '$T/s' report e2e --noise 101 2>/dev/null"
 # The workload's one sync after its loop is a problem of its own: "(1 call)", never "1 calls".
 check "text report: a count of one is singular (1 call, not 1 calls)" \
 	bash -c "grep -q '(1 call)' '$T/r.txt' && ! grep -qE '(^|[^0-9.])1 (calls|syncs|transfers|call sites)' '$T/r.txt'"
