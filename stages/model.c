@@ -22,6 +22,8 @@
 _Static_assert(FFM_PROBLEM__MAX <= 8, "problems fit in 3 node bits");
 
 #define NO_NODE UINT32_MAX
+#define FIG5_SLICES 200	  /* at most, to compare threads' savings in time (set_slices) */
+#define FIG5_PER_SLICE 20 /* problems of the sparsest busy thread per slice */
 #define MAX_ITEMS (UINT32_MAX - 1)
 
 struct ffm_graph {
@@ -39,6 +41,7 @@ struct ffm_graph {
 
 	size_t n_prob;
 	uint32_t *prob; /* problematic node indexes, ascending */
+	unsigned slices; /* how finely threads' savings are compared in time (set_slices) */
 };
 
 static inline unsigned nb_type(uint8_t b)
@@ -271,6 +274,28 @@ out:
 	return err;
 }
 
+/*
+ * Slices fine enough to tell threads that work one after the other from threads that work side
+ * by side, coarse enough that side-by-side threads' problems, which never line up exactly, fall
+ * in the same slices: every thread with at least FIG5_PER_SLICE problems has that many per slice
+ * on average (a slice of about one loop iteration would credit whichever thread happened to
+ * wait once more in it, +50% for two threads in step).
+ */
+static void set_slices(struct ffm_graph *g)
+{
+	size_t fewest = SIZE_MAX;
+
+	for (size_t c = 0, k = 0; c < g->n_chains; c++) {
+		size_t end = g->chains[c].first_node + g->chains[c].n_nodes, np = 0;
+
+		for (; k < g->n_prob && g->prob[k] < end; k++)
+			np++;
+		if (np >= FIG5_PER_SLICE && np < fewest)
+			fewest = np;
+	}
+	g->slices = fewest == SIZE_MAX ? 1 : (unsigned)min_u64(fewest / FIG5_PER_SLICE, FIG5_SLICES);
+}
+
 int ffm_graph__build(const struct ffm_event *ev, size_t n, const struct ffm_graph_opts *opts,
 		     struct ffm_graph **ret)
 {
@@ -397,6 +422,7 @@ int ffm_graph__build(const struct ffm_event *ev, size_t n, const struct ffm_grap
 	for (size_t i = 0, k = 0; i < g->n_nodes; i++)
 		if (nb_prob(g->bits[i]) != FFM_PROBLEM_NONE)
 			g->prob[k++] = (uint32_t)i;
+	set_slices(g);
 
 	*ret = g;
 	g = NULL;
@@ -530,10 +556,9 @@ int ffm_graph__node(const struct ffm_graph *g, size_t i, struct ffm_node *out)
 
 /*
  * How per-thread savings become the run's (see "Threads" in ffm_model.h): the run is cut into
- * FIG5_SLICES equal slices of its wall time; a node's benefit falls in the slice where its call
+ * g->slices equal slices of its wall time; a node's benefit falls in the slice where its call
  * began; per slice the largest thread's benefit counts. One thread: the plain sum.
  */
-#define FIG5_SLICES 200
 
 struct fig5_sum {
 	uint64_t sum;	     /* Σ per-node benefits */
@@ -552,7 +577,7 @@ static unsigned slice_of(const struct ffm_graph *g, uint32_t node)
 	uint64_t span = g->run_end - g->run_start + 1;
 
 	t = t > g->run_start ? t - g->run_start : 0;
-	return (unsigned)((unsigned __int128)t * FIG5_SLICES / span) % FIG5_SLICES;
+	return (unsigned)((unsigned __int128)t * g->slices / span) % FIG5_SLICES;
 }
 
 /* The chain walked so far is done: fold its slices into the per-slice maxima. */

@@ -40,11 +40,11 @@ REPS=${FFM_ACCURACY_REPS:-3}
 MODE=${FFM_ACCURACY:-quick}
 case $MODE in
 quick)
-	WORKLOADS="unnecessary_sync misplaced_sync dup_transfer sequence"
+	WORKLOADS="unnecessary_sync misplaced_sync dup_transfer sequence host_read"
 	ARGS="--iters 200"
 	BASE_TOL=25 ;;
 full)
-	WORKLOADS="unnecessary_sync misplaced_sync free_in_loop dup_transfer pageable_async managed_memset sequence templated"
+	WORKLOADS="unnecessary_sync misplaced_sync free_in_loop dup_transfer pageable_async managed_memset sequence templated host_read"
 	ARGS=""
 	BASE_TOL=10 ;;
 *)

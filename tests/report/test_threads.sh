@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# Threads that wait side by side (tests/workloads threads; stages/ffm_model.h, "Threads"): the
+# planted sync is on every thread, each thread's Figure 5 saving is about the same, and the
+# report's recoverable time is what the wall time loses, about one thread's saving, not their sum.
+# Also the host read every iteration (host_read): its own problem type at the planted line.
+set -u
+cd "$(dirname "$0")/../.." || exit 2
+B=${FFM_BUILD:-build}
+FFMCTL=$B/ffmctl
+WL=$B/workloads
+FAKE=$B/fakecuda
+
+n=0
+fails=0
+check() { # check DESCRIPTION CMD...
+	local d=$1
+	shift
+	n=$((n + 1))
+	if "$@"; then echo "ok $n - $d"; else
+		fails=$((fails + 1))
+		echo "not ok $n - $d"
+	fi
+}
+
+if [ "$(id -u)" != 0 ]; then
+	echo "1..0 # SKIP needs root for BPF uprobes"
+	exit 77
+fi
+if [ ! -e "$FAKE/libcuda.so.1" ] || [ ! -x "$WL/threads" ] || ! command -v python3 >/dev/null; then
+	echo "1..0 # SKIP needs the simulated driver, the workloads (make) and python3"
+	exit 77
+fi
+T=$(mktemp -d /tmp/ffm-test-threads-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+
+profile() { # profile JOB -- CMD...
+	local job=$1
+	shift
+	LD_LIBRARY_PATH=$FAKE "$FFMCTL" --state-dir "$T/s" profile --quiet --stages 1-4 \
+		--key "$job" --job-id "$job" "$@" >"$T/$job.out" 2>&1
+}
+
+line_of() { grep -nE "FFM-PLANT: $1 " "tests/workloads/$1.c" | cut -d: -f1; }
+
+if ! profile th -- "$WL/threads" --threads 2 --iters 100 --kernel-us 500 --cpu-us 500; then
+	grep -qiE 'permission|BPF' "$T/th.out" && { echo "1..0 # SKIP BPF not usable here"; exit 77; }
+fi
+"$FFMCTL" --state-dir "$T/s" report th --json >"$T/th.json"
+check "threads: the planted sync is the top problem, on both threads" python3 - "$T/th.json" "$(line_of threads)" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+p = r["problems"][0]
+assert p["call_site"]["file"].endswith("tests/workloads/threads.c"), p["call_site"]
+assert p["call_site"]["line"] == int(sys.argv[2]), p["call_site"]
+assert p["type"] == "unnecessary_sync" and p["count"] >= 190, p
+PY
+check "threads: recoverable is one thread's saving, not the two threads' sum" python3 - "$T/th.json" <<'PY'
+import json, sys
+nd = json.load(open(sys.argv[1]))["nodes"][0]
+rec, tsum, mx = nd["recoverable_s"], nd["threads_sum_s"], nd["max_chain_s"]
+print("# recoverable %.6f s, threads' sum %.6f s, largest thread %.6f s" % (rec, tsum, mx))
+assert tsum > 0 and rec <= 0.65 * tsum, (rec, tsum)
+assert rec >= 0.9 * mx, (rec, mx)
+PY
+
+if ! profile hr -- "$WL/host_read" --iters 200; then
+	sed 's/^/# /' "$T/hr.out" | tail -n 5
+fi
+"$FFMCTL" --state-dir "$T/s" report hr --json >"$T/hr.json"
+"$FFMCTL" --state-dir "$T/s" report hr >"$T/hr.txt"
+check "host_read: a host read every iteration at the planted line, 49 of 50 reads" python3 - "$T/hr.json" "$(line_of host_read)" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+p = r["problems"][0]
+assert p["call_site"]["file"].endswith("tests/workloads/host_read.c"), p["call_site"]
+assert p["call_site"]["line"] == int(sys.argv[2]), p["call_site"]
+assert p["type"] == "host_read_every_iteration", p["type"]
+assert 180 <= p["count"] <= 196, p["count"]  # at most 49 of every 50 of 200
+PY
+check "host_read: the text says the fix changes the use" \
+	grep -q "the fix changes when the value is used, not just the call" "$T/hr.txt"
+
+echo "1..$n"
+echo "$((n - fails)) passed, $fails failed"
+[ "$fails" = 0 ]

@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * host_read: each iteration launches a kernel that updates a buffer, then reads one 32-bit word
+ * of it back with cuMemcpyDtoH and adds it to a running value that is only printed at the end,
+ * as a training loop logs its loss with .item() every step. Where it stands the read is
+ * required (the CPU uses the word at once), but it stalls every iteration: the CPU can never run
+ * ahead of the GPU. Fixed: the word is read every 50th iteration only (the fix changes when the
+ * value is used, so LOGGED differs; CHECKSUM, of the buffer, does not).
+ *
+ * Per iteration: kernel of kernel_us, a 4-byte copy (time T), cpu_us of CPU work.
+ *   plain:  iters * (kernel_us + T + cpu_us)
+ *   fixed:  about iters * max(kernel_us, cpu_us) + iters/50 * (min(kernel_us, cpu_us) + T)
+ *   saved:  about iters * 49/50 * (min(kernel_us, cpu_us) + T)
+ */
+#include <stdio.h>
+
+#include "wl.h"
+
+static long long kernel_us = 500, cpu_us = 1000, n = 65536, every = 50;
+
+static const struct wl_opt opts[] = {
+	{ "kernel-us", &kernel_us, "GPU time of each iteration's kernel" },
+	{ "cpu-us", &cpu_us, "CPU work of each iteration, independent of the GPU's data" },
+	{ "n", &n, "32-bit words the kernel updates" },
+	{ "every", &every, "--fixed reads the word every this many iterations" },
+	{},
+};
+
+WL_NOINLINE static uint64_t step(struct wl *w, CUdeviceptr buf, unsigned int i, uint64_t logged)
+{
+	uint32_t word;
+
+	wl_work(w, 0, buf, n, 3, i, kernel_us * 1000);
+	if (!w->fixed || (i + 1) % every == 0) {
+		CK(cuMemcpyDtoH(&word, buf, sizeof(word))); /* FFM-PLANT: host_read host-read */
+		logged += word;
+	}
+	wl_cpu_work(cpu_us * 1000);
+	return logged;
+}
+
+int main(int argc, char **argv)
+{
+	struct wl w = { .iters = 400 };
+	CUdeviceptr buf;
+	uint64_t logged = 0, h;
+
+	wl_init(&w, "host_read", argc, argv, opts);
+	if (every < 1) {
+		fprintf(stderr, "host_read: --every wants 1 or more\n");
+		return 2;
+	}
+	CK(cuMemAlloc(&buf, n * 4 + 4));
+	CK(cuMemsetD32(buf, 1, n));
+
+	wl_loop_begin(&w);
+	for (long long i = 0; i < w.iters; i++)
+		logged = step(&w, buf, (unsigned int)i, logged);
+	CK(cuCtxSynchronize());
+	wl_loop_end(&w);
+
+	h = wl_hash_device(WL_FNV_INIT, buf, n);
+	CK(cuMemFree(buf));
+	printf("LOGGED %llu\n", (unsigned long long)logged);
+	wl_finish(&w, h);
+	return 0;
+}
