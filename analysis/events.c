@@ -4,6 +4,7 @@
  * stages 3/4 for its occurrence (ffm_analysis.h, "Events" and "Verdicts").
  */
 #include <errno.h>
+#include <string.h>
 
 #include "analysis/analysis_int.h"
 
@@ -153,7 +154,7 @@ int an_on_raw_event(struct ev_scan *sc, const struct ffm_event *raw)
 	struct site_int *si;
 	uint8_t xv = 0;
 	int64_t dx;
-	bool dup = false;
+	bool dup = false, sync_call;
 	uint64_t k;
 	int err;
 
@@ -181,13 +182,23 @@ int an_on_raw_event(struct ev_scan *sc, const struct ffm_event *raw)
 	e.fold_id = x->fold_id;
 	e.kind = call_kind(raw->kind);
 	e.first_use_ns = 0;
-	if (raw->kind == FFM_EV_WAIT || raw->kind == FFM_EV_API || e.wait_ns)
+	sync_call = raw->kind == FFM_EV_WAIT || e.wait_ns || strstr(x->api_name, "Synchronize");
+	if (sync_call)
 		e.flags |= FFM_EVENT_SYNC;
+	if (raw->tid != t->tgid)
+		e.flags |= FFM_EVENT_WORKER;
 	err = apply_sync_verdict(a, x, si, k, &e);
 	if (err)
 		return err;
+	if (!sync_call && e.problem != FFM_PROBLEM_NONE) {
+		/* A call of a function that waits now and then (a lazy module load in
+		 * cuKernelGetFunction, say), which did not wait this time: no sync to remove,
+		 * and no sync where a removed wait could land. */
+		e.problem = FFM_PROBLEM_NONE;
+		e.first_use_ns = 0;
+	}
 	/* A launch that waited found the GPU's queue full: not a sync to remove. */
-	if (e.kind == FFM_CALL_LAUNCH && e.wait_ns)
+	if (e.wait_ns && (e.kind == FFM_CALL_LAUNCH || !strncmp(x->api_name, "cuLaunch", 8)))
 		e.problem = FFM_PROBLEM_LAUNCH_BLOCKED;
 	if ((e.kind == FFM_CALL_TRANSFER || e.kind == FFM_CALL_MEMSET) &&
 	    an_verdict_at(&si->x3, k, si->n2, &xv, &dx)) {

@@ -29,6 +29,9 @@
  *             when 0 ns long, so that a duplicate-transfer annotation has a node);
  *     CWait   the time waited inside the call (emitted when wait_ns > 0, when the event is
  *             flagged FFM_EVENT_SYNC, or when it carries a synchronization problem).
+ *   A chain of a thread other than its process's main thread (FFM_EVENT_WORKER) ends at its last
+ *   call's return instead: the thread is gone after it, and time after it absorbing a removed
+ *   wait would be time the thread never had.
  *   Adjacent CWork pieces merge, so chains stay compact. The nodes of a chain tile it: events
  *   that overlap an earlier call on the same thread (malformed or nested input) are clipped to the
  *   time not yet accounted for, so no nanosecond is counted twice — that is what makes every
@@ -118,6 +121,10 @@ enum ffm_problem {
 
 /* ffm_event.flags */
 #define FFM_EVENT_SYNC 0x1u /* the wait inside this call is a CPU/GPU synchronization */
+/* The call's thread is not its process's main thread: its chain ends with its last call, since
+ * the thread is gone after it (a main thread's chain runs to the end of the run, whose last
+ * stretch of CPU work can still overlap the GPU before the process's implicit sync). */
+#define FFM_EVENT_WORKER 0x2u
 
 /* One driver call of one thread (stage 2 data, annotated with stages 3 and 4). 56 bytes. */
 struct ffm_event {

@@ -175,6 +175,7 @@ static void emit_chain(struct builder *b, struct ffm_chain *c, const uint32_t *o
 	struct ffm_graph *g = b->g;
 	const struct ffm_event *ev = g->ev;
 	uint64_t cursor = ev[order[0]].start_ns;
+	bool worker;
 
 	b->chain_first = g->n_nodes;
 	c->first_node = (uint32_t)g->n_nodes;
@@ -214,11 +215,12 @@ static void emit_chain(struct builder *b, struct ffm_chain *c, const uint32_t *o
 		}
 		cursor = end;
 	}
-	if (g->run_end > cursor)
+	worker = ev[order[c->n_events - 1]].flags & FFM_EVENT_WORKER;
+	if (g->run_end > cursor && !worker)
 		emit(b, FFM_NODE_CWORK, g->run_end - cursor, FFM_NO_EVENT, 0);
 	emit(b, FFM_NODE_CWAIT, 0, FFM_NO_EVENT, NB_SYNC | NB_END);
 	c->n_nodes = (uint32_t)(g->n_nodes - c->first_node);
-	c->end_ns = g->run_end;
+	c->end_ns = worker ? cursor : g->run_end;
 }
 
 static int validate(const struct ffm_event *ev, size_t n)
@@ -510,7 +512,7 @@ static uint64_t node_start(const struct ffm_graph *g, size_t i)
 	const struct ffm_event *e;
 
 	if (b & NB_END)
-		return g->run_end;
+		return g->chains[chain_of(g, (uint32_t)i)].end_ns;
 	if (nb_type(b) == FFM_NODE_CWORK) {
 		uint64_t next = node_start(g, i + 1);
 		return next > g->dur[i] ? next - g->dur[i] : 0;

@@ -7,13 +7,24 @@
  * these as API calls, not as synchronizations; ffm sees the wait inside them.
  *
  *     cudart_problems --problem NAME [--fixed] [--iters N] [--kernel-us K] [--cpu-us C]
+ *                     [--threads T] [--shared] [--every E]
  *     NAME: unnecessary_sync misplaced_sync free_in_loop dup_transfer pageable_async
- *           managed_memset control
+ *           managed_memset control host_read_memcpy host_read_cublas host_read_thrust threads
+ *
+ * The host reads (a few bytes of GPU results read by the CPU every iteration and only logged)
+ * are fixed by keeping the results on the GPU and reading them every E iterations (default 50);
+ * threads runs unnecessary_sync's loop with cudaStreamSynchronize on T host threads (default
+ * 4), each with its own stream (--shared: all on the legacy default stream).
  *
  * Prints PARAMS, CHECKSUM (equal with and without --fixed) and WALL_S lines like the driver-API
  * workloads. Runs on a real GPU only: the simulated driver cannot host the runtime.
  */
+#include <cublas_v2.h>
+#include <cub/device/device_reduce.cuh>
 #include <cuda_runtime.h>
+#include <pthread.h>
+#include <thrust/execution_policy.h>
+#include <thrust/reduce.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,12 +86,19 @@ struct opts {
 	int iters;
 	double kernel_us, cpu_us;
 	bool fixed;
+	int threads, every;
+	bool shared;
 };
+
+static void launch_on(cudaStream_t s, unsigned *d, size_t n, unsigned mul, unsigned add, double us)
+{
+	work<<<1, 256, 0, s>>>(d, n, mul, add, (unsigned long long)(us * 1000));
+	CHECK(cudaGetLastError());
+}
 
 static void launch(unsigned *d, size_t n, unsigned mul, unsigned add, double us)
 {
-	work<<<1, 256>>>(d, n, mul, add, (unsigned long long)(us * 1000));
-	CHECK(cudaGetLastError());
+	launch_on(0, d, n, mul, add, us);
 }
 
 /* cudaDeviceSynchronize after every launch although nothing is read until the end. */
@@ -253,6 +271,179 @@ static __attribute__((noinline)) uint64_t control(const struct opts *o)
 	return sum;
 }
 
+/* 4 bytes of the result read back after every kernel and added to a logged value. */
+static __attribute__((noinline)) uint64_t host_read_memcpy(const struct opts *o)
+{
+	const size_t n = 4096;
+	unsigned *d, word, h[4096];
+	uint64_t logged = 0;
+
+	CHECK(cudaMalloc(&d, n * 4));
+	CHECK(cudaMemset(d, 0, n * 4));
+	for (int i = 0; i < o->iters; i++) {
+		launch(d, n, 3, i, o->kernel_us);
+		if (!o->fixed || (i + 1) % o->every == 0) {
+			CHECK(cudaMemcpy(&word, d, 4, cudaMemcpyDeviceToHost)); /* FFM-PLANT: cudart host_read_memcpy */
+			logged += word;
+		}
+		cpu_work(o->cpu_us);
+	}
+	CHECK(cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost));
+	CHECK(cudaFree(d));
+	printf("LOGGED %llu\n", (unsigned long long)logged);
+	return fnv(0xcbf29ce484222325ULL, h, sizeof(h));
+}
+
+__global__ void fill(float *x, size_t n, float v)
+{
+	for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+		x[i] = v + (float)(i % 7);
+}
+
+/* A dot product in cuBLAS's host pointer mode every iteration: the scalar comes back to the
+ * host (cuBLAS waits for it), and it is only logged. Fixed: device pointer mode into a device
+ * array, read every E iterations. */
+static __attribute__((noinline)) uint64_t host_read_cublas(const struct opts *o)
+{
+	const size_t n = 1 << 16, nw = 4096;
+	float *x, *res, r, *rh = (float *)calloc(o->every, sizeof(float));
+	unsigned *d;
+	double logged = 0;
+	cublasHandle_t hd;
+
+	CHECK(cudaMalloc(&x, n * sizeof(float)));
+	CHECK(cudaMalloc(&res, o->every * sizeof(float)));
+	CHECK(cudaMalloc(&d, nw * 4));
+	fill<<<64, 256>>>(x, n, 0.5f);
+	if (cublasCreate(&hd) != CUBLAS_STATUS_SUCCESS || !rh)
+		exit(1);
+	if (o->fixed)
+		cublasSetPointerMode(hd, CUBLAS_POINTER_MODE_DEVICE);
+	for (int i = 0; i < o->iters; i++) {
+		launch(d, nw, 3, i, o->kernel_us);
+		if (!o->fixed) {
+			cublasSdot(hd, (int)n, x, 1, x, 1, &r); /* FFM-PLANT: cudart host_read_cublas */
+			logged += r;
+		} else {
+			cublasSdot(hd, (int)n, x, 1, x, 1, res + i % o->every);
+			if ((i + 1) % o->every == 0) {
+				CHECK(cudaMemcpy(rh, res, o->every * sizeof(float), cudaMemcpyDeviceToHost));
+				for (int k = 0; k < o->every; k++)
+					logged += rh[k];
+			}
+		}
+		cpu_work(o->cpu_us);
+	}
+	CHECK(cudaDeviceSynchronize());
+	cublasDestroy(hd);
+	CHECK(cudaFree(d));
+	CHECK(cudaFree(res));
+	CHECK(cudaFree(x));
+	free(rh);
+	printf("LOGGED %.1f\n", logged);
+	return (uint64_t)o->iters;
+}
+
+/* thrust::reduce returns its sum to the host every iteration (it also allocates and frees its
+ * temporary storage each call). Fixed: cub::DeviceReduce into a device array with storage
+ * allocated once, read every E iterations. */
+static __attribute__((noinline)) uint64_t host_read_thrust(const struct opts *o)
+{
+	const size_t n = 1 << 16, nw = 4096;
+	float *x, *res, *rh = (float *)calloc(o->every, sizeof(float));
+	unsigned *d;
+	void *tmp = NULL;
+	size_t tmp_bytes = 0;
+	double logged = 0;
+
+	CHECK(cudaMalloc(&x, n * sizeof(float)));
+	CHECK(cudaMalloc(&res, o->every * sizeof(float)));
+	CHECK(cudaMalloc(&d, nw * 4));
+	fill<<<64, 256>>>(x, n, 0.25f);
+	CHECK(cub::DeviceReduce::Sum(tmp, tmp_bytes, x, res, (int)n));
+	CHECK(cudaMalloc(&tmp, tmp_bytes));
+	if (!rh)
+		exit(1);
+	for (int i = 0; i < o->iters; i++) {
+		launch(d, nw, 3, i, o->kernel_us);
+		if (!o->fixed) {
+			logged += thrust::reduce(thrust::device, x, x + n); /* FFM-PLANT: cudart host_read_thrust */
+		} else {
+			CHECK(cub::DeviceReduce::Sum(tmp, tmp_bytes, x, res + i % o->every, (int)n));
+			if ((i + 1) % o->every == 0) {
+				CHECK(cudaMemcpy(rh, res, o->every * sizeof(float), cudaMemcpyDeviceToHost));
+				for (int k = 0; k < o->every; k++)
+					logged += rh[k];
+			}
+		}
+		cpu_work(o->cpu_us);
+	}
+	CHECK(cudaDeviceSynchronize());
+	CHECK(cudaFree(tmp));
+	CHECK(cudaFree(d));
+	CHECK(cudaFree(res));
+	CHECK(cudaFree(x));
+	free(rh);
+	printf("LOGGED %.1f\n", logged);
+	return (uint64_t)o->iters;
+}
+
+struct worker {
+	const struct opts *o;
+	cudaStream_t s;
+	unsigned *d;
+	int seed;
+};
+
+static __attribute__((noinline)) void thread_step(struct worker *k, int i)
+{
+	launch_on(k->s, k->d, 4096, 3, i + k->seed, k->o->kernel_us);
+	if (!k->o->fixed)
+		CHECK(cudaStreamSynchronize(k->s)); /* FFM-PLANT: cudart threads */
+	cpu_work(k->o->cpu_us);
+}
+
+static void *thread_loop(void *arg)
+{
+	struct worker *k = (struct worker *)arg;
+
+	for (int i = 0; i < k->o->iters; i++)
+		thread_step(k, i);
+	CHECK(cudaStreamSynchronize(k->s));
+	return NULL;
+}
+
+/* unnecessary_sync's loop on T host threads that wait side by side. */
+static __attribute__((noinline)) uint64_t threads(const struct opts *o)
+{
+	struct worker k[64];
+	pthread_t th[64];
+	uint64_t h = 0xcbf29ce484222325ULL;
+	unsigned buf[4096];
+
+	for (int t = 0; t < o->threads; t++) {
+		k[t] = (struct worker){ o, 0, NULL, t * 7919 };
+		if (!o->shared)
+			CHECK(cudaStreamCreateWithFlags(&k[t].s, cudaStreamNonBlocking));
+		CHECK(cudaMalloc(&k[t].d, sizeof(buf)));
+		CHECK(cudaMemset(k[t].d, 0, sizeof(buf)));
+	}
+	CHECK(cudaDeviceSynchronize());
+	for (int t = 0; t < o->threads; t++)
+		if (pthread_create(&th[t], NULL, thread_loop, &k[t]))
+			exit(1);
+	for (int t = 0; t < o->threads; t++)
+		pthread_join(th[t], NULL);
+	for (int t = 0; t < o->threads; t++) {
+		CHECK(cudaMemcpy(buf, k[t].d, sizeof(buf), cudaMemcpyDeviceToHost));
+		h = fnv(h, buf, sizeof(buf));
+		CHECK(cudaFree(k[t].d));
+		if (k[t].s)
+			CHECK(cudaStreamDestroy(k[t].s));
+	}
+	return h;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct {
@@ -263,8 +454,10 @@ int main(int argc, char **argv)
 		{ "free_in_loop", free_in_loop },	  { "dup_transfer", dup_transfer },
 		{ "pageable_async", pageable_async },	  { "managed_memset", managed_memset },
 		{ "control", control },
+		{ "host_read_memcpy", host_read_memcpy }, { "host_read_cublas", host_read_cublas },
+		{ "host_read_thrust", host_read_thrust }, { "threads", threads },
 	};
-	struct opts o = { 400, 500, 1000, false };
+	struct opts o = { 400, 500, 1000, false, 4, 50, false };
 	const char *problem = NULL;
 	double t0;
 	uint64_t sum;
@@ -280,13 +473,20 @@ int main(int argc, char **argv)
 			o.kernel_us = atof(argv[++i]);
 		else if (!strcmp(argv[i], "--cpu-us") && i + 1 < argc)
 			o.cpu_us = atof(argv[++i]);
+		else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+			o.threads = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--every") && i + 1 < argc)
+			o.every = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--shared"))
+			o.shared = true;
 		else {
-			fprintf(stderr, "usage: %s --problem NAME [--fixed] [--iters N] [--kernel-us K] [--cpu-us C]\n", argv[0]);
+			fprintf(stderr, "usage: %s --problem NAME [--fixed] [--iters N] [--kernel-us K] [--cpu-us C] [--threads T] [--shared] [--every E]\n", argv[0]);
 			return 2;
 		}
 	}
-	if (o.iters <= 0 || o.kernel_us < 0 || o.cpu_us < 0) {
-		fprintf(stderr, "%s: iters must be > 0, times >= 0\n", argv[0]);
+	if (o.iters <= 0 || o.kernel_us < 0 || o.cpu_us < 0 || o.threads < 1 || o.threads > 64 ||
+	    o.every < 1) {
+		fprintf(stderr, "%s: iters, every > 0, threads 1 to 64, times >= 0\n", argv[0]);
 		return 2;
 	}
 	for (size_t i = 0; i < sizeof(problems) / sizeof(problems[0]); i++) {
@@ -294,8 +494,8 @@ int main(int argc, char **argv)
 			continue;
 		t0 = now_s();
 		CHECK(cudaFree(0)); /* create the context inside the timed region, as an app would */
-		printf("PARAMS cudart %s fixed=%d iters=%d kernel-us=%g cpu-us=%g\n", problem, o.fixed,
-		       o.iters, o.kernel_us, o.cpu_us);
+		printf("PARAMS cudart %s fixed=%d iters=%d kernel-us=%g cpu-us=%g threads=%d shared=%d every=%d\n",
+		       problem, o.fixed, o.iters, o.kernel_us, o.cpu_us, o.threads, o.shared, o.every);
 		sum = problems[i].fn(&o);
 		printf("CHECKSUM %016llx\nWALL_S %.6f\n", (unsigned long long)sum, now_s() - t0);
 		return 0;

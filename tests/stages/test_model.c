@@ -298,6 +298,30 @@ TEST(threads_side_by_side_and_in_turn)
 	ffm_graph__free(g);
 }
 
+TEST(worker_chain_ends_with_its_last_call)
+{
+	/* A worker's last sync: after it the thread is gone, so nothing absorbs its wait; the
+	 * main thread's trailing CPU time to the run's end does. */
+	struct ffm_event ev[2] = {
+		{ .start_ns = 1000, .dur_ns = 500, .wait_ns = 500, .tid = 1, .kind = FFM_CALL_SYNC,
+		  .problem = UNN, .flags = FFM_EVENT_SYNC },
+		{ .start_ns = 1000, .dur_ns = 500, .wait_ns = 500, .tid = 2, .kind = FFM_CALL_SYNC,
+		  .problem = UNN, .flags = FFM_EVENT_SYNC | FFM_EVENT_WORKER },
+	};
+	struct ffm_graph_opts o = { .run_end_ns = 5000 };
+	struct ffm_graph *g = NULL;
+	struct ffm_chain ch;
+	uint64_t ben[2];
+
+	ASSERT_OK(ffm_graph__build(ev, 2, &o, &g));
+	ASSERT_OK(ffm_model__benefit(g, ben, NULL));
+	ASSERT_EQ(ben[0], 500); /* main: 3500 ns of CPU time after it */
+	ASSERT_EQ(ben[1], 0);
+	ASSERT_OK(ffm_graph__chain(g, 1, &ch));
+	ASSERT_EQ(ch.end_ns, 1500);
+	ffm_graph__free(g);
+}
+
 TEST(host_read_and_launch_blocked)
 {
 	/* A host read is removed like an unnecessary sync; a blocked launch is named, saves
