@@ -109,6 +109,7 @@ struct ffm_an_site {
 	uint32_t use_line;
 	int64_t first_xfer_stack; /* duplicates: the first transfer of the content (0 = unknown) */
 	int first_xfer_site;	  /* its site index, -1 = not a site of this store */
+	bool python; /* named by a Python frame: file, line, function (qualified name) */
 };
 
 /* A group of problems (enum ffm_grouping). Point: one site; fold: one function; sequence: a
@@ -188,7 +189,17 @@ struct ffm_analysis_opts {
 	int profile_stage;     /* sites' times from this stage's run (1 or 2); 0 = 2, else 1 */
 	bool event_verdicts;   /* keep each event's verdict for ffm_analysis__event_verdict() */
 	unsigned read_every;   /* host reads: the fix reads every N iterations (0: default) */
+	/* fnmatch(3) patterns (no FNM_PATHNAME) of the Python files that are installed libraries,
+	 * NULL-terminated; NULL = those of the environment's FFM_PY_LIBRARY (':' between them),
+	 * else ffm_an_py_library_default (analysis/pyframes.c) */
+	const char *const *py_library;
 };
+
+/* Python frames (analysis/pyframes.c): a stored frame of Python code; a file of an installed
+ * library (a call site of a Python program is its first Python frame outside them). */
+extern const char *const ffm_an_py_library_default[];
+bool ffm_an_py_frame(const struct ffm_store_frame *f);
+bool ffm_an_py_library(const char *file, const char *const *patterns);
 
 struct ffm_analysis;
 

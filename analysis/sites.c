@@ -16,6 +16,8 @@ struct frame_scan {
 	int depth_app; /* depth of the chosen application frame, -1 none */
 	bool has_line;
 	bool vendor;     /* the chosen frame is in an NVIDIA runtime library */
+	bool py, py_user; /* the chosen frame is Python code; ... outside the libraries */
+	const char *const *py_library;
 	int last_driver; /* deepest driver frame seen so far */
 	uint64_t key;
 	struct ffm_store_frame f; /* chosen frame (strings copied below) */
@@ -47,11 +49,24 @@ static int on_site_frame(const struct ffm_store_frame *f, uint32_t depth, void *
 		fs->last_driver = (int)depth;
 		fs->key = FFM_FNV1A_INIT;
 		fs->depth_app = -1;
+		fs->py = fs->py_user = false;
 		return 0;
 	}
 	fs->key = ffm_fnv1a(fs->key, id, strlen(id) + 1);
 	fs->key = ffm_fnv1a(fs->key, &f->offset, sizeof(f->offset));
-	{
+	if (ffm_an_py_frame(f)) {
+		/* A Python program's site is Python code: its first frame outside the installed
+		 * libraries, else its first. */
+		bool lib = ffm_an_py_library(f->file, fs->py_library);
+
+		if (!fs->py || (!fs->py_user && !lib)) {
+			copy_frame(fs, f, (int)depth);
+			fs->py = true;
+			fs->py_user = !lib;
+		}
+		return 0;
+	}
+	if (!fs->py) {
 		bool vendor = ffm_module_owner(f->module) == FFM_MODULE_NVIDIA;
 
 		/* The first frame outside the driver; then the first outside NVIDIA's libraries;
@@ -110,6 +125,7 @@ static int describe_site(struct ffm_analysis *a, uint32_t idx)
 	fs->depth_app = -1;
 	fs->last_driver = -1;
 	fs->key = FFM_FNV1A_INIT;
+	fs->py_library = a->o.py_library;
 	if (x->stack) {
 		err = ffm_store__for_each_frame(a->s, x->stack, on_site_frame, fs);
 		if (err == -ENOENT)
@@ -133,6 +149,7 @@ static int describe_site(struct ffm_analysis *a, uint32_t idx)
 		x->folded = an_pool_dup(&a->pool, fs->folded[0] ? fs->folded : x->function, "?");
 		x->line = fs->f.line;
 		x->offset = fs->f.offset;
+		x->python = fs->py;
 	} else {
 		x->function = x->folded = "?";
 		x->module = "?";

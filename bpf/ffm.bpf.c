@@ -240,6 +240,8 @@ static __always_inline int in_lib(const struct ffm_proc *p, __u64 a)
 	return a >= p->lib_start && a < p->lib_end;
 }
 
+#include "python.bpf.h"
+
 #ifndef WALK_CHUNK
 #define WALK_CHUNK 4096
 #endif
@@ -251,6 +253,8 @@ struct walk {
 	__u64 callsite;
 	__u64 callsite_slot;
 	__u64 tramp; /* uretprobe_trampoline() of this process, taken once per walk */
+	__u32 npy, py_flags; /* Python frames (bpf/python.bpf.h) */
+	struct ffm_py_frame py[FFM_PY_FRAMES];
 	/*
 	 * The stack as the walk reads it: one aligned WALK_CHUNK of user memory at a time, not a
 	 * read per frame. A read from user memory has a fixed price (~50-100 ns on the GPU
@@ -317,6 +321,8 @@ static __always_inline void walk_reset(struct walk *w)
 	w->callsite = 0;
 	w->callsite_slot = 0;
 	w->chunk_lo = 0;
+	w->npy = 0;
+	w->py_flags = 0;
 }
 
 /* @n (8 or 16) bytes of the stack at @addr, through w's chunk; 0 or a negative errno. */
@@ -421,6 +427,8 @@ static __always_inline __u64 stack_key_of(struct walk *w, __u32 tgid)
 			break;
 		h = mix(h, w->lib[i]);
 	}
+	w->npy = py_walk(tgid, w->py, &w->py_flags);
+	h = py_mix(h, w->py, w->npy);
 	return callsite_key(h, tgid, w, w->callsite, w->callsite_slot, w->tramp);
 }
 
@@ -465,6 +473,9 @@ static __always_inline void send_stack(struct pt_regs *ctx, const struct walk *w
 	r->nlib = w->nlib;
 	for (int i = 0; i < FFM_LIB_FRAMES; i++)
 		r->lib[i] = i < w->nlib ? w->lib[i] : 0;
+	r->npy = w->npy;
+	r->py_flags = w->py_flags;
+	__builtin_memcpy(r->py, w->py, sizeof(r->py));
 
 	/* Copy up to FFM_STACK_BYTES from sp, stopping where the stack mapping ends: the first
 	 * chunk runs to a 1 KiB boundary, the rest are aligned 1 KiB chunks, so a chunk never
@@ -1206,6 +1217,8 @@ int watch_hit(struct bpf_perf_event_data *ctx)
 	walk_reset(w);
 	/* The key of an access: the instruction (one stack per accessing instruction). */
 	key = mix(mix(STACK_KEY_SEED, 0x68697421ULL), ip);
+	w->npy = py_walk(id >> 32, w->py, &w->py_flags);
+	key = py_mix(key, w->py, w->npy);
 	key = key ? key : 1;
 	if (jc->flags & FFM_JOB_STACKS)
 		send_stack(regs, w, key, id, job, jc, t, now);

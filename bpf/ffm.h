@@ -29,8 +29,9 @@
  * 4: per-process probes: the linked map, ffm_rec_proc.flags (FFM_PROC_STOPPED at FORK)
  * 5: ffm_job_cfg.gen (a stack is sent again to each run of a slot), thread state in task storage
  * 6: ffm_rec_proc.args_hash, ffm_rec_map.flags, the held map (the wait guard)
- * 7: FFM_JOB_RULE (the map guard stops a rule slot's process at its mmap of any driver) */
-#define FFM_ABI_VERSION 7
+ * 7: FFM_JOB_RULE (the map guard stops a rule slot's process at its mmap of any driver)
+ * 8: Python frames: ffm_rec_stack.npy/py[], the pyprocs map (struct ffm_py_layout) */
+#define FFM_ABI_VERSION 8
 
 #define FFM_MAX_JOBS 64           /* job slots active at once */
 #define FFM_MAX_PROCS 16384       /* tracked processes */
@@ -208,6 +209,53 @@ struct ffm_rec_call {
 	__u32 nwaits;
 };
 
+/*
+ * Python frames (bpf/python.bpf.h). In a process user space has checked to run a CPython
+ * build it knows (an entry in the pyprocs map, key tgid), each stack key also covers the
+ * calling thread's Python frames: per frame the code object's address and the offset in bytes
+ * of the current instruction from the start of the code's bytecode. Only the offsets the walk
+ * needs, all from CPython's own headers per (major, minor) (symbols/python.c).
+ */
+#define FFM_PY_FRAMES 32 /* Python frames walked (innermost first) */
+
+struct ffm_py_frame {
+	__u64 code;  /* PyCodeObject * */
+	__s32 instr; /* byte offset of the current instruction in the code's bytecode */
+	__u32 _pad;
+};
+
+enum ffm_py_flags {
+	FFM_PY_TRUNCATED = 1 << 0, /* deeper than FFM_PY_FRAMES */
+	FFM_PY_NO_TSTATE = 1 << 1, /* a Python process, but no thread state for this thread */
+};
+
+enum ffm_py_chain {
+	FFM_PY_CHAIN_CFRAME = 1,  /* 3.11, 3.12: tstate->cframe->current_frame */
+	FFM_PY_CHAIN_CURRENT = 2, /* 3.13: tstate->current_frame */
+};
+
+/* Value of the pyprocs map (key: tgid). Offsets in bytes; every one < FFM_PY_TS_READ or
+ * FFM_PY_FR_READ where it is read from a copied prefix. */
+#define FFM_PY_TS_READ 256 /* bytes of a PyThreadState read at once */
+#define FFM_PY_FR_READ 72  /* bytes of a _PyInterpreterFrame read at once */
+
+struct ffm_py_layout {
+	__u64 interp;        /* address of _PyRuntime.interpreters.main (a PyInterpreterState **) */
+	__u16 is_threads;    /* PyInterpreterState: threads.head */
+	__u16 ts_next;       /* PyThreadState: next */
+	__u16 ts_thread_id;  /* PyThreadState: thread_id (pthread_self(): the thread pointer) */
+	__u16 ts_frame;      /* PyThreadState: cframe (CFRAME) or current_frame (CURRENT) */
+	__u16 cf_frame;      /* _PyCFrame: current_frame (CFRAME only) */
+	__u16 fr_code;       /* _PyInterpreterFrame: f_code / f_executable */
+	__u16 fr_previous;
+	__u16 fr_instr;      /* prev_instr / instr_ptr */
+	__u16 fr_owner;
+	__u16 co_code;       /* PyCodeObject: co_code_adaptive (the bytecode) */
+	__u8 chain;          /* enum ffm_py_chain */
+	__u8 owner_cstack;   /* owner value of C-stack shim frames (skipped), 0xff: none */
+	__u8 _pad[2];
+};
+
 /* FFM_REC_STACK: a stack key's first occurrence in a process. */
 struct ffm_rec_stack {
 	struct ffm_rec_hdr hdr;
@@ -218,6 +266,9 @@ struct ffm_rec_stack {
 	__u32 nlib;           /* libcuda return addresses in lib[] */
 	__u32 stack_len;      /* bytes of stack[] copied from sp */
 	__u64 lib[FFM_LIB_FRAMES];
+	__u32 npy;            /* Python frames in py[], innermost first (0: not a Python process) */
+	__u32 py_flags;       /* FFM_PY_* */
+	struct ffm_py_frame py[FFM_PY_FRAMES];
 	__u8 stack[FFM_STACK_BYTES];
 };
 

@@ -117,6 +117,7 @@ int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid, struct linux_binp
 		/* Already in a job (pid selector or inherited): the new image has a new
 		 * address space, so learned libcuda ranges are void. */
 		p->lib_start = p->lib_end = 0;
+		bpf_map_delete_elem(&pyprocs, &tgid); /* and so is its Python layout */
 		emit_proc(FFM_REC_EXEC, tgid, (__u32)id, p->job, 0, 0);
 		return 0;
 	}
@@ -366,6 +367,7 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 		count_drop(p->job, FFM_REC_DROP_PROCS);
 		return 0;
 	}
+	py_fork(ptgid, ctgid);
 	r = reserve_proc(FFM_REC_FORK, ctgid, BPF_CORE_READ(child, pid), p->job, ptgid, 0);
 	if (!r)
 		return 0; /* not stopped: nobody would be told to let it go */
@@ -397,6 +399,7 @@ int BPF_PROG(on_exit, struct task_struct *task)
 	p = tracked(tgid);
 	if (!p)
 		return 0;
+	bpf_map_delete_elem(&pyprocs, &tgid);
 	emit_proc(FFM_REC_EXIT, tgid, tid, p->job, 0, BPF_CORE_READ(task, exit_code));
 	bpf_map_delete_elem(&procs, &tgid);
 	return 0;

@@ -128,6 +128,7 @@ struct frame_walk {
 	char site[512];
 	char driver_fn[128];
 	bool have_site;
+	bool py, py_user; /* the site is a Python frame; ... outside the libraries */
 };
 
 static int on_site_frame(const struct ffm_store_frame *f, uint32_t depth, void *ctx)
@@ -139,6 +140,18 @@ static int on_site_frame(const struct ffm_store_frame *f, uint32_t depth, void *
 		/* Innermost first: the last named libcuda frame is the outermost, the entry point. */
 		if (f->func && *f->func)
 			snprintf(w->driver_fn, sizeof(w->driver_fn), "%s", f->func);
+		return 0;
+	}
+	if (ffm_an_py_frame(f)) {
+		/* A Python program's site, as the report names it (analysis/sites.c). */
+		bool lib = ffm_an_py_library(f->file, NULL);
+
+		if (!w->py || (!w->py_user && !lib)) {
+			snprintf(w->site, sizeof(w->site), "%s:%u in %s", f->file ? f->file : "?",
+				 f->line, f->func ? f->func : "?");
+			w->have_site = w->py = true;
+			w->py_user = !lib;
+		}
 		return 0;
 	}
 	if (!w->have_site) {

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* ffmctl: the command-line front of ffm. See cli/ffmctl.h for the verb conventions. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -38,12 +39,15 @@ void ffmctl_err(const char *verb, const char *fmt, ...)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "Usage: ffmctl [--runtime-dir DIR] [--state-dir DIR] [--timeout SEC] [--version] VERB [ARGS]\n\nVerbs:\n");
+	fprintf(f, "Usage: ffmctl [--runtime-dir DIR] [--state-dir DIR] [--timeout SEC] [--py-library PATTERNS] [--version] VERB [ARGS]\n\nVerbs:\n");
 	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
 		fprintf(f, "  ffmctl %s\n", verbs[i].grammar);
 	fprintf(f, "  ffmctl help [VERB]\n");
 	fprintf(f, "\n-j is short for --json, as in bpftool.\n");
-	fprintf(f, "\nEnvironment: FFM_RUNTIME_DIR (default /run/ffm), FFM_STATE_DIR (default /var/lib/ffm)\n");
+	fprintf(f, "\nEnvironment: FFM_RUNTIME_DIR (default /run/ffm), FFM_STATE_DIR (default /var/lib/ffm),\n"
+		   "FFM_PY_LIBRARY (= --py-library: ':'-separated fnmatch patterns of the Python files that\n"
+		   "are installed libraries, never a Python program's call site; default: site-packages,\n"
+		   "dist-packages, */lib/python3*/, <frozen *>, */torch/*)\n");
 }
 
 int main(int argc, char **argv)
@@ -52,6 +56,7 @@ int main(int argc, char **argv)
 		{ "runtime-dir", required_argument, NULL, 'r' },
 		{ "state-dir", required_argument, NULL, 's' },
 		{ "timeout", required_argument, NULL, 't' },
+		{ "py-library", required_argument, NULL, 'p' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{},
@@ -85,6 +90,13 @@ int main(int argc, char **argv)
 				return EXIT_USAGE;
 			}
 			ffmctl_g.timeout_ms = (int)(t * 1000) > 0 ? (int)(t * 1000) : 1;
+			break;
+		case 'p':
+			/* Read by the analysis (analysis/pyframes.c) in every verb that names sites. */
+			if (setenv("FFM_PY_LIBRARY", optarg, 1) < 0) {
+				ffmctl_err(NULL, "--py-library: %s", strerror(errno));
+				return EXIT_USAGE;
+			}
 			break;
 		case 'h':
 			usage(stdout);

@@ -200,7 +200,9 @@ void ffmctl_job_stores__close(struct ffmctl_job_stores *js)
 
 void ffmctl_site_str(const struct ffm_an_site *x, char *buf, size_t len)
 {
-	if (x->file[0])
+	if (x->python)
+		snprintf(buf, len, "%s:%u in %s", x->file, x->line, x->function);
+	else if (x->file[0])
 		snprintf(buf, len, "%s at %s:%u", x->function, x->file, x->line);
 	else
 		snprintf(buf, len, "%s (%s+%#" PRIx64 ")", x->function, x->module, x->offset);
@@ -208,9 +210,10 @@ void ffmctl_site_str(const struct ffm_an_site *x, char *buf, size_t len)
 
 json_t *ffmctl_json_site(const struct ffm_an_site *x)
 {
-	return json_pack("{s:o,s:o,s:I,s:o,s:o}", "function", ffm_json_string(x->function),
+	return json_pack("{s:o,s:o,s:I,s:o,s:o,s:b}", "function", ffm_json_string(x->function),
 			 "file", ffm_json_string(x->file), "line", (json_int_t)x->line,
-			 "module", ffm_json_string(x->module), "offset", ffm_json_u64(x->offset));
+			 "module", ffm_json_string(x->module), "offset", ffm_json_u64(x->offset),
+			 "python", x->python);
 }
 
 static double s_of(uint64_t ns)

@@ -22,7 +22,8 @@
 _Static_assert(sizeof(struct ffm_rec_hdr) == 32, "ffm_rec_hdr layout");
 _Static_assert(sizeof(struct ffm_rec_wait) == 32 + 32, "ffm_rec_wait layout");
 _Static_assert(sizeof(struct ffm_rec_call) == 32 + 80, "ffm_rec_call layout");
-_Static_assert(sizeof(struct ffm_rec_stack) == 32 + 56 + 8 * FFM_LIB_FRAMES + FFM_STACK_BYTES,
+_Static_assert(sizeof(struct ffm_rec_stack) == 32 + 56 + 8 * FFM_LIB_FRAMES + 8 +
+			       sizeof(struct ffm_py_frame) * FFM_PY_FRAMES + FFM_STACK_BYTES,
 	       "ffm_rec_stack layout");
 _Static_assert(sizeof(struct ffm_rec_proc) == 32 + 48, "ffm_rec_proc layout");
 _Static_assert(sizeof(struct ffm_slots) == 8 + 4 * FFM_LEARNED_SLOTS, "ffm_slots layout");
@@ -816,6 +817,16 @@ int ffm_collector__learn_slots(struct ffm_collector *c, uint32_t tgid, uint64_t 
 			       errno != EEXIST ?
 		       -errno :
 		       0;
+}
+
+int ffm_collector__set_python(struct ffm_collector *c, uint32_t tgid,
+			       const struct ffm_py_layout *l)
+{
+	int fd = bpf_map__fd(c->skel->maps.pyprocs);
+
+	if (!l)
+		return bpf_map_delete_elem(fd, &tgid) && errno != ENOENT ? -errno : 0;
+	return bpf_map_update_elem(fd, &tgid, l, BPF_ANY) ? -errno : 0;
 }
 
 void ffm_collector__forget_process(struct ffm_collector *c, uint32_t tgid)

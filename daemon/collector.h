@@ -151,6 +151,10 @@ int ffm_collector__drops(struct ffm_collector *c, uint32_t slot, struct ffm_rec_
 int ffm_collector__clear_drops(struct ffm_collector *c, uint32_t slot);
 
 /* Learned slots of a call site (see bpf/ffm.h). */
+/* The Python layout BPF walks for process @tgid (bpf/python.bpf.h); NULL: none. */
+struct ffm_py_layout;
+int ffm_collector__set_python(struct ffm_collector *c, uint32_t tgid,
+			       const struct ffm_py_layout *l);
 int ffm_collector__learn_slots(struct ffm_collector *c, uint32_t tgid, uint64_t callsite,
 			       const int32_t *off, uint32_t n);
 /* Forget per-process state of @tgid (slots, seen stacks) after it exited. */

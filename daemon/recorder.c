@@ -12,6 +12,7 @@
 #include "daemon/apis.h"
 #include "daemon/collector.h"
 #include "daemon/memtrace.h"
+#include "daemon/pytrack.h"
 #include "daemon/recorder.h"
 #include "store/ffm_store.h"
 #include "symbols/ffm_driver.h"
@@ -39,7 +40,8 @@ struct ffm_recorder {
 	uint32_t *api_ids; /* collector api id -> store api id, 0 = not yet named */
 	struct ffm_recorder_stats st;
 	struct ffm_frame frames[MAX_FRAMES];
-	struct ffm_store_frame sframes[MAX_FRAMES];
+	struct ffm_store_frame sframes[MAX_FRAMES + FFM_PY_FRAMES];
+	struct ffm_pytrack *py; /* the Python frames of its processes */
 };
 
 /* ---- stack keys, processes, threads ------------------------------------------------------ */
@@ -120,7 +122,7 @@ static int on_stack(struct ffm_recorder *r, const struct ffm_rec_stack *s)
 	};
 	struct ffm_addr_space *as = addr_space(r, s->hdr.tgid);
 	struct key_ent *ke = key_find(r, s->hdr.tgid, s->stack_key, true);
-	int n = 0, callsite_idx = -1, outer_lib = -1, err;
+	int n = 0, nall, callsite_idx = -1, outer_lib = -1, err;
 	uint32_t api = 0;
 	int64_t stack_id = 0;
 
@@ -168,9 +170,10 @@ static int on_stack(struct ffm_recorder *r, const struct ffm_rec_stack *s)
 	}
 	if (outer_lib >= 0)
 		api = api_of_symbol(r, r->sframes[outer_lib].func);
-	if (n > 0) {
-		err = ffm_store__put_stack(r->o.store, ffm_store_stack_hash(r->sframes, n), r->sframes,
-					   n, &stack_id);
+	nall = ffm_pytrack__frames(r->py, s, r->sframes, n, MAX_FRAMES + FFM_PY_FRAMES);
+	if (nall > 0) {
+		err = ffm_store__put_stack(r->o.store, ffm_store_stack_hash(r->sframes, nall),
+					   r->sframes, nall, &stack_id);
 		if (err < 0)
 			return err;
 	}
@@ -344,6 +347,7 @@ static int on_proc(struct ffm_recorder *r, const struct ffm_rec_proc *p)
 	char exe[PATH_MAX];
 
 	if (p->hdr.type == FFM_REC_EXIT) {
+		ffm_pytrack__on_exit(r->py, p->hdr.tgid);
 		if (r->o.collector)
 			ffm_collector__forget_process(r->o.collector, p->hdr.tgid);
 		if (r->o.memtrace) {
@@ -360,6 +364,7 @@ static int on_proc(struct ffm_recorder *r, const struct ffm_rec_proc *p)
 		return -ENOMEM;
 	/* A new image (exec) has a new address space. */
 	pe->as = ffm_addr_space__free(pe->as);
+	ffm_pytrack__on_proc(r->py, p->hdr.tgid, p->hdr.type == FFM_REC_FORK ? p->ppid : 0);
 	r->st.processes++;
 	read_exe(r, p->hdr.tgid, exe, sizeof(exe));
 	return ffm_store__put_process(r->o.store, &(struct ffm_store_process){
@@ -402,7 +407,8 @@ int ffm_recorder__new(const struct ffm_recorder_opts *opts, struct ffm_recorder 
 	r->procs = OATAB_INIT(struct proc_ent);
 	r->tids = OATAB_INIT(struct oa_key);
 	r->api_ids = calloc(FFM_API_MAX, sizeof(*r->api_ids));
-	if (!r->api_ids) {
+	if (!r->api_ids || ffm_pytrack__new(opts->collector, opts->proc_root, &r->py) < 0) {
+		free(r->api_ids);
 		free(r);
 		return -ENOMEM;
 	}
@@ -423,6 +429,7 @@ struct ffm_recorder *ffm_recorder__free(struct ffm_recorder *r)
 	oatab_free(&r->procs);
 	oatab_free(&r->keys);
 	oatab_free(&r->tids);
+	ffm_pytrack__free(r->py);
 	free(r->api_ids);
 	free(r);
 	return NULL;

@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The Python processes of one job run (the recorder's): which of its processes run a CPython
+ * build ffm can walk, and their frame decoders.
+ *
+ * A process is looked at when it joins (exec, fork) and again at its stack records until its
+ * state is settled. One whose build is known (symbols/ffm_python.h) and whose layout checks out
+ * against the live process gets its entry in the collector's pyprocs map: from then on BPF
+ * walks its Python frames at every probe. Events before that (a process's first driver calls,
+ * where the interpreter is not initialized yet or libpython was not mapped at exec) have no
+ * Python frames. A build that cannot be walked is logged once and named by
+ * ffm_pytrack__unsupported().
+ */
+#ifndef FFM_PYTRACK_H
+#define FFM_PYTRACK_H
+
+#include <stdint.h>
+
+struct ffm_collector;
+struct ffm_py_decoder;
+struct ffm_pytrack;
+
+/* @col borrowed, NULL: nothing is put into BPF (tests, replays); @proc_root NULL = "/proc". */
+int ffm_pytrack__new(struct ffm_collector *col, const char *proc_root, struct ffm_pytrack **ret);
+struct ffm_pytrack *ffm_pytrack__free(struct ffm_pytrack *t);
+
+/* A process joined (@ptgid: its parent for a fork, else 0). */
+void ffm_pytrack__on_proc(struct ffm_pytrack *t, uint32_t tgid, uint32_t ptgid);
+void ffm_pytrack__on_exit(struct ffm_pytrack *t, uint32_t tgid);
+/*
+ * At a stack record: settle the process's state if it is not, then put the record's Python
+ * frames (decoded) among the @n native frames of @frames (innermost first, room for @max):
+ * where the innermost frame of the interpreter's eval loop is, else after the last. Returns
+ * the new count. The frames' strings live as long as the process's decoder (its exit).
+ */
+struct ffm_rec_stack;
+struct ffm_store_frame;
+int ffm_pytrack__frames(struct ffm_pytrack *t, const struct ffm_rec_stack *s,
+			struct ffm_store_frame *frames, int n, int max);
+/* The first build of this run that could not be walked ("3.10.13 ..."), NULL if none. */
+const char *ffm_pytrack__unsupported(const struct ffm_pytrack *t);
+
+#endif

@@ -1,0 +1,652 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * CPython builds and frames (symbols/ffm_python.h): the offsets table, the detection of a
+ * process's build, the check of its layout against the live process, and the decoding of code
+ * objects (file, qualified name, line table) from /proc/PID/mem.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bpf/ffm_hash.h"
+#include "common/oatab.h"
+#include "symbols/elfutil.h"
+#include "symbols/ffm_maps.h"
+#include "symbols/ffm_python.h"
+
+/*
+ * Offsets per (major, minor), from the headers of release builds of that version (offsetof
+ * with Py_BUILD_CORE). 3.11 and 3.12: tstate->cframe->current_frame; 3.13:
+ * tstate->current_frame. Strings: compact ASCII data follows PyASCIIObject, other compact
+ * strings follow PyCompactUnicodeObject.
+ */
+struct ffm_py_offsets {
+	uint8_t major, minor;
+	uint16_t rt_main;      /* _PyRuntimeState: interpreters.main */
+	uint16_t is_threads;   /* PyInterpreterState: threads.head */
+	uint16_t ts_next, ts_interp, ts_thread_id, ts_frame;
+	uint16_t cf_frame;     /* _PyCFrame: current_frame; unused for 3.13 */
+	uint16_t fr_code, fr_previous, fr_instr, fr_owner;
+	uint8_t chain, owner_cstack;
+	uint16_t co_code, co_filename, co_name, co_qualname, co_linetable, co_firstlineno;
+	uint16_t str_ascii, str_compact; /* sizeof(PyASCIIObject), sizeof(PyCompactUnicodeObject) */
+};
+
+static const struct ffm_py_offsets tables[] = {
+	{ 3, 11, 48, 16, 8, 16, 152, 56, 8, 32, 48, 56, 69, FFM_PY_CHAIN_CFRAME, 0xff,
+	  184, 112, 120, 128, 136, 72, 48, 72 },
+	{ 3, 12, 48, 72, 8, 16, 136, 56, 0, 0, 8, 56, 70, FFM_PY_CHAIN_CFRAME, 3,
+	  192, 112, 120, 128, 136, 68, 40, 56 },
+	{ 3, 13, 640, 7344, 8, 16, 152, 72, 0, 0, 8, 56, 70, FFM_PY_CHAIN_CURRENT, 3,
+	  200, 112, 120, 128, 136, 68, 40, 56 },
+};
+
+/* PyObject: ob_type; PyVarObject: ob_size; PyUnicode: length, state; PyBytes: ob_sval. */
+#define OB_TYPE 8
+#define OB_SIZE 16
+#define STR_LENGTH 16
+#define STR_STATE 32
+#define BYTES_SVAL 32
+
+#define MAX_STR 4096       /* characters of a file or function name */
+#define MAX_LINETABLE 65536 /* bytes of a location table */
+#define MAX_THREADS 256
+#define MAX_FRAMES 64
+
+void ffm_py_version_str(uint32_t hex, char *buf, size_t len)
+{
+	snprintf(buf, len, "%u.%u.%u", hex >> 24, (hex >> 16) & 0xff, (hex >> 8) & 0xff);
+}
+
+static const char *proc_dir(const char *root)
+{
+	return root ? root : "/proc";
+}
+
+/* ---- reading the process ------------------------------------------------------------------ */
+
+static int mem_open(pid_t pid, const char *proc_root)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%d/mem", proc_dir(proc_root), (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+/* Exactly @n bytes at @addr, or -EFAULT. */
+static int mem_read(int fd, uint64_t addr, void *buf, size_t n)
+{
+	ssize_t r;
+
+	if (!addr || addr + n < addr)
+		return -EFAULT;
+	r = pread(fd, buf, n, (off_t)addr);
+	return r == (ssize_t)n ? 0 : -EFAULT;
+}
+
+static int mem_u64(int fd, uint64_t addr, uint64_t *v)
+{
+	return mem_read(fd, addr, v, sizeof(*v));
+}
+
+/* ---- detection ---------------------------------------------------------------------------- */
+
+struct syms {
+	uint64_t runtime, version, code_type, str_type, bytes_type;
+	bool debug, free_threaded;
+};
+
+static void note_sym(struct syms *s, const char *name, uint64_t v)
+{
+	static const char *const debug[] = { "_Py_RefTotal", "_Py_GetRefTotal",
+					      "_Py_NegativeRefcount", "_Py_GetGlobalRefTotal" };
+	static const char *const ft[] = { "_Py_MergeZeroLocalRefcount", "_Py_ExplicitMergeRefcount" };
+
+	if (!strcmp(name, "_PyRuntime"))
+		s->runtime = v;
+	else if (!strcmp(name, "Py_Version"))
+		s->version = v;
+	else if (!strcmp(name, "PyCode_Type"))
+		s->code_type = v;
+	else if (!strcmp(name, "PyUnicode_Type"))
+		s->str_type = v;
+	else if (!strcmp(name, "PyBytes_Type"))
+		s->bytes_type = v;
+	for (size_t i = 0; i < sizeof(debug) / sizeof(debug[0]); i++)
+		s->debug |= !strcmp(name, debug[i]);
+	for (size_t i = 0; i < sizeof(ft) / sizeof(ft[0]); i++)
+		s->free_threaded |= !strcmp(name, ft[i]);
+}
+
+/* The symbols of .dynsym that say what build @e is (vaddrs). */
+static int read_syms(const struct ffm_elf *e, struct syms *s)
+{
+	Elf_Scn *scn = NULL;
+
+	memset(s, 0, sizeof(*s));
+	while ((scn = elf_nextscn(e->elf, scn))) {
+		GElf_Shdr sh;
+		Elf_Data *data;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNSYM || !sh.sh_entsize)
+			continue;
+		data = elf_getdata(scn, NULL);
+		if (!data)
+			return -ENOEXEC;
+		for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
+			GElf_Sym sym;
+			const char *name;
+
+			if (!gelf_getsym(data, i, &sym) || sym.st_shndx == SHN_UNDEF)
+				continue;
+			name = elf_strptr(e->elf, sh.sh_link, sym.st_name);
+			if (name && (name[0] == '_' || name[0] == 'P'))
+				note_sym(s, name, sym.st_value);
+		}
+		return 0;
+	}
+	return -ENODATA;
+}
+
+/* PY_VERSION_HEX from the file's Py_Version (read-only data). */
+static int file_version(const struct ffm_elf *e, uint64_t vaddr, uint32_t *v)
+{
+	uint64_t off;
+
+	if (ffm_elf_vaddr_to_offset(e, vaddr, &off) < 0 || off + 4 > e->raw_size)
+		return -ENOEXEC;
+	memcpy(v, e->raw + off, 4);
+	return 0;
+}
+
+/* Load bias of @e mapped by @maps (the mapping of @path at its first PT_LOAD's offset). */
+static int load_bias(const struct ffm_elf *e, const struct ffm_map *maps, size_t n,
+		     const char *path, uint64_t *bias)
+{
+	uint64_t page = 4096, off, va;
+
+	if (!e->nload)
+		return -ENOEXEC;
+	off = e->load[0].offset & ~(page - 1);
+	va = e->load[0].vaddr & ~(page - 1);
+	for (size_t i = 0; i < n; i++)
+		if (maps[i].path && !strcmp(maps[i].path, path) && maps[i].offset == off) {
+			*bias = maps[i].start - va;
+			return 0;
+		}
+	return -ENOENT;
+}
+
+static bool python_name(const char *path)
+{
+	const char *b = strrchr(path, '/');
+
+	b = b ? b + 1 : path;
+	return !strncmp(b, "python", 6) || !strncmp(b, "libpython", 9);
+}
+
+static const struct ffm_py_offsets *table_of(uint32_t version)
+{
+	for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++)
+		if (tables[i].major == version >> 24 && tables[i].minor == ((version >> 16) & 0xff))
+			return &tables[i];
+	return NULL;
+}
+
+static void fill_layout(struct ffm_py_build *b)
+{
+	const struct ffm_py_offsets *o = b->off;
+
+	b->bpf = (struct ffm_py_layout){
+		.interp = b->runtime + o->rt_main, .is_threads = o->is_threads,
+		.ts_next = o->ts_next, .ts_thread_id = o->ts_thread_id, .ts_frame = o->ts_frame,
+		.cf_frame = o->cf_frame, .fr_code = o->fr_code, .fr_previous = o->fr_previous,
+		.fr_instr = o->fr_instr, .fr_owner = o->fr_owner, .co_code = o->co_code,
+		.chain = o->chain, .owner_cstack = o->owner_cstack,
+	};
+}
+
+/* Check one mapped file: 1 a supported build, 0 not CPython, -ENOTSUP with @why. */
+static int check_file(pid_t pid, const char *proc_root, const struct ffm_map *m,
+		      const struct ffm_map *maps, size_t n, struct ffm_py_build *b, char *why,
+		      size_t len)
+{
+	char path[PATH_MAX], ver[32];
+	struct ffm_elf *e = NULL;
+	struct syms s;
+	uint64_t bias;
+	int err;
+
+	/* The file the process maps, not whatever the path names now. */
+	snprintf(path, sizeof(path), "%s/%d/map_files/%llx-%llx", proc_dir(proc_root), (int)pid,
+		 (unsigned long long)m->start, (unsigned long long)m->end);
+	err = ffm_elf_open(path, &e);
+	if (err < 0)
+		return 0;
+	err = read_syms(e, &s);
+	if (err < 0 || !s.runtime) {
+		ffm_elf_close(e);
+		return 0;
+	}
+	snprintf(b->path, sizeof(b->path), "%s", m->path);
+	b->version = 0;
+	if (!s.version || file_version(e, s.version, &b->version) < 0) {
+		snprintf(why, len, "%s: no Py_Version (CPython before 3.11)", m->path);
+		err = -ENOTSUP;
+	} else if (s.debug || s.free_threaded) {
+		ffm_py_version_str(b->version, ver, sizeof(ver));
+		snprintf(why, len, "%s %s: %s build", m->path, ver, s.debug ? "debug" : "free-threaded");
+		err = -ENOTSUP;
+	} else if (!(b->off = table_of(b->version))) {
+		ffm_py_version_str(b->version, ver, sizeof(ver));
+		snprintf(why, len, "%s %s: no layout table for this version", m->path, ver);
+		err = -ENOTSUP;
+	} else if (!s.code_type || !s.str_type || !s.bytes_type ||
+		   load_bias(e, maps, n, m->path, &bias) < 0) {
+		snprintf(why, len, "%s: type objects or load address not found", m->path);
+		err = -ENOTSUP;
+	} else {
+		b->runtime = s.runtime + bias;
+		b->code_type = s.code_type + bias;
+		b->str_type = s.str_type + bias;
+		b->bytes_type = s.bytes_type + bias;
+		fill_layout(b);
+		err = 1;
+	}
+	ffm_elf_close(e);
+	return err;
+}
+
+int ffm_py_detect(pid_t pid, const char *proc_root, struct ffm_py_build *b, char *why, size_t len)
+{
+	char path[PATH_MAX];
+	struct ffm_map *maps = NULL;
+	size_t n = 0;
+	int err, ret = 0;
+
+	memset(b, 0, sizeof(*b));
+	if (len)
+		why[0] = 0;
+	snprintf(path, sizeof(path), "%s/%d/maps", proc_dir(proc_root), (int)pid);
+	err = ffm_maps_parse(path, &maps, &n);
+	if (err < 0)
+		return err;
+	for (size_t i = 0; i < n && ret == 0; i++) {
+		const struct ffm_map *m = &maps[i];
+		bool seen = false;
+
+		if (!m->path || m->path[0] != '/' || !python_name(m->path))
+			continue;
+		for (size_t j = 0; j < i && !seen; j++)
+			seen = maps[j].path && !strcmp(maps[j].path, m->path);
+		if (!seen)
+			ret = check_file(pid, proc_root, m, maps, n, b, why, len);
+	}
+	ffm_maps_free(maps, n);
+	return ret;
+}
+
+/* ---- the check against the live process --------------------------------------------------- */
+
+static bool in_maps(const struct ffm_map *maps, size_t n, uint64_t a)
+{
+	for (size_t i = 0; i < n; i++)
+		if (a >= maps[i].start && a < maps[i].end)
+			return true;
+	return false;
+}
+
+/* Walk one thread state's frames: 1 when a code object was found, 0 none, -EPROTO. */
+static int check_frames(int fd, const struct ffm_py_build *b, uint64_t ts)
+{
+	const struct ffm_py_offsets *o = b->off;
+	uint64_t fr = 0, code, type;
+	int found = 0;
+
+	if (mem_u64(fd, ts + o->ts_frame, &fr) < 0)
+		return -EPROTO;
+	if (fr && o->chain == FFM_PY_CHAIN_CFRAME && mem_u64(fd, fr + o->cf_frame, &fr) < 0)
+		return -EPROTO;
+	for (int i = 0; fr && i < MAX_FRAMES; i++) {
+		uint8_t owner = 0;
+
+		if (mem_u64(fd, fr + o->fr_code, &code) < 0 ||
+		    mem_read(fd, fr + o->fr_owner, &owner, 1) < 0)
+			return -EPROTO;
+		if (code && owner != o->owner_cstack) {
+			if (mem_u64(fd, code + OB_TYPE, &type) < 0 || type != b->code_type)
+				return -EPROTO;
+			found = 1;
+		}
+		if (mem_u64(fd, fr + o->fr_previous, &fr) < 0)
+			return -EPROTO;
+	}
+	return found;
+}
+
+static int verify_threads(int fd, const struct ffm_py_build *b, const struct ffm_map *maps,
+			  size_t n, char *why, size_t len)
+{
+	const struct ffm_py_offsets *o = b->off;
+	uint64_t interp = 0, ts = 0, back, tid;
+	int frames = 0, err;
+
+	if (mem_u64(fd, b->bpf.interp, &interp) < 0)
+		return -EFAULT;
+	if (!interp)
+		return -EAGAIN; /* not initialized yet */
+	if (mem_u64(fd, interp + o->is_threads, &ts) < 0)
+		goto bad;
+	for (int i = 0; ts && i < MAX_THREADS; i++) {
+		if (mem_u64(fd, ts + o->ts_interp, &back) < 0 || back != interp ||
+		    mem_u64(fd, ts + o->ts_thread_id, &tid) < 0 || !in_maps(maps, n, tid))
+			goto bad;
+		err = check_frames(fd, b, ts);
+		if (err < 0)
+			goto bad;
+		frames += err;
+		if (mem_u64(fd, ts + o->ts_next, &ts) < 0)
+			goto bad;
+	}
+	return frames ? 0 : -EAGAIN;
+bad:
+	snprintf(why, len, "%s: the interpreter's thread states or frames do not fit the layout",
+		 b->path);
+	return -EPROTO;
+}
+
+int ffm_py_verify(pid_t pid, const char *proc_root, const struct ffm_py_build *b, char *why,
+		  size_t len)
+{
+	char path[PATH_MAX];
+	struct ffm_map *maps = NULL;
+	size_t n = 0;
+	int fd, err;
+
+	if (len)
+		why[0] = 0;
+	snprintf(path, sizeof(path), "%s/%d/maps", proc_dir(proc_root), (int)pid);
+	err = ffm_maps_parse(path, &maps, &n);
+	if (err < 0)
+		return err;
+	fd = mem_open(pid, proc_root);
+	if (fd < 0) {
+		ffm_maps_free(maps, n);
+		return fd;
+	}
+	err = verify_threads(fd, b, maps, n, why, len);
+	close(fd);
+	ffm_maps_free(maps, n);
+	return err;
+}
+
+/* ---- decoding ----------------------------------------------------------------------------- */
+
+struct code_ent {
+	struct oa_key k; /* a: code object address */
+	char *file, *qualname, *folded;
+	uint8_t *table;
+	uint32_t table_len;
+	int32_t first_line;
+	bool loaded, bad;
+};
+
+struct ffm_py_decoder {
+	int fd;
+	struct ffm_py_build b;
+	struct oatab codes; /* struct code_ent */
+};
+
+int ffm_py_decoder__new(pid_t pid, const char *proc_root, const struct ffm_py_build *b,
+			struct ffm_py_decoder **ret)
+{
+	struct ffm_py_decoder *d = calloc(1, sizeof(*d));
+
+	if (!d)
+		return -ENOMEM;
+	d->fd = mem_open(pid, proc_root);
+	if (d->fd < 0) {
+		int err = d->fd;
+
+		free(d);
+		return err;
+	}
+	d->b = *b;
+	d->codes = OATAB_INIT(struct code_ent);
+	*ret = d;
+	return 0;
+}
+
+struct ffm_py_decoder *ffm_py_decoder__free(struct ffm_py_decoder *d)
+{
+	if (!d)
+		return NULL;
+	for (size_t i = 0; i < d->codes.cap; i++) {
+		struct code_ent *c = oatab_slot(&d->codes, i);
+
+		if (c) {
+			free(c->file);
+			free(c->qualname);
+			free(c->folded);
+			free(c->table);
+		}
+	}
+	oatab_free(&d->codes);
+	close(d->fd);
+	free(d);
+	return NULL;
+}
+
+/* One code point as UTF-8 into @out (room for 4); its length. */
+static size_t utf8_put(uint32_t c, char *out)
+{
+	if (c < 0x80) {
+		out[0] = (char)c;
+		return 1;
+	}
+	if (c < 0x800) {
+		out[0] = (char)(0xc0 | c >> 6);
+		out[1] = (char)(0x80 | (c & 0x3f));
+		return 2;
+	}
+	if (c < 0x10000) {
+		out[0] = (char)(0xe0 | c >> 12);
+		out[1] = (char)(0x80 | ((c >> 6) & 0x3f));
+		out[2] = (char)(0x80 | (c & 0x3f));
+		return 3;
+	}
+	if (c > 0x10ffff)
+		c = 0xfffd;
+	out[0] = (char)(0xf0 | c >> 18);
+	out[1] = (char)(0x80 | ((c >> 12) & 0x3f));
+	out[2] = (char)(0x80 | ((c >> 6) & 0x3f));
+	out[3] = (char)(0x80 | (c & 0x3f));
+	return 4;
+}
+
+/* A compact str object at @addr as a malloc'd UTF-8 string; NULL when it is none. */
+static char *read_str(struct ffm_py_decoder *d, uint64_t addr)
+{
+	uint64_t type = 0, length = 0, data;
+	uint32_t state = 0, kind;
+	uint8_t *raw;
+	char *s, *p;
+
+	if (mem_u64(d->fd, addr + OB_TYPE, &type) < 0 || type != d->b.str_type ||
+	    mem_u64(d->fd, addr + STR_LENGTH, &length) < 0 ||
+	    mem_read(d->fd, addr + STR_STATE, &state, 4) < 0)
+		return NULL;
+	kind = (state >> 2) & 7;
+	if (!((state >> 5) & 1) || length > MAX_STR || (kind != 1 && kind != 2 && kind != 4))
+		return NULL; /* not compact (every code object's strings are), or too long */
+	data = addr + (((state >> 6) & 1) ? d->b.off->str_ascii : d->b.off->str_compact);
+	raw = malloc(length * kind + 1);
+	s = malloc(length * 4 + 1);
+	if (!raw || !s || mem_read(d->fd, data, raw, length * kind) < 0) {
+		free(raw);
+		free(s);
+		return NULL;
+	}
+	p = s;
+	for (uint64_t i = 0; i < length; i++) {
+		uint32_t c = kind == 1 ? raw[i] : 0;
+
+		if (kind == 2)
+			c = (uint32_t)raw[2 * i] | (uint32_t)raw[2 * i + 1] << 8;
+		else if (kind == 4)
+			memcpy(&c, raw + 4 * i, 4);
+		p += utf8_put(c ? c : 0xfffd, p);
+	}
+	*p = 0;
+	free(raw);
+	return s;
+}
+
+/* A bytes object's contents (malloc'd), at most MAX_LINETABLE bytes. */
+static uint8_t *read_bytes(struct ffm_py_decoder *d, uint64_t addr, uint32_t *len)
+{
+	uint64_t type = 0, size = 0;
+	uint8_t *buf;
+
+	if (mem_u64(d->fd, addr + OB_TYPE, &type) < 0 || type != d->b.bytes_type ||
+	    mem_u64(d->fd, addr + OB_SIZE, &size) < 0 || size > MAX_LINETABLE)
+		return NULL;
+	buf = malloc(size ? size : 1);
+	if (!buf || (size && mem_read(d->fd, addr + BYTES_SVAL, buf, size) < 0)) {
+		free(buf);
+		return NULL;
+	}
+	*len = (uint32_t)size;
+	return buf;
+}
+
+static int load_code(struct ffm_py_decoder *d, uint64_t code, struct code_ent *c)
+{
+	const struct ffm_py_offsets *o = d->b.off;
+	uint64_t type = 0, file = 0, name = 0, qual = 0, table = 0;
+
+	if (mem_u64(d->fd, code + OB_TYPE, &type) < 0)
+		return -EFAULT;
+	free(c->file);
+	free(c->qualname);
+	free(c->folded);
+	free(c->table);
+	c->file = c->qualname = c->folded = NULL;
+	c->table = NULL;
+	if (type != d->b.code_type || mem_u64(d->fd, code + o->co_filename, &file) < 0 ||
+	    mem_u64(d->fd, code + o->co_name, &name) < 0 ||
+	    mem_u64(d->fd, code + o->co_qualname, &qual) < 0 ||
+	    mem_u64(d->fd, code + o->co_linetable, &table) < 0 ||
+	    mem_read(d->fd, code + o->co_firstlineno, &c->first_line, 4) < 0)
+		return -EPROTO;
+	c->file = read_str(d, file);
+	c->qualname = read_str(d, qual);
+	if (!c->qualname)
+		c->qualname = read_str(d, name);
+	c->table = read_bytes(d, table, &c->table_len);
+	if (!c->file || !c->qualname || c->first_line < 0)
+		return -EPROTO;
+	{
+		const char *base = strrchr(c->file, '/');
+		size_t len = strlen(c->qualname) + strlen(c->file) + 4;
+
+		c->folded = malloc(len);
+		if (!c->folded)
+			return -ENOMEM;
+		snprintf(c->folded, len, "%s (%s)", c->qualname, base ? base + 1 : c->file);
+	}
+	return 0;
+}
+
+int ffm_py_decoder__frame(struct ffm_py_decoder *d, uint64_t code, int32_t instr,
+			  struct ffm_py_loc *out)
+{
+	struct code_ent *c = oatab_find(&d->codes, code, 0, true);
+	int line, err;
+
+	if (!c)
+		return -ENOMEM;
+	if (!c->loaded) {
+		err = load_code(d, code, c);
+		if (err == -EFAULT || err == -ENOMEM)
+			return err; /* unreadable now: tried again next time */
+		c->loaded = true;
+		c->bad = err < 0;
+	}
+	if (c->bad)
+		return -EPROTO;
+	line = instr < 0 || !c->table ? -1 :
+	       ffm_py_line_at(c->table, c->table_len, c->first_line, instr / 2);
+	out->file = c->file;
+	out->qualname = c->qualname;
+	out->folded = c->folded;
+	out->first_line = (uint32_t)c->first_line;
+	out->line = line > 0 ? (uint32_t)line : out->first_line;
+	out->key = ffm_py_frame_key(out->file, out->qualname, out->line);
+	return 0;
+}
+
+/* ---- location tables (3.11+, Objects/locations.md) ---------------------------------------- */
+
+static uint32_t varint(const uint8_t *t, size_t len, size_t *p)
+{
+	uint32_t v = 0, shift = 0, b;
+
+	do {
+		if (*p >= len || shift > 28)
+			return 0;
+		b = t[(*p)++];
+		v |= (b & 63) << shift;
+		shift += 6;
+	} while (b & 64);
+	return v;
+}
+
+static int32_t svarint(const uint8_t *t, size_t len, size_t *p)
+{
+	uint32_t v = varint(t, len, p);
+
+	return (v & 1) ? -(int32_t)(v >> 1) : (int32_t)(v >> 1);
+}
+
+int ffm_py_line_at(const uint8_t *t, size_t len, int first_line, int64_t unit)
+{
+	int64_t line = first_line, addr = 0;
+	size_t p = 0;
+
+	while (p < len) {
+		uint8_t b = t[p];
+		unsigned code = (b >> 3) & 15, n = (b & 7) + 1;
+		size_t q = p + 1;
+
+		if (!(b & 0x80))
+			return -1; /* every entry starts with bit 7 set */
+		if (code == 14 || code == 13)
+			line += svarint(t, len, &q);
+		else if (code >= 10 && code <= 12)
+			line += code - 10;
+		if (unit >= addr && unit < addr + n)
+			return code == 15 || line <= 0 || line > INT32_MAX ? -1 : (int)line;
+		addr += n;
+		for (p++; p < len && !(t[p] & 0x80); p++)
+			;
+	}
+	return -1;
+}
+
+uint64_t ffm_py_frame_key(const char *file, const char *qualname, uint32_t line)
+{
+	uint64_t h = ffm_fnv1a(FFM_FNV1A_INIT, "py", 3);
+
+	h = ffm_fnv1a(h, file, strlen(file) + 1);
+	h = ffm_fnv1a(h, qualname, strlen(qualname) + 1);
+	h = ffm_fnv1a(h, &line, sizeof(line));
+	return h ? h : 1;
+}
