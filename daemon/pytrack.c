@@ -36,6 +36,7 @@ struct ffm_pytrack {
 	const char *proc_root;
 	struct oatab procs; /* struct proc; entries of exited processes are reset, not removed */
 	char unsupported[256];
+	bool off;
 };
 
 int ffm_pytrack__new(struct ffm_collector *col, const char *proc_root, struct ffm_pytrack **ret)
@@ -46,6 +47,9 @@ int ffm_pytrack__new(struct ffm_collector *col, const char *proc_root, struct ff
 		return -ENOMEM;
 	t->col = col;
 	t->proc_root = proc_root;
+	/* FFM_PYTHON_FRAMES=0 in ffmd's (or ffmctl profile's) environment: no process is walked
+	 * (what bench/bench_python.sh compares against). */
+	t->off = getenv("FFM_PYTHON_FRAMES") && !strcmp(getenv("FFM_PYTHON_FRAMES"), "0");
 	t->procs = OATAB_INIT(struct proc);
 	*ret = t;
 	return 0;
@@ -134,6 +138,10 @@ void ffm_pytrack__on_proc(struct ffm_pytrack *t, uint32_t tgid, uint32_t ptgid)
 	if (!p)
 		return;
 	proc_reset(p);
+	if (t->off) {
+		p->state = PY_NONE;
+		return;
+	}
 	if (pp && pp->state == PY_WALKED && (p->b = malloc(sizeof(*p->b)))) {
 		/* A fork: the parent's image, and BPF copied its pyprocs entry. */
 		*p->b = *pp->b;
@@ -163,6 +171,8 @@ static struct ffm_py_decoder *on_stack(struct ffm_pytrack *t, uint32_t tgid)
 
 	if (!p)
 		return NULL;
+	if (t->off)
+		p->state = PY_NONE;
 	if (p->state == PY_UNKNOWN || p->state == PY_FOUND) {
 		if (++p->tries > MAX_TRIES) {
 			give_up(t, p, tgid, "the interpreter never had a thread running Python code");
