@@ -96,6 +96,18 @@ static int mem_u64(int fd, uint64_t addr, uint64_t *v)
 	return mem_read(fd, addr, v, sizeof(*v));
 }
 
+/* The process's mappings; clears @why. */
+static int read_maps(pid_t pid, const char *proc_root, struct ffm_map **maps, size_t *n,
+		     char *why, size_t len)
+{
+	char path[PATH_MAX];
+
+	if (len)
+		why[0] = 0;
+	snprintf(path, sizeof(path), "%s/%d/maps", proc_dir(proc_root), (int)pid);
+	return ffm_maps_parse(path, maps, n);
+}
+
 /* ---- detection ---------------------------------------------------------------------------- */
 
 struct syms {
@@ -266,16 +278,12 @@ static int check_file(pid_t pid, const char *proc_root, const struct ffm_map *m,
 
 int ffm_py_detect(pid_t pid, const char *proc_root, struct ffm_py_build *b, char *why, size_t len)
 {
-	char path[PATH_MAX];
 	struct ffm_map *maps = NULL;
 	size_t n = 0;
 	int err, ret = 0;
 
 	memset(b, 0, sizeof(*b));
-	if (len)
-		why[0] = 0;
-	snprintf(path, sizeof(path), "%s/%d/maps", proc_dir(proc_root), (int)pid);
-	err = ffm_maps_parse(path, &maps, &n);
+	err = read_maps(pid, proc_root, &maps, &n, why, len);
 	if (err < 0)
 		return err;
 	for (size_t i = 0; i < n && ret == 0; i++) {
@@ -365,15 +373,11 @@ bad:
 int ffm_py_verify(pid_t pid, const char *proc_root, const struct ffm_py_build *b, char *why,
 		  size_t len)
 {
-	char path[PATH_MAX];
 	struct ffm_map *maps = NULL;
 	size_t n = 0;
 	int fd, err;
 
-	if (len)
-		why[0] = 0;
-	snprintf(path, sizeof(path), "%s/%d/maps", proc_dir(proc_root), (int)pid);
-	err = ffm_maps_parse(path, &maps, &n);
+	err = read_maps(pid, proc_root, &maps, &n, why, len);
 	if (err < 0)
 		return err;
 	fd = mem_open(pid, proc_root);

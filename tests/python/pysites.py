@@ -108,14 +108,18 @@ def child(mode):
     sys.exit(0 if total >= 0 else 1)
 
 
-def main():
-    modes = sys.argv[1:] or ["all"]
-    if "fork" in modes or "all" in modes:
-        p = multiprocessing.get_context("fork").Process(target=child, args=("fork",))
+def run_child(mode, modes):
+    if mode in modes or "all" in modes:
+        p = multiprocessing.get_context(mode).Process(target=child, args=(mode,))
         p.start()
         p.join()
         if p.exitcode:
             sys.exit(p.exitcode)
+
+
+def main():
+    modes = sys.argv[1:] or ["all"]
+    run_child("fork", modes)
     g = Gpu()
     total = 0
     for i in range(ITERS):
@@ -129,12 +133,7 @@ def main():
     t = threading.Thread(target=thread_body, args=(g,))
     t.start()
     t.join()
-    if "spawn" in modes or "all" in modes:
-        p = multiprocessing.get_context("spawn").Process(target=child, args=("spawn",))
-        p.start()
-        p.join()
-        if p.exitcode:
-            sys.exit(p.exitcode)
+    run_child("spawn", modes)
     print("PYSITES done", total)
 
 

@@ -1,0 +1,179 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * symbols/python.c against live interpreters (python3.11 and python3 on PATH, each when it is
+ * CPython 3.11+): the location-table decoder agrees with the interpreter's own co_lines(); a
+ * running interpreter is detected, its layout checks out, and a frame's (code, instruction)
+ * decodes to the file, qualified name and line the interpreter reports; an object that is not
+ * a code object is refused.
+ */
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "symbols/ffm_python.h"
+#include "tests/testutil.h"
+
+/* Every python3.11 and python3 in PATH's directories (not only the first of each). */
+static char pythons[16][512];
+static size_t npythons;
+
+__attribute__((constructor)) static void find_pythons(void)
+{
+	const char *path = getenv("PATH");
+	static const char *const names[] = { "python3.11", "python3" };
+	char dir[400];
+
+	while (path && *path && npythons < 16) {
+		size_t n = strcspn(path, ":");
+
+		snprintf(dir, sizeof(dir), "%.*s", (int)n, path);
+		for (size_t i = 0; i < 2 && npythons < 16; i++) {
+			snprintf(pythons[npythons], sizeof(pythons[0]), "%s/%s", dir, names[i]);
+			if (n && access(pythons[npythons], X_OK) == 0)
+				npythons++;
+		}
+		path += n + (path[n] == ':');
+	}
+}
+
+/* Output of `PY -c SCRIPT` (first @len bytes); 0 or -1 when it could not run. */
+static int run_py(const char *py, const char *script, char *out, size_t len)
+{
+	char cmd[8192];
+	FILE *f;
+	size_t n;
+
+	snprintf(cmd, sizeof(cmd), "%s -c '%s' 2>/dev/null", py, script);
+	f = popen(cmd, "r");
+	if (!f)
+		return -1;
+	n = fread(out, 1, len - 1, f);
+	out[n] = 0;
+	return pclose(f) == 0 && n ? 0 : -1;
+}
+
+static const char table_script[] =
+	"import sys\n"
+	"if sys.version_info < (3, 11): sys.exit(1)\n"
+	"def f(a):\n"
+	"    b = [x * 2 for x in a]\n"
+	"    try:\n"
+	"        c = sum(b) +\\\n"
+	"            len(a)\n"
+	"    except ValueError:\n"
+	"        c = None\n"
+	"    return c\n"
+	"co = f.__code__\n"
+	"print(co.co_firstlineno, co.co_linetable.hex())\n"
+	"for s, e, l in co.co_lines(): print(s, e, -1 if l is None else l)\n";
+
+TEST(line_table_matches_co_lines)
+{
+	int tried = 0;
+
+	for (size_t k = 0; k < npythons; k++) {
+		static char out[65536];
+		uint8_t table[4096];
+		char hex[8192], *p;
+		int first, s, e, l, n = 0, checked = 0;
+		size_t tlen;
+
+		if (run_py(pythons[k], table_script, out, sizeof(out)) < 0)
+			continue;
+		tried++;
+		ASSERT(sscanf(out, "%d %8191s%n", &first, hex, &n) == 2);
+		tlen = strlen(hex) / 2;
+		ASSERT(tlen <= sizeof(table));
+		for (size_t i = 0; i < tlen; i++)
+			ASSERT(sscanf(hex + 2 * i, "%2hhx", &table[i]) == 1);
+		for (p = out + n; sscanf(p, "%d %d %d%n", &s, &e, &l, &n) == 3; p += n)
+			for (int u = s / 2; u < e / 2; u++, checked++)
+				ASSERT_MSG(ffm_py_line_at(table, tlen, first, u) == l,
+					   "%s: code unit %d: line %d, want %d", pythons[k], u,
+					   ffm_py_line_at(table, tlen, first, u), l);
+		ASSERT(checked > 10);
+		ASSERT_EQ(ffm_py_line_at(table, tlen, first, 100000), -1);
+		ASSERT_EQ(ffm_py_line_at(table, 0, first, 0), -1);
+	}
+	if (!tried)
+		SKIP("no CPython 3.11+ on PATH");
+}
+
+static const char live_script[] =
+	"import sys, time\n"
+	"if sys.version_info < (3, 11): sys.exit(1)\n"
+	"class K:\n"
+	"    def outer(self):\n"
+	"        def inner():\n"
+	"            f = sys._getframe()\n"
+	"            print(id(f.f_code), f.f_lasti, f.f_lineno, id(12345678901), f.f_code.co_filename, flush=True); time.sleep(30)\n"
+	"        inner()\n"
+	"K().outer()\n";
+
+static void check_live(const char *py, pid_t pid, FILE *in)
+{
+	unsigned long long code, notcode;
+	struct ffm_py_decoder *d = NULL;
+	struct ffm_py_build b;
+	struct ffm_py_loc loc;
+	char why[512], file[512];
+	int lasti, line, err = -EAGAIN;
+
+	ASSERT_MSG(fscanf(in, "%llu %d %d %llu %511s", &code, &lasti, &line, &notcode, file) == 5,
+		   "%s: no frame line", py);
+	ASSERT_MSG(ffm_py_detect(pid, NULL, &b, why, sizeof(why)) == 1, "%s: %s", py, why);
+	for (int i = 0; i < 50 && err == -EAGAIN; i++) {
+		err = ffm_py_verify(pid, NULL, &b, why, sizeof(why));
+		if (err == -EAGAIN)
+			usleep(20000);
+	}
+	ASSERT_MSG(err == 0, "%s: verify: %d %s", py, err, why);
+	ASSERT_OK(ffm_py_decoder__new(pid, NULL, &b, &d));
+	err = ffm_py_decoder__frame(d, code, lasti, &loc);
+	if (err == 0 && (strcmp(loc.file, file) || strcmp(loc.qualname, "K.outer.<locals>.inner") ||
+			 loc.line != (uint32_t)line))
+		err = -EINVAL;
+	if (err == 0)
+		err = ffm_py_decoder__frame(d, notcode, 0, &loc) == -EPROTO ? 0 : -EBADMSG;
+	ffm_py_decoder__free(d);
+	ASSERT_MSG(err == 0, "%s: decode: %d (%s %s:%u, want %s:%d)", py, err,
+		   err == -EINVAL ? loc.qualname : "", err == -EINVAL ? loc.file : "",
+		   err == -EINVAL ? loc.line : 0, file, line);
+}
+
+TEST(live_interpreter_detected_checked_decoded)
+{
+	int tried = 0;
+
+	if (geteuid() != 0)
+		SKIP("needs root (reads /proc/PID/mem of a child)");
+	for (size_t k = 0; k < npythons; k++) {
+		int fds[2], st;
+		pid_t pid;
+		FILE *in;
+		char ver[64];
+
+		if (run_py(pythons[k], "import sys; print(1); sys.exit(sys.version_info < (3, 11))", ver,
+			   sizeof(ver)) < 0)
+			continue;
+		tried++;
+		ASSERT_OK(pipe(fds));
+		pid = fork();
+		ASSERT(pid >= 0);
+		if (pid == 0) {
+			dup2(fds[1], 1);
+			close(fds[0]);
+			execl(pythons[k], pythons[k], "-c", live_script, (char *)NULL);
+			_exit(127);
+		}
+		close(fds[1]);
+		in = fdopen(fds[0], "r");
+		check_live(pythons[k], pid, in);
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+		fclose(in);
+	}
+	if (!tried)
+		SKIP("no CPython 3.11+ on PATH");
+}
+
+TEST_MAIN()
