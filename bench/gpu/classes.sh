@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# The classes of program whose estimates used to miss (host reads every iteration, host threads
+# that wait side by side), and the controls, on a real GPU: per variant, the plain and --fixed
+# runs interleaved (--reps each, default 5), the saving as the difference of the medians of
+# WALL_S, and the report of `ffmctl profile --stages 1-4`: the benefit of the planted line and
+# the headline. Writes OUT/classes.md (the table) and the raw outputs.
+#
+#   O=DIR bench/gpu/classes.sh [--reps N] OUT
+#
+# DIR is what bench/gpu/pack.sh built (a static ffmctl); the CUDA-runtime program is built here
+# with this machine's nvcc and cuBLAS. Needs root (BPF).
+set -u
+reps=5
+[ "${1:-}" = --reps ] && { reps=$2; shift 2; }
+[ $# = 1 ] || { echo "usage: $0 [--reps N] OUT" >&2; exit 2; }
+OUT=$(mkdir -p "$1" && cd "$1" && pwd)
+cd "$(dirname "$0")/../.." || exit 1
+O=$(cd "${O:-.dev/gpu}" && pwd) || exit 1
+SRC=$PWD/tests/gpu
+S=$(mktemp -d /tmp/ffm-gpu-classes.XXXXXX)
+BIN=$S/cudart_problems
+nvcc -O2 -g -lineinfo -gencode arch=compute_90,code=sm_90 -o "$BIN" "$SRC/cudart_problems.cu" \
+	-lcublas >"$OUT/build.txt" 2>&1 || { cat "$OUT/build.txt"; exit 1; }
+
+# name | arguments
+VARIANTS=${FFM_CLASSES:-"host_read_memcpy|--problem host_read_memcpy
+host_read_memcpy_k1000_c300|--problem host_read_memcpy --kernel-us 1000 --cpu-us 300
+host_read_cublas|--problem host_read_cublas
+host_read_thrust|--problem host_read_thrust
+threads4|--problem threads --threads 4
+threads8_k1000_c500|--problem threads --threads 8 --kernel-us 1000 --cpu-us 500
+threads2|--problem threads --threads 2
+threads4_shared|--problem threads --threads 4 --shared
+unnecessary_sync|--problem unnecessary_sync
+control|--problem control"}
+
+wall() { "$@" 2>/dev/null | awk '/^WALL_S/{print $2}'; }
+
+echo "$VARIANTS" | while IFS='|' read -r name args; do
+	[ -n "$name" ] || continue
+	: >"$OUT/$name.times"
+	for i in $(seq "$reps"); do
+		# shellcheck disable=SC2086 # args is a list
+		echo "plain $(wall "$BIN" $args)" >>"$OUT/$name.times"
+		# shellcheck disable=SC2086
+		echo "fixed $(wall "$BIN" $args --fixed)" >>"$OUT/$name.times"
+	done
+	# shellcheck disable=SC2086
+	"$O/ffmctl" --state-dir "$S/st" profile --quiet --stages 1-4 --key "cls-$name" \
+		--job-id "cls-$name" -- "$BIN" $args >"$OUT/$name.profile" 2>&1
+	"$O/ffmctl" --state-dir "$S/st" report "cls-$name" --json --top 1000 >"$OUT/$name.json"
+	"$O/ffmctl" --state-dir "$S/st" report "cls-$name" >"$OUT/$name.txt"
+done
+
+python3 - "$OUT" "$SRC/cudart_problems.cu" <<'PY' >"$OUT/classes.md"
+import json, os, re, statistics, sys
+out, src = sys.argv[1], sys.argv[2]
+plants = {}
+for n, l in enumerate(open(src), 1):
+    m = re.search(r"FFM-PLANT: cudart (\w+)", l)
+    if m:
+        plants[m.group(1)] = n
+print("| variant | plain (s) | fixed (s) | saved (s) | ffm: planted line (s) | ffm: headline (s) | error (line) | error (headline) | top problem |")
+print("|---|---|---|---|---|---|---|---|---|")
+for f in sorted(os.listdir(out)):
+    if not f.endswith(".times"):
+        continue
+    name = f[:-6]
+    t = {"plain": [], "fixed": []}
+    for line in open(os.path.join(out, f)):
+        k, *v = line.split()
+        if v:
+            t[k].append(float(v[0]))
+    try:
+        r = json.load(open(os.path.join(out, name + ".json")))
+    except Exception:
+        print("| %s | report failed |" % name)
+        continue
+    mp, mf = statistics.median(t["plain"]), statistics.median(t["fixed"])
+    saved = mp - mf
+    prob = next((p for p in plants if name.startswith(p)), None)
+    line = plants.get(prob)
+    est = sum(p["benefit_s"] for p in r.get("problems", [])
+              if line and p["call_site"]["file"].endswith("cudart_problems.cu") and p["call_site"]["line"] == line)
+    head = r.get("recoverable_s") or 0
+    top = r["problems"][0] if r.get("problems") else None
+    tops = "%s at %s:%s" % (top["type"], os.path.basename(top["call_site"]["file"]), top["call_site"]["line"]) if top else "none"
+    err = lambda e: "%+.0f%%" % ((e - saved) / saved * 100) if saved > 0.01 else "n/a"
+    print("| %s | %.3f | %.3f | %.3f | %.3f | %.3f | %s | %s | %s |" % (name, mp, mf, saved, est, head, err(est), err(head), tops))
+PY
+cat "$OUT/classes.md"
