@@ -7,33 +7,16 @@
 # Also the host read every iteration (host_read): its own problem type at the planted line.
 set -u
 cd "$(dirname "$0")/../.." || exit 2
-B=${FFM_BUILD:-build}
+. tests/ops/lib.sh
 FFMCTL=$B/ffmctl
 WL=$B/workloads
 FAKE=$B/fakecuda
 
-n=0
-fails=0
-check() { # check DESCRIPTION CMD...
-	local d=$1
-	shift
-	n=$((n + 1))
-	if "$@"; then echo "ok $n - $d"; else
-		fails=$((fails + 1))
-		echo "not ok $n - $d"
-	fi
-}
-
-if [ "$(id -u)" != 0 ]; then
-	echo "1..0 # SKIP needs root for BPF uprobes"
-	exit 77
-fi
+need_root
 if [ ! -e "$FAKE/libcuda.so.1" ] || [ ! -x "$WL/threads" ] || ! command -v python3 >/dev/null; then
 	echo "1..0 # SKIP needs the simulated driver, the workloads (make) and python3"
 	exit 77
 fi
-T=$(mktemp -d /tmp/ffm-test-threads-XXXXXX)
-trap 'rm -rf "$T"' EXIT
 
 profile() { # profile JOB -- CMD...
 	local job=$1
@@ -84,4 +67,4 @@ check "host_read: the text says the fix changes the use" \
 
 echo "1..$n"
 echo "$((n - fails)) passed, $fails failed"
-[ "$fails" = 0 ]
+finish
