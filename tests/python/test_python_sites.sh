@@ -90,8 +90,8 @@ for py in "${pythons[@]}"; do
 		notok "profile under $py"; tail -n 20 "$T/$id.log" | diag; continue
 	fi
 	ctl() { "$B/ffmctl" --state-dir "$T/state" "$@"; }
-	ctl report "$id" --json --top 1000 >"$T/$id.json" 2>"$T/err" && ctl report "$id" --top 1000 >"$T/$id.txt" &&
-		ctl report "$id" --top 1000 --group function >"$T/$id.func" &&
+	ctl report "$id" --json --top 1000 >"$T/$id.json" 2>"$T/err" && ctl report "$id" --top 1000 --noise 0 >"$T/$id.txt" &&
+		ctl report "$id" --top 1000 --noise 0 --group function >"$T/$id.func" &&
 		ctl export "$id" --format chrome-trace -o "$T/$id.trace" 2>>"$T/err" || { notok "report of $id"; diag <"$T/err"; continue; }
 	if out=$(check_report "$py" "$T/$id.json" "$T/$id.txt" "$T/$id.func" "$T/$id.trace" 2>&1); then
 		ok "$py: every planted site named at its line with its verdict"
