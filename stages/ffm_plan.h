@@ -44,7 +44,7 @@ enum ffm_stage {
 #define FFM_PLAN_MAX_FAILURES 2
 #define FFM_STAGE_BIT(s) (1u << (s))
 
-/* What to probe. The daemon maps each class to symbols (ffm_plan__api_names()) and offsets. */
+/* What to probe. The daemon maps each class to symbols (daemon/apis.c) and offsets. */
 #define FFM_PROBE_PROC 0x0001u        /* process start/exit: the run's wall time */
 #define FFM_PROBE_WAIT 0x0002u        /* the internal wait function, entry+return, stack id */
 #define FFM_PROBE_SYNC_FUNCS 0x0004u  /* synchronizing public functions found in stage 1 */
@@ -88,24 +88,5 @@ int ffm_plan__next(const struct ffm_plan_input *in, struct ffm_plan *out);
 
 /* The probe set of a stage run normally (stage-1 list available); 0 for an unknown stage. */
 uint32_t ffm_plan__probes(enum ffm_stage stage);
-
-/* Driver API entry points per class: names only, every variant the headers can produce
- * (sync/async, _v2, _ptds/_ptsz). Absent symbols are for the symbol lookup to skip. */
-enum ffm_api_class {
-	FFM_API_SYNC = 0, /* explicit synchronizations (the static fallback list) */
-	FFM_API_TRANSFER,
-	FFM_API_ALLOC,
-	FFM_API_FREE,
-	FFM_API_MEMSET,
-	FFM_API_LAUNCH,
-	FFM_API__MAX,
-};
-
-/* The names of a class (NULL and *n = 0 for an unknown class). */
-const char *const *ffm_plan__api_names(enum ffm_api_class cls, size_t *n);
-/* The class of a driver function name, or -ENOENT. */
-int ffm_plan__api_class(const char *name);
-/* The FFM_PROBE_* flag of a class (0 for an unknown class). */
-uint32_t ffm_plan__class_probe(enum ffm_api_class cls);
 
 #endif /* FFM_PLAN_H */
