@@ -13,11 +13,9 @@
 #include "analysis/ffm_analysis.h"
 #include "bpf/ffm_hash.h"
 #include "common/oatab.h"
+#include "common/util.h"
 
 /* ---- small helpers (util.c) --------------------------------------------------------------- */
-
-/* Grow *p (elements of sz bytes) to hold at least need; capacity doubles. */
-int an_grow(void **p, size_t *cap, size_t need, size_t sz);
 
 /* All strings the results point to; freed with the analysis. */
 struct strpool {

@@ -14,7 +14,7 @@ static struct thread *thread_of(struct ffm_analysis *a, uint32_t tid, uint32_t t
 
 	if (i != UINT32_MAX)
 		return &a->thr[i];
-	if (an_grow((void **)&a->thr, &a->cap_thr, a->n_thr + 1, sizeof(*a->thr)) ||
+	if (ffm_grow((void **)&a->thr, &a->cap_thr, a->n_thr + 1, sizeof(*a->thr)) ||
 	    oatab_put_u32(&a->thr_of, tid, (uint32_t)a->n_thr))
 		return NULL;
 	a->thr[a->n_thr] = (struct thread){ .tid = tid, .tgid = tgid };
@@ -53,7 +53,7 @@ static int push_event(struct ffm_analysis *a, const struct ffm_event *e)
 
 static int note_delay(struct site_int *si, int64_t d)
 {
-	if (an_grow((void **)&si->delays, &si->cap_delays, si->n_delays + 1, sizeof(*si->delays)))
+	if (ffm_grow((void **)&si->delays, &si->cap_delays, si->n_delays + 1, sizeof(*si->delays)))
 		return -ENOMEM;
 	si->delays[si->n_delays++] = d;
 	return 0;

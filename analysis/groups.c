@@ -126,7 +126,7 @@ static int make_seq_groups(struct ffm_analysis *a, const struct ffm_group *mg, s
 		h = h ? h : 1;
 		pi = oatab_get_u32(&pat, h);
 		if (pi == UINT32_MAX) {
-			if (an_grow((void **)&res->groups, &cap, res->n_groups + 1, sizeof(*res->groups))) {
+			if (ffm_grow((void **)&res->groups, &cap, res->n_groups + 1, sizeof(*res->groups))) {
 				err = -ENOMEM;
 				goto out;
 			}

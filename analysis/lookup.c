@@ -10,7 +10,7 @@
 
 int an_evv_add(struct ffm_analysis *a, const struct an_evv *e)
 {
-	if (an_grow((void **)&a->evv, &a->cap_evv, a->n_evv + 1, sizeof(*a->evv)))
+	if (ffm_grow((void **)&a->evv, &a->cap_evv, a->n_evv + 1, sizeof(*a->evv)))
 		return -ENOMEM;
 	a->evv[a->n_evv++] = *e;
 	return 0;

@@ -208,7 +208,7 @@ static struct ffm_an_diff_row *row_of(struct rows *rs, const struct ffm_an_site 
 
 	if (i != UINT32_MAX)
 		return &rs->v[i];
-	if (an_grow((void **)&rs->v, &rs->cap, rs->n + 1, sizeof(*rs->v)) ||
+	if (ffm_grow((void **)&rs->v, &rs->cap, rs->n + 1, sizeof(*rs->v)) ||
 	    oatab_put_u32(&rs->of, x->key, (uint32_t)rs->n))
 		return NULL;
 	r = &rs->v[rs->n++];

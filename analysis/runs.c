@@ -23,7 +23,7 @@ static int on_run(const struct ffm_store_run *r, void *ctx)
 		rs->job_last = r->id;
 	if (rs->a->o.job_only && (!r->job_id || strcmp(rs->a->o.job_id, r->job_id)))
 		return 0;
-	if (an_grow((void **)&res->runs, &rs->cap, res->n_runs + 1, sizeof(*res->runs)))
+	if (ffm_grow((void **)&res->runs, &rs->cap, res->n_runs + 1, sizeof(*res->runs)))
 		return -ENOMEM;
 	x = &res->runs[res->n_runs++];
 	memset(x, 0, sizeof(*x));
@@ -110,7 +110,7 @@ struct ffm_an_api *an_api_slot(struct ffm_analysis *a, uint32_t api)
 
 	if (i != UINT32_MAX)
 		return &res->apis[i];
-	if (an_grow((void **)&res->apis, &a->cap_apis, res->n_apis + 1, sizeof(*res->apis)) ||
+	if (ffm_grow((void **)&res->apis, &a->cap_apis, res->n_apis + 1, sizeof(*res->apis)) ||
 	    oatab_put_u32(&a->api_of, api, (uint32_t)res->n_apis))
 		return NULL;
 	res->apis[res->n_apis] = (struct ffm_an_api){

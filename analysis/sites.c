@@ -87,7 +87,7 @@ static int new_site(struct ffm_analysis *a, int64_t stack, uint32_t *ret)
 	struct ffm_an_site *x;
 	int err;
 
-	if (an_grow((void **)&res->sites, &a->cap_sites, res->n_sites + 1, sizeof(*res->sites)))
+	if (ffm_grow((void **)&res->sites, &a->cap_sites, res->n_sites + 1, sizeof(*res->sites)))
 		return -ENOMEM;
 	if (a->cap_sites != cap) {
 		struct site_int *n = realloc(a->si, a->cap_sites * sizeof(*n));

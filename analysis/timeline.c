@@ -251,7 +251,7 @@ static int on_process(const struct ffm_store_process *p, void *ctx)
 	struct ffm_analysis_result *res = &ps->a->res;
 	struct ffm_an_proc *x;
 
-	if (an_grow((void **)&res->procs, &ps->cap, res->n_procs + 1, sizeof(*res->procs)))
+	if (ffm_grow((void **)&res->procs, &ps->cap, res->n_procs + 1, sizeof(*res->procs)))
 		return -ENOMEM;
 	x = &res->procs[res->n_procs++];
 	*x = (struct ffm_an_proc){ .tgid = p->tgid, .start_ns = p->start_ns, .end_ns = p->end_ns };

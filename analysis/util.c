@@ -1,25 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Small helpers of the analysis (analysis_int.h). */
-#include <errno.h>
 
 #include "analysis/analysis_int.h"
-
-int an_grow(void **p, size_t *cap, size_t need, size_t sz)
-{
-	size_t ncap = *cap ? *cap : 8;
-	void *n;
-
-	if (need <= *cap)
-		return 0;
-	while (ncap < need)
-		ncap *= 2;
-	n = realloc(*p, ncap * sz);
-	if (!n)
-		return -ENOMEM;
-	*p = n;
-	*cap = ncap;
-	return 0;
-}
 
 const char *an_pool_dup(struct strpool *p, const char *s, const char *dflt)
 {
@@ -27,7 +9,7 @@ const char *an_pool_dup(struct strpool *p, const char *s, const char *dflt)
 
 	if (!s || !*s)
 		return dflt;
-	if (an_grow((void **)&p->v, &p->cap, p->n + 1, sizeof(*p->v)))
+	if (ffm_grow((void **)&p->v, &p->cap, p->n + 1, sizeof(*p->v)))
 		return NULL;
 	d = strdup(s);
 	if (!d)

@@ -22,7 +22,7 @@ static int verdict_add(struct verdicts *v, int64_t event, uint8_t val, int64_t d
 {
 	size_t cap = v->cap;
 
-	if (an_grow((void **)&v->v, &v->cap, v->n + 1, sizeof(*v->v)))
+	if (ffm_grow((void **)&v->v, &v->cap, v->n + 1, sizeof(*v->v)))
 		return -ENOMEM;
 	if (v->cap != cap) {
 		int64_t *d = realloc(v->delay, v->cap * sizeof(*d));

@@ -141,7 +141,7 @@ static json_t *status_job(struct ffmd *d, const struct job *j)
 			 "s:I,s:I,s:I,s:I,s:o}",
 			 "job", ffm_json_string(j->id), "key", ffm_json_string(j->key), "rule", ffm_json_string(j->rule),
 			 "owner", (json_int_t)j->owner, "stage", j->stage,
-			 "running_s", ffm_json_fixed(now_s() - j->start, 1), "events", (json_int_t)j->events,
+			 "running_s", ffm_json_fixed(ffm_now_s() - j->start, 1), "events", (json_int_t)j->events,
 			 "events_per_s", ffm_json_fixed(j->rate, 1),
 			 "drops", "ringbuf", (json_int_t)dr.n[FFM_REC_DROP_RINGBUF],
 			 "stacks", (json_int_t)dr.n[FFM_REC_DROP_STACK],
@@ -310,7 +310,7 @@ static void log_refused(const struct conn *c, const char *msg)
 		double since;
 		unsigned n, quiet;
 	} peers[16];
-	double t = now_s();
+	double t = ffm_now_s();
 	int k = 0;
 
 	for (int i = 0; i < 16; i++) {
@@ -438,7 +438,7 @@ void accept_conn(struct ffmd *d)
 	}
 	c->fd = fd;
 	c->cred = cred;
-	c->deadline = now_s() + FFM_PROTO_TIMEOUT_MS / 1000.0;
+	c->deadline = ffm_now_s() + FFM_PROTO_TIMEOUT_MS / 1000.0;
 	epoll_ctl(d->ep, EPOLL_CTL_ADD, fd,
 		  &(struct epoll_event){ .events = EPOLLIN, .data.u64 = TAG_CONN | (uint64_t)(c - d->conns) << 8 });
 }

@@ -39,7 +39,7 @@
 /* Whether a message about @what may be logged now: at most one per 10 s for each @last. */
 static bool log_allowed(double *last)
 {
-	double t = now_s();
+	double t = ffm_now_s();
 
 	if (*last && t - *last < 10.0)
 		return false;
@@ -70,7 +70,7 @@ static struct drv *driver_slot(struct ffmd *d, uid_t user, const char *path)
 {
 	static double last_user, last_full;
 	struct drv *best = NULL;
-	double t = now_s();
+	double t = ffm_now_s();
 	int mine = 0;
 
 	for (int i = 0; i < MAX_DRIVERS; i++) {
@@ -200,7 +200,7 @@ static void driver_done(struct ffmd *d, struct ffm_readier_result *res)
 	}
 	if (res->err < 0) {
 		dv->state = DRV_FAILED;
-		dv->since = now_s();
+		dv->since = ffm_now_s();
 		snprintf(dv->why, sizeof(dv->why), "%s", res->why[0] ? res->why : strerror(-res->err));
 		log_err("cannot use driver %s: %s; processes using it are not measured", dv->path, dv->why);
 	} else {
@@ -252,7 +252,7 @@ struct drv *driver_get(struct ffmd *d, const char *path, bool sync)
 	dv->dev = st.st_dev;
 	dv->ino = st.st_ino;
 	dv->user = st.st_uid;
-	dv->since = now_s();
+	dv->since = ffm_now_s();
 	snprintf(dv->path, sizeof(dv->path), "%s", path);
 	res.cookie = (uint64_t)(dv - d->drvs) << 32 | dv->gen;
 	if (!sync) {

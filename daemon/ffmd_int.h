@@ -40,9 +40,9 @@
 #include <stdio.h>
 #include <sys/socket.h>
 #include <sys/types.h>
-#include <time.h>
 
 #include "bpf/ffm.h"
+#include "common/util.h"
 #include "daemon/collector.h"
 #include "daemon/config.h"
 #include "daemon/driver_setup.h"
@@ -226,14 +226,6 @@ struct ffmd {
 	struct ffm_readier *readier;
 	uint64_t procs_total, held_total; /* job processes seen, and held (status shows the rate) */
 };
-
-static inline double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 /* ---- procfs.c ---- */
 int proc_stat3(pid_t pid, char *state, pid_t *ppid, unsigned long long *start);

@@ -94,7 +94,7 @@ struct hold *hold(struct ffmd *d, pid_t pid, bool bpf_stopped)
 		h = &d->holds[d->nholds++];
 		memset(h, 0, sizeof(*h));
 		h->pid = pid;
-		h->since = now_s();
+		h->since = ffm_now_s();
 		if (proc_stat3(pid, &st, &h->ppid, &h->start) < 0)
 			h->ppid = 0;
 		d->held_total++;
@@ -128,7 +128,7 @@ static void parent_watch(struct ffmd *d, const struct hold *h)
 		return;
 	for (int i = 0; i < MAX_HOLDS; i++)
 		if (!d->parents[i].pid || d->parents[i].pid == h->ppid) {
-			d->parents[i] = (struct parent_watch){ h->ppid, start, now_s() + PARENT_WATCH_S };
+			d->parents[i] = (struct parent_watch){ h->ppid, start, ffm_now_s() + PARENT_WATCH_S };
 			return;
 		}
 }
@@ -143,7 +143,7 @@ static void parent_watch(struct ffmd *d, const struct hold *h)
  */
 void parents_check(struct ffmd *d)
 {
-	double t = now_s();
+	double t = ffm_now_s();
 
 	for (int i = 0; i < MAX_HOLDS; i++) {
 		struct parent_watch *w = &d->parents[i];
@@ -192,7 +192,7 @@ void hold_release(struct ffmd *d, pid_t pid)
 /* Whatever a hold waits for, it ends after HOLD_MAX_S: no process stays stopped for ffm. */
 void holds_expire(struct ffmd *d)
 {
-	double t = now_s();
+	double t = ffm_now_s();
 
 	for (int i = d->nholds - 1; i >= 0; i--)
 		if (t - d->holds[i].since > HOLD_MAX_S) {

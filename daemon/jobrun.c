@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "bpf/ffm_hash.h"
+#include "common/util.h"
 #include "daemon/collector.h"
 #include "daemon/jobrun.h"
 #include "daemon/memtrace.h"
@@ -211,18 +212,12 @@ int ffm_jobrun__begin(const struct ffm_jobrun_opts *opts, struct ffm_jobrun **re
 		if (err < 0)
 			goto fail;
 	}
-	{
-		struct timespec ts;
-
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		err = ffm_store__run_begin(jr->store, &(struct ffm_store_run){
-			.job_id = opts->job_id, .stage = jr->plan.stage, .driver = driver,
-			.start_ns = (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec,
-			.start_unix = time(NULL),
-		}, &jr->run);
-		if (err < 0)
-			goto fail;
-	}
+	err = ffm_store__run_begin(jr->store, &(struct ffm_store_run){
+		.job_id = opts->job_id, .stage = jr->plan.stage, .driver = driver,
+		.start_ns = ffm_now_ns(), .start_unix = time(NULL),
+	}, &jr->run);
+	if (err < 0)
+		goto fail;
 	ro.store = jr->store;
 	ro.run = jr->run;
 	ro.collector = opts->collector;
@@ -322,8 +317,8 @@ int ffm_jobrun__end(struct ffm_jobrun *jr, double wall_s, int exit_status, bool 
 {
 	struct ffm_rec_drops d = {};
 	struct ffm_recorder_stats st;
+	uint64_t end_ns = ffm_now_ns();
 	uint32_t flags = 0;
-	struct timespec ts;
 	int err;
 
 	if (jr->ended)
@@ -364,16 +359,13 @@ int ffm_jobrun__end(struct ffm_jobrun *jr, double wall_s, int exit_status, bool 
 	}
 	if (jr->interrupted)
 		flags |= FFM_RUN_PARTIAL | FFM_RUN_ABORTED;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
 	if (jr->mt) {
 		/* Windows still open end with the run; then coverage and divergence flags. */
-		err = ffm_memtrace__end(jr->mt, (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec,
-					jr->ref_run2, &flags);
+		err = ffm_memtrace__end(jr->mt, end_ns, jr->ref_run2, &flags);
 		if (err < 0)
 			return err;
 	}
-	err = ffm_store__run_end(jr->store, jr->run, (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec,
-				 wall_s, exit_status, flags);
+	err = ffm_store__run_end(jr->store, jr->run, end_ns, wall_s, exit_status, flags);
 	if (err < 0)
 		return err;
 	if (end_job) {

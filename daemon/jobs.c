@@ -327,7 +327,7 @@ int job_create(struct ffmd *d, const struct job_spec *sp, struct job **ret, cons
 	if (sp->resumed)
 		ffm_jobrun__set_interrupted(j->jr); /* it missed what ran while ffmd was down */
 	j->stage = ffm_jobrun__plan(j->jr)->stage;
-	j->start = now_s();
+	j->start = ffm_now_s();
 	ffm_jobrun__arm(j->jr); /* the stage's flags: stages 3-4 add memory tracing, hashing */
 	update_attachments(d);
 	for (int i = 0; i < j->nsel; i++) {
@@ -367,7 +367,7 @@ int job_create(struct ffmd *d, const struct job_spec *sp, struct job **ret, cons
 /* Never called from inside the ring buffer callback (it consumes). */
 int job_end(struct ffmd *d, struct job *j, bool aborted)
 {
-	double wall = now_s() - j->start;
+	double wall = ffm_now_s() - j->start;
 	int err;
 
 	/* Records still in the ring buffer belong to this run. */
@@ -399,7 +399,6 @@ static void journal_close_run(struct ffmd *d, const char *key, const char *id, i
 	struct ffm_store_opts so = { .sz = sizeof(so) };
 	struct ffm_store *s = NULL;
 	struct ffm_store_run r;
-	struct timespec ts;
 	int err;
 
 	/* The run is in this node's store of the key (nodes/<host>/ once nodes/ exists). */
@@ -408,9 +407,8 @@ static void journal_close_run(struct ffmd *d, const char *key, const char *id, i
 		log_err("journal: job %s: cannot open the store of key %s: %s", id, key, ffm_store__strerror(err));
 		return;
 	}
-	clock_gettime(CLOCK_MONOTONIC, &ts);
 	if (ffm_store__get_run(s, run, &r) == 0 && !r.end_ns) {
-		uint64_t last = 0, end = (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+		uint64_t last = 0, end = ffm_now_ns();
 
 		/* It lasted until the last thing it stored (ffmd flushes every flush_ms): its
 		 * wall time is that, not the time ffmd was down. */

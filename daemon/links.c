@@ -342,7 +342,7 @@ void update_attachments(struct ffmd *d)
 {
 	bool jobs = any_job(d);
 	uint64_t detail = detail_slots(d);
-	double t = now_s();
+	double t = ffm_now_s();
 	bool release_all = !jobs && d->idle_since && t - d->idle_since >= LINGER_S;
 	/* API probes do not linger: with entry/return pairs (kernels before uprobe sessions)
 	 * their return probes put the kernel's trampoline address into the stacks that stage-1

@@ -2,10 +2,10 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "bpf/ffm_hash.h"
 #include "common/oatab.h"
+#include "common/util.h"
 #include "daemon/collector.h"
 #include "daemon/log.h"
 #include "daemon/memtrace.h"
@@ -82,31 +82,6 @@ struct ffm_memtrace {
 	bool warned_watch;
 };
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
-
-static int grow(void **p, size_t *cap, size_t n, size_t sz)
-{
-	size_t ncap;
-	void *np;
-
-	if (n < *cap)
-		return 0;
-	ncap = *cap ? *cap * 2 : 8;
-	np = realloc(*p, ncap * sz);
-	if (!np)
-		return -ENOMEM;
-	memset((char *)np + *cap * sz, 0, (ncap - *cap) * sz);
-	*p = np;
-	*cap = ncap;
-	return 0;
-}
-
 uint32_t ffm_memtrace_job_flags(uint32_t probes)
 {
 	uint32_t f = 0;
@@ -127,7 +102,7 @@ static struct proc *proc_get(struct ffm_memtrace *m, uint32_t tgid, bool create)
 	for (size_t i = 0; i < m->np; i++)
 		if (m->p[i].tgid == tgid)
 			return &m->p[i];
-	if (!create || grow((void **)&m->p, &m->capp, m->np, sizeof(*m->p)) < 0)
+	if (!create || FFM_GROW(m->p, m->capp, m->np + 1) < 0)
 		return NULL;
 	p = &m->p[m->np++];
 	memset(p, 0, sizeof(*p));
@@ -179,7 +154,7 @@ static struct thread *thread_get(struct ffm_memtrace *m, struct proc *p, uint32_
 	for (size_t i = 0; i < p->nt; i++)
 		if (p->t[i].tid == tid)
 			return &p->t[i];
-	if (grow((void **)&p->t, &p->capt, p->nt, sizeof(*p->t)) < 0)
+	if (FFM_GROW(p->t, p->capt, p->nt + 1) < 0)
 		return NULL;
 	t = &p->t[p->nt++];
 	memset(t, 0, sizeof(*t));
@@ -238,7 +213,7 @@ static void watch_range(struct ffm_memtrace *m, struct proc *p, size_t ri)
 	r->slot = s;
 	for (size_t i = 0; i < p->nt; i++)
 		apply_slot(m, p, &p->t[i], s);
-	r->armed_ns = now_ns();
+	r->armed_ns = ffm_now_ns();
 	m->st.watch_moves++;
 }
 
@@ -269,7 +244,7 @@ static size_t add_range(struct ffm_memtrace *m, struct proc *p, uint64_t lo, uin
 		if (p->r[i].lo == lo && p->r[i].hi == lo + bytes)
 			break;
 	if (i == p->nr) {
-		if (grow((void **)&p->r, &p->capr, p->nr, sizeof(*p->r)) < 0)
+		if (FFM_GROW(p->r, p->capr, p->nr + 1) < 0)
 			return SIZE_MAX;
 		p->r[i] = (struct range){ .lo = lo, .hi = lo + bytes, .slot = -1, .managed = managed };
 		p->nr++;
@@ -592,7 +567,7 @@ static int64_t frame_of(struct ffm_memtrace *m, int64_t stack)
 		if (m->frames[i].stack == stack)
 			return m->frames[i].frame;
 	ffm_store__for_each_frame(m->o.store, stack, first_frame_cb, &f);
-	if (grow((void **)&m->frames, &m->capframes, m->nframes, sizeof(*m->frames)) == 0)
+	if (FFM_GROW(m->frames, m->capframes, m->nframes + 1) == 0)
 		m->frames[m->nframes++] = (struct frame_ent){ .stack = stack, .frame = f };
 	return f;
 }
@@ -658,7 +633,7 @@ static int ids_add(struct ids *a, int64_t id)
 	for (size_t i = 0; i < a->n; i++)
 		if (a->v[i] == id)
 			return 0;
-	if (grow((void **)&a->v, &a->cap, a->n, sizeof(*a->v)) < 0)
+	if (FFM_GROW(a->v, a->cap, a->n + 1) < 0)
 		return a->err = -ENOMEM;
 	a->v[a->n++] = id;
 	return 0;
@@ -734,7 +709,7 @@ static int site_cb(const struct ffm_store_stack_agg *a, void *vctx)
 		if (c->v[i].stack == a->stack && c->v[i].kind == a->kind)
 			break;
 	if (i == c->n) {
-		if (grow((void **)&c->v, &c->cap, c->n, sizeof(*c->v)) < 0)
+		if (FFM_GROW(c->v, c->cap, c->n + 1) < 0)
 			return c->err = -ENOMEM;
 		c->v[c->n++] = (struct site){ .stack = a->stack, .kind = a->kind };
 	}

@@ -199,9 +199,9 @@ static int on_record(void *ctx, const void *rec, size_t size)
 	if (err < 0) {
 		static double last;
 
-		if (now_s() - last > 10) {
+		if (ffm_now_s() - last > 10) {
 			log_err("job %s: writing its store failed: %s", j->id, strerror(-err));
-			last = now_s();
+			last = ffm_now_s();
 		}
 	}
 	if (h->type == FFM_REC_EXIT && j->rule[0]) {
@@ -222,7 +222,7 @@ static int on_record(void *ctx, const void *rec, size_t size)
 
 static void tick(struct ffmd *d)
 {
-	double t = now_s(), dt = t - d->last_tick;
+	double t = ffm_now_s(), dt = t - d->last_tick;
 	char status[256];
 	int njobs = 0;
 	double rate = 0;
@@ -315,24 +315,6 @@ static void reload(struct ffmd *d)
 	ffm_notify("READY=1");
 }
 
-static int mkdir_p(const char *path, mode_t mode)
-{
-	char buf[PATH_MAX];
-
-	snprintf(buf, sizeof(buf), "%s", path);
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = 0;
-		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(buf, mode) < 0 && errno != EEXIST)
-		return -errno;
-	return 0;
-}
-
 int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -358,7 +340,7 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 		}
 		d->have_admin_gid = true;
 	}
-	if ((err = mkdir_p(cfg->state_dir, 0750)) < 0 || (err = mkdir_p(cfg->runtime_dir, 0755)) < 0) {
+	if ((err = ffm_mkdir_p(cfg->state_dir, 0750)) < 0 || (err = ffm_mkdir_p(cfg->runtime_dir, 0755)) < 0) {
 		log_err("cannot create %s or %s: %s", cfg->state_dir, cfg->runtime_dir, strerror(-err));
 		goto fail;
 	}
@@ -375,7 +357,7 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 			log_err("state directory %s: path too long", cfg->state_dir);
 			goto fail;
 		}
-		if ((err = mkdir_p(d->node_root, 0750)) < 0) {
+		if ((err = ffm_mkdir_p(d->node_root, 0750)) < 0) {
 			log_err("cannot create %s: %s", d->node_root, strerror(-err));
 			goto fail;
 		}
@@ -469,7 +451,7 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 	epoll_ctl(d->ep, EPOLL_CTL_ADD, ffm_readier__fd(d->readier),
 		  &(struct epoll_event){ .events = EPOLLIN, .data.u64 = TAG_READY });
 	d->watchdog_usec = ffm_watchdog_usec();
-	d->last_tick = d->last_watchdog = now_s();
+	d->last_tick = d->last_watchdog = ffm_now_s();
 
 	/* Rules from the config, then the jobs a crash interrupted. */
 	d->cfg.nrules = 0;

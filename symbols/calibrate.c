@@ -20,6 +20,7 @@
 #include "symbols/ffm_calibrate.h"
 #include "symbols/ffm_driver.h"
 #include "common/ffm_json.h"
+#include "common/util.h"
 #include "symbols/ffm_maps.h"
 #include "symbols/uprobe_count.h"
 
@@ -176,24 +177,6 @@ int ffm_calibration__load_cached(const char *cache_dir, const char *build_id,
 	return 0;
 }
 
-static int mkdir_p(const char *dir)
-{
-	char tmp[PATH_MAX];
-
-	snprintf(tmp, sizeof(tmp), "%s", dir);
-	for (char *p = tmp + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = 0;
-		if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
-		return -errno;
-	return 0;
-}
-
 int ffm_calibration__save(const struct ffm_calibration *c, const char *cache_dir)
 {
 	char path[PATH_MAX + 256], tmp[PATH_MAX + 300], *json;
@@ -202,7 +185,7 @@ int ffm_calibration__save(const struct ffm_calibration *c, const char *cache_dir
 
 	if (!c->build_id[0])
 		return -EINVAL;
-	err = mkdir_p(cache_dir);
+	err = ffm_mkdir_p(cache_dir, 0755);
 	if (err)
 		return err;
 	err = ffm_calibration__to_json(c, &json);
@@ -247,14 +230,6 @@ struct probe {
 	int timeout_ms;
 };
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int probe_start(struct probe *p, const char *prog, const char *driver)
 {
 	int to[2], from[2];
@@ -294,7 +269,7 @@ static int probe_start(struct probe *p, const char *prog, const char *driver)
 /* Next reply line (without newline) into @line. */
 static int probe_read(struct probe *p, char *line, size_t size)
 {
-	uint64_t deadline = now_ms() + p->timeout_ms;
+	uint64_t deadline = ffm_now_ns() / 1000000 + p->timeout_ms;
 
 	for (;;) {
 		char *nl = memchr(p->buf, '\n', p->len);
@@ -312,7 +287,7 @@ static int probe_read(struct probe *p, char *line, size_t size)
 				return -EPROTO;
 			return 0;
 		}
-		left = (int64_t)(deadline - now_ms());
+		left = (int64_t)(deadline - ffm_now_ns() / 1000000);
 		if (left <= 0)
 			return -ETIMEDOUT;
 		if (poll(&pfd, 1, (int)left) < 0) {
@@ -378,9 +353,9 @@ static void probe_stop(struct probe *p)
 		return;
 	if (p->in >= 0)
 		(void)!write_nosig(p->in, "RELEASE\nQUIT\n", 13);
-	deadline = now_ms() + 2000;
+	deadline = ffm_now_ns() / 1000000 + 2000;
 	while (waitpid(p->pid, &st, WNOHANG) == 0) {
-		if (now_ms() > deadline) {
+		if (ffm_now_ns() / 1000000 > deadline) {
 			kill(p->pid, SIGKILL);
 			waitpid(p->pid, &st, 0);
 			break;
@@ -645,14 +620,6 @@ static int verify(struct cal_ctx *cx, const char *const *modes, struct ffm_calib
 	return 0;
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 int ffm_calibrate(const struct ffm_calibrate_opts *o, struct ffm_calibration **ret)
 {
 	static const Dwfl_Callbacks proc_cb = {
@@ -663,7 +630,7 @@ int ffm_calibrate(const struct ffm_calibrate_opts *o, struct ffm_calibration **r
 	struct cal_ctx cx = { .o = o, .probe = { .pid = -1, .in = -1, .out = -1 } };
 	struct ffm_calibration *c = NULL;
 	char line[256];
-	double t0 = now_s();
+	double t0 = ffm_now_s();
 	int err;
 
 	*ret = NULL;
@@ -751,7 +718,7 @@ int ffm_calibrate(const struct ffm_calibrate_opts *o, struct ffm_calibration **r
 		goto out;
 	c->evidence = cx.ev;
 	cx.ev = NULL;
-	c->seconds = now_s() - t0;
+	c->seconds = ffm_now_s() - t0;
 	if (o->cache_dir)
 		err = ffm_calibration__save(c, o->cache_dir);
 out:
