@@ -7,10 +7,11 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli/client.h"
+#include "cli/ffmctl.h"
+#include "common/util.h"
 
 struct reply_buf {
 	struct ffm_reply r;
@@ -22,16 +23,6 @@ struct ffm_reply *ffm_reply__free(struct ffm_reply *r)
 	/* r is the first member of its reply_buf. */
 	free(r);
 	return NULL;
-}
-
-static long ms_left(const struct timespec *deadline)
-{
-	struct timespec now;
-	long ms;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	ms = (deadline->tv_sec - now.tv_sec) * 1000 + (deadline->tv_nsec - now.tv_nsec) / 1000000;
-	return ms > 0 ? ms : 0;
 }
 
 /* "FFM/<version> <status> <message>\n<body>" -> reply fields (in place). */
@@ -68,7 +59,7 @@ int ffm_client__call(const char *runtime_dir, enum ffm_verb verb, const struct f
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	char req[FFM_PROTO_MAX_REQUEST + 1];
 	struct reply_buf *rb = NULL;
-	struct timespec deadline;
+	uint64_t deadline = ffm_now_ns() + (uint64_t)timeout_ms * 1000000;
 	struct timeval tv;
 	int fd = -1, len, err;
 	ssize_t n;
@@ -80,13 +71,6 @@ int ffm_client__call(const char *runtime_dir, enum ffm_verb verb, const struct f
 	if ((size_t)snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", runtime_dir,
 			     FFM_PROTO_SOCKET) >= sizeof(sa.sun_path))
 		return -ENAMETOOLONG;
-	clock_gettime(CLOCK_MONOTONIC, &deadline);
-	deadline.tv_sec += timeout_ms / 1000;
-	deadline.tv_nsec += (timeout_ms % 1000) * 1000000L;
-	if (deadline.tv_nsec >= 1000000000L) {
-		deadline.tv_sec++;
-		deadline.tv_nsec -= 1000000000L;
-	}
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
@@ -111,7 +95,8 @@ int ffm_client__call(const char *runtime_dir, enum ffm_verb verb, const struct f
 	}
 	for (;;) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
-		int r = poll(&p, 1, (int)ms_left(&deadline));
+		uint64_t now = ffm_now_ns();
+		int r = poll(&p, 1, now < deadline ? (int)((deadline - now) / 1000000) : 0);
 
 		if (r < 0 && errno == EINTR)
 			continue;
@@ -198,4 +183,22 @@ const char *ffm_client__strerror(int err, const char *runtime_dir, char *buf, si
 			 FFM_PROTO_SOCKET, strerror(-err));
 	}
 	return buf;
+}
+
+struct ffm_reply *ffmctl_call(const char *verb, enum ffm_verb v, const struct ffm_proto_arg *args,
+			      size_t nargs)
+{
+	struct ffm_reply *rep = NULL;
+	char why[512];
+	int err = ffm_client__call(ffmctl_g.runtime_dir, v, args, nargs, ffmctl_g.timeout_ms, &rep);
+
+	if (err < 0) {
+		ffmctl_err(verb, "%s", ffm_client__strerror(err, ffmctl_g.runtime_dir, why, sizeof(why)));
+		return NULL;
+	}
+	if (rep->status) {
+		ffmctl_err(verb, "ffmd refused: %s (%s)", rep->message, strerror(rep->status));
+		return ffm_reply__free(rep);
+	}
+	return rep;
 }

@@ -35,4 +35,9 @@ struct ffm_reply *ffm_reply__free(struct ffm_reply *r);
 /* A sentence for a transport error of ffm_client__call, naming the socket and a remedy. */
 const char *ffm_client__strerror(int err, const char *runtime_dir, char *buf, size_t len);
 
+/* ffm_client__call with ffmctl's --runtime-dir and --timeout: the reply, or NULL when there is
+ * none or ffmd refused, having said so as @verb's error. */
+struct ffm_reply *ffmctl_call(const char *verb, enum ffm_verb v, const struct ffm_proto_arg *args,
+			      size_t nargs);
+
 #endif

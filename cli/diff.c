@@ -236,8 +236,6 @@ int ffmctl_diff(int argc, char **argv)
 	size_t n = 0;
 	bool json = false;
 	int c, top = 20, stage, err, ret = EXIT_FAIL;
-	char *end;
-	long v;
 
 	while ((c = getopt_long(argc, argv, "jt:h", opts, NULL)) != -1) {
 		switch (c) {
@@ -245,12 +243,8 @@ int ffmctl_diff(int argc, char **argv)
 			json = true;
 			break;
 		case 't':
-			v = strtol(optarg, &end, 10);
-			if (end == optarg || *end || v < 1 || v > 1000000) {
-				ffmctl_err("diff", "--top wants a count from 1, not '%s'", optarg);
+			if (ffmctl_parse_top("diff", optarg, &top) < 0)
 				return EXIT_USAGE;
-			}
-			top = (int)v;
 			break;
 		case 'h':
 			printf("Usage: ffmctl diff <jobid-before> <jobid-after> [--json] [--top N]\n");

@@ -36,12 +36,12 @@
 
 #include "analysis/ffm_analysis.h"
 #include "cli/ffmctl.h"
-#include "cli/grow.h"
 #include "cli/report.h"
 #include "common/oatab.h"
 #include "store/ffm_store.h"
 #include "symbols/ffm_driver.h"
 #include "common/ffm_json.h"
+#include "common/util.h"
 
 #define MAX_RUNS 256
 
@@ -97,7 +97,7 @@ static int on_api(uint32_t api, const char *name, void *ctx)
 {
 	struct exp *e = ctx;
 
-	if (FFMCTL_GROW(e->apis, e->napis, e->capis, 64) < 0)
+	if (FFM_GROW(e->apis, e->capis, e->napis + 1) < 0)
 		return -ENOMEM;
 	e->apis[e->napis].api = api;
 	e->apis[e->napis].name = strdup(name ? name : "?");
@@ -287,7 +287,7 @@ static bool seen_thread(struct exp *e, uint64_t k)
 	for (size_t i = 0; i < e->nseen; i++)
 		if (e->seen[i] == k)
 			return true;
-	if (FFMCTL_GROW(e->seen, e->nseen, e->cseen, 64) < 0) {
+	if (FFM_GROW(e->seen, e->cseen, e->nseen + 1) < 0) {
 		e->err = -ENOMEM;
 		return true;
 	}
@@ -444,7 +444,7 @@ static int hnode_child(struct htree *t, int parent, const char *name, const char
 		    (strcmp(type, "driver") || (!strcmp(t->n[i].file, file ? file : "") &&
 						 t->n[i].line == line)))
 			return i;
-	if (FFMCTL_GROW(t->n, t->len, t->cap, 256) < 0)
+	if (FFM_GROW(t->n, t->cap, t->len + 1) < 0)
 		return -ENOMEM;
 	i = (int)t->len;
 	t->n[i] = (struct hnode){ .name = strdup(name), .type = strdup(type),
@@ -697,13 +697,8 @@ int ffmctl_export(int argc, char **argv)
 			return EXIT_USAGE;
 		}
 	}
-	if (optind != argc - 1) {
-		if (optind >= argc)
-			ffmctl_err("export", "no job id given");
-		else
-			ffmctl_err("export", "one job id, please (unexpected '%s')", argv[optind + 1]);
+	if (ffmctl_one_jobid("export", argc, argv))
 		return EXIT_USAGE;
-	}
 	if (!format) {
 		ffmctl_err("export", "--format chrome-trace or --format hatchet is required");
 		return EXIT_USAGE;

@@ -37,6 +37,55 @@ void ffmctl_err(const char *verb, const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
+int ffmctl_one_jobid(const char *verb, int argc, char **argv)
+{
+	if (optind == argc - 1)
+		return 0;
+	if (optind >= argc)
+		ffmctl_err(verb, "no job id given");
+	else
+		ffmctl_err(verb, "one job id, please (unexpected '%s')", argv[optind + 1]);
+	return EXIT_USAGE;
+}
+
+int ffmctl_json_opts(const char *verb, const char *usage, int argc, char **argv, bool *json,
+		     bool jobid)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{},
+	};
+	int c;
+
+	while ((c = getopt_long(argc, argv, "jh", opts, NULL)) == 'j')
+		*json = true;
+	if (c == 'h')
+		fputs(usage, stdout);
+	if (c != -1)
+		return c == 'h' ? EXIT_OK : EXIT_USAGE;
+	if (jobid)
+		return ffmctl_one_jobid(verb, argc, argv) ?: -1;
+	if (optind != argc) {
+		ffmctl_err(verb, "unexpected argument '%s'", argv[optind]);
+		return EXIT_USAGE;
+	}
+	return -1;
+}
+
+int ffmctl_parse_top(const char *verb, const char *arg, int *top)
+{
+	char *end;
+	long v = strtol(arg, &end, 10);
+
+	if (end == arg || *end || v < 1 || v > 1000000) {
+		ffmctl_err(verb, "--top wants a count from 1, not '%s'", arg);
+		return -EINVAL;
+	}
+	*top = (int)v;
+	return 0;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f, "Usage: ffmctl [--runtime-dir DIR] [--state-dir DIR] [--timeout SEC] [--py-library PATTERNS] [--version] VERB [ARGS]\n\nVerbs:\n");

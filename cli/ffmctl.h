@@ -44,5 +44,13 @@ int ffmctl_export(int argc, char **argv);
 
 /* Print "ffmctl VERB: message" to stderr. */
 void ffmctl_err(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* After the options: 0 when one job id is left (argv[optind]), else EXIT_USAGE, said. */
+int ffmctl_one_jobid(const char *verb, int argc, char **argv);
+/* A verb's options when --json and --help are all it has, then one job id (@jobid) or nothing:
+ * -1 to go on, else the exit code (the usage printed for --help, a bad argument said). */
+int ffmctl_json_opts(const char *verb, const char *usage, int argc, char **argv, bool *json,
+		     bool jobid);
+/* --top N (1..1000000) into *top: 0, or -EINVAL, said. */
+int ffmctl_parse_top(const char *verb, const char *arg, int *top);
 
 #endif

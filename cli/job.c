@@ -63,35 +63,15 @@ static const struct id_opt *id_opt(int c)
 	return &ids[0];
 }
 
-/* The one error for a missing or extra positional argument; exit code 2. */
-static int usage_jobid(const char *verb, int argc, char **argv)
-{
-	if (optind >= argc)
-		ffmctl_err(verb, "no job id given");
-	else
-		ffmctl_err(verb, "one job id, please (unexpected '%s')", argv[optind + 1]);
-	return EXIT_USAGE;
-}
-
 /* Send the request and print ffmd's answer; the body is JSON with "job", "key", "stage". */
 static int call_and_print(const char *verb, enum ffm_verb v, const struct ffm_proto_arg *args,
 			  size_t nargs, bool json)
 {
-	struct ffm_reply *rep = NULL;
+	struct ffm_reply *rep = ffmctl_call(verb, v, args, nargs);
 	json_t *body = NULL;
-	char why[512];
-	int err;
 
-	err = ffm_client__call(ffmctl_g.runtime_dir, v, args, nargs, ffmctl_g.timeout_ms, &rep);
-	if (err < 0) {
-		ffmctl_err(verb, "%s", ffm_client__strerror(err, ffmctl_g.runtime_dir, why, sizeof(why)));
+	if (!rep)
 		return EXIT_FAIL;
-	}
-	if (rep->status) {
-		ffmctl_err(verb, "ffmd refused: %s (%s)", rep->message, strerror(rep->status));
-		ffm_reply__free(rep);
-		return EXIT_FAIL;
-	}
 	if (json) {
 		fputs(rep->body, stdout);
 	} else if ((body = ffm_json_parse(rep->body, rep->body_len, NULL))) {
@@ -197,9 +177,8 @@ static int job_start(int argc, char **argv)
 		}
 	}
 #undef ADD
-	if (optind != argc - 1) {
-		return usage_jobid("job start", argc, argv);
-	}
+	if (ffmctl_one_jobid("job start", argc, argv))
+		return EXIT_USAGE;
 	if (!nsel) {
 		ffmctl_err("job start", "no selector: give at least one of --cgroup, --pid, --uid, --exe");
 		return EXIT_USAGE;
@@ -211,30 +190,12 @@ static int job_start(int argc, char **argv)
 
 static int job_end(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{},
-	};
 	struct ffm_proto_arg arg = { .name = "job" };
 	bool json = false;
-	int c;
+	int r = ffmctl_json_opts("job end", JOB_END_USAGE, argc, argv, &json, true);
 
-	while ((c = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
-		switch (c) {
-		case 'j':
-			json = true;
-			break;
-		case 'h':
-			printf(JOB_END_USAGE);
-			return EXIT_OK;
-		default:
-			return EXIT_USAGE;
-		}
-	}
-	if (optind != argc - 1) {
-		return usage_jobid("job end", argc, argv);
-	}
+	if (r >= 0)
+		return r;
 	arg.value = argv[optind];
 	return call_and_print("job end", FFM_VERB_JOB_END, &arg, 1, json);
 }

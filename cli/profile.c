@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "cli/ffmctl.h"
+#include "common/util.h"
 #include "daemon/apis.h"
 #include "daemon/collector.h"
 #include "daemon/driver_setup.h"
@@ -78,14 +79,6 @@ static int on_record(void *ctx, const void *rec, size_t size)
 	if (err < 0 && !p->err)
 		p->err = err;
 	return 0;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 static int parse_stages(const char *s, int *from, int *to)
@@ -241,7 +234,7 @@ static double run_command(struct profile *p, int *status)
 		return -1;
 	}
 	err = ffm_collector__track_pid(p->col, pid, SLOT);
-	t0 = now_s();
+	t0 = ffm_now_s();
 	if (err < 0 || write(release, "g", 1) != 1) {
 		ffmctl_err("profile", "cannot track pid %d: %s", pid, strerror(err < 0 ? -err : errno));
 		kill(pid, SIGKILL);
@@ -258,7 +251,7 @@ static double run_command(struct profile *p, int *status)
 		epoll_wait(p->ep, &ev, 1, 50);
 		ffm_collector__consume(p->col);
 	}
-	return now_s() - t0;
+	return ffm_now_s() - t0;
 }
 
 static void print_stage(struct profile *p, int stage, double wall, int status)

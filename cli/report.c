@@ -989,7 +989,6 @@ int ffmctl_report(int argc, char **argv)
 	int c, top = 20;
 	double noise = FFM_REPORT_NOISE_PCT;
 	char *end;
-	long v;
 
 	while ((c = getopt_long(argc, argv, "jg:s:t:n:h", opts, NULL)) != -1) {
 		switch (c) {
@@ -1017,12 +1016,8 @@ int ffmctl_report(int argc, char **argv)
 			}
 			break;
 		case 't':
-			v = strtol(optarg, &end, 10);
-			if (end == optarg || *end || v < 1 || v > 1000000) {
-				ffmctl_err("report", "--top wants a count from 1, not '%s'", optarg);
+			if (ffmctl_parse_top("report", optarg, &top) < 0)
 				return EXIT_USAGE;
-			}
-			top = (int)v;
 			break;
 		case 'n':
 			noise = strtod(optarg, &end);
@@ -1047,9 +1042,7 @@ int ffmctl_report(int argc, char **argv)
 		}
 		grouping = FFM_GROUP_SEQUENCE;
 	}
-	if (optind != argc - 1) {
-		ffmctl_err("report", optind >= argc ? "no job id given" : "one job id, please");
+	if (ffmctl_one_jobid("report", argc, argv))
 		return EXIT_USAGE;
-	}
 	return report(argv[optind], json, grouping, top, noise, &q) == 0 ? EXIT_OK : EXIT_FAIL;
 }

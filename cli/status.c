@@ -10,7 +10,6 @@
  * status --json prints ffmd's answer as it came; the text form is rendered from it.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -20,38 +19,9 @@
 
 #include "cli/client.h"
 #include "cli/ffmctl.h"
-#include "cli/grow.h"
 #include "store/ffm_store.h"
 #include "common/ffm_json.h"
-
-/* --json and --help only: the verbs' shared option parsing; returns -1 to go on. */
-static int json_opts(const char *verb, const char *usage, int argc, char **argv, bool *json)
-{
-	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{},
-	};
-	int c;
-
-	while ((c = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
-		switch (c) {
-		case 'j':
-			*json = true;
-			break;
-		case 'h':
-			printf("Usage: %s\n", usage);
-			return EXIT_OK;
-		default:
-			return EXIT_USAGE;
-		}
-	}
-	if (optind != argc) {
-		ffmctl_err(verb, "unexpected argument '%s'", argv[optind]);
-		return EXIT_USAGE;
-	}
-	return -1;
-}
+#include "common/util.h"
 
 static const char *user_name(uint32_t uid, char *buf, size_t len)
 {
@@ -136,26 +106,17 @@ static void print_jobs(const json_t *jobs)
 
 int ffmctl_status(int argc, char **argv)
 {
-	struct ffm_reply *rep = NULL;
+	struct ffm_reply *rep;
 	json_error_t perr;
 	json_t *st;
-	char why[512];
 	bool json = false;
-	int r, err;
+	int r;
 
-	r = json_opts("status", "ffmctl status [--json]", argc, argv, &json);
+	r = ffmctl_json_opts("status", "Usage: ffmctl status [--json]\n", argc, argv, &json, false);
 	if (r >= 0)
 		return r;
-	err = ffm_client__call(ffmctl_g.runtime_dir, FFM_VERB_STATUS, NULL, 0, ffmctl_g.timeout_ms, &rep);
-	if (err < 0) {
-		ffmctl_err("status", "%s", ffm_client__strerror(err, ffmctl_g.runtime_dir, why, sizeof(why)));
+	if (!(rep = ffmctl_call("status", FFM_VERB_STATUS, NULL, 0)))
 		return EXIT_FAIL;
-	}
-	if (rep->status) {
-		ffmctl_err("status", "ffmd refused: %s (%s)", rep->message, strerror(rep->status));
-		ffm_reply__free(rep);
-		return EXIT_FAIL;
-	}
 	if (json) {
 		fputs(rep->body, stdout);
 		ffm_reply__free(rep);
@@ -205,7 +166,7 @@ static int on_job(const struct ffm_store_job_info *j, void *ctx)
 	struct jobs_ctx *c = ctx;
 	struct job_row *r;
 
-	if (FFMCTL_GROW(c->rows, c->n, c->cap, 64) < 0)
+	if (FFM_GROW(c->rows, c->cap, c->n + 1) < 0)
 		return -ENOMEM;
 	r = &c->rows[c->n];
 	*r = (struct job_row){ .uid = j->uid, .runs = j->runs, .stages_done = j->stages_done,
@@ -318,7 +279,7 @@ int ffmctl_jobs(int argc, char **argv)
 	bool json = false;
 	int r, err;
 
-	r = json_opts("jobs", "ffmctl jobs [--json]", argc, argv, &json);
+	r = ffmctl_json_opts("jobs", "Usage: ffmctl jobs [--json]\n", argc, argv, &json, false);
 	if (r >= 0)
 		return r;
 	/* every store of the state directory, every node's (none yet: nothing recorded) */
