@@ -389,9 +389,6 @@ const char *ffm_store__strerror(int err);
 
 /* ---- writing ---------------------------------------------------------------------------- */
 
-/* Set the key row (first creation does this in open_key). */
-int ffm_store__set_key(struct ffm_store *s, const struct ffm_store_key *key);
-
 /* Insert or update the job with job->job_id; returns its row id in *ret_id (may be NULL). */
 int ffm_store__job_begin(struct ffm_store *s, const struct ffm_store_job *job, int64_t *ret_id);
 int ffm_store__job_end(struct ffm_store *s, const char *job_id, int32_t state, int64_t end_unix);

@@ -116,14 +116,8 @@ static int agg_spill(struct ffm_store *s)
 		struct agg_ent *e = &s->agg[i];
 		if (!e->used)
 			continue;
-		sqlite3_bind_int64(st, 1, e->run);
-		sqlite3_bind_int64(st, 2, e->stack);
-		sqlite3_bind_int64(st, 3, e->kind);
-		sqlite3_bind_int64(st, 4, e->api);
-		sqlite3_bind_int64(st, 5, i64(e->count));
-		sqlite3_bind_int64(st, 6, i64(e->dur_ns));
-		sqlite3_bind_int64(st, 7, i64(e->wait_ns));
-		sqlite3_bind_int64(st, 8, i64(e->bytes));
+		BIND_I64(st, 1, e->run, e->stack, e->kind, e->api, e->count, e->dur_ns, e->wait_ns,
+			 e->bytes);
 		err = step_done(s, st);
 		if (err)
 			return err;
@@ -214,19 +208,9 @@ fail:
 
 static void bind_event(sqlite3_stmt *st, int b, const struct ffm_store_event *ev)
 {
-	sqlite3_bind_int64(st, b + 1, ev->run);
-	sqlite3_bind_int64(st, b + 2, i64(ev->start_ns));
-	sqlite3_bind_int64(st, b + 3, ev->id);
-	sqlite3_bind_int64(st, b + 4, i64(ev->dur_ns));
-	sqlite3_bind_int64(st, b + 5, i64(ev->wait_ns));
-	sqlite3_bind_int64(st, b + 6, (sqlite3_int64)(ev->kind | ev->dir << 8 | (uint64_t)ev->api << 16));
-	sqlite3_bind_int64(st, b + 7, (sqlite3_int64)((uint64_t)ev->tgid << 32 | ev->tid));
-	sqlite3_bind_int64(st, b + 8, i64(ev->bytes));
-	sqlite3_bind_int64(st, b + 9, i64(ev->stream));
-	sqlite3_bind_int64(st, b + 10, i64(ev->src));
-	sqlite3_bind_int64(st, b + 11, i64(ev->dst));
-	sqlite3_bind_int64(st, b + 12, ev->stack);
-	sqlite3_bind_int64(st, b + 13, ev->flags);
+	BIND_I64(st, b + 1, ev->run, ev->start_ns, ev->id, ev->dur_ns, ev->wait_ns,
+		 ev->kind | ev->dir << 8 | (uint64_t)ev->api << 16, (uint64_t)ev->tgid << 32 | ev->tid,
+		 ev->bytes, ev->stream, ev->src, ev->dst, ev->stack, ev->flags);
 }
 
 int ffm_store_drain(struct ffm_store *s)
@@ -321,21 +305,29 @@ int ffm_store__put_event(struct ffm_store *s, const struct ffm_store_event *ev, 
 	return batch_note(s);
 }
 
-int ffm_store__put_thread(struct ffm_store *s, int64_t run, uint32_t tgid, uint32_t tid)
+/* A batched put of one row of integers (cached statement @which): its rowid in *ret_id. */
+static int put_row(struct ffm_store *s, enum st which, const int64_t *v, size_t n, int64_t *ret_id)
 {
 	sqlite3_stmt *st;
-	int err;
+	int err = batch_begin(s);
 
-	err = batch_begin(s);
 	if (!err)
-		err = ffm_store_stmt(s, ST_THREAD, &st);
+		err = ffm_store_stmt(s, which, &st);
 	if (err)
 		return err;
-	sqlite3_bind_int64(st, 1, run);
-	sqlite3_bind_int64(st, 2, tgid);
-	sqlite3_bind_int64(st, 3, tid);
+	bind_i64s(st, 1, v, n);
 	err = step_done(s, st);
+	if (!err && ret_id)
+		*ret_id = sqlite3_last_insert_rowid(s->db);
 	return err ? err : batch_note(s);
+}
+#define PUT_ROW(s, which, ret_id, ...)                                                              \
+	put_row(s, which, (const int64_t[]){ __VA_ARGS__ },                                         \
+		sizeof((const int64_t[]){ __VA_ARGS__ }) / sizeof(int64_t), ret_id)
+
+int ffm_store__put_thread(struct ffm_store *s, int64_t run, uint32_t tgid, uint32_t tid)
+{
+	return PUT_ROW(s, ST_THREAD, NULL, run, tgid, tid);
 }
 
 int ffm_store__put_process(struct ffm_store *s, const struct ffm_store_process *p)
@@ -348,13 +340,9 @@ int ffm_store__put_process(struct ffm_store *s, const struct ffm_store_process *
 		err = ffm_store_stmt(s, ST_PROCESS, &st);
 	if (err)
 		return err;
-	sqlite3_bind_int64(st, 1, p->run);
-	sqlite3_bind_int64(st, 2, p->tgid);
-	sqlite3_bind_int64(st, 3, p->ptgid);
+	BIND_I64(st, 1, p->run, p->tgid, p->ptgid);
 	bind_text(st, 4, p->exe);
-	sqlite3_bind_int64(st, 5, i64(p->start_ns));
-	sqlite3_bind_int64(st, 6, i64(p->end_ns));
-	sqlite3_bind_int64(st, 7, p->exit_code);
+	BIND_I64(st, 5, p->start_ns, p->end_ns, p->exit_code);
 	err = step_done(s, st);
 	return err ? err : batch_note(s);
 }
@@ -370,10 +358,7 @@ int ffm_store__process_exit(struct ffm_store *s, int64_t run, uint32_t tgid, uin
 		err = ffm_store_stmt(s, ST_PROCESS_EXIT, &st);
 	if (err)
 		return err;
-	sqlite3_bind_int64(st, 1, run);
-	sqlite3_bind_int64(st, 2, tgid);
-	sqlite3_bind_int64(st, 3, i64(end_ns));
-	sqlite3_bind_int64(st, 4, exit_code);
+	BIND_I64(st, 1, run, tgid, end_ns, exit_code);
 	err = step_done(s, st);
 	if (!err && !sqlite3_changes(s->db))
 		err = -ENOENT;
@@ -456,8 +441,7 @@ int ffm_store__put_stack(struct ffm_store *s, uint64_t hash, const struct ffm_st
 	err = ffm_store_exec(s, "SAVEPOINT stack");
 	if (err)
 		return err;
-	sqlite3_bind_int64(ins, 1, i64(hash));
-	sqlite3_bind_int64(ins, 2, (sqlite3_int64)n);
+	BIND_I64(ins, 1, hash, n);
 	err = step_done(s, ins);
 	if (err)
 		goto fail;
@@ -466,9 +450,7 @@ int ffm_store__put_stack(struct ffm_store *s, uint64_t hash, const struct ffm_st
 		err = frame_upsert(s, &frames[i], &fid);
 		if (err)
 			goto fail;
-		sqlite3_bind_int64(sf, 1, id);
-		sqlite3_bind_int64(sf, 2, (sqlite3_int64)i);
-		sqlite3_bind_int64(sf, 3, fid);
+		BIND_I64(sf, 1, id, i, fid);
 		err = step_done(s, sf);
 		if (err)
 			goto fail;
@@ -488,72 +470,21 @@ fail:
 int ffm_store__add_drops(struct ffm_store *s, int64_t run, enum ffm_drop_reason reason,
 			 uint64_t count)
 {
-	sqlite3_stmt *st;
-	int err;
-
 	if ((unsigned)reason >= FFM_DROP__MAX)
 		return -EINVAL;
-	err = batch_begin(s);
-	if (!err)
-		err = ffm_store_stmt(s, ST_DROPS, &st);
-	if (err)
-		return err;
-	sqlite3_bind_int64(st, 1, run);
-	sqlite3_bind_int64(st, 2, reason);
-	sqlite3_bind_int64(st, 3, i64(count));
-	err = step_done(s, st);
-	return err ? err : batch_note(s);
+	return PUT_ROW(s, ST_DROPS, NULL, run, reason, count);
 }
 
 int ffm_store__put_xfer_hash(struct ffm_store *s, const struct ffm_store_xfer_hash *h,
 			     int64_t *ret_id)
 {
-	sqlite3_stmt *st;
-	int err;
-
-	err = batch_begin(s);
-	if (!err)
-		err = ffm_store_stmt(s, ST_XFER, &st);
-	if (err)
-		return err;
-	sqlite3_bind_int64(st, 1, h->run);
-	sqlite3_bind_int64(st, 2, h->event);
-	sqlite3_bind_int64(st, 3, h->stack);
-	sqlite3_bind_int64(st, 4, i64(h->hash));
-	sqlite3_bind_int64(st, 5, i64(h->dst));
-	sqlite3_bind_int64(st, 6, i64(h->bytes));
-	sqlite3_bind_int64(st, 7, h->first_event);
-	sqlite3_bind_int64(st, 8, h->first_stack);
-	sqlite3_bind_int64(st, 9, h->dup);
-	err = step_done(s, st);
-	if (!err && ret_id)
-		*ret_id = sqlite3_last_insert_rowid(s->db);
-	return err ? err : batch_note(s);
+	return PUT_ROW(s, ST_XFER, ret_id, h->run, h->event, h->stack, h->hash, h->dst, h->bytes,
+		       h->first_event, h->first_stack, h->dup);
 }
 
 int ffm_store__put_sync_use(struct ffm_store *s, const struct ffm_store_sync_use *u,
 			    int64_t *ret_id)
 {
-	sqlite3_stmt *st;
-	int err;
-
-	err = batch_begin(s);
-	if (!err)
-		err = ffm_store_stmt(s, ST_SYNC_USE, &st);
-	if (err)
-		return err;
-	sqlite3_bind_int64(st, 1, u->run);
-	sqlite3_bind_int64(st, 2, u->event);
-	sqlite3_bind_int64(st, 3, u->stack);
-	sqlite3_bind_int64(st, 4, i64(u->prot_lo));
-	sqlite3_bind_int64(st, 5, i64(u->prot_hi));
-	sqlite3_bind_int64(st, 6, i64(u->use_addr));
-	sqlite3_bind_int64(st, 7, u->use_stack);
-	sqlite3_bind_int64(st, 8, u->use_frame);
-	sqlite3_bind_int64(st, 9, u->use_delay_ns);
-	sqlite3_bind_int64(st, 10, u->flags);
-	err = step_done(s, st);
-	if (!err && ret_id)
-		*ret_id = sqlite3_last_insert_rowid(s->db);
-	return err ? err : batch_note(s);
+	return PUT_ROW(s, ST_SYNC_USE, ret_id, u->run, u->event, u->stack, u->prot_lo, u->prot_hi,
+		       u->use_addr, u->use_stack, u->use_frame, u->use_delay_ns, u->flags);
 }

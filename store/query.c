@@ -52,6 +52,21 @@ struct cb_arg {
 	struct ffm_store *s;
 };
 
+/* One query: prepare, bind *@param (if any) as ?1, call row(st, cb_arg) per row. */
+static int rows_of(struct ffm_store *s, const char *sql, const int64_t *param,
+		   int (*row)(sqlite3_stmt *, void *), void *cb, void *ctx)
+{
+	struct cb_arg a = { cb, ctx, s };
+	sqlite3_stmt *st;
+	int err = prepare(s, sql, &st);
+
+	if (err)
+		return err;
+	if (param)
+		sqlite3_bind_int64(st, 1, *param);
+	return each_row(s, st, row, &a);
+}
+
 /* ---- jobs and runs ---------------------------------------------------------------------- */
 
 static int job_row(sqlite3_stmt *st, void *arg)
@@ -77,20 +92,15 @@ static int job_row(sqlite3_stmt *st, void *arg)
 
 int ffm_store__for_each_job(struct ffm_store *s, ffm_store_job_cb cb, void *ctx)
 {
-	struct cb_arg a = { (void *)cb, ctx, s };
-	sqlite3_stmt *st;
-	int err;
-
 	/* stages_done: OR of 1 << stage over ended runs (SQLite has no bit_or aggregate, but
 	 * distinct powers of two add up to the same). */
-	err = prepare(s,
-		      "SELECT j.id, j.job_id, j.uid, j.state, j.start_unix, j.end_unix, j.node,"
-		      " (SELECT count(*) FROM runs r WHERE r.job = j.id),"
-		      " (SELECT coalesce(sum(b), 0) FROM (SELECT DISTINCT 1 << r.stage AS b FROM runs r"
-		      "   WHERE r.job = j.id AND r.end_ns != 0))"
-		      " FROM jobs j ORDER BY j.start_unix, j.id",
-		      &st);
-	return err ? err : each_row(s, st, job_row, &a);
+	return rows_of(s,
+		       "SELECT j.id, j.job_id, j.uid, j.state, j.start_unix, j.end_unix, j.node,"
+		       " (SELECT count(*) FROM runs r WHERE r.job = j.id),"
+		       " (SELECT coalesce(sum(b), 0) FROM (SELECT DISTINCT 1 << r.stage AS b FROM runs r"
+		       "   WHERE r.job = j.id AND r.end_ns != 0))"
+		       " FROM jobs j ORDER BY j.start_unix, j.id",
+		       NULL, job_row, (void *)cb, ctx);
 }
 
 #define RUN_COLS                                                                                   \
@@ -124,12 +134,7 @@ static int run_row(sqlite3_stmt *st, void *arg)
 
 int ffm_store__for_each_run(struct ffm_store *s, ffm_store_run_cb cb, void *ctx)
 {
-	struct cb_arg a = { (void *)cb, ctx, s };
-	sqlite3_stmt *st;
-	int err;
-
-	err = prepare(s, "SELECT " RUN_COLS " ORDER BY r.id", &st);
-	return err ? err : each_row(s, st, run_row, &a);
+	return rows_of(s, "SELECT " RUN_COLS " ORDER BY r.id", NULL, run_row, (void *)cb, ctx);
 }
 
 /* out->job_id is NULL here: the row buffer does not outlive the call. */
@@ -383,21 +388,15 @@ static int agg_row(sqlite3_stmt *st, void *arg)
 int ffm_store__for_each_stack_agg(struct ffm_store *s, int64_t run, ffm_store_agg_cb cb,
 				  void *ctx)
 {
-	struct cb_arg a = { (void *)cb, ctx, s };
-	sqlite3_stmt *st;
-	int err;
-
-	err = prepare(s,
-		      "SELECT stack, kind, api, count, dur_ns, wait_ns, bytes FROM stack_stats"
-		      " WHERE run = ?1 ORDER BY wait_ns DESC, dur_ns DESC, stack, kind, api",
-		      &st);
-	if (err)
-		return err;
-	sqlite3_bind_int64(st, 1, run);
-	return each_row(s, st, agg_row, &a);
+	return rows_of(s,
+		       "SELECT stack, kind, api, count, dur_ns, wait_ns, bytes FROM stack_stats"
+		       " WHERE run = ?1 ORDER BY wait_ns DESC, dur_ns DESC, stack, kind, api",
+		       &run, agg_row, (void *)cb, ctx);
 }
 
 /* ---- stacks, names, drops --------------------------------------------------------------- */
+
+#define FRAME_COLS "f.id, f.build_id, f.offset, f.module, f.func, f.demangled, f.folded, f.file, f.line"
 
 static int frame_row(sqlite3_stmt *st, void *arg)
 {
@@ -420,7 +419,6 @@ static int frame_row(sqlite3_stmt *st, void *arg)
 
 int ffm_store__for_each_frame(struct ffm_store *s, int64_t stack, ffm_store_frame_cb cb, void *ctx)
 {
-	struct cb_arg a = { (void *)cb, ctx, s };
 	sqlite3_stmt *st;
 	int64_t n = -1;
 	int rc, err;
@@ -435,15 +433,10 @@ int ffm_store__for_each_frame(struct ffm_store *s, int64_t stack, ffm_store_fram
 	sqlite3_finalize(st);
 	if (rc != SQLITE_ROW)
 		return rc == SQLITE_DONE ? -ENOENT : ffm_store_err(s->db, rc);
-	err = prepare(s,
-		      "SELECT sf.depth, f.id, f.build_id, f.offset, f.module, f.func, f.demangled,"
-		      " f.folded, f.file, f.line FROM stack_frames sf JOIN frames f ON f.id = sf.frame"
+	err = rows_of(s,
+		      "SELECT sf.depth, " FRAME_COLS " FROM stack_frames sf JOIN frames f ON f.id = sf.frame"
 		      " WHERE sf.stack = ?1 ORDER BY sf.depth",
-		      &st);
-	if (err)
-		return err;
-	sqlite3_bind_int64(st, 1, stack);
-	err = each_row(s, st, frame_row, &a);
+		      &stack, frame_row, (void *)cb, ctx);
 	return err ? err : (int)n;
 }
 
@@ -457,12 +450,7 @@ static int api_row(sqlite3_stmt *st, void *arg)
 
 int ffm_store__for_each_api_name(struct ffm_store *s, ffm_store_api_cb cb, void *ctx)
 {
-	struct cb_arg a = { (void *)cb, ctx, s };
-	sqlite3_stmt *st;
-	int err;
-
-	err = prepare(s, "SELECT id, name FROM api_names ORDER BY id", &st);
-	return err ? err : each_row(s, st, api_row, &a);
+	return rows_of(s, "SELECT id, name FROM api_names ORDER BY id", NULL, api_row, (void *)cb, ctx);
 }
 
 int ffm_store__get_drops(struct ffm_store *s, int64_t run, struct ffm_store_drops *out)
@@ -506,45 +494,21 @@ static int xfer_row(sqlite3_stmt *st, void *arg)
 	return ((ffm_store_xfer_cb)a->cb)(&h, a->ctx);
 }
 
+#define XFER_SQL                                                                                   \
+	"SELECT id, run, event, stack, hash, dst, bytes, first_event, first_stack, dup"             \
+	" FROM xfer_hashes WHERE run = ?1 ORDER BY "
+
 int ffm_store__for_each_xfer_hash(struct ffm_store *s, int64_t run, ffm_store_xfer_cb cb,
 				  void *ctx)
 {
-	struct cb_arg a = { (void *)cb, ctx, s };
-	sqlite3_stmt *st;
-	int err;
-
-	err = prepare(s,
-		      "SELECT id, run, event, stack, hash, dst, bytes, first_event, first_stack, dup"
-		      " FROM xfer_hashes WHERE run = ?1 ORDER BY id",
-		      &st);
-	if (err)
-		return err;
-	sqlite3_bind_int64(st, 1, run);
-	return each_row(s, st, xfer_row, &a);
-}
-
-/* One query over a run's rows: prepare, bind the run as ?1, call row() per row. */
-static int run_rows(struct ffm_store *s, const char *sql, int64_t run,
-		    int (*row)(sqlite3_stmt *, void *), void *cb, void *ctx)
-{
-	struct cb_arg a = { cb, ctx, s };
-	sqlite3_stmt *st;
-	int err = prepare(s, sql, &st);
-
-	if (err)
-		return err;
-	sqlite3_bind_int64(st, 1, run);
-	return each_row(s, st, row, &a);
+	return rows_of(s, XFER_SQL "id", &run, xfer_row, (void *)cb, ctx);
 }
 
 /* (run, stack) index order: no sort, whatever the number of rows. */
 int ffm_store__for_each_xfer_hash_by_stack(struct ffm_store *s, int64_t run, ffm_store_xfer_cb cb,
 					   void *ctx)
 {
-	return run_rows(s,
-			"SELECT id, run, event, stack, hash, dst, bytes, first_event, first_stack, dup"
-			" FROM xfer_hashes WHERE run = ?1 ORDER BY stack, id",
-			run, xfer_row, (void *)cb, ctx);
+	return rows_of(s, XFER_SQL "stack, id", &run, xfer_row, (void *)cb, ctx);
 }
 
 static int sync_use_row(sqlite3_stmt *st, void *arg)
@@ -567,31 +531,20 @@ static int sync_use_row(sqlite3_stmt *st, void *arg)
 	return ((ffm_store_sync_use_cb)a->cb)(&u, a->ctx);
 }
 
+#define SYNC_USE_SQL                                                                               \
+	"SELECT id, run, event, stack, prot_lo, prot_hi, use_addr, use_stack, use_frame,"          \
+	" use_delay_ns, flags FROM sync_uses WHERE run = ?1 ORDER BY "
+
 int ffm_store__for_each_sync_use(struct ffm_store *s, int64_t run, ffm_store_sync_use_cb cb,
 				 void *ctx)
 {
-	struct cb_arg a = { (void *)cb, ctx, s };
-	sqlite3_stmt *st;
-	int err;
-
-	err = prepare(s,
-		      "SELECT id, run, event, stack, prot_lo, prot_hi, use_addr, use_stack,"
-		      " use_frame, use_delay_ns, flags FROM sync_uses WHERE run = ?1 ORDER BY id",
-		      &st);
-	if (err)
-		return err;
-	sqlite3_bind_int64(st, 1, run);
-	return each_row(s, st, sync_use_row, &a);
+	return rows_of(s, SYNC_USE_SQL "id", &run, sync_use_row, (void *)cb, ctx);
 }
 
 int ffm_store__for_each_sync_use_by_stack(struct ffm_store *s, int64_t run,
 					  ffm_store_sync_use_cb cb, void *ctx)
 {
-	return run_rows(s,
-			"SELECT id, run, event, stack, prot_lo, prot_hi, use_addr, use_stack,"
-			" use_frame, use_delay_ns, flags FROM sync_uses WHERE run = ?1"
-			" ORDER BY stack, id",
-			run, sync_use_row, (void *)cb, ctx);
+	return rows_of(s, SYNC_USE_SQL "stack, id", &run, sync_use_row, (void *)cb, ctx);
 }
 
 /* ---- processes, single frames ----------------------------------------------------------- */
@@ -615,37 +568,31 @@ static int process_row(sqlite3_stmt *st, void *arg)
 int ffm_store__for_each_process(struct ffm_store *s, int64_t run, ffm_store_process_cb cb,
 				void *ctx)
 {
-	return run_rows(s,
-			"SELECT run, tgid, ptgid, exe, start_ns, end_ns, exit_code FROM processes"
-			" WHERE run = ?1 ORDER BY start_ns, id",
-			run, process_row, (void *)cb, ctx);
+	return rows_of(s,
+		       "SELECT run, tgid, ptgid, exe, start_ns, end_ns, exit_code FROM processes"
+		       " WHERE run = ?1 ORDER BY start_ns, id",
+		       &run, process_row, (void *)cb, ctx);
+}
+
+struct one_frame {
+	ffm_store_frame_cb cb;
+	void *ctx;
+	bool seen;
+};
+
+static int on_one_frame(const struct ffm_store_frame *f, uint32_t depth, void *ctx)
+{
+	struct one_frame *o = ctx;
+
+	o->seen = true;
+	return o->cb(f, depth, o->ctx);
 }
 
 int ffm_store__get_frame(struct ffm_store *s, int64_t frame, ffm_store_frame_cb cb, void *ctx)
 {
-	struct cb_arg a = { (void *)cb, ctx, s };
-	sqlite3_stmt *st;
-	int err, n = 0;
+	struct one_frame o = { cb, ctx };
+	int err = rows_of(s, "SELECT 0, " FRAME_COLS " FROM frames f WHERE f.id = ?1", &frame,
+			  frame_row, (void *)on_one_frame, &o);
 
-	err = prepare(s,
-		      "SELECT 0, f.id, f.build_id, f.offset, f.module, f.func, f.demangled, f.folded,"
-		      " f.file, f.line FROM frames f WHERE f.id = ?1",
-		      &st);
-	if (err)
-		return err;
-	sqlite3_bind_int64(st, 1, frame);
-	{
-		int rc;
-
-		while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-			n++;
-			err = frame_row(st, &a);
-			if (err)
-				break;
-		}
-		if (!err && rc != SQLITE_ROW && rc != SQLITE_DONE)
-			err = ffm_store_err(s->db, rc);
-	}
-	sqlite3_finalize(st);
-	return err ? err : n ? 0 : -ENOENT;
+	return err ? err : o.seen ? 0 : -ENOENT;
 }

@@ -598,34 +598,6 @@ int ffm_store__key(struct ffm_store *s, struct ffm_store_key *out)
 	return 0;
 }
 
-int ffm_store__set_key(struct ffm_store *s, const struct ffm_store_key *key)
-{
-	sqlite3_stmt *st;
-	int rc, err;
-
-	if (s->opts.read_only)
-		return -EROFS;
-	if (!key || !key->key || !*key->key)
-		return -EINVAL;
-	rc = sqlite3_prepare_v2(s->db,
-				"INSERT OR REPLACE INTO keys(id, key, uid, exe, args_hash)"
-				" VALUES(1, ?1, ?2, ?3, ?4)",
-				-1, &st, NULL);
-	if (rc != SQLITE_OK)
-		return ffm_store_err(s->db, rc);
-	bind_text(st, 1, key->key);
-	sqlite3_bind_int64(st, 2, key->uid);
-	bind_text(st, 3, key->exe);
-	sqlite3_bind_int64(st, 4, i64(key->args_hash));
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	err = rc == SQLITE_DONE ? 0 : ffm_store_err(s->db, rc);
-	free(s->key);
-	free(s->exe);
-	s->key = s->exe = NULL;
-	return err;
-}
-
 int ffm_store__check(struct ffm_store *s, bool full)
 {
 	int err = ffm_store__flush(s);

@@ -102,6 +102,16 @@ static inline void bind_text(sqlite3_stmt *st, int i, const char *v)
 		sqlite3_bind_null(st, i);
 }
 
+/* Integers bound to ?first, ?first+1, ...: BIND_I64(st, 1, run, stack, (u64 as its bits)). */
+static inline void bind_i64s(sqlite3_stmt *st, int first, const int64_t *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		sqlite3_bind_int64(st, first + (int)i, v[i]);
+}
+#define BIND_I64(st, first, ...)                                                                   \
+	bind_i64s(st, first, (const int64_t[]){ __VA_ARGS__ },                                      \
+		  sizeof((const int64_t[]){ __VA_ARGS__ }) / sizeof(int64_t))
+
 static inline uint64_t now_ms(void)
 {
 	struct timespec ts;

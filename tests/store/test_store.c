@@ -156,7 +156,6 @@ TEST(create_and_reopen)
 	ASSERT_STREQ(got.key, "job-a");
 	s = ffm_store__free(s);
 	ASSERT_OK(ffm_store__open_key(d, &k, &wopts, &s));
-	ASSERT_EQ(ffm_store__set_key(s, &(struct ffm_store_key){ .key = "" }), -EINVAL);
 	s = ffm_store__free(s);
 	ASSERT_EQ(ffm_store__open(path, &ropts, &s), -EBADMSG); /* a directory */
 }
