@@ -20,7 +20,7 @@ struct ffm_jobrun {
 	struct ffm_plan plan;
 	int64_t run;
 	char **sync_names;
-	size_t nsync;
+	size_t nsync, cap_sync;
 	char job_id[128];
 	bool ended;
 	struct ffm_memtrace *mt; /* stages 3-4 */
@@ -75,69 +75,18 @@ uint64_t ffm_args_block_hash(const void *block, size_t len)
 	return ffm_fnv1a(FFM_FNV1A_INIT, block, len < FFM_ARGS_HASH_MAX ? len : FFM_ARGS_HASH_MAX);
 }
 
-struct names_ctx {
-	struct ffm_jobrun *jr;
-	uint32_t *ids;
-	size_t nids, cap;
-	int err;
-};
-
-static int collect_wait_apis(const struct ffm_store_stack_agg *a, void *vctx)
+/* One of stage 1's public functions that waited (ffm_store__for_each_wait_api). */
+static int add_sync_name(uint32_t api, const char *name, void *ctx)
 {
-	struct names_ctx *c = vctx;
+	struct ffm_jobrun *jr = ctx;
+	char *n = strdup(name);
 
-	if (a->kind != FFM_EV_WAIT || !a->api)
-		return 0;
-	for (size_t i = 0; i < c->nids; i++)
-		if (c->ids[i] == a->api)
-			return 0;
-	if (c->nids == c->cap) {
-		size_t ncap = c->cap ? c->cap * 2 : 16;
-		uint32_t *n = realloc(c->ids, ncap * sizeof(*n));
-
-		if (!n)
-			return c->err = -ENOMEM;
-		c->ids = n;
-		c->cap = ncap;
+	if (!n || FFM_GROW(jr->sync_names, jr->cap_sync, jr->nsync + 1)) {
+		free(n);
+		return -ENOMEM;
 	}
-	c->ids[c->nids++] = a->api;
+	jr->sync_names[jr->nsync++] = n;
 	return 0;
-}
-
-static int collect_names(uint32_t api, const char *name, void *vctx)
-{
-	struct names_ctx *c = vctx;
-	struct ffm_jobrun *jr = c->jr;
-
-	for (size_t i = 0; i < c->nids; i++) {
-		if (c->ids[i] != api)
-			continue;
-		char **n = realloc(jr->sync_names, (jr->nsync + 1) * sizeof(*n));
-
-		if (!n)
-			return c->err = -ENOMEM;
-		jr->sync_names = n;
-		jr->sync_names[jr->nsync] = strdup(name);
-		if (!jr->sync_names[jr->nsync])
-			return c->err = -ENOMEM;
-		jr->nsync++;
-	}
-	return 0;
-}
-
-/* Stage 1's list of public functions that waited, from the key's latest stage-1 run. */
-static int load_sync_names(struct ffm_jobrun *jr, int64_t run)
-{
-	struct names_ctx c = { .jr = jr };
-	int err;
-
-	if (!run)
-		return 0;
-	err = ffm_store__for_each_stack_agg(jr->store, run, collect_wait_apis, &c);
-	if (err >= 0 && !c.err && c.nids)
-		err = ffm_store__for_each_api_name(jr->store, collect_names, &c);
-	free(c.ids);
-	return c.err ? c.err : (err < 0 ? err : 0);
 }
 
 int ffm_jobrun__begin(const struct ffm_jobrun_opts *opts, struct ffm_jobrun **ret)
@@ -192,7 +141,8 @@ int ffm_jobrun__begin(const struct ffm_jobrun_opts *opts, struct ffm_jobrun **re
 	err = ffm_plan__next(&in, &jr->plan);
 	if (err < 0)
 		goto fail;
-	err = load_sync_names(jr, hist.last_run[1]);
+	/* Stage 1's list of public functions that waited, from the key's latest stage-1 run. */
+	err = ffm_store__for_each_wait_api(jr->store, hist.last_run[1], add_sync_name, jr);
 	if (err < 0)
 		goto fail;
 	if (jr->plan.probes & FFM_PROBE_SYNC_FUNCS && !jr->nsync && !hist.last_run[1])
@@ -231,7 +181,8 @@ int ffm_jobrun__begin(const struct ffm_jobrun_opts *opts, struct ffm_jobrun **re
 		size_t nuse = 0;
 
 		if (jr->plan.stage == FFM_STAGE_SYNC_USE)
-			err = ffm_memtrace_used_stacks(jr->store, hist.last_run[FFM_STAGE_MEMORY], &use, &nuse);
+			err = ffm_store__used_dst_stacks(jr->store, hist.last_run[FFM_STAGE_MEMORY],
+							 &use, &nuse);
 		if (err >= 0)
 			err = ffm_memtrace__new(&(struct ffm_memtrace_opts){
 				.sz = sizeof(struct ffm_memtrace_opts), .store = jr->store, .run = jr->run,

@@ -620,127 +620,19 @@ void ffm_memtrace__stats(const struct ffm_memtrace *m, struct ffm_memtrace_stats
 	*out = m->st;
 }
 
-/* ---- helpers for the run ---------------------------------------------------------------------- */
-
-struct ids {
-	int64_t *v;
-	size_t n, cap;
-	int err;
-};
-
-static int ids_add(struct ids *a, int64_t id)
-{
-	for (size_t i = 0; i < a->n; i++)
-		if (a->v[i] == id)
-			return 0;
-	if (FFM_GROW(a->v, a->cap, a->n + 1) < 0)
-		return a->err = -ENOMEM;
-	a->v[a->n++] = id;
-	return 0;
-}
-
-static int used_addr_cb(const struct ffm_store_sync_use *u, void *ctx)
-{
-	return u->use_addr && u->prot_lo ? ids_add(ctx, (int64_t)u->prot_lo) : 0;
-}
-
-struct origin_ctx {
-	struct ids *addrs, *stacks;
-};
-
-static int origin_cb(const struct ffm_store_event *ev, void *vctx)
-{
-	struct origin_ctx *c = vctx;
-
-	if (!ev->stack || !ev->dst || (ev->kind != FFM_EV_TRANSFER && ev->kind != FFM_EV_ALLOC))
-		return 0;
-	if (ev->kind == FFM_EV_TRANSFER && ev->dir != FFM_DIR_DTOH)
-		return 0;
-	for (size_t i = 0; i < c->addrs->n; i++)
-		if ((uint64_t)c->addrs->v[i] == ev->dst)
-			return ids_add(c->stacks, ev->stack);
-	return 0;
-}
-
-int ffm_memtrace_used_stacks(struct ffm_store *s, int64_t run3, int64_t **stacks, size_t *n)
-{
-	struct ids addrs = {}, out = {};
-	struct origin_ctx oc = { .addrs = &addrs, .stacks = &out };
-	int err;
-
-	*stacks = NULL;
-	*n = 0;
-	if (!run3)
-		return 0;
-	err = ffm_store__for_each_sync_use(s, run3, used_addr_cb, &addrs);
-	if (err >= 0 && !addrs.err && addrs.n)
-		err = ffm_store__for_each_event(s, run3, origin_cb, &oc);
-	free(addrs.v);
-	if (err < 0 || addrs.err || out.err) {
-		free(out.v);
-		return err < 0 ? err : -ENOMEM;
-	}
-	*stacks = out.v;
-	*n = out.n;
-	return 0;
-}
-
-struct site {
-	int64_t stack;
-	uint32_t kind;
-	uint64_t count[2];
-};
-
-struct sites_ctx {
-	struct site *v;
-	size_t n, cap;
-	int which, err;
-};
-
-static int site_cb(const struct ffm_store_stack_agg *a, void *vctx)
-{
-	struct sites_ctx *c = vctx;
-	size_t i;
-
-	if (a->kind != FFM_EV_API && a->kind != FFM_EV_TRANSFER && a->kind != FFM_EV_ALLOC &&
-	    a->kind != FFM_EV_FREE)
-		return 0;
-	for (i = 0; i < c->n; i++)
-		if (c->v[i].stack == a->stack && c->v[i].kind == a->kind)
-			break;
-	if (i == c->n) {
-		if (FFM_GROW(c->v, c->cap, c->n + 1) < 0)
-			return c->err = -ENOMEM;
-		c->v[c->n++] = (struct site){ .stack = a->stack, .kind = a->kind };
-	}
-	c->v[i].count[c->which] += a->count;
-	return 0;
-}
+/* ---- the run ---------------------------------------------------------------------------------- */
 
 int ffm_memtrace_divergent(struct ffm_store *s, int64_t run, int64_t ref)
 {
-	struct sites_ctx c = {};
-	int err, div = 0;
+	/* The calls both stages probe: syncs (and other API calls), transfers, allocs, frees. */
+	uint32_t kinds = 1u << FFM_EV_API | 1u << FFM_EV_TRANSFER | 1u << FFM_EV_ALLOC |
+			 1u << FFM_EV_FREE;
+	int err;
 
 	if (!ref)
 		return 0;
 	err = ffm_store__flush(s); /* per-stack totals of this run are still in the open batch */
-	if (err >= 0)
-		err = ffm_store__for_each_stack_agg(s, run, site_cb, &c);
-	c.which = 1;
-	if (err >= 0 && !c.err)
-		err = ffm_store__for_each_stack_agg(s, ref, site_cb, &c);
-	for (size_t i = 0; err >= 0 && !c.err && i < c.n; i++) {
-		uint64_t a = c.v[i].count[0], b = c.v[i].count[1];
-		uint64_t d = a > b ? a - b : b - a, mx = a > b ? a : b;
-
-		if (d >= 3 && (double)d > FFM_MEMTRACE_DIVERGENCE * (double)mx)
-			div = 1;
-	}
-	free(c.v);
-	if (c.err)
-		return c.err;
-	return err < 0 ? err : div;
+	return err < 0 ? err : ffm_store__counts_differ(s, run, ref, kinds, 3, FFM_MEMTRACE_DIVERGENCE);
 }
 
 int ffm_memtrace__end(struct ffm_memtrace *m, uint64_t end_ns, int64_t ref_run, uint32_t *flags)

@@ -93,13 +93,6 @@ int ffm_memtrace__end(struct ffm_memtrace *m, uint64_t end_ns, int64_t ref_run, 
 uint32_t ffm_memtrace_job_flags(uint32_t plan_probes);
 
 /*
- * The stacks of the calls that issued the ranges stage-3 run @run3 saw used (the DtoH copies
- * and managed allocations whose destination a sync_uses row names): stage 4 watches only
- * those. *stacks is malloc'd (free it), *n may be 0.
- */
-int ffm_memtrace_used_stacks(struct ffm_store *s, int64_t run3, int64_t **stacks, size_t *n);
-
-/*
  * Whether run @run's per-call-site counts differ from reference run @ref's (the key's stage-2
  * run) by more than FFM_MEMTRACE_DIVERGENCE (and at least 3 calls), over the calls both stages
  * probe (syncs, transfers, allocations, frees). 1 divergent, 0 not, -errno.

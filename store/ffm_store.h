@@ -479,6 +479,20 @@ int ffm_store__for_each_process(struct ffm_store *s, int64_t run, ffm_store_proc
 				void *ctx);
 /* One frame by id (e.g. a sync use's use_frame), depth 0. -ENOENT if absent. */
 int ffm_store__get_frame(struct ffm_store *s, int64_t frame, ffm_store_frame_cb cb, void *ctx);
+/* The API names of @run's waits (the public functions stage 1 saw waiting), in id order. */
+int ffm_store__for_each_wait_api(struct ffm_store *s, int64_t run, ffm_store_api_cb cb, void *ctx);
+/*
+ * The stacks of @run's DtoH transfers and allocations whose destination one of the run's
+ * sync_uses rows saw used (stage 4 watches only those): *stacks malloc'd, *n may be 0.
+ */
+int ffm_store__used_dst_stacks(struct ffm_store *s, int64_t run, int64_t **stacks, size_t *n);
+/*
+ * Whether the call counts per (stack, kind) of the event kinds in @kinds (bit 1 << kind) of
+ * runs @run and @ref differ somewhere by at least @min and by more than @share of the larger:
+ * 1, 0, or -errno. Reads the committed per-stack totals (flush a run being written first).
+ */
+int ffm_store__counts_differ(struct ffm_store *s, int64_t run, int64_t ref, uint32_t kinds,
+			     uint64_t min, double share);
 
 /*
  * Event cursor, for consumers that pull (e.g. merging several runs). It holds a read snapshot

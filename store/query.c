@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
 #include "store/store_int.h"
 
 struct ffm_store_cursor {
@@ -595,4 +596,70 @@ int ffm_store__get_frame(struct ffm_store *s, int64_t frame, ffm_store_frame_cb 
 			  frame_row, (void *)on_one_frame, &o);
 
 	return err ? err : o.seen ? 0 : -ENOENT;
+}
+
+int ffm_store__for_each_wait_api(struct ffm_store *s, int64_t run, ffm_store_api_cb cb, void *ctx)
+{
+	/* kind 1: FFM_EV_WAIT */
+	return rows_of(s,
+		       "SELECT id, name FROM api_names WHERE id IN (SELECT api FROM stack_stats"
+		       " WHERE run = ?1 AND kind = 1 AND api != 0) ORDER BY id",
+		       &run, api_row, (void *)cb, ctx);
+}
+
+struct ids {
+	int64_t *v;
+	size_t n, cap;
+};
+
+static int id_row(sqlite3_stmt *st, void *arg)
+{
+	struct ids *ids = ((struct cb_arg *)arg)->ctx;
+
+	if (FFM_GROW(ids->v, ids->cap, ids->n + 1))
+		return -ENOMEM;
+	ids->v[ids->n++] = sqlite3_column_int64(st, 0);
+	return 0;
+}
+
+int ffm_store__used_dst_stacks(struct ffm_store *s, int64_t run, int64_t **stacks, size_t *n)
+{
+	struct ids ids = {};
+	/* info is kind | dir << 8 | api << 16: FFM_EV_ALLOC (4), or FFM_EV_TRANSFER (3) with
+	 * FFM_DIR_DTOH (2) */
+	int err = rows_of(s,
+			  "SELECT DISTINCT stack FROM events WHERE run = ?1 AND stack != 0 AND"
+			  " ((info & 255) = 4 OR (info & 65535) = (2 << 8 | 3)) AND dst IN"
+			  " (SELECT prot_lo FROM sync_uses WHERE run = ?1 AND use_addr != 0 AND prot_lo != 0)",
+			  &run, id_row, NULL, &ids);
+
+	if (err) {
+		free(ids.v);
+		return err;
+	}
+	*stacks = ids.v;
+	*n = ids.n;
+	return 0;
+}
+
+int ffm_store__counts_differ(struct ffm_store *s, int64_t run, int64_t ref, uint32_t kinds,
+			     uint64_t min, double share)
+{
+	sqlite3_stmt *st;
+	int rc, err = prepare(s,
+			      "SELECT EXISTS (SELECT 1 FROM (SELECT"
+			      "  sum(CASE WHEN run = ?1 THEN count ELSE 0 END) AS a,"
+			      "  sum(CASE WHEN run = ?2 THEN count ELSE 0 END) AS b FROM stack_stats"
+			      "  WHERE run IN (?1, ?2) AND (?3 >> kind) & 1 GROUP BY stack, kind)"
+			      " WHERE abs(a - b) >= ?4 AND abs(a - b) > ?5 * max(a, b))",
+			      &st);
+
+	if (err)
+		return err;
+	BIND_I64(st, 1, run, ref, kinds, min);
+	sqlite3_bind_double(st, 5, share);
+	rc = sqlite3_step(st);
+	err = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) : ffm_store_err(s->db, rc);
+	sqlite3_finalize(st);
+	return err;
 }
