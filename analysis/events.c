@@ -203,7 +203,6 @@ int an_on_raw_event(struct ev_scan *sc, const struct ffm_event *raw)
 	if ((e.kind == FFM_CALL_TRANSFER || e.kind == FFM_CALL_MEMSET) &&
 	    an_verdict_at(&si->x3, k, si->n2, &xv, &dx)) {
 		x->n_xclassified++;
-		x->n_other_dst += xv == FFM_DUP_OTHER_DST;
 		dup = xv == FFM_DUP_SAME_DST;
 	}
 	if (dup && e.problem != FFM_PROBLEM_NONE)

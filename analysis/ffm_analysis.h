@@ -97,7 +97,7 @@ struct ffm_an_site {
 	/* the profile run's totals (stage 2, else stage 1) */
 	uint64_t count, dur_ns, wait_ns, bytes;
 	/* verdicts applied to the timeline's occurrences */
-	uint64_t n_unnecessary, n_misplaced, n_dup, n_other_dst, n_partial, n_classified;
+	uint64_t n_unnecessary, n_misplaced, n_dup, n_partial, n_classified;
 	uint64_t n_host_read, n_launch_blocked;
 	uint64_t read_bytes; /* host read: the most bytes one of its syncs protected */
 	uint64_t n_xclassified; /* transfer verdicts applied */
@@ -270,7 +270,7 @@ struct ffm_an_merged {
 	double imbalance;      /* max/mean - 1 of recoverable time over nodes, -1 = one node */
 	double proc_imbalance; /* the same over processes */
 	size_t n_procs;
-	bool have_problems, any_stage3_delays;
+	bool have_problems;
 	uint32_t stages_done; /* bit s: some node has an ended run of stage s */
 	struct ffm_an_quality q;
 };

@@ -78,9 +78,6 @@ int ffm_an_merge(const struct ffm_analysis_result *const *res, size_t nr, struct
 		m->q.unmatched_sites += r->q.unmatched_sites;
 		m->q.unclassified_syncs += r->q.unclassified_syncs;
 		m->q.unclassified_wait_ns += r->q.unclassified_wait_ns;
-		for (size_t i = 0; i < r->n_sites; i++)
-			m->any_stage3_delays |= r->sites[i].delays_from_stage3 &&
-						r->sites[i].n_misplaced;
 
 		for (size_t i = 0; i < r->n_groups; i++) {
 			const struct ffm_an_group *g = &r->groups[i];

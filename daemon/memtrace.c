@@ -137,13 +137,10 @@ static void apply_slot(struct ffm_memtrace *m, struct proc *p, struct thread *t,
 	err = ffm_collector__watch(m->o.collector, t->tid, a, &t->w[s]);
 	if (err == -ESRCH)
 		return; /* the thread is gone (records are read after the fact) */
-	if (err < 0) {
-		m->st.watch_failed++;
-		if (!m->warned_watch) {
-			log_warn("cannot set a hardware watchpoint in thread %u: %s; first-use coverage is partial",
-				 t->tid, strerror(-err));
-			m->warned_watch = true;
-		}
+	if (err < 0 && !m->warned_watch) {
+		log_warn("cannot set a hardware watchpoint in thread %u: %s; first-use coverage is partial",
+			 t->tid, strerror(-err));
+		m->warned_watch = true;
 	}
 }
 
@@ -214,7 +211,6 @@ static void watch_range(struct ffm_memtrace *m, struct proc *p, size_t ri)
 	for (size_t i = 0; i < p->nt; i++)
 		apply_slot(m, p, &p->t[i], s);
 	r->armed_ns = ffm_now_ns();
-	m->st.watch_moves++;
 }
 
 static void drop_range(struct ffm_memtrace *m, struct proc *p, size_t ri)
@@ -317,11 +313,9 @@ static int on_sync(struct ffm_memtrace *m, uint32_t tgid, uint32_t tid, int64_t 
 		if (!r->allowed)
 			continue;
 		live++;
-		if (r->slot >= 0 && r->armed_ns && r->armed_ns <= end_ns) {
+		/* armed after the sync returned: its early accesses were unseen */
+		if (r->slot >= 0 && r->armed_ns && r->armed_ns <= end_ns)
 			watched++;
-		} else if (r->slot >= 0) {
-			m->st.late_arms++; /* armed after the sync returned: early accesses unseen */
-		}
 		if (r->issued_ns >= newest) {
 			newest = r->issued_ns;
 			ps->prot_lo = r->lo;
@@ -406,14 +400,11 @@ int ffm_memtrace__on_hit(struct ffm_memtrace *m, const struct ffm_rec_hit *h, in
 	struct thread *t = NULL;
 	struct pend_sync *ps;
 
-	m->st.hits++;
 	for (size_t i = 0; p && i < p->nt; i++)
 		if (p->t[i].tid == h->hdr.tid)
 			t = &p->t[i];
-	if (!t || !t->ps.open || t->ps.used || h->hdr.ts_ns < t->ps.end_ns) {
-		m->st.hits_outside++;
-		return 0;
-	}
+	if (!t || !t->ps.open || t->ps.used || h->hdr.ts_ns < t->ps.end_ns)
+		return 0; /* outside any sync window */
 	ps = &t->ps;
 	ps->used = true;
 	ps->use_addr = h->addr;

@@ -64,9 +64,7 @@ struct ffm_memtrace_call {
 
 struct ffm_memtrace_stats {
 	uint64_t syncs, syncs_used, syncs_none, syncs_partial;
-	uint64_t hits, hits_outside; /* hits reported; of them outside any sync window */
-	uint64_t xfers, xfers_failed, dup_same, dup_other;
-	uint64_t ranges, watch_moves, watch_failed, late_arms;
+	uint64_t xfers, xfers_failed, dup_same, dup_other, ranges;
 };
 
 int ffm_memtrace__new(const struct ffm_memtrace_opts *opts, struct ffm_memtrace **ret);

@@ -144,16 +144,6 @@ int ffm_readier__take(struct ffm_readier *r, struct ffm_readier_result *out)
 	return 0;
 }
 
-int ffm_readier__pending(struct ffm_readier *r)
-{
-	int n;
-
-	pthread_mutex_lock(&r->mu);
-	n = r->nq + r->busy;
-	pthread_mutex_unlock(&r->mu);
-	return n;
-}
-
 struct ffm_readier *ffm_readier__free(struct ffm_readier *r)
 {
 	if (!r)

@@ -31,8 +31,6 @@ int ffm_readier__fd(const struct ffm_readier *r);
 int ffm_readier__submit(struct ffm_readier *r, const char *path, uint64_t cookie);
 /* Take one finished result: 0, or -EAGAIN when none is waiting. */
 int ffm_readier__take(struct ffm_readier *r, struct ffm_readier_result *out);
-/* Requests queued or in progress. */
-int ffm_readier__pending(struct ffm_readier *r);
 /* Stops the worker after its current request; results not taken are released. */
 struct ffm_readier *ffm_readier__free(struct ffm_readier *r);
 

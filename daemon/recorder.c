@@ -133,14 +133,11 @@ static int on_stack(struct ffm_recorder *r, const struct ffm_rec_stack *s)
 		n = ffm_stack__unwind(r->o.sym, as, &snap, r->frames, MAX_FRAMES);
 	if (n <= 0) {
 		/* Process gone or no CFI: keep what BPF saw (libcuda frames + call site). */
-		r->st.stacks_failed++;
 		n = 0;
 		for (uint32_t i = 0; i < s->nlib && i < FFM_LIB_FRAMES && n < MAX_FRAMES; i++)
 			r->frames[n++] = (struct ffm_frame){ .pc = s->lib[i] };
 		if (s->callsite && n < MAX_FRAMES)
 			r->frames[n++] = (struct ffm_frame){ .pc = s->callsite };
-	} else {
-		r->st.stacks_unwound++;
 	}
 
 	for (int i = 0; i < n; i++) {
@@ -320,20 +317,17 @@ static int on_memtrace(struct ffm_recorder *r, const void *rec)
 		return 0;
 	switch (h->type) {
 	case FFM_REC_XFER:
-		r->st.xfers++;
 		return ffm_memtrace__on_xfer(r->o.memtrace, rec);
 	case FFM_REC_RANGE: {
 		const struct ffm_rec_range *rr = rec;
 
 		/* Sent at the copy's entry: the first time, its stack is not known yet. */
-		r->st.ranges++;
 		ke = key_find(r, h->tgid, rr->stack_key, false);
 		return ffm_memtrace__on_range(r->o.memtrace, rr, ke ? ke->stack : 0);
 	}
 	case FFM_REC_HIT: {
 		const struct ffm_rec_hit *hit = rec;
 
-		r->st.hits++;
 		return ffm_memtrace__on_hit(r->o.memtrace, hit,
 					    resolve_key(r, h->tgid, hit->stack_key, NULL));
 	}
@@ -365,7 +359,6 @@ static int on_proc(struct ffm_recorder *r, const struct ffm_rec_proc *p)
 	/* A new image (exec) has a new address space. */
 	pe->as = ffm_addr_space__free(pe->as);
 	ffm_pytrack__on_proc(r->py, p->hdr.tgid, p->hdr.type == FFM_REC_FORK ? p->ppid : 0);
-	r->st.processes++;
 	read_exe(r, p->hdr.tgid, exe, sizeof(exe));
 	return ffm_store__put_process(r->o.store, &(struct ffm_store_process){
 		.run = r->o.run, .tgid = p->hdr.tgid, .ptgid = p->ppid,
@@ -377,7 +370,6 @@ int ffm_recorder__record(struct ffm_recorder *r, const void *rec, size_t size)
 {
 	const struct ffm_rec_hdr *h = rec;
 
-	r->st.records++;
 	switch (h->type) {
 	case FFM_REC_WAIT: return on_wait(r, rec);
 	case FFM_REC_CALL: return on_call(r, rec);

@@ -38,9 +38,7 @@ struct ffm_recorder_opts {
 };
 
 struct ffm_recorder_stats {
-	uint64_t records, waits, calls, stacks, stacks_unwound, stacks_failed, unknown_keys;
-	uint64_t processes;
-	uint64_t xfers, ranges, hits; /* stages 3-4 records */
+	uint64_t waits, calls, stacks, unknown_keys;
 };
 
 struct ffm_recorder;

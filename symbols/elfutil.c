@@ -134,18 +134,14 @@ int ffm_elf_open_fd(int fd, struct ffm_elf **ret)
 		if (!gelf_getshdr(scn, &sh))
 			continue;
 		name = shstrndx ? elf_strptr(e->elf, shstrndx, sh.sh_name) : NULL;
-		if (sh.sh_type == SHT_SYMTAB)
-			e->has_symtab = true;
-		else if (sh.sh_type == SHT_DYNSYM)
+		if (sh.sh_type == SHT_DYNSYM)
 			e->has_dynsym = true;
 		else if (sh.sh_type == SHT_NOTE && !e->build_id[0] && sh.sh_type != SHT_NOBITS &&
 			 sh.sh_offset <= e->raw_size && sh.sh_size <= e->raw_size - sh.sh_offset)
 			read_build_id(e, e->raw + sh.sh_offset, sh.sh_size);
 		if (!name)
 			continue;
-		if (!strcmp(name, ".debug_info"))
-			e->has_debug_info = true;
-		else if (!strcmp(name, ".debug_frame"))
+		if (!strcmp(name, ".debug_frame"))
 			e->has_debug_frame = true;
 		else if (!strcmp(name, ".eh_frame_hdr") && sh.sh_type != SHT_NOBITS)
 			e->ehhdr_vaddr = sh.sh_addr ? sh.sh_addr : ehhdr_phdr;

@@ -33,7 +33,7 @@ struct ffm_elf {
 	char build_id[FFM_BUILD_ID_HEX_MAX]; /* "" when the file has none */
 	/* .eh_frame_hdr and .eh_frame as vaddrs (0 when absent) */
 	uint64_t ehhdr_vaddr, ehframe_vaddr, ehframe_size;
-	bool has_symtab, has_dynsym, has_debug_info, has_debug_frame;
+	bool has_dynsym, has_debug_frame;
 };
 
 /* Open @path read-only. -ENOEXEC for a file that is not ELF or is cut short. */
