@@ -48,6 +48,7 @@ static double imbalance(const uint64_t *v, size_t n)
 int ffm_an_merge(const struct ffm_analysis_result *const *res, size_t nr, struct ffm_an_merged *m)
 {
 	uint64_t *node_rec = calloc(nr + 1, sizeof(*node_rec)), *proc_rec = NULL;
+	size_t cap_groups = 0, cap_apis = 0;
 	int err = 0;
 
 	memset(m, 0, sizeof(*m));
@@ -89,15 +90,11 @@ int ffm_an_merge(const struct ffm_analysis_result *const *res, size_t nr, struct
 					break;
 				}
 			if (!mg) {
-				struct ffm_an_mgroup *n = realloc(m->groups, (m->n_groups + 1) * sizeof(*n));
-
-				if (!n) {
+				if (FFM_GROW(m->groups, cap_groups, m->n_groups + 1)) {
 					err = -ENOMEM;
 					goto out;
 				}
-				m->groups = n;
 				mg = &m->groups[m->n_groups++];
-				memset(mg, 0, sizeof(*mg));
 				mg->g = *g;
 				mg->node = ni;
 				mg->nodes = 1;
@@ -126,15 +123,11 @@ int ffm_an_merge(const struct ffm_analysis_result *const *res, size_t nr, struct
 					break;
 				}
 			if (!ma) {
-				struct ffm_an_mapi *n = realloc(m->apis, (m->n_apis + 1) * sizeof(*n));
-
-				if (!n) {
+				if (FFM_GROW(m->apis, cap_apis, m->n_apis + 1)) {
 					err = -ENOMEM;
 					goto out;
 				}
-				m->apis = n;
 				ma = &m->apis[m->n_apis++];
-				memset(ma, 0, sizeof(*ma));
 				ma->name = a->name;
 			}
 			ma->calls += a->calls;

@@ -24,6 +24,7 @@
 
 #include "cli/ffmctl.h"
 #include "cli/report.h"
+#include "common/util.h"
 
 #define REPORT_SCHEMA_VERSION 2
 /* Text output folds problems worth less than this share of the wall time into one line: a
@@ -57,14 +58,11 @@ static int add_store(struct ffm_store *s, const char *node, void *ctx)
 	struct ffmctl_job_stores *js = c->js;
 	struct ffmctl_node *v;
 
-	v = realloc(js->v, (js->n + 1) * sizeof(*v));
-	if (!v) {
+	if (FFM_GROW(js->v, js->cap, js->n + 1)) {
 		ffm_store__free(s);
 		return -ENOMEM;
 	}
-	js->v = v;
 	v = &js->v[js->n++];
-	memset(v, 0, sizeof(*v));
 	v->store = s;
 	if (node) {
 		snprintf(v->name, sizeof(v->name), "%s", node);
@@ -106,15 +104,14 @@ int ffmctl_job_stores__open(const char *state_dir, const char *job_id,
 #define MAX_REFUSED_NAMED 20
 
 struct refused {
-	char **path;
-	int *err;
-	size_t n, cap, more;
+	char *path[MAX_REFUSED_NAMED];
+	int err[MAX_REFUSED_NAMED];
+	size_t n, more;
 };
 
 static int on_store_file(const struct ffm_state_store *st, void *ctx)
 {
 	struct refused *r = ctx;
-	char *p;
 
 	if (st->err >= 0)
 		return 0;
@@ -122,24 +119,8 @@ static int on_store_file(const struct ffm_state_store *st, void *ctx)
 		r->more++;
 		return 0;
 	}
-	if (r->n == r->cap) {
-		size_t cap = r->cap ? 2 * r->cap : 4;
-		char **np = realloc(r->path, cap * sizeof(*np));
-		int *ne;
-
-		if (!np)
-			return -ENOMEM;
-		r->path = np;
-		ne = realloc(r->err, cap * sizeof(*ne));
-		if (!ne)
-			return -ENOMEM;
-		r->err = ne;
-		r->cap = cap;
-	}
-	p = strdup(st->path);
-	if (!p)
+	if (!(r->path[r->n] = strdup(st->path)))
 		return -ENOMEM;
-	r->path[r->n] = p;
 	r->err[r->n++] = st->err;
 	return 0;
 }
@@ -182,8 +163,6 @@ void ffmctl_no_job_err(const char *verb, const char *state_dir, const char *job_
 	}
 	if (r.more)
 		ffmctl_err(verb, "... and %zu more", r.more);
-	free(r.path);
-	free(r.err);
 }
 
 void ffmctl_job_stores__close(struct ffmctl_job_stores *js)

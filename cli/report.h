@@ -24,7 +24,7 @@ struct ffmctl_node {
 
 struct ffmctl_job_stores {
 	struct ffmctl_node *v;
-	size_t n;
+	size_t n, cap;
 };
 
 /* Open the job's store on every node (read-only). -ENOENT: no store knows the job. */

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
 #include "daemon/apis.h"
 #include "daemon/probes.h"
 #include "stages/ffm_plan.h"
@@ -13,15 +14,8 @@ static int push(struct ffm_probe_set *ps, const struct ffm_probe *p)
 	for (size_t i = 0; i < ps->n; i++)
 		if (ps->p[i].offset == p->offset)
 			return 0; /* two names for one entry (aliases): probe it once */
-	if (ps->n == ps->cap) {
-		size_t ncap = ps->cap ? ps->cap * 2 : 64;
-		struct ffm_probe *np = realloc(ps->p, ncap * sizeof(*np));
-
-		if (!np)
-			return -ENOMEM;
-		ps->p = np;
-		ps->cap = ncap;
-	}
+	if (FFM_GROW(ps->p, ps->cap, ps->n + 1))
+		return -ENOMEM;
 	ps->p[ps->n++] = *p;
 	return 1;
 }

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "bpf/ffm_hash.h"
+#include "common/util.h"
 #include "store/store_int.h"
 
 #define KEYS_DIR "keys"
@@ -250,16 +251,7 @@ static int node_names(const char *state_dir, char ***ret, size_t *n)
 	while ((de = readdir(d))) {
 		if (de->d_name[0] == '.')
 			continue;
-		if (*n == cap) {
-			char **nv = realloc(v, (cap = cap ? 2 * cap : 8) * sizeof(*v));
-
-			if (!nv) {
-				err = -ENOMEM;
-				break;
-			}
-			v = nv;
-		}
-		if (!(v[*n] = strdup(de->d_name))) {
+		if (FFM_GROW(v, cap, *n + 1) || !(v[*n] = strdup(de->d_name))) {
 			err = -ENOMEM;
 			break;
 		}

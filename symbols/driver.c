@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/util.h"
 #include "symbols/elfutil.h"
 #include "symbols/ffm_driver.h"
 #include "symbols/ffm_maps.h"
@@ -75,7 +76,7 @@ static int read_whole(const char *path, char **buf, size_t *len)
 int ffm_ld_cache_lookup(const char *cache_path, const char *soname, char ***paths, size_t *n)
 {
 	char *buf = NULL, **out = NULL;
-	size_t len = 0, cnt = 0, base = 0;
+	size_t len = 0, cnt = 0, cap = 0, base = 0;
 	const struct ld_new_hdr *h;
 	int err;
 
@@ -111,11 +112,7 @@ int ffm_ld_cache_lookup(const char *cache_path, const char *soname, char ***path
 		val = buf + base + e.value;
 		if (strcmp(key, soname))
 			continue;
-		char **no = realloc(out, (cnt + 1) * sizeof(*out));
-
-		if (no)
-			out = no;
-		if (!no || !(out[cnt] = strdup(val))) {
+		if (FFM_GROW(out, cap, cnt + 1) || !(out[cnt] = strdup(val))) {
 			for (size_t j = 0; j < cnt; j++)
 				free(out[j]);
 			free(out);
@@ -359,15 +356,8 @@ static int load_dynsym(struct ffm_driver *d)
 				continue;
 			if (ffm_elf_vaddr_to_offset(d->elf, s.st_value, &off) < 0)
 				continue;
-			if (d->nsyms == cap) {
-				struct ffm_driver_sym *ns;
-
-				cap = cap ? cap * 2 : 256;
-				ns = realloc(d->syms, cap * sizeof(*ns));
-				if (!ns)
-					return -ENOMEM;
-				d->syms = ns;
-			}
+			if (FFM_GROW(d->syms, cap, d->nsyms + 1))
+				return -ENOMEM;
 			d->syms[d->nsyms++] = (struct ffm_driver_sym){ name, off, s.st_value, s.st_size };
 		}
 		break;

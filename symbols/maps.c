@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/sysmacros.h>
 
+#include "common/util.h"
 #include "symbols/ffm_maps.h"
 
 int ffm_maps_parse_line(const char *line, struct ffm_map *m)
@@ -57,16 +58,9 @@ int ffm_maps_parse(const char *maps_path, struct ffm_map **maps, size_t *n)
 	while (getline(&line, &linecap, f) > 0) {
 		if (line[0] == '\n')
 			continue;
-		if (cnt == cap) {
-			struct ffm_map *nv;
-
-			cap = cap ? cap * 2 : 64;
-			nv = realloc(v, cap * sizeof(*v));
-			if (!nv) {
-				err = -ENOMEM;
-				goto out;
-			}
-			v = nv;
+		if (FFM_GROW(v, cap, cnt + 1)) {
+			err = -ENOMEM;
+			goto out;
 		}
 		err = ffm_maps_parse_line(line, &v[cnt]);
 		if (err)

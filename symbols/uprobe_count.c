@@ -10,6 +10,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common/util.h"
 #include "symbols/uprobe_count.h"
 
 struct ffm_uprobe_counter {
@@ -57,7 +58,7 @@ static int list_tasks(pid_t pid, pid_t **tids)
 	char dir[64];
 	DIR *d;
 	struct dirent *de;
-	int n = 0, cap = 0;
+	size_t n = 0, cap = 0;
 
 	snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
 	d = opendir(dir);
@@ -65,24 +66,17 @@ static int list_tasks(pid_t pid, pid_t **tids)
 		return errno == ENOENT ? -ESRCH : -errno;
 	*tids = NULL;
 	while ((de = readdir(d))) {
-		pid_t *nt;
-
 		if (de->d_name[0] < '0' || de->d_name[0] > '9')
 			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 16;
-			nt = realloc(*tids, cap * sizeof(*nt));
-			if (!nt) {
-				closedir(d);
-				free(*tids);
-				return -ENOMEM;
-			}
-			*tids = nt;
+		if (ffm_grow((void **)tids, &cap, n + 1, sizeof(**tids))) {
+			closedir(d);
+			free(*tids);
+			return -ENOMEM;
 		}
 		(*tids)[n++] = atoi(de->d_name);
 	}
 	closedir(d);
-	return n;
+	return (int)n;
 }
 
 int ffm_uprobe_counter__open(const char *path, uint64_t offset, bool retprobe, pid_t pid,
