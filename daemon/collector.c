@@ -86,7 +86,8 @@ struct ffm_attachment {
 	struct bpf_link *links[];
 };
 
-size_t ffm_rec_size(uint32_t type)
+/* Record sizes, for decoding. */
+static size_t rec_size(uint32_t type)
 {
 	switch (type) {
 	case FFM_REC_WAIT: return sizeof(struct ffm_rec_wait);
@@ -111,7 +112,7 @@ static int on_sample(void *ctx, void *data, size_t size)
 
 	if (size < sizeof(*h))
 		return 0;
-	want = ffm_rec_size(h->type);
+	want = rec_size(h->type);
 	if (!want || size < want)
 		return 0; /* not ours or truncated: ignore rather than misread */
 	return c->on_record ? c->on_record(c->ctx, data, size) : 0;
@@ -658,6 +659,16 @@ int ffm_collector__job_pids(struct ffm_collector *c, uint32_t slot, pid_t *pids,
 	return n;
 }
 
+/* Add (@on) or remove the entry @k of map @fd; a missing entry is removed already. */
+static int map_set(int fd, const void *k, bool on)
+{
+	static const uint8_t one = 1;
+
+	if (on)
+		return bpf_map_update_elem(fd, k, &one, BPF_ANY) ? -errno : 0;
+	return bpf_map_delete_elem(fd, k) && errno != ENOENT ? -errno : 0;
+}
+
 static int rule_map(struct ffm_collector *c, const struct ffm_rule *r, void *key, size_t keysz)
 {
 	switch (r->type) {
@@ -700,9 +711,7 @@ int ffm_collector__del_rule(struct ffm_collector *c, const struct ffm_rule *r)
 	uint8_t key[sizeof(struct ffm_exe_key)] = {};
 	int fd = rule_map(c, r, key, sizeof(key));
 
-	if (fd < 0)
-		return fd;
-	return bpf_map_delete_elem(fd, key) && errno != ENOENT ? -errno : 0;
+	return fd < 0 ? fd : map_set(fd, key, false);
 }
 
 int ffm_collector__rule_slot(struct ffm_collector *c, const struct ffm_rule *r)
@@ -719,9 +728,8 @@ int ffm_collector__rule_slot(struct ffm_collector *c, const struct ffm_rule *r)
 int ffm_collector__driver_known(struct ffm_collector *c, uint64_t kdev, uint64_t ino)
 {
 	struct ffm_exe_key k = { .dev = kdev, .ino = ino };
-	uint8_t one = 1;
 
-	return bpf_map_update_elem(bpf_map__fd(c->skel->maps.drivers), &k, &one, BPF_ANY) ? -errno : 0;
+	return map_set(bpf_map__fd(c->skel->maps.drivers), &k, true);
 }
 
 int ffm_collector__set_held(struct ffm_collector *c, pid_t pid, pid_t ppid, bool on)
@@ -745,18 +753,14 @@ int ffm_collector__driver_forget(struct ffm_collector *c, uint64_t kdev, uint64_
 {
 	struct ffm_exe_key k = { .dev = kdev, .ino = ino };
 
-	return bpf_map_delete_elem(bpf_map__fd(c->skel->maps.drivers), &k) && errno != ENOENT ? -errno : 0;
+	return map_set(bpf_map__fd(c->skel->maps.drivers), &k, false);
 }
 
 int ffm_collector__set_linked(struct ffm_collector *c, pid_t pid, uint64_t kdev, uint64_t ino, bool on)
 {
 	struct ffm_link_key k = { .tgid = (uint32_t)pid, .dev = kdev, .ino = ino };
-	int fd = bpf_map__fd(c->skel->maps.linked);
-	uint8_t one = 1;
 
-	if (on)
-		return bpf_map_update_elem(fd, &k, &one, BPF_ANY) ? -errno : 0;
-	return bpf_map_delete_elem(fd, &k) && errno != ENOENT ? -errno : 0;
+	return map_set(bpf_map__fd(c->skel->maps.linked), &k, on);
 }
 
 uint64_t ffm_kernel_dev(dev_t dev)

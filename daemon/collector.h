@@ -174,7 +174,4 @@ int ffm_collector__watch(struct ffm_collector *c, pid_t tid, uint64_t addr, stru
 int ffm_watch__move(struct ffm_watch *w, uint64_t addr);
 struct ffm_watch *ffm_watch__free(struct ffm_watch *w);
 
-/* Record sizes, for decoding. */
-size_t ffm_rec_size(uint32_t type);
-
 #endif

@@ -19,11 +19,11 @@
 #endif
 
 /* The calibration program: $FFM_CALIB_PROG, beside our own executable (a build tree or an
- * install's bin), or the libexec directory. */
-int ffm_calib_probe_path(char *buf, size_t len)
+ * install's bin), or the libexec directory; -ENOENT when not found. */
+static int calib_probe_path(char *buf, size_t len)
 {
 	const char *env = getenv("FFM_CALIB_PROG");
-	char self[PATH_MAX];
+	char self[PATH_MAX], *slash;
 	ssize_t n;
 
 	if (env && *env) {
@@ -31,21 +31,13 @@ int ffm_calib_probe_path(char *buf, size_t len)
 		return access(buf, X_OK) ? -errno : 0;
 	}
 	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (n > 0) {
-		char *slash;
-
-		self[n] = 0;
-		slash = strrchr(self, '/');
-		if (slash) {
-			*slash = 0;
-			snprintf(buf, len, "%s/ffm-calib-probe", self);
-			if (access(buf, X_OK) == 0)
-				return 0;
-			snprintf(buf, len, "%s/../libexec/ffm/ffm-calib-probe", self);
-			if (access(buf, X_OK) == 0)
-				return 0;
-		}
-	}
+	self[n > 0 ? n : 0] = 0;
+	if ((slash = strrchr(self, '/')))
+		*slash = 0;
+	for (int i = 0; slash && i < 2; i++)
+		if (snprintf(buf, len, "%s%s/ffm-calib-probe", self, i ? "/../libexec/ffm" : "") <
+			    (int)len && access(buf, X_OK) == 0)
+			return 0;
 	snprintf(buf, len, "%s/ffm-calib-probe", FFM_LIBEXECDIR);
 	return access(buf, X_OK) ? -ENOENT : 0;
 }
@@ -54,7 +46,8 @@ int ffm_calib_probe_path(char *buf, size_t len)
 #define FUSE_SUPER_MAGIC 0x65735546
 #endif
 
-bool ffm_driver_file_trusted(int fd, char *why, size_t why_len)
+/* Whether the open file @fd is trusted (driver_setup.h); @why says why not. */
+static bool file_trusted(int fd, char *why, size_t why_len)
 {
 	struct statfs sf;
 	struct stat st;
@@ -91,7 +84,7 @@ int ffm_driver_file_open(const char *path, bool *trusted, char *why, size_t why_
 		snprintf(why, why_len, "%s", fd == -EINVAL ? "not a regular file" : strerror(-fd));
 		return fd;
 	}
-	*trusted = ffm_driver_file_trusted(fd, why, why_len);
+	*trusted = file_trusted(fd, why, why_len);
 	return fd;
 }
 
@@ -136,7 +129,7 @@ int ffm_driver_ready(const char *path, const char *state_dir, unsigned flags,
 			err = -EPERM;
 			goto fail;
 		}
-		if (ffm_calib_probe_path(probe, sizeof(probe)) < 0) {
+		if (calib_probe_path(probe, sizeof(probe)) < 0) {
 			snprintf(why, why_len, "the calibration program ffm-calib-probe was not found (set FFM_CALIB_PROG)");
 			err = -ENOENT;
 			goto fail;

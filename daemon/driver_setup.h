@@ -47,10 +47,5 @@ void ffm_ready_driver__release(struct ffm_ready_driver *d);
  * trusted ("" for a trusted one).
  */
 int ffm_driver_file_open(const char *path, bool *trusted, char *why, size_t why_len);
-/* Whether the open file @fd is trusted (see above); @why as for ffm_driver_file_open. */
-bool ffm_driver_file_trusted(int fd, char *why, size_t why_len);
-
-/* Path of the calibration program (ffm-calib-probe); -ENOENT when not found. */
-int ffm_calib_probe_path(char *buf, size_t len);
 
 #endif

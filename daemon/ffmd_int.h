@@ -228,8 +228,7 @@ struct ffmd {
 };
 
 /* ---- procfs.c ---- */
-int proc_stat3(pid_t pid, char *state, pid_t *ppid, unsigned long long *start);
-int proc_stat(pid_t pid, char *state, unsigned long long *start);
+int proc_stat(pid_t pid, char *state, pid_t *ppid, unsigned long long *start);
 char proc_state(pid_t pid);                 /* 0: gone */
 unsigned long long proc_start_time(pid_t pid); /* 0: gone */
 bool alive(pid_t pid);

@@ -80,7 +80,7 @@ struct hold *hold(struct ffmd *d, pid_t pid, bool bpf_stopped)
 		char st = 0;
 		int j;
 
-		if (!bpf_stopped && proc_stat3(pid, &st, &ppid, &t) == 0 && st != 'T' && st != 't' &&
+		if (!bpf_stopped && proc_stat(pid, &st, &ppid, &t) == 0 && st != 'T' && st != 't' &&
 		    waits_for_stops(ppid))
 			return NULL;
 
@@ -95,7 +95,7 @@ struct hold *hold(struct ffmd *d, pid_t pid, bool bpf_stopped)
 		memset(h, 0, sizeof(*h));
 		h->pid = pid;
 		h->since = ffm_now_s();
-		if (proc_stat3(pid, &st, &h->ppid, &h->start) < 0)
+		if (proc_stat(pid, &st, &h->ppid, &h->start) < 0)
 			h->ppid = 0;
 		d->held_total++;
 		if ((j = job_of_pid(d, pid)) >= 0)
@@ -124,7 +124,7 @@ static void parent_watch(struct ffmd *d, const struct hold *h)
 	unsigned long long start;
 	char st;
 
-	if (h->ppid <= 1 || proc_stat(h->ppid, &st, &start) < 0)
+	if (h->ppid <= 1 || proc_stat(h->ppid, &st, NULL, &start) < 0)
 		return;
 	for (int i = 0; i < MAX_HOLDS; i++)
 		if (!d->parents[i].pid || d->parents[i].pid == h->ppid) {
@@ -152,7 +152,7 @@ void parents_check(struct ffmd *d)
 
 		if (!w->pid)
 			continue;
-		if (proc_stat(w->pid, &st, &start) < 0 || start != w->start) {
+		if (proc_stat(w->pid, &st, NULL, &start) < 0 || start != w->start) {
 			w->pid = 0;
 		} else if (st == 'T' || st == 't') {
 			if (st == 'T' && kill(w->pid, SIGCONT) == 0)

@@ -56,7 +56,7 @@ static bool track_one(struct ffmd *d, pid_t p, uint32_t slot)
 
 	/* Never ffmd itself nor a program it runs (the calibration probe): a job that holds
 	 * them deadlocks the driver it waits for (see ffm_collector_opts.exclude_self). */
-	if (p == getpid() || (proc_stat3(p, &state, &ppid, &start) == 0 && ppid == getpid()))
+	if (p == getpid() || (proc_stat(p, &state, &ppid, &start) == 0 && ppid == getpid()))
 		return false;
 	ffm_collector__track_pid(d->col, p, slot);
 	if (!alive(p)) {

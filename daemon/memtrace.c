@@ -462,7 +462,8 @@ int ffm_memtrace__on_exit(struct ffm_memtrace *m, uint32_t tgid, uint64_t ts_ns)
 	return err;
 }
 
-int ffm_memtrace__finish(struct ffm_memtrace *m, uint64_t end_ns)
+/* Close every open window (at end_ns) and release the watchpoints. */
+static int finish(struct ffm_memtrace *m, uint64_t end_ns)
 {
 	int err = 0;
 
@@ -613,7 +614,7 @@ void ffm_memtrace__stats(const struct ffm_memtrace *m, struct ffm_memtrace_stats
 
 /* ---- the run ---------------------------------------------------------------------------------- */
 
-int ffm_memtrace_divergent(struct ffm_store *s, int64_t run, int64_t ref)
+static int divergent(struct ffm_store *s, int64_t run, int64_t ref)
 {
 	/* The calls both stages probe: syncs (and other API calls), transfers, allocs, frees. */
 	uint32_t kinds = 1u << FFM_EV_API | 1u << FFM_EV_TRANSFER | 1u << FFM_EV_ALLOC |
@@ -628,13 +629,13 @@ int ffm_memtrace_divergent(struct ffm_store *s, int64_t run, int64_t ref)
 
 int ffm_memtrace__end(struct ffm_memtrace *m, uint64_t end_ns, int64_t ref_run, uint32_t *flags)
 {
-	int err = ffm_memtrace__finish(m, end_ns), div;
+	int err = finish(m, end_ns), div;
 
 	if (err < 0)
 		return err;
 	if (m->st.syncs && (double)m->st.syncs_partial > FFM_MEMTRACE_PARTIAL_SHARE * (double)m->st.syncs)
 		*flags |= FFM_RUN_PARTIAL;
-	div = ffm_memtrace_divergent(m->o.store, m->o.run, ref_run);
+	div = divergent(m->o.store, m->o.run, ref_run);
 	if (div < 0)
 		return div;
 	if (div)

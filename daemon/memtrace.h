@@ -80,8 +80,6 @@ int ffm_memtrace__on_range(struct ffm_memtrace *m, const struct ffm_rec_range *r
 int ffm_memtrace__on_xfer(struct ffm_memtrace *m, const struct ffm_rec_xfer *x);
 int ffm_memtrace__on_hit(struct ffm_memtrace *m, const struct ffm_rec_hit *h, int64_t stack);
 int ffm_memtrace__on_exit(struct ffm_memtrace *m, uint32_t tgid, uint64_t ts_ns);
-/* Close every open window (at end_ns) and release the watchpoints. */
-int ffm_memtrace__finish(struct ffm_memtrace *m, uint64_t end_ns);
 void ffm_memtrace__stats(const struct ffm_memtrace *m, struct ffm_memtrace_stats *out);
 /* finish(), then the run flags: FFM_RUN_PARTIAL (see FFM_MEMTRACE_PARTIAL_SHARE) and
  * FFM_RUN_DIVERGENT against @ref_run (the key's latest stage-2 run, 0 = none) into *flags. */
@@ -90,13 +88,9 @@ int ffm_memtrace__end(struct ffm_memtrace *m, uint64_t end_ns, int64_t ref_run, 
 /* The BPF job flags (FFM_JOB_MEMTRACE, FFM_JOB_HASH) a plan's probe set needs. */
 uint32_t ffm_memtrace_job_flags(uint32_t plan_probes);
 
-/*
- * Whether run @run's per-call-site counts differ from reference run @ref's (the key's stage-2
- * run) by more than FFM_MEMTRACE_DIVERGENCE (and at least 3 calls), over the calls both stages
- * probe (syncs, transfers, allocations, frees). 1 divergent, 0 not, -errno.
- */
+/* FFM_RUN_DIVERGENT: per call site, the counts of the calls both stages probe differ from
+ * the stage-2 run's by more than this share (and at least 3 calls). */
 #define FFM_MEMTRACE_DIVERGENCE 0.10
-int ffm_memtrace_divergent(struct ffm_store *s, int64_t run, int64_t ref);
 
 /* More than this share of a run's syncs flagged FFM_SYNC_USE_PARTIAL: the run is partial. */
 #define FFM_MEMTRACE_PARTIAL_SHARE 0.10

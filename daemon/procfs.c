@@ -23,12 +23,13 @@
 #include "symbols/ffm_driver.h"
 
 /*
- * From /proc/PID/stat: the state letter ('T': stopped, 'Z': zombie) and the start time in clock
- * ticks since boot (field 22). -errno when the process is gone.
+ * From /proc/PID/stat: the state letter ('T': stopped, 'Z': zombie), the parent (@ppid may be
+ * NULL) and the start time in clock ticks since boot (field 22). -errno when the process is gone.
  */
-int proc_stat3(pid_t pid, char *state, pid_t *ppid, unsigned long long *start)
+int proc_stat(pid_t pid, char *state, pid_t *ppid, unsigned long long *start)
 {
 	char path[64], buf[1024], *rp;
+	pid_t pp;
 	ssize_t n;
 	int fd;
 
@@ -45,16 +46,11 @@ int proc_stat3(pid_t pid, char *state, pid_t *ppid, unsigned long long *start)
 	/* After ") ": state(3) ppid pgrp session tty_nr tpgid flags minflt cminflt majflt
 	 * cmajflt utime stime cutime cstime priority nice num_threads itrealvalue starttime(22) */
 	if (!rp || sscanf(rp + 2, "%c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
-			  state, ppid, start) != 3)
+			  state, &pp, start) != 3)
 		return -EPROTO;
+	if (ppid)
+		*ppid = pp;
 	return 0;
-}
-
-int proc_stat(pid_t pid, char *state, unsigned long long *start)
-{
-	pid_t ppid;
-
-	return proc_stat3(pid, state, &ppid, start);
 }
 
 char proc_state(pid_t pid)
@@ -62,7 +58,7 @@ char proc_state(pid_t pid)
 	unsigned long long t;
 	char st;
 
-	return proc_stat(pid, &st, &t) < 0 ? 0 : st;
+	return proc_stat(pid, &st, NULL, &t) < 0 ? 0 : st;
 }
 
 unsigned long long proc_start_time(pid_t pid)
@@ -70,7 +66,7 @@ unsigned long long proc_start_time(pid_t pid)
 	unsigned long long t;
 	char st;
 
-	return proc_stat(pid, &st, &t) < 0 ? 0 : t;
+	return proc_stat(pid, &st, NULL, &t) < 0 ? 0 : t;
 }
 
 /* Alive and not yet past its exit (a zombie's exit tracepoint has run). */

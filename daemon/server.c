@@ -260,6 +260,14 @@ static void tick(struct ffmd *d)
 	ffm_notify(status);
 }
 
+/* The tick: store flush, rates, watchdog, every @ms (0: 200). */
+static void set_timer(struct ffmd *d, long ms)
+{
+	struct timespec t = { (ms ? ms : 200) / 1000, ((ms ? ms : 200) % 1000) * 1000000 };
+
+	timerfd_settime(d->tfd, 0, &(struct itimerspec){ .it_interval = t, .it_value = t }, NULL);
+}
+
 int ffmd__reload(struct ffmd *d, const struct ffmd_config *cfg)
 {
 	int err;
@@ -282,11 +290,7 @@ int ffmd__reload(struct ffmd *d, const struct ffmd_config *cfg)
 		}
 	}
 	if (cfg->flush_ms != d->cfg.flush_ms) {
-		long ms = cfg->flush_ms ? cfg->flush_ms : 200;
-		struct itimerspec its = { .it_interval = { ms / 1000, (ms % 1000) * 1000000 },
-					  .it_value = { ms / 1000, (ms % 1000) * 1000000 } };
-
-		timerfd_settime(d->tfd, 0, &its, NULL);
+		set_timer(d, cfg->flush_ms);
 		d->cfg.flush_ms = cfg->flush_ms;
 	}
 	err = rules_reload(d, cfg);
@@ -437,13 +441,7 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 		err = -errno;
 		goto fail;
 	}
-	{
-		long ms = cfg->flush_ms ? cfg->flush_ms : 200;
-		struct itimerspec its = { .it_interval = { ms / 1000, (ms % 1000) * 1000000 },
-					  .it_value = { ms / 1000, (ms % 1000) * 1000000 } };
-
-		timerfd_settime(d->tfd, 0, &its, NULL);
-	}
+	set_timer(d, cfg->flush_ms);
 	epoll_ctl(d->ep, EPOLL_CTL_ADD, ffm_collector__fd(d->col), &(struct epoll_event){ .events = EPOLLIN, .data.u64 = TAG_RING });
 	epoll_ctl(d->ep, EPOLL_CTL_ADD, d->lfd, &(struct epoll_event){ .events = EPOLLIN, .data.u64 = TAG_LISTEN });
 	epoll_ctl(d->ep, EPOLL_CTL_ADD, d->sfd, &(struct epoll_event){ .events = EPOLLIN, .data.u64 = TAG_SIGNAL });

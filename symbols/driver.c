@@ -443,19 +443,26 @@ void ffm_driver__dev_ino(const struct ffm_driver *d, uint64_t *dev, uint64_t *in
 	*ino = d->ino;
 }
 
-int ffm_driver__lookup(const struct ffm_driver *d, const char *name, struct ffm_driver_sym *sym)
+/* The index of the first symbol whose name is >= @name (d->nsyms: none). */
+static size_t first_ge(const struct ffm_driver *d, const char *name)
 {
 	size_t lo = 0, hi = d->nsyms;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		int c = strcmp(d->syms[mid].name, name);
 
-		if (c < 0)
+		if (strcmp(d->syms[mid].name, name) < 0)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
+	return lo;
+}
+
+int ffm_driver__lookup(const struct ffm_driver *d, const char *name, struct ffm_driver_sym *sym)
+{
+	size_t lo = first_ge(d, name);
+
 	if (lo < d->nsyms && !strcmp(d->syms[lo].name, name)) {
 		*sym = d->syms[lo];
 		return 0;
@@ -489,18 +496,10 @@ static bool variant_suffix(const char *rest)
 int ffm_driver__variants(const struct ffm_driver *d, const char *base, struct ffm_driver_sym *syms,
 			 size_t max)
 {
-	size_t bl = strlen(base), lo = 0, hi = d->nsyms;
+	size_t bl = strlen(base);
 	int cnt = 0;
 
-	while (lo < hi) { /* first name >= base */
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (strcmp(d->syms[mid].name, base) < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	for (size_t i = lo; i < d->nsyms && !strncmp(d->syms[i].name, base, bl); i++) {
+	for (size_t i = first_ge(d, base); i < d->nsyms && !strncmp(d->syms[i].name, base, bl); i++) {
 		if (!variant_suffix(d->syms[i].name + bl))
 			continue;
 		if ((size_t)cnt < max)

@@ -281,9 +281,10 @@ static uint64_t rd(struct cur *c, size_t n)
 	return v;
 }
 
-static uint64_t uleb(struct cur *c)
+/* An LEB128 number, sign-extended when @sign (sleb128); 0 and c->bad when cut short. */
+static uint64_t leb(struct cur *c, bool sign)
 {
-	uint64_t v = 0;
+	uint64_t v = 0; /* unsigned: the file's bits may shift into the sign bit, or past it */
 	unsigned shift = 0;
 
 	while (c->p < c->end) {
@@ -294,29 +295,7 @@ static uint64_t uleb(struct cur *c)
 			v |= (uint64_t)(b & 0x7f) << shift;
 		shift += 7;
 		if (!(b & 0x80))
-			return v;
-	}
-	c->bad = true;
-	return 0;
-}
-
-static int64_t sleb(struct cur *c)
-{
-	uint64_t v = 0; /* unsigned: the file's bits may shift into the sign bit, or past it */
-	unsigned shift = 0;
-	uint8_t b = 0;
-
-	while (c->p < c->end) {
-		b = *c->p;
-		adv(c, 1);
-		if (shift < 64)
-			v |= (uint64_t)(b & 0x7f) << shift;
-		shift += 7;
-		if (!(b & 0x80)) {
-			if (shift < 64 && (b & 0x40))
-				v |= ~(uint64_t)0 << shift;
-			return (int64_t)v;
-		}
+			return sign && shift < 64 && (b & 0x40) ? v | ~(uint64_t)0 << shift : v;
 	}
 	c->bad = true;
 	return 0;
@@ -333,11 +312,11 @@ static uint64_t rd_enc(struct cur *c, uint8_t enc, uint64_t datarel)
 		return 0;
 	switch (enc & 0x0f) {
 	case 0x00: v = rd(c, 8); break;
-	case 0x01: v = uleb(c); break;
+	case 0x01: v = leb(c, false); break;
 	case 0x02: v = rd(c, 2); break;
 	case 0x03: v = rd(c, 4); break;
 	case 0x04: v = rd(c, 8); break;
-	case 0x09: v = (uint64_t)sleb(c); break;
+	case 0x09: v = leb(c, true); break;
 	case 0x0a: v = (uint64_t)(int64_t)(int16_t)rd(c, 2); break;
 	case 0x0b: v = (uint64_t)(int64_t)(int32_t)rd(c, 4); break;
 	case 0x0c: v = rd(c, 8); break;
@@ -409,14 +388,14 @@ static int parse_fde(const struct ffm_elf *e, uint64_t fde, uint64_t *start, uin
 			return -EINVAL;
 		if (version == 4)
 			adv(&cc, 2); /* address_size, segment_size */
-		uleb(&cc);
-		sleb(&cc);
+		leb(&cc, false);
+		leb(&cc, true);
 		if (version == 1)
 			rd(&cc, 1);
 		else
-			uleb(&cc);
+			leb(&cc, false);
 		if (aug[0] == 'z') {
-			uleb(&cc);
+			leb(&cc, false);
 			for (const char *a = aug + 1; *a && !cc.bad; a++) {
 				if (*a == 'R')
 					fde_enc = (uint8_t)rd(&cc, 1);

@@ -29,8 +29,6 @@ struct ffm_map {
 };
 
 int ffm_maps_parse(const char *maps_path, struct ffm_map **maps, size_t *n);
-/* Parse one line (no trailing newline needed); m->path is malloc'd. */
-int ffm_maps_parse_line(const char *line, struct ffm_map *m);
 void ffm_maps_free(struct ffm_map *maps, size_t n);
 
 #endif

@@ -8,7 +8,8 @@
 #include "common/util.h"
 #include "symbols/ffm_maps.h"
 
-int ffm_maps_parse_line(const char *line, struct ffm_map *m)
+/* One line (no trailing newline needed); m->path is malloc'd. */
+static int parse_line(const char *line, struct ffm_map *m)
 {
 	unsigned long long start, end, off, ino;
 	unsigned int maj, min;
@@ -62,7 +63,7 @@ int ffm_maps_parse(const char *maps_path, struct ffm_map **maps, size_t *n)
 			err = -ENOMEM;
 			goto out;
 		}
-		err = ffm_maps_parse_line(line, &v[cnt]);
+		err = parse_line(line, &v[cnt]);
 		if (err)
 			goto out;
 		cnt++;

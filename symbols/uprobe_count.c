@@ -18,10 +18,11 @@ struct ffm_uprobe_counter {
 	int fds[];
 };
 
-int ffm_uprobe_pmu_type(const char *sysfs_path)
+/* The perf PMU type of uprobes; -errno. */
+static int pmu_type(void)
 {
 	char buf[32];
-	FILE *f = fopen(sysfs_path ? sysfs_path : "/sys/bus/event_source/devices/uprobe/type", "re");
+	FILE *f = fopen("/sys/bus/event_source/devices/uprobe/type", "re");
 	int type;
 
 	if (!f)
@@ -83,7 +84,7 @@ int ffm_uprobe_counter__open(const char *path, uint64_t offset, bool retprobe, p
 			     struct ffm_uprobe_counter **ret)
 {
 	struct ffm_uprobe_counter *c;
-	int type = ffm_uprobe_pmu_type(NULL), n, err;
+	int type = pmu_type(), n, err;
 	pid_t *tids = NULL;
 	/*
 	 * An inherited uprobe event is re-created at each clone() from attr.config1, a pointer

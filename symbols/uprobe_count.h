@@ -35,7 +35,4 @@ int64_t ffm_uprobe_counter__read(struct ffm_uprobe_counter *c);
 int ffm_uprobe_counter__reset(struct ffm_uprobe_counter *c);
 struct ffm_uprobe_counter *ffm_uprobe_counter__free(struct ffm_uprobe_counter *c);
 
-/* The perf PMU type of uprobes, read from @sysfs_path (NULL: the standard place); -errno. */
-int ffm_uprobe_pmu_type(const char *sysfs_path);
-
 #endif
