@@ -7,15 +7,11 @@
  * here (export per event: ffm_analysis__event_verdict()), never decide one themselves. Library
  * rules: returns -errno, never prints, keeps no globals.
  *
- * Why a library of its own, beside the model and not in stages/: the model (stages/model.c) is a
- * pure computation over an event array, with no I/O, that the benchmarks and tests drive with
- * made-up events; the analysis is the policy around it (which runs, which verdict, how stores
- * of several nodes merge) and reads SQLite. Kept apart, the model stays free of the store, and
- * the analysis sits on one floor above both: cli -> daemon -> analysis -> stages, store, symbols
- * -> common. Its sections are one file each: runs.c and sites.c (the store), timeline.c (reading
- * the timeline), events.c (the model's input), verdict.c (the rules) and verdicts.c (applying
- * them), groups.c (the model's results and groupings), merge.c (several nodes, two jobs),
- * lookup.c (per-event verdicts), analysis.c (the entry points).
+ * Why a library of its own, beside the model and not in stages/: docs/DESIGN.md. Its sections
+ * are one file each: runs.c and sites.c (the store), timeline.c (reading the timeline),
+ * events.c (the model's input), verdict.c (the rules) and verdicts.c (applying them), groups.c
+ * (the model's results and groupings), merge.c (several nodes, two jobs), lookup.c (per-event
+ * verdicts), analysis.c (the entry points).
  *
  * Which runs
  *   The runs of the key up to the last run of the report's job (what was known when that job
@@ -256,15 +252,10 @@ struct ffm_an_mgroup {
 	uint32_t nodes;	       /* on how many nodes */
 };
 
-struct ffm_an_mapi {
-	const char *name;
-	uint64_t calls, dur_ns, wait_ns, benefit_ns, problems;
-};
-
 struct ffm_an_merged {
 	struct ffm_an_mgroup *groups; /* by benefit, largest first */
 	size_t n_groups;
-	struct ffm_an_mapi *apis;     /* by time waited, largest first */
+	struct ffm_an_api *apis;      /* summed by name, by time waited, largest first */
 	size_t n_apis;
 	uint64_t rec_ns, wall_sum_ns, wall_max_ns;
 	double imbalance;      /* max/mean - 1 of recoverable time over nodes, -1 = one node */

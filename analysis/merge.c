@@ -19,17 +19,6 @@ static int cmp_mgroup(const void *x, const void *y)
 	return a->g.key < b->g.key ? -1 : a->g.key > b->g.key;
 }
 
-static int cmp_mapi(const void *x, const void *y)
-{
-	const struct ffm_an_mapi *a = x, *b = y;
-
-	if (a->wait_ns != b->wait_ns)
-		return a->wait_ns < b->wait_ns ? 1 : -1;
-	if (a->dur_ns != b->dur_ns)
-		return a->dur_ns < b->dur_ns ? 1 : -1;
-	return strcmp(a->name, b->name);
-}
-
 static double imbalance(const uint64_t *v, size_t n)
 {
 	uint64_t max = 0;
@@ -113,7 +102,7 @@ int ffm_an_merge(const struct ffm_analysis_result *const *res, size_t nr, struct
 		}
 		for (size_t i = 0; i < r->n_apis; i++) {
 			const struct ffm_an_api *a = &r->apis[i];
-			struct ffm_an_mapi *ma = NULL;
+			struct ffm_an_api *ma = NULL;
 
 			if (!a->calls && !a->problems)
 				continue;
@@ -128,6 +117,7 @@ int ffm_an_merge(const struct ffm_analysis_result *const *res, size_t nr, struct
 					goto out;
 				}
 				ma = &m->apis[m->n_apis++];
+				ma->api = a->api;
 				ma->name = a->name;
 			}
 			ma->calls += a->calls;
@@ -141,7 +131,7 @@ int ffm_an_merge(const struct ffm_analysis_result *const *res, size_t nr, struct
 	if (m->n_groups)
 		qsort(m->groups, m->n_groups, sizeof(*m->groups), cmp_mgroup);
 	if (m->n_apis)
-		qsort(m->apis, m->n_apis, sizeof(*m->apis), cmp_mapi);
+		qsort(m->apis, m->n_apis, sizeof(*m->apis), an_cmp_api);
 	m->imbalance = imbalance(node_rec, nr);
 	proc_rec = calloc(m->n_procs + 1, sizeof(*proc_rec));
 	if (!proc_rec) {

@@ -578,7 +578,7 @@ static void print_text(FILE *o, const char *job_id, const struct ffmctl_job_stor
 	fprintf(o, "  %-*s %9s %11s %11s %7s %12s %7s\n", fw, "driver function", "calls",
 		"time (s)", "waited (s)", "% wall", "benefit (s)", "% wall");
 	for (size_t i = 0; i < m->n_apis; i++) {
-		const struct ffm_an_mapi *a = &m->apis[i];
+		const struct ffm_an_api *a = &m->apis[i];
 
 		fprintf(o, "  %-*s %9" PRIu64 " %11.6f %11.6f %6.1f%% ", fw, a->name, a->calls,
 			s_of(a->dur_ns), s_of(a->wait_ns), pct(a->wait_ns, m->wall_sum_ns));
@@ -774,7 +774,7 @@ static json_t *json_apis(const struct ffm_an_merged *m)
 	json_t *a = json_array();
 
 	for (size_t i = 0; i < m->n_apis; i++) {
-		const struct ffm_an_mapi *x = &m->apis[i];
+		const struct ffm_an_api *x = &m->apis[i];
 
 		a = ffm_json_append(a, json_pack(
 			"{s:o,s:o,s:o,s:o,s:o,s:o}", "api", ffm_json_string(x->name),

@@ -4,28 +4,10 @@
  * the limits, and what each file offers the others. Not for anything outside the core:
  * daemon/server.h is the core's face (ffmd.c, the tests).
  *
- * The core is cut by concern, one file each, lowest first; a file calls only into the files
- * above it in this list (and the libraries: collector, readier, jobrun, store...), never into
- * one below, so no two files depend on each other:
- *
- *   procfs.c    what ffmd reads of a process in /proc: state, parent, start time, its libcuda,
- *               whether it waits for stopped children. Knows nothing of jobs.
- *   tables.c    lookups in struct ffmd's tables (job by id or pid, route, driver, plink, rule
- *               by slot) and the route table. Changes nothing else.
- *   journal.c   the journal file of active jobs: its format, writing it, reading it line by
- *               line. What a line means for a restart is jobs.c's.
- *   links.c     uprobe attachments: a driver's system-wide sets, each process's own (plinks),
- *               and the thread that detaches them.
- *   holds.c     processes kept stopped until their probes are in (SIGSTOP/SIGCONT, the holds
- *               file, parents that stop on seeing it).
- *   drivers.c   the libcuda files in use: made ready off the loop, the processes that wait for
- *               them, the map guard's stops (on_driver_mapped).
- *   jobs.c      a job's life: selectors in BPF, tracking its processes, start and end, resuming
- *               the journal's jobs after a crash.
- *   rules.c     [rule NAME] sections: their slots, and the processes they match made jobs.
- *   control.c   the control socket: who may do what, requests, the status JSON.
- *   server.c    setup, the event loop, records from the ring buffer (routed to their jobs),
- *               reload and teardown.
+ * The core is cut by concern, one file each, lowest first, in the order of docs/DESIGN.md's
+ * table "The daemon's rooms" (each file's header says what it owns), which the sections below
+ * follow: a file calls only into the files above it (and the libraries: collector, readier,
+ * jobrun, store...), never into one below, so no two files depend on each other.
  *
  * Everything here runs on ffmd's one loop thread but for the readier (daemon/readier.c) and
  * the detacher (links.c), which touch none of these tables; server.c says what may take long.
