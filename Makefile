@@ -243,7 +243,7 @@ deps:
 # the PREFIX they were built for; a stamp rebuilds the two objects that hold it when PREFIX
 # changes, so `make install PREFIX=/usr` never installs binaries that look in /usr/local.
 LIBEXECDIR := $(PREFIX)/libexec/ffm
-$(O)/daemon/driver_setup.o $(O)/cli/calibrate.o: FFM_CPPFLAGS += -DFFM_LIBEXECDIR='"$(LIBEXECDIR)"'
+$(O)/daemon/driver_setup.o: FFM_CPPFLAGS += -DFFM_LIBEXECDIR='"$(LIBEXECDIR)"'
 # (Written while the Makefile is read: .SECONDARY would keep a stamp rule from running.)
 PREFIX_STAMP := $(shell mkdir -p $(O) && { echo '$(LIBEXECDIR)' | cmp -s - $(O)/.prefix || \
 		  echo '$(LIBEXECDIR)' > $(O)/.prefix; } && echo $(O)/.prefix)

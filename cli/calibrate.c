@@ -23,38 +23,6 @@
 #include "symbols/ffm_driver.h"
 #include "common/ffm_json.h"
 
-#ifndef FFM_LIBEXECDIR
-#define FFM_LIBEXECDIR "/usr/local/libexec/ffm"
-#endif
-#define PROBE_NAME "ffm-calib-probe"
-
-/* Next to the ffmctl executable, then $FFM_CALIB_PROG, then the libexec directory. */
-static int find_probe(char *buf, size_t len)
-{
-	char exe[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	const char *env = getenv("FFM_CALIB_PROG");
-
-	if (n > 0) {
-		char *slash;
-
-		exe[n] = 0;
-		slash = strrchr(exe, '/');
-		if (slash) {
-			slash[1] = 0;
-			snprintf(buf, len, "%.*s%s", (int)(PATH_MAX - sizeof(PROBE_NAME)), exe, PROBE_NAME);
-			if (access(buf, X_OK) == 0)
-				return 0;
-		}
-	}
-	if (env && *env && access(env, X_OK) == 0) {
-		snprintf(buf, len, "%s", env);
-		return 0;
-	}
-	snprintf(buf, len, "%s/%s", FFM_LIBEXECDIR, PROBE_NAME);
-	return access(buf, X_OK) == 0 ? 0 : -ENOENT;
-}
-
 static void print_text(const struct ffm_calibration *c)
 {
 	const json_t *ev = ffm_calibration__evidence(c);
@@ -149,9 +117,9 @@ int ffmctl_calibrate(int argc, char **argv)
 		}
 		driver = found;
 	}
-	if (find_probe(probe, sizeof(probe)) < 0) {
-		ffmctl_err("calibrate", "cannot find the %s program next to ffmctl, in $FFM_CALIB_PROG "
-			   "or in %s (is ffm installed completely?)", PROBE_NAME, FFM_LIBEXECDIR);
+	if (ffm_calib_probe_path(probe, sizeof(probe)) < 0) {
+		ffmctl_err("calibrate", "cannot find the ffm-calib-probe program in $FFM_CALIB_PROG, "
+			   "next to ffmctl or in the libexec directory (is ffm installed completely?)");
 		return EXIT_FAIL;
 	}
 	/* The file is opened and checked once, then calibrated as that open file. As root, only

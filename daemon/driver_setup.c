@@ -18,9 +18,7 @@
 #define FFM_LIBEXECDIR "/usr/local/libexec/ffm"
 #endif
 
-/* The calibration program: $FFM_CALIB_PROG, beside our own executable (a build tree or an
- * install's bin), or the libexec directory; -ENOENT when not found. */
-static int calib_probe_path(char *buf, size_t len)
+int ffm_calib_probe_path(char *buf, size_t len)
 {
 	const char *env = getenv("FFM_CALIB_PROG");
 	char self[PATH_MAX], *slash;
@@ -129,7 +127,7 @@ int ffm_driver_ready(const char *path, const char *state_dir, unsigned flags,
 			err = -EPERM;
 			goto fail;
 		}
-		if (calib_probe_path(probe, sizeof(probe)) < 0) {
+		if (ffm_calib_probe_path(probe, sizeof(probe)) < 0) {
 			snprintf(why, why_len, "the calibration program ffm-calib-probe was not found (set FFM_CALIB_PROG)");
 			err = -ENOENT;
 			goto fail;

@@ -48,4 +48,8 @@ void ffm_ready_driver__release(struct ffm_ready_driver *d);
  */
 int ffm_driver_file_open(const char *path, bool *trusted, char *why, size_t why_len);
 
+/* The calibration program (ffm-calib-probe): $FFM_CALIB_PROG, beside our own executable (a build
+ * tree or an install's bin), or the libexec directory; -ENOENT when not found. */
+int ffm_calib_probe_path(char *buf, size_t len);
+
 #endif
