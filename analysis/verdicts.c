@@ -122,11 +122,26 @@ static int on_xfer(const struct ffm_store_xfer_hash *h, void *ctx)
 	return verdict_add(&si->x3, h->event, (uint8_t)h->dup, -1, false);
 }
 
+/* The median first-use delay of @v's used syncs into *med (-1: none): how many, or -ENOMEM. */
+static int used_median(const struct verdicts *v, int64_t *med)
+{
+	int64_t *d = malloc((v->n + 1) * sizeof(*d));
+	size_t nd = 0;
+
+	if (!d)
+		return -ENOMEM;
+	for (size_t k = 0; k < v->n; k++)
+		if (v->v[k] == FFM_SEEN_USED && v->delay[k] >= 0)
+			d[nd++] = v->delay[k];
+	*med = an_median_i64(d, nd);
+	free(d);
+	return (int)nd;
+}
+
 /* Majority verdict of a stack whose count differs too much from the timeline's. */
 static int set_majority(struct verdicts *v, bool sync)
 {
-	size_t cnt[4] = { 0 }, nd = 0;
-	int64_t *d;
+	size_t cnt[4] = { 0 };
 
 	if (!v->n)
 		return 0;
@@ -138,15 +153,7 @@ static int set_majority(struct verdicts *v, bool sync)
 		return 0;
 	}
 	v->maj_v = ffm_verdict_majority_sync(cnt, v->n);
-	d = malloc(v->n * sizeof(*d));
-	if (!d)
-		return -ENOMEM;
-	for (size_t k = 0; k < v->n; k++)
-		if (v->v[k] == FFM_SEEN_USED && v->delay[k] >= 0)
-			d[nd++] = v->delay[k];
-	v->maj_delay = an_median_i64(d, nd);
-	free(d);
-	return 0;
+	return used_median(v, &v->maj_delay) < 0 ? -ENOMEM : 0;
 }
 
 /*
@@ -158,29 +165,15 @@ static int set_majority(struct verdicts *v, bool sync)
  */
 static int decide_misplaced(const struct ffm_an_site *x, struct site_int *si)
 {
-	const struct verdicts *v = &si->s4;
 	uint64_t mean_wait = x->count ? x->wait_ns / x->count : 0;
-	int64_t *d, med;
-	size_t nd = 0;
+	int64_t med;
+	int nd = used_median(&si->s4, &med);
 
-	for (int pass = 0; pass < 2 && !nd; pass++) {
-		v = pass ? &si->s3 : &si->s4;
-		for (size_t k = 0; k < v->n; k++)
-			nd += v->v[k] == FFM_SEEN_USED && v->delay[k] >= 0;
-	}
 	if (!nd)
-		return 0;
-	d = malloc(nd * sizeof(*d));
-	if (!d)
-		return -ENOMEM;
-	nd = 0;
-	for (size_t k = 0; k < v->n; k++)
-		if (v->v[k] == FFM_SEEN_USED && v->delay[k] >= 0)
-			d[nd++] = v->delay[k];
-	med = an_median_i64(d, nd);
-	free(d);
-	si->misplaced = ffm_verdict_site_misplaced(med, mean_wait);
-	return 0;
+		nd = used_median(&si->s3, &med);
+	if (nd > 0)
+		si->misplaced = ffm_verdict_site_misplaced(med, mean_wait);
+	return nd < 0 ? nd : 0;
 }
 
 /* A small read every iteration (ffm_verdict_site_host_read), judged on stage 3's rows. */

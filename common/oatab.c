@@ -64,24 +64,16 @@ void *oatab_get(const struct oatab *t, uint64_t a, uint64_t b)
 
 void *oatab_find(struct oatab *t, uint64_t a, uint64_t b, bool insert)
 {
-	struct oa_key *k;
+	struct oa_key *k = oatab_get(t, a, b);
 	size_t i;
 
-	if (!a && !b)
+	if (k || !insert || (!a && !b))
+		return k;
+	if ((t->n + 1) * 2 > t->cap && resize(t, t->cap ? t->cap * 2 : 64) < 0)
 		return NULL;
-	if (insert && (t->n + 1) * 2 > t->cap && resize(t, t->cap ? t->cap * 2 : 64) < 0)
-		return NULL;
-	if (!t->cap)
-		return NULL;
-	for (i = ffm_hash_pair(a, b) & (t->cap - 1);; i = (i + 1) & (t->cap - 1)) {
-		k = at(t, t->e, i);
-		if (empty(k))
-			break;
-		if (k->a == a && k->b == b)
-			return k;
-	}
-	if (!insert)
-		return NULL;
+	for (i = ffm_hash_pair(a, b) & (t->cap - 1); !empty(k = at(t, t->e, i));
+	     i = (i + 1) & (t->cap - 1))
+		;
 	memset(k, 0, t->esz);
 	k->a = a;
 	k->b = b;

@@ -53,11 +53,7 @@ static struct key_ent *key_find(struct ffm_recorder *r, uint32_t tgid, uint64_t 
 
 static struct proc_ent *proc_find(struct ffm_recorder *r, uint32_t tgid, bool insert)
 {
-	struct proc_ent *p = oatab_find(&r->procs, tgid, 0, false);
-
-	if (p || !insert)
-		return p;
-	return oatab_find(&r->procs, tgid, 0, true);
+	return oatab_find(&r->procs, tgid, 0, insert);
 }
 
 static int note_thread(struct ffm_recorder *r, uint32_t tgid, uint32_t tid)

@@ -47,26 +47,19 @@ static size_t op_token(const char *p)
 	return 0;
 }
 
+/* The characters PH_LT..PH_RP stand for, in that order. */
+static const char ph_chars[] = "<>()";
+
 static char ph(char c)
 {
-	switch (c) {
-	case '<': return PH_LT;
-	case '>': return PH_GT;
-	case '(': return PH_LP;
-	case ')': return PH_RP;
-	default: return c;
-	}
+	const char *p = c ? strchr(ph_chars, c) : NULL;
+
+	return p ? (char)(PH_LT + (p - ph_chars)) : c;
 }
 
 static char unph(char c)
 {
-	switch (c) {
-	case PH_LT: return '<';
-	case PH_GT: return '>';
-	case PH_LP: return '(';
-	case PH_RP: return ')';
-	default: return c;
-	}
+	return c >= PH_LT && c <= PH_RP ? ph_chars[c - PH_LT] : c;
 }
 
 static bool ends_with(const char *s, size_t n, const char *suf)
