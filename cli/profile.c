@@ -254,7 +254,7 @@ static double run_command(struct profile *p, int *status)
 	return ffm_now_s() - t0;
 }
 
-static void print_stage(struct profile *p, int stage, double wall, int status)
+static void print_stage(struct profile *p, int stage, double wall, int exit_status)
 {
 	struct ffm_recorder_stats st;
 	struct ffm_rec_drops d;
@@ -267,8 +267,7 @@ static void print_stage(struct profile *p, int stage, double wall, int status)
 			lost += d.n[i];
 	fprintf(stderr, "ffm: stage %d: %.2f s, %llu waits, %llu calls, %llu stacks, %llu records lost, exit %d\n",
 		stage, wall, (unsigned long long)st.waits, (unsigned long long)st.calls,
-		(unsigned long long)st.stacks, (unsigned long long)lost,
-		WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+		(unsigned long long)st.stacks, (unsigned long long)lost, exit_status);
 }
 
 static void print_memtrace(struct profile *p, int stage)
@@ -342,14 +341,16 @@ static int profile_stage(struct profile *p, int stage, int to)
 	ffm_probe_set__release(&ps);
 	ffm_jobrun__disarm(p->jr);
 
+	/* The program's exit status as a shell has it: 128 + signal when killed. */
+	status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 	if (!p->quiet)
 		print_stage(p, stage, wall, status);
-	if (!p->app_status && (WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status))) {
-		p->app_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	if (!p->app_status && status) {
+		p->app_status = status;
 		p->app_status_stage = stage;
 	}
-	err = ffm_jobrun__end(p->jr, wall, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
-			      interrupted != 0 || p->err != 0, stage == to || interrupted);
+	err = ffm_jobrun__end(p->jr, wall, status, interrupted != 0 || p->err != 0,
+			      stage == to || interrupted);
 	if (!p->quiet && ffm_jobrun__memtrace(p->jr))
 		print_memtrace(p, stage);
 	if (p->err)

@@ -450,6 +450,21 @@ static void print_evidence(FILE *o, const struct ffmctl_job_stores *js,
 		fprintf(o, "       runs differ here: the site's majority verdict is used\n");
 }
 
+/* Members @from..@to - 1 of a sequence, numbered from 1. */
+static void print_members(FILE *o, const struct ffmctl_job_stores *js,
+			  const struct ffm_an_mgroup *mg, uint32_t from, uint32_t to)
+{
+	char buf[1024];
+
+	for (uint32_t k = from; k < to; k++) {
+		const struct ffm_an_site *s = pattern_site(js, mg, k);
+
+		ffmctl_site_str(s, buf, sizeof(buf));
+		fprintf(o, "       %u. %s %s in %s\n", k + 1, type_text(ffm_an_site_problem(s)),
+			s->api_name, buf);
+	}
+}
+
 /* The width of the driver-function columns: the longest name shown, at least @min. */
 static int api_width(const struct ffm_an_merged *m, const struct ffm_analysis_result *r0, int min)
 {
@@ -537,13 +552,7 @@ static void print_text(FILE *o, const char *job_id, const struct ffmctl_job_stor
 					s_of(mg->g.benefit_ns), pct(mg->g.benefit_ns, m->wall_sum_ns),
 					mg->g.n_members, mg->g.occurrences,
 					mg->g.partial ? " (coverage partial)" : "");
-				for (uint32_t k = 0; k < mg->g.n_members && k < 50; k++) {
-					const struct ffm_an_site *s = pattern_site(js, mg, k);
-
-					ffmctl_site_str(s, buf, sizeof(buf));
-					fprintf(o, "       %u. %s %s in %s\n", k + 1, type_text(ffm_an_site_problem(s)),
-						s->api_name, buf);
-				}
+				print_members(o, js, mg, 0, mg->g.n_members < 50 ? mg->g.n_members : 50);
 				if (mg->g.n_members > 50)
 					fprintf(o, "       ... %u more\n", mg->g.n_members - 50);
 				continue;
@@ -564,13 +573,7 @@ static void print_text(FILE *o, const char *job_id, const struct ffmctl_job_stor
 			fprintf(o, "\nsubsequence %u:%u-%u: fixing entries %u to %u of sequence %u saves %.6f s (%.1f%%) over %" PRIu64 " occurrences; the whole sequence: %.6f s\n",
 				q->id, q->from, q->to, q->from, q->to, q->id, s_of(q->benefit_ns),
 				pct(q->benefit_ns, m->wall_sum_ns), q->occurrences, s_of(q->whole_ns));
-			for (uint32_t k = q->from - 1; k < q->to; k++) {
-				const struct ffm_an_site *s = pattern_site(js, q->mg, k);
-
-				ffmctl_site_str(s, buf, sizeof(buf));
-				fprintf(o, "       %u. %s %s in %s\n", k + 1, type_text(ffm_an_site_problem(s)),
-					s->api_name, buf);
-			}
+			print_members(o, js, q->mg, q->from - 1, q->to);
 		}
 	}
 

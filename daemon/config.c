@@ -139,61 +139,47 @@ static FILE *open_regular(const char *path, char *err, size_t errlen, int *r)
  * that is no setting there, or -errno for a bad value. */
 static int set_value(struct ffmd_config *cfg, struct ffmd_rule *rule, const char *name, const char *val)
 {
-	int r;
+	struct ffm_selector *sel;
+	uint32_t u;
 
-	if (!rule) {
-		if (!strcmp(name, "state_dir"))
-			r = copy(cfg->state_dir, sizeof(cfg->state_dir), val);
-		else if (!strcmp(name, "runtime_dir"))
-			r = copy(cfg->runtime_dir, sizeof(cfg->runtime_dir), val);
-		else if (!strcmp(name, "admin_group"))
-			r = copy(cfg->admin_group, sizeof(cfg->admin_group), val);
-		else if (!strcmp(name, "flush_ms"))
-			r = parse_u32(val, 60000, &cfg->flush_ms);
-		else if (!strcmp(name, "probe_scope")) {
-			cfg->system_scope = !strcmp(val, "system");
-			r = cfg->system_scope || !strcmp(val, "process") ? 0 : -EINVAL;
-		} else if (!strcmp(name, "ringbuf_wakeup_kib"))
-			r = parse_u32(val, 65536, &cfg->wakeup_kib);
-		else if (!strcmp(name, "ringbuf_kib")) {
-			r = parse_u32(val, 1u << 20, &cfg->ringbuf_kib);
-			/* BPF ring buffers are a power of two pages; one stack record
-			 * (about 17 KiB) must fit several times over. */
-			if (!r && (cfg->ringbuf_kib < 64 ||
-				   (cfg->ringbuf_kib & (cfg->ringbuf_kib - 1))))
-				r = -EINVAL;
-		}
-		else
-			r = -ENOENT;
-	} else if (!strcmp(name, "key")) {
-		r = copy(rule->key, sizeof(rule->key), val);
-	} else if (!strcmp(name, "stage")) {
-		uint32_t st;
-
-		r = parse_u32(val, 4, &st);
-		if (!r && st < 1)
-			r = -EINVAL;
-		rule->stage = (int)st;
-	} else if (!strcmp(name, "uid") || !strcmp(name, "cgroup") || !strcmp(name, "exe")) {
-		struct ffm_selector *sel;
-
-		if (rule->nsel == FFM_MAX_SELECTORS) {
-			r = -ENOSPC;
-		} else {
-			sel = &rule->sel[rule->nsel++];
-			sel->type = !strcmp(name, "uid") ? FFM_SEL_UID :
-				    !strcmp(name, "cgroup") ? FFM_SEL_CGROUP : FFM_SEL_EXE;
-			r = copy(sel->value, sizeof(sel->value), val);
-			if (!r && sel->type == FFM_SEL_UID) {
-				uint32_t u;
-
-				r = parse_u32(val, UINT32_MAX - 1, &u);
-			}
-		}
-	} else {
-		r = -ENOENT;
+	if (!rule && !strcmp(name, "state_dir"))
+		return copy(cfg->state_dir, sizeof(cfg->state_dir), val);
+	if (!rule && !strcmp(name, "runtime_dir"))
+		return copy(cfg->runtime_dir, sizeof(cfg->runtime_dir), val);
+	if (!rule && !strcmp(name, "admin_group"))
+		return copy(cfg->admin_group, sizeof(cfg->admin_group), val);
+	if (!rule && !strcmp(name, "flush_ms"))
+		return parse_u32(val, 60000, &cfg->flush_ms);
+	if (!rule && !strcmp(name, "ringbuf_wakeup_kib"))
+		return parse_u32(val, 65536, &cfg->wakeup_kib);
+	if (!rule && !strcmp(name, "probe_scope")) {
+		cfg->system_scope = !strcmp(val, "system");
+		return cfg->system_scope || !strcmp(val, "process") ? 0 : -EINVAL;
 	}
-	return r;
+	/* BPF ring buffers are a power of two pages; one stack record (about 17 KiB) must fit
+	 * several times over. */
+	if (!rule && !strcmp(name, "ringbuf_kib"))
+		return parse_u32(val, 1u << 20, &cfg->ringbuf_kib) || cfg->ringbuf_kib < 64 ||
+		       (cfg->ringbuf_kib & (cfg->ringbuf_kib - 1)) ? -EINVAL : 0;
+	if (!rule)
+		return -ENOENT;
+	if (!strcmp(name, "key"))
+		return copy(rule->key, sizeof(rule->key), val);
+	if (!strcmp(name, "stage")) {
+		if (parse_u32(val, 4, &u) || u < 1)
+			return -EINVAL;
+		rule->stage = (int)u;
+		return 0;
+	}
+	if (strcmp(name, "uid") && strcmp(name, "cgroup") && strcmp(name, "exe"))
+		return -ENOENT;
+	if (rule->nsel == FFM_MAX_SELECTORS)
+		return -ENOSPC;
+	sel = &rule->sel[rule->nsel++];
+	ffm_selector_type(name, &sel->type);
+	if (sel->type == FFM_SEL_UID && parse_u32(val, UINT32_MAX - 1, &u))
+		return -EINVAL;
+	return copy(sel->value, sizeof(sel->value), val);
 }
 
 int ffmd_config_load(struct ffmd_config *cfg, const char *path, char *err, size_t errlen)

@@ -96,7 +96,9 @@ int ffm_jobrun__begin(const struct ffm_jobrun_opts *opts, struct ffm_jobrun **re
 				     .args_hash = opts->args_hash };
 	struct ffm_store_stage_history hist;
 	struct ffm_plan_input in = { .override_stage = opts->override_stage };
-	struct ffm_recorder_opts ro = { .sz = sizeof(ro) };
+	struct ffm_recorder_opts ro = { .sz = sizeof(ro), .collector = opts->collector, .sym = opts->sym,
+					.apis = opts->apis, .proc_root = opts->proc_root,
+					.driver_build_id = opts->driver_build_id };
 	struct ffm_jobrun *jr;
 	char host[256] = "", dir[4096 + 256];
 	int64_t driver = 0;
@@ -170,11 +172,6 @@ int ffm_jobrun__begin(const struct ffm_jobrun_opts *opts, struct ffm_jobrun **re
 		goto fail;
 	ro.store = jr->store;
 	ro.run = jr->run;
-	ro.collector = opts->collector;
-	ro.sym = opts->sym;
-	ro.apis = opts->apis;
-	ro.proc_root = opts->proc_root;
-	ro.driver_build_id = opts->driver_build_id;
 	if (ffm_memtrace_job_flags(jr->plan.probes) & FFM_JOB_MEMTRACE) {
 		/* Stage 4 watches only what stage 3 saw used (none: an empty list, not NULL). */
 		int64_t *use = NULL, none = 0;

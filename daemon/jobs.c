@@ -270,7 +270,9 @@ int job_slot_free(const struct ffmd *d)
 /* Make @sp a running job: store run, BPF slot, selectors. On failure nothing stays. */
 int job_create(struct ffmd *d, const struct job_spec *sp, struct job **ret, const char **msg)
 {
-	struct ffm_jobrun_opts jo = { .sz = sizeof(jo) };
+	struct ffm_jobrun_opts jo = { .sz = sizeof(jo), .state_dir = d->cfg.state_dir,
+				      .override_stage = sp->override_stage, .collector = d->col,
+				      .sym = d->sym, .apis = d->apis };
 	struct job *j;
 	int slot, err;
 
@@ -296,15 +298,10 @@ int job_create(struct ffmd *d, const struct job_spec *sp, struct job **ret, cons
 	memcpy(j->sel, sp->sel, sizeof(sp->sel[0]) * (size_t)sp->nsel);
 	j->root = sp->root;
 
-	jo.state_dir = d->cfg.state_dir;
 	jo.key = j->key;
 	jo.job_id = j->id;
 	jo.uid = j->owner;
-	jo.override_stage = sp->override_stage;
 	jo.slot = j->slot;
-	jo.collector = d->col;
-	jo.sym = d->sym;
-	jo.apis = d->apis;
 	for (int i = 0; i < FFM_MAX_JOBS; i++)
 		if (d->jobs[i].used && d->jobs[i].jr && !strcmp(d->jobs[i].key, j->key))
 			jo.store = ffm_jobrun__store(d->jobs[i].jr);
