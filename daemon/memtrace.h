@@ -3,31 +3,14 @@
  * Stages 3 and 4 in the daemon: turns the records of the memory-tracing programs into the
  * store's xfer_hashes and sync_uses rows (store/ffm_store.h). The recorder feeds it every record
  * with the store ids it resolved (event, stack); memtrace keeps the per-process state:
- *
- * - Protected ranges: CPU memory the GPU may have written. A DtoH destination from the moment
- *   its copy is issued (FFM_REC_RANGE, sent at the copy's entry), a managed allocation from its
- *   cuMemAllocManaged on (conservatively: any later kernel may write it). A range stays
- *   protected until freed through the driver (cuMemFree*, cuMemHostUnregister); malloc'd
- *   destinations are never seen freed and stay protected.
- * - Watchpoints: the first 8-byte word of the 4 most recently issued ranges (x86 has 4 debug
- *   registers per thread) on every thread of the process that called the driver, re-aimed when
- *   the set changes (ffm_collector__watch). A watchpoint stays armed, so a destination used again
- *   (the common loop) costs nothing more; a new one is armed while its copy runs.
- * - Sync windows: a synchronization is a probed call that waited (nwaits > 0) or an explicit
- *   sync, or a wait outside every probed call (the BPF side uses the same definition). Its window
- *   is [its end, the start of the thread's next synchronization). The first watched access of
- *   the thread in the window (FFM_REC_HIT) is its first use; none means the sync protected no
- *   data that was used: FFM_SYNC_USE_NONE, an unnecessary sync. One row per sync occurrence,
- *   written when its window closes, FFM_SYNC_USE_PARTIAL when some protected range was not
- *   watched at the sync's end (more than 4 ranges, or armed only after the sync returned).
- * - Stage 3 transfers (FFM_REC_XFER): content hash, destination, size. A transfer is
- *   FFM_DUP_SAME_DST when the destination (process, address, size) already holds that content
- *   from an earlier transfer, FFM_DUP_OTHER_DST when the content was transferred before to
- *   another destination; first_event/first_stack name the first transfer of the content.
- *   Writes to a destination by kernels are not seen (a kernel that rewrites a buffer with the
- *   same bytes and a re-upload would be called a duplicate).
- * - Stage 4 watches only ranges issued from the call stacks whose destinations stage 3 saw used
- *   (use_stacks), and hashes nothing.
+ * protected ranges (DtoH destinations, managed allocations) and their watchpoints (the first
+ * word of the 4 most recently issued ranges, on each thread that called the driver), each
+ * thread's sync window ([a sync's end, the thread's next sync): its first watched access is the
+ * sync's first use, none makes it FFM_SYNC_USE_NONE), and the content hashes that make a
+ * transfer FFM_DUP_SAME_DST or FFM_DUP_OTHER_DST. docs/STAGES.md says what counts as a sync, a
+ * protected range and a duplicate, what is flagged FFM_SYNC_USE_PARTIAL, and why. Stage 4
+ * watches only ranges issued from the call stacks whose destinations stage 3 saw used
+ * (use_stacks), and hashes nothing.
  */
 #ifndef FFM_DAEMON_MEMTRACE_H
 #define FFM_DAEMON_MEMTRACE_H
