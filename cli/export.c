@@ -53,7 +53,7 @@ struct stack_info {
 };
 
 struct api_name {
-	uint32_t api;
+	struct oa_key k; /* (api id, 1) */
 	char *name;
 };
 
@@ -63,8 +63,7 @@ struct exp {
 	FILE *out;
 	struct ffm_store_run runs[MAX_RUNS];
 	int nruns;
-	struct api_name *apis;
-	size_t napis, capis;
+	struct oatab apis;   /* struct api_name */
 	struct oatab stacks; /* struct stack_info */
 	struct ffm_analysis *an; /* the report's verdicts (chrome-trace) */
 	int64_t cur_run;
@@ -72,9 +71,7 @@ struct exp {
 	uint64_t t0_ns;
 	bool first;
 	uint64_t nevents;
-	/* thread/process names already emitted (pid<<32|tid) */
-	uint64_t *seen;
-	size_t nseen, cseen;
+	struct oatab seen; /* threads and processes named already ((pid<<32|tid, 1): struct oa_key) */
 	int err;
 };
 
@@ -95,33 +92,16 @@ static const char *frame_name(const struct ffm_store_frame *f, char *buf, size_t
 
 static int on_api(uint32_t api, const char *name, void *ctx)
 {
-	struct exp *e = ctx;
+	struct api_name *a = oatab_find(&((struct exp *)ctx)->apis, api, 1, true);
 
-	if (FFM_GROW(e->apis, e->capis, e->napis + 1) < 0)
-		return -ENOMEM;
-	e->apis[e->napis].api = api;
-	e->apis[e->napis].name = strdup(name ? name : "?");
-	if (!e->apis[e->napis].name)
-		return -ENOMEM;
-	e->napis++;
-	return 0;
-}
-
-static int cmp_api(const void *a, const void *b)
-{
-	const struct api_name *x = a, *y = b;
-
-	return x->api < y->api ? -1 : x->api > y->api;
+	return a && (a->name = strdup(name ? name : "?")) ? 0 : -ENOMEM;
 }
 
 static const char *api_name(const struct exp *e, uint32_t api)
 {
-	struct api_name k = { .api = api }, *r;
+	const struct api_name *a = api ? oatab_get(&e->apis, api, 1) : NULL;
 
-	if (!api)
-		return NULL;
-	r = bsearch(&k, e->apis, e->napis, sizeof(k), cmp_api);
-	return r ? r->name : NULL;
+	return a ? a->name : NULL;
 }
 
 struct frame_walk {
@@ -189,9 +169,14 @@ static struct stack_info *stack_get(struct exp *e, int64_t stack)
 
 static void free_exp(struct exp *e)
 {
-	for (size_t i = 0; i < e->napis; i++)
-		free(e->apis[i].name);
-	free(e->apis);
+	for (size_t i = 0; i < e->apis.cap; i++) {
+		struct api_name *a = oatab_slot(&e->apis, i);
+
+		if (a)
+			free(a->name);
+	}
+	oatab_free(&e->apis);
+	oatab_free(&e->seen);
 	for (size_t i = 0; i < e->stacks.cap; i++) {
 		struct stack_info *si = oatab_slot(&e->stacks, i);
 
@@ -202,7 +187,6 @@ static void free_exp(struct exp *e)
 	}
 	oatab_free(&e->stacks);
 	ffm_analysis__free(e->an);
-	free(e->seen);
 	ffm_store__free(e->s);
 }
 
@@ -282,17 +266,14 @@ static const char *dir_name(uint32_t d)
 	return d < sizeof(n) / sizeof(n[0]) ? n[d] : "?";
 }
 
+/* Whether thread or process @k was named already (it is from now on). */
 static bool seen_thread(struct exp *e, uint64_t k)
 {
-	for (size_t i = 0; i < e->nseen; i++)
-		if (e->seen[i] == k)
-			return true;
-	if (FFM_GROW(e->seen, e->cseen, e->nseen + 1) < 0) {
+	size_t n = e->seen.n;
+
+	if (!oatab_find(&e->seen, k, 1, true))
 		e->err = -ENOMEM;
-		return true;
-	}
-	e->seen[e->nseen++] = k;
-	return false;
+	return e->seen.n == n;
 }
 
 /* One string value; a failure (out of memory, output) ends the export through e->err. */
@@ -514,12 +495,12 @@ static int on_agg(const struct ffm_store_stack_agg *a, void *ctx)
 		node = hnode_child(t, node, frame_name(f, buf, sizeof(buf)), "function", f->file,
 				   f->line, f->module);
 		if (node < 0)
-			goto nomem;
+			goto out;
 		path[np++] = node;
 	}
 	node = hnode_child(t, node, leaf, "driver", site_file, site_line, "libcuda");
 	if (node < 0)
-		goto nomem;
+		goto out;
 	path[np++] = node;
 	t->n[node].time += time;
 	t->n[node].wait += wait;
@@ -529,15 +510,11 @@ static int on_agg(const struct ffm_store_stack_agg *a, void *ctx)
 		t->n[path[i]].wait_inc += wait;
 		t->n[path[i]].count_inc += a->count;
 	}
+out:
 	for (uint32_t i = 0; i < t->nfr; i++)
 		for (int k = 0; k < 4; k++)
 			free(t->strs[i][k]);
-	return 0;
-nomem:
-	for (uint32_t i = 0; i < t->nfr; i++)
-		for (int k = 0; k < 4; k++)
-			free(t->strs[i][k]);
-	return -ENOMEM;
+	return node < 0 ? -ENOMEM : 0;
 }
 
 static json_t *hnode_json(const struct htree *t, int i)
@@ -710,6 +687,8 @@ int ffmctl_export(int argc, char **argv)
 	}
 	e->job_id = argv[optind];
 	e->stacks = OATAB_INIT(struct stack_info);
+	e->apis = OATAB_INIT(struct api_name);
+	e->seen = OATAB_INIT(struct oa_key);
 	r = open_store(e, node);
 	if (r != EXIT_OK)
 		goto out;
@@ -719,8 +698,6 @@ int ffmctl_export(int argc, char **argv)
 		ffmctl_err("export", "reading %s: %s", ffm_store__path(e->s), ffm_store__strerror(err));
 		goto out;
 	}
-	if (e->napis) /* NULL when the store names no API: qsort(NULL, 0) is UB */
-		qsort(e->apis, e->napis, sizeof(e->apis[0]), cmp_api);
 	if (run) {
 		bool found = false;
 
