@@ -158,7 +158,6 @@ struct jobs_ctx {
 	const char *key;  /* of the store being listed */
 	const char *node; /* ... and its node (nodes/<node>/keys/), NULL for <state>/keys/ */
 	bool per_node;	  /* a store of a node's was listed */
-	int err;
 };
 
 static int on_job(const struct ffm_store_job_info *j, void *ctx)
@@ -222,17 +221,11 @@ static int cmp_row(const void *a, const void *b)
 
 static const char *state_name(int32_t s)
 {
-	switch (s) {
-	case FFM_JOB_RUNNING:
-		return "running";
-	case FFM_JOB_DONE:
-		return "done";
-	case FFM_JOB_FAILED:
-		return "failed";
-	case FFM_JOB_CANCELLED:
-		return "cancelled";
-	}
-	return "unknown";
+	static const char *const names[] = { [FFM_JOB_RUNNING] = "running", [FFM_JOB_DONE] = "done",
+					      [FFM_JOB_FAILED] = "failed",
+					      [FFM_JOB_CANCELLED] = "cancelled" };
+
+	return s >= FFM_JOB_RUNNING && s <= FFM_JOB_CANCELLED ? names[s] : "unknown";
 }
 
 static void stages_text(uint32_t done, char *buf, size_t len)

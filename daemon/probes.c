@@ -20,18 +20,12 @@ static int push(struct ffm_probe_set *ps, const struct ffm_probe *p)
 	return 1;
 }
 
-static uint32_t kind_probe(unsigned kind)
-{
-	switch (kind) {
-	case FFM_KIND_SYNC: return FFM_PROBE_SYNC_STATIC;
-	case FFM_KIND_MEMCPY: return FFM_PROBE_TRANSFER;
-	case FFM_KIND_ALLOC: return FFM_PROBE_ALLOC;
-	case FFM_KIND_FREE: return FFM_PROBE_FREE;
-	case FFM_KIND_MEMSET: return FFM_PROBE_MEMSET;
-	case FFM_KIND_LAUNCH: return FFM_PROBE_LAUNCH;
-	default: return 0;
-	}
-}
+/* The plan's probe class of an API table entry's kind (0: none). */
+static const uint32_t kind_probe[FFM_KIND_OTHER + 1] = {
+	[FFM_KIND_SYNC] = FFM_PROBE_SYNC_STATIC, [FFM_KIND_MEMCPY] = FFM_PROBE_TRANSFER,
+	[FFM_KIND_ALLOC] = FFM_PROBE_ALLOC,	 [FFM_KIND_FREE] = FFM_PROBE_FREE,
+	[FFM_KIND_MEMSET] = FFM_PROBE_MEMSET,	 [FFM_KIND_LAUNCH] = FFM_PROBE_LAUNCH,
+};
 
 static int add_api(struct ffm_probe_set *ps, const struct ffm_driver *d, struct ffm_apis *apis,
 		   uint32_t id)
@@ -88,7 +82,7 @@ int ffm_probe_set__build(struct ffm_probe_set *ps, const struct ffm_driver *d, s
 	}
 	for (size_t id = 1; id < ffm_apis__count(apis); id++) {
 		const struct ffm_api_desc *desc = ffm_apis__get(apis, id);
-		uint32_t need = kind_probe(desc->kind);
+		uint32_t need = desc->kind <= FFM_KIND_OTHER ? kind_probe[desc->kind] : 0;
 
 		/* Explicit syncs are also probed from the static table when stage 1 gave its
 		 * list: an explicit sync whose GPU work was already done never waits, so stage

@@ -213,28 +213,26 @@ static uint32_t store_api(struct ffm_recorder *r, uint32_t api)
 	return r->api_ids[api];
 }
 
+/* The store's event kind (FFM_EV_API for syncs and others) and direction of an API's. */
 static uint32_t event_kind(unsigned kind)
 {
-	switch (kind) {
-	case FFM_KIND_WAIT: return FFM_EV_WAIT;
-	case FFM_KIND_MEMCPY: return FFM_EV_TRANSFER;
-	case FFM_KIND_ALLOC: return FFM_EV_ALLOC;
-	case FFM_KIND_FREE: return FFM_EV_FREE;
-	case FFM_KIND_MEMSET: return FFM_EV_MEMSET;
-	case FFM_KIND_LAUNCH: return FFM_EV_LAUNCH;
-	default: return FFM_EV_API;
-	}
+	static const uint8_t ev[FFM_KIND_OTHER + 1] = {
+		[FFM_KIND_WAIT] = FFM_EV_WAIT,	   [FFM_KIND_MEMCPY] = FFM_EV_TRANSFER,
+		[FFM_KIND_ALLOC] = FFM_EV_ALLOC,   [FFM_KIND_FREE] = FFM_EV_FREE,
+		[FFM_KIND_MEMSET] = FFM_EV_MEMSET, [FFM_KIND_LAUNCH] = FFM_EV_LAUNCH,
+	};
+
+	return kind <= FFM_KIND_OTHER && ev[kind] ? ev[kind] : FFM_EV_API;
 }
 
 static uint32_t store_dir(unsigned d)
 {
-	switch (d) {
-	case FFM_REC_DIR_HTOD: return FFM_DIR_HTOD;
-	case FFM_REC_DIR_DTOH: return FFM_DIR_DTOH;
-	case FFM_REC_DIR_DTOD: return FFM_DIR_DTOD;
-	case FFM_REC_DIR_HTOH: return FFM_DIR_HTOH;
-	default: return FFM_DIR_NONE;
-	}
+	static const uint8_t dir[FFM_REC_DIR_ANY + 1] = {
+		[FFM_REC_DIR_HTOD] = FFM_DIR_HTOD, [FFM_REC_DIR_DTOH] = FFM_DIR_DTOH,
+		[FFM_REC_DIR_DTOD] = FFM_DIR_DTOD, [FFM_REC_DIR_HTOH] = FFM_DIR_HTOH,
+	};
+
+	return d <= FFM_REC_DIR_ANY ? dir[d] : FFM_DIR_NONE; /* ANY: not known here */
 }
 
 static int64_t resolve_key(struct ffm_recorder *r, uint32_t tgid, uint64_t key, uint32_t *api)

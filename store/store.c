@@ -94,35 +94,24 @@ static int check_header(const char *path)
 	char wal[PATH_MAX + 8];
 	uint32_t page, npages;
 	ssize_t n;
-	int fd, err = 0;
+	int fd, err;
 
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	if (fstat(fd, &st) < 0) {
-		err = -errno;
-		goto out;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		err = -EBADMSG;
-		goto out;
-	}
-	n = pread(fd, h, sizeof(h), 0);
-	if (n < 0) {
-		err = -errno;
-		goto out;
-	}
-	if (n < (ssize_t)sizeof(h) || memcmp(h, "SQLite format 3", 16)) {
-		err = -EBADMSG;
-		goto out;
-	}
+	if (fstat(fd, &st) < 0)
+		n = -1;
+	else /* not a regular file: no header at all */
+		n = S_ISREG(st.st_mode) ? pread(fd, h, sizeof(h), 0) : 0;
+	err = n < 0 ? -errno : 0;
+	close(fd);
+	if (err || n < (ssize_t)sizeof(h) || memcmp(h, "SQLite format 3", 16))
+		return err ? err : -EBADMSG;
 	page = (uint32_t)h[16] << 8 | h[17];
 	if (page == 1)
 		page = 65536;
-	if (page < 512 || page > 65536 || (page & (page - 1)) || st.st_size % page) {
-		err = -EBADMSG;
-		goto out;
-	}
+	if (page < 512 || page > 65536 || (page & (page - 1)) || st.st_size % page)
+		return -EBADMSG;
 	/* In-header page count: valid when the change counter matches version-valid-for. */
 	npages = be32(h + 28);
 	if (npages && be32(h + 24) == be32(h + 92) && (uint64_t)npages * page > (uint64_t)st.st_size) {
@@ -130,11 +119,9 @@ static int check_header(const char *path)
 		 * the pages then. Without a WAL the pages are gone. */
 		snprintf(wal, sizeof(wal), "%s-wal", path);
 		if (stat(wal, &wst) < 0 || wst.st_size == 0)
-			err = -EBADMSG;
+			return -EBADMSG;
 	}
-out:
-	close(fd);
-	return err;
+	return 0;
 }
 
 static int pragma_int(sqlite3 *db, const char *sql, int64_t *out)
