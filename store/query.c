@@ -221,43 +221,14 @@ int ffm_store__stage_history(struct ffm_store *s, struct ffm_store_stage_history
 
 /* ---- events ----------------------------------------------------------------------------- */
 
-static void event_of_row(sqlite3_stmt *st, struct ffm_store_event *ev)
-{
-	uint64_t info = (uint64_t)sqlite3_column_int64(st, 5);
-	uint64_t pid = (uint64_t)sqlite3_column_int64(st, 6);
-
-	*ev = (struct ffm_store_event){
-		.run = sqlite3_column_int64(st, 0),
-		.start_ns = (uint64_t)sqlite3_column_int64(st, 1),
-		.id = sqlite3_column_int64(st, 2),
-		.dur_ns = (uint64_t)sqlite3_column_int64(st, 3),
-		.wait_ns = (uint64_t)sqlite3_column_int64(st, 4),
-		.kind = (uint32_t)(info & 255),
-		.dir = (uint32_t)(info >> 8 & 255),
-		.api = (uint32_t)(info >> 16),
-		.tgid = (uint32_t)(pid >> 32),
-		.tid = (uint32_t)pid,
-		.bytes = (uint64_t)sqlite3_column_int64(st, 7),
-		.stream = (uint64_t)sqlite3_column_int64(st, 8),
-		.src = (uint64_t)sqlite3_column_int64(st, 9),
-		.dst = (uint64_t)sqlite3_column_int64(st, 10),
-		.stack = sqlite3_column_int64(st, 11),
-		.flags = (uint32_t)sqlite3_column_int64(st, 12),
-	};
-}
-
 /* start_ns is stored as signed: times from a boot clock stay far below 2^63. The primary key
- * (run, start_ns, id) gives the order without a sort. */
-static const char event_sql[] =
-	"SELECT run, start_ns, id, dur_ns, wait_ns, info, pid, bytes, stream, src, dst, stack,"
-	" flags FROM events WHERE run = ?1 AND start_ns >= ?2 AND start_ns <= ?3"
-	" ORDER BY start_ns, id";
-
-/* The analysis reads every event of a run: only the columns it needs (SQLite's per-column cost
- * is most of the scan's). */
-static const char timing_sql[] =
-	"SELECT start_ns, id, dur_ns, wait_ns, info, pid, stack FROM events"
-	" WHERE run = ?1 AND start_ns >= ?2 AND start_ns <= ?3 ORDER BY start_ns, id";
+ * (run, start_ns, id) gives the order without a sort. The analysis reads every event of a run:
+ * timing_sql has only the columns it needs (SQLite's per-column cost is most of the scan's),
+ * event_sql the same first and the rest after. */
+#define TIMING_COLS "SELECT start_ns, id, dur_ns, wait_ns, info, pid, stack"
+#define OF_RUN " FROM events WHERE run = ?1 AND start_ns BETWEEN ?2 AND ?3 ORDER BY start_ns, id"
+static const char timing_sql[] = TIMING_COLS OF_RUN;
+static const char event_sql[] = TIMING_COLS ", bytes, stream, src, dst, flags" OF_RUN;
 
 static void timing_of_row(sqlite3_stmt *st, int64_t run, struct ffm_store_event *ev)
 {
@@ -277,6 +248,16 @@ static void timing_of_row(sqlite3_stmt *st, int64_t run, struct ffm_store_event 
 		.tid = (uint32_t)pid,
 		.stack = sqlite3_column_int64(st, 6),
 	};
+}
+
+static void event_of_row(sqlite3_stmt *st, int64_t run, struct ffm_store_event *ev)
+{
+	timing_of_row(st, run, ev);
+	ev->bytes = (uint64_t)sqlite3_column_int64(st, 7);
+	ev->stream = (uint64_t)sqlite3_column_int64(st, 8);
+	ev->src = (uint64_t)sqlite3_column_int64(st, 9);
+	ev->dst = (uint64_t)sqlite3_column_int64(st, 10);
+	ev->flags = (uint32_t)sqlite3_column_int64(st, 11);
 }
 
 static int cursor_new(struct ffm_store *s, int64_t run, uint64_t from_ns, uint64_t to_ns,
@@ -334,7 +315,7 @@ int ffm_store_cursor__next(struct ffm_store_cursor *c, struct ffm_store_event *e
 		if (c->timing)
 			timing_of_row(c->st, c->run, ev);
 		else
-			event_of_row(c->st, ev);
+			event_of_row(c->st, c->run, ev);
 		return 1;
 	}
 	/* end or error: release the read snapshot at once */

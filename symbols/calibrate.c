@@ -179,40 +179,29 @@ int ffm_calibration__load_cached(const char *cache_dir, const char *build_id,
 
 int ffm_calibration__save(const struct ffm_calibration *c, const char *cache_dir)
 {
-	char path[PATH_MAX + 256], tmp[PATH_MAX + 300], *json;
+	char path[PATH_MAX + 256], tmp[PATH_MAX + 300];
+	FILE *f;
 	int fd, err;
-	size_t len, off = 0;
 
 	if (!c->build_id[0])
 		return -EINVAL;
 	err = ffm_mkdir_p(cache_dir, 0755);
 	if (err)
 		return err;
-	err = ffm_calibration__to_json(c, &json);
-	if (err)
-		return err;
 	snprintf(path, sizeof(path), "%s/%s.json", cache_dir, c->build_id);
 	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		free(json);
-		return -errno;
+	if (fd < 0 || !(f = fdopen(fd, "w"))) {
+		err = -errno;
+		if (fd >= 0)
+			close(fd);
+		return err;
 	}
-	len = strlen(json);
-	json[len] = 0;
-	while (off < len) {
-		ssize_t w = write(fd, json + off, len - off);
-
-		if (w <= 0) {
-			err = w < 0 ? -errno : -EIO;
-			break;
-		}
-		off += w;
-	}
-	if (!err && (write(fd, "\n", 1) != 1 || fsync(fd) < 0))
-		err = -errno ?: -EIO;
-	close(fd);
-	free(json);
+	err = ffm_json_print(f, to_value(c));
+	if (!err && (fflush(f) || fsync(fileno(f)) < 0))
+		err = -errno;
+	if (fclose(f) && !err)
+		err = -EIO;
 	if (!err && rename(tmp, path) < 0)
 		err = -errno;
 	if (err)

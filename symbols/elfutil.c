@@ -64,7 +64,6 @@ int ffm_elf_open_fd(int fd, struct ffm_elf **ret)
 	size_t phnum, shstrndx;
 	uint64_t ehhdr_phdr = 0;
 	Elf_Scn *scn = NULL;
-	int err;
 
 	*ret = NULL;
 	if (elf_version(EV_CURRENT) == EV_NONE) {
@@ -78,39 +77,25 @@ int ffm_elf_open_fd(int fd, struct ffm_elf **ret)
 	}
 	e->fd = fd;
 	e->elf = elf_begin(fd, FFM_ELF_READ_CMD, NULL);
-	if (!e->elf || elf_kind(e->elf) != ELF_K_ELF || !gelf_getehdr(e->elf, &ehdr)) {
-		err = e->elf ? -ENOEXEC : -ENOEXEC;
+	if (!e->elf || elf_kind(e->elf) != ELF_K_ELF || !gelf_getehdr(e->elf, &ehdr))
 		goto fail;
-	}
 	e->raw = (const uint8_t *)elf_rawfile(e->elf, &e->raw_size);
-	if (!e->raw) {
-		err = -ENOEXEC;
+	if (!e->raw || elf_getphdrnum(e->elf, &phnum) < 0)
 		goto fail;
-	}
 	e->type = ehdr.e_type;
-	if (elf_getphdrnum(e->elf, &phnum) < 0) {
-		err = -ENOEXEC;
-		goto fail;
-	}
 	for (size_t i = 0; i < phnum; i++) {
 		GElf_Phdr ph;
 
-		if (!gelf_getphdr(e->elf, i, &ph)) {
-			err = -ENOEXEC;
+		if (!gelf_getphdr(e->elf, i, &ph))
 			goto fail;
-		}
-		if (ph.p_offset > e->raw_size || ph.p_filesz > e->raw_size - ph.p_offset) {
-			/* A truncated file: its segments point past the end. */
-			err = -ENOEXEC;
+		/* A truncated file: its segments point past the end. */
+		if (ph.p_offset > e->raw_size || ph.p_filesz > e->raw_size - ph.p_offset)
 			goto fail;
-		}
+		/* Past the top of the address space: no loader maps it, and the vaddr <-> offset
+		 * conversions would wrap around. */
 		if (ph.p_type == PT_LOAD && (ph.p_vaddr + ph.p_filesz < ph.p_vaddr ||
-					     ph.p_vaddr + ph.p_memsz < ph.p_vaddr)) {
-			/* Past the top of the address space: no loader maps it, and the vaddr
-			 * <-> offset conversions would wrap around. */
-			err = -ENOEXEC;
+					     ph.p_vaddr + ph.p_memsz < ph.p_vaddr))
 			goto fail;
-		}
 		if (ph.p_type == PT_LOAD && e->nload < FFM_ELF_MAX_LOAD)
 			e->load[e->nload++] = (struct ffm_elf_load){ ph.p_vaddr, ph.p_offset, ph.p_filesz,
 								     ph.p_memsz, ph.p_flags };
@@ -152,9 +137,9 @@ int ffm_elf_open_fd(int fd, struct ffm_elf **ret)
 	}
 	*ret = e;
 	return 0;
-fail:
+fail: /* not ELF, or cut short */
 	ffm_elf_close(e);
-	return err;
+	return -ENOEXEC;
 }
 
 int ffm_open_regular(const char *path)
