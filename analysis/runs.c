@@ -26,16 +26,10 @@ static int on_run(const struct ffm_store_run *r, void *ctx)
 	if (ffm_grow((void **)&res->runs, &rs->cap, res->n_runs + 1, sizeof(*res->runs)))
 		return -ENOMEM;
 	x = &res->runs[res->n_runs++];
-	memset(x, 0, sizeof(*x));
-	x->id = r->id;
-	x->stage = r->stage;
+	*x = (struct ffm_an_run){ .id = r->id, .stage = r->stage, .wall_s = r->wall_s,
+				  .start_ns = r->start_ns, .end_ns = r->end_ns, .flags = r->flags,
+				  .exit_status = r->exit_status, .ended = r->end_ns != 0 };
 	snprintf(x->job_id, sizeof(x->job_id), "%s", r->job_id ? r->job_id : "");
-	x->wall_s = r->wall_s;
-	x->start_ns = r->start_ns;
-	x->end_ns = r->end_ns;
-	x->flags = r->flags;
-	x->exit_status = r->exit_status;
-	x->ended = r->end_ns != 0;
 	return 0;
 }
 

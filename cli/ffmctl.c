@@ -110,6 +110,7 @@ int main(int argc, char **argv)
 		{ "version", no_argument, NULL, 'V' },
 		{},
 	};
+	bool help;
 	char *end;
 	double t;
 	int c;
@@ -162,30 +163,24 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	/* `ffmctl help [VERB]`: the usage, or the verb's own --help. */
-	if (!strcmp(argv[optind], "help")) {
-		if (optind + 1 >= argc) {
-			usage(stdout);
-			return EXIT_OK;
-		}
-		for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
-			if (!strcmp(argv[optind + 1], verbs[i].name)) {
-				char *hargv[] = { (char *)verbs[i].name, "--help", NULL };
-
-				optind = 0;
-				return verbs[i].run(2, hargv);
-			}
-		ffmctl_err("help", "unknown verb '%s' (ffmctl help lists them)", argv[optind + 1]);
-		return EXIT_USAGE;
+	help = !strcmp(argv[optind], "help");
+	if (help && optind + 1 >= argc) {
+		usage(stdout);
+		return EXIT_OK;
 	}
 	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
-		if (!strcmp(argv[optind], verbs[i].name)) {
-			char **vargv = argv + optind;
-			int vargc = argc - optind;
+		char *hargv[] = { (char *)verbs[i].name, "--help", NULL };
+		char **vargv = help ? hargv : argv + optind;
+		int vargc = help ? 2 : argc - optind;
 
-			optind = 0; /* reset getopt for the verb */
-			return verbs[i].run(vargc, vargv);
-		}
+		if (strcmp(argv[optind + help], verbs[i].name))
+			continue;
+		optind = 0; /* reset getopt for the verb */
+		return verbs[i].run(vargc, vargv);
 	}
-	ffmctl_err(NULL, "unknown verb '%s' (try --help)", argv[optind]);
+	if (help)
+		ffmctl_err("help", "unknown verb '%s' (ffmctl help lists them)", argv[optind + 1]);
+	else
+		ffmctl_err(NULL, "unknown verb '%s' (try --help)", argv[optind]);
 	return EXIT_USAGE;
 }

@@ -769,42 +769,36 @@ uint64_t ffm_kernel_dev(dev_t dev)
 	return ((uint64_t)major(dev) << 20) | minor(dev);
 }
 
-int ffm_collector__drops(struct ffm_collector *c, uint32_t slot, struct ffm_rec_drops *out)
+/* Read (@out) or clear (@out NULL) the per-CPU drop counters of @slot; read, they are summed. */
+static int drops(struct ffm_collector *c, uint32_t slot, struct ffm_rec_drops *out)
 {
 	struct ffm_rec_drops *percpu;
-	int err = 0;
+	int fd = bpf_map__fd(c->skel->maps.drops), err = 0;
 
-	memset(out, 0, sizeof(*out));
+	if (out)
+		memset(out, 0, sizeof(*out));
 	if (slot > FFM_MAX_JOBS)
 		return -EINVAL;
 	percpu = calloc(c->ncpus, sizeof(*percpu));
 	if (!percpu)
 		return -ENOMEM;
-	if (bpf_map_lookup_elem(bpf_map__fd(c->skel->maps.drops), &slot, percpu)) {
+	if (out ? bpf_map_lookup_elem(fd, &slot, percpu) : bpf_map_update_elem(fd, &slot, percpu, BPF_ANY))
 		err = -errno;
-	} else {
-		for (int i = 0; i < c->ncpus; i++)
-			for (int r = 0; r < FFM_REC_DROP__MAX; r++)
-				out->n[r] += percpu[i].n[r];
-	}
+	for (int i = 0; out && !err && i < c->ncpus; i++)
+		for (int r = 0; r < FFM_REC_DROP__MAX; r++)
+			out->n[r] += percpu[i].n[r];
 	free(percpu);
 	return err;
 }
 
+int ffm_collector__drops(struct ffm_collector *c, uint32_t slot, struct ffm_rec_drops *out)
+{
+	return drops(c, slot, out);
+}
+
 int ffm_collector__clear_drops(struct ffm_collector *c, uint32_t slot)
 {
-	struct ffm_rec_drops *percpu;
-	int err = 0;
-
-	if (slot > FFM_MAX_JOBS)
-		return -EINVAL;
-	percpu = calloc(c->ncpus, sizeof(*percpu));
-	if (!percpu)
-		return -ENOMEM;
-	if (bpf_map_update_elem(bpf_map__fd(c->skel->maps.drops), &slot, percpu, BPF_ANY))
-		err = -errno;
-	free(percpu);
-	return err;
+	return drops(c, slot, NULL);
 }
 
 int ffm_collector__learn_slots(struct ffm_collector *c, uint32_t tgid, uint64_t callsite,

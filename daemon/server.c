@@ -268,7 +268,14 @@ static void set_timer(struct ffmd *d, long ms)
 	timerfd_settime(d->tfd, 0, &(struct itimerspec){ .it_interval = t, .it_value = t }, NULL);
 }
 
-int ffmd__reload(struct ffmd *d, const struct ffmd_config *cfg)
+/*
+ * Apply @cfg to a running daemon: rules are replaced (an unchanged rule keeps its slot; a
+ * removed one stops matching new processes, the jobs it created run on), flush_ms and
+ * admin_group take effect; state_dir, runtime_dir and the ring buffer settings need a restart.
+ * Active jobs keep running and no record is lost. -errno if a rule cannot be applied (the old
+ * rules then stay).
+ */
+static int apply_config(struct ffmd *d, const struct ffmd_config *cfg)
 {
 	int err;
 
@@ -312,7 +319,7 @@ static void reload(struct ffmd *d)
 	if (ffmd_config_load(&cfg, d->cfg.config_path, err, sizeof(err)) < 0) {
 		log_err("SIGHUP: not reloading, bad configuration: %s", err);
 	} else {
-		r = ffmd__reload(d, &cfg);
+		r = apply_config(d, &cfg);
 		log_info("SIGHUP: reloaded %s: %d rule%s%s", d->cfg.config_path, d->cfg.nrules,
 			 d->cfg.nrules == 1 ? "" : "s", r < 0 ? " (some could not be applied, see above)" : "");
 	}
@@ -453,7 +460,7 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 
 	/* Rules from the config, then the jobs a crash interrupted. */
 	d->cfg.nrules = 0;
-	err = ffmd__reload(d, cfg);
+	err = apply_config(d, cfg);
 	if (err < 0)
 		goto fail;
 	/* Set only now: until the journal is read back, nothing may rewrite it. */

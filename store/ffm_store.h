@@ -356,12 +356,14 @@ int ffm_store__find_job(const char *root, const char *job_id,
 			const struct ffm_store_opts *opts, struct ffm_store **ret);
 
 /*
- * Call cb for each key file under <root>/keys of one store root with its path and key (read
- * from the file). Unusable files are reported with key NULL and err < 0. A nonzero return from
- * cb stops and is returned. Returns 0, or -errno when the directory cannot be read.
- * (ffm_state_for_each_store does this in every root of a state directory.)
+ * Call cb for each key file under <root>/keys of one store root with the store (opened
+ * read-only, closed after the call), its path and key (read from the file). Unusable files are
+ * reported with s and key NULL and err < 0. A nonzero return from cb stops and is returned.
+ * Returns 0, or -errno when the directory cannot be read. (ffm_state_for_each_store does this
+ * in every root of a state directory.)
  */
-typedef int (*ffm_store_key_cb)(const char *path, const char *key, int err, void *ctx);
+typedef int (*ffm_store_key_cb)(struct ffm_store *s, const char *path, const char *key, int err,
+				void *ctx);
 int ffm_store__for_each_key(const char *root, ffm_store_key_cb cb, void *ctx);
 
 /*

@@ -160,7 +160,7 @@ int ffm_store__for_each_key(const char *root, ffm_store_key_cb cb, void *ctx)
 		err = ffm_store__open(path, &o, &s);
 		if (!err)
 			err = ffm_store__key(s, &k);
-		r = cb(path, err ? NULL : k.key, err, ctx);
+		r = cb(err ? NULL : s, path, err ? NULL : k.key, err, ctx);
 		ffm_store__free(s);
 		if (r)
 			break;
@@ -176,16 +176,12 @@ struct find_job_ctx {
 	bool found;
 };
 
-static int find_job_cb(const char *path, const char *key, int err, void *ctx)
+static int find_job_cb(struct ffm_store *s, const char *path, const char *key, int err, void *ctx)
 {
-	struct ffm_store_opts o = { .sz = sizeof(o), .read_only = true };
 	struct find_job_ctx *f = ctx;
-	struct ffm_store *s = NULL;
 	sqlite3_stmt *st = NULL;
 
 	if (err)
-		return 0;
-	if (ffm_store__open(path, &o, &s))
 		return 0;
 	if (sqlite3_prepare_v2(s->db, "SELECT start_unix FROM jobs WHERE job_id = ?1", -1, &st,
 			       NULL) == SQLITE_OK) {
@@ -200,7 +196,6 @@ static int find_job_cb(const char *path, const char *key, int err, void *ctx)
 		}
 	}
 	sqlite3_finalize(st);
-	ffm_store__free(s);
 	return 0;
 }
 
@@ -304,7 +299,8 @@ struct each_store_ctx {
 	int ret; /* cb's nonzero return, told apart from a directory's -ENOENT */
 };
 
-static int each_store_key(const char *path, const char *key, int err, void *ctx)
+static int each_store_key(struct ffm_store *s, const char *path, const char *key, int err,
+			  void *ctx)
 {
 	struct each_store_ctx *c = ctx;
 	struct ffm_state_store st = { .path = path, .node = c->node, .key = key, .err = err };

@@ -755,7 +755,8 @@ struct keylist {
 	int good, bad;
 };
 
-static int keylist_cb(const char *path, const char *key, int err, void *ctx)
+static int keylist_cb(struct ffm_store *s, const char *path, const char *key, int err,
+		      void *ctx)
 {
 	struct keylist *l = ctx;
 
