@@ -96,49 +96,31 @@ int ffm_calibration__to_json(const struct ffm_calibration *c, char **json)
 	return *json ? 0 : -ENOMEM;
 }
 
-/* A malloc'd copy of the string member @key of @obj; NULL if there is none. */
-static char *dup_str(const json_t *obj, const char *key)
-{
-	const char *s = json_string_value(json_object_get(obj, key));
-
-	return s ? strdup(s) : NULL;
-}
-
-static int get_u64(const json_t *obj, const char *key, uint64_t *v)
-{
-	const json_t *n = json_object_get(obj, key);
-
-	if (!n)
-		return -ENOENT;
-	if (!json_is_integer(n) || json_integer_value(n) < 0)
-		return -EINVAL;
-	*v = (uint64_t)json_integer_value(n);
-	return 0;
-}
-
 /* Fill @c from a cache file's object: -EINVAL unless it holds a result for @build_id. */
 static int from_value(struct ffm_calibration *c, json_t *root, const char *build_id)
 {
-	const char *id = json_string_value(json_object_get(root, "build_id"));
-	const json_t *wf = json_object_get(root, "wait_function");
-	const json_t *verified = json_object_get(root, "verified");
-	json_t *ev = json_object_get(root, "evidence");
+	const char *id, *path, *version, *reason = NULL;
+	json_t *verified, *seconds = NULL, *ev = NULL;
+	json_int_t off, size;
 
 	/* Only a result for this very build of the driver counts. */
-	if (!id || strcmp(id, build_id))
+	if (json_unpack(root, "{s:s,s:s,s:s,s?s,s:{s:I,s:I},s:o,s?o,s?o}", "build_id", &id,
+			"driver_path", &path, "driver_version", &version, "reason", &reason,
+			"wait_function", "offset", &off, "size", &size, "verified", &verified,
+			"seconds", &seconds, "evidence", &ev) ||
+	    strcmp(id, build_id) || off < 0 || size < 0)
 		return -EINVAL;
 	snprintf(c->build_id, sizeof(c->build_id), "%s", id);
-	c->driver_path = dup_str(root, "driver_path");
-	c->driver_version = dup_str(root, "driver_version");
-	c->reason = dup_str(root, "reason");
-	if (!c->driver_path || !c->driver_version || !json_is_object(wf) || !verified ||
-	    get_u64(wf, "offset", &c->wait_offset) || get_u64(wf, "size", &c->wait_size))
-		return -EINVAL;
+	c->driver_path = strdup(path);
+	c->driver_version = strdup(version);
+	c->reason = reason ? strdup(reason) : NULL;
+	c->wait_offset = (uint64_t)off;
+	c->wait_size = (uint64_t)size;
 	c->verified = json_is_true(verified);
-	c->seconds = json_number_value(json_object_get(root, "seconds"));
+	c->seconds = json_number_value(seconds);
 	if (json_is_array(ev))
 		c->evidence = json_incref(ev);
-	return 0;
+	return c->driver_path && c->driver_version ? 0 : -ENOMEM;
 }
 
 int ffm_calibration__load_cached(const char *cache_dir, const char *build_id,
