@@ -95,8 +95,9 @@ static json_t *status_driver(struct ffmd *d, const struct drv *dv, bool named)
 {
 	/* Per-process scope: the probes of every process, and how many have them. */
 	size_t probes = ffm_attachment__count(dv->wait_att) + ffm_attachment__count(dv->api_att);
+	bool ready = dv->state == DRV_READY;
+	char off[32];
 	int procs = 0;
-	json_t *o;
 
 	for (int k = 0; k < MAX_PLINKS; k++)
 		if (d->plinks[k].pid && d->plinks[k].dv == dv) {
@@ -104,26 +105,18 @@ static json_t *status_driver(struct ffmd *d, const struct drv *dv, bool named)
 				  ffm_attachment__count(d->plinks[k].api_att);
 			procs++;
 		}
-	o = json_pack("{s:o,s:b,s:s,s:b}", "path", named ? ffm_json_string(dv->path) : json_string("(another user's file)"),
-		      "usable", dv->state == DRV_READY,
-		      "state", dv->state == DRV_READY ? "ready" : dv->state == DRV_PENDING ? "pending" : "failed",
-		      "trusted", dv->rd.trusted);
-	if (!o)
-		return NULL;
-	if (dv->state == DRV_READY) {
-		char off[32];
-
-		snprintf(off, sizeof(off), "%#" PRIx64, dv->rd.wait_off);
-		json_object_set_new(o, "build_id", ffm_json_string(ffm_driver__build_id(dv->rd.drv)));
-		json_object_set_new(o, "version", ffm_json_string(ffm_driver__version(dv->rd.drv)));
-		json_object_set_new(o, "wait_offset", json_string(off));
-		json_object_set_new(o, "wait_size", json_integer((json_int_t)dv->rd.wait_size));
-	} else if (dv->state == DRV_FAILED) {
-		json_object_set_new(o, "error", ffm_json_string(named ? dv->why : ""));
-	}
-	json_object_set_new(o, "probes", json_integer((json_int_t)probes));
-	json_object_set_new(o, "processes_with_probes", json_integer(procs));
-	return o;
+	snprintf(off, sizeof(off), "%#" PRIx64, dv->rd.wait_off);
+	/* o*: the members of a ready driver, the error of a failed one, are left out otherwise */
+	return json_pack("{s:o,s:b,s:s,s:b,s:o*,s:o*,s:o*,s:o*,s:o*,s:I,s:i}",
+			 "path", named ? ffm_json_string(dv->path) : json_string("(another user's file)"),
+			 "usable", ready, "state", ready ? "ready" : dv->state == DRV_PENDING ? "pending" : "failed",
+			 "trusted", dv->rd.trusted,
+			 "build_id", ready ? ffm_json_string(ffm_driver__build_id(dv->rd.drv)) : NULL,
+			 "version", ready ? ffm_json_string(ffm_driver__version(dv->rd.drv)) : NULL,
+			 "wait_offset", ready ? json_string(off) : NULL,
+			 "wait_size", ready ? json_integer((json_int_t)dv->rd.wait_size) : NULL,
+			 "error", dv->state == DRV_FAILED ? ffm_json_string(named ? dv->why : "") : NULL,
+			 "probes", (json_int_t)probes, "processes_with_probes", procs);
 }
 
 static json_t *status_job(struct ffmd *d, const struct job *j)
