@@ -9,6 +9,7 @@
 #define FFMCTL_H
 
 #include <stdbool.h>
+#include <stdio.h>
 
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
 
@@ -31,8 +32,8 @@ extern struct ffmctl_globals ffmctl_g;
 int ffmctl_profile(int argc, char **argv);
 int ffmctl_report(int argc, char **argv);
 int ffmctl_diff(int argc, char **argv);
-/* Print the report of a job (shared by report and profile); 0 or -errno. */
-int ffmctl_report_job(const char *job_id, bool json);
+/* Print the report of a job to @o (shared by report and profile); 0 or -errno. */
+int ffmctl_report_job(FILE *o, const char *job_id, bool json);
 
 int ffmctl_calibrate(int argc, char **argv);
 

@@ -377,28 +377,20 @@ static void profile_close(struct profile *p)
 /* The report of @job_id on stdout, or into @path (-o, as nsys profile -o: created or truncated). */
 static int report_to(const char *path, const char *job_id, bool json)
 {
-	int fd, saved = -1, ret;
+	FILE *f = stdout;
+	int fd = -1, ret;
 
-	if (path) {
-		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-		if (fd < 0) {
-			ffmctl_err("profile", "cannot write the report to %s: %s (the data is in job %s)", path,
-				   strerror(errno), job_id);
-			return EXIT_FAIL;
-		}
-		fflush(stdout);
-		saved = dup(STDOUT_FILENO);
-		dup2(fd, STDOUT_FILENO);
-		close(fd);
+	if (path && ((fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0 ||
+		     !(f = fdopen(fd, "w")))) {
+		ffmctl_err("profile", "cannot write the report to %s: %s (the data is in job %s)", path,
+			   strerror(errno), job_id);
+		if (fd >= 0)
+			close(fd);
+		return EXIT_FAIL;
 	}
-	ret = ffmctl_report_job(job_id, json) == 0 ? EXIT_OK : EXIT_FAIL;
-	if (path) {
-		fflush(stdout);
-		dup2(saved, STDOUT_FILENO);
-		close(saved);
-		if (ret == EXIT_OK)
-			fprintf(stderr, "ffm: report of job %s written to %s\n", job_id, path);
-	}
+	ret = ffmctl_report_job(f, job_id, json) == 0 ? EXIT_OK : EXIT_FAIL;
+	if (path && fclose(f) == 0 && ret == EXIT_OK)
+		fprintf(stderr, "ffm: report of job %s written to %s\n", job_id, path);
 	return ret;
 }
 

@@ -892,8 +892,8 @@ static int print_json(FILE *o, const char *job_id, const struct ffmctl_job_store
 
 /* ---- the verb ----------------------------------------------------------------------------- */
 
-static int report(const char *job_id, bool json, enum ffm_grouping grouping, int top, double noise_pct,
-		  struct subseq *q)
+static int report(FILE *o, const char *job_id, bool json, enum ffm_grouping grouping, int top,
+		  double noise_pct, struct subseq *q)
 {
 	struct ffmctl_job_stores js;
 	struct ffm_an_merged m = { 0 };
@@ -935,13 +935,13 @@ static int report(const char *job_id, bool json, enum ffm_grouping grouping, int
 			goto out;
 	}
 	if (json) {
-		err = print_json(stdout, job_id, &js, &m, grouping, top, q);
+		err = print_json(o, job_id, &js, &m, grouping, top, q);
 		if (err < 0)
 			ffmctl_err("report", "cannot write the JSON: %s", strerror(-err));
 	} else {
-		print_text(stdout, job_id, &js, &m, grouping, top, q, noise_pct);
+		print_text(o, job_id, &js, &m, grouping, top, q, noise_pct);
 	}
-	if (fflush(stdout) && !err)
+	if (fflush(o) && !err)
 		err = -errno;
 out:
 	ffm_an_merged_free(&m);
@@ -949,9 +949,9 @@ out:
 	return err;
 }
 
-int ffmctl_report_job(const char *job_id, bool json)
+int ffmctl_report_job(FILE *o, const char *job_id, bool json)
 {
-	return report(job_id, json, FFM_GROUP_POINT, 20, FFM_REPORT_NOISE_PCT, NULL);
+	return report(o, job_id, json, FFM_GROUP_POINT, 20, FFM_REPORT_NOISE_PCT, NULL);
 }
 
 int ffmctl_report(int argc, char **argv)
@@ -1026,5 +1026,5 @@ int ffmctl_report(int argc, char **argv)
 	}
 	if (ffmctl_one_jobid("report", argc, argv))
 		return EXIT_USAGE;
-	return report(argv[optind], json, grouping, top, noise, &q) == 0 ? EXIT_OK : EXIT_FAIL;
+	return report(stdout, argv[optind], json, grouping, top, noise, &q) == 0 ? EXIT_OK : EXIT_FAIL;
 }
