@@ -101,22 +101,12 @@ static int parse_section(const char *s, char *name, size_t len)
  */
 static FILE *open_regular(const char *path, char *err, size_t errlen, int *r)
 {
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
 	struct stat st;
 	FILE *f;
-	int fd;
 
-	fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0) {
-		*r = -errno;
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		return NULL;
-	}
-	if (fstat(fd, &st) < 0) {
-		*r = -errno;
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		close(fd);
-		return NULL;
-	}
+	if (fd < 0 || fstat(fd, &st) < 0)
+		goto fail;
 	if (!S_ISREG(st.st_mode)) {
 		*r = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
 		snprintf(err, errlen, "%s: not a regular file (%s); want a config file",
@@ -126,13 +116,14 @@ static FILE *open_regular(const char *path, char *err, size_t errlen, int *r)
 		close(fd);
 		return NULL;
 	}
-	f = fdopen(fd, "r");
-	if (!f) {
-		*r = -errno;
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+	if ((f = fdopen(fd, "r")))
+		return f;
+fail:
+	*r = -errno;
+	snprintf(err, errlen, "%s: %s", path, strerror(errno));
+	if (fd >= 0)
 		close(fd);
-	}
-	return f;
+	return NULL;
 }
 
 /* Setting @name = @val of the global section (@rule NULL) or of @rule: 0, -ENOENT for a name

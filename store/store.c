@@ -400,10 +400,9 @@ static int open_impl(const char *path, const struct ffm_store_opts *in,
 	if (!path || !*path || !ret)
 		return -EINVAL;
 	s = calloc(1, sizeof(*s));
-	if (s)
-		s->refs = 1;
 	if (!s)
 		return -ENOMEM;
+	s->refs = 1;
 	ffm_store_opts_copy(&s->opts, in);
 	s->path = strdup(path);
 	if (!s->path) {

@@ -305,14 +305,16 @@ static ssize_t write_nosig(int fd, const void *buf, size_t len)
 	return n;
 }
 
-static int probe_say(struct probe *p, const char *fmt, const char *a, const char *b)
+/* Send a command, read its reply line into @reply. */
+static int probe_cmd(struct probe *p, const char *fmt, const char *a, const char *b, char *reply,
+		     size_t size)
 {
 	char line[256];
 	int n = snprintf(line, sizeof(line), fmt, a, b);
 
 	if (write_nosig(p->in, line, n) != n)
 		return -ESRCH;
-	return 0;
+	return probe_read(p, reply, size);
 }
 
 static void probe_stop(struct probe *p)
@@ -473,9 +475,7 @@ static int find_candidate(struct cal_ctx *cx, const char *const *modes, uint64_t
 			long tid;
 			int err, valid = 0;
 
-			err = probe_say(&cx->probe, "RUN %s %s\n", sync_calls[c], *mode);
-			if (!err)
-				err = probe_read(&cx->probe, line, sizeof(line));
+			err = probe_cmd(&cx->probe, "RUN %s %s\n", sync_calls[c], *mode, line, sizeof(line));
 			if (err)
 				return err;
 			if (sscanf(line, "BLOCKING %63s %31s %ld", call, md, &tid) != 3)
@@ -510,9 +510,7 @@ static int find_candidate(struct cal_ctx *cx, const char *const *modes, uint64_t
 						}
 				ncand = w;
 			}
-			err = probe_say(&cx->probe, "RELEASE\n", NULL, NULL);
-			if (!err)
-				err = probe_read(&cx->probe, line, sizeof(line));
+			err = probe_cmd(&cx->probe, "RELEASE\n", NULL, NULL, line, sizeof(line));
 			if (err)
 				return err;
 			if (strncmp(line, "DONE ", 5))
@@ -558,9 +556,7 @@ static int verify(struct cal_ctx *cx, const char *const *modes, struct ffm_calib
 
 			err = ffm_uprobe_counter__reset(ctr);
 			if (!err)
-				err = probe_say(&cx->probe, "CALL %s %s\n", call, *mode);
-			if (!err)
-				err = probe_read(&cx->probe, line, sizeof(line));
+				err = probe_cmd(&cx->probe, "CALL %s %s\n", call, *mode, line, sizeof(line));
 			if (err)
 				break;
 			hits = ffm_uprobe_counter__read(ctr);
