@@ -140,26 +140,22 @@ static int on_stack(struct ffm_recorder *r, const struct ffm_rec_stack *s)
 		struct ffm_store_frame *f = &r->sframes[i];
 		const struct ffm_sym *sym = NULL;
 
-		memset(f, 0, sizeof(*f));
 		/* Every probe of ours fires at a return (uretprobe), so even frame 0's ip is a
 		 * return address: look up the call instruction, pc-1, for the right line. */
-		if (as && ffm_symbolizer__symbolize(r->o.sym, as, r->frames[i].pc, true, &sym) == 0) {
-			f->build_id = sym->build_id && *sym->build_id ? sym->build_id : NULL;
-			f->module = sym->module;
-			f->offset = sym->offset;
-			f->func = sym->name;
-			f->demangled = sym->function;
-			f->folded = sym->folded;
-			f->file = sym->file;
-			f->line = sym->line > 0 ? sym->line : 0;
-			if (is_driver_frame(r, sym))
-				outer_lib = i;
-			else if (callsite_idx < 0 && outer_lib >= 0)
-				callsite_idx = i;
-		} else {
-			f->module = "[unknown]";
-			f->offset = r->frames[i].pc;
+		if (!as || ffm_symbolizer__symbolize(r->o.sym, as, r->frames[i].pc, true, &sym)) {
+			*f = (struct ffm_store_frame){ .module = "[unknown]", .offset = r->frames[i].pc };
+			continue;
 		}
+		*f = (struct ffm_store_frame){
+			.build_id = sym->build_id && *sym->build_id ? sym->build_id : NULL,
+			.module = sym->module, .offset = sym->offset, .func = sym->name,
+			.demangled = sym->function, .folded = sym->folded, .file = sym->file,
+			.line = sym->line > 0 ? sym->line : 0,
+		};
+		if (is_driver_frame(r, sym))
+			outer_lib = i;
+		else if (callsite_idx < 0 && outer_lib >= 0)
+			callsite_idx = i;
 	}
 	if (outer_lib >= 0)
 		api = api_of_symbol(r, r->sframes[outer_lib].func);

@@ -60,7 +60,6 @@ int rule_adopt(struct ffmd *d, struct rule *ru, uint32_t tgid, uint32_t uid,
 	ssize_t n;
 	int err, fd;
 
-	memset(&sp, 0, sizeof(sp));
 	snprintf(id, sizeof(id), "%s-%u-%llu", ru->r.name, tgid, st);
 	if (p) {
 		snprintf(comm, sizeof(comm), "%.16s", p->comm);
@@ -83,15 +82,9 @@ int rule_adopt(struct ffmd *d, struct rule *ru, uint32_t tgid, uint32_t uid,
 		snprintf(key, sizeof(key), "%s", ru->r.key);
 	else
 		ffm_job_key_exec(uid, comm, ah, key, sizeof(key));
-	sp.id = id;
-	sp.key = key;
-	sp.owner = uid;
-	sp.override_stage = ru->r.stage;
-	sp.rule = ru->r.name;
-	sp.root = (pid_t)tgid;
-	sp.adopted = true;
-	sp.nsel = 1;
-	sp.sel[0].type = FFM_SEL_PID;
+	sp = (struct job_spec){ .id = id, .key = key, .owner = uid, .override_stage = ru->r.stage,
+				.rule = ru->r.name, .root = (pid_t)tgid, .adopted = true, .nsel = 1,
+				.sel[0].type = FFM_SEL_PID };
 	snprintf(sp.sel[0].value, sizeof(sp.sel[0].value), "%u", tgid);
 	err = job_create(d, &sp, &j, &msg);
 	if (err < 0) {

@@ -22,13 +22,11 @@ static int parse_line(const char *line, struct ffm_map *m)
 	if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu%n", &start, &end, perms, &off, &maj, &min,
 		   &ino, &pos) != 7 || pos <= 0 || end < start || strlen(perms) < 4)
 		return -EINVAL;
-	m->start = start;
-	m->end = end;
-	m->offset = off;
-	m->dev = makedev(maj, min);
-	m->ino = ino;
-	m->prot = (perms[0] == 'r' ? FFM_MAP_R : 0) | (perms[1] == 'w' ? FFM_MAP_W : 0) |
-		  (perms[2] == 'x' ? FFM_MAP_X : 0) | (perms[3] == 's' ? FFM_MAP_SHARED : 0);
+	*m = (struct ffm_map){ .start = start, .end = end, .offset = off, .dev = makedev(maj, min),
+			       .ino = ino,
+			       .prot = (perms[0] == 'r' ? FFM_MAP_R : 0) | (perms[1] == 'w' ? FFM_MAP_W : 0) |
+				       (perms[2] == 'x' ? FFM_MAP_X : 0) |
+				       (perms[3] == 's' ? FFM_MAP_SHARED : 0) };
 	p = line + pos;
 	while (*p == ' ' || *p == '\t')
 		p++;
