@@ -47,6 +47,12 @@ static const char *col_text(sqlite3_stmt *st, int i)
 	return (const char *)sqlite3_column_text(st, i);
 }
 
+/* Integer column @i; an unsigned or narrower field takes its bits as stored. */
+static int64_t col(sqlite3_stmt *st, int i)
+{
+	return sqlite3_column_int64(st, i);
+}
+
 struct cb_arg {
 	void *cb;
 	void *ctx;
@@ -75,15 +81,9 @@ static int job_row(sqlite3_stmt *st, void *arg)
 	struct cb_arg *a = arg;
 	struct ffm_store_key k = { 0 };
 	struct ffm_store_job_info j = {
-		.id = sqlite3_column_int64(st, 0),
-		.job_id = col_text(st, 1),
-		.uid = (uint32_t)sqlite3_column_int64(st, 2),
-		.state = (int32_t)sqlite3_column_int64(st, 3),
-		.start_unix = sqlite3_column_int64(st, 4),
-		.end_unix = sqlite3_column_int64(st, 5),
-		.node = col_text(st, 6),
-		.runs = (uint32_t)sqlite3_column_int64(st, 7),
-		.stages_done = (uint32_t)sqlite3_column_int64(st, 8),
+		.id = col(st, 0), .job_id = col_text(st, 1), .uid = col(st, 2), .state = col(st, 3),
+		.start_unix = col(st, 4), .end_unix = col(st, 5), .node = col_text(st, 6),
+		.runs = col(st, 7), .stages_done = col(st, 8),
 	};
 
 	if (ffm_store__key(a->s, &k) == 0)
@@ -111,16 +111,10 @@ int ffm_store__for_each_job(struct ffm_store *s, ffm_store_job_cb cb, void *ctx)
 static void run_of_row(sqlite3_stmt *st, struct ffm_store_run *r)
 {
 	*r = (struct ffm_store_run){
-		.id = sqlite3_column_int64(st, 0),
-		.job_id = col_text(st, 1),
-		.stage = (int32_t)sqlite3_column_int64(st, 2),
-		.driver = sqlite3_column_int64(st, 3),
-		.start_ns = (uint64_t)sqlite3_column_int64(st, 4),
-		.end_ns = (uint64_t)sqlite3_column_int64(st, 5),
-		.start_unix = sqlite3_column_int64(st, 6),
-		.wall_s = sqlite3_column_double(st, 7),
-		.exit_status = (int32_t)sqlite3_column_int64(st, 8),
-		.flags = (uint32_t)sqlite3_column_int64(st, 9),
+		.id = col(st, 0), .job_id = col_text(st, 1), .stage = col(st, 2),
+		.driver = col(st, 3), .start_ns = col(st, 4), .end_ns = col(st, 5),
+		.start_unix = col(st, 6), .wall_s = sqlite3_column_double(st, 7),
+		.exit_status = col(st, 8), .flags = col(st, 9),
 	};
 }
 
@@ -355,13 +349,8 @@ static int agg_row(sqlite3_stmt *st, void *arg)
 {
 	struct cb_arg *a = arg;
 	struct ffm_store_stack_agg g = {
-		.stack = sqlite3_column_int64(st, 0),
-		.kind = (uint32_t)sqlite3_column_int64(st, 1),
-		.api = (uint32_t)sqlite3_column_int64(st, 2),
-		.count = (uint64_t)sqlite3_column_int64(st, 3),
-		.dur_ns = (uint64_t)sqlite3_column_int64(st, 4),
-		.wait_ns = (uint64_t)sqlite3_column_int64(st, 5),
-		.bytes = (uint64_t)sqlite3_column_int64(st, 6),
+		.stack = col(st, 0), .kind = col(st, 1), .api = col(st, 2), .count = col(st, 3),
+		.dur_ns = col(st, 4), .wait_ns = col(st, 5), .bytes = col(st, 6),
 	};
 
 	return ((ffm_store_agg_cb)a->cb)(&g, a->ctx);
@@ -385,15 +374,10 @@ static int frame_row(sqlite3_stmt *st, void *arg)
 	struct cb_arg *a = arg;
 	const char *bid = col_text(st, 2);
 	struct ffm_store_frame f = {
-		.id = sqlite3_column_int64(st, 1),
-		.build_id = bid && strncmp(bid, "path:", 5) ? bid : NULL,
-		.offset = (uint64_t)sqlite3_column_int64(st, 3),
-		.module = col_text(st, 4),
-		.func = col_text(st, 5),
-		.demangled = col_text(st, 6),
-		.folded = col_text(st, 7),
-		.file = col_text(st, 8),
-		.line = (uint32_t)sqlite3_column_int64(st, 9),
+		.id = col(st, 1), .build_id = bid && strncmp(bid, "path:", 5) ? bid : NULL,
+		.offset = col(st, 3), .module = col_text(st, 4), .func = col_text(st, 5),
+		.demangled = col_text(st, 6), .folded = col_text(st, 7), .file = col_text(st, 8),
+		.line = col(st, 9),
 	};
 
 	return ((ffm_store_frame_cb)a->cb)(&f, (uint32_t)sqlite3_column_int64(st, 0), a->ctx);
@@ -461,16 +445,9 @@ static int xfer_row(sqlite3_stmt *st, void *arg)
 {
 	struct cb_arg *a = arg;
 	struct ffm_store_xfer_hash h = {
-		.id = sqlite3_column_int64(st, 0),
-		.run = sqlite3_column_int64(st, 1),
-		.event = sqlite3_column_int64(st, 2),
-		.stack = sqlite3_column_int64(st, 3),
-		.hash = (uint64_t)sqlite3_column_int64(st, 4),
-		.dst = (uint64_t)sqlite3_column_int64(st, 5),
-		.bytes = (uint64_t)sqlite3_column_int64(st, 6),
-		.first_event = sqlite3_column_int64(st, 7),
-		.first_stack = sqlite3_column_int64(st, 8),
-		.dup = (uint32_t)sqlite3_column_int64(st, 9),
+		.id = col(st, 0), .run = col(st, 1), .event = col(st, 2), .stack = col(st, 3),
+		.hash = col(st, 4), .dst = col(st, 5), .bytes = col(st, 6),
+		.first_event = col(st, 7), .first_stack = col(st, 8), .dup = col(st, 9),
 	};
 
 	return ((ffm_store_xfer_cb)a->cb)(&h, a->ctx);
@@ -497,17 +474,10 @@ static int sync_use_row(sqlite3_stmt *st, void *arg)
 {
 	struct cb_arg *a = arg;
 	struct ffm_store_sync_use u = {
-		.id = sqlite3_column_int64(st, 0),
-		.run = sqlite3_column_int64(st, 1),
-		.event = sqlite3_column_int64(st, 2),
-		.stack = sqlite3_column_int64(st, 3),
-		.prot_lo = (uint64_t)sqlite3_column_int64(st, 4),
-		.prot_hi = (uint64_t)sqlite3_column_int64(st, 5),
-		.use_addr = (uint64_t)sqlite3_column_int64(st, 6),
-		.use_stack = sqlite3_column_int64(st, 7),
-		.use_frame = sqlite3_column_int64(st, 8),
-		.use_delay_ns = sqlite3_column_int64(st, 9),
-		.flags = (uint32_t)sqlite3_column_int64(st, 10),
+		.id = col(st, 0), .run = col(st, 1), .event = col(st, 2), .stack = col(st, 3),
+		.prot_lo = col(st, 4), .prot_hi = col(st, 5), .use_addr = col(st, 6),
+		.use_stack = col(st, 7), .use_frame = col(st, 8), .use_delay_ns = col(st, 9),
+		.flags = col(st, 10),
 	};
 
 	return ((ffm_store_sync_use_cb)a->cb)(&u, a->ctx);
@@ -535,13 +505,8 @@ static int process_row(sqlite3_stmt *st, void *arg)
 {
 	struct cb_arg *a = arg;
 	struct ffm_store_process p = {
-		.run = sqlite3_column_int64(st, 0),
-		.tgid = (uint32_t)sqlite3_column_int64(st, 1),
-		.ptgid = (uint32_t)sqlite3_column_int64(st, 2),
-		.exe = col_text(st, 3),
-		.start_ns = (uint64_t)sqlite3_column_int64(st, 4),
-		.end_ns = (uint64_t)sqlite3_column_int64(st, 5),
-		.exit_code = (int32_t)sqlite3_column_int64(st, 6),
+		.run = col(st, 0), .tgid = col(st, 1), .ptgid = col(st, 2), .exe = col_text(st, 3),
+		.start_ns = col(st, 4), .end_ns = col(st, 5), .exit_code = col(st, 6),
 	};
 
 	return ((ffm_store_process_cb)a->cb)(&p, a->ctx);
