@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -265,9 +266,9 @@ static void print_stage(struct profile *p, int stage, double wall, int exit_stat
 	for (int i = 0; i < FFM_REC_DROP__MAX; i++)
 		if (i != FFM_REC_DROP_UNMATCHED)
 			lost += d.n[i];
-	fprintf(stderr, "ffm: stage %d: %.2f s, %llu waits, %llu calls, %llu stacks, %llu records lost, exit %d\n",
-		stage, wall, (unsigned long long)st.waits, (unsigned long long)st.calls,
-		(unsigned long long)st.stacks, (unsigned long long)lost, exit_status);
+	fprintf(stderr, "ffm: stage %d: %.2f s, %" PRIu64 " waits, %" PRIu64 " calls, %" PRIu64
+		" stacks, %" PRIu64 " records lost, exit %d\n", stage, wall, st.waits, st.calls,
+		st.stacks, lost, exit_status);
 }
 
 static void print_memtrace(struct profile *p, int stage)
@@ -276,12 +277,11 @@ static void print_memtrace(struct profile *p, int stage)
 
 	/* After end: it closed the last windows. */
 	ffm_memtrace__stats(ffm_jobrun__memtrace(p->jr), &ms);
-	fprintf(stderr, "ffm: stage %d: %llu syncs (%llu used, %llu unused, %llu partially watched), %llu transfers hashed (%llu same-destination duplicates, %llu elsewhere, %llu unreadable), %llu watched ranges\n",
-		stage, (unsigned long long)ms.syncs, (unsigned long long)ms.syncs_used,
-		(unsigned long long)ms.syncs_none, (unsigned long long)ms.syncs_partial,
-		(unsigned long long)ms.xfers, (unsigned long long)ms.dup_same,
-		(unsigned long long)ms.dup_other, (unsigned long long)ms.xfers_failed,
-		(unsigned long long)ms.ranges);
+	fprintf(stderr, "ffm: stage %d: %" PRIu64 " syncs (%" PRIu64 " used, %" PRIu64 " unused, %"
+		PRIu64 " partially watched), %" PRIu64 " transfers hashed (%" PRIu64 " same-destination "
+		"duplicates, %" PRIu64 " elsewhere, %" PRIu64 " unreadable), %" PRIu64 " watched ranges\n",
+		stage, ms.syncs, ms.syncs_used, ms.syncs_none, ms.syncs_partial, ms.xfers, ms.dup_same,
+		ms.dup_other, ms.xfers_failed, ms.ranges);
 }
 
 /*

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -354,6 +355,17 @@ static const char *plural(uint64_t n)
 	return n == 1 ? "" : "s";
 }
 
+/* One remark of the data quality line; *n counts them. */
+static void __attribute__((format(printf, 3, 4))) remark(FILE *o, int *n, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vfprintf(o, fmt, ap);
+	va_end(ap);
+	(*n)++;
+}
+
 static void print_quality(FILE *o, const struct ffm_an_merged *m)
 {
 	const struct ffm_an_quality *q = &m->q;
@@ -362,47 +374,31 @@ static void print_quality(FILE *o, const struct ffm_an_merged *m)
 	int n = 0;
 
 	fprintf(o, "data quality:");
-	if (lost) {
-		fprintf(o, " %" PRIu64 " records lost (ring buffer %" PRIu64 ", maps full %" PRIu64
-			   ", other %" PRIu64 ");", lost, q->drops[FFM_DROP_RINGBUF_FULL],
-			q->drops[FFM_DROP_MAP_FULL], q->drops[FFM_DROP_OTHER]);
-		n++;
-	}
-	if (q->failed_runs) {
-		fprintf(o, " the program failed in %u of the runs used (exit status %d): its measurements may not be what it does when it works;",
-			q->failed_runs, q->failed_status);
-		n++;
-	}
-	if (q->drops[FFM_DROP_STACK_TOO_DEEP]) {
-		fprintf(o, " %" PRIu64 " stacks cut short;", q->drops[FFM_DROP_STACK_TOO_DEEP]);
-		n++;
-	}
-	if (q->incomplete_runs) {
-		fprintf(o, " %u of the runs used %s incomplete (partial, aborted or lossy);",
-			q->incomplete_runs, q->incomplete_runs == 1 ? "is" : "are");
-		n++;
-	}
-	if (q->partial_syncs) {
-		fprintf(o, " partial coverage: %" PRIu64 " sync verdicts watched only part of the protected data (%" PRIu64 " of them saw no use and are not called unnecessary);",
-			q->partial_syncs, q->withheld_syncs);
-		n++;
-	}
-	if (q->divergent_sites) {
-		fprintf(o, " run-to-run differences at %u call site%s (counts differ by more than %d%% between stage 2 and stages 3/4: majority verdicts used);",
-			q->divergent_sites, plural(q->divergent_sites), FFM_JOIN_TOLERANCE_PCT);
-		n++;
-	}
-	if (q->unmatched_sites) {
-		fprintf(o, " %u call site%s of stages 3/4 %s not in the timeline;", q->unmatched_sites,
-			plural(q->unmatched_sites), q->unmatched_sites == 1 ? "is" : "are");
-		n++;
-	}
-	if (q->unclassified_syncs) {
-		fprintf(o, " %" PRIu64 " sync%s (%.6f s waited) %s no stage-3 verdict;", q->unclassified_syncs,
-			plural(q->unclassified_syncs), s_of(q->unclassified_wait_ns),
-			q->unclassified_syncs == 1 ? "has" : "have");
-		n++;
-	}
+	if (lost)
+		remark(o, &n, " %" PRIu64 " records lost (ring buffer %" PRIu64 ", maps full %" PRIu64
+		       ", other %" PRIu64 ");", lost, q->drops[FFM_DROP_RINGBUF_FULL],
+		       q->drops[FFM_DROP_MAP_FULL], q->drops[FFM_DROP_OTHER]);
+	if (q->failed_runs)
+		remark(o, &n, " the program failed in %u of the runs used (exit status %d): its measurements may not be what it does when it works;",
+		       q->failed_runs, q->failed_status);
+	if (q->drops[FFM_DROP_STACK_TOO_DEEP])
+		remark(o, &n, " %" PRIu64 " stacks cut short;", q->drops[FFM_DROP_STACK_TOO_DEEP]);
+	if (q->incomplete_runs)
+		remark(o, &n, " %u of the runs used %s incomplete (partial, aborted or lossy);",
+		       q->incomplete_runs, q->incomplete_runs == 1 ? "is" : "are");
+	if (q->partial_syncs)
+		remark(o, &n, " partial coverage: %" PRIu64 " sync verdicts watched only part of the protected data (%" PRIu64 " of them saw no use and are not called unnecessary);",
+		       q->partial_syncs, q->withheld_syncs);
+	if (q->divergent_sites)
+		remark(o, &n, " run-to-run differences at %u call site%s (counts differ by more than %d%% between stage 2 and stages 3/4: majority verdicts used);",
+		       q->divergent_sites, plural(q->divergent_sites), FFM_JOIN_TOLERANCE_PCT);
+	if (q->unmatched_sites)
+		remark(o, &n, " %u call site%s of stages 3/4 %s not in the timeline;", q->unmatched_sites,
+		       plural(q->unmatched_sites), q->unmatched_sites == 1 ? "is" : "are");
+	if (q->unclassified_syncs)
+		remark(o, &n, " %" PRIu64 " sync%s (%.6f s waited) %s no stage-3 verdict;", q->unclassified_syncs,
+		       plural(q->unclassified_syncs), s_of(q->unclassified_wait_ns),
+		       q->unclassified_syncs == 1 ? "has" : "have");
 	fprintf(o, "%s\n", n ? "" : " good (no drops, full coverage, runs agree)");
 }
 
