@@ -82,7 +82,6 @@ struct an_evv {
 	uint32_t si;	     /* its site (index into a->si) */
 	uint8_t what;	     /* timeline: enum ffm_problem; stage 3/4: enum ffm_seen / ffm_dup_kind */
 	bool sync;	     /* a sync row (else a transfer row) */
-	bool timeline;	     /* decided in the timeline (what = the problem) */
 	bool dup;	     /* timeline: also a duplicate transfer */
 };
 

@@ -212,8 +212,7 @@ int an_on_raw_event(struct ev_scan *sc, const struct ffm_event *raw)
 	if (!err && a->o.event_verdicts && e.problem != FFM_PROBLEM_NONE) {
 		struct an_evv v = { .run = res->run_timeline, .event = (int64_t)raw->first_use_ns,
 				    .delay = e.first_use_ns ? (int64_t)e.first_use_ns : -1,
-				    .si = sc->last_site, .what = e.problem, .timeline = true,
-				    .dup = dup };
+				    .si = sc->last_site, .what = e.problem, .dup = dup };
 
 		err = an_evv_add(a, &v);
 	}

@@ -18,7 +18,6 @@ struct frame_scan {
 	bool vendor;     /* the chosen frame is in an NVIDIA runtime library */
 	bool py, py_user; /* the chosen frame is Python code; ... outside the libraries */
 	const char *const *py_library;
-	int last_driver; /* deepest driver frame seen so far */
 	uint64_t key;
 	struct ffm_store_frame f; /* chosen frame (strings copied below) */
 	char func[512], demangled[512], folded[512], file[512], module[512];
@@ -46,7 +45,6 @@ static int on_site_frame(const struct ffm_store_frame *f, uint32_t depth, void *
 	if (ffm_module_owner(f->module) == FFM_MODULE_DRIVER) {
 		/* Only the frames outside the driver name the site: a driver update or another
 		 * internal path to the same call keeps the site's identity. */
-		fs->last_driver = (int)depth;
 		fs->key = FFM_FNV1A_INIT;
 		fs->depth_app = -1;
 		fs->py = fs->py_user = false;
@@ -123,7 +121,6 @@ static int describe_site(struct ffm_analysis *a, uint32_t idx)
 	if (!fs)
 		return -ENOMEM;
 	fs->depth_app = -1;
-	fs->last_driver = -1;
 	fs->key = FFM_FNV1A_INIT;
 	fs->py_library = a->o.py_library;
 	if (x->stack) {

@@ -70,7 +70,6 @@ struct exp {
 	int cur_stage;
 	uint64_t t0_ns;
 	bool first;
-	uint64_t nevents;
 	struct oatab seen; /* threads and processes named already ((pid<<32|tid, 1): struct oa_key) */
 	int err;
 };
@@ -355,7 +354,6 @@ static int on_trace_event(const struct ffm_store_event *ev, void *ctx)
 		put_str(e, problem);
 	}
 	fputs("}}", e->out);
-	e->nevents++;
 	return e->err ? e->err : ferror(e->out) ? -EIO : 0;
 }
 

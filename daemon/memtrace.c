@@ -18,10 +18,9 @@ struct range {
 	uint64_t lo, hi;
 	uint64_t issued_ns; /* last issue (DtoH copy or allocation) */
 	uint64_t armed_ns;  /* when its watchpoint was last (re)armed; 0 = not watched */
-	int64_t origin;     /* stack of the issuing call (0 = not known yet) */
 	bool managed;
 	bool allowed;       /* may be watched (stage 4: issued from a used stack) */
-	bool decided;       /* allowed is final (stage 4 waits for the origin stack) */
+	bool decided;       /* allowed is final (stage 4 waits for the issuing call's stack) */
 	int slot;           /* watch slot, -1 = none */
 };
 
@@ -247,8 +246,6 @@ static size_t add_range(struct ffm_memtrace *m, struct proc *p, uint64_t lo, uin
 		m->st.ranges++;
 	}
 	p->r[i].issued_ns = ts;
-	if (origin)
-		p->r[i].origin = origin;
 	if (!p->r[i].decided && (origin || m->o.stage != FFM_STAGE_SYNC_USE)) {
 		p->r[i].allowed = stack_allowed(m, origin);
 		p->r[i].decided = true;
@@ -347,7 +344,6 @@ int ffm_memtrace__on_call(struct ffm_memtrace *m, const struct ffm_rec_call *c,
 			struct range *r = &p->r[i];
 
 			if (r->lo == c->dst && !r->decided && info->stack) {
-				r->origin = info->stack;
 				r->allowed = stack_allowed(m, info->stack);
 				r->decided = true;
 				if (r->allowed)
