@@ -309,7 +309,7 @@ int ffm_jobrun__end(struct ffm_jobrun *jr, double wall_s, int exit_status, bool 
 		flags |= FFM_RUN_PARTIAL | FFM_RUN_ABORTED;
 	if (jr->mt) {
 		/* Windows still open end with the run; then coverage and divergence flags. */
-		err = ffm_memtrace__end(jr->mt, end_ns, jr->ref_run2, &flags);
+		err = ffm_memtrace__end(jr->mt, jr->ref_run2, &flags);
 		if (err < 0)
 			return err;
 	}

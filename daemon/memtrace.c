@@ -287,7 +287,7 @@ static int close_window(struct ffm_memtrace *m, struct thread *t)
 }
 
 static int on_sync(struct ffm_memtrace *m, uint32_t tgid, uint32_t tid, int64_t event,
-		   int64_t stack, uint64_t start_ns, uint64_t end_ns)
+		   int64_t stack, uint64_t end_ns)
 {
 	struct proc *p = proc_get(m, tgid, true);
 	struct thread *t = p ? thread_get(m, p, tid) : NULL;
@@ -298,7 +298,6 @@ static int on_sync(struct ffm_memtrace *m, uint32_t tgid, uint32_t tid, int64_t 
 
 	if (!t)
 		return -ENOMEM;
-	(void)start_ns;
 	err = close_window(m, t);
 	if (err < 0)
 		return err;
@@ -363,8 +362,7 @@ int ffm_memtrace__on_call(struct ffm_memtrace *m, const struct ffm_rec_call *c,
 		}
 	}
 	if (c->nwaits || info->kind == FFM_KIND_SYNC) {
-		err = on_sync(m, c->hdr.tgid, c->hdr.tid, info->event, info->stack, c->start_ns,
-			      c->hdr.ts_ns);
+		err = on_sync(m, c->hdr.tgid, c->hdr.tid, info->event, info->stack, c->hdr.ts_ns);
 		if (err < 0)
 			return err;
 	}
@@ -374,7 +372,7 @@ int ffm_memtrace__on_call(struct ffm_memtrace *m, const struct ffm_rec_call *c,
 int ffm_memtrace__on_wait(struct ffm_memtrace *m, const struct ffm_rec_wait *w, int64_t event,
 			  int64_t stack)
 {
-	return on_sync(m, w->hdr.tgid, w->hdr.tid, event, stack, w->start_ns, w->hdr.ts_ns);
+	return on_sync(m, w->hdr.tgid, w->hdr.tid, event, stack, w->hdr.ts_ns);
 }
 
 int ffm_memtrace__on_range(struct ffm_memtrace *m, const struct ffm_rec_range *r, int64_t stack)
@@ -431,11 +429,12 @@ static void proc_release(struct proc *p)
 	p->nt = p->nr = p->capt = p->capr = 0;
 }
 
-static int close_proc(struct ffm_memtrace *m, struct proc *p, uint64_t ts_ns)
+/* A process's open windows closed (that of its last sync runs to its exit or the run's end),
+ * its watchpoints released. */
+static int close_proc(struct ffm_memtrace *m, struct proc *p)
 {
 	int err = 0;
 
-	(void)ts_ns; /* the window of a process's last sync runs to its exit */
 	for (size_t i = 0; i < p->nt; i++) {
 		int e = close_window(m, &p->t[i]);
 
@@ -446,32 +445,18 @@ static int close_proc(struct ffm_memtrace *m, struct proc *p, uint64_t ts_ns)
 	return err;
 }
 
-int ffm_memtrace__on_exit(struct ffm_memtrace *m, uint32_t tgid, uint64_t ts_ns)
+int ffm_memtrace__on_exit(struct ffm_memtrace *m, uint32_t tgid)
 {
 	struct proc *p = proc_get(m, tgid, false);
 	int err;
 
 	if (!p)
 		return 0;
-	err = close_proc(m, p, ts_ns);
+	err = close_proc(m, p);
 	*p = m->p[--m->np];
 	return err;
 }
 
-/* Close every open window (at end_ns) and release the watchpoints. */
-static int finish(struct ffm_memtrace *m, uint64_t end_ns)
-{
-	int err = 0;
-
-	for (size_t i = 0; i < m->np; i++) {
-		int e = close_proc(m, &m->p[i], end_ns);
-
-		if (e < 0 && !err)
-			err = e;
-	}
-	m->np = 0;
-	return err;
-}
 
 /* ---- transfers ------------------------------------------------------------------------------- */
 
@@ -623,10 +608,17 @@ static int divergent(struct ffm_store *s, int64_t run, int64_t ref)
 	return err < 0 ? err : ffm_store__counts_differ(s, run, ref, kinds, 3, FFM_MEMTRACE_DIVERGENCE);
 }
 
-int ffm_memtrace__end(struct ffm_memtrace *m, uint64_t end_ns, int64_t ref_run, uint32_t *flags)
+int ffm_memtrace__end(struct ffm_memtrace *m, int64_t ref_run, uint32_t *flags)
 {
-	int err = finish(m, end_ns), div;
+	int err = 0, div;
 
+	for (size_t i = 0; i < m->np; i++) {
+		int e = close_proc(m, &m->p[i]);
+
+		if (e < 0 && !err)
+			err = e;
+	}
+	m->np = 0;
 	if (err < 0)
 		return err;
 	if (m->st.syncs && (double)m->st.syncs_partial > FFM_MEMTRACE_PARTIAL_SHARE * (double)m->st.syncs)

@@ -62,11 +62,12 @@ int ffm_memtrace__on_wait(struct ffm_memtrace *m, const struct ffm_rec_wait *w, 
 int ffm_memtrace__on_range(struct ffm_memtrace *m, const struct ffm_rec_range *r, int64_t stack);
 int ffm_memtrace__on_xfer(struct ffm_memtrace *m, const struct ffm_rec_xfer *x);
 int ffm_memtrace__on_hit(struct ffm_memtrace *m, const struct ffm_rec_hit *h, int64_t stack);
-int ffm_memtrace__on_exit(struct ffm_memtrace *m, uint32_t tgid, uint64_t ts_ns);
+int ffm_memtrace__on_exit(struct ffm_memtrace *m, uint32_t tgid);
 void ffm_memtrace__stats(const struct ffm_memtrace *m, struct ffm_memtrace_stats *out);
-/* finish(), then the run flags: FFM_RUN_PARTIAL (see FFM_MEMTRACE_PARTIAL_SHARE) and
- * FFM_RUN_DIVERGENT against @ref_run (the key's latest stage-2 run, 0 = none) into *flags. */
-int ffm_memtrace__end(struct ffm_memtrace *m, uint64_t end_ns, int64_t ref_run, uint32_t *flags);
+/* Close every open window and release the watchpoints, then the run flags: FFM_RUN_PARTIAL
+ * (see FFM_MEMTRACE_PARTIAL_SHARE) and FFM_RUN_DIVERGENT against @ref_run (the key's latest
+ * stage-2 run, 0 = none) into *flags. */
+int ffm_memtrace__end(struct ffm_memtrace *m, int64_t ref_run, uint32_t *flags);
 
 /* The BPF job flags (FFM_JOB_MEMTRACE, FFM_JOB_HASH) a plan's probe set needs. */
 uint32_t ffm_memtrace_job_flags(uint32_t plan_probes);

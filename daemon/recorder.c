@@ -335,7 +335,7 @@ static int on_proc(struct ffm_recorder *r, const struct ffm_rec_proc *p)
 		if (r->o.collector)
 			ffm_collector__forget_process(r->o.collector, p->hdr.tgid);
 		if (r->o.memtrace) {
-			int err = ffm_memtrace__on_exit(r->o.memtrace, p->hdr.tgid, p->hdr.ts_ns);
+			int err = ffm_memtrace__on_exit(r->o.memtrace, p->hdr.tgid);
 
 			if (err < 0)
 				return err;
