@@ -13,7 +13,6 @@
 #include <sys/stat.h>
 
 #include "bpf/ffm_hash.h"
-#include "common/util.h"
 #include "store/store_int.h"
 
 #define KEYS_DIR "keys"
@@ -220,43 +219,9 @@ int ffm_store__find_job(const char *root, const char *job_id,
 
 /* ---- every store root of a state directory ------------------------------------------------ */
 
-static int cmp_name(const void *a, const void *b)
+static int not_dot(const struct dirent *de)
 {
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* The names under nodes/ in name order (none without nodes/). Caller frees each and *ret. */
-static int node_names(const char *state_dir, char ***ret, size_t *n)
-{
-	char dir[PATH_MAX], **v = NULL;
-	size_t cap = 0;
-	struct dirent *de;
-	DIR *d;
-	int err = 0;
-
-	*ret = NULL;
-	*n = 0;
-	err = ffm_state_path(state_dir, FFM_STATE_NODES, NULL, dir, sizeof(dir));
-	if (err < 0)
-		return err;
-	d = opendir(dir);
-	if (!d)
-		return errno == ENOENT || errno == ENOTDIR ? 0 : -errno;
-	err = 0;
-	while ((de = readdir(d))) {
-		if (de->d_name[0] == '.')
-			continue;
-		if (FFM_GROW(v, cap, *n + 1) || !(v[*n] = strdup(de->d_name))) {
-			err = -ENOMEM;
-			break;
-		}
-		(*n)++;
-	}
-	closedir(d);
-	if (*n)
-		qsort(v, *n, sizeof(*v), cmp_name);
-	*ret = v;
-	return err;
+	return de->d_name[0] != '.';
 }
 
 /* No keys/ in a store root (a new state directory, a node being set up): nothing there. */
@@ -265,27 +230,30 @@ static bool no_keys_dir(int err)
 	return err == -ENOENT || err == -ENOTDIR;
 }
 
-/* fn on each store root: the state directory (node NULL), then each node's. A nonzero return
- * of fn stops and is returned. */
+/* fn on each store root: the state directory (node NULL), then each node's in name order. A
+ * nonzero return of fn stops and is returned. */
 static int for_each_root(const char *state_dir, int (*fn)(const char *root, const char *node,
 							   void *ctx), void *ctx)
 {
-	char **names, root[PATH_MAX];
-	size_t n;
-	int err;
+	char dir[PATH_MAX], root[PATH_MAX];
+	struct dirent **names;
+	int n, err;
 
 	if (!state_dir)
 		return -EINVAL;
 	err = fn(state_dir, NULL, ctx);
 	if (err)
 		return err;
-	err = node_names(state_dir, &names, &n);
-	for (size_t i = 0; i < n; i++) {
-		if (!err) {
-			err = join(root, sizeof(root), state_dir, NODES_DIR, names[i]);
-			if (err >= 0)
-				err = fn(root, names[i], ctx);
-		}
+	err = ffm_state_path(state_dir, FFM_STATE_NODES, NULL, dir, sizeof(dir));
+	if (err < 0)
+		return err;
+	n = scandir(dir, &names, not_dot, alphasort);
+	if (n < 0) /* no nodes/: the single-node layout */
+		return errno == ENOENT || errno == ENOTDIR ? 0 : -errno;
+	err = 0;
+	for (int i = 0; i < n; i++) {
+		if (!err && (err = join(root, sizeof(root), state_dir, NODES_DIR, names[i]->d_name)) >= 0)
+			err = fn(root, names[i]->d_name, ctx);
 		free(names[i]);
 	}
 	free(names);
