@@ -72,26 +72,16 @@ static int group_gid(const char *name, gid_t *gid)
 	}
 #ifdef FFM_STATIC
 	{
-		char line[4096];
-		size_t len = strlen(name);
 		FILE *f = fopen("/etc/group", "re");
-		int r = -ENOENT;
+		struct group *g = NULL;
 
-		while (f && fgets(line, sizeof(line), f)) {
-			char *p;
-
-			if (strncmp(line, name, len) || line[len] != ':')
-				continue;
-			p = strchr(line + len + 1, ':'); /* past the password field */
-			if (p && (n = strtoul(p + 1, &end, 10), end != p + 1)) {
-				*gid = (gid_t)n;
-				r = 0;
-			}
-			break;
-		}
+		while (f && (g = fgetgrent(f)) && strcmp(g->gr_name, name))
+			;
+		if (g)
+			*gid = g->gr_gid;
 		if (f)
 			fclose(f);
-		return r;
+		return g ? 0 : -ENOENT;
 	}
 #else
 	{

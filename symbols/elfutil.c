@@ -187,17 +187,23 @@ struct ffm_elf *ffm_elf_close(struct ffm_elf *e)
 	return NULL;
 }
 
+/* The PT_LOAD segment whose file bytes hold @vaddr, or NULL. */
+static const struct ffm_elf_load *load_of(const struct ffm_elf *e, uint64_t vaddr)
+{
+	for (size_t i = 0; i < e->nload; i++)
+		if (vaddr >= e->load[i].vaddr && vaddr < e->load[i].vaddr + e->load[i].filesz)
+			return &e->load[i];
+	return NULL;
+}
+
 int ffm_elf_vaddr_to_offset(const struct ffm_elf *e, uint64_t vaddr, uint64_t *off)
 {
-	for (size_t i = 0; i < e->nload; i++) {
-		const struct ffm_elf_load *l = &e->load[i];
+	const struct ffm_elf_load *l = load_of(e, vaddr);
 
-		if (vaddr >= l->vaddr && vaddr < l->vaddr + l->filesz) {
-			*off = vaddr - l->vaddr + l->offset;
-			return 0;
-		}
-	}
-	return -ERANGE;
+	if (!l)
+		return -ERANGE;
+	*off = vaddr - l->vaddr + l->offset;
+	return 0;
 }
 
 int ffm_elf_offset_to_vaddr(const struct ffm_elf *e, uint64_t off, uint64_t *vaddr)
@@ -216,23 +222,14 @@ int ffm_elf_offset_to_vaddr(const struct ffm_elf *e, uint64_t off, uint64_t *vad
 /* Bytes of the file at @vaddr, with *avail bytes readable; NULL if not in the file. */
 static const uint8_t *vptr(const struct ffm_elf *e, uint64_t vaddr, size_t *avail)
 {
-	uint64_t off;
+	const struct ffm_elf_load *l = load_of(e, vaddr);
+	uint64_t off = l ? vaddr - l->vaddr + l->offset : 0, end;
 
-	if (ffm_elf_vaddr_to_offset(e, vaddr, &off) < 0 || off >= e->raw_size)
+	if (!l || off >= e->raw_size)
 		return NULL;
-	for (size_t i = 0; i < e->nload; i++) {
-		const struct ffm_elf_load *l = &e->load[i];
-
-		if (vaddr >= l->vaddr && vaddr < l->vaddr + l->filesz) {
-			uint64_t end = l->offset + l->filesz;
-
-			if (end > e->raw_size)
-				end = e->raw_size;
-			*avail = end - off;
-			return e->raw + off;
-		}
-	}
-	return NULL;
+	end = l->offset + l->filesz < e->raw_size ? l->offset + l->filesz : e->raw_size;
+	*avail = end - off;
+	return e->raw + off;
 }
 
 /* A cursor over CFI bytes that knows the vaddr of each byte (for pcrel). */
