@@ -53,7 +53,6 @@ static const char *const stage_names[] = {
 struct profile {
 	struct ffm_collector *col;
 	struct ffm_jobrun *jr;
-	uint64_t records;
 	int err;
 	char **cmd;
 	bool json, quiet;
@@ -75,7 +74,6 @@ static int on_record(void *ctx, const void *rec, size_t size)
 
 	if (!p->jr || h->job != SLOT)
 		return 0;
-	p->records++;
 	err = ffm_jobrun__record(p->jr, rec, size);
 	if (err < 0 && !p->err)
 		p->err = err;
@@ -228,7 +226,6 @@ static double run_command(struct profile *p, int *status)
 	double t0;
 	pid_t pid;
 
-	p->records = 0;
 	pid = spawn_held(p->cmd, &release, p->json);
 	if (pid < 0) {
 		ffmctl_err("profile", "fork: %s", strerror(-pid));

@@ -18,7 +18,6 @@ struct range {
 	uint64_t lo, hi;
 	uint64_t issued_ns; /* last issue (DtoH copy or allocation) */
 	uint64_t armed_ns;  /* when its watchpoint was last (re)armed; 0 = not watched */
-	bool managed;
 	bool allowed;       /* may be watched (stage 4: issued from a used stack) */
 	bool decided;       /* allowed is final (stage 4 waits for the issuing call's stack) */
 	int slot;           /* watch slot, -1 = none */
@@ -231,7 +230,7 @@ static void drop_range(struct ffm_memtrace *m, struct proc *p, size_t ri)
 }
 
 static size_t add_range(struct ffm_memtrace *m, struct proc *p, uint64_t lo, uint64_t bytes,
-			uint64_t ts, int64_t origin, bool managed)
+			uint64_t ts, int64_t origin)
 {
 	size_t i;
 
@@ -241,7 +240,7 @@ static size_t add_range(struct ffm_memtrace *m, struct proc *p, uint64_t lo, uin
 	if (i == p->nr) {
 		if (FFM_GROW(p->r, p->capr, p->nr + 1) < 0)
 			return SIZE_MAX;
-		p->r[i] = (struct range){ .lo = lo, .hi = lo + bytes, .slot = -1, .managed = managed };
+		p->r[i] = (struct range){ .lo = lo, .hi = lo + bytes, .slot = -1 };
 		p->nr++;
 		m->st.ranges++;
 	}
@@ -350,7 +349,7 @@ int ffm_memtrace__on_call(struct ffm_memtrace *m, const struct ffm_rec_call *c,
 			}
 		}
 	} else if (c->ret == 0 && !strcmp(name, "cuMemAllocManaged") && c->dst && c->bytes) {
-		add_range(m, p, c->dst, c->bytes, c->hdr.ts_ns, info->stack, true);
+		add_range(m, p, c->dst, c->bytes, c->hdr.ts_ns, info->stack);
 	} else if (c->ret == 0 && info->kind == FFM_KIND_FREE && c->dst) {
 		/* Only a range that starts at the freed pointer: allocation sizes are not tracked,
 		 * so a destination inside a freed block stays protected (conservative). */
@@ -383,7 +382,7 @@ int ffm_memtrace__on_range(struct ffm_memtrace *m, const struct ffm_rec_range *r
 		return -ENOMEM;
 	if (!r->lo || !r->bytes)
 		return 0;
-	return add_range(m, p, r->lo, r->bytes, r->call_start_ns, stack, false) == SIZE_MAX ?
+	return add_range(m, p, r->lo, r->bytes, r->call_start_ns, stack) == SIZE_MAX ?
 		       -ENOMEM :
 		       0;
 }

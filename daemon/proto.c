@@ -24,14 +24,10 @@ const char *ffm_verb_name(enum ffm_verb v)
 	return NULL;
 }
 
+/* @n bytes of [a-z_] (followed by a byte outside the set: '=' or the NUL). */
 static int valid_name(const char *s, size_t n)
 {
-	if (n == 0 || n > FFM_PROTO_MAX_NAME)
-		return 0;
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || s[i] == '_'))
-			return 0;
-	return 1;
+	return n && n <= FFM_PROTO_MAX_NAME && strspn(s, "abcdefghijklmnopqrstuvwxyz_") == n;
 }
 
 static int valid_value(const char *s, size_t n)

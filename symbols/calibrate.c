@@ -28,7 +28,7 @@ struct ffm_calibration {
 	char build_id[FFM_BUILD_ID_MAX];
 	char *driver_path;
 	char *driver_version;
-	bool verified, from_cache, found;
+	bool verified, from_cache;
 	uint64_t wait_offset, wait_size;
 	double seconds;
 	char *reason;
@@ -154,7 +154,6 @@ int ffm_calibration__load_cached(const char *cache_dir, const char *build_id,
 		return err;
 	}
 	c->from_cache = true;
-	c->found = true;
 	*ret = c;
 	return 0;
 }
@@ -679,7 +678,6 @@ int ffm_calibrate(const struct ffm_calibrate_opts *o, struct ffm_calibration **r
 	err = find_candidate(&cx, modes, &c->wait_offset, &c->wait_size);
 	if (err)
 		goto out;
-	c->found = true;
 	err = verify(&cx, modes, c);
 	if (err)
 		goto out;
