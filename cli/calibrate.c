@@ -20,7 +20,6 @@
 #include "daemon/resolve.h"
 #include "store/ffm_store.h"
 #include "symbols/ffm_calibrate.h"
-#include "symbols/ffm_driver.h"
 #include "common/ffm_json.h"
 
 static void print_text(const struct ffm_calibration *c)
