@@ -10,8 +10,6 @@
 #ifndef FFMCTL_REPORT_H
 #define FFMCTL_REPORT_H
 
-#include <stdbool.h>
-#include <stdio.h>
 
 #include "analysis/ffm_analysis.h"
 #include "common/ffm_json.h"

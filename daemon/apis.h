@@ -14,7 +14,6 @@
 #ifndef FFM_DAEMON_APIS_H
 #define FFM_DAEMON_APIS_H
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 

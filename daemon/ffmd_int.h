@@ -19,7 +19,6 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 

@@ -15,7 +15,6 @@
 #ifndef FFM_DAEMON_MEMTRACE_H
 #define FFM_DAEMON_MEMTRACE_H
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 

@@ -10,7 +10,6 @@
 #ifndef FFM_READIER_H
 #define FFM_READIER_H
 
-#include <stddef.h>
 #include <stdint.h>
 
 #include "daemon/driver_setup.h"

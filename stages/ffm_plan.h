@@ -29,7 +29,6 @@
 #define FFM_PLAN_H
 
 #include <stdbool.h>
-#include <stddef.h>
 #include <stdint.h>
 
 enum ffm_stage {
