@@ -21,10 +21,10 @@
 #include "daemon/jobrun.h"
 #include "daemon/log.h"
 
-/* Values are written %XX-escaped where they could break the line format. */
-static void put_escaped(FILE *f, const char *v)
+/* @prefix, then @v %XX-escaped where it could break the line format. */
+static void put_escaped(FILE *f, const char *prefix, const char *v)
 {
-	for (; *v; v++) {
+	for (fputs(prefix, f); *v; v++) {
 		unsigned char c = (unsigned char)*v;
 
 		if (c == '%' || c == '\t' || c == '\n' || c < 0x20)
@@ -78,8 +78,7 @@ void journal_write(struct ffmd *d)
 	for (int i = 0; i < MAX_DRIVERS; i++) {
 		if (!d->drvs[i].used || d->drvs[i].state != DRV_READY)
 			continue;
-		fputs("driver=", f);
-		put_escaped(f, d->drvs[i].path);
+		put_escaped(f, "driver=", d->drvs[i].path);
 		fputc('\n', f);
 	}
 	for (int i = 0; i < FFM_MAX_JOBS; i++) {
@@ -87,16 +86,14 @@ void journal_write(struct ffmd *d)
 
 		if (!j->used)
 			continue;
-		fputs("job=", f);
-		put_escaped(f, j->id);
-		fputs("\tkey=", f);
-		put_escaped(f, j->key);
-		fprintf(f, "\towner=%u\tstage=%d\trun=%" PRId64 "\trule=", j->owner, j->override_stage,
+		put_escaped(f, "job=", j->id);
+		put_escaped(f, "\tkey=", j->key);
+		fprintf(f, "\towner=%u\tstage=%d\trun=%" PRId64, j->owner, j->override_stage,
 			ffm_jobrun__run_id(j->jr));
-		put_escaped(f, j->rule);
+		put_escaped(f, "\trule=", j->rule);
 		for (int k = 0; k < j->nsel; k++) {
 			fprintf(f, "\tsel=%s:", ffm_selector_name(j->sel[k].type));
-			put_escaped(f, j->sel[k].value);
+			put_escaped(f, "", j->sel[k].value);
 			if (j->sel[k].type == FFM_SEL_PID) {
 				pid_t p = (pid_t)atoi(j->sel[k].value);
 
