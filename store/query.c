@@ -180,37 +180,31 @@ int ffm_store__run_last_ns(struct ffm_store *s, int64_t run, uint64_t *out)
 	return err;
 }
 
+static int history_row(sqlite3_stmt *st, void *arg)
+{
+	struct ffm_store_stage_history *out = ((struct cb_arg *)arg)->ctx;
+	int64_t stage = col(st, 0);
+
+	if (stage < 1 || stage > FFM_STORE_MAX_STAGE)
+		return 0;
+	if (!col(st, 1)) {
+		out->open_runs += col(st, 2);
+		return 0;
+	}
+	out->runs[stage] = col(st, 2);
+	out->partial[stage] = col(st, 3);
+	out->last_run[stage] = col(st, 4);
+	out->interrupted[stage] = col(st, 5);
+	return 0;
+}
+
 int ffm_store__stage_history(struct ffm_store *s, struct ffm_store_stage_history *out)
 {
-	sqlite3_stmt *st;
-	int rc, err;
-
 	memset(out, 0, sizeof(*out));
-	err = prepare(s,
-		      "SELECT stage, end_ns != 0, count(*), sum(flags & 1 != 0), max(id),"
-		      " sum(flags & 9 = 9)"
-		      " FROM runs GROUP BY stage, end_ns != 0",
-		      &st);
-	if (err)
-		return err;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		int64_t stage = sqlite3_column_int64(st, 0);
-		uint32_t n = (uint32_t)sqlite3_column_int64(st, 2);
-
-		if (stage < 1 || stage > FFM_STORE_MAX_STAGE)
-			continue;
-		if (!sqlite3_column_int64(st, 1)) {
-			out->open_runs += n;
-			continue;
-		}
-		out->runs[stage] = n;
-		out->partial[stage] = (uint32_t)sqlite3_column_int64(st, 3);
-		out->last_run[stage] = sqlite3_column_int64(st, 4);
-		out->interrupted[stage] = (uint32_t)sqlite3_column_int64(st, 5);
-	}
-	err = rc == SQLITE_DONE ? 0 : ffm_store_err(s->db, rc);
-	sqlite3_finalize(st);
-	return err;
+	return rows_of(s,
+		       "SELECT stage, end_ns != 0, count(*), sum(flags & 1 != 0), max(id),"
+		       " sum(flags & 9 = 9) FROM runs GROUP BY stage, end_ns != 0",
+		       NULL, history_row, NULL, out);
 }
 
 /* ---- events ----------------------------------------------------------------------------- */
@@ -419,24 +413,21 @@ int ffm_store__for_each_api_name(struct ffm_store *s, ffm_store_api_cb cb, void 
 	return rows_of(s, "SELECT id, name FROM api_names ORDER BY id", NULL, api_row, (void *)cb, ctx);
 }
 
+static int drops_row(sqlite3_stmt *st, void *arg)
+{
+	struct ffm_store_drops *out = ((struct cb_arg *)arg)->ctx;
+	int64_t r = col(st, 0);
+
+	if (r >= 0 && r < FFM_DROP__MAX)
+		out->count[r] += col(st, 1);
+	return 0;
+}
+
 int ffm_store__get_drops(struct ffm_store *s, int64_t run, struct ffm_store_drops *out)
 {
-	sqlite3_stmt *st;
-	int rc, err;
-
 	memset(out, 0, sizeof(*out));
-	err = prepare(s, "SELECT reason, count FROM drops WHERE run = ?1", &st);
-	if (err)
-		return err;
-	sqlite3_bind_int64(st, 1, run);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		int64_t r = sqlite3_column_int64(st, 0);
-		if (r >= 0 && r < FFM_DROP__MAX)
-			out->count[r] += (uint64_t)sqlite3_column_int64(st, 1);
-	}
-	err = rc == SQLITE_DONE ? 0 : ffm_store_err(s->db, rc);
-	sqlite3_finalize(st);
-	return err;
+	return rows_of(s, "SELECT reason, count FROM drops WHERE run = ?1", &run, drops_row, NULL,
+		       out);
 }
 
 /* ---- stage 3 and 4 results -------------------------------------------------------------- */
