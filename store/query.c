@@ -154,30 +154,31 @@ int ffm_store__get_run(struct ffm_store *s, int64_t run, struct ffm_store_run *o
 	return err;
 }
 
-int ffm_store__run_last_ns(struct ffm_store *s, int64_t run, uint64_t *out)
+/* The first column of the one row of @sql (?1 bound to @param) into *out; -ENOENT: no row. */
+static int one_value(struct ffm_store *s, const char *sql, int64_t param, int64_t *out)
 {
 	sqlite3_stmt *st;
-	int rc, err;
+	int rc, err = prepare(s, sql, &st);
 
-	/* The newest events by the primary key's order: the last to end is among them (a call
-	 * that started earlier and ended later than all 256 would be a 256-deep overlap). */
-	err = prepare(s,
-		      "SELECT max(coalesce((SELECT max(e) FROM (SELECT start_ns + dur_ns AS e FROM events"
-		      "   WHERE run = ?1 ORDER BY start_ns DESC LIMIT 256)), 0),"
-		      " coalesce((SELECT max(max(start_ns, end_ns)) FROM processes WHERE run = ?1), 0))",
-		      &st);
 	if (err)
 		return err;
-	sqlite3_bind_int64(st, 1, run);
+	sqlite3_bind_int64(st, 1, param);
 	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		*out = (uint64_t)sqlite3_column_int64(st, 0);
-		err = 0;
-	} else {
-		err = ffm_store_err(s->db, rc);
-	}
+	if (rc == SQLITE_ROW)
+		*out = sqlite3_column_int64(st, 0);
 	sqlite3_finalize(st);
-	return err;
+	return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? -ENOENT : ffm_store_err(s->db, rc);
+}
+
+int ffm_store__run_last_ns(struct ffm_store *s, int64_t run, uint64_t *out)
+{
+	/* The newest events by the primary key's order: the last to end is among them (a call
+	 * that started earlier and ended later than all 256 would be a 256-deep overlap). */
+	return one_value(s,
+			 "SELECT max(coalesce((SELECT max(e) FROM (SELECT start_ns + dur_ns AS e FROM events"
+			 "   WHERE run = ?1 ORDER BY start_ns DESC LIMIT 256)), 0),"
+			 " coalesce((SELECT max(max(start_ns, end_ns)) FROM processes WHERE run = ?1), 0))",
+			 run, (int64_t *)out);
 }
 
 static int history_row(sqlite3_stmt *st, void *arg)
@@ -379,20 +380,11 @@ static int frame_row(sqlite3_stmt *st, void *arg)
 
 int ffm_store__for_each_frame(struct ffm_store *s, int64_t stack, ffm_store_frame_cb cb, void *ctx)
 {
-	sqlite3_stmt *st;
-	int64_t n = -1;
-	int rc, err;
+	int64_t n;
+	int err = one_value(s, "SELECT nframes FROM stacks WHERE id = ?1", stack, &n);
 
-	err = prepare(s, "SELECT nframes FROM stacks WHERE id = ?1", &st);
 	if (err)
 		return err;
-	sqlite3_bind_int64(st, 1, stack);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
-		n = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_ROW)
-		return rc == SQLITE_DONE ? -ENOENT : ffm_store_err(s->db, rc);
 	err = rows_of(s,
 		      "SELECT sf.depth, " FRAME_COLS " FROM stack_frames sf JOIN frames f ON f.id = sf.frame"
 		      " WHERE sf.stack = ?1 ORDER BY sf.depth",
