@@ -132,26 +132,20 @@ int ffm_store__for_each_run(struct ffm_store *s, ffm_store_run_cb cb, void *ctx)
 	return rows_of(s, "SELECT " RUN_COLS " ORDER BY r.id", NULL, run_row, (void *)cb, ctx);
 }
 
-/* out->job_id is NULL here: the row buffer does not outlive the call. */
+static int get_run_row(sqlite3_stmt *st, void *arg)
+{
+	struct ffm_store_run *r = ((struct cb_arg *)arg)->ctx;
+
+	run_of_row(st, r);
+	r->job_id = NULL; /* the row buffer does not outlive the call */
+	return 1;
+}
+
 int ffm_store__get_run(struct ffm_store *s, int64_t run, struct ffm_store_run *out)
 {
-	sqlite3_stmt *st;
-	int rc, err;
+	int err = rows_of(s, "SELECT " RUN_COLS " WHERE r.id = ?1", &run, get_run_row, NULL, out);
 
-	err = prepare(s, "SELECT " RUN_COLS " WHERE r.id = ?1", &st);
-	if (err)
-		return err;
-	sqlite3_bind_int64(st, 1, run);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		run_of_row(st, out);
-		out->job_id = NULL;
-		err = 0;
-	} else {
-		err = rc == SQLITE_DONE ? -ENOENT : ffm_store_err(s->db, rc);
-	}
-	sqlite3_finalize(st);
-	return err;
+	return err < 0 ? err : err ? 0 : -ENOENT;
 }
 
 /* The first column of the one row of @sql (?1 bound to @param) into *out; -ENOENT: no row. */
