@@ -274,22 +274,20 @@ int ffmd_config_load(struct ffmd_config *cfg, const char *path, char *err, size_
 	return r;
 }
 
+static const char *const sel_names[] = { [FFM_SEL_CGROUP] = "cgroup", [FFM_SEL_PID] = "pid",
+					   [FFM_SEL_UID] = "uid", [FFM_SEL_EXE] = "exe" };
+
 const char *ffm_selector_name(enum ffm_sel_type t)
 {
-	return t == FFM_SEL_CGROUP ? "cgroup" : t == FFM_SEL_PID ? "pid" : t == FFM_SEL_UID ? "uid" : "exe";
+	return (unsigned)t <= FFM_SEL_EXE ? sel_names[t] : "exe";
 }
 
 int ffm_selector_type(const char *n, enum ffm_sel_type *t)
 {
-	if (!strcmp(n, "cgroup"))
-		*t = FFM_SEL_CGROUP;
-	else if (!strcmp(n, "pid"))
-		*t = FFM_SEL_PID;
-	else if (!strcmp(n, "uid"))
-		*t = FFM_SEL_UID;
-	else if (!strcmp(n, "exe"))
-		*t = FFM_SEL_EXE;
-	else
-		return -EINVAL;
-	return 0;
+	for (unsigned i = 0; i <= FFM_SEL_EXE; i++)
+		if (!strcmp(n, sel_names[i])) {
+			*t = (enum ffm_sel_type)i;
+			return 0;
+		}
+	return -EINVAL;
 }

@@ -529,8 +529,8 @@ struct ffm_store *ffm_store__free(struct ffm_store *s)
 		sqlite3_finalize(s->st[i]);
 	sqlite3_close_v2(s->db);
 	free(s->agg);
-	free(s->key);
-	free(s->exe);
+	free((char *)s->key.key);
+	free((char *)s->key.exe);
 	free(s->path);
 	free(s);
 	return NULL;
@@ -551,7 +551,7 @@ int ffm_store__key(struct ffm_store *s, struct ffm_store_key *out)
 	sqlite3_stmt *st;
 	int rc, err = 0;
 
-	if (!s->key) {
+	if (!s->key.key) {
 		rc = sqlite3_prepare_v2(s->db, "SELECT key, uid, exe, args_hash FROM keys", -1,
 					&st, NULL);
 		if (rc != SQLITE_OK)
@@ -560,27 +560,24 @@ int ffm_store__key(struct ffm_store *s, struct ffm_store_key *out)
 		if (rc == SQLITE_ROW) {
 			const char *k = (const char *)sqlite3_column_text(st, 0);
 			const char *e = (const char *)sqlite3_column_text(st, 2);
-			s->key = strdup(k ? k : "");
-			s->exe = e ? strdup(e) : NULL;
-			s->uid = (uint32_t)sqlite3_column_int64(st, 1);
-			s->args_hash = (uint64_t)sqlite3_column_int64(st, 3);
-			if (!s->key || (e && !s->exe))
+			s->key = (struct ffm_store_key){
+				.key = strdup(k ? k : ""), .exe = e ? strdup(e) : NULL,
+				.uid = sqlite3_column_int64(st, 1), .args_hash = sqlite3_column_int64(st, 3),
+			};
+			if (!s->key.key || (e && !s->key.exe))
 				err = -ENOMEM;
 		} else {
 			err = rc == SQLITE_DONE ? -ENOENT : ffm_store_err(s->db, rc);
 		}
 		sqlite3_finalize(st);
 		if (err) {
-			free(s->key);
-			free(s->exe);
-			s->key = s->exe = NULL;
+			free((char *)s->key.key);
+			free((char *)s->key.exe);
+			s->key = (struct ffm_store_key){ 0 };
 			return err;
 		}
 	}
-	out->key = s->key;
-	out->exe = s->exe;
-	out->uid = s->uid;
-	out->args_hash = s->args_hash;
+	*out = s->key;
 	return 0;
 }
 

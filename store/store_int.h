@@ -65,10 +65,7 @@ struct ffm_store {
 	struct ffm_store_event ev[EV_CHUNK];
 	struct agg_ent *agg;
 	uint32_t agg_n;
-	/* key row, loaded on demand */
-	char *key, *exe;
-	uint32_t uid;
-	uint64_t args_hash;
+	struct ffm_store_key key; /* the key row, loaded on demand (strings owned) */
 };
 
 int ffm_store_err(sqlite3 *db, int rc);
