@@ -499,14 +499,12 @@ static int attach_multi_one(struct ffm_collector *c, struct ffm_attachment *a, c
 		err = -E2BIG;
 		goto out;
 	}
-	attr.prog_fd = bpf_program__fd(prog);
-	attr.attach_type = c->session ? FFM_BPF_TRACE_UPROBE_SESSION : FFM_BPF_TRACE_UPROBE_MULTI;
-	attr.path = (uint64_t)(uintptr_t)path;
-	attr.offsets = (uint64_t)(uintptr_t)offs;
-	attr.cookies = (uint64_t)(uintptr_t)cookies;
-	attr.cnt = cnt;
-	attr.um_flags = ret ? FFM_BPF_F_UPROBE_MULTI_RETURN : 0;
-	attr.pid = pid > 0 ? (uint32_t)pid : 0;
+	attr = (struct uprobe_multi_attr){
+		.prog_fd = bpf_program__fd(prog), .path = (uintptr_t)path, .offsets = (uintptr_t)offs,
+		.attach_type = c->session ? FFM_BPF_TRACE_UPROBE_SESSION : FFM_BPF_TRACE_UPROBE_MULTI,
+		.cookies = (uintptr_t)cookies, .cnt = cnt, .pid = pid > 0 ? (uint32_t)pid : 0,
+		.um_flags = ret ? FFM_BPF_F_UPROBE_MULTI_RETURN : 0,
+	};
 	fd = syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
 	if (fd < 0) {
 		err = -errno;

@@ -380,7 +380,6 @@ int ffm_driver__open(const char *path, const struct ffm_driver_opts *opts, struc
 	const char *disp = opts && opts->display_path ? opts->display_path : path;
 	struct ffm_driver *d;
 	struct stat st;
-	char *real;
 	int err;
 
 	*ret = NULL;
@@ -399,18 +398,16 @@ int ffm_driver__open(const char *path, const struct ffm_driver_opts *opts, struc
 		err = -ENOMEM;
 		goto fail;
 	}
-	/* The version: from the file name the symlinks lead to. */
-	snprintf(d->version, sizeof(d->version), "unknown");
-	real = realpath(path, NULL);
-	if (!real || ffm_driver_version_from_name(real, d->version, sizeof(d->version)) < 0) {
-		char *r2 = realpath(disp, NULL);
+	/* The version: from the file name the symlinks lead to, else from the name given. */
+	for (int i = 0; i < 3 && !d->version[0]; i++) {
+		char *name = i < 2 ? realpath(i ? disp : path, NULL) : strdup(disp);
 
-		if (!r2 || ffm_driver_version_from_name(r2, d->version, sizeof(d->version)) < 0)
-			if (ffm_driver_version_from_name(disp, d->version, sizeof(d->version)) < 0)
-				snprintf(d->version, sizeof(d->version), "unknown");
-		free(r2);
+		if (name)
+			ffm_driver_version_from_name(name, d->version, sizeof(d->version));
+		free(name);
 	}
-	free(real);
+	if (!d->version[0])
+		snprintf(d->version, sizeof(d->version), "unknown");
 	err = load_dynsym(d);
 	if (err)
 		goto fail;
