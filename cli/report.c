@@ -743,29 +743,26 @@ static json_t *json_problem(const struct ffmctl_job_stores *js, const struct ffm
 {
 	const struct ffm_an_mgroup *mg = &m->groups[i];
 	const struct ffm_an_site *x = group_site(js, mg);
-	const char *type = grouping == FFM_GROUP_SEQUENCE
-				   ? "sequence" : ffm_an_problem_name(ffm_an_main_problem(mg->g.n_type));
-	json_t *p;
+	bool seq = grouping == FFM_GROUP_SEQUENCE;
+	const char *type = seq ? "sequence" : ffm_an_problem_name(ffm_an_main_problem(mg->g.n_type));
 
-	p = json_pack("{s:I,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:o,s:o,s:o}",
-		      "rank", (json_int_t)i + 1, "type", type,
-		      "types", json_types(mg->g.n_type),
-		      "api", ffm_json_string(x->api_name),
-		      "benefit_s", json_s(s_of(mg->g.benefit_ns)),
-		      "benefit_pct", ffm_json_fixed(pct(mg->g.benefit_ns, m->wall_sum_ns), 4),
-		      "wait_s", json_s(s_of(mg->g.wait_ns)),
-		      "count", ffm_json_u64(mg->g.count),
-		      "occurrences", ffm_json_u64(mg->g.occurrences),
-		      "nodes", (json_int_t)mg->nodes,
-		      "call_site", ffmctl_json_site(x),
-		      "function", ffm_json_string(grouping == FFM_GROUP_FOLD ? x->folded
+	/* o*: a sequence's id and members, left out for the other groupings */
+	return json_pack("{s:I,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:o,s:o,s:o,s:o*,s:o*}",
+			 "rank", (json_int_t)i + 1, "type", type,
+			 "types", json_types(mg->g.n_type),
+			 "api", ffm_json_string(x->api_name),
+			 "benefit_s", json_s(s_of(mg->g.benefit_ns)),
+			 "benefit_pct", ffm_json_fixed(pct(mg->g.benefit_ns, m->wall_sum_ns), 4),
+			 "wait_s", json_s(s_of(mg->g.wait_ns)),
+			 "count", ffm_json_u64(mg->g.count),
+			 "occurrences", ffm_json_u64(mg->g.occurrences),
+			 "nodes", (json_int_t)mg->nodes,
+			 "call_site", ffmctl_json_site(x),
+			 "function", ffm_json_string(grouping == FFM_GROUP_FOLD ? x->folded
 									      : x->function),
-		      "evidence", json_evidence(js, mg, x));
-	if (grouping == FFM_GROUP_SEQUENCE) {
-		p = ffm_json_set(p, "sequence_id", json_integer((json_int_t)i + 1));
-		p = ffm_json_set(p, "members", json_members(js, mg));
-	}
-	return p;
+			 "evidence", json_evidence(js, mg, x),
+			 "sequence_id", seq ? json_integer((json_int_t)i + 1) : NULL,
+			 "members", seq ? json_members(js, mg) : NULL);
 }
 
 static json_t *json_apis(const struct ffm_an_merged *m)
