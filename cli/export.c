@@ -520,13 +520,11 @@ static json_t *hnode_json(const struct htree *t, int i)
 	const struct hnode *n = &t->n[i];
 	json_t *frame, *v;
 
-	frame = json_pack("{s:o,s:s}", "name", ffm_json_string(n->name), "type", n->type);
-	if (n->file[0]) {
-		frame = ffm_json_set(frame, "file", ffm_json_string(n->file));
-		frame = ffm_json_set(frame, "line", json_integer(n->line));
-	}
-	if (n->module[0])
-		frame = ffm_json_set(frame, "module", ffm_json_string(n->module));
+	/* o*: no file (and line) or module when unknown */
+	frame = json_pack("{s:o,s:s,s:o*,s:o*,s:o*}", "name", ffm_json_string(n->name), "type", n->type,
+			  "file", n->file[0] ? ffm_json_string(n->file) : NULL,
+			  "line", n->file[0] ? json_integer(n->line) : NULL,
+			  "module", n->module[0] ? ffm_json_string(n->module) : NULL);
 	v = json_pack("{s:o,s:{s:o,s:o,s:o,s:o,s:o,s:o}}", "frame", frame, "metrics",
 		      "time (inc)", ffm_json_fixed(n->time_inc, 9),
 		      "time", ffm_json_fixed(n->time, 9),
