@@ -75,13 +75,14 @@ struct hold *hold(struct ffmd *d, pid_t pid, bool bpf_stopped)
 	struct hold *h = hold_find(d, pid);
 
 	if (!h) {
+		unsigned long long t = 0;
 		pid_t ppid = 0;
-		unsigned long long t;
 		char st = 0;
 		int j;
 
-		if (!bpf_stopped && proc_stat(pid, &st, &ppid, &t) == 0 && st != 'T' && st != 't' &&
-		    waits_for_stops(ppid))
+		if (proc_stat(pid, &st, &ppid, &t) < 0)
+			t = 0; /* gone: ppid stays 0 */
+		if (!bpf_stopped && ppid && st != 'T' && st != 't' && waits_for_stops(ppid))
 			return NULL;
 
 		if (d->nholds == MAX_HOLDS) {
@@ -92,11 +93,7 @@ struct hold *hold(struct ffmd *d, pid_t pid, bool bpf_stopped)
 			return NULL;
 		}
 		h = &d->holds[d->nholds++];
-		memset(h, 0, sizeof(*h));
-		h->pid = pid;
-		h->since = ffm_now_s();
-		if (proc_stat(pid, &st, &h->ppid, &h->start) < 0)
-			h->ppid = 0;
+		*h = (struct hold){ .pid = pid, .start = t, .ppid = ppid, .since = ffm_now_s() };
 		d->held_total++;
 		if ((j = job_of_pid(d, pid)) >= 0)
 			d->jobs[j].held++;
