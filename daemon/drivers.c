@@ -120,9 +120,10 @@ static void job_interrupted(struct ffmd *d, pid_t pid)
 }
 
 /* Remember that @pid's calls go unmeasured (its driver cannot be used): its job's run is
- * partial (job_end). */
-static void job_unmeasured_in(struct ffmd *d, int idx, pid_t pid)
+ * partial (job_end). Its job: the one record @h is for, else (NULL) the pid's now. */
+static void job_unmeasured(struct ffmd *d, pid_t pid, const struct ffm_rec_hdr *h)
 {
+	int idx = h ? job_of_rec(d, h) : job_of_pid(d, pid);
 	struct job *j;
 
 	if (idx < 0)
@@ -136,11 +137,6 @@ static void job_unmeasured_in(struct ffmd *d, int idx, pid_t pid)
 	j->nunmeasured++;
 }
 
-static void job_unmeasured(struct ffmd *d, pid_t pid)
-{
-	job_unmeasured_in(d, job_of_pid(d, pid), pid);
-}
-
 /*
  * Process @pid will use (or uses) driver @dv, which is no longer pending: give it its probes.
  * Per-process scope: attached now, whether or not it has mapped the file yet, so that its mmap
@@ -149,14 +145,14 @@ static void job_unmeasured(struct ffmd *d, pid_t pid)
 static void driver_use(struct ffmd *d, pid_t pid, struct drv *dv, const uint64_t *kkey)
 {
 	if (dv->state != DRV_READY) {
-		job_unmeasured(d, pid);
+		job_unmeasured(d, pid, NULL);
 		return;
 	}
 	if (ffm_collector__per_process(d->col)) {
 		struct plink *pl = link_process(d, pid, dv);
 
 		if (!pl && alive(pid))
-			job_unmeasured(d, pid); /* its probes could not be attached */
+			job_unmeasured(d, pid, NULL); /* its probes could not be attached */
 		else if (pl && kkey)
 			plink_key(d, pl, kkey[0], kkey[1]);
 	} else if (!dv->wait_att) {
@@ -295,7 +291,7 @@ struct drv *ensure_driver_for_pid(struct ffmd *d, pid_t pid)
 	if (!dv)
 		dv = driver_get(d, path, false);
 	if (!dv) {
-		job_unmeasured(d, pid);
+		job_unmeasured(d, pid, NULL);
 		return NULL;
 	}
 	if (dv->state == DRV_PENDING && mapped) {
@@ -385,7 +381,7 @@ void on_driver_mapped(struct ffmd *d, const struct ffm_rec_map *m)
 	 * parent waits for stopped children). Its run must not look complete. */
 	if (!m->stopped && dv && dv->state == DRV_READY && ffm_collector__per_process(d->col) &&
 	    (!alive(pid) || !plink_find(d, pid, dv)))
-		job_unmeasured_in(d, job_of_rec(d, &m->hdr), pid);
+		job_unmeasured(d, pid, &m->hdr);
 	if (h)
 		hold_release(d, pid);
 }
