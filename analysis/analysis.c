@@ -165,14 +165,15 @@ struct ffm_analysis *ffm_analysis__free(struct ffm_analysis *a)
 
 const char *ffm_an_problem_name(unsigned problem)
 {
-	switch (problem) {
-	case FFM_PROBLEM_UNNECESSARY_SYNC: return "unnecessary_sync";
-	case FFM_PROBLEM_MISPLACED_SYNC: return "misplaced_sync";
-	case FFM_PROBLEM_DUPLICATE_TRANSFER: return "duplicate_transfer";
-	case FFM_PROBLEM_HOST_READ: return "host_read_every_iteration";
-	case FFM_PROBLEM_LAUNCH_BLOCKED: return "launch_blocked";
-	default: return "none";
-	}
+	static const char *const names[FFM_PROBLEM__MAX] = {
+		[FFM_PROBLEM_UNNECESSARY_SYNC] = "unnecessary_sync",
+		[FFM_PROBLEM_MISPLACED_SYNC] = "misplaced_sync",
+		[FFM_PROBLEM_DUPLICATE_TRANSFER] = "duplicate_transfer",
+		[FFM_PROBLEM_HOST_READ] = "host_read_every_iteration",
+		[FFM_PROBLEM_LAUNCH_BLOCKED] = "launch_blocked",
+	};
+
+	return problem < FFM_PROBLEM__MAX && names[problem] ? names[problem] : "none";
 }
 
 unsigned ffm_an_main_problem(const uint64_t *n_type)

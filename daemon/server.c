@@ -547,12 +547,9 @@ struct ffmd *ffmd__free(struct ffmd *d)
 		close(d->lfd);
 		unlink(d->sock_path);
 	}
-	if (d->sfd >= 0)
-		close(d->sfd);
-	if (d->tfd >= 0)
-		close(d->tfd);
-	if (d->ep >= 0)
-		close(d->ep);
+	for (int i = 0, fds[] = { d->sfd, d->tfd, d->ep }; i < 3; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
 	for (int i = 0; i < d->natt_names; i++)
 		free(d->att_names[i]);
 	ffm_symbolizer__free(d->sym);
