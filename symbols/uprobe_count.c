@@ -21,16 +21,14 @@ static int pmu_type(void)
 {
 	char buf[32];
 	FILE *f = fopen("/sys/bus/event_source/devices/uprobe/type", "re");
-	int type;
+	int type = -1;
 
 	if (!f)
 		return -errno;
-	if (!fgets(buf, sizeof(buf), f) || sscanf(buf, "%d", &type) != 1 || type < 0) {
-		fclose(f);
-		return -EINVAL;
-	}
+	if (!fgets(buf, sizeof(buf), f) || sscanf(buf, "%d", &type) != 1)
+		type = -1;
 	fclose(f);
-	return type;
+	return type >= 0 ? type : -EINVAL;
 }
 
 static int open_one(int type, const char *path, uint64_t offset, bool retprobe, pid_t pid, int cpu,
