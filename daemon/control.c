@@ -51,9 +51,8 @@ static size_t json_body(json_t *v, char *out, size_t len)
 
 static bool is_admin(struct ffmd *d, const struct ucred *c)
 {
-	gid_t groups[256];
-	int n;
 	char path[64], line[1024];
+	bool member = false;
 	FILE *f;
 
 	if (c->uid == 0)
@@ -67,26 +66,17 @@ static bool is_admin(struct ffmd *d, const struct ucred *c)
 	f = fopen(path, "re");
 	if (!f)
 		return false;
-	n = 0;
-	while (fgets(line, sizeof(line), f)) {
-		if (!strncmp(line, "Groups:", 7)) {
-			char *p = line + 7, *end;
+	while (!member && fgets(line, sizeof(line), f)) {
+		unsigned long g;
+		int k;
 
-			while (n < 256) {
-				unsigned long g = strtoul(p, &end, 10);
-
-				if (end == p)
-					break;
-				groups[n++] = (gid_t)g;
-				p = end;
-			}
-		}
+		if (strncmp(line, "Groups:", 7))
+			continue;
+		for (const char *p = line + 7; sscanf(p, "%lu%n", &g, &k) == 1; p += k)
+			member |= (gid_t)g == d->admin_gid;
 	}
 	fclose(f);
-	for (int i = 0; i < n; i++)
-		if (groups[i] == d->admin_gid)
-			return true;
-	return false;
+	return member;
 }
 
 /* A driver in the status; @named: the peer may see its path and error. */
@@ -397,12 +387,10 @@ close:
 
 void accept_conn(struct ffmd *d)
 {
+	int fd = accept4(d->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK), nfree = 0, mine = 0;
 	socklen_t sl = sizeof(struct ucred);
 	struct conn *c = NULL;
-	int fd = accept4(d->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-
 	struct ucred cred;
-	int nfree = 0, mine = 0;
 
 	if (fd < 0)
 		return;
