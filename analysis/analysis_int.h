@@ -57,6 +57,8 @@ struct site_int {
 	bool misplaced;		    /* its used syncs are misplaced (ffm_verdict_site_misplaced) */
 	bool any_used3;		    /* stage 3 saw a use after at least one of its syncs */
 	bool host_read;		    /* a small read every iteration (ffm_verdict_site_host_read) */
+	bool explicit_sync;	    /* its driver function is a cu*Synchronize */
+	bool launch_api;	    /* ... a cuLaunch* */
 	uint64_t prot_cur, prot_max; /* bytes protected by its latest / largest stage-3 sync */
 	int64_t use_stack, use_frame;
 	int64_t first_stack;

@@ -4,7 +4,6 @@
  * stages 3/4 for its occurrence (ffm_analysis.h, "Events" and "Verdicts").
  */
 #include <errno.h>
-#include <string.h>
 
 #include "analysis/analysis_int.h"
 
@@ -182,7 +181,7 @@ int an_on_raw_event(struct ev_scan *sc, const struct ffm_event *raw)
 	e.fold_id = x->fold_id;
 	e.kind = call_kind(raw->kind);
 	e.first_use_ns = 0;
-	sync_call = raw->kind == FFM_EV_WAIT || e.wait_ns || strstr(x->api_name, "Synchronize");
+	sync_call = raw->kind == FFM_EV_WAIT || e.wait_ns || si->explicit_sync;
 	if (sync_call)
 		e.flags |= FFM_EVENT_SYNC;
 	if (raw->tid != t->tgid)
@@ -198,7 +197,7 @@ int an_on_raw_event(struct ev_scan *sc, const struct ffm_event *raw)
 		e.first_use_ns = 0;
 	}
 	/* A launch that waited found the GPU's queue full: not a sync to remove. */
-	if (e.wait_ns && (e.kind == FFM_CALL_LAUNCH || !strncmp(x->api_name, "cuLaunch", 8)))
+	if (e.wait_ns && (e.kind == FFM_CALL_LAUNCH || si->launch_api))
 		e.problem = FFM_PROBLEM_LAUNCH_BLOCKED;
 	if ((e.kind == FFM_CALL_TRANSFER || e.kind == FFM_CALL_MEMSET) &&
 	    an_verdict_at(&si->x3, k, si->n2, &xv, &dx)) {
