@@ -300,6 +300,19 @@ __global__ void fill(float *x, size_t n, float v)
 		x[i] = v + (float)(i % 7);
 }
 
+/* The fixed host reads: every E iterations, the E results kept on the GPU, summed; else 0. */
+static double read_every(const struct opts *o, int i, const float *res, float *rh)
+{
+	double sum = 0;
+
+	if ((i + 1) % o->every)
+		return 0;
+	CHECK(cudaMemcpy(rh, res, o->every * sizeof(float), cudaMemcpyDeviceToHost));
+	for (int k = 0; k < o->every; k++)
+		sum += rh[k];
+	return sum;
+}
+
 /* A dot product in cuBLAS's host pointer mode every iteration: the scalar comes back to the
  * host (cuBLAS waits for it), and it is only logged. Fixed: device pointer mode into a device
  * array, read every E iterations. */
@@ -326,11 +339,7 @@ static __attribute__((noinline)) uint64_t host_read_cublas(const struct opts *o)
 			logged += r;
 		} else {
 			cublasSdot(hd, (int)n, x, 1, x, 1, res + i % o->every);
-			if ((i + 1) % o->every == 0) {
-				CHECK(cudaMemcpy(rh, res, o->every * sizeof(float), cudaMemcpyDeviceToHost));
-				for (int k = 0; k < o->every; k++)
-					logged += rh[k];
-			}
+			logged += read_every(o, i, res, rh);
 		}
 		cpu_work(o->cpu_us);
 	}
@@ -370,11 +379,7 @@ static __attribute__((noinline)) uint64_t host_read_thrust(const struct opts *o)
 			logged += thrust::reduce(thrust::device, x, x + n); /* FFM-PLANT: cudart host_read_thrust */
 		} else {
 			CHECK(cub::DeviceReduce::Sum(tmp, tmp_bytes, x, res + i % o->every, (int)n));
-			if ((i + 1) % o->every == 0) {
-				CHECK(cudaMemcpy(rh, res, o->every * sizeof(float), cudaMemcpyDeviceToHost));
-				for (int k = 0; k < o->every; k++)
-					logged += rh[k];
-			}
+			logged += read_every(o, i, res, rh);
 		}
 		cpu_work(o->cpu_us);
 	}
