@@ -176,10 +176,14 @@ const char *ffm_an_problem_name(unsigned problem)
 	return problem < FFM_PROBLEM__MAX && names[problem] ? names[problem] : "none";
 }
 
+/* The most frequent type, but a host read names any group it is in: its fix (read the value
+ * every N iterations) is what the group's other calls, such as the copy before it, need too. */
 unsigned ffm_an_main_problem(const uint64_t *n_type)
 {
 	unsigned best = FFM_PROBLEM_NONE;
 
+	if (n_type[FFM_PROBLEM_HOST_READ])
+		return FFM_PROBLEM_HOST_READ;
 	for (unsigned t = 1; t < FFM_PROBLEM__MAX; t++)
 		if (n_type[t] > (best ? n_type[best] : 0))
 			best = t;

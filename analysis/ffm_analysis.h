@@ -189,13 +189,24 @@ struct ffm_analysis_opts {
 	 * NULL-terminated; NULL = those of the environment's FFM_PY_LIBRARY (':' between them),
 	 * else ffm_an_py_library_default (analysis/pyframes.c) */
 	const char *const *py_library;
+	/* The same for native source files (headers of the toolkit and of the standard library):
+	 * FFM_SRC_LIBRARY, else ffm_an_src_library_default */
+	const char *const *src_library;
 };
 
-/* Python frames (analysis/pyframes.c): a stored frame of Python code; a file of an installed
- * library (a call site of a Python program is its first Python frame outside them). */
+/* Library code (analysis/pyframes.c): a stored frame of Python code; a file of an installed
+ * Python library; a native source file of the toolkit's or the standard library's headers.
+ * A call site is named by its first frame outside them. */
 extern const char *const ffm_an_py_library_default[];
+extern const char *const ffm_an_src_library_default[];
 bool ffm_an_py_frame(const struct ffm_store_frame *f);
 bool ffm_an_py_library(const char *file, const char *const *patterns);
+bool ffm_an_src_library(const char *file, const char *const *patterns);
+/* How well a native frame names a place in the user's code: outside NVIDIA's libraries first,
+ * then at a line of the user's own source, then at any line; the first frame of a stack with
+ * the highest rank names it. FFM_AN_RANK_USER_LINE: the best there is. */
+#define FFM_AN_RANK_USER_LINE 7
+int ffm_an_frame_rank(const struct ffm_store_frame *f, const char *const *src_library);
 
 struct ffm_analysis;
 

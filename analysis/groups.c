@@ -58,9 +58,9 @@ static void group_add_member(struct ffm_analysis *a, struct ffm_an_group *gr, ui
 	gr->divergent |= x->divergent;
 }
 
-/* Point and fold groups from the model's groups; member statistics from the problem nodes. */
-static int make_key_groups(struct ffm_analysis *a, const struct ffm_group *mg, size_t n_mg,
-			   bool fold, const uint32_t *node_site, const uint8_t *node_prob)
+/* Folded-function groups from the model's; member statistics from the problem nodes. */
+static int make_fold_groups(struct ffm_analysis *a, const struct ffm_group *mg, size_t n_mg,
+			    const uint32_t *node_site, const uint8_t *node_prob)
 {
 	struct ffm_analysis_result *res = &a->res;
 	struct oatab idx = OATAB_U32_INIT;
@@ -78,7 +78,7 @@ static int make_key_groups(struct ffm_analysis *a, const struct ffm_group *mg, s
 		if (err)
 			goto out;
 		gr->site = site_of_node(a, &n);
-		gr->key = fold ? an_str_hash(res->sites[gr->site].folded) : res->sites[gr->site].key;
+		gr->key = an_str_hash(res->sites[gr->site].folded);
 		gr->problems = mg[i].problems;
 		gr->wait_ns = mg[i].wait_ns;
 		gr->benefit_ns = mg[i].benefit_ns;
@@ -88,7 +88,7 @@ static int make_key_groups(struct ffm_analysis *a, const struct ffm_group *mg, s
 	}
 	for (size_t k = 0; k < res->problem_nodes; k++) {
 		const struct ffm_an_site *x = &res->sites[node_site[k]];
-		uint32_t gi = oatab_get_u32(&idx, fold ? x->fold_id : (uint64_t)x->stack);
+		uint32_t gi = oatab_get_u32(&idx, x->fold_id);
 
 		if (gi != UINT32_MAX)
 			group_add_member(a, &res->groups[gi], node_site[k], node_prob[k]);
@@ -97,6 +97,148 @@ static int make_key_groups(struct ffm_analysis *a, const struct ffm_group *mg, s
 		res->groups[i].occurrences = res->groups[i].count;
 out:
 	oatab_free(&idx);
+	return err;
+}
+
+/*
+ * Point groups are the user's lines: the calls one line makes (a library's copy and its stream
+ * sync, the instantiations of a template) are one problem, whose benefit is the model's for
+ * all of their problems at once (fixing the line fixes them together: one alone often saves
+ * nothing, a later wait absorbing it). A site without a source line is a group of its own.
+ */
+static uint64_t line_key(const struct ffm_an_site *x)
+{
+	uint64_t h = FFM_FNV1A_INIT;
+
+	if (!x->file[0] || !x->line)
+		return x->key;
+	h = ffm_fnv1a(h, x->module, strlen(x->module) + 1);
+	h = ffm_fnv1a(h, x->file, strlen(x->file) + 1);
+	h = ffm_fnv1a(h, &x->line, sizeof(x->line));
+	h = ffm_fnv1a(h, x->folded, strlen(x->folded) + 1);
+	return h ? h : 1;
+}
+
+/* The site that names a line's group: of the group's main problem type, the longest waited. */
+static void line_group_site(struct ffm_analysis *a, struct ffm_an_group *gr)
+{
+	const struct ffm_an_site *sites = a->res.sites;
+	unsigned main = ffm_an_main_problem(gr->n_type);
+
+	for (uint32_t m = 0; m < gr->n_members; m++) {
+		uint32_t si = gr->seq_sites[m];
+		bool fits = ffm_an_site_problem(&sites[si]) == main;
+		bool cur = ffm_an_site_problem(&sites[gr->site]) == main;
+
+		if ((fits && !cur) || (fits == cur && sites[si].wait_ns > sites[gr->site].wait_ns))
+			gr->site = si;
+	}
+}
+
+/* Joint benefits of the groups of several sites: the model over all of their problems. */
+static int line_benefits(struct ffm_analysis *a, const uint32_t *site_group,
+			 const uint32_t *node_site)
+{
+	struct ffm_analysis_result *res = &a->res;
+	uint32_t *off = calloc(res->n_groups + 1, sizeof(*off)), *nodes = NULL;
+	int err = 0;
+
+	if (!off)
+		return -ENOMEM;
+	for (size_t k = 0; k < res->problem_nodes; k++) {
+		uint32_t gi = site_group[node_site[k]];
+
+		if (gi != UINT32_MAX && res->groups[gi].n_members > 1)
+			off[gi + 1]++;
+	}
+	for (size_t i = 0; i < res->n_groups; i++)
+		off[i + 1] += off[i];
+	nodes = malloc((off[res->n_groups] + 1) * sizeof(*nodes));
+	if (!nodes) {
+		free(off);
+		return -ENOMEM;
+	}
+	for (size_t k = 0; k < res->problem_nodes; k++) {
+		uint32_t gi = site_group[node_site[k]];
+
+		if (gi != UINT32_MAX && res->groups[gi].n_members > 1)
+			nodes[off[gi]++] = (uint32_t)ffm_graph__problem_node(a->g, k);
+	}
+	/* off[i] now ends group i; group i starts where group i - 1 ends; nodes stay sorted */
+	for (size_t i = 0, start = 0; i < res->n_groups && !err; start = off[i], i++)
+		if (res->groups[i].n_members > 1)
+			err = ffm_model__estimate(a->g, nodes + start, off[i] - start, NULL,
+						  &res->groups[i].benefit_ns);
+	free(off);
+	free(nodes);
+	return err;
+}
+
+static int make_line_groups(struct ffm_analysis *a, const struct ffm_group *pg, size_t n_pg,
+			    const uint32_t *node_site, const uint8_t *node_prob)
+{
+	struct ffm_analysis_result *res = &a->res;
+	struct oatab idx = OATAB_U32_INIT;
+	uint32_t *site_group = malloc((res->n_sites + 1) * sizeof(*site_group));
+	int err = 0;
+
+	res->groups = calloc(n_pg ? n_pg : 1, sizeof(*res->groups));
+	if (!res->groups || !site_group) {
+		free(site_group);
+		return -ENOMEM;
+	}
+	memset(site_group, 0xff, (res->n_sites + 1) * sizeof(*site_group));
+	for (size_t i = 0; i < n_pg; i++) {
+		uint32_t si = oatab_get_u32(&a->site_of, pg[i].key), gi, *ms;
+		struct ffm_an_group *gr;
+		bool ins;
+
+		if (si == UINT32_MAX)
+			continue;
+		gi = oatab_get_or_put_u32(&idx, line_key(&res->sites[si]), (uint32_t)res->n_groups, &ins);
+		if (gi == UINT32_MAX) {
+			err = -ENOMEM;
+			goto out;
+		}
+		gr = &res->groups[gi];
+		if (ins) {
+			res->n_groups++;
+			gr->key = line_key(&res->sites[si]);
+			gr->site = si;
+		}
+		ms = realloc(gr->seq_sites, (gr->n_members + 1) * sizeof(*ms));
+		if (!ms) {
+			err = -ENOMEM;
+			goto out;
+		}
+		gr->seq_sites = ms;
+		gr->seq_sites[gr->n_members++] = si;
+		gr->problems |= pg[i].problems;
+		gr->wait_ns += pg[i].wait_ns;
+		gr->benefit_ns = pg[i].benefit_ns; /* the line's own: see line_benefits */
+		site_group[si] = gi;
+	}
+	for (size_t k = 0; k < res->problem_nodes; k++) {
+		uint32_t gi = site_group[node_site[k]];
+
+		if (gi != UINT32_MAX)
+			group_add_member(a, &res->groups[gi], node_site[k], node_prob[k]);
+	}
+	err = line_benefits(a, site_group, node_site);
+	for (size_t i = 0; i < res->n_groups; i++) {
+		struct ffm_an_group *gr = &res->groups[i];
+
+		gr->occurrences = gr->count;
+		line_group_site(a, gr);
+		if (gr->n_members < 2) { /* seq_sites lists a line's sites when it has several */
+			free(gr->seq_sites);
+			gr->seq_sites = NULL;
+			gr->n_members = 0;
+		}
+	}
+out:
+	oatab_free(&idx);
+	free(site_group);
 	return err;
 }
 
@@ -284,12 +426,12 @@ int an_run_model(struct ffm_analysis *a)
 		if (!err)
 			err = make_seq_groups(a, mg, n_mg, node_site, node_prob);
 	} else {
-		bool fold = a->o.grouping == FFM_GROUP_FOLD;
-
-		if (fold)
+		if (a->o.grouping == FFM_GROUP_FOLD) {
 			err = ffm_model__group(a->g, FFM_GROUP_FOLD, &mg, &n_mg);
-		err = err ? err : make_key_groups(a, fold ? mg : pg, fold ? n_mg : n_pg, fold,
-						  node_site, node_prob);
+			err = err ? err : make_fold_groups(a, mg, n_mg, node_site, node_prob);
+		} else {
+			err = make_line_groups(a, pg, n_pg, node_site, node_prob);
+		}
 	}
 	if (err)
 		goto out;
@@ -316,21 +458,25 @@ out:
 	return err;
 }
 
-/* First-use and first-transfer locations of the sites with problems. */
+/* First-use and first-transfer locations of the sites with problems. The use is named like a
+ * call site: its first frame of the highest ffm_an_frame_rank (the user's line, not a header's). */
 struct use_frame {
 	struct ffm_analysis *a;
 	const char *func, *file;
 	uint32_t line;
+	int rank;
 	bool done;
 };
 
 static int on_use_frame(const struct ffm_store_frame *f, uint32_t depth, void *ctx)
 {
 	struct use_frame *u = ctx;
+	int rank = ffm_an_frame_rank(f, u->a->o.src_library);
 
-	if (u->done)
+	if (u->done && rank <= u->rank)
 		return 0;
 	u->done = true;
+	u->rank = rank;
 	u->func = an_pool_dup(&u->a->pool, f->demangled ? f->demangled : f->func, "?");
 	u->file = an_pool_dup(&u->a->pool, f->file, "");
 	u->line = f->line;
@@ -350,7 +496,7 @@ int an_evidence(struct ffm_analysis *a)
 		x->use_delay_ns = an_median_i64(si->delays, si->n_delays);
 		if (si->use_frame)
 			err = ffm_store__get_frame(a->s, si->use_frame, on_use_frame, &u);
-		else if (si->use_stack)
+		if ((err >= 0 || err == -ENOENT) && si->use_stack && u.rank < FFM_AN_RANK_USER_LINE)
 			err = ffm_store__for_each_frame(a->s, si->use_stack, on_use_frame, &u);
 		if (err < 0 && err != -ENOENT)
 			return err;

@@ -1,15 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Python frames in stored stacks (symbols/ffm_python.h): which frames are Python code and
- * which of them are installed libraries rather than the program. A Python program's call site
- * is its first Python frame outside the libraries (analysis/sites.c), so that a
- * `loss.item()` is named at the line of the training loop, not inside torch.
+ * Library code in stored stacks: which frames are Python code, which Python files are
+ * installed libraries rather than the program, and which native source files are the
+ * toolkit's or the standard library's headers. A call site is named by its first frame
+ * outside them (analysis/sites.c), so that a `loss.item()` is named at the line of the
+ * training loop, not inside torch, and a `thrust::reduce` at the user's line, not in
+ * thrust/system/cuda/detail/util.h. The skipped frames stay in the stored stack.
  */
 #include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "analysis/ffm_analysis.h"
+#include "symbols/ffm_driver.h"
 #include "symbols/ffm_python.h"
 
 /*
@@ -22,12 +25,24 @@ const char *const ffm_an_py_library_default[] = {
 	"<frozen *>", "*/torch/*", NULL,
 };
 
+/*
+ * Headers whose code is inlined into the program but is not where its author fixes anything:
+ * the CUDA toolkit's (cuda_runtime.h, crt/, Thrust, CUB, libcu++: under any cuda* prefix or
+ * an include/ of their own), the C++ standard library and the system's and compiler's
+ * headers.
+ */
+const char *const ffm_an_src_library_default[] = {
+	"*/cuda/include/*", "*/cuda-*/include/*", "*/cuda/targets/*", "*/cuda-*/targets/*",
+	"*/include/thrust/*", "*/include/cub/*", "*/include/cccl/*", "*/include/crt/*",
+	"*/include/c++/*", "/usr/include/*", "/usr/lib/gcc/*", NULL,
+};
+
 bool ffm_an_py_frame(const struct ffm_store_frame *f)
 {
 	return f->build_id && !strcmp(f->build_id, FFM_PY_BUILD_ID);
 }
 
-/* FFM_PY_LIBRARY: patterns separated by ':' (ffmctl --py-library sets it). */
+/* An environment variable's patterns, separated by ':'. */
 static bool env_match(const char *env, const char *file)
 {
 	char pat[1024];
@@ -46,16 +61,38 @@ static bool env_match(const char *env, const char *file)
 	return false;
 }
 
-bool ffm_an_py_library(const char *file, const char *const *patterns)
+/* @patterns, else those of the environment variable @env_name, else @defaults. */
+static bool library_file(const char *file, const char *const *patterns, const char *env_name,
+			 const char *const *defaults)
 {
-	const char *env = getenv("FFM_PY_LIBRARY");
+	const char *env = getenv(env_name);
 
 	if (!file || !*file)
 		return true; /* nothing to point a user at */
 	if (!patterns && env)
 		return env_match(env, file);
-	for (const char *const *p = patterns ? patterns : ffm_an_py_library_default; *p; p++)
+	for (const char *const *p = patterns ? patterns : defaults; *p; p++)
 		if (fnmatch(*p, file, 0) == 0)
 			return true;
 	return false;
+}
+
+/* FFM_PY_LIBRARY: ffmctl --py-library sets it. */
+bool ffm_an_py_library(const char *file, const char *const *patterns)
+{
+	return library_file(file, patterns, "FFM_PY_LIBRARY", ffm_an_py_library_default);
+}
+
+/* FFM_SRC_LIBRARY: ffmctl --src-library sets it. */
+bool ffm_an_src_library(const char *file, const char *const *patterns)
+{
+	return library_file(file, patterns, "FFM_SRC_LIBRARY", ffm_an_src_library_default);
+}
+
+int ffm_an_frame_rank(const struct ffm_store_frame *f, const char *const *src_library)
+{
+	bool line = f->file && *f->file && f->line;
+
+	return (ffm_module_owner(f->module) != FFM_MODULE_NVIDIA) * 4 +
+	       (line && !ffm_an_src_library(f->file, src_library)) * 2 + line;
 }

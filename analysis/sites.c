@@ -9,15 +9,16 @@
 /*
  * A site is named by its first frame outside the driver and, when there are, outside NVIDIA's
  * runtime libraries (ffm_module_owner: stripped, and not where a user fixes anything): a
- * framework such as libtorch, or the application. Every frame outside the driver counts in the
- * site's identity.
+ * framework such as libtorch, or the application; among those, the first with a source line
+ * outside the toolkit's and the standard library's headers (ffm_an_src_library), else the
+ * first with a line. Every machine frame outside the driver counts in the site's identity;
+ * inlined frames do not, so a site keeps its identity from before they were stored.
  */
 struct frame_scan {
 	int depth_app; /* depth of the chosen application frame, -1 none */
-	bool has_line;
-	bool vendor;     /* the chosen frame is in an NVIDIA runtime library */
+	int rank;        /* the chosen frame's an_frame_rank */
 	bool py, py_user; /* the chosen frame is Python code; ... outside the libraries */
-	const char *const *py_library;
+	const char *const *py_library, *const *src_library;
 	uint64_t key;
 	struct ffm_store_frame f; /* chosen frame (strings copied below) */
 	char func[512], demangled[512], folded[512], file[512], module[512];
@@ -28,7 +29,6 @@ static void copy_frame(struct frame_scan *fs, const struct ffm_store_frame *f, i
 	const char *base = f->module ? strrchr(f->module, '/') : NULL;
 
 	fs->depth_app = depth;
-	fs->has_line = f->file && f->line;
 	fs->f = *f;
 	snprintf(fs->func, sizeof(fs->func), "%s", f->func ? f->func : "");
 	snprintf(fs->demangled, sizeof(fs->demangled), "%s", f->demangled ? f->demangled : "");
@@ -50,8 +50,10 @@ static int on_site_frame(const struct ffm_store_frame *f, uint32_t depth, void *
 		fs->py = fs->py_user = false;
 		return 0;
 	}
-	fs->key = ffm_fnv1a(fs->key, id, strlen(id) + 1);
-	fs->key = ffm_fnv1a(fs->key, &f->offset, sizeof(f->offset));
+	if (!f->inlined) {
+		fs->key = ffm_fnv1a(fs->key, id, strlen(id) + 1);
+		fs->key = ffm_fnv1a(fs->key, &f->offset, sizeof(f->offset));
+	}
 	if (ffm_an_py_frame(f)) {
 		/* A Python program's site is Python code: its first frame outside the installed
 		 * libraries, else its first. */
@@ -65,14 +67,11 @@ static int on_site_frame(const struct ffm_store_frame *f, uint32_t depth, void *
 		return 0;
 	}
 	if (!fs->py) {
-		bool vendor = ffm_module_owner(f->module) == FFM_MODULE_NVIDIA;
+		int rank = ffm_an_frame_rank(f, fs->src_library);
 
-		/* The first frame outside the driver; then the first outside NVIDIA's libraries;
-		 * then, among those, the first with a source line. */
-		if (fs->depth_app < 0 || (fs->vendor && !vendor) ||
-		    (!fs->vendor && !vendor && !fs->has_line && f->file && f->line)) {
+		if (fs->depth_app < 0 || rank > fs->rank) {
 			copy_frame(fs, f, (int)depth);
-			fs->vendor = vendor;
+			fs->rank = rank;
 		}
 	}
 	return 0;
@@ -123,6 +122,7 @@ static int describe_site(struct ffm_analysis *a, uint32_t idx)
 	fs->depth_app = -1;
 	fs->key = FFM_FNV1A_INIT;
 	fs->py_library = a->o.py_library;
+	fs->src_library = a->o.src_library;
 	if (x->stack) {
 		err = ffm_store__for_each_frame(a->s, x->stack, on_site_frame, fs);
 		if (err == -ENOENT)

@@ -107,6 +107,7 @@ struct frame_walk {
 	char site[512];
 	char driver_fn[128];
 	bool have_site;
+	int rank;         /* the site frame's ffm_an_frame_rank */
 	bool py, py_user; /* the site is a Python frame; ... outside the libraries */
 };
 
@@ -133,7 +134,9 @@ static int on_site_frame(const struct ffm_store_frame *f, uint32_t depth, void *
 		}
 		return 0;
 	}
-	if (!w->have_site) {
+	if (!w->py && (!w->have_site || ffm_an_frame_rank(f, NULL) > w->rank)) {
+		/* The first native frame of the best rank, as the report names sites. */
+		w->rank = ffm_an_frame_rank(f, NULL);
 		if (f->file && *f->file)
 			snprintf(w->site, sizeof(w->site), "%s (%s:%u)", frame_name(f, buf, sizeof(buf)),
 				 f->file, f->line);

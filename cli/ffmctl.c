@@ -88,7 +88,7 @@ int ffmctl_parse_top(const char *verb, const char *arg, int *top)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "Usage: ffmctl [--runtime-dir DIR] [--state-dir DIR] [--timeout SEC] [--py-library PATTERNS] [--version] VERB [ARGS]\n\nVerbs:\n");
+	fprintf(f, "Usage: ffmctl [--runtime-dir DIR] [--state-dir DIR] [--timeout SEC] [--py-library PATTERNS] [--src-library PATTERNS] [--version] VERB [ARGS]\n\nVerbs:\n");
 	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
 		fprintf(f, "  ffmctl %s\n", verbs[i].grammar);
 	fprintf(f, "  ffmctl help [VERB]\n");
@@ -96,7 +96,10 @@ static void usage(FILE *f)
 	fprintf(f, "\nEnvironment: FFM_RUNTIME_DIR (default /run/ffm), FFM_STATE_DIR (default /var/lib/ffm),\n"
 		   "FFM_PY_LIBRARY (= --py-library: ':'-separated fnmatch patterns of the Python files that\n"
 		   "are installed libraries, never a Python program's call site; default: site-packages,\n"
-		   "dist-packages, */lib/python3*/, <frozen *>, */torch/*)\n");
+		   "dist-packages, */lib/python3*/, <frozen *>, */torch/*),\n"
+		   "FFM_SRC_LIBRARY (= --src-library: the same for C and C++ source files, whose inlined\n"
+		   "code names no call site; default: the CUDA toolkit's headers (Thrust, CUB, crt/),\n"
+		   "*/include/c++/*, /usr/include/*, /usr/lib/gcc/*)\n");
 }
 
 int main(int argc, char **argv)
@@ -106,6 +109,7 @@ int main(int argc, char **argv)
 		{ "state-dir", required_argument, NULL, 's' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "py-library", required_argument, NULL, 'p' },
+		{ "src-library", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{},
@@ -145,6 +149,13 @@ int main(int argc, char **argv)
 			/* Read by the analysis (analysis/pyframes.c) in every verb that names sites. */
 			if (setenv("FFM_PY_LIBRARY", optarg, 1) < 0) {
 				ffmctl_err(NULL, "--py-library: %s", strerror(errno));
+				return EXIT_USAGE;
+			}
+			break;
+		case 'S':
+			/* The same for native headers (analysis/pyframes.c). */
+			if (setenv("FFM_SRC_LIBRARY", optarg, 1) < 0) {
+				ffmctl_err(NULL, "--src-library: %s", strerror(errno));
 				return EXIT_USAGE;
 			}
 			break;

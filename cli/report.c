@@ -446,6 +446,26 @@ static void print_evidence(FILE *o, const struct ffmctl_job_stores *js,
 		fprintf(o, "       runs differ here: the site's majority verdict is used\n");
 }
 
+/* A site's problems, all types (a line's group lists its sites). */
+static uint64_t site_problems(const struct ffm_an_site *s)
+{
+	return s->n_unnecessary + s->n_misplaced + s->n_dup + s->n_host_read + s->n_launch_blocked;
+}
+
+/* The driver calls of a line that makes several, fixed together (point groups). */
+static void print_line_sites(FILE *o, const struct ffmctl_job_stores *js,
+			     const struct ffm_an_mgroup *mg)
+{
+	fprintf(o, "       this line's calls, fixed together:");
+	for (uint32_t k = 0; k < mg->g.n_members; k++) {
+		const struct ffm_an_site *s = pattern_site(js, mg, k);
+
+		fprintf(o, "%s %s (%" PRIu64 "x %s)", k ? ";" : "", s->api_name, site_problems(s),
+			type_text(ffm_an_site_problem(s)));
+	}
+	fputc('\n', o);
+}
+
 /* Members @from..@to - 1 of a sequence, numbered from 1. */
 static void print_members(FILE *o, const struct ffmctl_job_stores *js,
 			  const struct ffm_an_mgroup *mg, uint32_t from, uint32_t to)
@@ -557,10 +577,12 @@ static void print_text(FILE *o, const char *job_id, const struct ffmctl_job_stor
 				snprintf(buf, sizeof(buf), "%s", x->folded);
 			else
 				ffmctl_site_str(x, buf, sizeof(buf));
-			fprintf(o, "  %2zu  %.6f s  %5.1f%%  %-18s %7" PRIu64 "x  %-*s %s\n", i + 1,
+			fprintf(o, "  %2zu  %.6f s  %5.1f%%  %-25s %7" PRIu64 "x  %-*s %s\n", i + 1,
 				s_of(mg->g.benefit_ns), pct(mg->g.benefit_ns, m->wall_sum_ns),
 				type_text(ffm_an_main_problem(mg->g.n_type)), mg->g.count, aw, x->api_name, buf);
 			print_evidence(o, js, mg, x);
+			if (grouping == FFM_GROUP_POINT && mg->g.n_members > 1)
+				print_line_sites(o, js, mg);
 		}
 		if ((int)m->n_groups > top && m->groups[top].g.benefit_ns >= noise_ns)
 			fprintf(o, "  ... %zu more (--top N)\n", m->n_groups - (size_t)top);
@@ -722,6 +744,24 @@ static json_t *json_quality(const struct ffm_an_merged *m)
 			 "unclassified_wait_s", json_s(s_of(q->unclassified_wait_ns)));
 }
 
+/* A line's call sites (point groups of several). */
+static json_t *json_line_sites(const struct ffmctl_job_stores *js, const struct ffm_an_mgroup *mg)
+{
+	json_t *a = json_array();
+
+	for (uint32_t k = 0; k < mg->g.n_members; k++) {
+		const struct ffm_an_site *s = pattern_site(js, mg, k);
+
+		a = ffm_json_append(a, json_pack("{s:s,s:o,s:o,s:o,s:o}",
+						 "type", ffm_an_problem_name(ffm_an_site_problem(s)),
+						 "api", ffm_json_string(s->api_name),
+						 "count", ffm_json_u64(site_problems(s)),
+						 "benefit_s", json_s(s_of(s->benefit_ns)),
+						 "call_site", ffmctl_json_site(s)));
+	}
+	return a;
+}
+
 /* A sequence's members, in order. */
 static json_t *json_members(const struct ffmctl_job_stores *js, const struct ffm_an_mgroup *mg)
 {
@@ -744,10 +784,11 @@ static json_t *json_problem(const struct ffmctl_job_stores *js, const struct ffm
 	const struct ffm_an_mgroup *mg = &m->groups[i];
 	const struct ffm_an_site *x = group_site(js, mg);
 	bool seq = grouping == FFM_GROUP_SEQUENCE;
+	bool line = grouping == FFM_GROUP_POINT && mg->g.n_members > 1;
 	const char *type = seq ? "sequence" : ffm_an_problem_name(ffm_an_main_problem(mg->g.n_type));
 
-	/* o*: a sequence's id and members, left out for the other groupings */
-	return json_pack("{s:I,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:o,s:o,s:o,s:o*,s:o*}",
+	/* o*: a sequence's id and members, a line's sites, left out for the other groupings */
+	return json_pack("{s:I,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:o,s:o,s:o,s:o*,s:o*,s:o*}",
 			 "rank", (json_int_t)i + 1, "type", type,
 			 "types", json_types(mg->g.n_type),
 			 "api", ffm_json_string(x->api_name),
@@ -762,7 +803,8 @@ static json_t *json_problem(const struct ffmctl_job_stores *js, const struct ffm
 									      : x->function),
 			 "evidence", json_evidence(js, mg, x),
 			 "sequence_id", seq ? json_integer((json_int_t)i + 1) : NULL,
-			 "members", seq ? json_members(js, mg) : NULL);
+			 "members", seq ? json_members(js, mg) : NULL,
+			 "sites", line ? json_line_sites(js, mg) : NULL);
 }
 
 static json_t *json_apis(const struct ffm_an_merged *m)

@@ -19,6 +19,8 @@
 #include "symbols/ffm_stack.h"
 
 #define MAX_FRAMES 128
+/* machine frames and the functions inlined into them */
+#define MAX_STORE_FRAMES (2 * MAX_FRAMES)
 
 /* (stack key, tgid) -> store stack id + attributed API. */
 struct key_ent {
@@ -40,7 +42,7 @@ struct ffm_recorder {
 	uint32_t *api_ids; /* collector api id -> store api id, 0 = not yet named */
 	struct ffm_recorder_stats st;
 	struct ffm_frame frames[MAX_FRAMES];
-	struct ffm_store_frame sframes[MAX_FRAMES + FFM_PY_FRAMES];
+	struct ffm_store_frame sframes[MAX_STORE_FRAMES + FFM_PY_FRAMES];
 	struct ffm_pytrack *py; /* the Python frames of its processes */
 };
 
@@ -110,6 +112,34 @@ static uint32_t api_of_symbol(struct ffm_recorder *r, const char *name)
 	return id;
 }
 
+/*
+ * A symbolized machine frame as store frames at frames[m]: the functions inlined there first
+ * (innermost first), then the machine frame, whose line is then the outermost call's. Inlined
+ * frames that do not fit are left out (the machine frame always gets its slot). Returns the
+ * new count.
+ */
+static int put_sym_frames(struct ffm_store_frame *frames, int m, int max, const struct ffm_sym *sym)
+{
+	const char *bid = sym->build_id && *sym->build_id ? sym->build_id : NULL;
+
+	for (int k = 0; k < sym->n_inlined && m < max - 1; k++) {
+		const struct ffm_sym_inline *in = &sym->inlined[k];
+
+		frames[m++] = (struct ffm_store_frame){
+			.build_id = bid, .module = sym->module, .offset = sym->offset,
+			.func = in->name, .demangled = in->function, .folded = in->folded,
+			.file = in->file, .line = in->line > 0 ? in->line : 0,
+			.inlined = (uint32_t)(sym->n_inlined - k),
+		};
+	}
+	frames[m++] = (struct ffm_store_frame){
+		.build_id = bid, .module = sym->module, .offset = sym->offset, .func = sym->name,
+		.demangled = sym->function, .folded = sym->folded, .file = sym->file,
+		.line = sym->line > 0 ? sym->line : 0,
+	};
+	return m;
+}
+
 static int on_stack(struct ffm_recorder *r, const struct ffm_rec_stack *s)
 {
 	struct ffm_stack_snapshot snap = {
@@ -118,7 +148,7 @@ static int on_stack(struct ffm_recorder *r, const struct ffm_rec_stack *s)
 	};
 	struct ffm_addr_space *as = addr_space(r, s->hdr.tgid);
 	struct key_ent *ke = key_find(r, s->hdr.tgid, s->stack_key, true);
-	int n = 0, nall, callsite_idx = -1, outer_lib = -1, err;
+	int n = 0, nall = 0, outer_lib = -1, err;
 	uint32_t api = 0;
 	int64_t stack_id = 0;
 
@@ -137,29 +167,22 @@ static int on_stack(struct ffm_recorder *r, const struct ffm_rec_stack *s)
 	}
 
 	for (int i = 0; i < n; i++) {
-		struct ffm_store_frame *f = &r->sframes[i];
 		const struct ffm_sym *sym = NULL;
 
 		/* Every probe of ours fires at a return (uretprobe), so even frame 0's ip is a
 		 * return address: look up the call instruction, pc-1, for the right line. */
 		if (!as || ffm_symbolizer__symbolize(r->o.sym, as, r->frames[i].pc, true, &sym)) {
-			*f = (struct ffm_store_frame){ .module = "[unknown]", .offset = r->frames[i].pc };
+			r->sframes[nall++] = (struct ffm_store_frame){ .module = "[unknown]",
+								       .offset = r->frames[i].pc };
 			continue;
 		}
-		*f = (struct ffm_store_frame){
-			.build_id = sym->build_id && *sym->build_id ? sym->build_id : NULL,
-			.module = sym->module, .offset = sym->offset, .func = sym->name,
-			.demangled = sym->function, .folded = sym->folded, .file = sym->file,
-			.line = sym->line > 0 ? sym->line : 0,
-		};
+		nall = put_sym_frames(r->sframes, nall, MAX_STORE_FRAMES, sym);
 		if (is_driver_frame(r, sym))
-			outer_lib = i;
-		else if (callsite_idx < 0 && outer_lib >= 0)
-			callsite_idx = i;
+			outer_lib = nall - 1;
 	}
 	if (outer_lib >= 0)
 		api = api_of_symbol(r, r->sframes[outer_lib].func);
-	nall = ffm_pytrack__frames(r->py, s, r->sframes, n, MAX_FRAMES + FFM_PY_FRAMES);
+	nall = ffm_pytrack__frames(r->py, s, r->sframes, nall, MAX_STORE_FRAMES + FFM_PY_FRAMES);
 	if (nall > 0) {
 		err = ffm_store__put_stack(r->o.store, ffm_store_stack_hash(r->sframes, nall),
 					   r->sframes, nall, &stack_id);

@@ -52,7 +52,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FFM_STORE_SCHEMA_VERSION 2
+#define FFM_STORE_SCHEMA_VERSION 3
 #define FFM_STORE_MAX_STAGE 5
 
 struct ffm_store;
@@ -151,6 +151,9 @@ struct ffm_store_frame {
 	uint64_t offset;      /* file offset in the module */
 	const char *func, *demangled, *folded, *file;
 	uint32_t line;
+	/* 0: the machine frame at offset; k >= 1: the function inlined k levels deep into it at
+	 * that offset (a stack lists them innermost first, before their machine frame) */
+	uint32_t inlined;
 };
 
 enum ffm_event_kind {

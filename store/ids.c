@@ -32,8 +32,11 @@ uint64_t ffm_store_stack_hash(const struct ffm_store_frame *frames, size_t n)
 {
 	uint64_t h = FFM_FNV1A_INIT;
 
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		h = frame_hash(h, frames[i].build_id ? frames[i].build_id : frames[i].module,
 			       frames[i].offset);
+		if (frames[i].inlined) /* a stack without inlined frames keeps its old hash */
+			h = ffm_mix64_half((h ^ frames[i].inlined) * FFM_FNV1A_PRIME);
+	}
 	return h ? h : 1;
 }

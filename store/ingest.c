@@ -37,8 +37,8 @@ static const char *const stmt_sql[ST__MAX] = {
 			    " (SELECT id FROM processes WHERE run = ?1 AND tgid = ?2"
 			    "  ORDER BY start_ns DESC, id DESC LIMIT 1)",
 	[ST_FRAME_UPSERT] = "INSERT INTO frames(build_id, offset, module, func, demangled, folded,"
-			    " file, line) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
-			    " ON CONFLICT(build_id, offset) DO UPDATE SET"
+			    " file, line, inlined) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+			    " ON CONFLICT(build_id, offset, inlined) DO UPDATE SET"
 			    " module = coalesce(module, excluded.module),"
 			    " func = coalesce(excluded.func, func),"
 			    " demangled = coalesce(excluded.demangled, demangled),"
@@ -389,6 +389,7 @@ static int frame_upsert(struct ffm_store *s, const struct ffm_store_frame *f, in
 	bind_text(st, 6, f->folded);
 	bind_text(st, 7, f->file);
 	sqlite3_bind_int64(st, 8, f->line);
+	sqlite3_bind_int64(st, 9, f->inlined);
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW && ret_id)
 		*ret_id = sqlite3_column_int64(st, 0);

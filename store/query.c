@@ -356,7 +356,8 @@ int ffm_store__for_each_stack_agg(struct ffm_store *s, int64_t run, ffm_store_ag
 
 /* ---- stacks, names, drops --------------------------------------------------------------- */
 
-#define FRAME_COLS "f.id, f.build_id, f.offset, f.module, f.func, f.demangled, f.folded, f.file, f.line"
+#define FRAME_COLS \
+	"f.id, f.build_id, f.offset, f.module, f.func, f.demangled, f.folded, f.file, f.line, f.inlined"
 
 static int frame_row(sqlite3_stmt *st, void *arg)
 {
@@ -366,7 +367,7 @@ static int frame_row(sqlite3_stmt *st, void *arg)
 		.id = col(st, 1), .build_id = bid && strncmp(bid, "path:", 5) ? bid : NULL,
 		.offset = col(st, 3), .module = col_text(st, 4), .func = col_text(st, 5),
 		.demangled = col_text(st, 6), .folded = col_text(st, 7), .file = col_text(st, 8),
-		.line = col(st, 9),
+		.line = col(st, 9), .inlined = col(st, 10),
 	};
 
 	return ((ffm_store_frame_cb)a->cb)(&f, (uint32_t)sqlite3_column_int64(st, 0), a->ctx);

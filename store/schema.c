@@ -15,7 +15,7 @@
  *                                          maintained at ingest so no query scans events
  *   frames of a stack                      stack_frames primary key (stack, depth)
  *   stack id of a hash                     stacks.hash UNIQUE
- *   frame dedup by (build_id, offset)      frames UNIQUE (build_id, offset)
+ *   frame dedup by (build_id, offset, inl.) frames UNIQUE (build_id, offset, inlined)
  *   job by scheduler id / runs of a job    jobs.job_id UNIQUE, runs_job
  *   stage 3/4 rows of a run by stack/hash  xfer_hashes_run_*, sync_uses_run_stack
  */
@@ -107,7 +107,19 @@ static const char step_v2[] =
 	"  use_delay_ns INTEGER NOT NULL DEFAULT -1, flags INTEGER NOT NULL DEFAULT 0);"
 	"CREATE INDEX sync_uses_run_stack ON sync_uses(run, stack);";
 
+/* v3: inlined functions are frames of their own, so (build_id, offset) is no longer one frame. */
+static const char step_v3[] =
+	"CREATE TABLE frames_v3(id INTEGER PRIMARY KEY, build_id TEXT NOT NULL,"
+	"  offset INTEGER NOT NULL, module TEXT, func TEXT, demangled TEXT, folded TEXT,"
+	"  file TEXT, line INTEGER NOT NULL DEFAULT 0, inlined INTEGER NOT NULL DEFAULT 0,"
+	"  UNIQUE (build_id, offset, inlined));"
+	"INSERT INTO frames_v3(id, build_id, offset, module, func, demangled, folded, file, line)"
+	"  SELECT id, build_id, offset, module, func, demangled, folded, file, line FROM frames;"
+	"DROP TABLE frames;"
+	"ALTER TABLE frames_v3 RENAME TO frames;";
+
 const char *const ffm_store_migrations[FFM_STORE_SCHEMA_VERSION] = {
 	step_v1,
 	step_v2,
+	step_v3,
 };

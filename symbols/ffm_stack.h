@@ -105,7 +105,21 @@ struct ffm_sym {
 	uint64_t sym_offset;  /* pc - start of the symbol */
 	const char *file;     /* source file, NULL without DWARF */
 	int line;             /* 0 without DWARF */
+	/* Functions the compiler inlined at pc, innermost first (none without DWARF). Then
+	 * file:line above is where the outermost of them is called from, in the real function:
+	 * the line its author wrote; inlined[0] has the innermost line (a template header's). */
+	const struct ffm_sym_inline *inlined;
+	int n_inlined;
 };
+
+struct ffm_sym_inline {
+	const char *name;     /* linkage name, else the DWARF name */
+	const char *function; /* demangled */
+	const char *folded;
+	const char *file;     /* the line inside this function */
+	int line;
+};
+#define FFM_SYM_MAX_INLINED 16
 
 /*
  * Symbolize @pc of @as. @retaddr: pc is a return address (frames 1..n), so the call

@@ -166,7 +166,22 @@ struct msym {
 struct symentry {
 	struct ffm_sym sym;
 	char *demangled, *folded;
+	struct ffm_sym_inline *inl; /* FFM_SYM_MAX_INLINED slots, or NULL */
 };
+
+static void symentry_free(struct symentry *e)
+{
+	for (int i = 0; e->inl && i < e->sym.n_inlined; i++) {
+		if (e->inl[i].folded != e->inl[i].function)
+			free((char *)e->inl[i].folded);
+		if (e->inl[i].function != e->inl[i].name)
+			free((char *)e->inl[i].function);
+	}
+	free(e->inl);
+	free(e->demangled);
+	free(e->folded);
+	free(e);
+}
 
 /* The cache's table entry: key (module, offset << 1 | retaddr). */
 struct sym_slot {
@@ -230,9 +245,7 @@ struct ffm_symbolizer *ffm_symbolizer__free(struct ffm_symbolizer *s)
 
 		if (!sl)
 			continue;
-		free(sl->e->demangled);
-		free(sl->e->folded);
-		free(sl->e);
+		symentry_free(sl->e);
 	}
 	oatab_free(&s->tab);
 	for (size_t i = 0; i < s->nmods; i++)
@@ -428,6 +441,21 @@ int ffm_stack_check_module(const char *path)
 
 /* ------------------------------------------------------------------ symbolization */
 
+/* Name of a subprogram or inlined-subroutine DIE: its linkage name, else its own. */
+static const char *die_func_name(Dwarf_Die *d)
+{
+	Dwarf_Attribute a;
+	Dwarf_Die origin;
+	const char *name = NULL;
+
+	if (dwarf_attr_integrate(d, DW_AT_linkage_name, &a))
+		name = dwarf_formstring(&a);
+	if (!name && dwarf_hasattr(d, DW_AT_abstract_origin) &&
+	    dwarf_formref_die(dwarf_attr(d, DW_AT_abstract_origin, &a), &origin))
+		name = dwarf_diename(&origin);
+	return name ? name : dwarf_diename(d);
+}
+
 /* Name of the innermost function DIE (also inlined) at @addr, from DWARF. */
 static const char *dwarf_func_name(Dwfl_Module *mod, Dwarf_Addr addr)
 {
@@ -442,21 +470,81 @@ static const char *dwarf_func_name(Dwfl_Module *mod, Dwarf_Addr addr)
 	for (int i = 0; i < n && !name; i++) {
 		int tag = dwarf_tag(&scopes[i]);
 
-		if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine) {
-			Dwarf_Attribute a;
-			Dwarf_Die origin, *d = &scopes[i];
-
-			if (dwarf_attr_integrate(d, DW_AT_linkage_name, &a))
-				name = dwarf_formstring(&a);
-			if (!name && dwarf_hasattr(d, DW_AT_abstract_origin) &&
-			    dwarf_formref_die(dwarf_attr(d, DW_AT_abstract_origin, &a), &origin))
-				name = dwarf_diename(&origin);
-			if (!name)
-				name = dwarf_diename(d);
-		}
+		if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine)
+			name = die_func_name(&scopes[i]);
 	}
 	free(scopes);
 	return name;
+}
+
+/* Where an inlined-subroutine DIE was inlined: its caller's DW_AT_call_file:DW_AT_call_line. */
+static void die_call_site(Dwarf_Die *cu, Dwarf_Die *d, const char **file, int *line)
+{
+	Dwarf_Attribute a;
+	Dwarf_Files *files;
+	Dwarf_Word w;
+	size_t nfiles;
+
+	*file = NULL;
+	*line = 0;
+	if (dwarf_formudata(dwarf_attr(d, DW_AT_call_line, &a), &w) == 0 && w <= INT32_MAX)
+		*line = (int)w;
+	if (dwarf_formudata(dwarf_attr(d, DW_AT_call_file, &a), &w) == 0 &&
+	    dwarf_getsrcfiles(cu, &files, &nfiles) == 0 && w < nfiles)
+		*file = dwarf_filesrc(files, w, NULL, NULL);
+}
+
+static void inline_names(struct ffm_sym_inline *in, const char *name)
+{
+	char buf[1024], *dem = name ? ffm_demangle(name) : NULL;
+
+	in->name = name;
+	in->function = dem ? dem : name;
+	in->folded = NULL;
+	if (in->function && ffm_fold_function(in->function, buf, sizeof(buf)) >= 0)
+		in->folded = strdup(buf);
+	if (!in->folded)
+		in->folded = in->function;
+}
+
+/*
+ * The functions the compiler inlined at @addr (dwarf_getscopes: innermost scope first), each
+ * with the line inside it; e->sym's file:line then moves to where the outermost one is called
+ * from. Past FFM_SYM_MAX_INLINED levels the middle ones are left out, never the outer line.
+ */
+static void symbolize_inlines(struct symentry *e, Dwfl_Module *mod, Dwarf_Addr addr)
+{
+	Dwarf_Addr bias;
+	Dwarf_Die *cu = dwfl_module_addrdie(mod, addr, &bias), *scopes = NULL;
+	const char *file = e->sym.file;
+	int n, k = 0, line = e->sym.line;
+
+	if (!cu || (n = dwarf_getscopes(cu, addr - bias, &scopes)) <= 0)
+		return;
+	for (int i = 0; i < n; i++) {
+		int tag = dwarf_tag(&scopes[i]);
+
+		if (tag == DW_TAG_subprogram)
+			break;
+		if (tag != DW_TAG_inlined_subroutine)
+			continue; /* a lexical block */
+		if (!e->inl && !(e->inl = calloc(FFM_SYM_MAX_INLINED, sizeof(*e->inl))))
+			break;
+		if (k < FFM_SYM_MAX_INLINED) {
+			inline_names(&e->inl[k], die_func_name(&scopes[i]));
+			e->inl[k].file = file;
+			e->inl[k].line = line;
+			k++;
+		}
+		die_call_site(cu, &scopes[i], &file, &line);
+	}
+	free(scopes);
+	if (!k)
+		return;
+	e->sym.inlined = e->inl;
+	e->sym.n_inlined = k;
+	e->sym.file = file;
+	e->sym.line = line;
 }
 
 static int msym_cmp(const void *a, const void *b)
@@ -599,12 +687,11 @@ static int symbolize_in(struct ffm_symbolizer *s, struct module *m, uint64_t off
 			e->sym.file = dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL);
 			e->sym.line = line;
 		}
+		symbolize_inlines(e, m->mod, addr);
 	}
 	slot = oatab_find(&s->tab, (uintptr_t)m, key, true);
 	if (!slot) {
-		free(e->demangled);
-		free(e->folded);
-		free(e);
+		symentry_free(e);
 		return -ENOMEM;
 	}
 	slot->e = e;

@@ -2,6 +2,10 @@
 # SPDX-License-Identifier: MIT
 """A PyTorch training loop that logs its loss with loss.item() every step.
 
+Every --time-every steps it also times the loop, with a torch.cuda.synchronize() before reading
+the clock (as training scripts log their step time): a required sync of small benefit, kept as
+it is by --fixed.
+
 .item() copies the loss to the CPU and waits for the GPU: each step's CPU work (Python, launch
 overhead) can no longer overlap the previous step's GPU work. --fixed accumulates the loss on
 the GPU and reads it once at the end. Prints CHECKSUM-free but comparable output:
@@ -20,7 +24,8 @@ import torch
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--fixed", action="store_true")
-    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--steps", type=int, default=1000)
+    ap.add_argument("--time-every", type=int, default=100)
     ap.add_argument("--width", type=int, default=2048)
     ap.add_argument("--depth", type=int, default=4)
     ap.add_argument("--batch", type=int, default=512)
@@ -40,7 +45,8 @@ def main():
     def train():
         total = torch.zeros((), device=dev)
         last = 0.0
-        for _ in range(a.steps):
+        stamps = []
+        for step in range(a.steps):
             opt.zero_grad(set_to_none=True)
             loss = torch.nn.functional.mse_loss(model(x), y)
             loss.backward()
@@ -49,6 +55,9 @@ def main():
                 total += loss.detach()
             else:
                 last = loss.item()  # FFM-PLANT: torch per-step sync
+            if (step + 1) % max(a.time_every, 1) == 0:
+                torch.cuda.synchronize()  # FFM-PLANT: torch timer sync
+                stamps.append(time.monotonic())
         if a.fixed:
             last = loss.item()
         torch.cuda.synchronize()

@@ -27,6 +27,7 @@
 # a 2-core machine shared with other test suites moves by 10-15% from run to run, measured) or
 # FFM_ACCURACY=full (every workload with its default parameters, the 10% target, as in
 # docs/ACCURACY.md; a few minutes, run it on a quiet machine).
+# FFM_ACCURACY_WORKLOADS="w1 w2" picks the workloads (default: the mode's list).
 # FFM_ACCURACY_TABLE=FILE also writes the markdown rows for docs/ACCURACY.md there.
 # Skips (77, saying why) without root/BPF, the simulated driver, or a stage 3 that classifies.
 # Uses the driver in $FFM_ACCURACY_DRIVER_DIR (default: the simulated one).
@@ -44,13 +45,14 @@ quick)
 	ARGS="--iters 200"
 	BASE_TOL=25 ;;
 full)
-	WORKLOADS="unnecessary_sync misplaced_sync free_in_loop dup_transfer pageable_async managed_memset sequence templated host_read"
+	WORKLOADS="unnecessary_sync misplaced_sync free_in_loop dup_transfer pageable_async managed_memset sequence templated host_read lib_reduce"
 	ARGS=""
 	BASE_TOL=10 ;;
 *)
 	echo "Bail out! FFM_ACCURACY is quick or full, not '$MODE'"
 	exit 2 ;;
 esac
+WORKLOADS=${FFM_ACCURACY_WORKLOADS:-$WORKLOADS}
 TABLE=${FFM_ACCURACY_TABLE:-}
 
 n=0

@@ -55,7 +55,7 @@ $(foreach w,$(WL_NAMES),$(eval $(call wl_template,$(w))))
 
 # C++ workloads: a template whose instantiations must fold to one function in the report.
 CXX ?= g++
-WL_CXX_NAMES := templated
+WL_CXX_NAMES := templated lib_reduce
 WORKLOADS += $(addprefix $(WL_OUT)/,$(WL_CXX_NAMES))
 WL_CXXFLAGS := -O2 -g -fomit-frame-pointer -std=gnu++17 -Wall -Wextra -D_GNU_SOURCE
 
@@ -64,7 +64,9 @@ $(WL_OUT)/obj/%.o: $(WL_SRC)/%.cpp
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CXX) $(WL_CPPFLAGS) $(WL_CXXFLAGS) -MMD -MP -c $< -o $@
 
-$(WL_OUT)/templated: $(WL_OUT)/obj/templated.o $(WL_OUT)/obj/wl.o | $(FAKECUDA)
+$(WL_OUT)/obj/lib_reduce.o: WL_CPPFLAGS += -I$(WL_SRC)/toolkit/include
+
+$(addprefix $(WL_OUT)/,$(WL_CXX_NAMES)): $(WL_OUT)/%: $(WL_OUT)/obj/%.o $(WL_OUT)/obj/wl.o | $(FAKECUDA)
 	$(call msg,LINK,$@)
 	$(Q)$(CXX) -o $@ $(filter %.o,$^) $(WL_LDLIBS)
 
