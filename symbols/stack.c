@@ -508,21 +508,29 @@ static void inline_names(struct ffm_sym_inline *in, const char *name)
 }
 
 /*
- * The functions the compiler inlined at @addr (dwarf_getscopes: innermost scope first), each
- * with the line inside it; e->sym's file:line then moves to where the outermost one is called
- * from. Past FFM_SYM_MAX_INLINED levels the middle ones are left out, never the outer line.
+ * The functions the compiler inlined at @addr, each with the line inside it; e->sym's file:line
+ * then moves to where the outermost one is called from. dwarf_getscopes finds the innermost
+ * inlined instance (the scopes it lists after one are its abstract definition's), and
+ * dwarf_getscopes_die the concrete instances around it, innermost first. Past
+ * FFM_SYM_MAX_INLINED levels the middle ones are left out, never the outer line.
  */
 static void symbolize_inlines(struct symentry *e, Dwfl_Module *mod, Dwarf_Addr addr)
 {
 	Dwarf_Addr bias;
-	Dwarf_Die *cu = dwfl_module_addrdie(mod, addr, &bias), *scopes = NULL;
+	Dwarf_Die *cu = dwfl_module_addrdie(mod, addr, &bias), *scopes = NULL, *chain = NULL;
 	const char *file = e->sym.file;
-	int n, k = 0, line = e->sym.line;
+	int n, k = 0, line = e->sym.line, i = 0;
 
 	if (!cu || (n = dwarf_getscopes(cu, addr - bias, &scopes)) <= 0)
 		return;
-	for (int i = 0; i < n; i++) {
-		int tag = dwarf_tag(&scopes[i]);
+	while (i < n && dwarf_tag(&scopes[i]) != DW_TAG_inlined_subroutine &&
+	       dwarf_tag(&scopes[i]) != DW_TAG_subprogram)
+		i++; /* lexical blocks */
+	if (i == n || dwarf_tag(&scopes[i]) != DW_TAG_inlined_subroutine ||
+	    (n = dwarf_getscopes_die(&scopes[i], &chain)) <= 0)
+		goto out;
+	for (i = 0; i < n; i++) {
+		int tag = dwarf_tag(&chain[i]);
 
 		if (tag == DW_TAG_subprogram)
 			break;
@@ -531,20 +539,22 @@ static void symbolize_inlines(struct symentry *e, Dwfl_Module *mod, Dwarf_Addr a
 		if (!e->inl && !(e->inl = calloc(FFM_SYM_MAX_INLINED, sizeof(*e->inl))))
 			break;
 		if (k < FFM_SYM_MAX_INLINED) {
-			inline_names(&e->inl[k], die_func_name(&scopes[i]));
+			inline_names(&e->inl[k], die_func_name(&chain[i]));
 			e->inl[k].file = file;
 			e->inl[k].line = line;
 			k++;
 		}
-		die_call_site(cu, &scopes[i], &file, &line);
+		die_call_site(cu, &chain[i], &file, &line);
 	}
+	if (k) {
+		e->sym.inlined = e->inl;
+		e->sym.n_inlined = k;
+		e->sym.file = file;
+		e->sym.line = line;
+	}
+out:
+	free(chain);
 	free(scopes);
-	if (!k)
-		return;
-	e->sym.inlined = e->inl;
-	e->sym.n_inlined = k;
-	e->sym.file = file;
-	e->sym.line = line;
 }
 
 static int msym_cmp(const void *a, const void *b)

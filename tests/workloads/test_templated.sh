@@ -47,9 +47,10 @@ if [ $? = 0 ]; then ok "ffmctl profile of lib_reduce"; else notok "ffmctl profil
 job=$("$B/ffmctl" --state-dir "$st" jobs 2>/dev/null | awk '$2 == "lr" { print $1 }')
 lrdb=$(grep -l . "$st"/keys/*.db | while read -r f; do
 	[ "$(sqlite3 -readonly "$f" "SELECT key FROM keys")" = lr ] && echo "$f"; done)
-inl=$(sqlite3 -readonly "$lrdb" "SELECT COUNT(*) FROM frames WHERE inlined > 0 AND file LIKE '%include/cccl/wl_reduce.h'" 2>&1)
-if [ "${inl:-0}" -ge 2 ] 2>/dev/null; then ok "the header's inlined frames are stored ($inl)"
-else notok "the header's inlined frames are stored, got '$inl'"; fi
+# Both levels of the header (copy_back inlined into read_to_host inlined into step).
+inl=$(sqlite3 -readonly "$lrdb" "SELECT COUNT(*) FROM frames WHERE inlined = 2 AND file LIKE '%include/cccl/wl_reduce.h' AND folded LIKE '%copy_back'" 2>&1)
+if [ "${inl:-0}" -ge 2 ] 2>/dev/null; then ok "the header's inlined frames are stored, both levels ($inl)"
+else notok "the header's inlined frames are stored, both levels, got '$inl'"; sqlite3 -readonly "$lrdb" "SELECT inlined, folded, file, line FROM frames WHERE inlined > 0" | sed 's/^/# /'; fi
 "$B/ffmctl" --state-dir "$st" report "$job" --json --noise 0 >"$st/lr.json" 2>&1
 lline=$(grep -n 'FFM-PLANT: lib_reduce' tests/workloads/lib_reduce.cpp | cut -d: -f1)
 if python3 - "$st/lr.json" "$lline" <<'PY'

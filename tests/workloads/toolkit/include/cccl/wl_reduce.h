@@ -13,12 +13,18 @@
 
 namespace wl_cccl {
 
+/* Two levels deep, as Thrust's are many: the copy in a helper that the entry point inlines. */
+template <typename T> __attribute__((always_inline)) inline void copy_back(T *v, CUdeviceptr src, CUstream s)
+{
+	CK(cuMemcpyDtoHAsync(v, src, sizeof(*v), s));
+	CK(cuStreamSynchronize(s));
+}
+
 template <typename T> __attribute__((always_inline)) inline T read_to_host(CUdeviceptr src, CUstream s)
 {
 	T v;
 
-	CK(cuMemcpyDtoHAsync(&v, src, sizeof(v), s));
-	CK(cuStreamSynchronize(s));
+	copy_back(&v, src, s);
 	return v;
 }
 
