@@ -100,6 +100,33 @@ const struct ffm_analysis_result *ffm_analysis__result(const struct ffm_analysis
 	return a ? &a->res : NULL;
 }
 
+/* Entries from..to of every period of a repeating sequence, fixed together. */
+static int periodic_subsequence(const struct ffm_analysis *a, const struct seq_ref *q,
+				uint32_t from, uint32_t to, uint64_t *benefit)
+{
+	uint32_t *nodes, n = 0;
+	int err;
+
+	if (from > to)
+		return -EINVAL;
+	if (to >= q->g.members - q->period * (q->reps - 1))
+		return -ERANGE;
+	nodes = malloc(q->g.members * sizeof(*nodes));
+	if (!nodes)
+		return -ENOMEM;
+	for (uint32_t j = 0; j < q->g.members; j++) {
+		/* member j is pattern entry j % period in the loop, then the tail's in order */
+		uint32_t body = q->period * q->reps;
+		uint32_t e = j < body ? j % q->period : q->period + (j - body);
+
+		if (e >= from && e <= to)
+			nodes[n++] = (uint32_t)ffm_graph__problem_node(a->g, q->first + j);
+	}
+	err = ffm_model__estimate(a->g, nodes, n, NULL, benefit);
+	free(nodes);
+	return err;
+}
+
 int ffm_analysis__subsequence(const struct ffm_analysis *a, uint64_t key, uint32_t from,
 			      uint32_t to, uint64_t *benefit_ns, uint64_t *occurrences)
 {
@@ -115,11 +142,14 @@ int ffm_analysis__subsequence(const struct ffm_analysis *a, uint64_t key, uint32
 		if (a->pattern_key[a->seqs[i].pattern] != key)
 			continue;
 		found = true;
-		err = ffm_model__subsequence(a->g, &a->seqs[i].g, from, to, &b);
+		if (a->seqs[i].period)
+			err = periodic_subsequence(a, &a->seqs[i], from, to, &b);
+		else
+			err = ffm_model__subsequence(a->g, &a->seqs[i].g, from, to, &b);
+		occ++;
 		if (err)
 			return err;
 		sum += b;
-		occ++;
 	}
 	if (!found)
 		return -ENOENT;

@@ -74,6 +74,9 @@ struct thread {
 struct seq_ref {
 	struct ffm_group g; /* the model's sequence */
 	uint32_t pattern;   /* index into res.groups before sorting -> pattern_of[] */
+	uint32_t period;    /* members repeat with this period, reps times, then a tail; 0: no */
+	uint32_t reps;
+	uint32_t first;     /* its first member's index among the problem nodes */
 };
 
 /* One event's verdict (opts.event_verdicts), looked up by (run, event). */

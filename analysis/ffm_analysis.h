@@ -119,6 +119,9 @@ struct ffm_an_group {
 	uint64_t wait_ns, benefit_ns;
 	uint32_t site;	      /* first member's site index */
 	uint32_t n_members;   /* sequences: sites of the pattern, in order (seq_sites) */
+	uint32_t period;      /* sequences: the first `period` sites repeat `repeats` times in a
+				 row (a loop), the rest follow once; 0: no repetition */
+	uint32_t repeats;
 	uint32_t *seq_sites;
 	bool partial, divergent;
 };

@@ -242,7 +242,30 @@ out:
 	return err;
 }
 
-/* Sequence patterns: model sequences with the same member sites in the same order. */
+/*
+ * A loop whose iterations hold no required sync is one sequence of all of its iterations; it
+ * shows as one iteration's calls repeated, then what follows the loop. The shortest period p
+ * whose repetition covers all but a tail of at most p members, at least twice: *reps full
+ * periods, then the tail. 0 when nothing repeats.
+ */
+static uint32_t seq_period(const struct ffm_an_site *sites, const uint32_t *node_site, size_t k,
+			   uint32_t m, uint32_t *reps)
+{
+	for (uint32_t p = 1; 2 * p <= m; p++) {
+		uint32_t i = p;
+
+		while (i < m && sites[node_site[k + i]].key == sites[node_site[k + i - p]].key)
+			i++;
+		if (i >= 2 * p && i + p >= m) {
+			*reps = i / p;
+			return p;
+		}
+	}
+	*reps = 1;
+	return 0;
+}
+
+/* Sequence patterns: model sequences whose members repeat the same sites in the same order. */
 static int make_seq_groups(struct ffm_analysis *a, const struct ffm_group *mg, size_t n_mg,
 			   const uint32_t *node_site, const uint8_t *node_prob)
 {
@@ -258,12 +281,20 @@ static int make_seq_groups(struct ffm_analysis *a, const struct ffm_group *mg, s
 		a->n_seqs = n_mg;
 	}
 	for (size_t i = 0; i < n_mg; i++) {
+		uint32_t reps, per = seq_period(res->sites, node_site, k, mg[i].members, &reps);
+		/* the pattern: one period and the tail, or every member */
+		uint32_t skip = per ? per * (reps - 1) : 0, n_pat = mg[i].members - skip;
 		uint64_t h = FFM_FNV1A_INIT;
 		struct ffm_an_group *gr;
 		uint32_t pi;
 
 		/* Members are the problem nodes k .. k + members - 1 (sequences are slices). */
-		for (uint32_t m = 0; m < mg[i].members; m++)
+		h = ffm_fnv1a(h, &per, sizeof(per));
+		for (uint32_t m = 0; m < n_pat; m++)
+			h = ffm_fnv1a(h, &res->sites[node_site[k + (m < per ? m : m + skip)]].key,
+				      sizeof(uint64_t));
+		h = per ? h : FFM_FNV1A_INIT;
+		for (uint32_t m = 0; !per && m < n_pat; m++) /* the key of a pattern as before */
 			h = ffm_fnv1a(h, &res->sites[node_site[k + m]].key, sizeof(uint64_t));
 		h = h ? h : 1;
 		pi = oatab_get_u32(&pat, h);
@@ -277,13 +308,15 @@ static int make_seq_groups(struct ffm_analysis *a, const struct ffm_group *mg, s
 			memset(gr, 0, sizeof(*gr));
 			gr->key = h;
 			gr->site = node_site[k];
-			gr->n_members = mg[i].members;
-			gr->seq_sites = malloc(mg[i].members * sizeof(*gr->seq_sites));
+			gr->n_members = n_pat;
+			gr->period = per;
+			gr->repeats = reps;
+			gr->seq_sites = malloc(n_pat * sizeof(*gr->seq_sites));
 			err = gr->seq_sites ? oatab_put_u32(&pat, h, pi) : -ENOMEM;
 			if (err)
 				goto out;
-			for (uint32_t m = 0; m < mg[i].members; m++)
-				gr->seq_sites[m] = node_site[k + m];
+			for (uint32_t m = 0; m < n_pat; m++)
+				gr->seq_sites[m] = node_site[k + (m < per ? m : m + skip)];
 		}
 		gr = &res->groups[pi];
 		gr->occurrences++;
@@ -292,10 +325,9 @@ static int make_seq_groups(struct ffm_analysis *a, const struct ffm_group *mg, s
 		gr->benefit_ns += mg[i].benefit_ns;
 		for (uint32_t m = 0; m < mg[i].members; m++)
 			group_add_member(a, gr, node_site[k + m], node_prob[k + m]);
-		if (a->seqs) {
-			a->seqs[i].g = mg[i];
-			a->seqs[i].pattern = pi;
-		}
+		if (a->seqs)
+			a->seqs[i] = (struct seq_ref){ .g = mg[i], .pattern = pi, .period = per,
+						       .reps = reps, .first = (uint32_t)k };
 		k += mg[i].members;
 	}
 	if (a->seqs) {

@@ -568,6 +568,11 @@ static void print_text(FILE *o, const char *job_id, const struct ffmctl_job_stor
 					s_of(mg->g.benefit_ns), pct(mg->g.benefit_ns, m->wall_sum_ns),
 					mg->g.n_members, mg->g.occurrences,
 					mg->g.partial ? " (coverage partial)" : "");
+				if (mg->g.period)
+					fprintf(o, "       a loop: entr%s%s%u repeat%s %u times in a row%s\n",
+						mg->g.period == 1 ? "y " : "ies 1-", "", mg->g.period,
+						mg->g.period == 1 ? "s" : "", mg->g.repeats,
+						mg->g.n_members > mg->g.period ? ", then the rest once" : "");
 				print_members(o, js, mg, 0, mg->g.n_members < 50 ? mg->g.n_members : 50);
 				if (mg->g.n_members > 50)
 					fprintf(o, "       ... %u more\n", mg->g.n_members - 50);
@@ -788,7 +793,7 @@ static json_t *json_problem(const struct ffmctl_job_stores *js, const struct ffm
 	const char *type = seq ? "sequence" : ffm_an_problem_name(ffm_an_main_problem(mg->g.n_type));
 
 	/* o*: a sequence's id and members, a line's sites, left out for the other groupings */
-	return json_pack("{s:I,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:o,s:o,s:o,s:o*,s:o*,s:o*}",
+	return json_pack("{s:I,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:o,s:o,s:o,s:o*,s:o*,s:o*,s:o*,s:o*}",
 			 "rank", (json_int_t)i + 1, "type", type,
 			 "types", json_types(mg->g.n_type),
 			 "api", ffm_json_string(x->api_name),
@@ -804,7 +809,9 @@ static json_t *json_problem(const struct ffmctl_job_stores *js, const struct ffm
 			 "evidence", json_evidence(js, mg, x),
 			 "sequence_id", seq ? json_integer((json_int_t)i + 1) : NULL,
 			 "members", seq ? json_members(js, mg) : NULL,
-			 "sites", line ? json_line_sites(js, mg) : NULL);
+			 "sites", line ? json_line_sites(js, mg) : NULL,
+			 "period", seq ? json_integer(mg->g.period) : NULL,
+			 "repeats", seq ? json_integer(mg->g.repeats) : NULL);
 }
 
 static json_t *json_apis(const struct ffm_an_merged *m)

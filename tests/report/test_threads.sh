@@ -4,7 +4,8 @@
 # Threads that wait side by side (tests/workloads threads; stages/ffm_model.h, "Threads"): the
 # planted sync is on every thread, each thread's Figure 5 saving is about the same, and the
 # report's recoverable time is what the wall time loses, about one thread's saving, not their sum.
-# Also the host read every iteration (host_read): its own problem type at the planted line.
+# Also the host read every iteration (host_read): its own problem type at the planted line; and a
+# loop with no required sync (dup_transfer) as a sequence: one iteration's problem, repeated.
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 . tests/ops/lib.sh
@@ -64,6 +65,27 @@ assert 180 <= p["count"] <= 196, p["count"]  # at most 49 of every 50 of 200
 PY
 check "host_read: the text says the fix changes the use" \
 	grep -q "the fix changes when the value is used, not just the call" "$T/hr.txt"
+
+if profile dt -- "$WL/dup_transfer" --iters 100; then
+	"$FFMCTL" --state-dir "$T/s" report dt --json --group sequence >"$T/dt.json"
+	"$FFMCTL" --state-dir "$T/s" report dt --group sequence >"$T/dt.txt"
+fi
+check "dup_transfer: the loop is a sequence of its shortest period, repeated" python3 - "$T/dt.json" "$(line_of dup_transfer)" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+p = r["problems"][0]
+assert p["period"] == 1 and p["repeats"] >= 90, (p["period"], p["repeats"])
+assert p["members"][0]["call_site"]["line"] == int(sys.argv[2]), p["members"][0]
+assert len(p["members"]) <= 3, len(p["members"])
+PY
+check "dup_transfer: the text says the entry repeats" grep -q "a loop: entry 1 repeats [0-9]* times in a row" "$T/dt.txt"
+seq=$(python3 -c "import json; print(json.load(open('$T/dt.json'))['problems'][0]['sequence_id'])" 2>/dev/null)
+"$FFMCTL" --state-dir "$T/s" report dt --json --subsequence "${seq:-1}:1:1" >"$T/dt-sub.json" 2>&1
+check "dup_transfer: --subsequence over the repeated entry takes every iteration's" python3 - "$T/dt-sub.json" <<'PY'
+import json, sys
+q = json.load(open(sys.argv[1]))["subsequence"]
+assert q["benefit_s"] >= 0.8 * q["sequence_benefit_s"] > 0, q
+PY
 
 echo "1..$n"
 echo "$((n - fails)) passed, $fails failed"
