@@ -29,6 +29,8 @@ def main():
     ap.add_argument("--width", type=int, default=2048)
     ap.add_argument("--depth", type=int, default=4)
     ap.add_argument("--batch", type=int, default=512)
+    ap.add_argument("--workers", type=int, default=0,
+                    help="feed the batches through a DataLoader with this many worker processes")
     ap.add_argument("--torch-profile", metavar="FILE")
     a = ap.parse_args()
 
@@ -41,14 +43,31 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=1e-4)
     x = torch.randn(a.batch, a.width, device=dev)
     y = torch.randn(a.batch, 1, device=dev)
+    loader = None
+    if a.workers:
+        # Worker processes fork from a process whose CUDA is up; they only build CPU batches.
+        data = torch.utils.data.TensorDataset(torch.randn(8 * a.batch, a.width),
+                                              torch.randn(8 * a.batch, 1))
+        loader = torch.utils.data.DataLoader(data, batch_size=a.batch, num_workers=a.workers,
+                                             pin_memory=True, persistent_workers=True)
+
+    def batches():
+        while True:
+            if loader is None:
+                yield x, y
+            else:
+                for bx, by in loader:
+                    yield bx.to(dev, non_blocking=True), by.to(dev, non_blocking=True)
 
     def train():
         total = torch.zeros((), device=dev)
         last = 0.0
         stamps = []
+        feed = batches()
         for step in range(a.steps):
+            bx, by = next(feed)
             opt.zero_grad(set_to_none=True)
-            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss = torch.nn.functional.mse_loss(model(bx), by)
             loss.backward()
             opt.step()
             if a.fixed:
