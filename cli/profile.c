@@ -5,8 +5,9 @@
  * Diogenes' own workflow without a daemon: run CMD once per FFM stage with an embedded collector
  * (the daemon's collector library), each run escalating on what the previous ones stored, then
  * print the report. Each stage is a run of the daemon's job API (daemon/jobrun.h: begin, arm,
- * records, disarm, end), the sequence ffmd's jobs go through. Needs root or CAP_BPF +
- * CAP_PERFMON (uprobes and BPF programs).
+ * records, disarm, end), the sequence ffmd's jobs go through. Needs root, or CAP_BPF +
+ * CAP_PERFMON (BPF programs, uprobe links) and CAP_SYS_ADMIN (calibrating a new driver, and
+ * uprobes on kernels without uprobe links): daemon/collector.h, symbols/uprobe_count.h.
  *
  * The command is forked and held before exec until its pid is tracked and the stage's probes
  * are attached, so its first driver call is seen. Its children inherit the job. With --json
@@ -182,10 +183,14 @@ static int profile_open(struct profile *p)
 							       .on_record = on_record, .ctx = p },
 				  &p->col);
 	if (err < 0) {
-		ffmctl_err("profile", "cannot load the BPF collector: %s (%s)", strerror(-err),
-			   err == -EPERM || err == -EACCES ?
-				   "profile needs root, or CAP_BPF and CAP_PERFMON" :
-				   "is BPF enabled in this kernel?");
+		char caps[256];
+
+		if (err == -EPERM || err == -EACCES)
+			ffmctl_err("profile", "cannot load the BPF collector: %s: profile %s", strerror(-err),
+				   ffm_caps_hint(FFM_COLLECTOR_OPEN_CAPS, UINT64_MAX, caps, sizeof(caps)));
+		else
+			ffmctl_err("profile", "cannot load the BPF collector: %s (is BPF enabled in this kernel?)",
+				   strerror(-err));
 		return -1;
 	}
 	err = ffm_resolve_libcuda(getenv("LD_LIBRARY_PATH"), NULL, NULL, p->drv_path, sizeof(p->drv_path));
@@ -313,7 +318,15 @@ static int profile_stage(struct profile *p, int stage, int to)
 	if (!err)
 		err = ffm_collector__attach(p->col, p->drv_path, -1, ps.p, ps.n, &att);
 	if (err < 0) {
-		ffmctl_err("profile", "failed to attach uprobes to %s: %s", p->drv_path, strerror(-err));
+		char caps[256] = "", hint[200];
+
+		if (err == -EPERM || err == -EACCES)
+			snprintf(caps, sizeof(caps), " (attaching uprobes in %s mode %s)",
+				 ffm_collector__probe_mode(p->col),
+				 ffm_caps_hint(ffm_collector__attach_caps(p->col), UINT64_MAX, hint,
+					       sizeof(hint)));
+		ffmctl_err("profile", "failed to attach uprobes to %s: %s%s", p->drv_path, strerror(-err),
+			   caps);
 		ffm_probe_set__release(&ps);
 		ffm_jobrun__end(p->jr, 0, 0, true, stage == to);
 		p->jr = ffm_jobrun__free(p->jr);

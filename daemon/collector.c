@@ -168,6 +168,11 @@ const char *ffm_collector__probe_mode(const struct ffm_collector *c)
 	return PROBE_MODES[c->session ? 0 : c->multi ? 1 : 2];
 }
 
+uint64_t ffm_collector__attach_caps(const struct ffm_collector *c)
+{
+	return c->session || c->multi ? FFM_COLLECTOR_OPEN_CAPS : FFM_CAP(CAP_SYS_ADMIN);
+}
+
 bool ffm_collector__map_guard(const struct ffm_collector *c)
 {
 	return c->map_guard;

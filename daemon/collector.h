@@ -18,9 +18,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <linux/capability.h>
 #include <sys/types.h>
 
 #include "bpf/ffm.h"
+#include "common/caps.h"
 
 struct ffm_collector;
 struct ffm_attachment;
@@ -55,6 +57,14 @@ struct ffm_collector_opts {
 #define FFM_RINGBUF_MIN_BYTES (64u << 10)
 
 int ffm_collector__open(const struct ffm_collector_opts *opts, struct ffm_collector **ret);
+/* The capabilities (common/caps.h masks) loading the collector needs: CAP_BPF for the programs
+ * and maps, CAP_PERFMON for tracing programs and their tracepoints (measured on Linux 6.18:
+ * without either, the load is refused). */
+#define FFM_COLLECTOR_OPEN_CAPS (FFM_CAP(CAP_BPF) | FFM_CAP(CAP_PERFMON))
+/* What attaching uprobes needs in @c's probe mode: a BPF link (session, multi) needs CAP_BPF
+ * and CAP_PERFMON; a perf-event uprobe (single) needs CAP_SYS_ADMIN (the kernel's uprobe PMU
+ * refuses CAP_PERFMON alone; measured on Linux 6.18). */
+uint64_t ffm_collector__attach_caps(const struct ffm_collector *c);
 /* How uprobes attach on this kernel: "session" (Linux 6.12+: a process outside every job pays
  * one breakpoint per probed call), "multi" (6.6+) or "single" (per-offset perf-event uprobes);
  * the last two also install a return probe per call. */

@@ -20,6 +20,7 @@
  * LINGER_S without a job (the wait probe) or with their last stage-2 job (the API probes, whose
  * lingering would spoil other jobs' stacks, see update_attachments).
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
@@ -242,6 +243,23 @@ static const char *plink_path(const struct drv *dv, pid_t pid, char *buf, size_t
 
 /* Attach what @pl's process needs now: the wait function, and the stage-2 set while its job is
  * at stage 2 or above; the stage-2 set goes when it is no longer needed. */
+/* An attach of @what to @dv (for process @pid, or system-wide: -1) failed: say so, and on a
+ * refusal which capabilities the probe mode needs and which ffmd lacks. */
+static void log_attach_err(struct ffmd *d, const char *what, const struct drv *dv, pid_t pid,
+			   int err)
+{
+	char caps[256] = "", hint[200], proc[48] = "";
+
+	if (err == -EPERM || err == -EACCES)
+		snprintf(caps, sizeof(caps), " (attaching uprobes in %s mode %s)",
+			 ffm_collector__probe_mode(d->col),
+			 ffm_caps_hint(ffm_collector__attach_caps(d->col), UINT64_MAX, hint,
+				       sizeof(hint)));
+	if (pid > 0)
+		snprintf(proc, sizeof(proc), " for process %d", pid);
+	log_err("failed to attach %s to %s%s: %s%s", what, dv->path, proc, strerror(-err), caps);
+}
+
 static void plink_sync(struct ffmd *d, struct plink *pl)
 {
 	int job = job_of_pid(d, pl->pid), err;
@@ -251,12 +269,10 @@ static void plink_sync(struct ffmd *d, struct plink *pl)
 
 	if (!pl->wait_att &&
 	    (err = attach_set(d, pl->dv, path, FFM_PROBE_WAIT, pl->pid, job, &pl->wait_att)) < 0 && alive(pl->pid))
-		log_err("failed to attach the wait probe to %s for process %d: %s", pl->dv->path, pl->pid,
-			strerror(-err));
+		log_attach_err(d, "the wait probe", pl->dv, pl->pid, err);
 	if (api && !pl->api_att &&
 	    (err = attach_set(d, pl->dv, path, API_PROBES, pl->pid, job, &pl->api_att)) < 0 && alive(pl->pid))
-		log_err("failed to attach API probes to %s for process %d: %s", pl->dv->path, pl->pid,
-			strerror(-err));
+		log_attach_err(d, "API probes", pl->dv, pl->pid, err);
 	if (!api && pl->api_att)
 		detach_later(d, &pl->api_att);
 }
@@ -372,8 +388,7 @@ void update_attachments(struct ffmd *d)
 		if (jobs && !dv->wait_att) {
 			err = attach_set(d, dv, NULL, FFM_PROBE_WAIT, -1, -1, &dv->wait_att);
 			if (err < 0)
-				log_err("failed to attach the wait probe to %s+%#" PRIx64 ": %s (is CAP_BPF granted?)",
-					dv->path, dv->rd.wait_off, strerror(-err));
+				log_attach_err(d, "the wait probe", dv, -1, err);
 		}
 		/* A job that needs stage-2 probes not attached (none yet, or a stage-1 list with
 		 * other functions): attach the new set before dropping the old. */
@@ -382,7 +397,7 @@ void update_attachments(struct ffmd *d)
 
 			err = attach_set(d, dv, NULL, API_PROBES, -1, -1, &n);
 			if (err < 0) {
-				log_err("failed to attach API probes to %s: %s", dv->path, strerror(-err));
+				log_attach_err(d, "API probes", dv, -1, err);
 			} else {
 				ffm_attachment__free(dv->api_att);
 				dv->api_att = n;

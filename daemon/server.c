@@ -370,8 +370,12 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 				  .ringbuf_bytes = cfg->ringbuf_kib * 1024, .map_guard = true,
 				  .per_process = !cfg->system_scope, .exclude_self = true }, &d->col);
 	if (err < 0) {
-		log_err("cannot load the BPF collector: %s (ffmd needs CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE, or root)",
-			strerror(-err));
+		char caps[256] = "";
+
+		if (err == -EPERM || err == -EACCES)
+			ffm_caps_hint(FFM_COLLECTOR_OPEN_CAPS, UINT64_MAX, caps, sizeof(caps));
+		log_err("cannot load the BPF collector: %s%s%s", strerror(-err), caps[0] ? ": ffmd " : "",
+			caps);
 		goto fail;
 	}
 	if (!ffm_collector__map_guard(d->col))

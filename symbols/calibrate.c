@@ -534,9 +534,13 @@ static int verify(struct cal_ctx *cx, const char *const *modes, struct ffm_calib
 	err = ffm_uprobe_counter__open(cx->o->driver_path, c->wait_offset, false, cx->probe.pid,
 				       &ctr);
 	if (err) {
-		snprintf(reason, sizeof(reason),
-			 "cannot count uprobe hits at %s+%#" PRIx64 ": %s (needs root or CAP_PERFMON)",
-			 cx->o->driver_path, c->wait_offset, strerror(-err));
+		char caps[256] = "", hint[200];
+
+		if (err == -EPERM || err == -EACCES)
+			snprintf(caps, sizeof(caps), " (counting uprobe hits %s)",
+				 ffm_caps_hint(FFM_UPROBE_COUNTER_CAPS, UINT64_MAX, hint, sizeof(hint)));
+		snprintf(reason, sizeof(reason), "cannot count uprobe hits at %s+%#" PRIx64 ": %s%s",
+			 cx->o->driver_path, c->wait_offset, strerror(-err), caps);
 		c->reason = strdup(reason);
 		c->verified = false;
 		return 0;

@@ -13,9 +13,16 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <linux/capability.h>
 #include <sys/types.h>
 
+#include "common/caps.h"
+
 struct ffm_uprobe_counter;
+
+/* What opening a counter needs (common/caps.h mask): the kernel's uprobe PMU refuses
+ * perf_event_open without CAP_SYS_ADMIN, CAP_PERFMON and CAP_BPF or not (Linux 6.18). */
+#define FFM_UPROBE_COUNTER_CAPS FFM_CAP(CAP_SYS_ADMIN)
 
 /*
  * Count executions of the instruction at file offset @offset of @path.
@@ -24,8 +31,8 @@ struct ffm_uprobe_counter;
  * another process, the threads it has at open time count, not later ones: an inherited uprobe
  * event is re-created at clone() from a pointer into the opener's memory, which breaks
  * pthread_create() in a foreign process.
- * Returns 0 or -errno (-EACCES/-EPERM without CAP_PERFMON, -ENOENT for a missing file, -EINVAL for
- * an offset the kernel rejects).
+ * Returns 0 or -errno (-EACCES/-EPERM without FFM_UPROBE_COUNTER_CAPS, -ENOENT for a missing
+ * file, -EINVAL for an offset the kernel rejects).
  */
 int ffm_uprobe_counter__open(const char *path, uint64_t offset, bool retprobe, pid_t pid,
 			     struct ffm_uprobe_counter **ret);
