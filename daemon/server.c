@@ -95,6 +95,21 @@ static int group_gid(const char *name, gid_t *gid)
 #endif
 }
 
+/* admin_group names no group: say where it is set, where it was looked for, and what to do. */
+static void log_no_admin_group(const struct ffmd_config *cfg, const char *then)
+{
+#ifdef FFM_STATIC
+	const char *where = "/etc/group (this static build reads no other group database)";
+#else
+	const char *where = "the system's group database (NSS)";
+#endif
+
+	log_err("%s%sadmin_group = %s: no such group in %s; create it (groupadd %s), name an "
+		"existing group or its gid, or remove the setting%s",
+		cfg->config_path, cfg->config_path[0] ? ": " : "", cfg->admin_group, where,
+		cfg->admin_group, then);
+}
+
 /* The job a record belongs to (index in jobs[]), or -1. */
 static int record_job(struct ffmd *d, const struct ffm_rec_hdr *h)
 {
@@ -278,8 +293,12 @@ static int apply_config(struct ffmd *d, const struct ffmd_config *cfg)
 		bool found = cfg->admin_group[0] && group_gid(cfg->admin_group, &gid) == 0;
 
 		if (cfg->admin_group[0] && !found) {
-			log_err("reload: admin group '%s' does not exist; keeping '%s'", cfg->admin_group,
-				d->cfg.admin_group);
+			char then[128];
+
+			snprintf(then, sizeof(then), " (reload: keeping %s%s)",
+				 d->cfg.admin_group[0] ? "admin_group = " : "no admin group",
+				 d->cfg.admin_group);
+			log_no_admin_group(cfg, then);
 		} else {
 			d->have_admin_gid = found;
 			d->admin_gid = gid;
@@ -335,7 +354,7 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 		d->conns[i].fd = -1;
 	if (cfg->admin_group[0]) {
 		if (group_gid(cfg->admin_group, &d->admin_gid) < 0) {
-			log_err("admin group '%s' does not exist", cfg->admin_group);
+			log_no_admin_group(cfg, "; ffmd does not start without it");
 			err = -ENOENT;
 			goto fail;
 		}
