@@ -77,7 +77,6 @@ int ffmctl_calibrate(int argc, char **argv)
 	bool trusted;
 	int ch, err, rc, fd;
 
-	opterr = 0;
 	while ((ch = getopt_long(argc, argv, ":d:jfh", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'd':
@@ -94,16 +93,12 @@ int ffmctl_calibrate(int argc, char **argv)
 			       "Find and verify libcuda's internal wait function; the result is cached "
 			       "per build-id in STATE_DIR/drivers/.\n");
 			return EXIT_OK;
-		case ':':
-			ffmctl_err("calibrate", "option '%s' needs an argument", argv[optind - 1]);
-			return EXIT_USAGE;
 		default:
-			ffmctl_err("calibrate", "unknown option '%s' (try --help)", argv[optind - 1]);
-			return EXIT_USAGE;
+			return ffmctl_opt_err("calibrate", ch, argv);
 		}
 	}
 	if (optind < argc) {
-		ffmctl_err("calibrate", "unexpected argument '%s' (try --help)", argv[optind]);
+		ffmctl_err("calibrate", "unexpected argument '%s' (ffmctl help calibrate)", argv[optind]);
 		return EXIT_USAGE;
 	}
 	if (!driver) {

@@ -237,7 +237,7 @@ int ffmctl_diff(int argc, char **argv)
 	bool json = false;
 	int c, top = 20, stage, err, ret = EXIT_FAIL;
 
-	while ((c = getopt_long(argc, argv, "jt:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":jt:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
 			json = true;
@@ -250,7 +250,7 @@ int ffmctl_diff(int argc, char **argv)
 			printf("Usage: ffmctl diff <jobid-before> <jobid-after> [--json] [--top N]\n");
 			return EXIT_OK;
 		default:
-			return EXIT_USAGE;
+			return ffmctl_opt_err("diff", c, argv);
 		}
 	}
 	if (argc - optind != 2) {

@@ -640,7 +640,7 @@ int ffmctl_export(int argc, char **argv)
 	char *end;
 	int c, err, r = EXIT_FAIL;
 
-	while ((c = getopt_long(argc, argv, "f:r:o:n:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":f:r:o:n:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'f':
 			if (strcmp(optarg, "chrome-trace") && strcmp(optarg, "hatchet")) {
@@ -670,7 +670,7 @@ int ffmctl_export(int argc, char **argv)
 			       "[--run ID] [--node NAME] [-o FILE]\n");
 			return EXIT_OK;
 		default:
-			return EXIT_USAGE;
+			return ffmctl_opt_err("export", c, argv);
 		}
 	}
 	if (ffmctl_one_jobid("export", argc, argv))

@@ -12,18 +12,17 @@
 
 struct ffmctl_globals ffmctl_g;
 
+/* A verb's options are said in one place, its own usage (`ffmctl help VERB`, which the bash
+ * completion reads too): this list names the verbs only. */
 static const struct ffmctl_verb verbs[] = {
-	{ "calibrate", ffmctl_calibrate, "calibrate [--driver PATH] [--json] [--force]" },
-	{ "export", ffmctl_export,
-	  "export <jobid> --format chrome-trace|hatchet [--run ID] [--node NAME] [-o FILE]" },
-	{ "diff", ffmctl_diff, "diff <jobid-before> <jobid-after> [--json] [--top N]" },
-	{ "job", ffmctl_job, "job start <jobid> [--key K] [--stage N] [--user UID] "
-			     "(--cgroup PATH | --pid PID | --uid UID | --exe PATH)... [--json]" },
-	{ "job", ffmctl_job, "job end <jobid> [--json]" },
-	{ "jobs", ffmctl_jobs, "jobs [--json]" },
-	{ "profile", ffmctl_profile, "profile [--stages A-B] [--key K] [--job-id ID] [--json] [-o FILE] -- CMD [ARGS...]" },
-	{ "report", ffmctl_report, "report <jobid> [--json] [--group point|function|sequence] [--subsequence ID:FROM:TO] [--top N]" },
-	{ "status", ffmctl_status, "status [--json]" },
+	{ "profile", ffmctl_profile, "run a command once per stage with no daemon, then report" },
+	{ "report", ffmctl_report, "what to fix in a job, by expected benefit" },
+	{ "diff", ffmctl_diff, "predicted vs actual change between two jobs (before and after a fix)" },
+	{ "export", ffmctl_export, "a job's runs as a chrome trace or a Hatchet tree" },
+	{ "jobs", ffmctl_jobs, "every recorded job, newest last" },
+	{ "status", ffmctl_status, "ffmd's drivers, active jobs, events/s and drops" },
+	{ "job", ffmctl_job, "start or end a job on this node (a scheduler's prolog and epilog)" },
+	{ "calibrate", ffmctl_calibrate, "find and verify libcuda's internal wait function" },
 };
 
 void ffmctl_err(const char *verb, const char *fmt, ...)
@@ -37,12 +36,32 @@ void ffmctl_err(const char *verb, const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
+int ffmctl_opt_err(const char *verb, int c, char **argv)
+{
+	const char *arg = argv[optind - 1];
+	char shrt[3] = { '-', (char)optopt, 0 };
+	int n = verb ? (int)strcspn(verb, " ") : 0; /* "job start": help job */
+	const char *name = optopt && strncmp(arg, "--", 2) ? shrt : arg;
+	int len = (int)strcspn(name, "=");
+
+	if (c == ':')
+		ffmctl_err(verb, "option '%.*s' needs an argument (ffmctl help%s%.*s)", len, name,
+			   n ? " " : "", n, verb ? verb : "");
+	else if (optopt && name == arg) /* a known long option given "=VALUE" */
+		ffmctl_err(verb, "option '%.*s' takes no argument (ffmctl help%s%.*s)", len, name,
+			   n ? " " : "", n, verb ? verb : "");
+	else
+		ffmctl_err(verb, "unknown option '%.*s' (ffmctl help%s%.*s lists them)", len, name,
+			   n ? " " : "", n, verb ? verb : "");
+	return EXIT_USAGE;
+}
+
 int ffmctl_one_jobid(const char *verb, int argc, char **argv)
 {
 	if (optind == argc - 1)
 		return 0;
 	if (optind >= argc)
-		ffmctl_err(verb, "no job id given");
+		ffmctl_err(verb, "no job id given (ffmctl jobs lists them)");
 	else
 		ffmctl_err(verb, "one job id, please (unexpected '%s')", argv[optind + 1]);
 	return EXIT_USAGE;
@@ -58,12 +77,14 @@ int ffmctl_json_opts(const char *verb, const char *usage, int argc, char **argv,
 	};
 	int c;
 
-	while ((c = getopt_long(argc, argv, "jh", opts, NULL)) == 'j')
+	while ((c = getopt_long(argc, argv, ":jh", opts, NULL)) == 'j')
 		*json = true;
-	if (c == 'h')
+	if (c == 'h') {
 		fputs(usage, stdout);
+		return EXIT_OK;
+	}
 	if (c != -1)
-		return c == 'h' ? EXIT_OK : EXIT_USAGE;
+		return ffmctl_opt_err(verb, c, argv);
 	if (jobid)
 		return ffmctl_one_jobid(verb, argc, argv) ?: -1;
 	if (optind != argc) {
@@ -88,11 +109,13 @@ int ffmctl_parse_top(const char *verb, const char *arg, int *top)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "Usage: ffmctl [--runtime-dir DIR] [--state-dir DIR] [--timeout SEC] [--py-library PATTERNS] [--src-library PATTERNS] [--version] VERB [ARGS]\n\nVerbs:\n");
+	fprintf(f, "Usage: ffmctl [--runtime-dir DIR] [--state-dir DIR] [--timeout SEC] "
+		   "[--py-library PATTERNS] [--src-library PATTERNS] [--version] VERB [ARGS]\n\n"
+		   "Verbs:\n");
 	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
-		fprintf(f, "  ffmctl %s\n", verbs[i].grammar);
-	fprintf(f, "  ffmctl help [VERB]\n");
-	fprintf(f, "\n-j is short for --json, as in bpftool.\n");
+		fprintf(f, "  %-10s %s\n", verbs[i].name, verbs[i].summary);
+	fprintf(f, "  %-10s %s\n", "help", "this list, or a verb's usage: ffmctl help VERB");
+	fprintf(f, "\n-j is short for --json, as in bpftool. man ffmctl has the details.\n");
 	fprintf(f, "\nEnvironment: FFM_RUNTIME_DIR (default /run/ffm), FFM_STATE_DIR (default /var/lib/ffm),\n"
 		   "FFM_PY_LIBRARY (= --py-library: ':'-separated fnmatch patterns of the Python files that\n"
 		   "are installed libraries, never a Python program's call site; default: site-packages,\n"
@@ -129,7 +152,8 @@ int main(int argc, char **argv)
 		ffmctl_g.state_dir = "/var/lib/ffm";
 
 	/* '+': stop at the verb, its options are its own. */
-	while ((c = getopt_long(argc, argv, "+hV", opts, NULL)) != -1) {
+	opterr = 0; /* ffmctl_opt_err says it, verb and hint included */
+	while ((c = getopt_long(argc, argv, "+:hV", opts, NULL)) != -1) {
 		switch (c) {
 		case 'r':
 			ffmctl_g.runtime_dir = optarg;
@@ -166,11 +190,11 @@ int main(int argc, char **argv)
 			ffm_print_version(stdout, "ffmctl");
 			return EXIT_OK;
 		default:
-			return EXIT_USAGE;
+			return ffmctl_opt_err(NULL, c, argv);
 		}
 	}
 	if (optind >= argc) {
-		ffmctl_err(NULL, "no verb given (try --help)");
+		ffmctl_err(NULL, "no verb given (ffmctl help lists them)");
 		return EXIT_USAGE;
 	}
 	/* `ffmctl help [VERB]`: the usage, or the verb's own --help. */
@@ -192,6 +216,6 @@ int main(int argc, char **argv)
 	if (help)
 		ffmctl_err("help", "unknown verb '%s' (ffmctl help lists them)", argv[optind + 1]);
 	else
-		ffmctl_err(NULL, "unknown verb '%s' (try --help)", argv[optind]);
+		ffmctl_err(NULL, "unknown verb '%s' (ffmctl help lists them)", argv[optind]);
 	return EXIT_USAGE;
 }

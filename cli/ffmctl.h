@@ -16,7 +16,7 @@ enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
 struct ffmctl_verb {
 	const char *name;
 	int (*run)(int argc, char **argv);
-	const char *grammar; /* one line, shown by --help */
+	const char *summary; /* what it does, one line of `ffmctl help` */
 };
 
 /* Global options shared by the verbs (set before the verb runs). */
@@ -45,6 +45,10 @@ int ffmctl_export(int argc, char **argv);
 
 /* Print "ffmctl VERB: message" to stderr. */
 void ffmctl_err(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* getopt_long's error @c (':' a missing argument, else an unknown option; option strings start
+ * with ':') said as "ffmctl VERB: ..." with the hint where the options are listed. Returns
+ * EXIT_USAGE. */
+int ffmctl_opt_err(const char *verb, int c, char **argv);
 /* After the options: 0 when one job id is left (argv[optind]), else EXIT_USAGE, said. */
 int ffmctl_one_jobid(const char *verb, int argc, char **argv);
 /* A verb's options when --json and --help are all it has, then one job id (@jobid) or nothing:

@@ -126,7 +126,7 @@ static int job_start(int argc, char **argv)
 		args[nargs++].value = (v);                                                         \
 	} while (0)
 
-	while ((c = getopt_long(argc, argv, "k:S:U:c:p:u:e:jh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":k:S:U:c:p:u:e:jh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'k':
 			if (!*optarg) {
@@ -173,7 +173,7 @@ static int job_start(int argc, char **argv)
 			printf(JOB_START_USAGE);
 			return EXIT_OK;
 		default:
-			return EXIT_USAGE;
+			return ffmctl_opt_err("job start", c, argv);
 		}
 	}
 #undef ADD
@@ -202,14 +202,18 @@ static int job_end(int argc, char **argv)
 
 int ffmctl_job(int argc, char **argv)
 {
-	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-		fputs(JOB_START_USAGE JOB_END_USAGE, argc < 2 ? stderr : stdout);
-		return argc < 2 ? EXIT_USAGE : EXIT_OK;
+	if (argc < 2) {
+		ffmctl_err("job", "no action given: start or end (ffmctl help job)");
+		return EXIT_USAGE;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		fputs(JOB_START_USAGE JOB_END_USAGE, stdout);
+		return EXIT_OK;
 	}
 	if (!strcmp(argv[1], "start"))
 		return job_start(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "end"))
 		return job_end(argc - 1, argv + 1);
-	ffmctl_err("job", "unknown action '%s' (start or end)", argv[1]);
+	ffmctl_err("job", "unknown action '%s': start or end (ffmctl help job)", argv[1]);
 	return EXIT_USAGE;
 }

@@ -420,7 +420,7 @@ int ffmctl_profile(int argc, char **argv)
 	struct sigaction sa = { .sa_handler = on_sigint };
 	struct profile p = { .ep = -1 };
 
-	while ((c = getopt_long(argc, argv, "+s:k:i:jqo:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:s:k:i:jqo:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
 			if (parse_stages(optarg, &from, &to) < 0) {
@@ -447,7 +447,7 @@ int ffmctl_profile(int argc, char **argv)
 			printf("Usage: ffmctl profile [--stages A-B] [--key K] [--job-id ID] [--json] [--quiet] [-o FILE] -- CMD [ARGS...]\n");
 			return EXIT_OK;
 		default:
-			return EXIT_USAGE;
+			return ffmctl_opt_err("profile", c, argv);
 		}
 	}
 	if (optind >= argc) {

@@ -152,7 +152,8 @@ void ffmctl_no_job_err(const char *verb, const char *state_dir, const char *job_
 	 */
 	ffm_state_for_each_store(state_dir, on_store_file, &r);
 	if (!r.n) {
-		ffmctl_err(verb, "no job '%s' under %s: no store holds it", job_id, state_dir);
+		ffmctl_err(verb, "no job '%s' under %s: no store holds it (ffmctl jobs lists the "
+			   "recorded ones; --state-dir reads another directory)", job_id, state_dir);
 		return;
 	}
 	ffmctl_err(verb, "no job '%s' under %s: no usable store holds it, and %zu store%s could "
@@ -1014,7 +1015,7 @@ int ffmctl_report(int argc, char **argv)
 	double noise = FFM_REPORT_NOISE_PCT;
 	char *end;
 
-	while ((c = getopt_long(argc, argv, "jg:s:t:n:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":jg:s:t:n:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
 			json = true;
@@ -1056,7 +1057,7 @@ int ffmctl_report(int argc, char **argv)
 			       "[--subsequence ID:FROM:TO] [--top N] [--noise PCT]\n");
 			return EXIT_OK;
 		default:
-			return EXIT_USAGE;
+			return ffmctl_opt_err("report", c, argv);
 		}
 	}
 	if (q.want) {

@@ -4,11 +4,60 @@
 # ffmctl's and ffmd's conventions (TAP), none of which needs a job:
 #   - a refused BPF load or uprobe names the capabilities the operation needs and those the
 #     process lacks, read from its effective set (run under setpriv with a reduced bounding set);
+#   - every verb `ffmctl help` lists: `ffmctl help VERB` prints its usage; an unknown option, a
+#     missing argument and an argument to a flag are one line "ffmctl VERB: ..." with the hint
+#     "ffmctl help VERB", exit 2; a verb with --json takes -j (as bpftool);
 #   - an admin_group that names no group: ffmd does not start, saying where it is set and what
 #     to do; on a reload, it keeps the group it had;
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 . tests/ops/lib.sh
+
+# --- verbs, options, errors ------------------------------------------------------------------
+# one_line_err NAME PREFIX ARGS...: exit 2 and exactly one line on stderr, starting with PREFIX.
+one_line_err() {
+	local name=$1 want=$2 out rc
+	shift 2
+	out=$("$B/ffmctl" "$@" 2>&1 >/dev/null); rc=$?
+	if [ $rc = 2 ] && [ "$(printf '%s\n' "$out" | wc -l)" = 1 ] && [[ $out == "$want"* ]]; then
+		ok "$name"
+	else
+		notok "$name (rc $rc)"; echo "$out" | diag
+	fi
+}
+verbs=$("$B/ffmctl" help | sed -n '/^Verbs:/,/^$/{s/^  \([a-z]*\) .*/\1/p}' | grep -vx help)
+if [ "$(echo $verbs | wc -w)" -ge 8 ]; then
+	ok "ffmctl help lists the verbs: $(echo $verbs)"
+else
+	notok "ffmctl help lists the verbs: '$verbs'"
+fi
+for v in $verbs; do
+	usage=$("$B/ffmctl" help "$v" 2>&1); rc=$?
+	if [ $rc = 0 ] && [[ $usage == "Usage: ffmctl $v"* ]]; then
+		ok "help $v: its usage"
+	else
+		notok "help $v (rc $rc)"; echo "$usage" | diag
+	fi
+	sub=()
+	[ "$v" = job ] && sub=(start)
+	one_line_err "$v --no-such-option" "ffmctl $v${sub:+ $sub}: unknown option '--no-such-option' (ffmctl help $v lists them)" \
+		"$v" "${sub[@]}" --no-such-option
+	one_line_err "$v -Z" "ffmctl $v${sub:+ $sub}: unknown option '-Z' (ffmctl help $v lists them)" "$v" "${sub[@]}" -Z
+	one_line_err "$v --help=x" "ffmctl $v${sub:+ $sub}: option '--help' takes no argument (ffmctl help $v)" \
+		"$v" "${sub[@]}" --help=x
+	if [[ $usage == *--json* ]]; then
+		out=$("$B/ffmctl" "$v" "${sub[@]}" -j --help 2>&1); rc=$?
+		if [ $rc = 0 ] && [[ $out == "Usage: ffmctl $v"* ]]; then
+			ok "$v takes -j for --json"
+		else
+			notok "$v -j (rc $rc)"; echo "$out" | diag
+		fi
+	fi
+done
+one_line_err "report --top without its argument" "ffmctl report: option '--top' needs an argument (ffmctl help report)" report --top
+one_line_err "a global option unknown" "ffmctl: unknown option '--no-such' (ffmctl help lists them)" --no-such
+one_line_err "job without an action" "ffmctl job: no action given: start or end (ffmctl help job)" job
+one_line_err "an unknown verb" "ffmctl: unknown verb 'nosuch'" nosuch
 
 # --- capabilities named on a refusal ---------------------------------------------------------
 if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null; then

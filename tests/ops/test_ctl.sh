@@ -48,7 +48,7 @@ fi
 out=$(ctl help 2>&1) && h1=$? || h1=$?
 out2=$(ctl help report 2>&1) && h2=$? || h2=$?
 out3=$(ctl help job 2>&1) && h3=$? || h3=$?
-if [ $h1 = 0 ] && [[ $out == *"ffmctl help [VERB]"* ]] && [ $h2 = 0 ] && [[ $out2 == *"report"*"--group"* ]] &&
+if [ $h1 = 0 ] && [[ $out == *"ffmctl help VERB"* ]] && [ $h2 = 0 ] && [[ $out2 == *"report"*"--group"* ]] &&
 	[ $h3 = 0 ] && [[ $out3 == *"job start"*"job end"* ]]; then
 	ok "ffmctl help, help report, help job: the usage, each verb's own"
 else

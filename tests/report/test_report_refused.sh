@@ -92,7 +92,7 @@ else
 	echo "$out" | head -n 5 | sed 's/^/# /'
 fi
 out=$("$FFMCTL" --state-dir "$T/empty" report nosuch 2>&1); rc=$?
-want="ffmctl report: no job 'nosuch' under $T/empty: no store holds it"
+want="ffmctl report: no job 'nosuch' under $T/empty: no store holds it (ffmctl jobs lists the recorded ones; --state-dir reads another directory)"
 if [ $rc = 1 ] && [ "$out" = "$want" ]; then
 	ok "a job in no store, nothing refused: no store holds it"
 else
