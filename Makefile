@@ -5,7 +5,9 @@
 #   make demo       profile a bundled workload (simulated driver when there is no GPU)
 #   make deps       install the Debian packages the build and the tests need (idempotent)
 #   make vmlinux    regenerate bpf/vmlinux.h from the running kernel's BTF (checked in)
-#   make install    PREFIX=/usr/local DESTDIR= : binaries, systemd unit, default config
+#   make man        the manual pages ($(O)/man/, from docs/man/*.scd; needs scdoc)
+#   make install    PREFIX=/usr/local DESTDIR= : binaries, systemd unit, default config, manual
+#                   pages, bash completion, the documentation; `make uninstall` removes them
 #   make STATIC=1   ffmd/ffmctl that run on a machine without the -dev packages (the GPU nodes)
 #   make fuzz       libFuzzer targets for the control protocol (tests/proto/proto.mk)
 #   make sanitize   build with ASan+UBSan into $(O) (default build-san/) and run every test;
@@ -185,7 +187,7 @@ include tests/tests.mk
 
 all: $(BPF_SKELS) $(PROGRAMS) $(EXTRA_PROGS) $(FAKECUDA) $(WORKLOADS) $(TEST_BINS)
 
-test: all
+test: all man
 	$(Q)O=$(O) tests/run-tests.sh
 
 # `make sanitize [O=dir]`: everything built with SANITIZE=1 into its own directory (build-san/
@@ -204,7 +206,7 @@ test: all
 SAN_REPORTS  = $(abspath $(O))/san-reports
 SAN_ASAN_OPTIONS  = halt_on_error=1:detect_leaks=1:check_initialization_order=1:strict_init_order=1:detect_odr_violation=2:log_path=$(SAN_REPORTS)/asan:log_exe_name=1
 SAN_UBSAN_OPTIONS = halt_on_error=1:print_stacktrace=1:log_path=$(SAN_REPORTS)/ubsan:log_exe_name=1
-sanitize: all
+sanitize: all man
 	$(Q)rm -rf $(SAN_REPORTS) && mkdir -p $(SAN_REPORTS)
 	$(Q)O=$(O) ASAN_OPTIONS=$(SAN_ASAN_OPTIONS) UBSAN_OPTIONS=$(SAN_UBSAN_OPTIONS) \
 		tests/run-tests.sh; rc=$$?; \
@@ -228,7 +230,7 @@ demo: all
 # /usr/local/cuda, which Debian does not package; the rest are Debian packages.
 DEB_PKGS := make gcc g++ clang llvm libbpf-dev bpftool libelf-dev libdw-dev libsqlite3-dev \
 	    libjansson-dev libsystemd-dev zlib1g-dev libzstd-dev liblzma-dev libbz2-dev pkg-config \
-	    sqlite3 systemd python3 binutils
+	    sqlite3 systemd python3 binutils scdoc man-db
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
 		grep -q 'install ok installed' || echo $$p; done); \
@@ -249,23 +251,64 @@ PREFIX_STAMP := $(shell mkdir -p $(O) && { echo '$(LIBEXECDIR)' | cmp -s - $(O)/
 		  echo '$(LIBEXECDIR)' > $(O)/.prefix; } && echo $(O)/.prefix)
 $(O)/daemon/driver_setup.o $(O)/cli/calibrate.o: $(PREFIX_STAMP)
 
-install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(LIBEXECDIR)
-	install -m 0755 $(O)/ffmd $(DESTDIR)$(PREFIX)/sbin/ffmd
-	install -m 0755 $(O)/ffmctl $(DESTDIR)$(PREFIX)/bin/ffmctl
-	install -m 0755 $(O)/ffm-calib-probe $(DESTDIR)$(LIBEXECDIR)/ffm-calib-probe
-	install -d $(DESTDIR)/etc/ffm $(DESTDIR)$(PREFIX)/lib/systemd/system
-	if [ ! -f $(DESTDIR)/etc/ffm/ffmd.conf ]; then install -m 0644 systemd/ffmd.conf $(DESTDIR)/etc/ffm/ffmd.conf; fi
-	sed 's|@PREFIX@|$(PREFIX)|g' systemd/ffmd.service.in > $(DESTDIR)$(PREFIX)/lib/systemd/system/ffmd.service
-	install -d $(DESTDIR)$(PREFIX)/share/doc/ffm $(DESTDIR)$(PREFIX)/share/ffm/slurm
-	install -m 0644 README.md $(DESTDIR)$(PREFIX)/share/doc/ffm/README.md
-	install -m 0644 systemd/README.md $(DESTDIR)$(PREFIX)/share/doc/ffm/systemd.md
-	install -m 0644 contrib/slurm/README.md $(DESTDIR)$(PREFIX)/share/doc/ffm/slurm.md
-	install -m 0755 contrib/slurm/prolog.sh contrib/slurm/epilog.sh $(DESTDIR)$(PREFIX)/share/ffm/slurm/
+# The manual pages: docs/man/NAME.SECTION.scd -> $(O)/man/NAME.SECTION. Their own target, so
+# that building the programs (e.g. STATIC=1 for the GPU nodes) never needs scdoc.
+MAN_SRCS  := $(wildcard docs/man/*.scd)
+MAN_PAGES := $(patsubst docs/man/%.scd,$(O)/man/%,$(MAN_SRCS))
+SCDOC     ?= scdoc
+$(O)/man/%: docs/man/%.scd
+	$(call msg,SCDOC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)command -v $(SCDOC) >/dev/null || { echo "man: $(SCDOC) not found (make deps installs it)" >&2; exit 1; }
+	$(Q)$(SCDOC) < $< > $@.tmp && mv $@.tmp $@
+man: $(MAN_PAGES)
+
+# The systemd unit, its paths those of PREFIX.
+$(O)/ffmd.service: systemd/ffmd.service.in $(PREFIX_STAMP)
+	$(call msg,GEN,$@)
+	$(Q)sed 's|@PREFIX@|$(PREFIX)|g' $< > $@.tmp && mv $@.tmp $@
+
+# What `make install` puts where, MODE:SOURCE:DESTINATION (under DESTDIR) each, and what
+# `make uninstall` removes. The documentation keeps the source tree's layout, so that the
+# README's links (docs/..., systemd/README.md) work where it is installed.
+DOCDIR   := $(PREFIX)/share/doc/ffm
+DOC_FILES := README.md $(wildcard docs/*.md) systemd/README.md contrib/slurm/README.md \
+	     tests/fakecuda/README.md tests/workloads/README.md
+INSTALL_LIST = 0755:$(O)/ffmd:$(PREFIX)/sbin/ffmd \
+	       0755:$(O)/ffmctl:$(PREFIX)/bin/ffmctl \
+	       0755:$(O)/ffm-calib-probe:$(LIBEXECDIR)/ffm-calib-probe \
+	       0644:$(O)/ffmd.service:$(PREFIX)/lib/systemd/system/ffmd.service \
+	       0755:contrib/slurm/prolog.sh:$(PREFIX)/share/ffm/slurm/prolog.sh \
+	       0755:contrib/slurm/epilog.sh:$(PREFIX)/share/ffm/slurm/epilog.sh \
+	       0644:contrib/bash-completion/ffmctl:$(PREFIX)/share/bash-completion/completions/ffmctl \
+	       $(foreach m,$(MAN_PAGES),0644:$(m):$(PREFIX)/share/man/man$(subst .,,$(suffix $(m)))/$(notdir $(m))) \
+	       $(foreach f,$(DOC_FILES),0644:$(f):$(DOCDIR)/$(f))
+# The default config, installed only where none is, and removed only as installed.
+CONF := /etc/ffm/ffmd.conf
+
+install: all man $(O)/ffmd.service
+	$(Q)for e in $(INSTALL_LIST); do \
+		mode=$${e%%:*} rest=$${e#*:}; src=$${rest%%:*} dst=$${rest#*:}; \
+		install -D -m $$mode "$$src" "$(DESTDIR)$$dst" || exit 1; \
+	done
+	$(Q)if [ ! -f $(DESTDIR)$(CONF) ]; then install -D -m 0644 systemd/ffmd.conf $(DESTDIR)$(CONF); fi
+
+# Every installed file, then the directories that are left empty: ffm's own always, the
+# shared ones (bin/, share/man/man1/, ...) only inside a DESTDIR, never DESTDIR itself.
+uninstall:
+	$(Q)for e in $(INSTALL_LIST); do dst=$${e#*:}; rm -f "$(DESTDIR)$${dst#*:}"; done
+	$(Q)if cmp -s systemd/ffmd.conf $(DESTDIR)$(CONF); then rm -f $(DESTDIR)$(CONF); \
+	elif [ -f $(DESTDIR)$(CONF) ]; then echo "uninstall: keeping $(DESTDIR)$(CONF) (changed)"; fi
+	$(Q)for d in $(sort $(foreach e,$(INSTALL_LIST),$(dir $(lastword $(subst :, ,$(e)))))) /etc/ffm/; do \
+		d=$(DESTDIR)$${d%/}; \
+		while [ "$$d" != "$(DESTDIR)" ] && [ "$$d" != / ] && [ -d "$$d" ] && \
+		      { [ -n "$(DESTDIR)" ] || case $$d in *ffm*) true;; *) false;; esac; } && \
+		      rmdir "$$d" 2>/dev/null; do d=$${d%/*}; [ -n "$$d" ] || break; done; \
+	done
 
 clean:
 	rm -rf $(O)
 
-.PHONY: all test sanitize demo deps vmlinux install clean
+.PHONY: all test sanitize demo deps vmlinux man install uninstall clean
 
 -include $(shell find $(O) -name '*.d' 2>/dev/null)

@@ -7,6 +7,13 @@
 #   - every verb `ffmctl help` lists: `ffmctl help VERB` prints its usage; an unknown option, a
 #     missing argument and an argument to a flag are one line "ffmctl VERB: ..." with the hint
 #     "ffmctl help VERB", exit 2; a verb with --json takes -j (as bpftool);
+#   - the manual pages (built by `make man`, which `make test` runs first) render with `man -l`
+#     without a warning, and name every verb and every option the programs' usages name, every
+#     setting of the default ffmd.conf;
+#   - the bash completion, sourced into bash, completes verbs, options, option values and job ids
+#     from the usages and `ffmctl jobs`;
+#   - `make install DESTDIR=...` puts the programs, manual pages, completion and the documents the
+#     README links to in place, and `make uninstall DESTDIR=...` leaves nothing behind;
 #   - an admin_group that names no group: ffmd does not start, saying where it is set and what
 #     to do; on a reload, it keeps the group it had;
 set -u
@@ -58,6 +65,102 @@ one_line_err "report --top without its argument" "ffmctl report: option '--top' 
 one_line_err "a global option unknown" "ffmctl: unknown option '--no-such' (ffmctl help lists them)" --no-such
 one_line_err "job without an action" "ffmctl job: no action given: start or end (ffmctl help job)" job
 one_line_err "an unknown verb" "ffmctl: unknown verb 'nosuch'" nosuch
+
+# --- manual pages ---------------------------------------------------------------------------
+for page in ffmctl.1 ffmd.8 ffmd.conf.5; do
+	f=$B/man/$page
+	if [ ! -s "$f" ]; then
+		notok "man page $page built (make man)"
+		continue
+	fi
+	out=$(MANWIDTH=100 man --warnings -l "$f" 2>&1 >"$T/$page.txt"); rc=$?
+	if [ $rc = 0 ] && [ -z "$out" ] && grep -q "^NAME" "$T/$page.txt"; then
+		ok "man -l $page renders without a warning"
+	else
+		notok "man -l $page (rc $rc)"; echo "$out" | diag
+	fi
+done
+# Every verb a section of ffmctl(1), every option of its usage in that section.
+missing=
+for v in $verbs; do
+	sect=$(awk -v v="$v" '/^   [a-z]/ { on = ($1 == v) } on' "$T/ffmctl.1.txt")
+	[ -n "$sect" ] || { missing="$missing $v(no section)"; continue; }
+	for o in $(_usage=$("$B/ffmctl" help "$v"); grep -oE -- '(^|[[ (|])--?[a-zA-Z][a-z-]*' <<<"$_usage" | sed 's/^[^-]*//' | sort -u); do
+		grep -q -- "$o\b" <<<"$sect" || missing="$missing $v:$o"
+	done
+done
+for o in $("$B/ffmctl" --help | head -n 1 | grep -oE -- '--[a-z-]+'); do
+	grep -q -- "$o" "$T/ffmctl.1.txt" || missing="$missing global:$o"
+done
+check "ffmctl(1) has every verb and option the usages name${missing:+; missing:$missing}" test -z "$missing"
+missing=
+for o in $("$B/ffmd" --help | grep -oE -- '--[a-z-]+' | sort -u); do
+	grep -q -- "$o" "$T/ffmd.8.txt" || missing="$missing $o"
+done
+check "ffmd(8) has every option of ffmd --help${missing:+; missing:$missing}" test -z "$missing"
+missing=
+for k in $(sed -n 's/^#\{0,1\}\([a-z_]*\) = .*/\1/p' systemd/ffmd.conf | sort -u); do
+	grep -q "^ *$k = " "$T/ffmd.conf.5.txt" || missing="$missing $k"
+done
+check "ffmd.conf(5) has every setting of systemd/ffmd.conf${missing:+; missing:$missing}" test -z "$missing"
+
+# --- bash completion ----------------------------------------------------------------------------
+# complete WORDS...: what the completion offers for the last word (space-separated, sorted).
+complete_words() {
+	bash -c '. contrib/bash-completion/ffmctl
+		COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _ffmctl
+		printf "%s\n" "${COMPREPLY[@]}" | sort | tr "\n" " "' _ "$B/ffmctl" --state-dir "$T/cstate" "$@"
+}
+mkdir -p "$T/cstate"
+"$B/tests/ffm-synth" --state "$T/cstate" --key ck --job comp-job-1 --stages 1 --iters 5 >/dev/null 2>&1
+want_completion() { # want_completion EXPECTED WORDS...
+	local want=$1 got
+	shift
+	got=$(complete_words "$@")
+	if [ "$got" = "$want" ]; then
+		ok "completion of '$*': $want"
+	else
+		notok "completion of '$*': '$got', want '$want'"
+	fi
+}
+want_completion "diff " di
+want_completion "--group --help --json --noise --subsequence --top " report --
+want_completion "function point sequence " report --group ""
+want_completion "chrome-trace hatchet " export --format ""
+want_completion "end start " job ""
+want_completion "--help --json -j " job end -
+want_completion "--json " jobs --j
+want_completion "comp-job-1 " report ""
+want_completion "report " help rep
+out=$(complete_words profile -- /bin/tru)
+[[ " $out " == *" /bin/true "* ]] && ok "completion after profile --: file names" ||
+	notok "completion after profile --: '$out'"
+
+# --- install, uninstall -------------------------------------------------------------------------
+# -o: install what `make test` built, never rebuild from inside a test.
+if make -s -o all -o man O="$B" DESTDIR="$T/inst" install >"$T/install.log" 2>&1; then
+	D=$T/inst/usr/local
+	missing=
+	for f in bin/ffmctl sbin/ffmd share/man/man1/ffmctl.1 share/man/man8/ffmd.8 \
+		share/man/man5/ffmd.conf.5 share/bash-completion/completions/ffmctl; do
+		[ -s "$D/$f" ] || missing="$missing $f"
+	done
+	# The documents the README links to, where its relative links point.
+	for f in $(grep -oE '(docs|systemd|contrib|tests)/[A-Za-z/_-]+\.md' README.md | sort -u); do
+		[ -s "$D/share/doc/ffm/$f" ] || missing="$missing doc:$f"
+	done
+	check "make install: programs, man pages, completion, documents${missing:+; missing:$missing}" \
+		test -z "$missing"
+	make -s O="$B" DESTDIR="$T/inst" uninstall >>"$T/install.log" 2>&1
+	left=$(cd "$T/inst" && find . -mindepth 1 | head -n 5)
+	if [ -z "$left" ]; then
+		ok "make uninstall leaves nothing in DESTDIR"
+	else
+		notok "make uninstall left: $left"
+	fi
+else
+	notok "make install DESTDIR"; diag <"$T/install.log"
+fi
 
 # --- capabilities named on a refusal ---------------------------------------------------------
 if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null; then

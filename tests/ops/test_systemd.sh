@@ -30,7 +30,7 @@ else
 fi
 missing=
 for f in sbin/ffmd bin/ffmctl libexec/ffm/ffm-calib-probe lib/systemd/system/ffmd.service \
-	share/ffm/slurm/prolog.sh share/ffm/slurm/epilog.sh share/doc/ffm/systemd.md; do
+	share/ffm/slurm/prolog.sh share/ffm/slurm/epilog.sh share/doc/ffm/systemd/README.md; do
 	[ -s "$ROOT$PREFIX/$f" ] || missing="$missing $f"
 done
 [ -s "$ROOT/etc/ffm/ffmd.conf" ] || missing="$missing /etc/ffm/ffmd.conf"
