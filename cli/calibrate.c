@@ -44,7 +44,8 @@ static void print_text(const struct ffm_calibration *c)
 		printf("verified:       yes (every synchronizing call entered it, no other call did)\n");
 	else
 		printf("verified:       NO: %s\n", ffm_calibration__reason(c));
-	printf("evidence:       %d waiting stacks sampled, %d calls counted\n", stacks, counts);
+	printf("evidence:       %d waiting stack%s sampled, %d call%s counted\n", stacks,
+	       ffmctl_s((uint64_t)stacks), counts, ffmctl_s((uint64_t)counts));
 	/* The per-call counts, one line each. */
 	json_array_foreach(ev, i, e) {
 		if (strcmp(ffm_json_get_str(e, "kind", ""), "count"))

@@ -9,6 +9,7 @@
 #define FFMCTL_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
@@ -55,6 +56,11 @@ int ffmctl_one_jobid(const char *verb, int argc, char **argv);
  * -1 to go on, else the exit code (the usage printed for --help, a bad argument said). */
 int ffmctl_json_opts(const char *verb, const char *usage, int argc, char **argv, bool *json,
 		     bool jobid);
+/* "s" after a count other than 1: "1 call", "2 calls". */
+static inline const char *ffmctl_s(uint64_t n)
+{
+	return n == 1 ? "" : "s";
+}
 /* --top N (1..1000000) into *top: 0, or -EINVAL, said. */
 int ffmctl_parse_top(const char *verb, const char *arg, int *top);
 

@@ -267,9 +267,10 @@ static void print_stage(struct profile *p, int stage, double wall, int exit_stat
 	for (int i = 0; i < FFM_REC_DROP__MAX; i++)
 		if (i != FFM_REC_DROP_UNMATCHED)
 			lost += d.n[i];
-	fprintf(stderr, "ffm: stage %d: %.2f s, %" PRIu64 " waits, %" PRIu64 " calls, %" PRIu64
-		" stacks, %" PRIu64 " records lost, exit %d\n", stage, wall, st.waits, st.calls,
-		st.stacks, lost, exit_status);
+	fprintf(stderr, "ffm: stage %d: %.2f s, %" PRIu64 " wait%s, %" PRIu64 " call%s, %" PRIu64
+		" stack%s, %" PRIu64 " record%s lost, exit %d\n", stage, wall, st.waits,
+		ffmctl_s(st.waits), st.calls, ffmctl_s(st.calls), st.stacks, ffmctl_s(st.stacks), lost,
+		ffmctl_s(lost), exit_status);
 }
 
 static void print_memtrace(struct profile *p, int stage)
@@ -334,8 +335,9 @@ static int profile_stage(struct profile *p, int stage, int to)
 	}
 	ffm_jobrun__arm(p->jr);
 	if (!p->quiet)
-		fprintf(stderr, "ffm: stage %d of %d (%s): %zu probes on %u entry points\n",
-			stage, to, stage_names[stage], ps.n, ps.napis);
+		fprintf(stderr, "ffm: stage %d of %d (%s): %zu probe%s on %u entry point%s\n",
+			stage, to, stage_names[stage], ps.n, ffmctl_s(ps.n), ps.napis,
+			ffmctl_s(ps.napis));
 
 	wall = run_command(p, &status);
 	if (wall < 0) {

@@ -350,12 +350,6 @@ static void print_runs(FILE *o, const struct ffm_analysis_result *r)
 	fputc('\n', o);
 }
 
-/* "s" after a count other than 1: "1 call", "2 calls". */
-static const char *plural(uint64_t n)
-{
-	return n == 1 ? "" : "s";
-}
-
 /* One remark of the data quality line; *n counts them. */
 static void __attribute__((format(printf, 3, 4))) remark(FILE *o, int *n, const char *fmt, ...)
 {
@@ -376,14 +370,15 @@ static void print_quality(FILE *o, const struct ffm_an_merged *m)
 
 	fprintf(o, "data quality:");
 	if (lost)
-		remark(o, &n, " %" PRIu64 " records lost (ring buffer %" PRIu64 ", maps full %" PRIu64
-		       ", other %" PRIu64 ");", lost, q->drops[FFM_DROP_RINGBUF_FULL],
+		remark(o, &n, " %" PRIu64 " record%s lost (ring buffer %" PRIu64 ", maps full %" PRIu64
+		       ", other %" PRIu64 ");", lost, ffmctl_s(lost), q->drops[FFM_DROP_RINGBUF_FULL],
 		       q->drops[FFM_DROP_MAP_FULL], q->drops[FFM_DROP_OTHER]);
 	if (q->failed_runs)
 		remark(o, &n, " the program failed in %u of the runs used (exit status %d): its measurements may not be what it does when it works;",
 		       q->failed_runs, q->failed_status);
 	if (q->drops[FFM_DROP_STACK_TOO_DEEP])
-		remark(o, &n, " %" PRIu64 " stacks cut short;", q->drops[FFM_DROP_STACK_TOO_DEEP]);
+		remark(o, &n, " %" PRIu64 " stack%s cut short;", q->drops[FFM_DROP_STACK_TOO_DEEP],
+		       ffmctl_s(q->drops[FFM_DROP_STACK_TOO_DEEP]));
 	if (q->incomplete_runs)
 		remark(o, &n, " %u of the runs used %s incomplete (partial, aborted or lossy);",
 		       q->incomplete_runs, q->incomplete_runs == 1 ? "is" : "are");
@@ -392,13 +387,13 @@ static void print_quality(FILE *o, const struct ffm_an_merged *m)
 		       q->partial_syncs, q->withheld_syncs);
 	if (q->divergent_sites)
 		remark(o, &n, " run-to-run differences at %u call site%s (counts differ by more than %d%% between stage 2 and stages 3/4: majority verdicts used);",
-		       q->divergent_sites, plural(q->divergent_sites), FFM_JOIN_TOLERANCE_PCT);
+		       q->divergent_sites, ffmctl_s(q->divergent_sites), FFM_JOIN_TOLERANCE_PCT);
 	if (q->unmatched_sites)
 		remark(o, &n, " %u call site%s of stages 3/4 %s not in the timeline;", q->unmatched_sites,
-		       plural(q->unmatched_sites), q->unmatched_sites == 1 ? "is" : "are");
+		       ffmctl_s(q->unmatched_sites), q->unmatched_sites == 1 ? "is" : "are");
 	if (q->unclassified_syncs)
 		remark(o, &n, " %" PRIu64 " sync%s (%.6f s waited) %s no stage-3 verdict;", q->unclassified_syncs,
-		       plural(q->unclassified_syncs), s_of(q->unclassified_wait_ns),
+		       ffmctl_s(q->unclassified_syncs), s_of(q->unclassified_wait_ns),
 		       q->unclassified_syncs == 1 ? "has" : "have");
 	fprintf(o, "%s\n", n ? "" : " good (no drops, full coverage, runs agree)");
 }
@@ -416,7 +411,7 @@ static void print_evidence(FILE *o, const struct ffmctl_job_stores *js,
 	fputc('\n', o);
 	if (mg->g.n_type[FFM_PROBLEM_UNNECESSARY_SYNC])
 		fprintf(o, "       unnecessary: no data the GPU wrote is read by the CPU before the next sync (%" PRIu64 " call%s)\n",
-			mg->g.n_type[FFM_PROBLEM_UNNECESSARY_SYNC], plural(mg->g.n_type[FFM_PROBLEM_UNNECESSARY_SYNC]));
+			mg->g.n_type[FFM_PROBLEM_UNNECESSARY_SYNC], ffmctl_s(mg->g.n_type[FFM_PROBLEM_UNNECESSARY_SYNC]));
 	if (mg->g.n_type[FFM_PROBLEM_MISPLACED_SYNC] && x->use_delay_ns >= 0) {
 		fprintf(o, "       misplaced: the first use of the protected data comes %.3f ms after the sync (median)",
 			x->use_delay_ns / 1e6);
@@ -428,7 +423,7 @@ static void print_evidence(FILE *o, const struct ffmctl_job_stores *js,
 	}
 	if (mg->g.n_type[FFM_PROBLEM_DUPLICATE_TRANSFER]) {
 		fprintf(o, "       duplicate: the same bytes to the same destination again (%" PRIu64 " of %" PRIu64 " transfer%s)",
-			mg->g.n_type[FFM_PROBLEM_DUPLICATE_TRANSFER], x->count, plural(x->count));
+			mg->g.n_type[FFM_PROBLEM_DUPLICATE_TRANSFER], x->count, ffmctl_s(x->count));
 		if (x->first_xfer_site >= 0) {
 			ffmctl_site_str(&r->sites[x->first_xfer_site], buf, sizeof(buf));
 			fprintf(o, "; first sent by %s", buf);
@@ -437,7 +432,7 @@ static void print_evidence(FILE *o, const struct ffmctl_job_stores *js,
 	}
 	if (mg->g.n_type[FFM_PROBLEM_HOST_READ])
 		fprintf(o, "       host read: the CPU reads %" PRIu64 " byte%s of GPU results at once after every one of these syncs; keep them on the GPU and read them every %u iterations (the saving shown): the fix changes when the value is used, not just the call\n",
-			x->read_bytes, plural(x->read_bytes), FFM_HOST_READ_EVERY);
+			x->read_bytes, ffmctl_s(x->read_bytes), FFM_HOST_READ_EVERY);
 	if (mg->g.n_type[FFM_PROBLEM_LAUNCH_BLOCKED])
 		fprintf(o, "       launch blocked: %" PRIu64 " launch%s waited for the GPU (its queue was full); fewer, larger kernels or a CUDA graph help, no time is credited\n",
 			mg->g.n_type[FFM_PROBLEM_LAUNCH_BLOCKED], mg->g.n_type[FFM_PROBLEM_LAUNCH_BLOCKED] == 1 ? "" : "es");
@@ -504,7 +499,7 @@ static void print_noise(FILE *o, const struct ffm_an_merged *m, size_t from, dou
 	for (size_t i = from; i < m->n_groups; i++)
 		sum += m->groups[i].g.benefit_ns;
 	fprintf(o, "  ... %zu more problem%s worth less than %g%% of the wall time each, %.6f s together (--noise 0 lists them)\n",
-		m->n_groups - from, plural(m->n_groups - from), noise_pct, s_of(sum));
+		m->n_groups - from, ffmctl_s(m->n_groups - from), noise_pct, s_of(sum));
 }
 
 /* The headline is Figure 5 over every problem at once; one line says how that compares with the
@@ -565,9 +560,9 @@ static void print_text(FILE *o, const char *job_id, const struct ffmctl_job_stor
 				break;
 			}
 			if (grouping == FFM_GROUP_SEQUENCE) {
-				fprintf(o, "  %2zu  %.6f s  %5.1f%%  sequence of %u problems, %" PRIu64 "x%s\n", i + 1,
-					s_of(mg->g.benefit_ns), pct(mg->g.benefit_ns, m->wall_sum_ns),
-					mg->g.n_members, mg->g.occurrences,
+				fprintf(o, "  %2zu  %.6f s  %5.1f%%  sequence of %u problem%s, %" PRIu64 "x%s\n",
+					i + 1, s_of(mg->g.benefit_ns), pct(mg->g.benefit_ns, m->wall_sum_ns),
+					mg->g.n_members, ffmctl_s(mg->g.n_members), mg->g.occurrences,
 					mg->g.partial ? " (coverage partial)" : "");
 				if (mg->g.period)
 					fprintf(o, "       a loop: entr%s%s%u repeat%s %u times in a row%s\n",
@@ -594,9 +589,10 @@ static void print_text(FILE *o, const char *job_id, const struct ffmctl_job_stor
 			fprintf(o, "  ... %zu more (--top N)\n", m->n_groups - (size_t)top);
 		print_joint(o, m);
 		if (q && q->want && q->mg) {
-			fprintf(o, "\nsubsequence %u:%u-%u: fixing entries %u to %u of sequence %u saves %.6f s (%.1f%%) over %" PRIu64 " occurrences; the whole sequence: %.6f s\n",
+			fprintf(o, "\nsubsequence %u:%u-%u: fixing entries %u to %u of sequence %u saves %.6f s (%.1f%%) over %" PRIu64 " occurrence%s; the whole sequence: %.6f s\n",
 				q->id, q->from, q->to, q->from, q->to, q->id, s_of(q->benefit_ns),
-				pct(q->benefit_ns, m->wall_sum_ns), q->occurrences, s_of(q->whole_ns));
+				pct(q->benefit_ns, m->wall_sum_ns), q->occurrences, ffmctl_s(q->occurrences),
+				s_of(q->whole_ns));
 			print_members(o, js, q->mg, q->from - 1, q->to);
 		}
 	}

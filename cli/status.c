@@ -34,6 +34,13 @@ static const char *user_name(uint32_t uid, char *buf, size_t len)
 	return buf;
 }
 
+/* A column as wide as the longest of its values (@len), at least @min (its heading's room),
+ * at most 64 (a longer value runs into the next column rather than push every row). */
+static int col_width(int w, size_t len)
+{
+	return len > (size_t)w ? (len < 64 ? (int)len : 64) : w;
+}
+
 /* ---- status ------------------------------------------------------------------------------- */
 
 static void print_drivers(const json_t *drivers)
@@ -64,27 +71,37 @@ static void print_drivers(const json_t *drivers)
 static void print_jobs(const json_t *jobs)
 {
 	size_t n = json_array_size(jobs);
+	int jw = 16, kw = 20, ow = 10; /* as wide as their longest value, as in ffmctl jobs */
+	char owner[64];
 
 	printf("\nactive jobs (%zu):\n", n);
 	if (!n) {
 		printf("  none (start one with: ffmctl job start <jobid> --cgroup PATH ...)\n");
 		return;
 	}
-	printf("  %-16s %-20s %-10s %5s %10s %10s %12s %8s  %s\n", "JOB", "KEY", "OWNER", "STAGE",
-	       "RUNNING", "EVENTS", "EVENTS/S", "DROPS", "PROCESSES");
+	for (size_t i = 0; i < n; i++) {
+		const json_t *j = json_array_get(jobs, i);
+
+		jw = col_width(jw, strlen(ffm_json_get_str(j, "job", "?")));
+		kw = col_width(kw, strlen(ffm_json_get_str(j, "key", "?")));
+		ow = col_width(ow, strlen(user_name((uint32_t)ffm_json_get_num(j, "owner", 0), owner,
+						    sizeof(owner))));
+	}
+	printf("  %-*s %-*s %-*s %5s %10s %10s %12s %8s  %s\n", jw, "JOB", kw, "KEY", ow, "OWNER",
+	       "STAGE", "RUNNING", "EVENTS", "EVENTS/S", "DROPS", "PROCESSES");
 	for (size_t i = 0; i < n; i++) {
 		const json_t *j = json_array_get(jobs, i), *procs = json_object_get(j, "processes");
 		json_t *drops = json_object_get(j, "drops"), *d;
 		const char *reason;
 		double ndrops = 0;
-		char owner[64], running[32];
+		char running[32];
 
 		/* Every drop reason counts: each is a record the report will not have. */
 		json_object_foreach(drops, reason, d)
 			ndrops += ffm_json_num(d, 0);
 		snprintf(running, sizeof(running), "%.1f s", ffm_json_get_num(j, "running_s", 0));
-		printf("  %-16s %-20s %-10s %5.0f %10s %10.0f %12.1f %8.0f  ",
-		       ffm_json_get_str(j, "job", "?"), ffm_json_get_str(j, "key", "?"),
+		printf("  %-*s %-*s %-*s %5.0f %10s %10.0f %12.1f %8.0f  ", jw,
+		       ffm_json_get_str(j, "job", "?"), kw, ffm_json_get_str(j, "key", "?"), ow,
 		       user_name((uint32_t)ffm_json_get_num(j, "owner", 0), owner, sizeof(owner)),
 		       ffm_json_get_num(j, "stage", 0), running,
 		       ffm_json_get_num(j, "events", 0),
@@ -95,7 +112,7 @@ static void print_jobs(const json_t *jobs)
 			printf("%s%.0f", k ? "," : "", ffm_json_num(json_array_get(procs, k), 0));
 		printf("\n");
 		if (ndrops > 0) {
-			printf("  %-16s drops:", "");
+			printf("  %-*s drops:", jw, "");
 			json_object_foreach(drops, reason, d)
 				if (ffm_json_num(d, 0) > 0)
 					printf(" %.0f %s", ffm_json_num(d, 0), reason);
@@ -296,28 +313,28 @@ int ffmctl_jobs(int argc, char **argv)
 		printf("no jobs recorded under %s\n", ffmctl_g.state_dir);
 	} else {
 		/* Columns as wide as their longest id (the same word as status: OWNER). */
-		int jw = 16, kw = 20;
+		int jw = 16, kw = 20, ow = 10;
+		char user[64];
 
 		for (size_t i = 0; i < c.n; i++) {
-			jw = (int)strlen(c.rows[i].job_id) > jw ? (int)strlen(c.rows[i].job_id) : jw;
-			kw = (int)strlen(c.rows[i].key) > kw ? (int)strlen(c.rows[i].key) : kw;
+			jw = col_width(jw, strlen(c.rows[i].job_id));
+			kw = col_width(kw, strlen(c.rows[i].key));
+			ow = col_width(ow, strlen(user_name(c.rows[i].uid, user, sizeof(user))));
 		}
-		jw = jw < 64 ? jw : 64;
-		kw = kw < 64 ? kw : 64;
-		printf("%-*s %-*s %-10s %4s %-7s %-9s %s", jw, "JOB", kw, "KEY", "OWNER", "RUNS", "STAGES",
-		       "STATE", "STARTED");
+		printf("%-*s %-*s %-*s %4s %-7s %-9s %s", jw, "JOB", kw, "KEY", ow, "OWNER", "RUNS",
+		       "STAGES", "STATE", "STARTED");
 		/* a column of nodes once a store of a node's is listed */
 		printf(c.per_node ? "             NODE\n" : "\n");
 		for (size_t i = 0; i < c.n; i++) {
 			const struct job_row *j = &c.rows[i];
-			char user[64], stages[32], when[32];
+			char stages[32], when[32];
 			time_t t = (time_t)j->start_unix;
 			struct tm tm;
 
 			stages_text(j->stages_done, stages, sizeof(stages));
 			if (!localtime_r(&t, &tm) || !strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm))
 				snprintf(when, sizeof(when), "%" PRId64, j->start_unix);
-			printf("%-*s %-*s %-10s %4u %-7s %-9s %s", jw, j->job_id, kw, j->key,
+			printf("%-*s %-*s %-*s %4u %-7s %-9s %s", jw, j->job_id, kw, j->key, ow,
 			       user_name(j->uid, user, sizeof(user)), j->runs, stages, state_name(j->state),
 			       when);
 			if (c.per_node) /* dates are 19 wide */

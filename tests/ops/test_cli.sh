@@ -14,6 +14,8 @@
 #     from the usages and `ffmctl jobs`;
 #   - `make install DESTDIR=...` puts the programs, manual pages, completion and the documents the
 #     README links to in place, and `make uninstall DESTDIR=...` leaves nothing behind;
+#   - tables: a long job id, key or owner widens its column in `jobs` and `status` instead of
+#     running into the next one;
 #   - an admin_group that names no group: ffmd does not start, saying where it is set and what
 #     to do; on a reload, it keeps the group it had;
 set -u
@@ -136,6 +138,33 @@ out=$(complete_words profile -- /bin/tru)
 [[ " $out " == *" /bin/true "* ]] && ok "completion after profile --: file names" ||
 	notok "completion after profile --: '$out'"
 
+# --- tables ------------------------------------------------------------------------------------
+# aligned OUTPUT HEADING VALUE...: in OUTPUT, the line with VALUE has each VALUE where the heading
+# line (the first with HEADING) has the heading of the same place (JOB KEY OWNER).
+aligned() {
+	local out=$1 head row i=0 h
+	shift
+	head=$(grep -m1 -- "$1" <<<"$out")
+	shift
+	row=$(grep -m1 -- "^ *$1 " <<<"$out")
+	for h in JOB KEY OWNER; do
+		i=$((i + 1))
+		[ "$(col_of "$head" "$h")" = "$(col_of "$row" "${!i}")" ] || return 1
+	done
+}
+col_of() { awk -v s="$1" -v t="$2" 'BEGIN { print index(" " s " ", " " t " ") }'; }
+LONG_JOB=slurm-1234567.batch-array-task-17-of-32
+LONG_KEY=a-very-long-job-key-for-the-nightly-cfd-simulation
+"$B/tests/ffm-synth" --state "$T/cstate" --key "$LONG_KEY" --job "$LONG_JOB" --stages 1 --iters 5 >/dev/null 2>&1
+out=$("$B/ffmctl" --state-dir "$T/cstate" jobs)
+own=$(awk -v j="$LONG_JOB" '$1 == j { print $3 }' <<<"$out")
+if [ -n "$own" ] && aligned "$out" "^JOB " "$LONG_JOB" "$LONG_KEY" "$own" &&
+	aligned "$out" "^JOB " comp-job-1 ck "$own"; then
+	ok "jobs: a long job id and key widen their columns"
+else
+	notok "jobs: columns"; echo "$out" | diag
+fi
+
 # --- install, uninstall -------------------------------------------------------------------------
 # -o: install what `make test` built, never rebuild from inside a test.
 if make -s -o all -o man O="$B" DESTDIR="$T/inst" install >"$T/install.log" 2>&1; then
@@ -206,6 +235,22 @@ else
 	fi
 	: >"$T/good.conf"
 	if start_ffmd --config "$T/good.conf"; then
+		# status: an active job with a long id, key and owner name.
+		LONG_USER=ffm-long-user-name-$$
+		useradd -M -N -s /usr/sbin/nologin "$LONG_USER" 2>/dev/null && created_user=1 || created_user=
+		uid=$(id -u "$LONG_USER" 2>/dev/null || id -u nobody)
+		ctl job start "$LONG_JOB" --key "$LONG_KEY" --uid "$uid" >/dev/null
+		ctl job start short-1 --key k --uid "$uid" >/dev/null
+		out=$(ctl status)
+		name=$(id -un "$uid")
+		if aligned "$out" "^  JOB " "$LONG_JOB" "$LONG_KEY" "$name" &&
+			aligned "$out" "^  JOB " short-1 k "$name"; then
+			ok "status: a long job id, key and owner widen their columns"
+		else
+			notok "status: columns"; echo "$out" | diag
+		fi
+		ctl job end "$LONG_JOB" >/dev/null; ctl job end short-1 >/dev/null
+		[ -n "$created_user" ] && userdel "$LONG_USER" 2>/dev/null
 		cp "$T/bad.conf" "$T/good.conf"
 		kill -HUP "$FFMD_PID"
 		for _ in $(seq 50); do grep -q "ffm-no-such-group" "$T/ffmd.log" && break; sleep 0.1; done
