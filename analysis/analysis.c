@@ -50,6 +50,7 @@ int ffm_analysis__run(struct ffm_store *s, const struct ffm_analysis_opts *opts,
 	if (err && err != -ENOENT)
 		goto fail;
 	a->res.key = an_pool_dup(&a->pool, key.key, "?");
+	an_phase(a, "reading the runs");
 	err = an_load_runs(a);
 	if (err)
 		goto fail;
@@ -71,6 +72,7 @@ int ffm_analysis__run(struct ffm_store *s, const struct ffm_analysis_opts *opts,
 	if (err)
 		goto fail;
 	if (a->res.run_timeline && profile_run == a->res.run_timeline) {
+		an_phase(a, "reading the timeline");
 		err = an_load_timeline(a); /* stage 3/4 verdicts included */
 		if (err)
 			goto fail;
@@ -79,6 +81,7 @@ int ffm_analysis__run(struct ffm_store *s, const struct ffm_analysis_opts *opts,
 			if (a->res.runs[i].id == a->res.run_baseline)
 				a->res.wall_ns = (uint64_t)(a->res.runs[i].wall_s * 1e9);
 	}
+	an_phase(a, "grouping");
 	err = an_sort_sites(a);
 	if (err)
 		goto fail;

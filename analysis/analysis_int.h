@@ -7,6 +7,7 @@
 #ifndef FFM_ANALYSIS_INT_H
 #define FFM_ANALYSIS_INT_H
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -120,6 +121,25 @@ struct ffm_analysis {
 	int err;
 };
 
+/* opts.progress, where the caller keeps one: the phase begun (its counts start at 0), what it
+ * has read and will read. */
+static inline void an_phase(struct ffm_analysis *a, const char *phase)
+{
+	if (a->o.progress) {
+		atomic_store(&a->o.progress->done, 0);
+		atomic_store(&a->o.progress->total, 0);
+		atomic_store(&a->o.progress->phase, phase);
+	}
+}
+
+static inline void an_progress_add(struct ffm_analysis *a, uint64_t done, uint64_t total)
+{
+	if (a->o.progress) {
+		atomic_fetch_add(&a->o.progress->done, done);
+		atomic_fetch_add(&a->o.progress->total, total);
+	}
+}
+
 /* ---- the store: runs, API names, call sites (runs.c, sites.c) ------------------------------ */
 
 int an_load_runs(struct ffm_analysis *a);
@@ -148,6 +168,7 @@ struct ev_scan {
 	int64_t last_stack;
 	uint32_t last_site;
 	uint64_t lo, hi; /* span of every event, dropped ones included */
+	uint64_t expected; /* events of the sites kept (for opts.progress) */
 };
 /* One raw event (see timeline.c), in time order: into the model's array with its verdicts. */
 int an_on_raw_event(struct ev_scan *sc, const struct ffm_event *raw);

@@ -178,6 +178,14 @@ struct ffm_analysis_result {
 	struct ffm_an_quality q;
 };
 
+/* Where a long analysis is, for a progress display: written by the analysis, read by another
+ * thread at any time. */
+struct ffm_an_progress {
+	_Atomic(const char *) phase; /* what it does now ("reading the timeline"); NULL: not begun */
+	_Atomic uint64_t done;	     /* what the phase has read so far (events, verdicts) */
+	_Atomic uint64_t total;	     /* timeline events to read (0: not known) */
+};
+
 struct ffm_analysis_opts {
 	size_t sz;
 	const char *job_id; /* runs of the key up to this job's last run; NULL = all runs */
@@ -195,6 +203,7 @@ struct ffm_analysis_opts {
 	/* The same for native source files (headers of the toolkit and of the standard library):
 	 * FFM_SRC_LIBRARY, else ffm_an_src_library_default */
 	const char *const *src_library;
+	struct ffm_an_progress *progress; /* NULL: none kept */
 };
 
 /* Library code (analysis/pyframes.c): a stored frame of Python code; a file of an installed

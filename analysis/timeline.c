@@ -175,7 +175,10 @@ int an_scan_slices(struct ffm_analysis *a, struct ev_scan *sc, uint64_t lo, uint
 		}
 	}
 	/* Stage 3/4's verdicts load while the slices read the timeline. */
+	an_phase(a, "reading the verdicts of stages 3 and 4");
 	err = an_load_verdicts(a);
+	an_phase(a, "reading the timeline");
+	an_progress_add(a, 0, sc->expected);
 	if (err) {
 		pthread_mutex_lock(&ctl.mu);
 		ctl.stop = true;
@@ -203,6 +206,7 @@ int an_scan_slices(struct ffm_analysis *a, struct ev_scan *sc, uint64_t lo, uint
 				break;
 			for (size_t k = 0; k < c->n && !err; k++)
 				err = an_on_raw_event(sc, &c->ev[k]);
+			an_progress_add(a, c->n, 0);
 			pthread_mutex_lock(&ctl.mu);
 			c->next = ctl.free;
 			ctl.free = c;
@@ -292,6 +296,7 @@ int an_load_timeline(struct ffm_analysis *a)
 			return err;
 	}
 	sc.lo = UINT64_MAX;
+	sc.expected = total;
 	a->cap_ev = total + total / 64 + 64;
 	a->ev = malloc(a->cap_ev * sizeof(*a->ev));
 	if (!a->ev)
@@ -334,6 +339,7 @@ int an_load_timeline(struct ffm_analysis *a)
 	/* The run: its processes' lifetimes, at least every event's span. */
 	go.run_start_ns = ps.lo < sc.lo ? ps.lo : sc.lo != UINT64_MAX ? sc.lo : 0;
 	go.run_end_ns = ps.hi > sc.hi ? ps.hi : sc.hi;
+	an_phase(a, "modelling");
 	err = ffm_graph__build(a->ev, a->n_ev, &go, &a->g);
 	if (err)
 		return err;

@@ -8,9 +8,13 @@
 #ifndef FFMCTL_H
 #define FFMCTL_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include "analysis/ffm_analysis.h"
 
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
 
@@ -43,6 +47,24 @@ int ffmctl_job(int argc, char **argv);
 int ffmctl_status(int argc, char **argv);
 int ffmctl_jobs(int argc, char **argv);
 int ffmctl_export(int argc, char **argv);
+
+/* A long analysis's progress on stderr (cli/progress.c): shown after a second, where stderr is a
+ * terminal. Pass &an as the analysis's opts.progress. */
+struct ffmctl_progress {
+	struct ffm_an_progress an;
+	const char *verb, *job;
+	_Atomic unsigned node, nodes;
+	pthread_t th;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	double t0, after_s;
+	bool running, stop, shown;
+};
+void ffmctl_progress__start(struct ffmctl_progress *p, const char *verb, const char *job);
+/* The analysis of node @node (0-based) of @nodes begins: its counts start again. */
+void ffmctl_progress__node(struct ffmctl_progress *p, size_t node, size_t nodes);
+/* Stop, and clear the line shown (if any). */
+void ffmctl_progress__stop(struct ffmctl_progress *p);
 
 /* Print "ffmctl VERB: message" to stderr. */
 void ffmctl_err(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -936,10 +936,13 @@ static int report(FILE *o, const char *job_id, bool json, enum ffm_grouping grou
 {
 	struct ffmctl_job_stores js;
 	struct ffm_an_merged m = { 0 };
+	struct ffmctl_progress pr;
 	int err;
 
+	ffmctl_progress__start(&pr, "report", job_id);
 	err = ffmctl_job_stores__open(ffmctl_g.state_dir, job_id, &js);
 	if (err) {
+		ffmctl_progress__stop(&pr);
 		ffmctl_no_job_err("report", ffmctl_g.state_dir, job_id, err);
 		return err;
 	}
@@ -948,16 +951,20 @@ static int report(FILE *o, const char *job_id, bool json, enum ffm_grouping grou
 			.sz = sizeof(ao), .job_id = job_id, .grouping = grouping,
 			/* one node: keep its graph for the subsequence instead of rebuilding it */
 			.keep_graph = q && q->want && js.n == 1,
+			.progress = pr.running ? &pr.an : NULL, /* none kept when none is shown */
 		};
 
+		ffmctl_progress__node(&pr, ni, js.n);
 		err = ffm_analysis__run(js.v[ni].store, &ao, &js.v[ni].an);
 		if (err) {
+			ffmctl_progress__stop(&pr);
 			ffmctl_err("report", "cannot analyse %s (node %s): %s",
 				   ffm_store__path(js.v[ni].store), js.v[ni].name,
 				   err == -ENOENT ? "the job has no runs there" : ffm_store__strerror(err));
 			goto out;
 		}
 	}
+	ffmctl_progress__stop(&pr);
 	err = merge(&js, &m);
 	if (err) {
 		ffmctl_err("report", "out of memory");
@@ -983,6 +990,7 @@ static int report(FILE *o, const char *job_id, bool json, enum ffm_grouping grou
 	if (fflush(o) && !err)
 		err = -errno;
 out:
+	ffmctl_progress__stop(&pr);
 	ffm_an_merged_free(&m);
 	ffmctl_job_stores__close(&js);
 	return err;

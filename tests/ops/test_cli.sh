@@ -16,6 +16,9 @@
 #     README links to in place, and `make uninstall DESTDIR=...` leaves nothing behind;
 #   - tables: a long job id, key or owner widens its column in `jobs` and `status` instead of
 #     running into the next one;
+#   - report's progress: on a terminal (script(1)), a line on stderr once FFM_PROGRESS_AFTER
+#     seconds have passed (default 1), naming the phase, cleared at the end; stdout is the same
+#     report as without; nothing on a quick report, nothing where stderr is not a terminal;
 #   - an admin_group that names no group: ffmd does not start, saying where it is set and what
 #     to do; on a reload, it keeps the group it had;
 set -u
@@ -163,6 +166,27 @@ if [ -n "$own" ] && aligned "$out" "^JOB " "$LONG_JOB" "$LONG_KEY" "$own" &&
 	ok "jobs: a long job id and key widen their columns"
 else
 	notok "jobs: columns"; echo "$out" | diag
+fi
+
+# --- report's progress ---------------------------------------------------------------------------
+if command -v script >/dev/null; then
+	"$B/tests/ffm-synth" --state "$T/pstate" --key pk --job pj --stages 4 --iters 2000 --fast >/dev/null 2>&1
+	R=("$B/ffmctl" --state-dir "$T/pstate" report pj)
+	"${R[@]}" >"$T/plain.txt" 2>"$T/plain.err"
+	script -qec "FFM_PROGRESS_AFTER=0 ${R[*]} >$T/tty.txt" /dev/null >"$T/tty.err" 2>&1
+	if tr '\r' '\n' <"$T/tty.err" | grep -q $'^ffmctl report: job pj: [a-z0-9 ,:.%()]*, [0-9]* s\e\[K' &&
+		[ "$(tail -c 4 "$T/tty.err" | od -An -c | tr -d ' ')" = '\r033[K' ] &&
+		cmp -s "$T/plain.txt" "$T/tty.txt" && [ ! -s "$T/plain.err" ]; then
+		ok "report on a terminal: progress on stderr (phase, seconds), cleared; the same report"
+	else
+		notok "report's progress"; cat -v "$T/tty.err" | tail -c 600 | diag
+	fi
+	script -qec "${R[*]} >/dev/null" /dev/null >"$T/tty.err" 2>&1
+	check "a report quicker than a second shows no progress" test ! -s "$T/tty.err"
+	FFM_PROGRESS_AFTER=0 "${R[@]}" >/dev/null 2>"$T/plain.err"
+	check "no progress where stderr is not a terminal" test ! -s "$T/plain.err"
+else
+	skip "report's progress" "no script(1)"
 fi
 
 # --- install, uninstall -------------------------------------------------------------------------
