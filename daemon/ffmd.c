@@ -44,7 +44,8 @@ int main(int argc, char **argv)
 	char err[512] = "";
 	int c, r;
 
-	while ((c = getopt_long(argc, argv, "c:s:r:vhV", opts, NULL)) != -1) {
+	opterr = 0; /* said below, as "ffmd: ..." whatever the path it was started by */
+	while ((c = getopt_long(argc, argv, ":c:s:r:vhV", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
 			config = optarg;
@@ -64,13 +65,24 @@ int main(int argc, char **argv)
 		case 'V':
 			ffm_print_version(stdout, "ffmd");
 			return 0;
+		case ':':
+			fprintf(stderr, "ffmd: option '%s' needs an argument (ffmd --help)\n",
+				argv[optind - 1]);
+			return 2;
 		default:
-			usage(stderr);
+			if (optopt && strncmp(argv[optind - 1], "--", 2))
+				fprintf(stderr, "ffmd: unknown option '-%c' (ffmd --help)\n", optopt);
+			else if (optopt) /* a long option that takes none given "=VALUE" */
+				fprintf(stderr, "ffmd: option '%.*s' takes no argument (ffmd --help)\n",
+					(int)strcspn(argv[optind - 1], "="), argv[optind - 1]);
+			else
+				fprintf(stderr, "ffmd: unknown option '%.*s' (ffmd --help)\n",
+					(int)strcspn(argv[optind - 1], "="), argv[optind - 1]);
 			return 2;
 		}
 	}
 	if (optind != argc) {
-		fprintf(stderr, "ffmd: unexpected argument '%s'\n", argv[optind]);
+		fprintf(stderr, "ffmd: unexpected argument '%s' (ffmd --help)\n", argv[optind]);
 		return 2;
 	}
 	if (!config && access(DEFAULT_CONFIG, F_OK) == 0)

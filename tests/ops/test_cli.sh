@@ -70,6 +70,17 @@ one_line_err "report --top without its argument" "ffmctl report: option '--top' 
 one_line_err "a global option unknown" "ffmctl: unknown option '--no-such' (ffmctl help lists them)" --no-such
 one_line_err "job without an action" "ffmctl job: no action given: start or end (ffmctl help job)" job
 one_line_err "an unknown verb" "ffmctl: unknown verb 'nosuch'" nosuch
+for a in "--no-such|ffmd: unknown option '--no-such' (ffmd --help)" \
+	"-Z|ffmd: unknown option '-Z' (ffmd --help)" \
+	"--config|ffmd: option '--config' needs an argument (ffmd --help)" \
+	"--verbose=1|ffmd: option '--verbose' takes no argument (ffmd --help)"; do
+	out=$("$B/ffmd" "${a%%|*}" 2>&1); rc=$?
+	if [ $rc = 2 ] && [ "$out" = "${a#*|}" ]; then
+		ok "ffmd ${a%%|*}: one line, exit 2"
+	else
+		notok "ffmd ${a%%|*} (rc $rc)"; echo "$out" | diag
+	fi
+done
 
 # --- manual pages ---------------------------------------------------------------------------
 for page in ffmctl.1 ffmd.8 ffmd.conf.5; do
