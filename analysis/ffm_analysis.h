@@ -235,6 +235,19 @@ int ffm_analysis__subsequence(const struct ffm_analysis *a, uint64_t key, uint32
 			      uint32_t to, uint64_t *benefit_ns, uint64_t *occurrences);
 struct ffm_analysis *ffm_analysis__free(struct ffm_analysis *a);
 
+/*
+ * Store the results in @s (ffm_store__put_results: the job's previous results replaced), tagged
+ * with @tool_version and the time: for the store's writer (ffmd at a job's end, ffmctl profile)
+ * with an analysis of opts->job_id; -EINVAL without one, store errors, -ENOMEM.
+ */
+int ffm_analysis__save(const struct ffm_analysis *a, struct ffm_store *s, const char *tool_version,
+		       int64_t *ret_id);
+
+/* Analyse job @job_id as its report does (default options) and save the results in @s; the
+ * headline also in *head (may be NULL; its job_id and strings are not set). */
+int ffm_analysis__store_job(struct ffm_store *s, const char *job_id, const char *tool_version,
+			    struct ffm_store_analysis *head);
+
 const char *ffm_an_problem_name(unsigned problem); /* "unnecessary_sync", ... */
 /* The most frequent problem type among @n_type[enum ffm_problem] (NONE when none). */
 unsigned ffm_an_main_problem(const uint64_t *n_type);

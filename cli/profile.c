@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "analysis/ffm_analysis.h"
 #include "cli/ffmctl.h"
 #include "common/util.h"
 #include "daemon/apis.h"
@@ -290,6 +291,16 @@ static void print_memtrace(struct profile *p, int stage)
  * One stage: a run of the job (daemon/jobrun.h: the key's plan picks the probes), the stage's
  * probes attached to the driver, the command run once, the run ended. 0, or -1 (said).
  */
+/* The analysis of the job as its report shows it, into the store for SQL (docs/STORE.md). */
+static void save_results(struct profile *p)
+{
+	int err = ffm_analysis__store_job(ffm_jobrun__store(p->jr), p->job_id, FFM_VERSION, NULL);
+
+	if (err < 0)
+		ffmctl_err("profile", "cannot store the analysis of job %s: %s (the report is not "
+			   "affected)", p->job_id, ffm_store__strerror(err));
+}
+
 static int profile_stage(struct profile *p, int stage, int to)
 {
 	struct ffm_jobrun_opts jo = {
@@ -366,6 +377,8 @@ static int profile_stage(struct profile *p, int stage, int to)
 		print_memtrace(p, stage);
 	if (p->err)
 		ffmctl_err("profile", "writing the store failed: %s", strerror(-p->err));
+	if (stage == to && err >= 0 && !p->err)
+		save_results(p);
 	p->jr = ffm_jobrun__free(p->jr);
 	if (err < 0 || p->err) {
 		ffmctl_err("profile", "cannot finish the run: %s", strerror(-(err < 0 ? err : p->err)));

@@ -52,7 +52,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FFM_STORE_SCHEMA_VERSION 3
+#define FFM_STORE_SCHEMA_VERSION 4
 #define FFM_STORE_MAX_STAGE 5
 
 struct ffm_store;
@@ -430,6 +430,73 @@ int ffm_store__put_xfer_hash(struct ffm_store *s, const struct ffm_store_xfer_ha
 			     int64_t *ret_id);
 int ffm_store__put_sync_use(struct ffm_store *s, const struct ffm_store_sync_use *u,
 			    int64_t *ret_id);
+
+/*
+ * The results of an analysis of one job (what its report shows), stored so that SQL sees them
+ * (docs/STORE.md: analyses, analysis_sites, analysis_problems, analysis_benefits). Written by
+ * the store's writer only (ffmd at a job's end, ffmctl profile), never by a reader.
+ */
+struct ffm_store_analysis {
+	const char *job_id;
+	int64_t at_unix;
+	const char *tool_version;
+	const char *grouping;	     /* "call_site", "function" or "sequence" */
+	int64_t run_baseline, run_timeline, run_verdicts, run_first_use; /* 0 = none */
+	bool have_problems;	     /* stage 3 verdicts exist: recoverable_ns is known */
+	uint64_t wall_ns, wait_ns, recoverable_ns;
+	double recoverable_share;    /* recoverable_ns / wall_ns, 0..1 */
+	uint64_t events, records_lost;
+	uint32_t incomplete_runs, divergent_sites;
+};
+
+/* Counts of each problem type (enum ffm_problem order, none excluded). */
+struct ffm_store_problem_counts {
+	uint64_t unnecessary, misplaced, duplicate, host_read, launch_blocked;
+};
+
+struct ffm_store_site_result {
+	int64_t stack;
+	uint32_t api, kind;
+	const char *function, *file, *driver_function; /* never NULL */
+	uint32_t line;
+	uint64_t count, dur_ns, wait_ns, bytes;
+	uint32_t problem; /* the site's most frequent problem type (enum ffm_problem), 0 = none */
+	struct ffm_store_problem_counts n;
+	uint64_t n_classified, benefit_ns;
+	int64_t use_delay_ns; /* -1 = none */
+	bool divergent;
+};
+
+struct ffm_store_problem_result {
+	uint32_t problem;   /* the group's most frequent type */
+	int64_t stack;	    /* its (first) call site */
+	uint64_t count;
+	struct ffm_store_problem_counts n;
+	uint64_t wait_ns, benefit_ns;
+	bool partial, divergent;
+};
+
+struct ffm_store_benefit_result {
+	uint32_t api;
+	const char *function;
+	uint64_t calls, dur_ns, wait_ns, problems, benefit_ns;
+};
+
+struct ffm_store_results {
+	struct ffm_store_analysis a;
+	const struct ffm_store_site_result *sites;
+	size_t n_sites;
+	const struct ffm_store_problem_result *problems; /* rank order, largest benefit first */
+	size_t n_problems;
+	const struct ffm_store_benefit_result *benefits;
+	size_t n_benefits;
+};
+
+/*
+ * Store @r in one transaction (after the open batch), replacing the previous results of the
+ * same job: *ret_id (may be NULL) gets the analyses row id. -EINVAL without a job id.
+ */
+int ffm_store__put_results(struct ffm_store *s, const struct ffm_store_results *r, int64_t *ret_id);
 
 /* Commit the open batch now. 0 if nothing was pending. */
 int ffm_store__flush(struct ffm_store *s);

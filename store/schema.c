@@ -118,8 +118,111 @@ static const char step_v3[] =
 	"DROP TABLE frames;"
 	"ALTER TABLE frames_v3 RENAME TO frames;";
 
+/*
+ * v4: the store as an interface for users' SQL (docs/STORE.md documents every table, view and
+ * column): names for the integers and bit-packed columns, views that show them, indexes for the
+ * queries by driver function and by call site, and the latest analysis's results.
+ */
+static const char step_v4[] =
+	/* names of enum values (store/ffm_store.h, stages/ffm_model.h); tests/store/test_store
+	 * pins them to the C enums */
+	"CREATE TABLE event_kinds(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);"
+	"INSERT INTO event_kinds VALUES(1,'wait'),(2,'api'),(3,'transfer'),(4,'alloc'),"
+	"  (5,'free'),(6,'memset'),(7,'launch');"
+	"CREATE TABLE directions(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);"
+	"INSERT INTO directions VALUES(0,'none'),(1,'HtoD'),(2,'DtoH'),(3,'DtoD'),(4,'HtoH'),"
+	"  (5,'peer');"
+	"CREATE TABLE job_states(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);"
+	"INSERT INTO job_states VALUES(1,'running'),(2,'done'),(3,'failed'),(4,'cancelled');"
+	"CREATE TABLE run_flags(bit INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);"
+	"INSERT INTO run_flags VALUES(1,'partial'),(2,'dropped'),(4,'divergent'),(8,'aborted');"
+	"CREATE TABLE drop_reasons(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);"
+	"INSERT INTO drop_reasons VALUES(0,'ringbuf_full'),(1,'stack_too_deep'),(2,'map_full'),"
+	"  (3,'other');"
+	"CREATE TABLE dup_kinds(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);"
+	"INSERT INTO dup_kinds VALUES(0,'none'),(1,'same_dst'),(2,'other_dst');"
+	"CREATE TABLE sync_use_flags(bit INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);"
+	"INSERT INTO sync_use_flags VALUES(1,'partial'),(2,'no_use');"
+	"CREATE TABLE problem_types(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);"
+	"INSERT INTO problem_types VALUES(0,'none'),(1,'unnecessary_sync'),(2,'misplaced_sync'),"
+	"  (3,'duplicate_transfer'),(4,'host_read_every_iteration'),(5,'launch_blocked');"
+
+	/* events with names: the driver function, the kind, the direction */
+	"CREATE VIEW calls AS SELECT e.id, e.run, e.kind AS kind_id, k.name AS kind,"
+	"  coalesce(a.name, '') AS function, e.api, d.name AS direction, e.tgid, e.tid,"
+	"  e.start_ns, e.dur_ns, e.wait_ns, e.bytes, e.stream, e.src, e.dst, e.stack, e.flags"
+	"  FROM events_v e LEFT JOIN event_kinds k ON k.id = e.kind"
+	"  LEFT JOIN directions d ON d.id = e.dir LEFT JOIN api_names a ON a.id = e.api;"
+	"CREATE VIEW jobs_v AS SELECT j.*, s.name AS state_name FROM jobs j"
+	"  LEFT JOIN job_states s ON s.id = j.state;"
+	"CREATE VIEW runs_v AS SELECT r.*, j.job_id, (r.flags & 1) != 0 AS partial,"
+	"  (r.flags & 2) != 0 AS dropped, (r.flags & 4) != 0 AS divergent,"
+	"  (r.flags & 8) != 0 AS aborted, r.end_ns != 0 AS ended"
+	"  FROM runs r LEFT JOIN jobs j ON j.id = r.job;"
+	"CREATE VIEW drops_v AS SELECT d.run, d.reason, n.name AS reason_name, d.count FROM drops d"
+	"  LEFT JOIN drop_reasons n ON n.id = d.reason;"
+	"CREATE VIEW stack_stats_v AS SELECT s.*, k.name AS kind_name,"
+	"  coalesce(a.name, '') AS function FROM stack_stats s"
+	"  LEFT JOIN event_kinds k ON k.id = s.kind LEFT JOIN api_names a ON a.id = s.api;"
+	"CREATE VIEW xfer_hashes_v AS SELECT x.*, k.name AS dup_name FROM xfer_hashes x"
+	"  LEFT JOIN dup_kinds k ON k.id = x.dup;"
+	"CREATE VIEW sync_uses_v AS SELECT u.*, (u.flags & 1) != 0 AS partial,"
+	"  (u.flags & 2) != 0 AS no_use FROM sync_uses u;"
+	/* frames of every stack, innermost (depth 0) first */
+	"CREATE VIEW stack_frames_v AS SELECT sf.stack, sf.depth, f.* FROM stack_frames sf"
+	"  JOIN frames f ON f.id = sf.frame;"
+	/* by driver function and by call site across runs (a run's own: the primary key) */
+	"CREATE INDEX stack_stats_api ON stack_stats(api, run);"
+	"CREATE INDEX stack_stats_stack ON stack_stats(stack, run);"
+
+	/*
+	 * The latest analysis of each job (analysis/save.c writes it, ffmd at a job's end and ffmctl
+	 * profile; a new analysis of a job replaces its previous one): what `ffmctl report` shows,
+	 * as rows. Times in ns; the analysis's run choice in run_*.
+	 */
+	"CREATE TABLE analyses(id INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL,"
+	"  at_unix INTEGER NOT NULL, tool_version TEXT NOT NULL, grouping TEXT NOT NULL,"
+	"  run_baseline INTEGER NOT NULL DEFAULT 0, run_timeline INTEGER NOT NULL DEFAULT 0,"
+	"  run_verdicts INTEGER NOT NULL DEFAULT 0, run_first_use INTEGER NOT NULL DEFAULT 0,"
+	"  have_problems INTEGER NOT NULL, wall_ns INTEGER NOT NULL, wait_ns INTEGER NOT NULL,"
+	"  recoverable_ns INTEGER NOT NULL, recoverable_share REAL NOT NULL,"
+	"  events INTEGER NOT NULL, records_lost INTEGER NOT NULL,"
+	"  incomplete_runs INTEGER NOT NULL, divergent_sites INTEGER NOT NULL);"
+	"CREATE INDEX analyses_job ON analyses(job_id);"
+	/* per call site of the profile run: its totals and the verdicts applied to it */
+	"CREATE TABLE analysis_sites(analysis INTEGER NOT NULL, stack INTEGER NOT NULL,"
+	"  api INTEGER NOT NULL, kind INTEGER NOT NULL, function TEXT NOT NULL, file TEXT NOT NULL,"
+	"  line INTEGER NOT NULL, driver_function TEXT NOT NULL, count INTEGER NOT NULL,"
+	"  dur_ns INTEGER NOT NULL, wait_ns INTEGER NOT NULL, bytes INTEGER NOT NULL,"
+	"  problem INTEGER NOT NULL, n_unnecessary INTEGER NOT NULL, n_misplaced INTEGER NOT NULL,"
+	"  n_duplicate INTEGER NOT NULL, n_host_read INTEGER NOT NULL,"
+	"  n_launch_blocked INTEGER NOT NULL, n_classified INTEGER NOT NULL,"
+	"  benefit_ns INTEGER NOT NULL, use_delay_ns INTEGER NOT NULL, divergent INTEGER NOT NULL);"
+	"CREATE INDEX analysis_sites_stack ON analysis_sites(analysis, stack);"
+	/* the report's problems: groups by call site, largest expected benefit first (rank 1) */
+	"CREATE TABLE analysis_problems(analysis INTEGER NOT NULL, rank INTEGER NOT NULL,"
+	"  problem INTEGER NOT NULL, stack INTEGER NOT NULL, count INTEGER NOT NULL,"
+	"  n_unnecessary INTEGER NOT NULL, n_misplaced INTEGER NOT NULL,"
+	"  n_duplicate INTEGER NOT NULL, n_host_read INTEGER NOT NULL,"
+	"  n_launch_blocked INTEGER NOT NULL, wait_ns INTEGER NOT NULL,"
+	"  benefit_ns INTEGER NOT NULL, partial INTEGER NOT NULL, divergent INTEGER NOT NULL,"
+	"  PRIMARY KEY (analysis, rank)) WITHOUT ROWID;"
+	/* per driver function: its time and the benefit of fixing its problems alone */
+	"CREATE TABLE analysis_benefits(analysis INTEGER NOT NULL, api INTEGER NOT NULL,"
+	"  function TEXT NOT NULL, calls INTEGER NOT NULL, dur_ns INTEGER NOT NULL,"
+	"  wait_ns INTEGER NOT NULL, problems INTEGER NOT NULL, benefit_ns INTEGER NOT NULL,"
+	"  PRIMARY KEY (analysis, api)) WITHOUT ROWID;"
+	"CREATE VIEW latest_analysis AS SELECT * FROM analyses"
+	"  WHERE id = (SELECT max(id) FROM analyses);"
+	"CREATE VIEW problems_v AS SELECT p.*, t.name AS problem_name, s.function, s.file, s.line,"
+	"  s.driver_function FROM analysis_problems p LEFT JOIN problem_types t ON t.id = p.problem"
+	"  LEFT JOIN analysis_sites s ON s.analysis = p.analysis AND s.stack = p.stack;";
+
 const char *const ffm_store_migrations[FFM_STORE_SCHEMA_VERSION] = {
 	step_v1,
 	step_v2,
 	step_v3,
+	step_v4,
+	/* v5 and later: a new step here (e.g. the spans a sampled stage 1 measured), never an
+	 * edit of the steps above; bump FFM_STORE_SCHEMA_VERSION and document it in docs/STORE.md */
 };

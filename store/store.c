@@ -588,6 +588,10 @@ int ffm_store__check(struct ffm_store *s, bool full)
 	return err ? err : run_check(s->db, full);
 }
 
+#define STR_(x) #x
+#define XSTR_(x) STR_(x)
+#define FFM_STORE_SCHEMA_STR XSTR_(FFM_STORE_SCHEMA_VERSION)
+
 const char *ffm_store__strerror(int err)
 {
 	switch (err < 0 ? -err : err) {
@@ -596,7 +600,8 @@ const char *ffm_store__strerror(int err)
 	case EPROTO:
 		return "an SQLite database, but not an ffm store";
 	case ENOTSUP:
-		return "an ffm store written by a newer ffm (schema version too new)";
+		return "an ffm store of a newer schema (this ffm reads store schema versions up to "
+		       FFM_STORE_SCHEMA_STR ": use the ffm that wrote it, or a newer one)";
 	case EBUSY:
 		return "store is locked by another writer (busy timeout)";
 	case EEXIST:

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Tests of store/: creation and reopening, migration of a v1 file, refusal of files that are
+ * Tests of store/: creation and reopening, migration of a v1 and a v3 file, the v4 names (pinned
+ * to the C enums) and stored analysis results, refusal of files that are
  * not (usable) ffm stores without changing them, batched ingest and queries, event order,
  * per-stack totals, SIGKILL durability, key file names and job lookup across key files, the
  * layout of the state directory (every node's stores) and the stable ids writers store.
@@ -15,6 +16,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "analysis/ffm_analysis.h"
 #include "store/ffm_store.h"
 #include "tests/testutil.h"
 
@@ -160,6 +162,152 @@ TEST(create_and_reopen)
 	ASSERT_EQ(ffm_store__open(path, &ropts, &s), -EBADMSG); /* a directory */
 }
 
+/* What v4 added (store/schema.c), dropped to hand-make an older file. */
+#define DROP_V4                                                                                   \
+	"DROP VIEW calls; DROP VIEW jobs_v; DROP VIEW runs_v; DROP VIEW drops_v;"                 \
+	"DROP VIEW stack_stats_v; DROP VIEW xfer_hashes_v; DROP VIEW sync_uses_v;"                \
+	"DROP VIEW stack_frames_v; DROP VIEW latest_analysis; DROP VIEW problems_v;"              \
+	"DROP INDEX stack_stats_api; DROP INDEX stack_stats_stack;"                               \
+	"DROP TABLE event_kinds; DROP TABLE directions; DROP TABLE job_states;"                   \
+	"DROP TABLE run_flags; DROP TABLE drop_reasons; DROP TABLE dup_kinds;"                    \
+	"DROP TABLE sync_use_flags; DROP TABLE problem_types; DROP TABLE analyses;"               \
+	"DROP TABLE analysis_sites; DROP TABLE analysis_problems; DROP TABLE analysis_benefits;"  \
+	"DELETE FROM sqlite_sequence WHERE name = 'analyses';"
+
+/* One integer from @q on the file at @path (-1 when no row). */
+static int64_t sql_int(const char *path, const char *q)
+{
+	sqlite3_stmt *st;
+	sqlite3 *db;
+	int64_t v = -1;
+
+	ASSERT_EQ(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	if (sqlite3_prepare_v2(db, q, -1, &st, NULL) != SQLITE_OK)
+		FAIL("sql %s: %s", q, sqlite3_errmsg(db));
+	if (sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return v;
+}
+
+/* A v3 file gets v4's names, views and results tables from its writer, and keeps its data. */
+TEST(migrate_from_v3)
+{
+	char *d = mktmp(), path[256];
+	struct ffm_store *s = NULL;
+	int64_t run;
+
+	snprintf(path, sizeof(path), "%s/v3.db", d);
+	run = new_store(path, &s);
+	put_events(s, run, 50, 7000);
+	ASSERT_OK(ffm_store__flush(s));
+	s = ffm_store__free(s);
+	sql(path, "BEGIN;" DROP_V4 "UPDATE meta SET value = '3' WHERE name = 'schema_version';"
+		  "PRAGMA user_version = 3; COMMIT;");
+	ASSERT_OK(ffm_store__open(path, &ropts, &s));
+	ASSERT_EQ(ffm_store__schema_version(s), 3);
+	ASSERT_EQ(count_events(s, run), 50);
+	s = ffm_store__free(s);
+	ASSERT_OK(ffm_store__open(path, &wopts, &s));
+	ASSERT_EQ(ffm_store__schema_version(s), 4);
+	s = ffm_store__free(s);
+	ASSERT_EQ(sql_int(path, "SELECT count(*) FROM calls WHERE kind = 'wait'"), 50);
+	ASSERT_EQ(sql_int(path, "SELECT value FROM meta WHERE name = 'schema_version'"), 4);
+	ASSERT_EQ(sql_int(path, "SELECT count(*) FROM analyses"), 0);
+}
+
+/* The lookup tables name the C enums' values (the report's problem names: tests/analysis). */
+TEST(names_match_the_enums)
+{
+	char *d = mktmp(), path[256], q[160];
+	struct ffm_store *s = NULL;
+	static const struct { const char *table; int64_t id; const char *name; } pins[] = {
+		{ "event_kinds", FFM_EV_WAIT, "wait" }, { "event_kinds", FFM_EV_API, "api" },
+		{ "event_kinds", FFM_EV_TRANSFER, "transfer" }, { "event_kinds", FFM_EV_ALLOC, "alloc" },
+		{ "event_kinds", FFM_EV_FREE, "free" }, { "event_kinds", FFM_EV_MEMSET, "memset" },
+		{ "event_kinds", FFM_EV_LAUNCH, "launch" }, { "directions", FFM_DIR_NONE, "none" },
+		{ "directions", FFM_DIR_HTOD, "HtoD" }, { "directions", FFM_DIR_DTOH, "DtoH" },
+		{ "directions", FFM_DIR_DTOD, "DtoD" }, { "directions", FFM_DIR_HTOH, "HtoH" },
+		{ "directions", FFM_DIR_PEER, "peer" }, { "job_states", FFM_JOB_RUNNING, "running" },
+		{ "job_states", FFM_JOB_DONE, "done" }, { "job_states", FFM_JOB_FAILED, "failed" },
+		{ "job_states", FFM_JOB_CANCELLED, "cancelled" },
+		{ "run_flags", FFM_RUN_PARTIAL, "partial" }, { "run_flags", FFM_RUN_DROPPED, "dropped" },
+		{ "run_flags", FFM_RUN_DIVERGENT, "divergent" },
+		{ "run_flags", FFM_RUN_ABORTED, "aborted" },
+		{ "drop_reasons", FFM_DROP_RINGBUF_FULL, "ringbuf_full" },
+		{ "drop_reasons", FFM_DROP_STACK_TOO_DEEP, "stack_too_deep" },
+		{ "drop_reasons", FFM_DROP_MAP_FULL, "map_full" },
+		{ "drop_reasons", FFM_DROP_OTHER, "other" }, { "dup_kinds", FFM_DUP_NONE, "none" },
+		{ "dup_kinds", FFM_DUP_SAME_DST, "same_dst" },
+		{ "dup_kinds", FFM_DUP_OTHER_DST, "other_dst" },
+		{ "sync_use_flags", FFM_SYNC_USE_PARTIAL, "partial" },
+		{ "sync_use_flags", FFM_SYNC_USE_NONE, "no_use" },
+	};
+
+	snprintf(path, sizeof(path), "%s/names.db", d);
+	new_store(path, &s);
+	s = ffm_store__free(s);
+	for (size_t i = 0; i < sizeof(pins) / sizeof(pins[0]); i++) {
+		bool bits = !strcmp(pins[i].table, "run_flags") || !strcmp(pins[i].table, "sync_use_flags");
+
+		snprintf(q, sizeof(q), "SELECT count(*) FROM %s WHERE %s = %lld AND name = '%s'",
+			 pins[i].table, bits ? "bit" : "id", (long long)pins[i].id, pins[i].name);
+		if (sql_int(path, q) != 1)
+			FAIL("%s: %lld is not '%s'", pins[i].table, (long long)pins[i].id, pins[i].name);
+	}
+	for (unsigned p = 0; p < FFM_PROBLEM__MAX; p++) {
+		snprintf(q, sizeof(q), "SELECT count(*) FROM problem_types WHERE id = %u AND name = '%s'",
+			 p, ffm_an_problem_name(p));
+		if (sql_int(path, q) != 1)
+			FAIL("problem_types: %u is not '%s'", p, ffm_an_problem_name(p));
+	}
+	ASSERT_EQ(sql_int(path, "SELECT count(*) FROM problem_types"), FFM_PROBLEM__MAX);
+	ASSERT_EQ(sql_int(path, "SELECT count(*) FROM event_kinds"), 7);
+	ASSERT_EQ(sql_int(path, "SELECT count(*) FROM drop_reasons"), FFM_DROP__MAX);
+}
+
+/* Stored results: one set per job, the newest replacing the job's previous one. */
+TEST(results_replace_per_job)
+{
+	char *d = mktmp(), path[256];
+	struct ffm_store *s = NULL;
+	struct ffm_store_site_result site = { .stack = 3, .api = 9, .function = "f", .file = "a.c",
+					      .line = 12, .driver_function = "cuCtxSynchronize",
+					      .count = 4, .problem = 1, .n.unnecessary = 4,
+					      .benefit_ns = 900, .use_delay_ns = -1 };
+	struct ffm_store_problem_result prob = { .problem = 1, .stack = 3, .count = 4,
+						 .n.unnecessary = 4, .benefit_ns = 900 };
+	struct ffm_store_benefit_result ben = { .api = 9, .function = "cuCtxSynchronize",
+						.calls = 4, .benefit_ns = 900 };
+	struct ffm_store_results r = {
+		.a = { .job_id = "1", .at_unix = 5, .tool_version = "t", .have_problems = true,
+		       .wall_ns = 10000, .recoverable_ns = 900, .recoverable_share = 0.09 },
+		.sites = &site, .n_sites = 1, .problems = &prob, .n_problems = 1,
+		.benefits = &ben, .n_benefits = 1,
+	};
+	int64_t id1 = 0, id2 = 0;
+
+	snprintf(path, sizeof(path), "%s/res.db", d);
+	new_store(path, &s);
+	ASSERT_OK(ffm_store__put_results(s, &r, &id1));
+	r.a.recoverable_ns = 800;
+	ASSERT_OK(ffm_store__put_results(s, &r, &id2));
+	ASSERT(id2 > id1);
+	r.a.job_id = "";
+	ASSERT_EQ(ffm_store__put_results(s, &r, NULL), -EINVAL);
+	s = ffm_store__free(s);
+	ASSERT_EQ(sql_int(path, "SELECT count(*) FROM analyses"), 1);
+	ASSERT_EQ(sql_int(path, "SELECT recoverable_ns FROM latest_analysis"), 800);
+	ASSERT_EQ(sql_int(path, "SELECT count(*) FROM analysis_sites"), 1);
+	ASSERT_EQ(sql_int(path, "SELECT count(*) FROM problems_v WHERE problem_name ="
+				" 'unnecessary_sync' AND line = 12 AND rank = 1"), 1);
+	r.a.job_id = "1";
+	ASSERT_OK(ffm_store__open(path, &ropts, &s));
+	ASSERT_EQ(ffm_store__put_results(s, &r, NULL), -EROFS);
+	s = ffm_store__free(s);
+}
+
 /* A v1 file: the current schema minus what v2 added, user_version 1, with data in it. */
 TEST(migrate_from_v1)
 {
@@ -173,7 +321,7 @@ TEST(migrate_from_v1)
 	put_events(s, run, 100, 5000);
 	ASSERT_OK(ffm_store__flush(s));
 	s = ffm_store__free(s);
-	sql(path, "BEGIN; DROP TABLE xfer_hashes; DROP TABLE sync_uses;"
+	sql(path, "BEGIN;" DROP_V4 "DROP TABLE xfer_hashes; DROP TABLE sync_uses;"
 		  "UPDATE meta SET value = '1' WHERE name = 'schema_version';"
 		  "PRAGMA user_version = 1; COMMIT;");
 
@@ -1002,6 +1150,7 @@ TEST(stage_history)
 TEST(strerror_and_errno_mapping)
 {
 	ASSERT(strstr(ffm_store__strerror(-ENOTSUP), "newer"));
+	ASSERT(strstr(ffm_store__strerror(-ENOTSUP), "up to 4"));
 	ASSERT(strstr(ffm_store__strerror(-EPROTO), "not an ffm store"));
 	ASSERT(strstr(ffm_store__strerror(EBADMSG), "truncated"));
 	ASSERT(ffm_store__strerror(-ENOENT));
