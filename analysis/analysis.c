@@ -196,6 +196,11 @@ struct ffm_analysis *ffm_analysis__free(struct ffm_analysis *a)
 	return NULL;
 }
 
+const char *ffm_an_grouping_name(enum ffm_grouping g)
+{
+	return g == FFM_GROUP_FOLD ? "function" : g == FFM_GROUP_SEQUENCE ? "sequence" : "point";
+}
+
 const char *ffm_an_problem_name(unsigned problem)
 {
 	static const char *const names[FFM_PROBLEM__MAX] = {

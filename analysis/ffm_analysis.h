@@ -249,6 +249,7 @@ int ffm_analysis__store_job(struct ffm_store *s, const char *job_id, const char 
 			    struct ffm_store_analysis *head);
 
 const char *ffm_an_problem_name(unsigned problem); /* "unnecessary_sync", ... */
+const char *ffm_an_grouping_name(enum ffm_grouping g); /* "point", "function", "sequence" */
 /* The most frequent problem type among @n_type[enum ffm_problem] (NONE when none). */
 unsigned ffm_an_main_problem(const uint64_t *n_type);
 /* A site's most frequent problem type. */

@@ -11,11 +11,6 @@
 
 #include "analysis/analysis_int.h"
 
-static const char *grouping_name(enum ffm_grouping g)
-{
-	return g == FFM_GROUP_FOLD ? "function" : g == FFM_GROUP_SEQUENCE ? "sequence" : "call_site";
-}
-
 static struct ffm_store_problem_counts counts_of(const uint64_t *n)
 {
 	return (struct ffm_store_problem_counts){
@@ -37,7 +32,7 @@ static void head_of(const struct ffm_analysis *a, const char *tool_version,
 		lost += r->q.drops[i];
 	*h = (struct ffm_store_analysis){
 		.job_id = a->o.job_id, .at_unix = time(NULL), .tool_version = tool_version,
-		.grouping = grouping_name(a->o.grouping), .run_baseline = r->run_baseline,
+		.grouping = ffm_an_grouping_name(a->o.grouping), .run_baseline = r->run_baseline,
 		.run_timeline = r->run_timeline, .run_verdicts = r->run_verdicts,
 		.run_first_use = r->run_first_use, .have_problems = r->have_problems,
 		.wall_ns = r->wall_ns, .wait_ns = r->totals.wait_ns,

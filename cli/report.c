@@ -207,11 +207,6 @@ static double pct(uint64_t part, uint64_t whole)
 	return whole ? 100.0 * (double)part / (double)whole : 0.0;
 }
 
-static const char *grouping_name(enum ffm_grouping g)
-{
-	return g == FFM_GROUP_FOLD ? "function" : g == FFM_GROUP_SEQUENCE ? "sequence" : "point";
-}
-
 static const char *type_text(unsigned p)
 {
 	switch (p) {
@@ -904,7 +899,7 @@ static int print_json(FILE *o, const char *job_id, const struct ffmctl_job_store
 		      "schema_version", REPORT_SCHEMA_VERSION,
 		      "job_id", ffm_json_string(job_id),
 		      "key", ffm_json_string(r0->key),
-		      "grouping", grouping_name(grouping),
+		      "grouping", ffm_an_grouping_name(grouping),
 		      "wall_s", json_s(s_of(m->wall_max_ns)),
 		      "recoverable_s", known ? json_s(s_of(m->rec_ns)) : json_null(),
 		      "recoverable_pct", known ? ffm_json_fixed(pct(m->rec_ns, m->wall_sum_ns), 4)

@@ -440,7 +440,7 @@ struct ffm_store_analysis {
 	const char *job_id;
 	int64_t at_unix;
 	const char *tool_version;
-	const char *grouping;	     /* "call_site", "function" or "sequence" */
+	const char *grouping;	     /* "point" (per call site), "function" or "sequence" */
 	int64_t run_baseline, run_timeline, run_verdicts, run_first_use; /* 0 = none */
 	bool have_problems;	     /* stage 3 verdicts exist: recoverable_ns is known */
 	uint64_t wall_ns, wait_ns, recoverable_ns;

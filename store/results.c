@@ -45,7 +45,7 @@ static int put_head(struct ffm_store *s, const struct ffm_store_analysis *h, int
 	bind_text(st, 1, h->job_id);
 	sqlite3_bind_int64(st, 2, h->at_unix);
 	bind_text(st, 3, h->tool_version ? h->tool_version : "unknown");
-	bind_text(st, 4, h->grouping ? h->grouping : "call_site");
+	bind_text(st, 4, h->grouping ? h->grouping : "point");
 	BIND_I64(st, 5, h->run_baseline, h->run_timeline, h->run_verdicts, h->run_first_use,
 		 h->have_problems, i64(h->wall_ns), i64(h->wait_ns), i64(h->recoverable_ns));
 	sqlite3_bind_double(st, 13, h->recoverable_share);

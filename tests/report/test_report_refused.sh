@@ -54,7 +54,7 @@ EOF
 sums() { md5sum "$K"/newer.db "$K"/foreign.db "$K"/garbage.db "$S"/nodes/gpu01/keys/node.db; }
 before=$(sums)
 
-NEWER="$K/newer.db: an ffm store written by a newer ffm"
+NEWER="$K/newer.db: an ffm store of a newer schema (this ffm reads store schema versions up to"
 FOREIGN="$K/foreign.db: an SQLite database, but not an ffm store"
 GARBAGE="$K/garbage.db: not a usable SQLite database"
 NODE="$S/nodes/gpu01/keys/node.db: not a usable SQLite database"
