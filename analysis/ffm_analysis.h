@@ -280,6 +280,46 @@ struct ffm_an_event_verdict {
 int ffm_analysis__event_verdict(const struct ffm_analysis *a, const struct ffm_store_event *ev,
 				struct ffm_an_event_verdict *out);
 
+/* ---- the GPU work of a run (analysis/gpu.c) ---------------------------------------------- */
+
+/* A span on the GPU track of (tgid, stream). */
+struct ffm_an_gpu_span {
+	uint32_t tgid;
+	uint64_t stream;     /* the calls' stream handle, 0 = default / none given */
+	uint64_t start_ns, end_ns;
+	uint64_t launched_ns; /* the first call's start (start_ns may be later: the track was busy) */
+	uint32_t calls;	     /* calls whose work it holds */
+	int64_t first_event; /* the first of them */
+	int64_t ended_by;    /* the event whose wait ended it (a measured copy: itself), 0: the
+			      * process's exit */
+	uint64_t bytes;	     /* measured copy or memset: its size */
+	bool inferred;	     /* an upper bound from the waits (else measured) */
+};
+
+/* A call that handed work to the GPU, and the wait (of the same process) that ended it. */
+struct ffm_an_gpu_flow {
+	uint32_t tgid;
+	int64_t from_event, to_event;
+	uint64_t from_ns, to_ns; /* the two calls' starts */
+	uint32_t from_tid, to_tid;
+};
+
+typedef int (*ffm_an_gpu_span_cb)(const struct ffm_an_gpu_span *s, void *ctx);
+typedef int (*ffm_an_gpu_flow_cb)(const struct ffm_an_gpu_flow *f, void *ctx);
+struct ffm_an_gpu;
+
+/* A tracker; callbacks may be NULL; a nonzero return of one is returned by the call that made it. */
+int ffm_an_gpu__new(ffm_an_gpu_span_cb on_span, ffm_an_gpu_flow_cb on_flow, void *ctx,
+		    struct ffm_an_gpu **ret);
+/* Feed one run's events in (start_ns, id) order; @api: the event's API name (NULL: none). */
+int ffm_an_gpu__event(struct ffm_an_gpu *g, const struct ffm_store_event *ev, const char *api);
+/* After the run's events: work of @tgid no wait ended is bounded by its exit at @end_ns (0:
+ * unknown, the work is left out). */
+int ffm_an_gpu__process_end(struct ffm_an_gpu *g, uint32_t tgid, uint64_t end_ns);
+/* Forget every track (before the next run). */
+void ffm_an_gpu__reset(struct ffm_an_gpu *g);
+struct ffm_an_gpu *ffm_an_gpu__free(struct ffm_an_gpu *g);
+
 /* ---- several nodes (one store each) of one job ------------------------------------------- */
 
 /* A problem group merged over nodes (by its key: call-site identity, function, pattern). */

@@ -4,14 +4,20 @@
  *
  * chrome-trace  The Trace Event Format (JSON object form) that Perfetto and chrome://tracing
  *               open: one complete event ("ph":"X") per recorded driver call or CPU wait, on
- *               its process (pid = tgid) and thread (tid); ts/dur in microseconds from the start
- *               of the job's first exported run. Process and thread names come as metadata
- *               ("ph":"M") events. Events the analysis calls problems (the report's verdicts,
- *               analysis/ffm_analysis.h: ffm_analysis__event_verdict) carry
- *               "cname":"terrible" (red) and args.problem: in the runs the report used, each
- *               event as the report counts it; in other runs, the events of a call site whose
- *               every checked occurrence was the same problem, citing the run that checked.
- *               Default: every run of the job.
+ *               its run's process track (pid = the run id, named "run N (stage S, job J)")
+ *               and thread (tid, named with its process's pid); ts/dur in microseconds from
+ *               the start of the job's first exported run; names as metadata ("ph":"M")
+ *               events. GPU tracks (one per process and stream, tid >= GPU_TID_BASE) hold the
+ *               GPU work the timeline implies (analysis/gpu.c): spans "inferred" (an upper
+ *               bound: from the call to the end of the wait that ordered it) or "measured" (a
+ *               synchronous copy's time after its wait); flow events ("ph":"s"/"f") go from
+ *               each call that queued work to that wait. Events the analysis calls problems
+ *               (the report's verdicts, analysis/ffm_analysis.h: ffm_analysis__event_verdict)
+ *               carry "cname":"terrible" (red), args.problem and args.call_site_benefit_us
+ *               (the report's expected benefit of fixing their call site): in the runs the
+ *               report used, each event as the report counts it; in other runs, the events of
+ *               a call site whose every checked occurrence was the same problem, citing the
+ *               run that checked. Default: every run of the job. docs/REPORT.md documents it.
  * hatchet       Hatchet's literal format (hatchet.GraphFrame.from_literal): a JSON list of root
  *               nodes {"frame": {"name", "type", ...}, "metrics": {...}, "children": [...]}.
  *               The tree is the call path from the outermost application frame down to the
@@ -44,6 +50,8 @@
 #include "common/util.h"
 
 #define MAX_RUNS 256
+#define MAX_GPU_TRACKS 1024	     /* per run; more streams share the last one */
+#define GPU_TID_BASE 0x40000000u /* GPU tracks' tids: above any Linux tid (pid_max <= 2^22) */
 
 /* What the application frame and the driver function of a stack are, computed once. */
 struct stack_info {
@@ -70,7 +78,11 @@ struct exp {
 	int cur_stage;
 	uint64_t t0_ns;
 	bool first;
-	struct oatab seen; /* threads and processes named already ((pid<<32|tid, 1): struct oa_key) */
+	struct oatab seen; /* tracks named already ((tgid<<32|tid | run<<...): struct oa_key) */
+	struct oatab site_of; /* stack id -> 1 + index in the analysis's sites (u32) */
+	struct ffm_an_gpu *gpu; /* the run's GPU tracks and flows (analysis/gpu.c) */
+	struct gpu_track { uint32_t tgid; uint64_t stream; } gtracks[MAX_GPU_TRACKS];
+	int ngtracks;
 	int err;
 };
 
@@ -188,6 +200,8 @@ static void free_exp(struct exp *e)
 		}
 	}
 	oatab_free(&e->stacks);
+	oatab_free(&e->site_of);
+	ffm_an_gpu__free(e->gpu);
 	ffm_analysis__free(e->an);
 	ffm_store__free(e->s);
 }
@@ -293,27 +307,123 @@ static void sep(struct exp *e)
 	e->first = false;
 }
 
-static void name_threads(struct exp *e, uint32_t tgid, uint32_t tid)
+/* A metadata event: {"name":@what,"ph":"M","pid":run,"tid":@tid,"args":{"name":@name}}. */
+static void meta_name(struct exp *e, const char *what, uint32_t tid, const char *name)
+{
+	sep(e);
+	fprintf(e->out, "{\"name\":\"%s\",\"ph\":\"M\",\"pid\":%" PRId64 ",\"tid\":%u,\"args\":{\"name\":",
+		what, e->cur_run, tid);
+	put_str(e, name);
+	fputs("}}", e->out);
+}
+
+static void meta_sort(struct exp *e, const char *what, uint32_t tid, int64_t index)
+{
+	sep(e);
+	fprintf(e->out, "{\"name\":\"%s\",\"ph\":\"M\",\"pid\":%" PRId64 ",\"tid\":%u,"
+		"\"args\":{\"sort_index\":%" PRId64 "}}", what, e->cur_run, tid, index);
+}
+
+/* The run's process track (pid = run id), named once per run. */
+static void name_run(struct exp *e)
+{
+	char name[256];
+
+	snprintf(name, sizeof(name), "run %" PRId64 " (stage %d, job %s)", e->cur_run, e->cur_stage,
+		 e->job_id);
+	meta_name(e, "process_name", 0, name);
+	meta_sort(e, "process_sort_index", 0, e->cur_run);
+}
+
+/* A CPU thread's track in the run: tid as the kernel has it, named with its process. */
+static void name_thread(struct exp *e, uint32_t tgid, uint32_t tid)
 {
 	char name[128];
 
-	if (!seen_thread(e, (uint64_t)tgid << 32)) {
-		sep(e);
-		snprintf(name, sizeof(name), "pid %u (run %" PRId64 ", stage %d)", tgid, e->cur_run,
-			 e->cur_stage);
-		fprintf(e->out, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%u,\"tid\":%u,\"args\":{\"name\":",
-			tgid, tgid);
-		put_str(e, name);
-		fputs("}}", e->out);
-	}
-	if (!seen_thread(e, (uint64_t)tgid << 32 | tid | 1ull << 63)) {
-		sep(e);
-		snprintf(name, sizeof(name), tid == tgid ? "main thread %u" : "thread %u", tid);
-		fprintf(e->out, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%u,\"tid\":%u,\"args\":{\"name\":",
-			tgid, tid);
-		put_str(e, name);
-		fputs("}}", e->out);
-	}
+	if (seen_thread(e, (uint64_t)tgid << 32 | tid))
+		return;
+	snprintf(name, sizeof(name), tid == tgid ? "pid %u main thread" : "pid %u thread %u", tgid, tid);
+	meta_name(e, "thread_name", tid, name);
+}
+
+/* The trace tid of the GPU track of (tgid, stream) in the current run, named on first use. */
+static uint32_t gpu_tid(struct exp *e, uint32_t tgid, uint64_t stream)
+{
+	char name[128];
+	int i;
+
+	for (i = 0; i < e->ngtracks; i++)
+		if (e->gtracks[i].tgid == tgid && e->gtracks[i].stream == stream)
+			return GPU_TID_BASE + (uint32_t)i;
+	if (e->ngtracks == MAX_GPU_TRACKS)
+		return GPU_TID_BASE + MAX_GPU_TRACKS - 1;
+	e->gtracks[i] = (struct gpu_track){ tgid, stream };
+	e->ngtracks++;
+	if (stream)
+		snprintf(name, sizeof(name), "GPU stream %#" PRIx64 " (pid %u)", stream, tgid);
+	else
+		snprintf(name, sizeof(name), "GPU default stream (pid %u)", tgid);
+	meta_name(e, "thread_name", GPU_TID_BASE + (uint32_t)i, name);
+	meta_sort(e, "thread_sort_index", GPU_TID_BASE + (uint32_t)i, 1000000 + i);
+	return GPU_TID_BASE + (uint32_t)i;
+}
+
+static double us_of(const struct exp *e, uint64_t ns)
+{
+	return ns >= e->t0_ns ? (double)(ns - e->t0_ns) / 1e3 : 0.0;
+}
+
+static int on_gpu_span(const struct ffm_an_gpu_span *sp, void *ctx)
+{
+	struct exp *e = ctx;
+	uint32_t tid = gpu_tid(e, sp->tgid, sp->stream);
+
+	sep(e);
+	if (sp->inferred)
+		fprintf(e->out, "{\"name\":\"GPU work of %u call%s\",\"cat\":\"gpu,inferred\"", sp->calls,
+			sp->calls == 1 ? "" : "s");
+	else
+		fputs("{\"name\":\"copy\",\"cat\":\"gpu,measured\"", e->out);
+	fprintf(e->out, ",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%" PRId64 ",\"tid\":%u,"
+		"\"args\":{\"run\":%" PRId64 ",\"timing\":\"%s\",\"calls\":%u,\"first_event\":%" PRId64
+		",\"launched_us\":%.3f,\"ended_by\":", us_of(e, sp->start_ns),
+		(double)(sp->end_ns - sp->start_ns) / 1e3, e->cur_run, tid, e->cur_run,
+		sp->inferred ? "inferred: ran within this span at most (from the call to the end of "
+			       "the wait that ordered it)" : "measured: the call's time after its wait",
+		sp->calls, sp->first_event, us_of(e, sp->launched_ns));
+	if (sp->ended_by)
+		fprintf(e->out, "%" PRId64, sp->ended_by);
+	else
+		fputs("\"process exit\"", e->out);
+	if (sp->bytes)
+		fprintf(e->out, ",\"bytes\":%" PRIu64, sp->bytes);
+	fputs("}}", e->out);
+	return ferror(e->out) ? -EIO : 0;
+}
+
+/* An arrow from a call that queued GPU work to the wait that ended it. */
+static int on_gpu_flow(const struct ffm_an_gpu_flow *f, void *ctx)
+{
+	struct exp *e = ctx;
+
+	sep(e);
+	fprintf(e->out, "{\"name\":\"waits for\",\"cat\":\"gpu\",\"ph\":\"s\",\"id\":%" PRId64
+		",\"ts\":%.3f,\"pid\":%" PRId64 ",\"tid\":%u}", f->from_event, us_of(e, f->from_ns),
+		e->cur_run, f->from_tid);
+	sep(e);
+	fprintf(e->out, "{\"name\":\"waits for\",\"cat\":\"gpu\",\"ph\":\"f\",\"bp\":\"e\",\"id\":%"
+		PRId64 ",\"ts\":%.3f,\"pid\":%" PRId64 ",\"tid\":%u}", f->from_event,
+		us_of(e, f->to_ns), e->cur_run, f->to_tid);
+	return ferror(e->out) ? -EIO : 0;
+}
+
+/* The report's expected benefit of fixing @stack's call site, -1 when it is no site of it. */
+static double site_benefit_us(const struct exp *e, int64_t stack)
+{
+	const struct ffm_analysis_result *r = ffm_analysis__result(e->an);
+	uint32_t i = oatab_get_u32(&e->site_of, (uint64_t)stack);
+
+	return i && i <= r->n_sites ? r->sites[i - 1].benefit_ns / 1e3 : -1;
 }
 
 static int on_trace_event(const struct ffm_store_event *ev, void *ctx)
@@ -323,6 +433,8 @@ static int on_trace_event(const struct ffm_store_event *ev, void *ctx)
 	const char *name = api_name(e, ev->api);
 	struct ffm_an_event_verdict v;
 	char problem[256];
+	double benefit;
+	int err;
 
 	if (e->err)
 		return e->err;
@@ -331,17 +443,20 @@ static int on_trace_event(const struct ffm_store_event *ev, void *ctx)
 	if (ffm_analysis__event_verdict(e->an, ev, &v) < 0)
 		return -EINVAL;
 	problem_text(&v, ev, problem, sizeof(problem));
-	name_threads(e, ev->tgid, ev->tid);
+	if ((err = ffm_an_gpu__event(e->gpu, ev, api_name(e, ev->api))) < 0)
+		return err;
+	name_thread(e, ev->tgid, ev->tid);
 	sep(e);
 	fputs("{\"name\":", e->out);
 	put_str(e, name);
-	fprintf(e->out, ",\"cat\":\"%s%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%u,\"tid\":%u",
-		kind_name(ev->kind), problem[0] ? ",problem" : "",
-		(double)(ev->start_ns - e->t0_ns) / 1e3, ev->dur_ns / 1e3, ev->tgid, ev->tid);
+	fprintf(e->out, ",\"cat\":\"%s%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%" PRId64
+		",\"tid\":%u", kind_name(ev->kind), problem[0] ? ",problem" : "",
+		us_of(e, ev->start_ns), ev->dur_ns / 1e3, e->cur_run, ev->tid);
 	if (problem[0])
 		fputs(",\"cname\":\"terrible\"", e->out);
 	fprintf(e->out, ",\"args\":{\"run\":%" PRId64 ",\"stage\":%d,\"event\":%" PRId64
-		",\"wait_us\":%.3f", e->cur_run, e->cur_stage, ev->id, ev->wait_ns / 1e3);
+		",\"pid\":%u,\"wait_us\":%.3f", e->cur_run, e->cur_stage, ev->id, ev->tgid,
+		ev->wait_ns / 1e3);
 	if (ev->bytes)
 		fprintf(e->out, ",\"bytes\":%" PRIu64, ev->bytes);
 	if (ev->dir)
@@ -355,9 +470,46 @@ static int on_trace_event(const struct ffm_store_event *ev, void *ctx)
 	if (problem[0]) {
 		fputs(",\"problem\":", e->out);
 		put_str(e, problem);
+		if ((benefit = site_benefit_us(e, ev->stack)) >= 0)
+			fprintf(e->out, ",\"call_site_benefit_us\":%.3f", benefit);
 	}
 	fputs("}}", e->out);
 	return e->err ? e->err : ferror(e->out) ? -EIO : 0;
+}
+
+static int on_trace_process(const struct ffm_store_process *p, void *ctx)
+{
+	struct exp *e = ctx;
+
+	return ffm_an_gpu__process_end(e->gpu, p->tgid, p->end_ns);
+}
+
+/* One run: its process track, its threads' calls, its GPU tracks and flows. */
+static int trace_run(struct exp *e, const struct ffm_store_run *r)
+{
+	int err;
+
+	e->cur_run = r->id;
+	e->cur_stage = r->stage;
+	e->ngtracks = 0;
+	oatab_free(&e->seen);
+	e->seen = OATAB_INIT(struct oa_key);
+	ffm_an_gpu__reset(e->gpu);
+	name_run(e);
+	if ((err = ffm_store__for_each_event(e->s, r->id, on_trace_event, e)) < 0)
+		return err;
+	return ffm_store__for_each_process(e->s, r->id, on_trace_process, e);
+}
+
+/* stack id -> 1 + its site's index in the analysis's result. */
+static int map_sites(struct exp *e)
+{
+	const struct ffm_analysis_result *r = ffm_analysis__result(e->an);
+
+	for (size_t i = 0; i < r->n_sites; i++)
+		if (oatab_put_u32(&e->site_of, (uint64_t)r->sites[i].stack, (uint32_t)i + 1) < 0)
+			return -ENOMEM;
+	return 0;
 }
 
 static int export_trace(struct exp *e, int64_t only_run)
@@ -367,7 +519,8 @@ static int export_trace(struct exp *e, int64_t only_run)
 					.event_verdicts = true };
 	int err;
 
-	if ((err = ffm_analysis__run(e->s, &ao, &e->an)) < 0)
+	if ((err = ffm_analysis__run(e->s, &ao, &e->an)) < 0 || (err = map_sites(e)) < 0 ||
+	    (err = ffm_an_gpu__new(on_gpu_span, on_gpu_flow, e, &e->gpu)) < 0)
 		return err;
 	e->t0_ns = UINT64_MAX;
 	for (int i = 0; i < e->nruns; i++)
@@ -378,17 +531,13 @@ static int export_trace(struct exp *e, int64_t only_run)
 	fprintf(e->out, ",\"clock\":\"CLOCK_MONOTONIC\",\"t0_ns\":%" PRIu64 "},\"traceEvents\":[", e->t0_ns);
 	e->first = true;
 	for (int i = 0; i < e->nruns; i++) {
-		const struct ffm_store_run *r = &e->runs[i];
-
-		if (only_run && r->id != only_run)
+		if (only_run && e->runs[i].id != only_run)
 			continue;
-		e->cur_run = r->id;
-		e->cur_stage = r->stage;
-		if ((err = ffm_store__for_each_event(e->s, r->id, on_trace_event, e)) < 0)
+		if ((err = trace_run(e, &e->runs[i])) < 0)
 			return err;
 	}
 	fputs("\n]}\n", e->out);
-	return 0;
+	return e->err;
 }
 
 /* ---- hatchet ------------------------------------------------------------------------------ */
@@ -688,6 +837,7 @@ int ffmctl_export(int argc, char **argv)
 	e->stacks = OATAB_INIT(struct stack_info);
 	e->apis = OATAB_INIT(struct api_name);
 	e->seen = OATAB_INIT(struct oa_key);
+	e->site_of = OATAB_U32_INIT;
 	r = open_store(e, node);
 	if (r != EXIT_OK)
 		goto out;

@@ -10,11 +10,16 @@
                           structure only (any job), plus: the trace has complete events, and
                           the tree has a driver leaf with calls
 
-Structure follows the Trace Event Format document (JSON Object Format: "traceEvents" list;
-complete events "ph":"X" with name, ts, dur (microseconds), pid, tid; metadata events "ph":"M"
-named process_name/thread_name with args.name) and hatchet's LiteralReader (a list of roots,
-each {"frame": {"name", "type"}, "metrics": {...}, "children": [...]}, the same metric names on
-every node, "(inc)" marking inclusive ones). Exits 1 with the reasons on stdout.
+Structure follows the Trace Event Format document (check_format: JSON Object Format:
+"traceEvents" list; complete events "ph":"X" with name, cat, ts, dur (microseconds), pid, tid,
+nested or disjoint per thread; metadata events "ph":"M" (process/thread name and sort index);
+flow events "ph":"s"/"f" paired by id, each bound to a slice of its thread; reserved colors;
+no other keys), plus ffm's layout (pid = run, GPU spans on GPU tracks saying how they are timed,
+a problem with its benefit); and hatchet's LiteralReader (a list of roots, each {"frame":
+{"name", "type"}, "metrics": {...}, "children": [...]}, the same metric names on every node,
+"(inc)" marking inclusive ones). Exits 1 with the reasons on stdout.
+
+  chrome-trace-gpu FILE   chrome-trace-any, plus: inferred GPU spans, flow arrows, a problem
 """
 import json
 import sys
@@ -32,23 +37,99 @@ def close(a, b, tol=1e-9):
     return abs(a - b) <= tol + 1e-6 * abs(b)
 
 
-def check_trace(doc, runs):
-    """runs None: structure only."""
-    need(isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list), "traceEvents list")
-    evs = doc.get("traceEvents", [])
-    xs = [e for e in evs if e.get("ph") == "X"]
-    ms = [e for e in evs if e.get("ph") == "M"]
-    need(len(xs) + len(ms) == len(evs), "only X and M events")
+# The Trace Event Format (the "Trace Event Format" document, JSON Object Format) as far as
+# ffm uses it: the event types, their fields and types, and the rules viewers rely on.
+PHASES = {"X", "M", "s", "f"}
+META = {"process_name": "name", "process_sort_index": "sort_index", "thread_name": "name",
+        "thread_sort_index": "sort_index"}
+KEYS = {"name", "cat", "ph", "ts", "dur", "pid", "tid", "args", "id", "bp", "cname"}
+COLORS = {"terrible", "bad", "good", "yellow", "olive", "grey", "white", "black"}
+GPU_TID_BASE = 0x40000000
+EPS = 0.0015  # microseconds printed with 3 decimals
+
+
+def num(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def check_format(doc):
+    """Trace Event Format validity; returns (complete events, metadata events, flow events)."""
+    if not need(isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list), "traceEvents list"):
+        return [], [], []
+    need(doc.get("displayTimeUnit", "ms") in ("ms", "ns"), "displayTimeUnit ms or ns")
+    need(isinstance(doc.get("otherData", {}), dict), "otherData is an object")
+    xs, ms, fl = [], [], []
+    for e in doc["traceEvents"]:
+        if not need(isinstance(e, dict) and e.get("ph") in PHASES, "event phase: %r" % (e,)):
+            continue
+        need(set(e) <= KEYS, "unknown keys %r" % (set(e) - KEYS))
+        need(isinstance(e.get("name"), str) and isinstance(e.get("pid"), int) and
+             isinstance(e.get("tid"), int), "name, pid, tid: %r" % e)
+        need("cname" not in e or e["cname"] in COLORS, "reserved color name: %r" % e.get("cname"))
+        need(isinstance(e.get("args", {}), dict), "args is an object: %r" % e)
+        if e["ph"] == "M":
+            key = META.get(e.get("name"))
+            if need(key is not None, "metadata name: %r" % e):
+                v = e.get("args", {}).get(key)
+                need(isinstance(v, str) if key == "name" else isinstance(v, int), "metadata args: %r" % e)
+            ms.append(e)
+            continue
+        if not need(num(e.get("ts")) and e["ts"] >= 0, "ts: %r" % e):
+            continue
+        if e["ph"] == "X":
+            if need(num(e.get("dur")) and e["dur"] >= 0 and isinstance(e.get("cat"), str), "X dur, cat: %r" % e):
+                xs.append(e)
+        else:
+            need(isinstance(e.get("id"), (int, str)) and isinstance(e.get("cat"), str), "flow id, cat: %r" % e)
+            need("bp" not in e or (e["ph"] == "f" and e["bp"] == "e"), "bp only \"e\", on f: %r" % e)
+            fl.append(e)
+    # Complete events of one thread nest or are disjoint (viewers draw them as a stack).
+    tracks = {}
     for e in xs:
-        for k, t in (("name", str), ("cat", str), ("ts", (int, float)), ("dur", (int, float)),
-                     ("pid", int), ("tid", int), ("args", dict)):
-            if not need(isinstance(e.get(k), t), "X event field %s: %r" % (k, e)):
-                return
-        need(e["ts"] >= 0 and e["dur"] >= 0, "non-negative ts/dur: %r" % e)
-    named_p = {e["pid"] for e in ms if e.get("name") == "process_name" and isinstance(e.get("args", {}).get("name"), str)}
-    named_t = {(e["pid"], e["tid"]) for e in ms if e.get("name") == "thread_name" and isinstance(e.get("args", {}).get("name"), str)}
+        tracks.setdefault((e["pid"], e["tid"]), []).append(e)
+    for k, evs in tracks.items():
+        evs.sort(key=lambda e: (e["ts"], -e["dur"]))
+        stack = []
+        for e in evs:
+            while stack and stack[-1]["ts"] + stack[-1]["dur"] <= e["ts"] + EPS:
+                stack.pop()
+            if stack and not need(e["ts"] + e["dur"] <= stack[-1]["ts"] + stack[-1]["dur"] + EPS,
+                                  "track %r: %r overlaps %r partly" % (k, e["name"], stack[-1]["name"])):
+                break
+            stack.append(e)
+    # Flows: one start and one finish per id, each bound to a slice of its thread at its ts.
+    ids = {}
+    for e in fl:
+        ids.setdefault((e["cat"], e["id"]), {}).setdefault(e["ph"], []).append(e)
+    for k, v in ids.items():
+        if not need(len(v.get("s", [])) == 1 and len(v.get("f", [])) == 1, "flow %r: one s, one f" % (k,)):
+            continue
+        s, f = v["s"][0], v["f"][0]
+        need(f["ts"] >= s["ts"] - EPS, "flow %r ends before it starts" % (k,))
+        for e in (s, f):
+            need(any(x["ts"] - EPS <= e["ts"] <= x["ts"] + x["dur"] + EPS
+                     for x in tracks.get((e["pid"], e["tid"]), [])), "flow %r: no slice at %r" % (k, e))
+    named_p = {e["pid"] for e in ms if e["name"] == "process_name"}
+    named_t = {(e["pid"], e["tid"]) for e in ms if e["name"] == "thread_name"}
     need({e["pid"] for e in xs} <= named_p, "every pid has a process_name")
     need({(e["pid"], e["tid"]) for e in xs} <= named_t, "every thread has a thread_name")
+    return xs, ms, fl
+
+
+def check_trace(doc, runs):
+    """runs None: structure only."""
+    xs, ms, fl = check_format(doc)
+    # ffm's layout: one process track per run, GPU tracks above every CPU tid.
+    for e in xs:
+        need(e["pid"] == e["args"].get("run"), "pid is the run: %r" % e)
+        gpu = e["cat"].startswith("gpu")
+        need(gpu == (e["tid"] >= GPU_TID_BASE), "GPU events on GPU tracks only: %r" % e)
+        if gpu:
+            need(e["cat"] in ("gpu,inferred", "gpu,measured") and
+                 e["args"].get("timing", "").startswith(e["cat"][4:]), "GPU span says how it is timed: %r" % e)
+        if "problem" in e["args"]:
+            need(num(e["args"].get("call_site_benefit_us")), "a problem carries its benefit: %r" % e)
+    xs = [e for e in xs if not e["cat"].startswith("gpu")]
     if runs is None:
         need(len(xs) > 0, "complete events")
         return
@@ -161,6 +242,12 @@ def main():
         check_tree(doc, False)
     elif mode == "chrome-trace-any":
         check_trace(doc, None)
+    elif mode == "chrome-trace-gpu":
+        check_trace(doc, None)
+        evs = doc.get("traceEvents", [])
+        need(any(e.get("cat") == "gpu,inferred" for e in evs), "inferred GPU spans")
+        need(any(e.get("ph") == "s" for e in evs), "flow arrows")
+        need(any("problem" in e.get("args", {}) for e in evs), "a marked problem")
     elif mode == "hatchet-any":
         check_tree(doc, None)
     elif mode == "hatchet-run1":

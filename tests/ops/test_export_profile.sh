@@ -6,7 +6,9 @@
 # structure, plus what the workload plants: the hatchet tree has step -> cuCtxSynchronize with
 # 400 waits (tests/workloads/README.md), and the trace has the waits. (One stage keeps the test
 # short; test_export.c covers stage-2 calls and problems on a synthetic store.) Also: profile
-# exits with the program's status and the report says the program failed; -j is --json.
+# exits with the program's status and the report says the program failed; -j is --json. And
+# every stage of a workload with kernels: a valid trace with GPU tracks and flows, and the
+# checker refuses broken variants of it.
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 . tests/ops/lib.sh
@@ -47,6 +49,45 @@ waits = [e for e in ev if e["args"]["stage"] == 1 and e["name"] == "cuCtxSynchro
 sys.exit(0 if stages == {1} and len(waits) >= 400 else 1)
 PY
 then ok "trace: the stage-1 waits (>= 400 in cuCtxSynchronize)"; else notok "trace: the stage-1 waits"; fi
+
+# Every stage of a workload that launches kernels and copies: the trace is valid Trace Event
+# Format with GPU tracks (inferred spans), flow arrows from the launches to their waits, one
+# process track per run, and problems with their benefit.
+if LD_LIBRARY_PATH=$B/fakecuda "$B/ffmctl" --state-dir "$T/state" profile --quiet --stages 1-4 \
+	--job-id prof-gpu -- "$B/workloads/dup_transfer" --iters 10 >"$T/profile3.log" 2>&1 &&
+	ctl export prof-gpu --format chrome-trace -o "$T/gpu.json" 2>"$T/err" &&
+	python3 tests/ops/check_export.py chrome-trace-gpu "$T/gpu.json" >"$T/check" 2>&1; then
+	ok "export of stages 1-4: GPU tracks, flows, a process per run: $(tail -n 1 "$T/check")"
+else
+	notok "export of stages 1-4 with GPU tracks"; cat "$T/profile3.log" "$T/err" "$T/check" 2>/dev/null | diag
+fi
+# The checker is no formality: each broken variant of that trace is refused.
+python3 - "$T/gpu.json" "$T" <<'PY'
+import copy, json, sys
+doc = json.load(open(sys.argv[1]))
+evs = doc["traceEvents"]
+def variant(name, f):
+    d = copy.deepcopy(doc)
+    f(d["traceEvents"])
+    json.dump(d, open("%s/bad-%s.json" % (sys.argv[2], name), "w"))
+def overlap(ev):  # a GPU span that overlaps the next one on its track partly
+    g = [e for e in ev if e.get("cat") == "gpu,inferred"]
+    g[0]["dur"] = g[1]["ts"] - g[0]["ts"] + g[1]["dur"] / 2 + 1
+    g[1]["dur"] = g[1]["dur"] + 50
+variant("overlap", overlap)
+variant("unpaired-flow", lambda ev: ev.remove(next(e for e in ev if e["ph"] == "f")))
+variant("unnamed-thread", lambda ev: ev.remove(next(e for e in ev if e.get("name") == "thread_name")))
+variant("bad-phase", lambda ev: ev.append({"name": "x", "ph": "Q", "pid": 1, "tid": 1, "ts": 0}))
+variant("negative-dur", lambda ev: next(e for e in ev if e["ph"] == "X").update(dur=-1))
+variant("pid-not-run", lambda ev: next(e for e in ev if e["ph"] == "X").update(pid=99999))
+PY
+for v in overlap unpaired-flow unnamed-thread bad-phase negative-dur pid-not-run; do
+	if python3 tests/ops/check_export.py chrome-trace-any "$T/bad-$v.json" >"$T/check" 2>&1; then
+		notok "the trace checker refuses a trace with $v"
+	else
+		ok "the trace checker refuses a trace with $v"
+	fi
+done
 
 # The program's exit status is profile's, and the report says the program failed.
 LD_LIBRARY_PATH=$B/fakecuda "$B/ffmctl" --state-dir "$T/state" profile --stages 1 --job-id prof-2 -- \
