@@ -9,6 +9,7 @@
  *     ringbuf_kib = 65536   # ring buffer size, a power of two >= 64 (default 64 MiB)
  *     ringbuf_wakeup_kib = 8192
  *     probe_scope = process # or system (read at start only; see README, "Overhead")
+ *     metrics_dir = /var/lib/node_exporter/textfile_collector  # off when unset (start only)
  *
  *     [rule gpu-users]
  *     uid = 1000            # selectors as in `ffmctl job start`: uid, cgroup, exe (repeatable)
@@ -137,6 +138,8 @@ static int set_value(struct ffmd_config *cfg, struct ffmd_rule *rule, const char
 		return copy(cfg->state_dir, sizeof(cfg->state_dir), val);
 	if (!rule && !strcmp(name, "runtime_dir"))
 		return copy(cfg->runtime_dir, sizeof(cfg->runtime_dir), val);
+	if (!rule && !strcmp(name, "metrics_dir"))
+		return copy(cfg->metrics_dir, sizeof(cfg->metrics_dir), val);
 	if (!rule && !strcmp(name, "admin_group"))
 		return copy(cfg->admin_group, sizeof(cfg->admin_group), val);
 	if (!rule && !strcmp(name, "flush_ms"))

@@ -39,6 +39,7 @@ struct ffmd_config {
 	char state_dir[4096];
 	char runtime_dir[4096];
 	char admin_group[64];     /* members may start/end jobs and see all of them */
+	char metrics_dir[4096];   /* Prometheus textfile directory ("" = no metrics) */
 	uint32_t flush_ms;        /* store flush period */
 	uint32_t wakeup_kib;      /* ring buffer bytes pending before BPF wakes ffmd */
 	uint32_t ringbuf_kib;     /* ring buffer size (power of two, >= 64); 0 = default 64 MiB */

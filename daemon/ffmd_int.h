@@ -9,8 +9,8 @@
  * follow: a file calls only into the files above it (and the libraries: collector, readier,
  * jobrun, store...), never into one below, so no two files depend on each other.
  *
- * Everything here runs on ffmd's one loop thread but for the readier (daemon/readier.c) and
- * the detacher (links.c), which touch none of these tables; server.c says what may take long.
+ * Everything here runs on ffmd's one loop thread but for the readier (daemon/readier.c), the
+ * analyzer (daemon/analyzer.c) and the detacher (links.c), which touch none of these tables; server.c says what may take long.
  */
 #ifndef FFM_FFMD_INT_H
 #define FFM_FFMD_INT_H
@@ -39,7 +39,7 @@
 #define LINGER_S 30.0 /* probes stay attached this long after the last job that needed them */
 
 /* What an epoll event is about (the low byte of its data; TAG_CONN: the connection above it). */
-enum { TAG_RING = 1, TAG_LISTEN, TAG_SIGNAL, TAG_TIMER, TAG_CONN, TAG_READY };
+enum { TAG_RING = 1, TAG_LISTEN, TAG_SIGNAL, TAG_TIMER, TAG_CONN, TAG_READY, TAG_ANALYSED };
 
 /*
  * A libcuda file in use, by device and inode. PENDING while the readier makes it ready off the
@@ -205,6 +205,8 @@ struct ffmd {
 		struct drv *dv;
 	} waiters[MAX_HOLDS];     /* processes that will load a pending driver, not held */
 	struct ffm_readier *readier;
+	struct ffm_analyzer *analyzer; /* each ended run's analysis, stored (daemon/analyzer.h) */
+	struct ffm_metrics *metrics;   /* NULL unless metrics_dir is set (daemon/metrics.h) */
 	uint64_t procs_total, held_total; /* job processes seen, and held (status shows the rate) */
 };
 
@@ -273,6 +275,8 @@ int job_slot_free(const struct ffmd *d);
 int job_create(struct ffmd *d, const struct job_spec *sp, struct job **ret, const char **msg);
 int job_end(struct ffmd *d, struct job *j, bool aborted);
 void end_finished_jobs(struct ffmd *d);
+void analyses_take(struct ffmd *d); /* the analyzer's results (the loop's TAG_ANALYSED) */
+void metrics_write(struct ffmd *d);
 void journal_resume(struct ffmd *d);
 
 /* ---- rules.c ---- */

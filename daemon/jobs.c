@@ -36,8 +36,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "daemon/analyzer.h"
 #include "daemon/ffmd_int.h"
 #include "daemon/jobrun.h"
+#include "daemon/metrics.h"
 #include "daemon/log.h"
 #include "store/ffm_store.h"
 #include "symbols/ffm_driver.h"
@@ -357,8 +359,57 @@ int job_create(struct ffmd *d, const struct job_spec *sp, struct job **ret, cons
 	log_info("job %s started: key %s, stage %d, owner %u, %d selector%s%s%s", j->id, j->key,
 		 j->stage, j->owner, j->nsel, j->nsel == 1 ? "" : "s", j->rule[0] ? ", rule " : "", j->rule);
 	journal_write(d);
+	if (d->metrics) {
+		ffm_metrics__job(d->metrics, j->id, j->key, j->owner, j->stage, true);
+		metrics_write(d);
+	}
 	*ret = j;
 	return 0;
+}
+
+/* The metrics file, rewritten (a failure is logged: the metrics are not the job's data). */
+void metrics_write(struct ffmd *d)
+{
+	int err = d->metrics ? ffm_metrics__write(d->metrics) : 0;
+
+	if (err < 0)
+		log_warn("cannot write %s/%s: %s", d->cfg.metrics_dir, FFM_METRICS_FILE, strerror(-err));
+}
+
+/* The run's analysis, into the key's store off the loop (daemon/analyzer.h); not as ffmd stops. */
+static void job_analyse(struct ffmd *d, const struct job *j)
+{
+	int err;
+
+	if (d->stop || !d->analyzer)
+		return;
+	err = ffm_analyzer__submit(d->analyzer, d->node_root, j->key, j->id);
+	if (err < 0)
+		log_warn("job %s: its analysis is not stored: %s", j->id,
+			 err == -ENOSPC ? "too many analyses wait" : strerror(-err));
+}
+
+void analyses_take(struct ffmd *d)
+{
+	struct ffm_analyzer_result res;
+	bool changed = false;
+
+	while (ffm_analyzer__take(d->analyzer, &res) == 0) {
+		if (res.err < 0) {
+			log_warn("job %s: cannot store its analysis: %s", res.job_id,
+				 ffm_store__strerror(res.err));
+			continue;
+		}
+		log_info("job %s: analysis stored (recoverable %s%.3f s of %.3f s)", res.job_id,
+			 res.head.have_problems ? "" : "not known yet, ", res.head.recoverable_ns / 1e9,
+			 res.head.wall_ns / 1e9);
+		if (d->metrics) {
+			ffm_metrics__analysis(d->metrics, res.job_id, &res.head);
+			changed = true;
+		}
+	}
+	if (changed)
+		metrics_write(d);
 }
 
 /* Never called from inside the ring buffer callback (it consumes). */
@@ -375,6 +426,12 @@ int job_end(struct ffmd *d, struct job *j, bool aborted)
 	log_info("job %s ended after %.2f s (%" PRIu64 " records; %u of %u processes held%s%s)%s", j->id,
 		 wall, j->events, j->held, j->procs, j->nunmeasured ? ", some not measured: " : "",
 		 j->nunmeasured ? "their driver could not be used" : "", err < 0 ? ", store error" : "");
+	if (err >= 0)
+		job_analyse(d, j);
+	if (d->metrics) {
+		ffm_metrics__job(d->metrics, j->id, j->key, j->owner, j->stage, false);
+		metrics_write(d);
+	}
 	job_release(d, j);
 	update_attachments(d);
 	if (!d->stop)

@@ -45,10 +45,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "daemon/analyzer.h"
 #include "daemon/apis.h"
 #include "daemon/ffmd_int.h"
 #include "daemon/jobrun.h"
 #include "daemon/log.h"
+#include "daemon/metrics.h"
 #include "daemon/readier.h"
 #include "daemon/server.h"
 #include "store/ffm_store.h"
@@ -288,6 +290,8 @@ static int apply_config(struct ffmd *d, const struct ffmd_config *cfg)
 	 * them, so a difference here is no news). */
 	if (cfg->ringbuf_kib != d->cfg.ringbuf_kib || cfg->wakeup_kib != d->cfg.wakeup_kib)
 		log_warn("reload: the ring buffer settings change only at a restart, ignoring them");
+	if (strcmp(cfg->metrics_dir, d->cfg.metrics_dir))
+		log_warn("reload: metrics_dir changes only at a restart, ignoring it");
 	if (strcmp(cfg->admin_group, d->cfg.admin_group)) {
 		gid_t gid = 0;
 		bool found = cfg->admin_group[0] && group_gid(cfg->admin_group, &gid) == 0;
@@ -333,6 +337,32 @@ static void reload(struct ffmd *d)
 			 d->cfg.nrules == 1 ? "" : "s", r < 0 ? " (some could not be applied, see above)" : "");
 	}
 	ffm_notify("READY=1");
+}
+
+/* The driver and analysis workers, and the metrics directory when one is set. */
+static int workers_start(struct ffmd *d, const struct ffmd_config *cfg)
+{
+	char why[PATH_MAX + 128];
+	int err;
+
+	if ((err = ffm_readier__new(cfg->state_dir, &d->readier)) < 0 ||
+	    (err = ffm_analyzer__new(FFM_VERSION, &d->analyzer)) < 0) {
+		log_err("cannot start a worker thread: %s", strerror(-err));
+		return err;
+	}
+	if (!cfg->metrics_dir[0])
+		return 0;
+	if ((err = ffm_metrics__open(cfg->metrics_dir, &d->metrics, why, sizeof(why))) < 0) {
+		log_err("metrics_dir: %s", why);
+		return err;
+	}
+	if ((err = ffm_metrics__write(d->metrics)) < 0) {
+		log_err("metrics_dir: cannot write %s/%s: %s", cfg->metrics_dir, FFM_METRICS_FILE,
+			strerror(-err));
+		return err;
+	}
+	log_info("metrics: %s/%s", cfg->metrics_dir, FFM_METRICS_FILE);
+	return 0;
 }
 
 int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
@@ -408,11 +438,8 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 		 ffm_collector__per_process(d->col) ? "per job process (others get no breakpoint)"
 						    : "system-wide (processes outside the jobs trap and return)");
 	detacher_start(d);
-	err = ffm_readier__new(cfg->state_dir, &d->readier);
-	if (err < 0) {
-		log_err("cannot start the driver worker: %s", strerror(-err));
+	if ((err = workers_start(d, cfg)) < 0)
 		goto fail;
-	}
 	if (cfg->ringbuf_kib && cfg->wakeup_kib >= cfg->ringbuf_kib)
 		log_warn("ringbuf_wakeup_kib (%u) >= ringbuf_kib (%u): BPF never wakes ffmd, which reads records every 100 ms only",
 			 cfg->wakeup_kib, cfg->ringbuf_kib);
@@ -468,6 +495,8 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 	epoll_ctl(d->ep, EPOLL_CTL_ADD, d->tfd, &(struct epoll_event){ .events = EPOLLIN, .data.u64 = TAG_TIMER });
 	epoll_ctl(d->ep, EPOLL_CTL_ADD, ffm_readier__fd(d->readier),
 		  &(struct epoll_event){ .events = EPOLLIN, .data.u64 = TAG_READY });
+	epoll_ctl(d->ep, EPOLL_CTL_ADD, ffm_analyzer__fd(d->analyzer),
+		  &(struct epoll_event){ .events = EPOLLIN, .data.u64 = TAG_ANALYSED });
 	d->watchdog_usec = ffm_watchdog_usec();
 	d->last_tick = d->last_watchdog = ffm_now_s();
 
@@ -514,6 +543,8 @@ int ffmd__run(struct ffmd *d)
 					handle_request(d, c);
 			} else if (tag == TAG_READY) {
 				drivers_take(d);
+			} else if (tag == TAG_ANALYSED) {
+				analyses_take(d);
 			} else if (tag == TAG_TIMER) {
 				uint64_t x;
 
@@ -558,6 +589,12 @@ struct ffmd *ffmd__free(struct ffmd *d)
 	while (d->nholds)
 		hold_release(d, d->holds[0].pid);
 	d->readier = ffm_readier__free(d->readier);
+	d->analyzer = ffm_analyzer__free(d->analyzer);
+	if (d->metrics) {
+		ffm_metrics__set_up(d->metrics, false);
+		metrics_write(d);
+		d->metrics = ffm_metrics__free(d->metrics);
+	}
 	for (int i = 0; i < MAX_DRIVERS; i++) {
 		ffm_attachment__free(d->drvs[i].api_att);
 		ffm_attachment__free(d->drvs[i].wait_att);

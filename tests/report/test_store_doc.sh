@@ -33,12 +33,12 @@ before=$(sqlite3 -readonly "$DB" 'SELECT id, at_unix FROM analyses')
 "$FFMCTL" --state-dir "$T/s" report doc --json >"$T/report.json"
 
 cat >"$T/doc.py" <<'PY'
-import re, sqlite3, sys
+import re, sqlite3, sys, urllib.parse
 doc, db = sys.argv[1], sys.argv[2]
 text = open(doc).read()
 blocks = re.findall(r"```sql\n(.*?)```", text, re.S)
 assert len(blocks) >= 8, "docs/STORE.md has %d sql blocks" % len(blocks)
-con = sqlite3.connect("file:%s?mode=ro" % db, uri=True)
+con = sqlite3.connect("file:%s?mode=ro" % urllib.parse.quote(db), uri=True)
 bad = 0
 for i, q in enumerate(blocks, 1):
     first = q.strip().splitlines()[0]
@@ -68,9 +68,9 @@ check "every sql block of docs/STORE.md runs and returns rows; every table, view
 	python3 "$T/doc.py" docs/STORE.md "$DB"
 
 cat >"$T/same.py" <<'PY'
-import json, sqlite3, sys
+import json, sqlite3, sys, urllib.parse
 rep = json.load(open(sys.argv[1]))
-con = sqlite3.connect("file:%s?mode=ro" % sys.argv[2], uri=True)
+con = sqlite3.connect("file:%s?mode=ro" % urllib.parse.quote(sys.argv[2]), uri=True)
 a = con.execute("SELECT id, job_id, recoverable_ns, have_problems, grouping, wall_ns,"
                 " tool_version FROM latest_analysis").fetchone()
 assert a and a[1] == "doc", a
