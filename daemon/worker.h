@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One worker thread that runs slow requests in order off ffmd's loop (daemon/readier.c: drivers
+ * made ready; daemon/analyzer.c: analyses of ended runs). Requests and results are the caller's
+ * malloc'd structs; the loop learns of finished ones through an eventfd it polls and takes each
+ * result once. At most @cap requests are queued, running or done and not taken.
+ */
+#ifndef FFM_WORKER_H
+#define FFM_WORKER_H
+
+#include <stddef.h>
+
+struct ffm_worker;
+
+/* Run @req (owned by the call: free it) and return its result, NULL when out of memory (the
+ * request is then dropped: its submitter's entry stays as it was). */
+typedef void *(*ffm_worker_fn)(void *req, void *ctx);
+
+int ffm_worker__new(size_t cap, ffm_worker_fn fn, void *ctx, struct ffm_worker **ret);
+/* Readable (EPOLLIN) while results wait to be taken. */
+int ffm_worker__fd(const struct ffm_worker *w);
+/* Queue @req (the worker's from now on, also when it fails); -ENOSPC when full. */
+int ffm_worker__submit(struct ffm_worker *w, void *req);
+/* A finished result (the taker's), NULL when none is waiting. */
+void *ffm_worker__take(struct ffm_worker *w);
+/* Stops the thread after its current request; @drop frees each result not taken. */
+struct ffm_worker *ffm_worker__free(struct ffm_worker *w, void (*drop)(void *result));
+
+#endif
