@@ -27,7 +27,9 @@ struct ffm_analyzer {
 static void *analyse(void *arg, void *ctx)
 {
 	const struct ffm_analyzer *a = ctx;
-	struct ffm_store_opts so = { .sz = sizeof(so), .tool_version = a->tool_version };
+	/* keep_wal: its close must not lock readers out (checkpoints are the loop's) */
+	struct ffm_store_opts so = { .sz = sizeof(so), .tool_version = a->tool_version,
+				     .keep_wal = true };
 	struct ffm_analyzer_result *res = calloc(1, sizeof(*res));
 	struct request *rq = arg;
 	struct ffm_store *s = NULL;

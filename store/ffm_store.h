@@ -67,6 +67,8 @@ struct ffm_store_opts {
 	uint32_t batch_ms;	  /* ... or when the open batch is this old; 0 = 250 */
 	uint32_t busy_timeout_ms; /* 0 = 5000 */
 	const char *tool_version; /* stored in meta at creation; NULL = "unknown" */
+	bool keep_wal;		  /* close without checkpointing: no exclusive lock at close, for a
+				   * second writer while readers may look (ffmd's analyzer) */
 };
 
 /* Identity of a job key, stored in the key's file at creation. */

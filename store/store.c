@@ -431,6 +431,8 @@ static int open_impl(const char *path, const struct ffm_store_opts *in,
 			goto fail;
 	} else {
 		err = open_db(path, SQLITE_OPEN_READWRITE, s->opts.busy_timeout_ms, &s->db);
+		if (!err && s->opts.keep_wal)
+			sqlite3_db_config(s->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
 		if (!err)
 			err = set_pragmas(s->db, true);
 		if (err)

@@ -267,7 +267,7 @@ else
 fi
 ctl job end sec-1 >/dev/null
 db=$(ls "$T"/state/keys/sec.db 2>/dev/null)
-flags=$(sqlite3 "$db" "SELECT r.flags FROM runs r JOIN jobs j ON r.job = j.id WHERE j.job_id = 'sec-1'" 2>/dev/null)
+flags=$(sqlite3 -cmd ".timeout 5000" "$db" "SELECT r.flags FROM runs r JOIN jobs j ON r.job = j.id WHERE j.job_id = 'sec-1'" 2>/dev/null)
 if [ -n "$flags" ] && [ $((flags & 1)) = 1 ]; then
 	ok "the user's job, whose processes were not measured, is a partial run (flags $flags)"
 else
@@ -294,7 +294,7 @@ kill -0 $long 2>/dev/null && alive=1 || alive=0
 wait $long
 ctl job end sec-2 >/dev/null
 db=$T/state/keys/sec-resume.db
-rows=$(sqlite3 -separator ' ' "$db" "SELECT r.id, r.flags, r.wall_s, (SELECT count(*) FROM events e WHERE e.run = r.id) FROM runs r ORDER BY r.id" 2>&1)
+rows=$(sqlite3 -cmd ".timeout 5000" -separator ' ' "$db" "SELECT r.id, r.flags, r.wall_s, (SELECT count(*) FROM events e WHERE e.run = r.id) FROM runs r ORDER BY r.id" 2>&1)
 read -r r1 f1 w1 e1 r2 f2 w2 e2 <<<"$(echo $rows)"
 if [ "$alive" = 1 ] && [ -n "${r2:-}" ] && [ $((f1 & 9)) = 9 ] && awk "BEGIN{exit !($w1 > 0.5)}" &&
 	[ $((f2 & 1)) = 1 ] && [ "${e2:-0}" -gt 50 ]; then
@@ -418,7 +418,7 @@ start_ffmd || { notok "ffmd restarts"; finish; }
 wait_log "journal: resumed job sec-node" 20
 kill $long 2>/dev/null; wait $long 2>/dev/null
 ctl job end sec-node >/dev/null
-f1=$(sqlite3 "$T/state/nodes/$host/keys/sec-node.db" "SELECT flags FROM runs ORDER BY id LIMIT 1" 2>&1)
+f1=$(sqlite3 -cmd ".timeout 5000" "$T/state/nodes/$host/keys/sec-node.db" "SELECT flags FROM runs ORDER BY id LIMIT 1" 2>&1)
 if [ "$journal_here" = 1 ] && [ -n "$f1" ] && [ $((f1 & 9)) = 9 ] && [ ! -e "$T/state/keys/sec-node.db" ]; then
 	ok "nodes/: the journal is nodes/$host/ffmd-jobs; the interrupted run is closed in the node's store"
 else
