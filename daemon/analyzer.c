@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "analysis/ffm_analysis.h"
+#include "common/util.h"
 #include "daemon/analyzer.h"
 #include "daemon/worker.h"
 
@@ -34,6 +35,8 @@ static void *analyse(void *arg, void *ctx)
 	struct request *rq = arg;
 	struct ffm_store *s = NULL;
 
+	double t0 = ffm_now_s();
+
 	if (res) {
 		snprintf(res->job_id, sizeof(res->job_id), "%s", rq->job_id);
 		res->err = ffm_store__open_key(rq->root, &(struct ffm_store_key){ .key = rq->key },
@@ -41,6 +44,7 @@ static void *analyse(void *arg, void *ctx)
 		if (!res->err)
 			res->err = ffm_analysis__store_job(s, rq->job_id, a->tool_version, &res->head);
 		ffm_store__free(s);
+		res->secs = ffm_now_s() - t0;
 	}
 	free(rq);
 	return res;

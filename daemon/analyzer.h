@@ -18,6 +18,7 @@ struct ffm_analyzer;
 struct ffm_analyzer_result {
 	char job_id[128];
 	int err; /* 0: @head is the stored analysis's headline */
+	double secs; /* how long it took */
 	struct ffm_store_analysis head; /* job_id and strings not set */
 };
 

@@ -400,9 +400,9 @@ void analyses_take(struct ffmd *d)
 				 ffm_store__strerror(res.err));
 			continue;
 		}
-		log_info("job %s: analysis stored (recoverable %s%.3f s of %.3f s)", res.job_id,
-			 res.head.have_problems ? "" : "not known yet, ", res.head.recoverable_ns / 1e9,
-			 res.head.wall_ns / 1e9);
+		log_info("job %s: analysis stored in %.3f s (recoverable %s%.3f s of %.3f s)", res.job_id,
+			 res.secs, res.head.have_problems ? "" : "not known yet, ",
+			 res.head.recoverable_ns / 1e9, res.head.wall_ns / 1e9);
 		if (d->metrics) {
 			ffm_metrics__analysis(d->metrics, res.job_id, &res.head);
 			changed = true;
