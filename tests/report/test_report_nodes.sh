@@ -54,12 +54,13 @@ else
 fi
 
 # --- export -------------------------------------------------------------------------------------
-# pids PID...: the trace at $T/t.json has the processes PID... and no other.
+# pids PID...: the trace at $T/t.json has the processes PID... and no other (args.pid: the
+# trace's own pid is the run).
 pids() {
 	python3 - "$T/t.json" "$@" <<'EOF'
 import json, sys
 t = json.load(open(sys.argv[1]))
-got = sorted({e["pid"] for e in t["traceEvents"] if e.get("ph") == "X"})
+got = sorted({e["args"]["pid"] for e in t["traceEvents"] if e.get("ph") == "X" and "pid" in e["args"]})
 want = sorted(int(p) for p in sys.argv[2:])
 assert got == want, f"pids {got}, want {want}"
 EOF
