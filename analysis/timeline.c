@@ -105,6 +105,7 @@ static void *scan_slice(void *arg)
 	struct ffm_store_event se;
 	int err;
 
+	so.immutable = ffm_store__immutable(a->s); /* a published copy: no lock, no side file */
 	err = ffm_store__open(ffm_store__path(a->s), &so, &s);
 	if (!err)
 		err = ffm_store_cursor__new_timing(s, a->res.run_timeline, sl->from, sl->to, &cur);

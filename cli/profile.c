@@ -38,6 +38,7 @@
 #include "daemon/probes.h"
 #include "daemon/resolve.h"
 #include "stages/ffm_plan.h"
+#include "store/ffm_store.h"
 #include "symbols/ffm_driver.h"
 #include "symbols/ffm_stack.h"
 
@@ -287,10 +288,19 @@ static void print_memtrace(struct profile *p, int stage)
 		ms.dup_other, ms.xfers_failed, ms.ranges);
 }
 
-/*
- * One stage: a run of the job (daemon/jobrun.h: the key's plan picks the probes), the stage's
- * probes attached to the driver, the command run once, the run ended. 0, or -1 (said).
- */
+/* The copy of the store that readers on other nodes and the store's owner open. */
+static void publish(struct profile *p)
+{
+	uint32_t uid;
+	int err = ffm_store__publish(ffm_store__path(ffm_jobrun__store(p->jr)),
+				     ffm_jobrun__root(p->jr), &uid);
+
+	if (err < 0)
+		ffmctl_err("profile", "cannot publish the store of job %s for other nodes and its "
+			   "owner: %s (root reads it on this node)", p->job_id,
+			   err == -ENOTSUP ? "the file system takes no POSIX ACL" : ffm_store__strerror(err));
+}
+
 /* The analysis of the job as its report shows it, into the store for SQL (docs/STORE.md). */
 static void save_results(struct profile *p)
 {
@@ -301,6 +311,10 @@ static void save_results(struct profile *p)
 			   "affected)", p->job_id, ffm_store__strerror(err));
 }
 
+/*
+ * One stage: a run of the job (daemon/jobrun.h: the key's plan picks the probes), the stage's
+ * probes attached to the driver, the command run once, the run ended. 0, or -1 (said).
+ */
 static int profile_stage(struct profile *p, int stage, int to)
 {
 	struct ffm_jobrun_opts jo = {
@@ -379,6 +393,9 @@ static int profile_stage(struct profile *p, int stage, int to)
 		ffmctl_err("profile", "writing the store failed: %s", strerror(-p->err));
 	if (stage == to && err >= 0 && !p->err)
 		save_results(p);
+	/* the copy after the analysis is in the store */
+	if (err >= 0 && !p->err && (stage == to || interrupted))
+		publish(p);
 	p->jr = ffm_jobrun__free(p->jr);
 	if (err < 0 || p->err) {
 		ffmctl_err("profile", "cannot finish the run: %s", strerror(-(err < 0 ? err : p->err)));

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/ffmctl.h"
 #include "cli/report.h"
@@ -133,9 +134,18 @@ static const char *refusal(int err)
 		return "an ffm store without its key row";
 	case -EACCES:
 	case -EPERM:
-		return "permission denied (run as root or as a member of ffmd's admin group)";
+		return geteuid() ? "permission denied" : "permission denied (run as root or as a member of ffmd's admin group)";
 	}
 	return ffm_store__strerror(err);
+}
+
+const char *ffmctl_access_hint(void)
+{
+	/* docs/SECURITY.md, rule 5: an owner reads the published copies of their jobs. */
+	return geteuid() ? " (you read the jobs you own once a run of them has ended, if the state "
+			   "directory and done/ let you through (mode 0751) and its file system "
+			   "takes POSIX ACLs; to read every job, ask ffmd's admin to add you to "
+			   "admin_group)" : "";
 }
 
 void ffmctl_no_job_err(const char *verb, const char *state_dir, const char *job_id, int err)
@@ -143,7 +153,8 @@ void ffmctl_no_job_err(const char *verb, const char *state_dir, const char *job_
 	struct refused r = {};
 
 	if (err != -ENOENT) {
-		ffmctl_err(verb, "no job '%s' under %s: %s", job_id, state_dir, refusal(err));
+		ffmctl_err(verb, "no job '%s' under %s: %s%s", job_id, state_dir, refusal(err),
+			   err == -EACCES || err == -EPERM ? ffmctl_access_hint() : "");
 		return;
 	}
 	/*
@@ -152,8 +163,12 @@ void ffmctl_no_job_err(const char *verb, const char *state_dir, const char *job_
 	 */
 	ffm_state_for_each_store(state_dir, on_store_file, &r);
 	if (!r.n) {
-		ffmctl_err(verb, "no job '%s' under %s: no store holds it (ffmctl jobs lists the "
-			   "recorded ones; --state-dir reads another directory)", job_id, state_dir);
+		ffmctl_err(verb, "no job '%s' under %s: no store holds it%s (ffmctl jobs lists the "
+			   "recorded ones; --state-dir reads another directory)", job_id, state_dir,
+			   geteuid() ? " that you may read" : "");
+		if (geteuid())
+			ffmctl_err(verb, "a user reads only the jobs they own, once a run of them has "
+				   "ended; root and ffmd's admin_group read every job");
 		return;
 	}
 	ffmctl_err(verb, "no job '%s' under %s: no usable store holds it, and %zu store%s could "

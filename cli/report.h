@@ -36,6 +36,8 @@ void ffmctl_job_stores__close(struct ffmctl_job_stores *js);
  * by a newer ffm, unreadable), and the job's data may be in one of them.
  */
 void ffmctl_no_job_err(const char *verb, const char *state_dir, const char *job_id, int err);
+/* For a user denied access to the state directory: how they may read their jobs ("" for root). */
+const char *ffmctl_access_hint(void);
 
 /* "function at file:line" or "function (module+0xoff)". */
 void ffmctl_site_str(const struct ffm_an_site *x, char *buf, size_t len);

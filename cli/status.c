@@ -19,6 +19,7 @@
 
 #include "cli/client.h"
 #include "cli/ffmctl.h"
+#include "cli/report.h"
 #include "store/ffm_store.h"
 #include "common/ffm_json.h"
 #include "common/util.h"
@@ -203,7 +204,7 @@ static int on_job(const struct ffm_store_job_info *j, void *ctx)
 static int on_store(const struct ffm_state_store *st, void *ctx)
 {
 	struct jobs_ctx *c = ctx;
-	struct ffm_store_opts so = { .sz = sizeof(so), .read_only = true };
+	struct ffm_store_opts so = { .sz = sizeof(so), .read_only = true, .immutable = st->published };
 	struct ffm_store *s = NULL;
 	int r, err = st->err;
 
@@ -295,8 +296,8 @@ int ffmctl_jobs(int argc, char **argv)
 	/* every store of the state directory, every node's (none yet: nothing recorded) */
 	err = ffm_state_for_each_store(ffmctl_g.state_dir, on_store, &c);
 	if (err < 0) {
-		ffmctl_err("jobs", "cannot list the stores under %s: %s", ffmctl_g.state_dir,
-			   strerror(-err));
+		ffmctl_err("jobs", "cannot list the stores under %s: %s%s", ffmctl_g.state_dir,
+			   strerror(-err), err == -EACCES ? ffmctl_access_hint() : "");
 		r = EXIT_FAIL;
 		goto out;
 	}

@@ -16,6 +16,7 @@
 struct request {
 	char root[PATH_MAX];
 	char key[128];
+	uint32_t uid;
 	char job_id[128];
 };
 
@@ -39,8 +40,11 @@ static void *analyse(void *arg, void *ctx)
 
 	if (res) {
 		snprintf(res->job_id, sizeof(res->job_id), "%s", rq->job_id);
-		res->err = ffm_store__open_key(rq->root, &(struct ffm_store_key){ .key = rq->key },
-					       &so, &s);
+		snprintf(res->root, sizeof(res->root), "%s", rq->root);
+		res->err = ffm_store__open_key(rq->root, &(struct ffm_store_key){ .key = rq->key,
+									 .uid = rq->uid }, &so, &s);
+		if (!res->err)
+			snprintf(res->path, sizeof(res->path), "%s", ffm_store__path(s));
 		if (!res->err)
 			res->err = ffm_analysis__store_job(s, rq->job_id, a->tool_version, &res->head);
 		ffm_store__free(s);
@@ -73,7 +77,7 @@ int ffm_analyzer__fd(const struct ffm_analyzer *a)
 	return ffm_worker__fd(a->w);
 }
 
-int ffm_analyzer__submit(struct ffm_analyzer *a, const char *root, const char *key,
+int ffm_analyzer__submit(struct ffm_analyzer *a, const char *root, const char *key, uint32_t uid,
 			 const char *job_id)
 {
 	struct request *rq;
@@ -86,6 +90,7 @@ int ffm_analyzer__submit(struct ffm_analyzer *a, const char *root, const char *k
 		return -ENOMEM;
 	strcpy(rq->root, root);
 	strcpy(rq->key, key);
+	rq->uid = uid;
 	strcpy(rq->job_id, job_id);
 	return ffm_worker__submit(a->w, rq);
 }

@@ -11,12 +11,17 @@
 #ifndef FFM_ANALYZER_H
 #define FFM_ANALYZER_H
 
+#include <limits.h>
+#include <stdint.h>
+
 #include "store/ffm_store.h"
 
 struct ffm_analyzer;
 
 struct ffm_analyzer_result {
 	char job_id[128];
+	char path[PATH_MAX + 256]; /* the store ("" when it could not be opened) and its root */
+	char root[PATH_MAX];
 	int err; /* 0: @head is the stored analysis's headline */
 	double secs; /* how long it took */
 	struct ffm_store_analysis head; /* job_id and strings not set */
@@ -25,9 +30,9 @@ struct ffm_analyzer_result {
 int ffm_analyzer__new(const char *tool_version, struct ffm_analyzer **ret);
 /* Readable (EPOLLIN) while results wait to be taken. */
 int ffm_analyzer__fd(const struct ffm_analyzer *a);
-/* Queue the analysis of @job_id in the store of @key under store root @root; -ENOSPC when the
- * queue is full, -ENAMETOOLONG for names that do not fit. */
-int ffm_analyzer__submit(struct ffm_analyzer *a, const char *root, const char *key,
+/* Queue the analysis of @job_id in the store of @key and owner @uid under store root @root;
+ * -ENOSPC when the queue is full, -ENAMETOOLONG for names that do not fit. */
+int ffm_analyzer__submit(struct ffm_analyzer *a, const char *root, const char *key, uint32_t uid,
 			 const char *job_id);
 /* Take one finished result: 0, or -EAGAIN when none is waiting. */
 int ffm_analyzer__take(struct ffm_analyzer *a, struct ffm_analyzer_result *out);

@@ -243,6 +243,15 @@ struct journal_line {
 int journal_read(const char *path, void (*fn)(struct ffmd *d, const struct journal_line *l, void *ctx),
 		 struct ffmd *d, void *ctx);
 
+/* ---- publisher.c ---- */
+/* Queue the store at @path of the store root @root for its copy (ffm_store__publish); @why
+ * names it in the log ("job 12"). */
+void publish(const char *path, const char *root, const char *why);
+/* Queue each store of @root whose copy is missing or older than the store. */
+void publish_stale(const char *root);
+/* Wait (at most 60 s) for the queue to empty, then end the thread. */
+void publish_wait(void);
+
 /* ---- links.c ---- */
 void update_attachments(struct ffmd *d);
 struct plink *link_process(struct ffmd *d, pid_t pid, struct drv *dv);

@@ -27,6 +27,7 @@ struct ffm_jobrun {
 	int64_t ref_run2;        /* the key's latest stage-2 run, for FFM_RUN_DIVERGENT */
 	uint32_t unmeasured;     /* processes whose calls were not measured (set_unmeasured) */
 	bool interrupted;        /* part of the job ran unseen (set_interrupted) */
+	char root[4096 + 256];   /* the store root of this node (FFM_STATE_ROOT) */
 };
 
 void ffm_jobrun__set_unmeasured(struct ffm_jobrun *jr, uint32_t nprocs)
@@ -100,7 +101,7 @@ int ffm_jobrun__begin(const struct ffm_jobrun_opts *opts, struct ffm_jobrun **re
 					.apis = opts->apis, .proc_root = opts->proc_root,
 					.driver_build_id = opts->driver_build_id };
 	struct ffm_jobrun *jr;
-	char host[256] = "", dir[4096 + 256];
+	char host[256] = "", *dir;
 	int64_t driver = 0;
 	int err = 0;
 
@@ -111,10 +112,11 @@ int ffm_jobrun__begin(const struct ffm_jobrun_opts *opts, struct ffm_jobrun **re
 	jr->o = *opts;
 	snprintf(jr->job_id, sizeof(jr->job_id), "%s", opts->job_id);
 	jr->o.job_id = jr->job_id;
+	dir = jr->root;
 	gethostname(host, sizeof(host) - 1);
 	/* Where this node keeps its stores (store/ffm_store.h: the state directory). */
 	err = ffm_state_path(opts->state_dir, FFM_STATE_ROOT, opts->node ? opts->node : host, dir,
-			     sizeof(dir));
+			     sizeof(jr->root));
 	if (err < 0)
 		goto fail;
 	err = 0;
@@ -325,6 +327,11 @@ int ffm_jobrun__end(struct ffm_jobrun *jr, double wall_s, int exit_status, bool 
 			return err;
 	}
 	return ffm_store__flush(jr->store);
+}
+
+const char *ffm_jobrun__root(const struct ffm_jobrun *jr)
+{
+	return jr->root;
 }
 
 struct ffm_jobrun *ffm_jobrun__free(struct ffm_jobrun *jr)

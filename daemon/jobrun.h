@@ -46,6 +46,8 @@ int ffm_jobrun__begin(const struct ffm_jobrun_opts *opts, struct ffm_jobrun **re
 const struct ffm_plan *ffm_jobrun__plan(const struct ffm_jobrun *jr);
 int64_t ffm_jobrun__run_id(const struct ffm_jobrun *jr);
 struct ffm_store *ffm_jobrun__store(struct ffm_jobrun *jr);
+/* The store root of this node the run's store is in (FFM_STATE_ROOT; ffm_store__publish). */
+const char *ffm_jobrun__root(const struct ffm_jobrun *jr);
 /* The public functions stage 1 of this key saw waiting (valid until free). */
 const char *const *ffm_jobrun__sync_names(const struct ffm_jobrun *jr, size_t *n);
 int ffm_jobrun__record(struct ffm_jobrun *jr, const void *rec, size_t size);

@@ -13,6 +13,9 @@
  * cancelled. A clean stop (SIGTERM) ends active jobs as aborted runs and leaves an empty
  * journal.
  *
+ * At its end a job's store is queued for the publisher (publisher.c: the copy that its owner
+ * and other hosts read).
+ *
  * Owns the jobs table, the BPF selectors of jobs and rules, and resuming; not the requests
  * (control.c parses them), the rules (rules.c) nor the drivers of the processes it tracks
  * (drivers.c).
@@ -376,17 +379,28 @@ void metrics_write(struct ffmd *d)
 		log_warn("cannot write %s/%s: %s", d->cfg.metrics_dir, FFM_METRICS_FILE, strerror(-err));
 }
 
-/* The run's analysis, into the key's store off the loop (daemon/analyzer.h); not as ffmd stops. */
-static void job_analyse(struct ffmd *d, const struct job *j)
+/* The job's store copied for its readers, by the publisher's thread (publisher.c). */
+static void publish_job(const char *id, const char *path, const char *root)
+{
+	char why[sizeof(((struct job *)0)->id) + 8];
+
+	snprintf(why, sizeof(why), "job %s", id);
+	publish(path, root, why);
+}
+
+/* The run's analysis, into the key's store off the loop (daemon/analyzer.h); not as ffmd stops.
+ * Whether it was queued: its store is then published once the analysis is in it. */
+static bool job_analyse(struct ffmd *d, const struct job *j)
 {
 	int err;
 
 	if (d->stop || !d->analyzer)
-		return;
-	err = ffm_analyzer__submit(d->analyzer, d->node_root, j->key, j->id);
+		return false;
+	err = ffm_analyzer__submit(d->analyzer, d->node_root, j->key, j->owner, j->id);
 	if (err < 0)
 		log_warn("job %s: its analysis is not stored: %s", j->id,
 			 err == -ENOSPC ? "too many analyses wait" : strerror(-err));
+	return err >= 0;
 }
 
 void analyses_take(struct ffmd *d)
@@ -395,6 +409,8 @@ void analyses_take(struct ffmd *d)
 	bool changed = false;
 
 	while (ffm_analyzer__take(d->analyzer, &res) == 0) {
+		if (res.path[0]) /* the copy readers open, with the analysis in it */
+			publish_job(res.job_id, res.path, res.root);
 		if (res.err < 0) {
 			log_warn("job %s: cannot store its analysis: %s", res.job_id,
 				 ffm_store__strerror(res.err));
@@ -426,8 +442,9 @@ int job_end(struct ffmd *d, struct job *j, bool aborted)
 	log_info("job %s ended after %.2f s (%" PRIu64 " records; %u of %u processes held%s%s)%s", j->id,
 		 wall, j->events, j->held, j->procs, j->nunmeasured ? ", some not measured: " : "",
 		 j->nunmeasured ? "their driver could not be used" : "", err < 0 ? ", store error" : "");
-	if (err >= 0)
-		job_analyse(d, j);
+	/* The copy readers open: after the analysis is stored, else (a stop) now. */
+	if (err >= 0 && !job_analyse(d, j))
+		publish_job(j->id, ffm_store__path(ffm_jobrun__store(j->jr)), ffm_jobrun__root(j->jr));
 	if (d->metrics) {
 		ffm_metrics__job(d->metrics, j->id, j->key, j->owner, j->stage, false);
 		metrics_write(d);
@@ -448,15 +465,17 @@ void end_finished_jobs(struct ffmd *d)
 }
 
 /* Mark the run a crash interrupted; the job row is ended too when the job is not resumed. */
-static void journal_close_run(struct ffmd *d, const char *key, const char *id, int64_t run, bool end_job)
+static void journal_close_run(struct ffmd *d, const struct job_spec *sp, int64_t run, bool end_job)
 {
+	const char *key = sp->key, *id = sp->id;
 	struct ffm_store_opts so = { .sz = sizeof(so) };
 	struct ffm_store *s = NULL;
 	struct ffm_store_run r;
 	int err;
 
 	/* The run is in this node's store of the key (nodes/<host>/ once nodes/ exists). */
-	err = ffm_store__open_key(d->node_root, &(struct ffm_store_key){ .key = key }, &so, &s);
+	err = ffm_store__open_key(d->node_root, &(struct ffm_store_key){ .key = key, .uid = sp->owner },
+				  &so, &s);
 	if (err < 0) {
 		log_err("journal: job %s: cannot open the store of key %s: %s", id, key, ffm_store__strerror(err));
 		return;
@@ -475,8 +494,8 @@ static void journal_close_run(struct ffmd *d, const char *key, const char *id, i
 		if (err < 0)
 			log_err("journal: job %s: cannot close run %" PRId64 ": %s", id, run, ffm_store__strerror(err));
 	}
-	if (end_job)
-		ffm_store__job_end(s, id, FFM_JOB_CANCELLED, time(NULL));
+	if (end_job && ffm_store__job_end(s, id, FFM_JOB_CANCELLED, time(NULL)) == 0)
+		publish_job(id, ffm_store__path(s), d->node_root);
 	ffm_store__free(s);
 }
 
@@ -498,7 +517,7 @@ static void resume_line(struct ffmd *d, const struct journal_line *l, void *ctx)
 			driver_get(d, l->driver, true);
 		return;
 	}
-	journal_close_run(d, sp->key, sp->id, l->run, !sp->nsel);
+	journal_close_run(d, sp, l->run, !sp->nsel);
 	if (!sp->nsel) {
 		log_info("journal: job %s (key %s) not resumed: none of its processes is left", sp->id, sp->key);
 		n->dropped++;
@@ -509,7 +528,7 @@ static void resume_line(struct ffmd *d, const struct journal_line *l, void *ctx)
 		sp->root = (pid_t)atoi(sp->sel[0].value);
 	if (job_create(d, sp, &j, &msg) < 0) {
 		log_err("journal: cannot resume job %s: %s", sp->id, msg);
-		journal_close_run(d, sp->key, sp->id, 0, true);
+		journal_close_run(d, sp, 0, true);
 		n->dropped++;
 		return;
 	}

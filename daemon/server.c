@@ -390,7 +390,8 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 		}
 		d->have_admin_gid = true;
 	}
-	if ((err = ffm_mkdir_p(cfg->state_dir, 0750)) < 0 || (err = ffm_mkdir_p(cfg->runtime_dir, 0755)) < 0) {
+	/* 0751: the owners of jobs go through to their stores' copies (done/<uid>/, an ACL). */
+	if ((err = ffm_mkdir_p(cfg->state_dir, 0751)) < 0 || (err = ffm_mkdir_p(cfg->runtime_dir, 0755)) < 0) {
 		log_err("cannot create %s or %s: %s", cfg->state_dir, cfg->runtime_dir, strerror(-err));
 		goto fail;
 	}
@@ -407,7 +408,7 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 			log_err("state directory %s: path too long", cfg->state_dir);
 			goto fail;
 		}
-		if ((err = ffm_mkdir_p(d->node_root, 0750)) < 0) {
+		if ((err = ffm_mkdir_p(d->node_root, 0751)) < 0) {
 			log_err("cannot create %s: %s", d->node_root, strerror(-err));
 			goto fail;
 		}
@@ -508,6 +509,7 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 	/* Set only now: until the journal is read back, nothing may rewrite it. */
 	snprintf(d->journal, sizeof(d->journal), "%s", journal);
 	journal_resume(d);
+	publish_stale(d->node_root); /* copies a stop or a crash cut short */
 	*ret = d;
 	return 0;
 fail:
@@ -580,6 +582,7 @@ struct ffmd *ffmd__free(struct ffmd *d)
 			job_end(d, &d->jobs[i], true);
 	if (d->journal[0])
 		journal_write(d);
+	publish_wait(); /* the copies of the stores of the jobs just ended */
 	for (int i = 0; i < MAX_PLINKS; i++)
 		if (d->plinks[i].pid)
 			plink_free(d, &d->plinks[i]);

@@ -39,9 +39,11 @@
  * - Ingest rate: events are buffered 64 at a time and inserted with one multi-row statement;
  *   tests/store/bench_store.c measures it (>= 1M events/s on the 2-core development VM).
  * - Readers: a read_only store needs the -wal/-shm files to exist or its directory to be
- *   writable (SQLite's rule for WAL readers); while ffmd has the store open they exist.
+ *   writable (SQLite's rule for WAL readers); while ffmd has the store open they exist. Only
+ *   the writer's host may open a live store; readers elsewhere, and a job's owner, read its
+ *   published copy (ffm_store__publish).
  * - Files are created 0640 and directories 0750 whatever the umask (root-owned daemon, admin
- *   group reads); SQLite gives -wal/-shm the mode of the database file.
+ *   group reads), a store root 0751; SQLite gives -wal/-shm the mode of the database file.
  * - Time: *_ns fields are in the clock of the BPF records (CLOCK_MONOTONIC/boot ns); *_unix
  *   fields are seconds since the epoch.
  */
@@ -69,6 +71,8 @@ struct ffm_store_opts {
 	const char *tool_version; /* stored in meta at creation; NULL = "unknown" */
 	bool keep_wal;		  /* close without checkpointing: no exclusive lock at close, for a
 				   * second writer while readers may look (ffmd's analyzer) */
+	bool immutable;		  /* a published copy (ffm_store__publish): read_only, and opened
+				   * with SQLite's immutable=1: no lock, no -wal/-shm/-journal */
 };
 
 /* Identity of a job key, stored in the key's file at creation. */
@@ -271,7 +275,11 @@ uint64_t ffm_store_stack_hash(const struct ffm_store_frame *frames, size_t n);
 /* ---- the state directory ----------------------------------------------------------------
  * ffmd's state directory (ffmd --state-dir, ffmctl --state-dir or FFM_STATE_DIR) holds:
  *
- *   keys/<key file>.db               the stores, one per job key (ffm_store__key_file_name)
+ *   keys/<key file>.db               the live stores, one per job key and owner
+ *                                    (ffm_store__owner_file_name), WAL mode, written by ffmd
+ *   done/<uid>/<key file>.db         each one's published copy, made when a job of it ends
+ *                                    (ffm_store__publish): rollback mode, never changed in
+ *                                    place, readable by root, the admin group and uid alone
  *   nodes/<node>/keys/<key file>.db  the same per node, in a state directory shared by the
  *                                    nodes of a cluster (a shared file system): each node's
  *                                    ffmd writes only under nodes/<its name>/, so no two hosts
@@ -285,6 +293,12 @@ uint64_t ffm_store_stack_hash(const struct ffm_store_frame *frames, size_t n);
  * A store root is a directory whose keys/ holds stores: the state directory itself, or a node's
  * nodes/<node>. The per-node layout is in use once nodes/ exists (made by whoever sets up the
  * shared directory); without it, the single-node one.
+ *
+ * What a reader opens (ffm_state_for_each_store, ffm_state_open_job): in the state directory
+ * itself, keys/ when it may read it (root, the admin group: the live stores, the same host);
+ * else, and in every node's root (another host's live files are never opened), the published
+ * copies: every done/<uid>/ when it may list done/, else its own done/<euid>/, each opened
+ * immutable.
  */
 enum ffm_state_part {
 	FFM_STATE_ROOT,	   /* the store root where node @name keeps its stores: nodes/<name> when
@@ -298,6 +312,7 @@ enum ffm_state_part {
 	FFM_STATE_JOURNAL, /* ffmd-jobs in node @name's store root (as FFM_STATE_ROOT): one ffmd
 			    * per node, so a state directory shared by nodes has one each */
 	FFM_STATE_HOLDS,   /* ffmd-held, as FFM_STATE_JOURNAL */
+	FFM_STATE_DONE,	   /* done/ of the store root @dir: the published copies */
 };
 
 /*
@@ -314,6 +329,7 @@ struct ffm_state_store {
 	const char *node; /* the node whose keys/ it is in (nodes/<node>/keys/), NULL for keys/ */
 	const char *key;  /* its key (read from the file), NULL when err < 0 */
 	int err;	  /* 0, or why the file is not a usable store (as ffm_store__open) */
+	bool published;	  /* a published copy: open it with opts.immutable */
 };
 typedef int (*ffm_state_store_cb)(const struct ffm_state_store *st, void *ctx);
 
@@ -343,10 +359,11 @@ int ffm_state_open_job(const char *state_dir, const char *job_id,
 int ffm_store__open(const char *path, const struct ffm_store_opts *opts, struct ffm_store **ret);
 
 /*
- * Open the store of key->key under the store root @root (<root>/keys/<name>.db; the state
- * directory, or FFM_STATE_ROOT of a node). On creation the key row is written from *key; on
- * opening an existing file the stored key must equal key->key (-EEXIST otherwise). For
- * read-only use, only key->key is needed.
+ * Open the store of key->key and owner key->uid under the store root @root
+ * (<root>/keys/<ffm_store__owner_file_name>; the state directory, or FFM_STATE_ROOT of a
+ * node). On creation the key row is written from *key; on opening an existing file the stored
+ * key must equal key->key, and for a writer of uid != 0 the stored uid key->uid (-EEXIST
+ * otherwise). For read-only use, key->key and key->uid are needed.
  */
 int ffm_store__open_key(const char *root, const struct ffm_store_key *key,
 			const struct ffm_store_opts *opts, struct ffm_store **ret);
@@ -378,6 +395,24 @@ int ffm_store__for_each_key(const char *root, ffm_store_key_cb cb, void *ctx);
  * an empty key, -ENAMETOOLONG if len is too small (256 is always enough).
  */
 int ffm_store__key_file_name(const char *key, char *buf, size_t len);
+/*
+ * File name of the store of @key's jobs of owner @uid: ffm_store__key_file_name's for uid 0,
+ * else with "@<uid>" before ".db" ('@' is escaped in a key, so no two pairs share a name).
+ * One store per owner: a user's store holds only that user's runs, so its published copy can
+ * be theirs to read, and no user's runs feed another user's stage plan.
+ */
+int ffm_store__owner_file_name(const char *key, uint32_t uid, char *buf, size_t len);
+
+/*
+ * Publish the live store at @live (a store of the store root @root, this host's): a consistent
+ * snapshot (VACUUM INTO) in rollback mode, 0640, put in place by rename as
+ * <root>/done/<uid>/<its file name>, where uid is the key row's owner (0 when a job of another
+ * uid is in it), with a POSIX ACL that lets that uid read it and list done/<uid>/. Opens its
+ * own read-only connection, so any thread may call it while the store is written. *owner gets
+ * the uid. Returns 0; -ENOTSUP when the copy is in place but the file system took no ACL (only
+ * root and the group read it); -errno.
+ */
+int ffm_store__publish(const char *live, const char *root, uint32_t *owner);
 
 /* Commit the open batch (if any) and close. NULL-safe; returns NULL. */
 /* One more user of @s (the same connection): each ffm_store__free drops one, the last closes. */
@@ -385,6 +420,8 @@ struct ffm_store *ffm_store__ref(struct ffm_store *s);
 struct ffm_store *ffm_store__free(struct ffm_store *s);
 
 const char *ffm_store__path(const struct ffm_store *s);
+/* Whether @s is a published copy opened immutable (another connection to it must be too). */
+bool ffm_store__immutable(const struct ffm_store *s);
 /* The key row. Strings belong to the store; valid until free. -ENOENT if the file has none. */
 int ffm_store__key(struct ffm_store *s, struct ffm_store_key *out);
 /* Integrity check (full = integrity_check, else quick_check): 0 ok, -EBADMSG if damaged. */

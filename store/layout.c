@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "bpf/ffm_hash.h"
 #include "store/store_int.h"
@@ -20,6 +21,7 @@
 #define DRIVERS_DIR "drivers"
 #define JOURNAL_FILE "ffmd-jobs"
 #define HOLDS_FILE "ffmd-held"
+#define DONE_DIR "done"
 
 /* <dir>/<a>[/<b>] into buf: its length, or -ENAMETOOLONG. */
 static int join(char *buf, size_t len, const char *dir, const char *a, const char *b)
@@ -70,6 +72,8 @@ int ffm_state_path(const char *dir, enum ffm_state_part what, const char *name, 
 		return join(buf, len, dir, NODES_DIR, NULL);
 	case FFM_STATE_DRIVERS:
 		return join(buf, len, dir, DRIVERS_DIR, NULL);
+	case FFM_STATE_DONE:
+		return join(buf, len, dir, DONE_DIR, NULL);
 	case FFM_STATE_JOURNAL:
 	case FFM_STATE_HOLDS:
 		/* ffmd's own files, one ffmd per node: beside the node's stores. */
@@ -130,19 +134,29 @@ int ffm_store__key_file_name(const char *key, char *buf, size_t len)
 	return (int)n;
 }
 
-int ffm_store__for_each_key(const char *root, ffm_store_key_cb cb, void *ctx)
+int ffm_store__owner_file_name(const char *key, uint32_t uid, char *buf, size_t len)
 {
-	char dir[PATH_MAX], path[PATH_MAX + 256];
-	struct ffm_store_opts o = { .sz = sizeof(o), .read_only = true };
+	int n = ffm_store__key_file_name(key, buf, len);
+
+	if (n < 0 || !uid)
+		return n;
+	n -= 3; /* ".db" */
+	if (snprintf(buf + n, len - (size_t)n, "@%u.db", uid) >= (int)(len - (size_t)n))
+		return -ENAMETOOLONG;
+	return (int)strlen(buf);
+}
+
+/* cb on each store file in @dir (a keys/ or a done/<uid>/), opened read-only; a published
+ * copy (@published) immutable. */
+static int for_each_in(const char *dir, bool published, ffm_store_key_cb cb, void *ctx)
+{
+	char path[PATH_MAX + 256];
+	struct ffm_store_opts o = { .sz = sizeof(o), .read_only = true, .immutable = published };
 	struct ffm_store_key k;
 	struct dirent *de;
 	DIR *d;
 	int r = 0;
 
-	r = ffm_state_path(root, FFM_STATE_KEYS, NULL, dir, sizeof(dir));
-	if (r < 0)
-		return r;
-	r = 0;
 	d = opendir(dir);
 	if (!d)
 		return -errno;
@@ -165,6 +179,55 @@ int ffm_store__for_each_key(const char *root, ffm_store_key_cb cb, void *ctx)
 			break;
 	}
 	closedir(d);
+	return r;
+}
+
+int ffm_store__for_each_key(const char *root, ffm_store_key_cb cb, void *ctx)
+{
+	char dir[PATH_MAX];
+	int r = ffm_state_path(root, FFM_STATE_KEYS, NULL, dir, sizeof(dir));
+
+	return r < 0 ? r : for_each_in(dir, false, cb, ctx);
+}
+
+/*
+ * What a reader takes from the store root @root (ffm_store.h, "what a reader opens"): its live
+ * keys/ when @live_ok (the state directory itself, not another host's node) and readable by
+ * us; else the published copies we may read. cb as for_each_in; *published says which.
+ */
+static int for_each_readable(const char *root, bool live_ok, bool *published,
+			     ffm_store_key_cb cb, void *ctx)
+{
+	char dir[PATH_MAX], sub[PATH_MAX + 272];
+	struct dirent **names;
+	int n, r;
+
+	*published = false;
+	r = ffm_state_path(root, FFM_STATE_KEYS, NULL, dir, sizeof(dir));
+	if (r >= 0 && live_ok && access(dir, R_OK | X_OK) == 0)
+		return for_each_in(dir, false, cb, ctx);
+	*published = true;
+	r = ffm_state_path(root, FFM_STATE_DONE, NULL, dir, sizeof(dir));
+	if (r < 0)
+		return r;
+	n = scandir(dir, &names, NULL, alphasort);
+	if (n < 0 && errno == EACCES) { /* an owner: their own copies */
+		snprintf(sub, sizeof(sub), "%s/%u", dir, (unsigned)geteuid());
+		return for_each_in(sub, true, cb, ctx);
+	}
+	if (n < 0)
+		return -errno;
+	r = 0;
+	for (int i = 0; i < n; i++) {
+		if (!r && names[i]->d_name[0] != '.') {
+			snprintf(sub, sizeof(sub), "%s/%s", dir, names[i]->d_name);
+			r = for_each_in(sub, true, cb, ctx);
+			if (r == -ENOENT || r == -ENOTDIR || r == -EACCES)
+				r = 0; /* not a directory of copies, or another owner's */
+		}
+		free(names[i]);
+	}
+	free(names);
 	return r;
 }
 
@@ -198,23 +261,33 @@ static int find_job_cb(struct ffm_store *s, const char *path, const char *key, i
 	return 0;
 }
 
-int ffm_store__find_job(const char *root, const char *job_id,
-			const struct ffm_store_opts *opts, struct ffm_store **ret)
+/* find_job in the stores of @root that a reader takes (@readable), else in its keys/. */
+static int find_job(const char *root, bool readable, bool live_ok, const char *job_id,
+		    const struct ffm_store_opts *opts, struct ffm_store **ret)
 {
 	struct find_job_ctx f = { .job_id = job_id };
 	struct ffm_store_opts o;
+	bool published = false;
 	int err;
 
 	if (!root || !job_id || !ret)
 		return -EINVAL;
-	err = ffm_store__for_each_key(root, find_job_cb, &f);
+	err = readable ? for_each_readable(root, live_ok, &published, find_job_cb, &f) :
+			 ffm_store__for_each_key(root, find_job_cb, &f);
 	if (err)
 		return err;
 	if (!f.found)
 		return -ENOENT;
 	ffm_store_opts_copy(&o, opts);
 	o.create = false;
+	o.immutable = published;
 	return ffm_store__open(f.best, &o, ret);
+}
+
+int ffm_store__find_job(const char *root, const char *job_id,
+			const struct ffm_store_opts *opts, struct ffm_store **ret)
+{
+	return find_job(root, false, true, job_id, opts, ret);
 }
 
 /* ---- every store root of a state directory ------------------------------------------------ */
@@ -265,13 +338,15 @@ struct each_store_ctx {
 	ffm_state_store_cb cb;
 	void *ctx;
 	int ret; /* cb's nonzero return, told apart from a directory's -ENOENT */
+	bool published;
 };
 
 static int each_store_key(struct ffm_store *s, const char *path, const char *key, int err,
 			  void *ctx)
 {
 	struct each_store_ctx *c = ctx;
-	struct ffm_state_store st = { .path = path, .node = c->node, .key = key, .err = err };
+	struct ffm_state_store st = { .path = path, .node = c->node, .key = key, .err = err,
+				      .published = c->published };
 
 	c->ret = c->cb(&st, c->ctx);
 	return c->ret;
@@ -283,7 +358,8 @@ static int each_store_root(const char *root, const char *node, void *ctx)
 	int err;
 
 	c->node = node;
-	err = ffm_store__for_each_key(root, each_store_key, c);
+	/* The state directory's own keys/ is this host's; a node's is read from its copies. */
+	err = for_each_readable(root, !node, &c->published, each_store_key, c);
 	if (c->ret)
 		return c->ret;
 	return no_keys_dir(err) ? 0 : err;
@@ -311,7 +387,7 @@ static int open_job_root(const char *root, const char *node, void *ctx)
 	struct ffm_store *s = NULL;
 	int err;
 
-	err = ffm_store__find_job(root, c->job_id, c->opts, &s);
+	err = find_job(root, true, !node, c->job_id, c->opts, &s);
 	if (no_keys_dir(err))
 		return 0; /* no usable store of this root knows the job, or no keys/ */
 	if (err < 0)

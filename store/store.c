@@ -32,6 +32,7 @@
 
 #define FILE_MODE 0640
 #define DIR_MODE 0750
+#define ROOT_DIR_MODE 0751
 #define PAGE_SIZE_NEW 16384 /* measured: fastest ingest of 4K..64K on the 2-core VM */
 
 /*
@@ -162,12 +163,34 @@ static int run_check(sqlite3 *db, bool full)
 	return err;
 }
 
+/* "file:PATH?immutable=1" with PATH's '%', '?' and '#' escaped (key file names have '%'). */
+static char *immutable_uri(const char *path)
+{
+	size_t n = strlen(path);
+	char *u = malloc(3 * n + 32), *p = u;
+
+	if (!u)
+		return NULL;
+	p += sprintf(p, "file:");
+	for (const char *c = path; *c; c++)
+		p += strchr("%?#", *c) ? sprintf(p, "%%%02X", (unsigned char)*c) : sprintf(p, "%c", *c);
+	strcpy(p, "?immutable=1");
+	return u;
+}
+
 static int open_db(const char *path, int flags, uint32_t busy_ms, sqlite3 **ret)
 {
 	sqlite3 *db = NULL;
+	char *uri = NULL;
 	int rc;
 
+	if (flags & SQLITE_OPEN_URI) {
+		if (!(uri = immutable_uri(path)))
+			return -ENOMEM;
+		path = uri;
+	}
 	rc = sqlite3_open_v2(path, &db, flags | SQLITE_OPEN_NOMUTEX, NULL);
+	free(uri);
 	if (rc != SQLITE_OK) {
 		int err = ffm_store_err(db, rc);
 		sqlite3_close_v2(db);
@@ -189,7 +212,8 @@ static int inspect(const char *path, const struct ffm_store_opts *o, int *versio
 	int64_t app = 0, ver = 0, ntables = 0;
 	int err;
 
-	err = open_db(path, SQLITE_OPEN_READONLY, o->busy_timeout_ms, &db);
+	err = open_db(path, SQLITE_OPEN_READONLY | (o->immutable ? SQLITE_OPEN_URI : 0),
+		      o->busy_timeout_ms, &db);
 	if (err)
 		return err;
 	sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
@@ -404,6 +428,8 @@ static int open_impl(const char *path, const struct ffm_store_opts *in,
 		return -ENOMEM;
 	s->refs = 1;
 	ffm_store_opts_copy(&s->opts, in);
+	if (s->opts.immutable) /* a published copy is never written */
+		s->opts.read_only = true;
 	s->path = strdup(path);
 	if (!s->path) {
 		err = -ENOMEM;
@@ -461,10 +487,10 @@ int ffm_store__open(const char *path, const struct ffm_store_opts *opts, struct 
 	return open_impl(path, opts, NULL, ret);
 }
 
-static int mkdir_mode(const char *dir)
+static int mkdir_mode(const char *dir, mode_t mode)
 {
-	if (mkdir(dir, DIR_MODE) == 0)
-		return chmod(dir, DIR_MODE) < 0 ? -errno : 0; /* whatever the umask */
+	if (mkdir(dir, mode) == 0)
+		return chmod(dir, mode) < 0 ? -errno : 0; /* whatever the umask */
 	return errno == EEXIST ? 0 : -errno;
 }
 
@@ -478,17 +504,23 @@ int ffm_store__open_key(const char *root, const struct ffm_store_key *key,
 
 	if (!root || !key || !key->key || !ret)
 		return -EINVAL;
-	err = ffm_state_path(root, FFM_STATE_KEY, key->key, path, sizeof(path));
+	err = ffm_state_path(root, FFM_STATE_KEYS, NULL, path, sizeof(path));
+	if (err >= 0 && (size_t)err + 1 < sizeof(path)) {
+		path[err] = '/';
+		err = ffm_store__owner_file_name(key->key, key->uid, path + err + 1,
+						 sizeof(path) - (size_t)err - 1);
+	}
 	if (err < 0)
 		return err;
 	if (opts && opts->create && !opts->read_only) {
 		char dir[PATH_MAX];
 
-		err = mkdir_mode(root);
+		/* The owners go through the root to their published copies (done/<uid>/). */
+		err = mkdir_mode(root, ROOT_DIR_MODE);
 		if (err)
 			return err;
 		err = ffm_state_path(root, FFM_STATE_KEYS, NULL, dir, sizeof(dir));
-		if (err < 0 || (err = mkdir_mode(dir)))
+		if (err < 0 || (err = mkdir_mode(dir, DIR_MODE)))
 			return err;
 	}
 	err = open_impl(path, opts, key, &s);
@@ -503,8 +535,9 @@ int ffm_store__open_key(const char *root, const struct ffm_store_key *key,
 	err = ffm_store__key(s, &have);
 	if (err)
 		goto fail;
-	if (strcmp(have.key, key->key)) {
-		err = -EEXIST; /* the long-name hash of two keys clashed */
+	/* The long-name hash of two keys clashed; or an owner's file of another owner. */
+	if (strcmp(have.key, key->key) || (key->uid && !s->opts.read_only && have.uid != key->uid)) {
+		err = -EEXIST;
 		goto fail;
 	}
 	*ret = s;
@@ -541,6 +574,11 @@ struct ffm_store *ffm_store__free(struct ffm_store *s)
 const char *ffm_store__path(const struct ffm_store *s)
 {
 	return s->path;
+}
+
+bool ffm_store__immutable(const struct ffm_store *s)
+{
+	return s->opts.immutable;
 }
 
 int ffm_store__schema_version(struct ffm_store *s)

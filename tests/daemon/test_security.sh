@@ -30,26 +30,11 @@ FAKE=$PWD/$B/fakecuda
 WL=$PWD/$B/workloads
 WLARGS="--iters 150 --kernel-us 200 --cpu-us 100"
 [ -f "$FAKE/libcuda.so.1" ] || { echo "# $FAKE/libcuda.so.1 not built"; exit 2; }
-command -v useradd >/dev/null || { echo "# useradd not found (passwd package); skipping"; exit 77; }
 command -v sqlite3 >/dev/null || { echo "# sqlite3 not found; skipping"; exit 77; }
 
 # Two users of our own: ffmsec1 runs the jobs, ffmsec2 looks at them.
-made_users=()
-for u in ffmsec1 ffmsec2; do
-	if ! id "$u" >/dev/null 2>&1; then
-		useradd -M -d /nonexistent -s /bin/sh "$u" || { echo "# cannot create user $u"; exit 77; }
-		made_users+=("$u")
-	fi
-done
+make_users ffmsec1 ffmsec2
 U1=$(id -u ffmsec1)
-sec_cleanup() {
-	# Nothing of the users' may outlive the test, stopped or not.
-	pkill -KILL -u ffmsec1 2>/dev/null
-	pkill -KILL -u ffmsec2 2>/dev/null
-	cleanup
-	for u in "${made_users[@]}"; do userdel "$u" 2>/dev/null; done
-}
-trap sec_cleanup EXIT
 chmod 755 "$T"
 mkdir -p "$T/user" && chown ffmsec1 "$T/user"
 # Bounded: a user command that hangs (a process left stopped) is a failure, not a stuck test.
@@ -266,7 +251,7 @@ else
 	notok "driver table after 24 bad files (root's job records: ${ev:-?})"; grep -E "bad|already|more than" "$T/ffmd.log" | tail -n 5 | diag
 fi
 ctl job end sec-1 >/dev/null
-db=$(ls "$T"/state/keys/sec.db 2>/dev/null)
+db=$(ls "$T/state/keys/sec@$U1.db" 2>/dev/null) # the owner's store of the key
 flags=$(sqlite3 -cmd ".timeout 5000" "$db" "SELECT r.flags FROM runs r JOIN jobs j ON r.job = j.id WHERE j.job_id = 'sec-1'" 2>/dev/null)
 if [ -n "$flags" ] && [ $((flags & 1)) = 1 ]; then
 	ok "the user's job, whose processes were not measured, is a partial run (flags $flags)"
@@ -293,7 +278,7 @@ wait_log "journal: resumed job sec-2" 20
 kill -0 $long 2>/dev/null && alive=1 || alive=0
 wait $long
 ctl job end sec-2 >/dev/null
-db=$T/state/keys/sec-resume.db
+db=$T/state/keys/sec-resume@$U1.db
 rows=$(sqlite3 -cmd ".timeout 5000" -separator ' ' "$db" "SELECT r.id, r.flags, r.wall_s, (SELECT count(*) FROM events e WHERE e.run = r.id) FROM runs r ORDER BY r.id" 2>&1)
 read -r r1 f1 w1 e1 r2 f2 w2 e2 <<<"$(echo $rows)"
 if [ "$alive" = 1 ] && [ -n "${r2:-}" ] && [ $((f1 & 9)) = 9 ] && awk "BEGIN{exit !($w1 > 0.5)}" &&

@@ -30,15 +30,34 @@ T=$(mktemp -d /tmp/ffm-ops.XXXXXX) || exit 2
 chmod 755 "$T"
 FFMD_PID=
 CGROUP=
+TEST_USERS=()
+MADE_USERS=()
 cleanup() {
+	local u
+	# Nothing of the test's users may outlive the test, stopped or not.
+	for u in "${TEST_USERS[@]}"; do pkill -KILL -u "$u" 2>/dev/null; done
 	[ -n "$FFMD_PID" ] && kill "$FFMD_PID" 2>/dev/null && wait "$FFMD_PID" 2>/dev/null
 	for p in $(jobs -p); do kill "$p" 2>/dev/null; done
 	wait 2>/dev/null
 	# Child cgroups first (tests may create job_* directories inside).
 	[ -n "$CGROUP" ] && { rmdir "$CGROUP"/*/ 2>/dev/null; rmdir "$CGROUP" 2>/dev/null; }
 	rm -rf "$T"
+	for u in "${MADE_USERS[@]}"; do userdel "$u" 2>/dev/null; done
 }
 trap cleanup EXIT
+
+# make_users NAME...: unprivileged users of the test's own (made unless they exist; the whole
+# file skips without useradd), their processes killed and the users made deleted at exit.
+make_users() {
+	local u
+	command -v useradd >/dev/null || { echo "# useradd not found (passwd package); skipping"; exit 77; }
+	for u in "$@"; do
+		TEST_USERS+=("$u")
+		id "$u" >/dev/null 2>&1 && continue
+		useradd -M -d /nonexistent -s /bin/sh "$u" || { echo "# cannot create user $u"; exit 77; }
+		MADE_USERS+=("$u")
+	done
+}
 
 # start_ffmd [ARGS...]: a private ffmd on $T/state and $T/run; fails after 15 s without socket.
 start_ffmd() {

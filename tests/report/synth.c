@@ -368,7 +368,7 @@ int synth__write(const struct synth_opts *o)
 {
 	struct ffm_store_opts so = { .sz = sizeof(so), .create = true,
 				     .batch_events = o->fast ? 1000000 : 0, .batch_ms = o->fast ? 60000 : 0 };
-	struct ffm_store_key key = { .key = o->key, .uid = 1000, .exe = APP };
+	struct ffm_store_key key = { .key = o->key, .uid = SYNTH_UID, .exe = APP };
 	struct ctx c = { .o = o, .p = params_of(o) };
 	int err;
 
@@ -378,13 +378,22 @@ int synth__write(const struct synth_opts *o)
 	if (err)
 		return err;
 	err = ffm_store__job_begin(c.s, &(struct ffm_store_job){
-		.job_id = o->job_id, .uid = 1000, .state = FFM_JOB_RUNNING,
+		.job_id = o->job_id, .uid = SYNTH_UID, .state = FFM_JOB_RUNNING,
 		.start_unix = 1700000000, .node = o->node }, NULL);
 	err = err ? err : setup_stacks(&c);
 	for (uint32_t st = o->first_stage ? o->first_stage : 1; st <= o->stages && !err; st++)
 		err = write_run(&c, (int)st);
 	if (!err)
 		err = ffm_store__job_end(c.s, o->job_id, FFM_JOB_DONE, 1700000100);
+	/* As ffmd does at a job's end: the copy that readers of other nodes and the owner open
+	 * (a file system without ACLs still gets the copy, for root). */
+	if (!err) {
+		uint32_t owner;
+
+		err = ffm_store__publish(ffm_store__path(c.s), o->state_dir, &owner);
+		if (err == -ENOTSUP)
+			err = 0;
+	}
 	ffm_store__free(c.s);
 	return err;
 }

@@ -33,6 +33,9 @@ enum synth_scenario {
 	SYN__MAX,
 };
 
+/* The owner of the jobs written (a user's: the store is ffm_store__owner_file_name's). */
+#define SYNTH_UID 1000
+
 struct synth_opts {
 	const char *state_dir; /* the store goes to <state_dir>/keys/ */
 	const char *key;       /* job key */

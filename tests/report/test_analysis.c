@@ -40,7 +40,8 @@ static struct ffm_store *open_store(const struct synth_opts *o)
 	struct ffm_store_opts so = { .sz = sizeof(so), .read_only = true };
 	struct ffm_store *s = NULL;
 
-	if (ffm_store__open_key(o->state_dir, &(struct ffm_store_key){ .key = o->key }, &so, &s))
+	if (ffm_store__open_key(o->state_dir, &(struct ffm_store_key){ .key = o->key, .uid = SYNTH_UID },
+				&so, &s))
 		return NULL;
 	return s;
 }
@@ -448,7 +449,7 @@ TEST(a_run_that_recorded_nothing)
 	struct ffm_store *s = NULL;
 	int64_t run;
 
-	ASSERT_OK(ffm_store__open_key(o.state_dir, &(struct ffm_store_key){ .key = o.key }, &wo, &s));
+	ASSERT_OK(ffm_store__open_key(o.state_dir, &(struct ffm_store_key){ .key = o.key, .uid = SYNTH_UID }, &wo, &s));
 	ASSERT_OK(ffm_store__job_begin(s, &(struct ffm_store_job){ .job_id = o.job_id,
 		.state = FFM_JOB_RUNNING, .start_unix = 1700000000 }, NULL));
 	ASSERT_OK(ffm_store__run_begin(s, &(struct ffm_store_run){ .job_id = o.job_id, .stage = 2,

@@ -5,7 +5,8 @@
 # files that are not usable stores are skipped; `report` then said "no store holds it" for a
 # job whose data sat in a store it could not read. Under a state directory with one good store
 # and three refused ones (not SQLite at all, a foreign SQLite database, an ffm store of a newer
-# schema: the job's own) and a node's corrupt store (nodes/ layout):
+# schema: the job's own, of its owner uid 1000) and a node's corrupt store (nodes/ layout: a
+# published copy in done/<uid>/, what readers of a node's stores open):
 #   - report, diff and export of the job exit 1 naming each refused file with its reason, the
 #     node's too (every verb reads every node's stores);
 #   - a job of the good store is still reported; a job in no store still gets "no store holds
@@ -36,11 +37,11 @@ synth() { "$SYNTH" --iters 5 --stages 1 --scenarios unnecessary "$@" >/dev/null 
 synth --state "$S" --key good --job other
 synth --state "$S" --key newer --job lost
 synth --state "$T/empty" --key good --job other
-mkdir -p "$S/nodes/gpu01/keys"
-python3 - "$K" "$S/nodes/gpu01/keys" <<'EOF'
+mkdir -p "$S/nodes/gpu01/done/1000"
+python3 - "$K" "$S/nodes/gpu01/done/1000" <<'EOF'
 import sqlite3, sys
 keys, node = sys.argv[1], sys.argv[2]
-c = sqlite3.connect(keys + "/newer.db")  # the job's own store, from a newer ffm
+c = sqlite3.connect(keys + "/newer@1000.db")  # the job's own store, from a newer ffm
 c.execute("PRAGMA user_version = 99")
 c.commit()
 c.close()
@@ -51,13 +52,13 @@ c.close()
 open(keys + "/garbage.db", "wb").write(b"not an SQLite file at all\n" * 40)
 open(node + "/node.db", "wb").write(b"SQLite format 3\0" + b"\xff" * 84)  # a header, cut short
 EOF
-sums() { md5sum "$K"/newer.db "$K"/foreign.db "$K"/garbage.db "$S"/nodes/gpu01/keys/node.db; }
+sums() { md5sum "$K"/newer@1000.db "$K"/foreign.db "$K"/garbage.db "$S"/nodes/gpu01/done/1000/node.db; }
 before=$(sums)
 
-NEWER="$K/newer.db: an ffm store of a newer schema (this ffm reads store schema versions up to"
+NEWER="$K/newer@1000.db: an ffm store of a newer schema (this ffm reads store schema versions up to"
 FOREIGN="$K/foreign.db: an SQLite database, but not an ffm store"
 GARBAGE="$K/garbage.db: not a usable SQLite database"
-NODE="$S/nodes/gpu01/keys/node.db: not a usable SQLite database"
+NODE="$S/nodes/gpu01/done/1000/node.db: not a usable SQLite database"
 
 # names VERB OUT RC EXPECTED...: exit 1 and each EXPECTED line in OUT.
 names() {

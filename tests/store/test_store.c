@@ -15,6 +15,8 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
+#include <unistd.h>
 
 #include "analysis/ffm_analysis.h"
 #include "store/ffm_store.h"
@@ -145,7 +147,7 @@ TEST(create_and_reopen)
 	ASSERT(s == NULL);
 	ffm_store__free(NULL);
 
-	snprintf(path, sizeof(path), "%s/keys/job-a.db", d);
+	snprintf(path, sizeof(path), "%s/keys/job-a@1000.db", d); /* the owner's store */
 	ASSERT_OK(stat(path, &st));
 	ASSERT_EQ(st.st_mode & 07777, 0640);
 	snprintf(path, sizeof(path), "%s/keys", d);
@@ -860,7 +862,7 @@ TEST(key_file_names)
 	char *d = mktmp(), name[256], path[4400], names[16][256];
 	char longkey[400];
 	struct ffm_store *s = NULL;
-	struct ffm_store_key k = { .uid = 1 }, got;
+	struct ffm_store_key k = { .uid = 0 }, got;
 	int i, r;
 
 	for (i = 0; keys[i]; i++) {
@@ -1059,13 +1061,17 @@ static int stop_job(struct ffm_store *s, const char *node, void *ctx)
 }
 
 /* A store of @key under @root with job @job started at @start. */
+/* A store of @key with job @job under the store root @root, published as its writer does. */
 static void key_job(const char *root, const char *key, const char *job, int64_t start)
 {
 	struct ffm_store *s = NULL;
+	uint32_t owner;
 
 	ASSERT_OK(ffm_store__open_key(root, &(struct ffm_store_key){ .key = key }, &wopts, &s));
 	ASSERT_OK(ffm_store__job_begin(s, &(struct ffm_store_job){ .job_id = job, .start_unix = start },
 				       NULL));
+	ASSERT_OK(ffm_store__publish(ffm_store__path(s), root, &owner));
+	ASSERT_EQ(owner, 0);
 	ffm_store__free(s);
 }
 
@@ -1092,8 +1098,9 @@ TEST(state_stores_of_every_node)
 	ASSERT(ffm_state_path(d, FFM_STATE_ROOT, "gpu01", root, sizeof(root)) > 0);
 	key_job(root, "k", "j", 20);
 	key_job(root, "k2", "j", 25); /* a node holding two keys of the job: the later one */
-	ASSERT(ffm_state_path(root, FFM_STATE_KEYS, NULL, path, sizeof(path)) > 0);
-	strcat(path, "/junk.db");
+	/* a node's stores are read from their published copies */
+	ASSERT(ffm_state_path(root, FFM_STATE_DONE, NULL, path, sizeof(path)) > 0);
+	strcat(path, "/0/junk.db");
 	ASSERT((f = fopen(path, "w")));
 	fputs("junk", f);
 	fclose(f);
@@ -1117,6 +1124,94 @@ TEST(state_stores_of_every_node)
 	ASSERT_STREQ(v.what[0], "gpu02:other");
 	ASSERT_EQ(ffm_state_open_job(d, "none", &ropts, seen_job, &v), 0);
 	ASSERT_EQ(ffm_state_open_job(d, "j", &ropts, stop_job, &v), -ECANCELED);
+}
+
+static int count_jobs(const struct ffm_store_job_info *j, void *ctx)
+{
+	(void)j;
+	++*(int *)ctx;
+	return 0;
+}
+
+/* A published copy: rollback mode, 0640, the owner's ACL; opened immutable it makes no file. */
+TEST(published_copies)
+{
+	char *d = mktmp(), path[600], side[640];
+	struct ffm_store_opts io = { .sz = sizeof(io), .immutable = true };
+	struct ffm_store_key k = { .key = "pub", .uid = 4242 };
+	unsigned char h[20], acl[64];
+	struct ffm_store *s = NULL;
+	uint32_t owner = 1;
+	struct stat st;
+	int fd, jobs = 0;
+	ssize_t n;
+
+	ASSERT_OK(ffm_store__open_key(d, &k, &wopts, &s));
+	ASSERT_OK(ffm_store__job_begin(s, &(struct ffm_store_job){ .job_id = "j", .uid = 4242 }, NULL));
+	/* the store root of an admin group (setgid): the copies are that group's */
+	ASSERT_OK(chown(d, (uid_t)-1, 4243));
+	ASSERT_OK(chmod(d, 02751));
+	ASSERT_OK(ffm_store__publish(ffm_store__path(s), d, &owner));
+	ASSERT_EQ(owner, 4242);
+	snprintf(path, sizeof(path), "%s/done/4242/pub@4242.db", d);
+	ASSERT_OK(stat(path, &st));
+	ASSERT_EQ(st.st_mode & 07777, 0640);
+	ASSERT_EQ(st.st_uid, 0);
+	ASSERT_EQ(st.st_gid, 4243);
+	ASSERT((fd = open(path, O_RDONLY)) >= 0);
+	ASSERT_EQ(pread(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
+	close(fd);
+	ASSERT(h[18] == 1 && h[19] == 1); /* not WAL */
+	/* user 4242 named in the file's ACL with read only (kernel layout: tag 2, perm 4, id) */
+	n = getxattr(path, "system.posix_acl_access", acl, sizeof(acl));
+	ASSERT_EQ(n, 44);
+	ASSERT(acl[12] == 2 && acl[14] == 4 && acl[16] == (4242 & 0xff) && acl[17] == (4242 >> 8));
+	snprintf(side, sizeof(side), "%s/done", d);
+	ASSERT_OK(stat(side, &st));
+	ASSERT_EQ(st.st_mode & 07777, 02751);
+	snprintf(side, sizeof(side), "%s/done/4242", d);
+	ASSERT_OK(stat(side, &st));
+	ASSERT_EQ(st.st_mode & 07777, 02750);
+	ASSERT(getxattr(side, "system.posix_acl_access", acl, sizeof(acl)) == 44);
+
+	/* a later job of the key: the copy is replaced whole, the reader of the old one unharmed */
+	struct ffm_store *old = NULL;
+	ASSERT_OK(ffm_store__open(path, &io, &old));
+	ASSERT_OK(ffm_store__job_begin(s, &(struct ffm_store_job){ .job_id = "j2", .uid = 4242 }, NULL));
+	ASSERT_OK(ffm_store__publish(ffm_store__path(s), d, &owner));
+	ASSERT_OK(ffm_store__for_each_job(old, count_jobs, &jobs));
+	ASSERT_EQ(jobs, 1);
+	old = ffm_store__free(old);
+	ASSERT_OK(ffm_store__open(path, &io, &old));
+	jobs = 0;
+	ASSERT_OK(ffm_store__for_each_job(old, count_jobs, &jobs));
+	ASSERT_EQ(jobs, 2);
+	old = ffm_store__free(old);
+	for (const char *x = "-wal\0-shm\0-journal\0"; *x; x += strlen(x) + 1) {
+		snprintf(side, sizeof(side), "%s%s", path, x);
+		ASSERT(access(side, F_OK) < 0);
+	}
+
+	/* a job of another uid in the store: the copy is root's alone */
+	ASSERT_OK(ffm_store__job_begin(s, &(struct ffm_store_job){ .job_id = "x", .uid = 7 }, NULL));
+	ASSERT_OK(ffm_store__publish(ffm_store__path(s), d, &owner));
+	ASSERT_EQ(owner, 0);
+	snprintf(side, sizeof(side), "%s/done/0/pub@4242.db", d);
+	ASSERT_OK(access(side, F_OK));
+	ASSERT(getxattr(side, "system.posix_acl_access", acl, sizeof(acl)) < 0);
+	s = ffm_store__free(s);
+
+	/* an owner's file that names another owner is not written as theirs */
+	snprintf(path, sizeof(path), "%s/keys/pub@4242.db", d);
+	snprintf(side, sizeof(side), "%s/keys/pub@99.db", d);
+	ASSERT_OK(rename(path, side));
+	k.uid = 99;
+	ASSERT_EQ(ffm_store__open_key(d, &k, &wopts, &s), -EEXIST);
+	ASSERT_OK(ffm_store__open_key(d, &k, &ropts, &s));
+	s = ffm_store__free(s);
+	ASSERT_EQ(ffm_store__owner_file_name("a@b", 5, (char *)acl, sizeof(acl)), 10);
+	ASSERT_STREQ((char *)acl, "a%40b@5.db");
+	ASSERT_EQ(ffm_store__owner_file_name("a", 0, (char *)acl, sizeof(acl)), 4);
 }
 
 TEST(stage_history)
