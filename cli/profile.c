@@ -2,6 +2,10 @@
 /*
  * ffmctl profile [--stages A-B] [--key K] [--job-id ID] [--json] -- CMD ARGS...
  *
+ * The profile's runs are a job key of their own ("profile-<job id>"), so that its report uses
+ * only what it measured; --key K continues key K instead (e.g. --stages 3-4 after a --stages
+ * 1-2 profile of the same --key, or runs of ffmd's jobs of that key).
+ *
  * Diogenes' own workflow without a daemon: run CMD once per FFM stage with an embedded collector
  * (the daemon's collector library), each run escalating on what the previous ones stored, then
  * print the report. Each stage is a run of the daemon's job API (daemon/jobrun.h: begin, arm,
@@ -493,14 +497,16 @@ int ffmctl_profile(int argc, char **argv)
 	}
 	if (resolve_exe(p.cmd[0], p.exe, sizeof(p.exe)) < 0)
 		return EXIT_FAIL;
-	if (key_arg)
-		snprintf(p.key, sizeof(p.key), "%s", key_arg);
-	else
-		ffm_job_key(getuid(), p.exe, p.cmd + 1, p.key, sizeof(p.key));
 	if (job_arg)
 		snprintf(p.job_id, sizeof(p.job_id), "%s", job_arg);
 	else
 		snprintf(p.job_id, sizeof(p.job_id), "p%ld-%d", (long)time(NULL), (int)getpid());
+	/* A profile is a key of its own unless --key names one to continue: under the command
+	 * line's key, a --stages 1-2 profile took stages 3 and 4 from an earlier profile's runs. */
+	if (key_arg)
+		snprintf(p.key, sizeof(p.key), "%s", key_arg);
+	else
+		snprintf(p.key, sizeof(p.key), "profile-%s", p.job_id);
 
 	if (profile_open(&p) < 0)
 		goto out;

@@ -85,6 +85,20 @@ check "report --noise rejects a share over 100" \
 check "text report: a count of one is singular (1 call, not 1 calls)" \
 	bash -c "grep -q '(1 call)' '$T/r.txt' && ! grep -qE '(^|[^0-9.])1 (calls|syncs|transfers|call sites)' '$T/r.txt'"
 
+# A profile is a key of its own: --stages 1-2 of the same command, no --key, after a profile
+# through stage 4 (job e2e-all), uses no run of that one (the command line's key once made it
+# take e2e-all's stages 3 and 4).
+profile "$T/s" e2e-all --stages 1-4 -- "$WL/unnecessary_sync" --iters 20
+profile "$T/s" e2e-12 --stages 1-2 -- "$WL/unnecessary_sync" --iters 20
+"$FFMCTL" --state-dir "$T/s" report e2e-12 --json >"$T/r12.json"
+check "profile --stages 1-2 after a 1-4 profile of the same command: its own runs, stages 1-2" python3 -c "
+import json
+r = json.load(open('$T/r12.json'))
+used = [(s['stage'], s['job_id']) for s in r['stages'] if s['used_as']]
+assert used == [(1, 'e2e-12'), (2, 'e2e-12')], r['stages']
+assert not r['problems_known'] and r['key'] == 'profile-e2e-12', r['key']
+"
+
 # A cluster's shared state dir: nodes/ present -> this host's store under nodes/<host>/.
 mkdir -p "$T/shared/nodes"
 profile "$T/shared" e2e-node --stages 1 --key e2e -- "$WL/unnecessary_sync" --iters 10
