@@ -25,12 +25,14 @@ void ffm_log(int prio, const char *fmt, ...)
 		return;
 	if (journal < 0)
 		journal = getenv("JOURNAL_STREAM") != NULL;
+	flockfile(stderr); /* one line, whole, whichever thread logs (the store publisher's too) */
 	if (journal)
 		fprintf(stderr, "<%d>", prio);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
+	funlockfile(stderr);
 }
 
 int ffm_notify(const char *state)
