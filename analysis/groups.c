@@ -244,25 +244,33 @@ out:
 
 /*
  * A loop whose iterations hold no required sync is one sequence of all of its iterations; it
- * shows as one iteration's calls repeated, then what follows the loop. The shortest period p
- * whose repetition covers all but a tail of at most p members, at least twice: *reps full
- * periods, then the tail. 0 when nothing repeats.
+ * shows as one iteration's calls repeated, then what follows the loop. Of the periods up to
+ * SEQ_MAX_PERIOD that repeat at least twice from the start, the one that leaves the shortest
+ * pattern (one period and the tail after the last full repetition), the shorter on a tie:
+ * *reps full periods, then the tail. 0 when nothing repeats.
  */
+#define SEQ_MAX_PERIOD 64
+
 static uint32_t seq_period(const struct ffm_an_site *sites, const uint32_t *node_site, size_t k,
 			   uint32_t m, uint32_t *reps)
 {
-	for (uint32_t p = 1; 2 * p <= m; p++) {
-		uint32_t i = p;
+	uint32_t best = 0, best_len = m;
+
+	*reps = 1;
+	for (uint32_t p = 1; 2 * p <= m && p <= SEQ_MAX_PERIOD; p++) {
+		uint32_t i = p, full, len;
 
 		while (i < m && sites[node_site[k + i]].key == sites[node_site[k + i - p]].key)
 			i++;
-		if (i >= 2 * p && i + p >= m) {
-			*reps = i / p;
-			return p;
+		full = i / p;
+		len = p + (m - full * p);
+		if (full >= 2 && len < best_len) {
+			best = p;
+			best_len = len;
+			*reps = full;
 		}
 	}
-	*reps = 1;
-	return 0;
+	return best;
 }
 
 /* Sequence patterns: model sequences whose members repeat the same sites in the same order. */
