@@ -1,0 +1,190 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Adaptive stage 1's sampler (stages/ffm_sampling.h) on a simulated clock: a process that syncs
+ * at a steady rate from a few call sites, then shows a new one. The windows, the duty cycle
+ * against the budget, the extrapolation back to full tracing's totals, and the switch back to
+ * full tracing when a window sees a new key.
+ */
+#include <math.h>
+#include <stdbool.h>
+
+#include "tests/testutil.h"
+
+#include "stages/ffm_sampling.h"
+
+#define TICK 0.2 /* ffmd's default tick */
+
+struct sim {
+	struct ffm_sampler s;
+	double t, rate;
+	bool on;                 /* the probe */
+	double seen, all;        /* waits seen / made */
+	double win_start, on_time;
+	int attaches, detaches, spans_ended;
+	double new_key_at;       /* a new call site appears then (0: never) */
+	double retraced_at;      /* the sampler went back to full tracing then */
+};
+
+/* Run the process for @secs: waits every 1/rate s, a tick every TICK s. */
+static void run(struct sim *m, double secs)
+{
+	double end = m->t + secs, next_tick = ceil(m->t / TICK) * TICK, dt = 1 / m->rate;
+
+	while (m->t < end) {
+		m->t += dt;
+		m->all++;
+		if (m->on) {
+			bool nk = m->new_key_at && m->t >= m->new_key_at && !m->retraced_at;
+
+			m->seen++;
+			if (ffm_sampler__wait(&m->s, m->t, nk)) {
+				m->spans_ended++;
+				m->retraced_at = m->t;
+			}
+		}
+		while (next_tick <= m->t) {
+			enum ffm_sampler_action a = ffm_sampler__tick(&m->s, next_tick);
+
+			if (a == FFM_SAMPLER_ATTACH) {
+				ASSERT(!m->on);
+				m->on = true;
+				m->attaches++;
+				m->win_start = next_tick;
+			} else if (a == FFM_SAMPLER_DETACH) {
+				ASSERT(m->on);
+				m->on = false;
+				m->detaches++;
+			}
+			next_tick += TICK;
+		}
+	}
+}
+
+static void sim_init(struct sim *m, double rate, double budget)
+{
+	struct ffm_sampling_cfg c;
+
+	ffm_sampling__defaults(&c);
+	c.budget = budget;
+	memset(m, 0, sizeof(*m));
+	m->rate = rate;
+	m->on = true;
+	ffm_sampler__init(&m->s, &c, 0);
+}
+
+TEST(sampling_duty_from_budget)
+{
+	struct ffm_sampling_cfg c;
+
+	ffm_sampling__defaults(&c);
+	/* 2.8 µs a wait: 2.5k/s costs 0.7%, 10k/s 2.8%; 100/s 0.028% needs no sampling. */
+	ASSERT_NEAR(ffm_sampling__duty(&c, 2500), 0.001 * FFM_SAMPLING_HEADROOM / 0.007, 1e-9);
+	ASSERT_NEAR(ffm_sampling__duty(&c, 10000), 0.001 * FFM_SAMPLING_HEADROOM / 0.028, 1e-9);
+	ASSERT_EQ(ffm_sampling__duty(&c, 100), 1);
+	ASSERT(ffm_sampling__cost(&c, 10000, ffm_sampling__duty(&c, 10000)) <= c.budget);
+	c.budget = 0;
+	ASSERT_EQ(ffm_sampling__duty(&c, 1e6), 1);
+	ffm_sampling__defaults(&c);
+	ASSERT_EQ(ffm_sampling__duty(&c, 1e9), c.min_duty);
+}
+
+TEST(sampling_low_rate_stays_full)
+{
+	struct sim m;
+
+	sim_init(&m, 200, 0.001);
+	run(&m, 20);
+	ASSERT_EQ(m.detaches, 0);
+	ASSERT_EQ(m.s.mode, FFM_SAMPLER_FULL);
+	ASSERT_EQ(m.seen, m.all);
+}
+
+TEST(sampling_windows_and_cost)
+{
+	struct sim m;
+	double duty;
+
+	sim_init(&m, 10000, 0.001);
+	run(&m, 60);
+	ASSERT_EQ(m.s.retraced, 0);
+	ASSERT(m.detaches >= 2);
+	ASSERT(m.attaches == m.detaches || m.attaches + 1 == m.detaches);
+	/* Full until stable (0.3 s and 300 waits: the first tick after), then windows. */
+	ASSERT(m.s.span_start >= 0.3 && m.s.span_start <= 0.3 + TICK + 1e-9);
+	duty = m.s.on_s / (m.t - m.s.span_start);
+	ASSERT_MSG(duty > 0.5 * m.s.duty && duty < 1.5 * m.s.duty, "duty %g planned %g", duty, m.s.duty);
+	/* What tracing cost over the whole run is within the budget, full phase included. */
+	ASSERT_MSG(m.seen * 2800e-9 / m.t <= 0.001, "cost %g%%", 100 * m.seen * 2800e-9 / m.t);
+	/* The windows stand for the span: the estimate of the waits in it is close. */
+	{
+		double x = m.seen - m.s.span_start * 10000, span = (m.t - m.s.span_start) * 1e9;
+		double L = m.s.on_s * 1e9, est, se;
+
+		ASSERT_OK(ffm_sampling__estimate(&x, &L, 1, span, x, &est, &se));
+		ASSERT_MSG(fabs(est - span / 1e9 * 10000) < 0.05 * span / 1e9 * 10000, "est %g of %g",
+			   est, span / 1e9 * 10000);
+	}
+}
+
+TEST(sampling_new_key_in_window_retraces)
+{
+	struct sim m;
+	uint32_t w_before;
+
+	sim_init(&m, 2500, 0.001);
+	m.new_key_at = 20;
+	run(&m, 19.9);
+	ASSERT(m.s.mode != FFM_SAMPLER_FULL);
+	w_before = m.s.windows;
+	ASSERT(w_before >= 2);
+	run(&m, 30);
+	/* The trigger fired, in the first window after second 20: no later than one off time and
+	 * one window after it. */
+	ASSERT_EQ(m.spans_ended, 1);
+	ASSERT(m.retraced_at >= 20);
+	ASSERT_MSG(m.retraced_at <= 20 + m.s.cfg.window_s * (1 / m.s.duty) + 2 * TICK,
+		   "fired at %g (duty %g)", m.retraced_at, m.s.duty);
+	ASSERT_EQ(m.s.retraced, 1);
+	/* Back to full tracing, then sampling again once the picture is stable. */
+	ASSERT(m.s.span_start > m.retraced_at);
+	ASSERT(m.s.mode != FFM_SAMPLER_FULL);
+}
+
+TEST(sampling_new_key_while_full_delays_stability)
+{
+	struct sim m;
+
+	sim_init(&m, 10000, 0.001);
+	run(&m, 0.25);
+	ASSERT(ffm_sampler__wait(&m.s, m.t, true) == false); /* in FULL: no span to end */
+	run(&m, 0.2);
+	ASSERT_EQ(m.detaches, 0); /* 0.3 s since the new key not yet passed */
+	run(&m, 0.3);
+	ASSERT_EQ(m.detaches, 1);
+}
+
+TEST(sampling_estimate)
+{
+	/* Four windows of 1 s in a 100 s span, 10 +- 1 waits each. */
+	double x[] = { 9, 10, 11, 10 }, L[] = { 1e9, 1e9, 1e9, 1e9 }, est, se;
+
+	ASSERT_OK(ffm_sampling__estimate(x, L, 4, 100e9, 40, &est, &se));
+	ASSERT_NEAR(est, 1000, 1e-6);
+	/* sd of x = sqrt(2/3); se of the mean = sd/2; times 100 */
+	ASSERT_NEAR(se, 100 * sqrt(2.0 / 3.0) / 2, 1e-6);
+	/* One window: the Poisson bound. */
+	ASSERT_OK(ffm_sampling__estimate(x, L, 1, 10e9, 9, &est, &se));
+	ASSERT_NEAR(est, 90, 1e-6);
+	ASSERT_NEAR(se, 30, 1e-6);
+	/* Uneven windows weigh by their length. */
+	{
+		double x2[] = { 10, 30 }, L2[] = { 1e9, 3e9 };
+
+		ASSERT_OK(ffm_sampling__estimate(x2, L2, 2, 8e9, 40, &est, &se));
+		ASSERT_NEAR(est, 80, 1e-6);
+		ASSERT_NEAR(se, 0, 1e-9);
+	}
+	ASSERT_EQ(ffm_sampling__estimate(x, L, 0, 1e9, 0, &est, &se), -EINVAL);
+}
+
+TEST_MAIN()
