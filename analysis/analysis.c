@@ -65,6 +65,8 @@ int ffm_analysis__run(struct ffm_store *s, const struct ffm_analysis_opts *opts,
 	a->res.run_profile = profile_run;
 	if (profile_run) {
 		err = ffm_store__for_each_stack_agg(s, profile_run, an_on_agg, a);
+		if (!err)
+			err = an_apply_samples(a, profile_run);
 		if (err)
 			goto fail;
 	}

@@ -148,6 +148,8 @@ int an_on_api_name(uint32_t api, const char *name, void *ctx);
 /* The site of @stack, created (and described from its frames) on first use. */
 int an_site_for(struct ffm_analysis *a, int64_t stack, uint32_t api, uint32_t kind, uint32_t *ret);
 int an_on_agg(const struct ffm_store_stack_agg *g, void *ctx);
+/* The sites of sampled run @run get estimates for the spans it sampled (sampled.c). */
+int an_apply_samples(struct ffm_analysis *a, int64_t run);
 
 /* ---- stage 3/4 verdicts (verdicts.c) ------------------------------------------------------- */
 

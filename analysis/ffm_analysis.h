@@ -92,6 +92,10 @@ struct ffm_an_site {
 	bool in_timeline; /* seen in the timeline run (else only in stage 3/4 rows) */
 	/* the profile run's totals (stage 2, else stage 1) */
 	uint64_t count, dur_ns, wait_ns, bytes;
+	/* adaptive stage 1: count and times are estimates from sampling windows (analysis/
+	 * sampled.c), with their standard errors */
+	bool sampled;
+	double count_se, wait_se_ns;
 	/* verdicts applied to the timeline's occurrences */
 	uint64_t n_unnecessary, n_misplaced, n_dup, n_partial, n_classified;
 	uint64_t n_host_read, n_launch_blocked;
@@ -161,6 +165,7 @@ struct ffm_analysis_result {
 	size_t n_runs;
 	int64_t run_baseline, run_timeline, run_verdicts, run_first_use; /* 0 = none */
 	int64_t run_profile; /* the run the sites' times come from */
+	bool sampled;        /* ... which was sampled (adaptive stage 1): see ffm_an_site.sampled */
 	bool have_problems; /* stage 3 verdicts exist for the timeline */
 	uint64_t wall_ns;   /* the timeline's (process span), else the baseline's wall_s */
 	struct ffm_totals totals;

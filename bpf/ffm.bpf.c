@@ -94,6 +94,7 @@ struct thr {
 	__u64 seen_key;
 	__u32 seen_gen;
 	__u32 gen; /* struct ffm_job_cfg.gen of the job run this state belongs to */
+	__u32 wait_epoch; /* struct ffm_proc.link_epoch at the outermost wait's entry */
 	/* sp at the entry of the outermost wait and call in progress (or last ended) */
 	__u64 wait_sp, call_sp;
 };
@@ -566,11 +567,14 @@ static __always_inline int wait_enter(struct pt_regs *ctx)
 	t = thread_enter(jc, p->job);
 	if (!t)
 		return SKIP_RETURN;
-	if (stale_outer(t->wait_depth, t->wait_sp, PT_REGS_SP(ctx)))
+	/* An entry under a newer link than the wait in progress: that wait's return went with
+	 * the link it entered under (adaptive stage 1 takes the probe off and puts it back). */
+	if (stale_outer(t->wait_depth, t->wait_sp, PT_REGS_SP(ctx)) || t->wait_epoch != p->link_epoch)
 		t->wait_depth = 0;
 	if (t->wait_depth++ == 0) {
 		t->wait_start = bpf_ktime_get_ns();
 		t->wait_sp = PT_REGS_SP(ctx);
+		t->wait_epoch = p->link_epoch;
 	}
 	return WANT_RETURN;
 }

@@ -149,6 +149,10 @@ struct ffm_proc {
 	__u32 flags;
 	__u64 lib_start; /* libcuda text range in this process, learned at the first probe */
 	__u64 lib_end;
+	/* Bumped by user space each time it puts the process's wait probe back (adaptive stage
+	 * 1): a wait entered under an earlier link, whose return no probe saw, is forgotten. */
+	__u32 link_epoch;
+	__u32 _pad;
 };
 
 /* A file as the kernel names it: s_dev (MKDEV: major << 20 | minor) and inode number. Keys of

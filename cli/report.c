@@ -624,7 +624,8 @@ static void print_text(FILE *o, const char *job_id, const struct ffmctl_job_stor
 
 	if (!m->have_problems || js->n == 1) {
 		/* The call sites as stages 1/2 measured them (the single node's). */
-		fprintf(o, "\ncall sites by time waited%s:\n", m->have_problems ? "" : " (known so far)");
+		fprintf(o, "\ncall sites by time waited%s%s:\n", m->have_problems ? "" : " (known so far)",
+			r0->sampled ? "; sampled (adaptive stage 1): counts and times estimated from windows, +- one standard error" : "");
 		for (size_t i = 0, shown = 0; i < r0->n_sites && (int)shown < top; i++) {
 			const struct ffm_an_site *x = &r0->sites[i];
 
@@ -634,6 +635,8 @@ static void print_text(FILE *o, const char *job_id, const struct ffmctl_job_stor
 			ffmctl_site_str(x, buf, sizeof(buf));
 			fprintf(o, "  %-*s %8" PRIu64 "x  time %10.6f s  waited %10.6f s  %s", aw,
 				x->api_name, x->count, s_of(x->dur_ns), s_of(x->wait_ns), buf);
+			if (x->sampled)
+				fprintf(o, "  [sampled: +-%.0f calls, +-%.6f s]", x->count_se, s_of((uint64_t)x->wait_se_ns));
 			if (x->benefit_ns)
 				fprintf(o, "  [benefit %.6f s]", s_of(x->benefit_ns));
 			fputc('\n', o);
@@ -853,7 +856,7 @@ static json_t *json_call_sites(const struct ffmctl_job_stores *js, int top)
 			if (!x->in_timeline || !x->count)
 				continue;
 			shown++;
-			a = ffm_json_append(a, json_pack(
+			json_t *o = json_pack(
 				"{s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
 				"node", ffm_json_string(js->v[ni].name),
 				"api", ffm_json_string(x->api_name),
@@ -861,7 +864,14 @@ static json_t *json_call_sites(const struct ffmctl_job_stores *js, int top)
 				"time_s", json_s(s_of(x->dur_ns)),
 				"wait_s", json_s(s_of(x->wait_ns)),
 				"benefit_s", json_s(s_of(x->benefit_ns)),
-				"call_site", ffmctl_json_site(x)));
+				"call_site", ffmctl_json_site(x));
+
+			/* adaptive stage 1: estimates, with one standard error */
+			if (o && x->sampled)
+				json_object_update_new(o, json_pack("{s:b,s:o,s:o}", "sampled", 1,
+								    "count_pm", ffm_json_fixed(x->count_se, 1),
+								    "wait_s_pm", json_s(s_of((uint64_t)x->wait_se_ns))));
+			a = ffm_json_append(a, o);
 		}
 	}
 	return a;

@@ -69,6 +69,18 @@ static void print_drivers(const json_t *drivers)
 	}
 }
 
+/* A stage-1 job's adaptive sampling (ffmd's status "sampling" of a job). */
+static void print_sampling(const json_t *sm)
+{
+	if (!sm || !ffm_json_get_num(sm, "processes", 0))
+		return;
+	printf("  %-16s adaptive stage 1: %.0f of %.0f processes sampled now, %.0f waits/s, "
+	       "est. cost %.3f%%, %.0f back to full tracing\n", "",
+	       ffm_json_get_num(sm, "sampled_now", 0), ffm_json_get_num(sm, "processes", 0),
+	       ffm_json_get_num(sm, "waits_per_s", 0), ffm_json_get_num(sm, "cost_pct", 0),
+	       ffm_json_get_num(sm, "retraced", 0));
+}
+
 static void print_jobs(const json_t *jobs)
 {
 	size_t n = json_array_size(jobs);
@@ -112,6 +124,7 @@ static void print_jobs(const json_t *jobs)
 		for (size_t k = 0; k < json_array_size(procs); k++)
 			printf("%s%.0f", k ? "," : "", ffm_json_num(json_array_get(procs, k), 0));
 		printf("\n");
+		print_sampling(json_object_get(j, "sampling"));
 		if (ndrops > 0) {
 			printf("  %-*s drops:", jw, "");
 			json_object_foreach(drops, reason, d)
@@ -153,6 +166,16 @@ int ffmctl_status(int argc, char **argv)
 	       !strcmp(ffm_json_get_str(st, "probe_scope", "system"), "process") ? "per job process"
 											: "system-wide",
 	       ffm_json_get_bool(st, "map_guard", false) ? "on" : "off");
+	{
+		const json_t *sm = json_object_get(st, "sampling");
+		double b = ffm_json_get_num(sm, "budget_pct", 0);
+
+		if (sm && b > 0)
+			printf("adaptive stage 1: budget %.3g%% of a process's time, %.2f us per traced wait\n\n",
+			       b, ffm_json_get_num(sm, "wait_cost_us", 0));
+		else if (sm)
+			printf("adaptive stage 1: off (sample_budget = 0): every wait is traced\n\n");
+	}
 	print_drivers(json_object_get(st, "drivers"));
 	print_jobs(json_object_get(st, "jobs"));
 	json_decref(st);

@@ -647,6 +647,20 @@ int ffm_collector__move_pid(struct ffm_collector *c, pid_t pid, uint32_t slot)
 	return bpf_map_update_elem(fd, &tgid, &p, BPF_EXIST) ? -errno : 0;
 }
 
+int ffm_collector__link_epoch(struct ffm_collector *c, pid_t pid)
+{
+	int fd = bpf_map__fd(c->skel->maps.procs);
+	uint32_t tgid = pid;
+	struct ffm_proc p;
+
+	if (pid <= 0)
+		return -EINVAL;
+	if (bpf_map_lookup_elem(fd, &tgid, &p))
+		return -errno;
+	p.link_epoch++;
+	return bpf_map_update_elem(fd, &tgid, &p, BPF_EXIST) ? -errno : 0;
+}
+
 int ffm_collector__job_pids(struct ffm_collector *c, uint32_t slot, pid_t *pids, int max)
 {
 	int fd = bpf_map__fd(c->skel->maps.procs), n = 0;

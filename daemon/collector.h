@@ -108,6 +108,9 @@ int ffm_collector__pid_slot(struct ffm_collector *c, pid_t pid);
 /* Move a tracked process to @slot, keeping what BPF learned about it. -ENOENT when @pid is not
  * tracked (any more): unlike track_pid, this never re-adds a process that has just exited. */
 int ffm_collector__move_pid(struct ffm_collector *c, pid_t pid, uint32_t slot);
+/* @pid's wait probe was put back: a wait it entered under the link before is forgotten by BPF
+ * (struct ffm_proc.link_epoch). -ENOENT when @pid is not tracked. */
+int ffm_collector__link_epoch(struct ffm_collector *c, pid_t pid);
 /* Every tracked pid of @slot into @pids (up to @max); returns the count. */
 int ffm_collector__job_pids(struct ffm_collector *c, uint32_t slot, pid_t *pids, int max);
 

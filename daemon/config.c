@@ -10,6 +10,8 @@
  *     ringbuf_wakeup_kib = 8192
  *     probe_scope = process # or system (read at start only; see README, "Overhead")
  *     metrics_dir = /var/lib/node_exporter/textfile_collector  # off when unset (start only)
+ *     sample_budget = 0.1%  # adaptive stage 1's budget of a process's time; 0: trace all
+ *     wait_cost_us = 2.8    # what one traced wait costs a process on this node
  *
  *     [rule gpu-users]
  *     uid = 1000            # selectors as in `ffmctl job start`: uid, cgroup, exe (repeatable)
@@ -56,6 +58,29 @@ static int parse_u32(const char *v, uint32_t max, uint32_t *out)
 	if (errno || end == v || *end || x > max || *v == '-')
 		return -EINVAL;
 	*out = (uint32_t)x;
+	return 0;
+}
+
+/* A number in [0, @max], with an optional trailing '%' (@pct: the value is a percentage,
+ * stored as a fraction; without it a plain number is one too). */
+static int parse_num(const char *v, double max, bool pct, double *out)
+{
+	char *end;
+	double x;
+
+	errno = 0;
+	x = strtod(v, &end);
+	if (errno || end == v || x < 0 || x != x)
+		return -EINVAL;
+	if (pct && *end == '%')
+		end++;
+	if (*end)
+		return -EINVAL;
+	if (pct)
+		x /= 100;
+	if (x > max)
+		return -EINVAL;
+	*out = x;
 	return 0;
 }
 
@@ -146,6 +171,10 @@ static int set_value(struct ffmd_config *cfg, struct ffmd_rule *rule, const char
 		return parse_u32(val, 60000, &cfg->flush_ms);
 	if (!rule && !strcmp(name, "ringbuf_wakeup_kib"))
 		return parse_u32(val, 65536, &cfg->wakeup_kib);
+	if (!rule && !strcmp(name, "sample_budget"))
+		return parse_num(val, 1, true, &cfg->sample_budget);
+	if (!rule && !strcmp(name, "wait_cost_us"))
+		return parse_num(val, 1000, false, &cfg->wait_cost_us) || cfg->wait_cost_us <= 0 ? -EINVAL : 0;
 	if (!rule && !strcmp(name, "probe_scope")) {
 		cfg->system_scope = !strcmp(val, "system");
 		return cfg->system_scope || !strcmp(val, "process") ? 0 : -EINVAL;
@@ -188,6 +217,8 @@ int ffmd_config_load(struct ffmd_config *cfg, const char *path, char *err, size_
 	strcpy(cfg->runtime_dir, "/run/ffm");
 	cfg->flush_ms = 200;
 	cfg->wakeup_kib = 8192;
+	cfg->sample_budget = 0.001;
+	cfg->wait_cost_us = 2.8;
 	if (!path)
 		return 0;
 	if (copy(cfg->config_path, sizeof(cfg->config_path), path) < 0) {

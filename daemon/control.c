@@ -108,10 +108,22 @@ static json_t *status_driver(struct ffmd *d, const struct drv *dv, bool named)
 			 "probes", (json_int_t)probes, "processes_with_probes", procs);
 }
 
+/* Adaptive stage 1 of job @j: its processes with a sampler, those sampled now, the returns to
+ * full tracing, their waits/s and the estimated cost (percent of a process's time). */
+static json_t *status_sampling(struct ffmd *d, const struct job *j)
+{
+	struct sample_status st;
+
+	sample_job_status(d, (int)(j - d->jobs), &st);
+	return json_pack("{s:I,s:I,s:I,s:o,s:o}", "processes", (json_int_t)st.procs,
+			 "sampled_now", (json_int_t)st.sampling, "retraced", (json_int_t)st.retraced,
+			 "waits_per_s", ffm_json_fixed(st.rate, 1), "cost_pct", ffm_json_fixed(st.cost * 100, 4));
+}
+
 static json_t *status_job(struct ffmd *d, const struct job *j)
 {
 	struct ffm_rec_drops dr = {};
-	json_t *procs = json_array();
+	json_t *procs = json_array(), *o;
 	pid_t pids[256];
 	int n;
 
@@ -119,7 +131,7 @@ static json_t *status_job(struct ffmd *d, const struct job *j)
 	n = ffm_collector__job_pids(d->col, j->slot, pids, 256);
 	for (int k = 0; k < n; k++)
 		json_array_append_new(procs, json_integer(pids[k]));
-	return json_pack("{s:o,s:o,s:o,s:I,s:i,s:o,s:I,s:o,s:{s:I,s:I,s:I,s:I,s:I,s:I},"
+	o = json_pack("{s:o,s:o,s:o,s:I,s:i,s:o,s:I,s:o,s:{s:I,s:I,s:I,s:I,s:I,s:I},"
 			 "s:I,s:I,s:I,s:I,s:o}",
 			 "job", ffm_json_string(j->id), "key", ffm_json_string(j->key), "rule", ffm_json_string(j->rule),
 			 "owner", (json_int_t)j->owner, "stage", j->stage,
@@ -134,6 +146,9 @@ static json_t *status_job(struct ffmd *d, const struct job *j)
 			 "processes_seen", (json_int_t)j->procs, "processes_held", (json_int_t)j->held,
 			 "processes_unmeasured", (json_int_t)j->nunmeasured,
 			 "processes_not_held", (json_int_t)j->not_held, "processes", procs);
+	if (o && j->stage == 1)
+		json_object_set_new(o, "sampling", status_sampling(d, j));
+	return o;
 }
 
 static json_t *status_rule(struct ffmd *d, const struct rule *ru)
@@ -176,14 +191,17 @@ static size_t status_json(struct ffmd *d, const struct ucred *c, char *out, size
 	for (int i = 0; admin && i < FFM_MAX_RULES; i++)
 		if (d->rules[i].used)
 			json_array_append_new(rules, status_rule(d, &d->rules[i]));
-	return json_body(json_pack("{s:i,s:s,s:s,s:b,s:b,s:o,s:o,s:o,s:I,s:I}", "version", FFM_PROTO_VERSION,
+	return json_body(json_pack("{s:i,s:s,s:s,s:b,s:b,s:o,s:o,s:o,s:I,s:I,s:{s:o,s:o}}",
+				   "version", FFM_PROTO_VERSION,
 				   "probe_mode", ffm_collector__probe_mode(d->col),
 				   "probe_scope", ffm_collector__per_process(d->col) ? "process" : "system",
 				   "map_guard", ffm_collector__map_guard(d->col),
 				   "wait_guard", ffm_collector__wait_guard(d->col),
 				   "drivers", drivers, "jobs", jobs, "rules", rules,
 				   "processes_seen", (json_int_t)d->procs_total,
-				   "processes_held", (json_int_t)d->held_total),
+				   "processes_held", (json_int_t)d->held_total,
+				   "sampling", "budget_pct", ffm_json_fixed(d->cfg.sample_budget * 100, 4),
+				   "wait_cost_us", ffm_json_fixed(d->cfg.wait_cost_us, 2)),
 			 out, len);
 }
 

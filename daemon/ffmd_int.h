@@ -101,6 +101,10 @@ struct plink {
 	struct ffm_link_key keys[2]; /* declared to BPF: as stat and as the kernel see the file */
 	int nkeys;
 	struct ffm_attachment *wait_att, *api_att;
+	/* Adaptive stage 1 (adaptive.c): the sampler, NULL while the process is not sampled;
+	 * wait_paused: the sampler took the wait probe off (plink_sync leaves it off). */
+	struct psample *smp;
+	bool wait_paused;
 };
 
 /* What a job is made from: a job-start request, a rule match, or a journal line. */
@@ -183,6 +187,7 @@ struct ffmd {
 	gid_t admin_gid;
 	bool have_admin_gid;
 	bool stop;
+	bool sampling;            /* a process has an adaptive stage-1 sampler (links.c) */
 	double idle_since;        /* no job since then (0: a job is active) */
 	double detail_idle_since; /* no stage >= 2 job since then */
 	char *att_names[256];     /* the public sync functions of the attached API probes */
@@ -252,12 +257,27 @@ void publish_stale(const char *root);
 /* Wait (at most 60 s) for the queue to empty, then end the thread. */
 void publish_wait(void);
 
+/* ---- adaptive.c ---- */
+#include "stages/ffm_sampling.h"
+struct sample_status {
+	uint32_t procs, sampling, retraced; /* processes with a sampler, sampled now, retraces */
+	double rate, cost;                  /* their waits/s; the mean estimated cost (fraction) */
+};
+void sample_on_wait(struct ffmd *d, int job, const struct ffm_rec_wait *w);
+enum ffm_sampler_action sample_tick(struct ffmd *d, struct plink *pl, double now);
+void sample_attached(struct ffmd *d, struct plink *pl, bool ok);
+void sample_end(struct ffmd *d, struct plink *pl);
+void sample_job_status(struct ffmd *d, int job, struct sample_status *st);
+
 /* ---- links.c ---- */
 void update_attachments(struct ffmd *d);
 struct plink *link_process(struct ffmd *d, pid_t pid, struct drv *dv);
 void plink_key(struct ffmd *d, struct plink *pl, uint64_t kdev, uint64_t ino);
 void plink_free(struct ffmd *d, struct plink *pl);
 void plinks_drop_pid(struct ffmd *d, pid_t pid);
+/* Adaptive stage 1: take each sampled process's wait probe off or put it back (each round of
+ * the loop). The processes with a sampler. */
+int plinks_sample_tick(struct ffmd *d);
 bool driver_in_use(const struct ffmd *d, const struct drv *dv);
 void detacher_start(struct ffmd *d);
 void detacher_stop(struct ffmd *d);

@@ -78,7 +78,7 @@ static size_t sync_union(struct ffmd *d, const char **out, size_t max)
 /* Attach @probes of @dv (by @path, NULL: its own) system-wide (@pid -1: the sync functions of
  * every stage-2 job) or for process @pid of job @job (its own sync functions). */
 static int attach_set(struct ffmd *d, struct drv *dv, const char *path, uint32_t probes, pid_t pid,
-		      int job, struct ffm_attachment **att)
+		      int job, struct ffm_attachment **att, bool quiet)
 {
 	const char *names[256];
 	const char *const *jn = names;
@@ -94,9 +94,9 @@ static int attach_set(struct ffmd *d, struct drv *dv, const char *path, uint32_t
 	if (err < 0)
 		return err;
 	err = ffm_collector__attach(d->col, path ? path : dv->path, pid, ps.p, ps.n, att);
-	if (!err && pid > 0)
+	if (!err && pid > 0 && !quiet)
 		log_info("attached %zu probes to %s for process %d", ps.n, dv->path, pid);
-	else if (!err)
+	else if (!err && pid <= 0)
 		log_info("attached %zu probes to %s", ps.n, dv->path);
 	ffm_probe_set__release(&ps);
 	return err;
@@ -267,11 +267,11 @@ static void plink_sync(struct ffmd *d, struct plink *pl)
 	char buf[PATH_MAX];
 	const char *path = pl->wait_att && (!api || pl->api_att) ? NULL : plink_path(pl->dv, pl->pid, buf, sizeof(buf));
 
-	if (!pl->wait_att &&
-	    (err = attach_set(d, pl->dv, path, FFM_PROBE_WAIT, pl->pid, job, &pl->wait_att)) < 0 && alive(pl->pid))
+	if (!pl->wait_att && !pl->wait_paused &&
+	    (err = attach_set(d, pl->dv, path, FFM_PROBE_WAIT, pl->pid, job, &pl->wait_att, false)) < 0 && alive(pl->pid))
 		log_attach_err(d, "the wait probe", pl->dv, pl->pid, err);
 	if (api && !pl->api_att &&
-	    (err = attach_set(d, pl->dv, path, API_PROBES, pl->pid, job, &pl->api_att)) < 0 && alive(pl->pid))
+	    (err = attach_set(d, pl->dv, path, API_PROBES, pl->pid, job, &pl->api_att, false)) < 0 && alive(pl->pid))
 		log_attach_err(d, "API probes", pl->dv, pl->pid, err);
 	if (!api && pl->api_att)
 		detach_later(d, &pl->api_att);
@@ -282,6 +282,7 @@ void plink_free(struct ffmd *d, struct plink *pl)
 	pid_t pid = pl->pid;
 	bool others = false;
 
+	sample_end(d, pl);
 	for (int i = 0; i < pl->nkeys; i++)
 		ffm_collector__set_linked(d->col, pid, pl->keys[i].dev, pl->keys[i].ino, false);
 	detach_later(d, &pl->wait_att);
@@ -328,6 +329,47 @@ void plinks_drop_pid(struct ffmd *d, pid_t pid)
 	for (int i = 0; i < MAX_PLINKS; i++)
 		if (d->plinks[i].pid == pid)
 			plink_free(d, &d->plinks[i]);
+}
+
+/*
+ * Adaptive stage 1 (adaptive.c decides): a window ends, the probe goes to the detacher (the
+ * process runs on meanwhile, and BPF forgets a wait it was inside, see ffm_proc.link_epoch); a
+ * window begins, the probe is attached here, on the loop (milliseconds, as for a new process).
+ */
+int plinks_sample_tick(struct ffmd *d)
+{
+	double now = ffm_now_s();
+	int n = 0;
+
+	for (int i = 0; i < MAX_PLINKS; i++) {
+		struct plink *pl = &d->plinks[i];
+		char buf[PATH_MAX];
+		int job, err;
+
+		if (!pl->pid || !pl->smp)
+			continue;
+		n++;
+		switch (sample_tick(d, pl, now)) {
+		case FFM_SAMPLER_DETACH:
+			detach_later(d, &pl->wait_att);
+			pl->wait_paused = true;
+			break;
+		case FFM_SAMPLER_ATTACH:
+			job = job_of_pid(d, pl->pid);
+			err = pl->wait_att ? 0 :
+			      attach_set(d, pl->dv, plink_path(pl->dv, pl->pid, buf, sizeof(buf)),
+					 FFM_PROBE_WAIT, pl->pid, job, &pl->wait_att, true);
+			if (err < 0 && alive(pl->pid))
+				log_err("failed to put the wait probe back on %s for process %d: %s",
+					pl->dv->path, pl->pid, strerror(-err));
+			pl->wait_paused = err < 0;
+			sample_attached(d, pl, err == 0);
+			break;
+		default:
+			break;
+		}
+	}
+	return n;
 }
 
 /* After jobs changed: processes that left their jobs (or are gone) lose their probes; the
@@ -386,7 +428,7 @@ void update_attachments(struct ffmd *d)
 		if (release_api)
 			dv->api_att = ffm_attachment__free(dv->api_att);
 		if (jobs && !dv->wait_att) {
-			err = attach_set(d, dv, NULL, FFM_PROBE_WAIT, -1, -1, &dv->wait_att);
+			err = attach_set(d, dv, NULL, FFM_PROBE_WAIT, -1, -1, &dv->wait_att, false);
 			if (err < 0)
 				log_attach_err(d, "the wait probe", dv, -1, err);
 		}
@@ -395,7 +437,7 @@ void update_attachments(struct ffmd *d)
 		if (detail && (!dv->api_att || reattach)) {
 			struct ffm_attachment *n = NULL;
 
-			err = attach_set(d, dv, NULL, API_PROBES, -1, -1, &n);
+			err = attach_set(d, dv, NULL, API_PROBES, -1, -1, &n, false);
 			if (err < 0) {
 				log_attach_err(d, "API probes", dv, -1, err);
 			} else {

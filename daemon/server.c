@@ -22,7 +22,9 @@
  *     a rule removed at SIGHUP (its waiting processes adopted, at most one job per free slot),
  *     a process the map guard or a fork stopped waited for (500 ms at most, drivers.c,
  *     holds.c), the journal and the holds file rewritten (a few lines), the stores flushed
- *     (tick), probes attached (milliseconds, links.c);
+ *     (tick), probes attached (milliseconds, links.c; adaptive stage 1 puts a sampled
+ *     process's wait probe back at the start of each window, and its detach goes to the
+ *     detacher thread);
  *   - on the loop, as long as the system takes: detaching a driver's system-wide probes
  *     (probe_scope = system only; tens of ms, seconds for a stage-2 set on a busy machine).
  *     They go when no job needs them any more, and a new job may need them at once: detached
@@ -203,6 +205,8 @@ static int on_record(void *ctx, const void *rec, size_t size)
 	if (h->type == FFM_REC_EXEC || (h->type == FFM_REC_FORK && !fork_stopped))
 		ensure_driver_for_pid(d, h->tgid);
 	err = ffm_jobrun__record(j->jr, rec, size);
+	if (h->type == FFM_REC_WAIT && size >= sizeof(struct ffm_rec_wait))
+		sample_on_wait(d, idx, rec);
 	if (err < 0) {
 		static double last;
 
@@ -309,6 +313,9 @@ static int apply_config(struct ffmd *d, const struct ffmd_config *cfg)
 			snprintf(d->cfg.admin_group, sizeof(d->cfg.admin_group), "%s", cfg->admin_group);
 		}
 	}
+	/* Adaptive stage 1: processes that start sampling from now on follow the new values. */
+	d->cfg.sample_budget = cfg->sample_budget;
+	d->cfg.wait_cost_us = cfg->wait_cost_us;
 	if (cfg->flush_ms != d->cfg.flush_ms) {
 		set_timer(d, cfg->flush_ms);
 		d->cfg.flush_ms = cfg->flush_ms;
@@ -523,13 +530,16 @@ int ffmd__run(struct ffmd *d)
 	log_info("ffmd ready: control socket %s, state in %s", d->sock_path, d->cfg.state_dir);
 	while (!d->stop) {
 		struct epoll_event evs[16];
-		int n = epoll_wait(d->ep, evs, 16, 100);
+		/* Adaptive stage 1's windows are timed by the rounds: 50 ms while a process has a
+		 * sampler (links.c, plinks_sample_tick). */
+		int n = epoll_wait(d->ep, evs, 16, d->sampling ? 50 : 100);
 
 		if (n < 0 && errno != EINTR)
 			return -errno;
 		/* Records are polled each round as well: BPF wakes us only when a share of
 		 * the buffer is filled (bpf/ffm.bpf.c). */
 		ffm_collector__consume(d->col);
+		d->sampling = plinks_sample_tick(d) > 0;
 		end_finished_jobs(d);
 		parents_check(d);
 		holds_expire(d);

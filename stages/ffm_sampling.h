@@ -15,14 +15,17 @@
  *         process was first seen (full phases and windows, at the last measured rate), the
  *         new window included, stays within budget * FFM_SAMPLING_HEADROOM of its age; so a
  *         full phase is paid back by longer off times, and the bound holds over the process's
- *         life, not only in the steady state. A span never gets less than min_duty of window
- *         time (coverage wins over the budget there). Then ATTACH.
+ *         life, not only in the steady state. Nor is a window ever more than max_gap_s after
+ *         the last one: coverage (and the latency of noticing a new call site) wins over the
+ *         budget there, at rates where even that costs more. Then ATTACH.
  *   ON    a window: the probe is on for window_s (the tick after it); then DETACH. A new key seen in a window
  *         ends the span and the process is back in FULL (the probe stays): the picture is
- *         being re-learned, and a monitoring run's changed behaviour is traced in full.
+ *         being re-learned, and a monitoring run's changed behaviour is traced in full. A
+ *         new key in a record that comes in OFF (the window's tail, recorded while the probe
+ *         was being taken off) does the same at the next tick (ATTACH, mode FULL).
  *   The steady duty cycle that follows: duty = budget * FFM_SAMPLING_HEADROOM / cost_frac,
- *   cost_frac = wait_cost_ns * rate / 1e9, clamped to [min_duty, 1] (1: full tracing is within
- *   budget, the process is never sampled). The rate is measured in FULL, and in each window.
+ *   cost_frac = wait_cost_ns * rate / 1e9, at least window_s / (window_s + max_gap_s), at most 1
+ *   (1: full tracing is within budget, the process is never sampled). The rate is measured in FULL, and in each window.
  *
  * Extrapolation (ffm_sampling__estimate): in a span of length T with windows of lengths L_i in
  * which a call site showed x_i (waits, or wait time), the estimate is T * Σx / ΣL (a ratio
@@ -46,11 +49,11 @@ struct ffm_sampling_cfg {
 	uint64_t stable_waits; /* no new key in this many waits ... */
 	double stable_s;       /* ... and in this many seconds */
 	double window_s;       /* a window's length */
-	double min_duty;       /* never fewer windows than this fraction of the time */
+	double max_gap_s;      /* a window at least this often, whatever the budget (0: none) */
 };
 
-/* Defaults: budget 0.1%, 2.8 µs a wait (docs/OVERHEAD.md), stable after 300 waits and 0.3 s,
- * 0.25 s windows, at least 0.5% of a span in windows. */
+/* Defaults: budget 0.1%, 2.8 µs a wait (docs/OVERHEAD.md), stable after 200 waits and 0.2 s,
+ * 0.1 s windows, at most 2 s between two windows. */
 void ffm_sampling__defaults(struct ffm_sampling_cfg *c);
 
 enum ffm_sampler_mode { FFM_SAMPLER_FULL = 0, FFM_SAMPLER_ON, FFM_SAMPLER_OFF };
@@ -64,7 +67,8 @@ struct ffm_sampler {
 	uint64_t full_waits;   /* ... waits since */
 	double last_new;       /* the last new key (s) */
 	uint64_t since_new;    /* waits since it */
-	uint64_t window_waits; /* waits in the current window */
+	uint64_t window_waits; /* waits in the current window (and its records read after it) */
+	double last_window_s;  /* OFF: the last window's length, until its rate is read */
 	double born;           /* the process's first look (s) */
 	double traced_s;       /* time with the probe on since, full phases and windows */
 	double rate;           /* waits/s, as last measured */
@@ -74,6 +78,7 @@ struct ffm_sampler {
 	uint32_t windows;      /* ... and their number */
 	uint32_t spans;        /* spans so far (each a return to FULL but the last) */
 	uint32_t retraced;     /* returns to FULL because a window saw a new key */
+	bool pending;          /* OFF: a late record of the last window had a new key */
 };
 
 void ffm_sampler__init(struct ffm_sampler *s, const struct ffm_sampling_cfg *cfg, double now);
@@ -82,7 +87,8 @@ void ffm_sampler__init(struct ffm_sampler *s, const struct ffm_sampling_cfg *cfg
  * records the span from s->span_start, s->on_s, s->windows (kept until the next span) and
  * the window that ended at @now. */
 bool ffm_sampler__wait(struct ffm_sampler *s, double now, bool new_key);
-/* What the probe needs at @now; the mode changes as if the action was done at @now. */
+/* What the probe needs at @now; the mode changes as if the action was done at @now. An ATTACH
+ * that leaves the mode FULL ended the span (a late new key). */
 enum ffm_sampler_action ffm_sampler__tick(struct ffm_sampler *s, double now);
 /* The duty cycle for @rate waits/s under @c (1: trace everything). */
 double ffm_sampling__duty(const struct ffm_sampling_cfg *c, double rate);

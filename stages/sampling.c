@@ -6,15 +6,19 @@
 
 #include "stages/ffm_sampling.h"
 
+/* How long after a window's end its records may still come (ffmd polls the ring buffer every
+ * 100 ms; the tick is 200 ms). */
+#define RECORDS_LAG_S 0.15
+
 void ffm_sampling__defaults(struct ffm_sampling_cfg *c)
 {
 	*c = (struct ffm_sampling_cfg){
 		.budget = 0.001,
 		.wait_cost_ns = 2800,
-		.stable_waits = 300,
-		.stable_s = 0.3,
-		.window_s = 0.25,
-		.min_duty = 0.005,
+		.stable_waits = 200,
+		.stable_s = 0.2,
+		.window_s = 0.1,
+		.max_gap_s = 2,
 	};
 }
 
@@ -25,7 +29,9 @@ double ffm_sampling__duty(const struct ffm_sampling_cfg *c, double rate)
 	if (c->budget <= 0 || frac <= c->budget)
 		return 1;
 	duty = c->budget * FFM_SAMPLING_HEADROOM / frac;
-	return duty < c->min_duty ? c->min_duty : duty > 1 ? 1 : duty;
+	if (c->max_gap_s > 0 && duty < c->window_s / (c->window_s + c->max_gap_s))
+		duty = c->window_s / (c->window_s + c->max_gap_s);
+	return duty > 1 ? 1 : duty;
 }
 
 double ffm_sampling__cost(const struct ffm_sampling_cfg *c, double rate, double duty)
@@ -60,8 +66,10 @@ bool ffm_sampler__wait(struct ffm_sampler *s, double now, bool new_key)
 		return false;
 	s->last_new = now;
 	s->since_new = 0;
+	if (s->mode == FFM_SAMPLER_OFF)
+		s->pending = true; /* a record the detach let through: full tracing at the next tick */
 	if (s->mode != FFM_SAMPLER_ON)
-		return false; /* OFF: a record the detach let through; the next window judges */
+		return false;
 	/* A window saw something new: the rest of the span is traced, the window ends here. */
 	s->on_s += now - s->since;
 	s->traced_s += now - s->since;
@@ -95,8 +103,8 @@ static enum ffm_sampler_action tick_full(struct ffm_sampler *s, double now)
 }
 
 /* Whether a window may open at @now: the tracing's cost since the process began, this window
- * included, stays within the budget's share for the windows; or the span has had less than
- * min_duty of window time. */
+ * included, stays within the budget's share for the windows; or the last window (or the span's
+ * start) is max_gap_s ago. */
 static bool window_due(const struct ffm_sampler *s, double now)
 {
 	double frac = s->cfg.wait_cost_ns * s->rate / 1e9;
@@ -104,7 +112,7 @@ static bool window_due(const struct ffm_sampler *s, double now)
 
 	if ((s->traced_s + s->cfg.window_s) * frac <= allowed)
 		return true;
-	return s->on_s + s->cfg.window_s <= s->cfg.min_duty * (now + s->cfg.window_s - s->span_start);
+	return s->cfg.max_gap_s > 0 && now - s->since >= s->cfg.max_gap_s;
 }
 
 enum ffm_sampler_action ffm_sampler__tick(struct ffm_sampler *s, double now)
@@ -115,6 +123,22 @@ enum ffm_sampler_action ffm_sampler__tick(struct ffm_sampler *s, double now)
 	case FFM_SAMPLER_FULL:
 		return tick_full(s, now);
 	case FFM_SAMPLER_OFF:
+		if (s->pending) {
+			s->pending = false;
+			s->spans++;
+			s->retraced++;
+			to_full(s, now);
+			return FFM_SAMPLER_ATTACH;
+		}
+		/* The rate may have moved: the next window's time follows it. Read once the
+		 * window's records are in (they come up to a poll period after its end). */
+		if (s->last_window_s > 0 && el >= RECORDS_LAG_S) {
+			if (s->window_waits) {
+				s->rate = s->window_waits / s->last_window_s;
+				s->duty = ffm_sampling__duty(&s->cfg, s->rate);
+			}
+			s->last_window_s = 0;
+		}
 		if (el <= 0 || !window_due(s, now))
 			return FFM_SAMPLER_NONE;
 		s->mode = FFM_SAMPLER_ON;
@@ -122,16 +146,12 @@ enum ffm_sampler_action ffm_sampler__tick(struct ffm_sampler *s, double now)
 		s->window_waits = 0;
 		return FFM_SAMPLER_ATTACH;
 	case FFM_SAMPLER_ON:
-		if (el < s->cfg.window_s)
+		if (el + 1e-6 < s->cfg.window_s) /* a tick's clock is not exact */
 			return FFM_SAMPLER_NONE;
 		s->on_s += el;
 		s->traced_s += el;
 		s->windows++;
-		/* The rate may have moved: the next window's time follows it. */
-		if (s->window_waits) {
-			s->rate = s->window_waits / el;
-			s->duty = ffm_sampling__duty(&s->cfg, s->rate);
-		}
+		s->last_window_s = el;
 		s->mode = FFM_SAMPLER_OFF;
 		s->since = now;
 		return FFM_SAMPLER_DETACH;

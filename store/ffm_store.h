@@ -54,7 +54,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FFM_STORE_SCHEMA_VERSION 4
+#define FFM_STORE_SCHEMA_VERSION 5
 #define FFM_STORE_MAX_STAGE 5
 
 struct ffm_store;
@@ -213,6 +213,23 @@ struct ffm_store_stack_agg {
 	int64_t stack;
 	uint32_t kind, api;
 	uint64_t count, dur_ns, wait_ns, bytes;
+};
+
+/* Adaptive stage 1 (schema v5): a span of process @tgid's time traced by windows only (kind
+ * FFM_SAMPLE_SPAN, @on_ns the windows' time in it), or one window (FFM_SAMPLE_WINDOW). */
+enum ffm_sample_kind { FFM_SAMPLE_SPAN = 0, FFM_SAMPLE_WINDOW = 1 };
+
+struct ffm_store_sample {
+	uint32_t tgid, kind;
+	uint64_t start_ns, end_ns, on_ns;
+};
+
+/* The waits of one stack that started in one sample row (ffm_store__for_each_sample_agg). */
+struct ffm_store_sample_agg {
+	uint32_t tgid, kind;
+	uint64_t start_ns; /* the row's (tgid, kind, start_ns) */
+	int64_t stack;
+	uint64_t count, wait_ns;
 };
 
 enum ffm_dup_kind {
@@ -565,6 +582,15 @@ int ffm_store__run_last_ns(struct ffm_store *s, int64_t run, uint64_t *out);
 /* Events of a run in (start_ns, id) order, streamed: memory does not grow with the run. */
 int ffm_store__for_each_event(struct ffm_store *s, int64_t run, ffm_store_event_cb cb, void *ctx);
 /* Per-stack totals of a run, largest total wait first. */
+/* Adaptive stage 1: a span or window of @run (struct ffm_store_sample). */
+int ffm_store__put_sample(struct ffm_store *s, int64_t run, const struct ffm_store_sample *x);
+/* @run's sample rows, in (tgid, kind, start) order; then the per-row wait totals by stack.
+ * Both 0, or the callback's nonzero value, or -errno. */
+typedef int (*ffm_store_sample_cb)(const struct ffm_store_sample *x, void *ctx);
+typedef int (*ffm_store_sample_agg_cb)(const struct ffm_store_sample_agg *g, void *ctx);
+int ffm_store__for_each_sample(struct ffm_store *s, int64_t run, ffm_store_sample_cb cb, void *ctx);
+int ffm_store__for_each_sample_agg(struct ffm_store *s, int64_t run, ffm_store_sample_agg_cb cb,
+				   void *ctx);
 int ffm_store__for_each_stack_agg(struct ffm_store *s, int64_t run, ffm_store_agg_cb cb,
 				  void *ctx);
 /* Frames of a stack, innermost (depth 0) first. Returns the number of frames, -ENOENT. */

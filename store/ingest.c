@@ -56,6 +56,8 @@ static const char *const stmt_sql[ST__MAX] = {
 	[ST_SYNC_USE] = "INSERT INTO sync_uses(run, event, stack, prot_lo, prot_hi, use_addr,"
 			" use_stack, use_frame, use_delay_ns, flags)"
 			" VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+	[ST_SAMPLE] = "INSERT OR REPLACE INTO sample_spans(run, tgid, kind, start_ns, end_ns, on_ns)"
+		      " VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
 };
 
 /* The ST_EVENT insert with EV_CHUNK row tuples. Caller frees. */
@@ -488,4 +490,12 @@ int ffm_store__put_sync_use(struct ffm_store *s, const struct ffm_store_sync_use
 {
 	return PUT_ROW(s, ST_SYNC_USE, ret_id, u->run, u->event, u->stack, u->prot_lo, u->prot_hi,
 		       u->use_addr, u->use_stack, u->use_frame, u->use_delay_ns, u->flags);
+}
+
+int ffm_store__put_sample(struct ffm_store *s, int64_t run, const struct ffm_store_sample *x)
+{
+	if (x->kind > FFM_SAMPLE_WINDOW || x->end_ns < x->start_ns)
+		return -EINVAL;
+	return PUT_ROW(s, ST_SAMPLE, NULL, run, x->tgid, x->kind, i64(x->start_ns), i64(x->end_ns),
+		       i64(x->on_ns));
 }

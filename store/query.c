@@ -354,6 +354,52 @@ int ffm_store__for_each_stack_agg(struct ffm_store *s, int64_t run, ffm_store_ag
 		       &run, agg_row, (void *)cb, ctx);
 }
 
+/* ---- adaptive stage 1's samples -------------------------------------------------------- */
+
+static int sample_row(sqlite3_stmt *st, void *arg)
+{
+	struct cb_arg *a = arg;
+	struct ffm_store_sample x = {
+		.tgid = (uint32_t)col(st, 0), .kind = (uint32_t)col(st, 1), .start_ns = (uint64_t)col(st, 2),
+		.end_ns = (uint64_t)col(st, 3), .on_ns = (uint64_t)col(st, 4),
+	};
+
+	return ((ffm_store_sample_cb)a->cb)(&x, a->ctx);
+}
+
+int ffm_store__for_each_sample(struct ffm_store *s, int64_t run, ffm_store_sample_cb cb, void *ctx)
+{
+	return rows_of(s,
+		       "SELECT tgid, kind, start_ns, end_ns, on_ns FROM sample_spans WHERE run = ?1"
+		       " ORDER BY tgid, kind, start_ns",
+		       &run, sample_row, (void *)cb, ctx);
+}
+
+static int sample_agg_row(sqlite3_stmt *st, void *arg)
+{
+	struct cb_arg *a = arg;
+	struct ffm_store_sample_agg g = {
+		.tgid = (uint32_t)col(st, 0), .kind = (uint32_t)col(st, 1), .start_ns = (uint64_t)col(st, 2),
+		.stack = col(st, 3), .count = (uint64_t)col(st, 4), .wait_ns = (uint64_t)col(st, 5),
+	};
+
+	return ((ffm_store_sample_agg_cb)a->cb)(&g, a->ctx);
+}
+
+/* The waits by start time: a wait belongs to the span or window it began in. */
+_Static_assert(FFM_EV_WAIT == 1, "the query below names the wait kind by its value");
+int ffm_store__for_each_sample_agg(struct ffm_store *s, int64_t run, ffm_store_sample_agg_cb cb,
+				   void *ctx)
+{
+	return rows_of(s,
+		       "SELECT p.tgid, p.kind, p.start_ns, e.stack, count(*), sum(e.wait_ns)"
+		       " FROM sample_spans p JOIN events e ON e.run = p.run"
+		       "  AND e.start_ns >= p.start_ns AND e.start_ns < p.end_ns"
+		       "  AND (e.pid >> 32) = p.tgid AND (e.info & 255) = 1"
+		       " WHERE p.run = ?1 GROUP BY p.tgid, p.kind, p.start_ns, e.stack",
+		       &run, sample_agg_row, (void *)cb, ctx);
+}
+
 /* ---- stacks, names, drops --------------------------------------------------------------- */
 
 #define FRAME_COLS \

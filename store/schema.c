@@ -18,6 +18,7 @@
  *   frame dedup by (build_id, offset, inl.) frames UNIQUE (build_id, offset, inlined)
  *   job by scheduler id / runs of a job    jobs.job_id UNIQUE, runs_job
  *   stage 3/4 rows of a run by stack/hash  xfer_hashes_run_*, sync_uses_run_stack
+ *   a run's sampled spans and windows      sample_spans primary key (run, ...)
  */
 #include "store/store_int.h"
 
@@ -218,11 +219,19 @@ static const char step_v4[] =
 	"  s.driver_function FROM analysis_problems p LEFT JOIN problem_types t ON t.id = p.problem"
 	"  LEFT JOIN analysis_sites s ON s.analysis = p.analysis AND s.stack = p.stack;";
 
+/* v5: adaptive stage 1's sampling (stages/ffm_sampling.h). kind 0: a span of a process's time
+ * traced by windows only (on_ns: the windows' time in it, the sampling ratio on_ns / (end_ns -
+ * start_ns)); kind 1: a window (the probe on; on_ns = end_ns - start_ns). Waits that start in
+ * a span outside its windows are not part of the estimate. */
+static const char step_v5[] =
+	"CREATE TABLE sample_spans(run INTEGER NOT NULL, tgid INTEGER NOT NULL,"
+	"  kind INTEGER NOT NULL, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,"
+	"  on_ns INTEGER NOT NULL, PRIMARY KEY (run, tgid, kind, start_ns)) WITHOUT ROWID;";
+
 const char *const ffm_store_migrations[FFM_STORE_SCHEMA_VERSION] = {
 	step_v1,
 	step_v2,
 	step_v3,
 	step_v4,
-	/* v5 and later: a new step here (e.g. the spans a sampled stage 1 measured), never an
-	 * edit of the steps above; bump FFM_STORE_SCHEMA_VERSION and document it in docs/STORE.md */
+	step_v5,
 };

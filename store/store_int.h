@@ -32,6 +32,7 @@ enum st {
 	ST_DROPS,
 	ST_XFER,
 	ST_SYNC_USE,
+	ST_SAMPLE,
 	ST__MAX,
 };
 

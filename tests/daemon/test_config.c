@@ -52,6 +52,28 @@ TEST(regular_file_loads)
 	ASSERT_STREQ(cfg.rules[0].name, "r");
 }
 
+TEST(sample_budget_and_wait_cost)
+{
+	static const char *const bad[] = { "sample_budget = -1%", "sample_budget = 101%",
+					   "sample_budget = 0.1%%", "sample_budget = x",
+					   "wait_cost_us = 0", "wait_cost_us = 1%" };
+	char err[512], text[128];
+
+	ASSERT_EQ(load_text("flush_ms = 100\n", err, sizeof(err)), 0);
+	ASSERT_NEAR(cfg.sample_budget, 0.001, 1e-12); /* the defaults */
+	ASSERT_NEAR(cfg.wait_cost_us, 2.8, 1e-12);
+	ASSERT_EQ(load_text("sample_budget = 0.25%\nwait_cost_us = 1.5\n", err, sizeof(err)), 0);
+	ASSERT_NEAR(cfg.sample_budget, 0.0025, 1e-12);
+	ASSERT_NEAR(cfg.wait_cost_us, 1.5, 1e-12);
+	ASSERT_EQ(load_text("sample_budget = 0\n", err, sizeof(err)), 0);
+	ASSERT_EQ(cfg.sample_budget, 0);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(text, sizeof(text), "%s\n", bad[i]);
+		ASSERT_MSG(load_text(text, err, sizeof(err)) < 0, "%s accepted", bad[i]);
+		ASSERT_MSG(strstr(err, ":1:"), "%s: %s", bad[i], err);
+	}
+}
+
 TEST(directory_is_an_error)
 {
 	char dir[64], err[512] = "";

@@ -153,6 +153,17 @@ static void write_file(const char *path, const char *text)
 	ASSERT(rename(tmp, path) == 0);
 }
 
+/* A config for ffmd: @text after "sample_budget = 0". These cases count every wait, so every
+ * wait is traced: adaptive stage 1's sampling has its own test (tests/daemon/test_adaptive.sh). */
+static void write_conf(const char *path, const char *text)
+{
+	char *t = NULL;
+
+	ASSERT(asprintf(&t, "sample_budget = 0\n%s", text) > 0);
+	write_file(path, t);
+	free(t);
+}
+
 static void dump_log(const struct dmn *d)
 {
 	char line[1024];
@@ -226,7 +237,7 @@ static void daemon_start(struct dmn *d, const char *name, const char *conf_text)
 		ASSERT(mkdir(d->dir, 0755) == 0);
 	}
 	if (conf_text)
-		write_file(d->conf, conf_text);
+		write_conf(d->conf, conf_text);
 	d->pid = fork();
 	ASSERT(d->pid >= 0);
 	if (d->pid == 0) {
@@ -1512,7 +1523,7 @@ static void reload_and_wait(struct dmn *d, const char *conf, const char *needle,
 	char json[1 << 16];
 	double t0 = mono_s();
 
-	write_file(d->conf, conf);
+	write_conf(d->conf, conf);
 	kill(d->pid, SIGHUP);
 	for (;;) {
 		status_json(d, json, sizeof(json));
@@ -1613,7 +1624,7 @@ TEST(config_rules_and_sighup_reload)
 		snprintf(conf2, sizeof(conf2), "[rule derived]\nexe = %s\n", bin2);
 		for (int i = 0; i < 4; i++) {
 			sleep_ms(60);
-			write_file(MAIN_D.conf, i % 2 ? conf : conf2);
+			write_conf(MAIN_D.conf, i % 2 ? conf : conf2);
 			kill(MAIN_D.pid, SIGHUP);
 		}
 		st = wl_wait(&run);

@@ -164,6 +164,9 @@ TEST(create_and_reopen)
 	ASSERT_EQ(ffm_store__open(path, &ropts, &s), -EBADMSG); /* a directory */
 }
 
+/* What v5 added (store/schema.c), dropped to hand-make an older file. */
+#define DROP_V5 "DROP TABLE sample_spans;"
+
 /* What v4 added (store/schema.c), dropped to hand-make an older file. */
 #define DROP_V4                                                                                   \
 	"DROP VIEW calls; DROP VIEW jobs_v; DROP VIEW runs_v; DROP VIEW drops_v;"                 \
@@ -205,14 +208,14 @@ TEST(migrate_from_v3)
 	put_events(s, run, 50, 7000);
 	ASSERT_OK(ffm_store__flush(s));
 	s = ffm_store__free(s);
-	sql(path, "BEGIN;" DROP_V4 "UPDATE meta SET value = '3' WHERE name = 'schema_version';"
+	sql(path, "BEGIN;" DROP_V5 DROP_V4 "UPDATE meta SET value = '3' WHERE name = 'schema_version';"
 		  "PRAGMA user_version = 3; COMMIT;");
 	ASSERT_OK(ffm_store__open(path, &ropts, &s));
 	ASSERT_EQ(ffm_store__schema_version(s), 3);
 	ASSERT_EQ(count_events(s, run), 50);
 	s = ffm_store__free(s);
 	ASSERT_OK(ffm_store__open(path, &wopts, &s));
-	ASSERT_EQ(ffm_store__schema_version(s), 4);
+	ASSERT_EQ(ffm_store__schema_version(s), FFM_STORE_SCHEMA_VERSION);
 	s = ffm_store__free(s);
 	ASSERT_EQ(sql_int(path, "SELECT count(*) FROM calls WHERE kind = 'wait'"), 50);
 	ASSERT_EQ(sql_int(path, "SELECT value FROM meta WHERE name = 'schema_version'"), 4);
@@ -310,7 +313,7 @@ TEST(results_replace_per_job)
 	s = ffm_store__free(s);
 }
 
-/* A v1 file: the current schema minus what v2 added, user_version 1, with data in it. */
+/* A v1 file: the current schema minus what v2, v4 and v5 added, user_version 1, with data in it. */
 TEST(migrate_from_v1)
 {
 	char *d = mktmp(), path[256];
@@ -323,7 +326,7 @@ TEST(migrate_from_v1)
 	put_events(s, run, 100, 5000);
 	ASSERT_OK(ffm_store__flush(s));
 	s = ffm_store__free(s);
-	sql(path, "BEGIN;" DROP_V4 "DROP TABLE xfer_hashes; DROP TABLE sync_uses;"
+	sql(path, "BEGIN;" DROP_V5 DROP_V4 "DROP TABLE xfer_hashes; DROP TABLE sync_uses;"
 		  "UPDATE meta SET value = '1' WHERE name = 'schema_version';"
 		  "PRAGMA user_version = 1; COMMIT;");
 
