@@ -90,6 +90,21 @@ static int add_sync_name(uint32_t api, const char *name, void *ctx)
 	return 0;
 }
 
+/*
+ * Drift (stages/ffm_plan.h): the key's latest stage-1 run came after its latest stage-2 run (a
+ * monitoring run, adaptive stage 1 tracing in full from a new call site on) and waited at
+ * least DRIFT_PPM of its wait time at call sites no earlier run of the key waited at.
+ */
+#define DRIFT_PPM 10000 /* 1% */
+static bool drifted(struct ffm_store *s, const struct ffm_store_stage_history *h)
+{
+	int64_t ppm = 0;
+
+	if (!h->last_run[1] || !h->last_run[2] || h->last_run[1] < h->last_run[2])
+		return false;
+	return ffm_store__new_wait_share(s, h->last_run[1], &ppm) == 0 && ppm >= DRIFT_PPM;
+}
+
 int ffm_jobrun__begin(const struct ffm_jobrun_opts *opts, struct ffm_jobrun **ret)
 {
 	struct ffm_store_opts so = { .sz = sizeof(so), .create = true, .tool_version = "ffm 0.1" };
@@ -142,6 +157,7 @@ int ffm_jobrun__begin(const struct ffm_jobrun_opts *opts, struct ffm_jobrun **re
 		else
 			in.failures[s] = failed > 255 ? 255 : failed;
 	}
+	in.drift = drifted(jr->store, &hist);
 	err = ffm_plan__next(&in, &jr->plan);
 	if (err < 0)
 		goto fail;
@@ -309,6 +325,8 @@ int ffm_jobrun__end(struct ffm_jobrun *jr, double wall_s, int exit_status, bool 
 	}
 	if (jr->interrupted)
 		flags |= FFM_RUN_PARTIAL | FFM_RUN_ABORTED;
+	if (jr->plan.reason == FFM_PLAN_DRIFT)
+		flags |= FFM_RUN_RETRACE; /* stages 3-4 follow it again */
 	if (jr->mt) {
 		/* Windows still open end with the run; then coverage and divergence flags. */
 		err = ffm_memtrace__end(jr->mt, jr->ref_run2, &flags);

@@ -69,7 +69,8 @@ struct ffm_plan_input {
 	uint32_t completed; /* FFM_STAGE_BIT(s) for each stage with a complete run */
 	/* partial/aborted runs of each stage since its last complete run (index = stage) */
 	uint8_t failures[FFM_STAGE__MAX];
-	bool drift;         /* the store saw the job's behaviour change since stages 2-4 ran */
+	bool drift;         /* the store saw the job's behaviour change since stages 2-4 ran (daemon/
+			     * jobrun.c: a monitoring run waited >= 1% at call sites new to the key) */
 	int override_stage; /* --stage N: 1..4; 0 = none */
 };
 

@@ -117,6 +117,8 @@ enum ffm_run_flags {
 	FFM_RUN_DIVERGENT = 1u << 2, /* behaviour differs too much from earlier runs of the key */
 	FFM_RUN_ABORTED = 1u << 3,   /* the collector stopped before the job did, or (resumed
 				      * after a restart) started after it */
+	FFM_RUN_RETRACE = 1u << 4,   /* a stage-2 run for drift: stages 3-4 before it are history
+				      * (ffm_store__stage_history no longer counts them) */
 };
 
 struct ffm_store_run {
@@ -582,6 +584,9 @@ int ffm_store__run_last_ns(struct ffm_store *s, int64_t run, uint64_t *out);
 /* Events of a run in (start_ns, id) order, streamed: memory does not grow with the run. */
 int ffm_store__for_each_event(struct ffm_store *s, int64_t run, ffm_store_event_cb cb, void *ctx);
 /* Per-stack totals of a run, largest total wait first. */
+/* The share, in parts per million, of @run's wait time at call sites where no earlier run of
+ * the key waited (drift of a monitoring run, stages/ffm_plan.h). */
+int ffm_store__new_wait_share(struct ffm_store *s, int64_t run, int64_t *ppm);
 /* Adaptive stage 1: a span or window of @run (struct ffm_store_sample). */
 int ffm_store__put_sample(struct ffm_store *s, int64_t run, const struct ffm_store_sample *x);
 /* @run's sample rows, in (tgid, kind, start) order; then the per-row wait totals by stack.

@@ -193,13 +193,30 @@ static int history_row(sqlite3_stmt *st, void *arg)
 	return 0;
 }
 
+_Static_assert(FFM_RUN_RETRACE == 16, "the stage history's query names the flag by its value");
 int ffm_store__stage_history(struct ffm_store *s, struct ffm_store_stage_history *out)
 {
 	memset(out, 0, sizeof(*out));
 	return rows_of(s,
 		       "SELECT stage, end_ns != 0, count(*), sum(flags & 1 != 0), max(id),"
-		       " sum(flags & 9 = 9) FROM runs GROUP BY stage, end_ns != 0",
+		       " sum(flags & 9 = 9) FROM runs"
+		       /* a re-trace (FFM_RUN_RETRACE, 16) makes earlier stage-3/4 runs history */
+		       " WHERE stage NOT IN (3, 4) OR id > (SELECT coalesce(max(id), 0) FROM runs"
+		       "  WHERE flags & 16 AND end_ns != 0)"
+		       " GROUP BY stage, end_ns != 0",
 		       NULL, history_row, NULL, out);
+}
+
+/* The share (parts per million) of @run's wait time spent at call sites (stacks) where no
+ * earlier run of the key waited. */
+int ffm_store__new_wait_share(struct ffm_store *s, int64_t run, int64_t *ppm)
+{
+	return one_value(s,
+			 "SELECT coalesce(sum(CASE WHEN NOT EXISTS (SELECT 1 FROM stack_stats b"
+			 "   WHERE b.run < ?1 AND b.kind = 1 AND b.stack = a.stack) THEN a.wait_ns END)"
+			 "  * 1000000 / max(sum(a.wait_ns), 1), 0)"
+			 " FROM stack_stats a WHERE a.run = ?1 AND a.kind = 1",
+			 run, ppm);
 }
 
 /* ---- events ----------------------------------------------------------------------------- */

@@ -3,8 +3,8 @@
 #
 # Adaptive stage 1 in ffmd, end to end (real BPF, the simulated driver): a job key's first run
 # (stage 1) and, after stages 2-4, a monitoring run (stage 1 again), each of
-# tests/workloads/sync_rate syncing at a steady rate from two call sites, with a third site
-# appearing after a stable phase. ffmd runs with wait_cost_us = 4, so that the simulated
+# tests/workloads/sync_rate syncing at a steady rate from two call sites (three in the
+# monitoring run), with one more appearing after a stable phase. ffmd runs with wait_cost_us = 4, so that the simulated
 # driver's rate (2000/s) costs 0.8%, eight times the budget, and the process is sampled (about
 # a tenth of the time). For each run:
 #   - the store holds sampled spans and windows for the process;
@@ -15,7 +15,9 @@
 #     against the first (a monitoring run is compared, its report is the stages' analysis). 15%,
 #     not the 10% of bench/gpu/completeness.sh: here the sites' shares change when the new site
 #     comes, and the span before its detection is extrapolated from windows before the change.
-# And `ffmctl status` shows the budget and the job's sampling while the first run goes on.
+# And `ffmctl status` shows the budget and the job's sampling while the first run goes on; the
+# monitoring run's new site (one no run of the key had) is drift: the next runs re-trace stages
+# 2 and 3.
 # Skips (exit 77, saying why) without root, BPF, cgroup v2, the simulated driver or python3.
 set -u
 cd "$(dirname "$0")/../.." || exit 2
@@ -73,15 +75,15 @@ job() { # job NAME [sync_rate args]: one run of key "adaptive"; its output in $T
 }
 
 # The run's checks, from its store and its per-site estimates (report, or diff against run1).
-judge() { # judge NAME STAGE report|diff
+judge() { # judge NAME STAGE report|diff NEW_SITE
 	if [ "$3" = report ]; then
 		ctl report "$1" --json >"$T/$1.json" 2>"$T/$1.err"
 	else
 		ctl diff run1 "$1" --json >"$T/$1.json" 2>"$T/$1.err"
 	fi
-	python3 - "$T/state" "$T/$1.out" "$T/$1.json" "$2" "$3" <<'PY'
+	python3 - "$T/state" "$T/$1.out" "$T/$1.json" "$2" "$3" "$4" <<'PY'
 import glob, json, sqlite3, sys
-state, out, rep, stage, how = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+state, out, rep, stage, how, new = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6]
 made, first = {}, {}
 for line in open(out):
     f = line.split()
@@ -92,7 +94,7 @@ run, rstage = db.execute("SELECT id, stage FROM runs ORDER BY id DESC LIMIT 1").
 spans = db.execute("SELECT count(*) FROM sample_spans WHERE run = ? AND kind = 0", (run,)).fetchone()[0]
 wins = db.execute("SELECT count(*) FROM sample_spans WHERE run = ? AND kind = 1", (run,)).fetchone()[0]
 t2 = db.execute("SELECT min(e.start_ns) FROM events e JOIN stack_frames sf ON sf.stack = e.stack"
-                " JOIN frames f ON f.id = sf.frame WHERE e.run = ? AND f.func = 'site_2'", (run,)).fetchone()[0]
+                " JOIN frames f ON f.id = sf.frame WHERE e.run = ? AND f.func = ?", (run, new)).fetchone()[0]
 r = json.load(open(rep))
 if how == "report":
     sites = {c["call_site"].get("function"): c for c in r.get("call_sites", [])}
@@ -104,7 +106,7 @@ res = [
     ("the run is stage %d" % stage, rstage == stage),
     ("the store holds sampled spans (%d) and windows (%d)" % (spans, wins), spans >= 1 and wins >= 2),
     ("the new site's first wait is recorded within a window gap of its first use (%.2f s)"
-     % ((t2 - first["site_2"]) / 1e9 if t2 else -1), t2 is not None and 0 <= t2 - first["site_2"] <= 2.4e9),
+     % ((t2 - first[new]) / 1e9 if t2 else -1), t2 is not None and 0 <= t2 - first[new] <= 2.4e9),
 ]
 if how == "report":
     res.append(("the report marks the sites sampled",
@@ -129,14 +131,20 @@ result() { # the lines judge printed, as TAP
 }
 
 job run1 --rate 2000 --ms 9000 --new-at-ms 4500
-result "first run" < <(judge run1 1 report 2>&1)
+result "first run" < <(judge run1 1 report site_2 2>&1)
 check "ffmctl status shows the budget" grep -q "adaptive stage 1: budget 0.1% of a process.s time, 4.00 us" "$T/status.txt"
 check "ffmctl status shows the job's sampling" grep -q "1 of 1 processes sampled now" "$T/status.txt"
 for s in 2 3 4; do job "run$s" --rate 2000 --ms 300; done
-job run5 --rate 2000 --ms 9000 --new-at-ms 4500
-result "monitoring run" < <(judge run5 1 diff 2>&1)
+# The monitoring run: a site no run of the key had (site_3) comes after 4.5 s.
+job run5 --rate 2000 --ms 9000 --sites 3 --new-at-ms 4500
+result "monitoring run" < <(judge run5 1 diff site_3 2>&1)
 check "ffmd's log: the new site switched back to full tracing, in both runs" \
 	test "$(grep -c 'traced in full again' "$T/ffmd.log")" -ge 2
+# Its new site holds more than 1% of its waits: the key drifted, stages 2-4 run again.
+job run6 --rate 2000 --ms 300
+job run7 --rate 2000 --ms 300
+check "after the drift, the next run re-traces at stage 2" grep -q "job run6 started: key adaptive, stage 2" "$T/ffmd.log"
+check "... and the one after it at stage 3" grep -q "job run7 started: key adaptive, stage 3" "$T/ffmd.log"
 [ "$fails" = 0 ] || { sed 's/^/# /' "$T/ffmd.log" | tail -n 30; cat "$T/status.txt" | sed 's/^/# /'; }
 echo "1..$n"
 [ "$fails" = 0 ]
