@@ -166,6 +166,16 @@ void sample_attached(struct ffmd *d, struct plink *pl, bool ok)
 		pl->smp->win_ns = ffm_now_ns();
 }
 
+void sample_exit(struct ffmd *d, pid_t pid, uint64_t t)
+{
+	for (int i = 0; i < MAX_PLINKS; i++) {
+		struct plink *pl = &d->plinks[i];
+
+		if (pl->pid == pid && pl->smp && pl->smp->span_ns && t >= pl->smp->span_ns)
+			span_close(d, pl, t);
+	}
+}
+
 void sample_end(struct ffmd *d, struct plink *pl)
 {
 	if (!pl->smp)

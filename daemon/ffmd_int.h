@@ -266,6 +266,9 @@ struct sample_status {
 void sample_on_wait(struct ffmd *d, int job, const struct ffm_rec_wait *w);
 enum ffm_sampler_action sample_tick(struct ffmd *d, struct plink *pl, double now);
 void sample_attached(struct ffmd *d, struct plink *pl, bool ok);
+/* Process @pid exited at @t (its exit record's time): its span ends there, not when ffmd reads
+ * the record. */
+void sample_exit(struct ffmd *d, pid_t pid, uint64_t t);
 void sample_end(struct ffmd *d, struct plink *pl);
 void sample_job_status(struct ffmd *d, int job, struct sample_status *st);
 

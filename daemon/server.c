@@ -185,8 +185,10 @@ static int on_record(void *ctx, const void *rec, size_t size)
 
 	if (fork_stopped)
 		on_fork_stopped(d, rec);
-	if (h->type == FFM_REC_EXIT)
+	if (h->type == FFM_REC_EXIT) {
+		sample_exit(d, (pid_t)h->tgid, h->ts_ns);
 		plinks_drop_pid(d, (pid_t)h->tgid);
+	}
 	/* A process a rule matched: its wait probe first, before its job is made (a store to
 	 * open, milliseconds), so that its mmap of the driver finds it; the job's stage adds
 	 * the rest below. */

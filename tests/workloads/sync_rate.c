@@ -3,7 +3,9 @@
  * sync_rate: synchronizes at a steady rate, for adaptive stage 1 (docs/OVERHEAD.md): each
  * iteration launches a short kernel and waits for it with cuStreamSynchronize at one of eight
  * call sites (site_0 ... site_7, one function each), paced by the clock to --rate syncs/s for
- * --ms milliseconds (the iteration count follows; --iters is ignored).
+ * --ms milliseconds (the iteration count follows; --iters is ignored). With --cpu-us C instead,
+ * --iters iterations each do C µs of CPU work after the sync, unpaced: the loop's time then
+ * grows with what tracing costs (the overhead benchmark, bench/gpu/adaptive.sh).
  *
  *   --sites K        the first K sites take turns from the start (default 2)
  *   --new-at-ms X    from X ms on, site K takes its turn too: a new call site appears after a
@@ -18,7 +20,7 @@
 #include "wl.h"
 
 static long long rate = 2500, ms = 4000, sites = 2, new_at_ms, burst_every_ms, burst_n = 50,
-		 kernel_us = 20;
+		 kernel_us = 20, cpu_us;
 
 static const struct wl_opt opts[] = {
 	{ "rate", &rate, "synchronizing calls per second" },
@@ -28,6 +30,7 @@ static const struct wl_opt opts[] = {
 	{ "burst-every-ms", &burst_every_ms, "a burst of a new call site this often (0: none)" },
 	{ "burst-n", &burst_n, "syncs per burst" },
 	{ "kernel-us", &kernel_us, "GPU time of each kernel" },
+	{ "cpu-us", &cpu_us, "CPU work after each sync, unpaced, --iters times (0: paced by --rate)" },
 	{},
 };
 
@@ -61,7 +64,7 @@ int main(int argc, char **argv)
 	next_burst = burst_every_ms;
 	wl_loop_begin(&w);
 	t0 = wl_now_ns();
-	for (t = t0; t - t0 < (uint64_t)ms * 1000000; i++) {
+	for (t = t0; cpu_us ? i < (unsigned long long)w.iters : t - t0 < (uint64_t)ms * 1000000; i++) {
 		long long at_ms = (long long)((t - t0) / 1000000);
 		int k = (int)(i % (unsigned long long)sites);
 
@@ -80,6 +83,11 @@ int main(int argc, char **argv)
 			first[k] = wl_now_ns();
 		site_fn[k](&w, 0);
 		counts[k]++;
+		if (cpu_us) {
+			wl_cpu_work((unsigned long long)cpu_us * 1000);
+			t = wl_now_ns();
+			continue;
+		}
 		/* Pace: the next sync at t0 + (i + 1) * period. */
 		while ((t = wl_now_ns()) < t0 + (i + 1) * period)
 			;
