@@ -170,9 +170,14 @@ int ffmctl_status(int argc, char **argv)
 		const json_t *sm = json_object_get(st, "sampling");
 		double b = ffm_json_get_num(sm, "budget_pct", 0);
 
-		if (sm && b > 0)
-			printf("adaptive stage 1: budget %.3g%% of a process's time, %.2f us per traced wait\n\n",
-			       b, ffm_json_get_num(sm, "wait_cost_us", 0));
+		if (sm && b > 0 && strcmp(ffm_json_get_str(st, "probe_scope", "system"), "process"))
+			printf("adaptive stage 1: off: probe_scope = system (a process's wait probe cannot be "
+			       "taken off alone)\n\n");
+		else if (sm && b > 0)
+			printf("adaptive stage 1: budget %.3g%% of a process's time, %.2f us per traced wait; "
+			       "probe put back in %.2f ms, taken off in %.2f ms (means)\n\n",
+			       b, ffm_json_get_num(sm, "wait_cost_us", 0), ffm_json_get_num(sm, "attach_ms", 0),
+			       ffm_json_get_num(sm, "detach_ms", 0));
 		else if (sm)
 			printf("adaptive stage 1: off (sample_budget = 0): every wait is traced\n\n");
 	}

@@ -133,6 +133,7 @@ enum ffm_sampler_action sample_tick(struct ffmd *d, struct plink *pl, double now
 
 	if (!ps)
 		return FFM_SAMPLER_NONE;
+	ps->s.cfg.switch_s = detach_mean_s(d);
 	was = ps->s.mode;
 	a = ffm_sampler__tick(&ps->s, now);
 	if (a == FFM_SAMPLER_DETACH && was == FFM_SAMPLER_FULL) {

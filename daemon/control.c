@@ -191,7 +191,7 @@ static size_t status_json(struct ffmd *d, const struct ucred *c, char *out, size
 	for (int i = 0; admin && i < FFM_MAX_RULES; i++)
 		if (d->rules[i].used)
 			json_array_append_new(rules, status_rule(d, &d->rules[i]));
-	return json_body(json_pack("{s:i,s:s,s:s,s:b,s:b,s:o,s:o,s:o,s:I,s:I,s:{s:o,s:o}}",
+	return json_body(json_pack("{s:i,s:s,s:s,s:b,s:b,s:o,s:o,s:o,s:I,s:I,s:{s:o,s:o,s:o,s:o}}",
 				   "version", FFM_PROTO_VERSION,
 				   "probe_mode", ffm_collector__probe_mode(d->col),
 				   "probe_scope", ffm_collector__per_process(d->col) ? "process" : "system",
@@ -201,7 +201,9 @@ static size_t status_json(struct ffmd *d, const struct ucred *c, char *out, size
 				   "processes_seen", (json_int_t)d->procs_total,
 				   "processes_held", (json_int_t)d->held_total,
 				   "sampling", "budget_pct", ffm_json_fixed(d->cfg.sample_budget * 100, 4),
-				   "wait_cost_us", ffm_json_fixed(d->cfg.wait_cost_us, 2)),
+				   "wait_cost_us", ffm_json_fixed(d->cfg.wait_cost_us, 2),
+				   "attach_ms", ffm_json_fixed(d->attach_count ? 1e3 * d->attach_sum_s / (double)d->attach_count : 0, 2),
+				   "detach_ms", ffm_json_fixed(1e3 * detach_mean_s(d), 2)),
 			 out, len);
 }
 

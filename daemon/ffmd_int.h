@@ -181,7 +181,11 @@ struct ffmd {
 		pthread_cond_t cv;
 		int n;
 		struct ffm_attachment *q[MAX_DETACH];
+		double sum_s;     /* time the detaches took, and their number (under mu) */
+		uint64_t count;
 	} det;                    /* attachments being detached (see detach_later) */
+	double attach_sum_s;      /* adaptive stage 1's attaches: time taken, and their number */
+	uint64_t attach_count;
 	struct conn conns[MAX_CONNS];
 	int ep, lfd, sfd, tfd;
 	gid_t admin_gid;
@@ -263,6 +267,8 @@ struct sample_status {
 	uint32_t procs, sampling, retraced; /* processes with a sampler, sampled now, retraces */
 	double rate, cost;                  /* their waits/s; the mean estimated cost (fraction) */
 };
+/* The mean time a probe's detach takes (the detacher's measure; 0: none yet). */
+double detach_mean_s(struct ffmd *d);
 void sample_on_wait(struct ffmd *d, int job, const struct ffm_rec_wait *w);
 enum ffm_sampler_action sample_tick(struct ffmd *d, struct plink *pl, double now);
 void sample_attached(struct ffmd *d, struct plink *pl, bool ok);

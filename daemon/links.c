@@ -140,6 +140,7 @@ static void remember_names(struct ffmd *d)
 static void *detacher(void *arg)
 {
 	struct ffmd *d = arg;
+	double t;
 
 	pthread_mutex_lock(&d->det.mu);
 	for (;;) {
@@ -151,11 +152,28 @@ static void *detacher(void *arg)
 			break;
 		a = d->det.q[--d->det.n];
 		pthread_mutex_unlock(&d->det.mu);
+		t = ffm_now_s();
 		ffm_attachment__free(a);
+		t = ffm_now_s() - t;
 		pthread_mutex_lock(&d->det.mu);
+		d->det.sum_s += t;
+		d->det.count++;
 	}
 	pthread_mutex_unlock(&d->det.mu);
 	return NULL;
+}
+
+double detach_mean_s(struct ffmd *d)
+{
+	double m = 0;
+
+	if (!d->det.started)
+		return 0;
+	pthread_mutex_lock(&d->det.mu);
+	if (d->det.count)
+		m = d->det.sum_s / (double)d->det.count;
+	pthread_mutex_unlock(&d->det.mu);
+	return m;
 }
 
 void detacher_start(struct ffmd *d)
@@ -345,6 +363,7 @@ int plinks_sample_tick(struct ffmd *d)
 		struct plink *pl = &d->plinks[i];
 		char buf[PATH_MAX];
 		int job, err;
+		double t;
 
 		if (!pl->pid || !pl->smp)
 			continue;
@@ -356,12 +375,15 @@ int plinks_sample_tick(struct ffmd *d)
 			break;
 		case FFM_SAMPLER_ATTACH:
 			job = job_of_pid(d, pl->pid);
+			t = ffm_now_s();
 			err = pl->wait_att ? 0 :
 			      attach_set(d, pl->dv, plink_path(pl->dv, pl->pid, buf, sizeof(buf)),
 					 FFM_PROBE_WAIT, pl->pid, job, &pl->wait_att, true);
 			if (err < 0 && alive(pl->pid))
 				log_err("failed to put the wait probe back on %s for process %d: %s",
 					pl->dv->path, pl->pid, strerror(-err));
+			d->attach_sum_s += ffm_now_s() - t;
+			d->attach_count++;
 			pl->wait_paused = err < 0;
 			sample_attached(d, pl, err == 0);
 			break;

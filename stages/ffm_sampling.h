@@ -18,7 +18,8 @@
  *         life, not only in the steady state. Nor is a window ever more than max_gap_s after
  *         the last one: coverage (and the latency of noticing a new call site) wins over the
  *         budget there, at rates where even that costs more. Then ATTACH.
- *   ON    a window: the probe is on for window_s (the tick after it); then DETACH. A new key seen in a window
+ *   ON    a window: the probe is on for window_s (the tick after it); then DETACH. The probe
+ *         stays on for switch_s more while it is taken off: counted as traced time. A new key seen in a window
  *         ends the span and the process is back in FULL (the probe stays): the picture is
  *         being re-learned, and a monitoring run's changed behaviour is traced in full. A
  *         new key in a record that comes in OFF (the window's tail, recorded while the probe
@@ -50,6 +51,8 @@ struct ffm_sampling_cfg {
 	double stable_s;       /* ... and in this many seconds */
 	double window_s;       /* a window's length */
 	double max_gap_s;      /* a window at least this often, whatever the budget (0: none) */
+	double switch_s;       /* the probe's time on beyond a window: taking it off is not
+				* instant (the caller measures it; 0: unknown) */
 };
 
 /* Defaults: budget 0.1%, 2.8 µs a wait (docs/OVERHEAD.md), stable after 200 waits and 0.2 s,

@@ -110,7 +110,7 @@ static bool window_due(const struct ffm_sampler *s, double now)
 	double frac = s->cfg.wait_cost_ns * s->rate / 1e9;
 	double allowed = s->cfg.budget * FFM_SAMPLING_HEADROOM * (now - s->born);
 
-	if ((s->traced_s + s->cfg.window_s) * frac <= allowed)
+	if ((s->traced_s + s->cfg.window_s + s->cfg.switch_s) * frac <= allowed)
 		return true;
 	return s->cfg.max_gap_s > 0 && now - s->since >= s->cfg.max_gap_s;
 }
@@ -149,7 +149,7 @@ enum ffm_sampler_action ffm_sampler__tick(struct ffm_sampler *s, double now)
 		if (el + 1e-6 < s->cfg.window_s) /* a tick's clock is not exact */
 			return FFM_SAMPLER_NONE;
 		s->on_s += el;
-		s->traced_s += el;
+		s->traced_s += el + s->cfg.switch_s;
 		s->windows++;
 		s->last_window_s = el;
 		s->mode = FFM_SAMPLER_OFF;
