@@ -75,10 +75,10 @@ static void print_sampling(const json_t *sm)
 	if (!sm || !ffm_json_get_num(sm, "processes", 0))
 		return;
 	printf("  %-16s adaptive stage 1: %.0f of %.0f processes sampled now, %.0f waits/s, "
-	       "est. cost %.3f%%, %.0f back to full tracing\n", "",
+	       "est. cost %.3f%%, %.0f back to full tracing, probe on %.1f ms outside each window\n", "",
 	       ffm_json_get_num(sm, "sampled_now", 0), ffm_json_get_num(sm, "processes", 0),
 	       ffm_json_get_num(sm, "waits_per_s", 0), ffm_json_get_num(sm, "cost_pct", 0),
-	       ffm_json_get_num(sm, "retraced", 0));
+	       ffm_json_get_num(sm, "retraced", 0), ffm_json_get_num(sm, "off_lag_ms", 0));
 }
 
 static void print_jobs(const json_t *jobs)

@@ -39,7 +39,22 @@ struct psample {
 	int job;
 	uint64_t span_ns, win_ns; /* the open span's and window's starts (0: none) */
 	uint64_t span_on_ns;	  /* window time in the open span so far */
+	/* How long waits still come after a detach is queued (the probe's breakpoints go before
+	 * the detach's grace period ends): the latest start after off_ns in this off time, and the
+	 * sum and number of those lags (the sampler's switch_s is their mean). */
+	uint64_t off_ns, lag_ns, lag_sum_ns;
+	uint32_t lag_n;
+	/* ... and before a window: the attach's time (the probe works before it returns). */
+	uint64_t att_ns, lead_sum_ns;
+	uint32_t lead_n;
 };
+
+/* The probe's time on outside the windows, per window: the sampler pays it as traced time. */
+static void set_switch(struct psample *ps)
+{
+	ps->s.cfg.switch_s = (ps->lag_n ? (double)ps->lag_sum_ns / ps->lag_n : 0) / 1e9 +
+			     (ps->lead_n ? (double)ps->lead_sum_ns / ps->lead_n : 0) / 1e9;
+}
 
 static bool job_sampled(const struct ffmd *d, int job)
 {
@@ -118,6 +133,9 @@ void sample_on_wait(struct ffmd *d, int job, const struct ffm_rec_wait *w)
 		fresh = oatab_find(&pl->smp->keys, w->stack_key, (uint64_t)w->api_id + 1, true) &&
 			pl->smp->keys.n > n;
 	}
+	if (pl->smp->s.mode == FFM_SAMPLER_OFF && pl->smp->off_ns && w->start_ns > pl->smp->off_ns &&
+	    w->start_ns - pl->smp->off_ns > pl->smp->lag_ns)
+		pl->smp->lag_ns = w->start_ns - pl->smp->off_ns;
 	if (ffm_sampler__wait(&pl->smp->s, t, fresh)) {
 		span_close(d, pl, w->hdr.ts_ns);
 		log_info("process %d: a new call site in a sampling window: traced in full again", pl->pid);
@@ -133,9 +151,18 @@ enum ffm_sampler_action sample_tick(struct ffmd *d, struct plink *pl, double now
 
 	if (!ps)
 		return FFM_SAMPLER_NONE;
-	ps->s.cfg.switch_s = detach_mean_s(d);
 	was = ps->s.mode;
 	a = ffm_sampler__tick(&ps->s, now);
+	if (was == FFM_SAMPLER_OFF && a == FFM_SAMPLER_ATTACH && ps->off_ns) {
+		ps->lag_sum_ns += ps->lag_ns;
+		ps->lag_n++;
+		set_switch(ps);
+		ps->off_ns = ps->lag_ns = 0;
+	}
+	if (a == FFM_SAMPLER_ATTACH)
+		ps->att_ns = t;
+	if (a == FFM_SAMPLER_DETACH)
+		ps->off_ns = t;
 	if (a == FFM_SAMPLER_DETACH && was == FFM_SAMPLER_FULL) {
 		/* The span begins with the stable part of the full phase, since the last new key:
 		 * its first window, so that no span lacks one (a process may end before the next). */
@@ -163,8 +190,14 @@ void sample_attached(struct ffmd *d, struct plink *pl, bool ok)
 		return;
 	}
 	ffm_collector__link_epoch(d->col, pl->pid);
-	if (pl->smp->s.mode == FFM_SAMPLER_ON)
+	if (pl->smp->s.mode == FFM_SAMPLER_ON) {
 		pl->smp->win_ns = ffm_now_ns();
+		if (pl->smp->att_ns && pl->smp->win_ns > pl->smp->att_ns) {
+			pl->smp->lead_sum_ns += pl->smp->win_ns - pl->smp->att_ns;
+			pl->smp->lead_n++;
+			set_switch(pl->smp);
+		}
+	}
 }
 
 void sample_exit(struct ffmd *d, pid_t pid, uint64_t t)
@@ -203,7 +236,10 @@ void sample_job_status(struct ffmd *d, int job, struct sample_status *st)
 		st->rate += ps->s.rate;
 		st->cost += ffm_sampling__cost(&ps->s.cfg, ps->s.rate,
 					       ps->s.mode == FFM_SAMPLER_FULL ? 1 : ps->s.duty);
+		st->lag += ps->s.cfg.switch_s;
 	}
-	if (st->procs)
+	if (st->procs) {
 		st->cost /= st->procs;
+		st->lag /= st->procs;
+	}
 }

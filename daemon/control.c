@@ -115,9 +115,10 @@ static json_t *status_sampling(struct ffmd *d, const struct job *j)
 	struct sample_status st;
 
 	sample_job_status(d, (int)(j - d->jobs), &st);
-	return json_pack("{s:I,s:I,s:I,s:o,s:o}", "processes", (json_int_t)st.procs,
+	return json_pack("{s:I,s:I,s:I,s:o,s:o,s:o}", "processes", (json_int_t)st.procs,
 			 "sampled_now", (json_int_t)st.sampling, "retraced", (json_int_t)st.retraced,
-			 "waits_per_s", ffm_json_fixed(st.rate, 1), "cost_pct", ffm_json_fixed(st.cost * 100, 4));
+			 "waits_per_s", ffm_json_fixed(st.rate, 1), "cost_pct", ffm_json_fixed(st.cost * 100, 4),
+			 "off_lag_ms", ffm_json_fixed(st.lag * 1e3, 2));
 }
 
 static json_t *status_job(struct ffmd *d, const struct job *j)

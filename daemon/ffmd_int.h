@@ -266,6 +266,7 @@ void publish_wait(void);
 struct sample_status {
 	uint32_t procs, sampling, retraced; /* processes with a sampler, sampled now, retraces */
 	double rate, cost;                  /* their waits/s; the mean estimated cost (fraction) */
+	double lag;                         /* the mean time the probe is on outside a window (s) */
 };
 /* The mean time a probe's detach takes (the detacher's measure; 0: none yet). */
 double detach_mean_s(struct ffmd *d);

@@ -52,7 +52,8 @@ struct ffm_sampling_cfg {
 	double window_s;       /* a window's length */
 	double max_gap_s;      /* a window at least this often, whatever the budget (0: none) */
 	double switch_s;       /* the probe's time on beyond a window: taking it off is not
-				* instant (the caller measures it; 0: unknown) */
+				* instant (the caller measures it from the waits recorded after
+				* the detach was queued; 0: unknown) */
 };
 
 /* Defaults: budget 0.1%, 2.8 µs a wait (docs/OVERHEAD.md), stable after 200 waits and 0.2 s,
