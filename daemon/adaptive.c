@@ -56,10 +56,12 @@ static void set_switch(struct psample *ps)
 			     (ps->lead_n ? (double)ps->lead_sum_ns / ps->lead_n : 0) / 1e9;
 }
 
-static bool job_sampled(const struct ffmd *d, int job)
+/* A job whose processes may be sampled: stage 1 (a baseline or monitoring run), per-process
+ * probes. Whether a process starts sampling is the budget's say (at its first wait). */
+static bool job_stage1(const struct ffmd *d, int job)
 {
 	return job >= 0 && d->jobs[job].used && d->jobs[job].jr && d->jobs[job].stage == 1 &&
-	       d->cfg.sample_budget > 0 && ffm_collector__per_process(d->col);
+	       ffm_collector__per_process(d->col);
 }
 
 static void put(struct ffmd *d, struct psample *ps, uint32_t tgid, uint32_t kind, uint64_t a,
@@ -113,18 +115,35 @@ static struct psample *psample_new(struct ffmd *d, int job, double now)
 	return ps;
 }
 
+/* A process with probes on two driver files is traced in full: one sampler cannot tell whose
+ * probe a wait came through. */
+static bool two_drivers(const struct ffmd *d, const struct plink *pl)
+{
+	for (int i = 0; i < MAX_PLINKS; i++)
+		if (d->plinks[i].pid == pl->pid && &d->plinks[i] != pl)
+			return true;
+	return false;
+}
+
 void sample_on_wait(struct ffmd *d, int job, const struct ffm_rec_wait *w)
 {
 	double t = w->hdr.ts_ns / 1e9;
 	struct plink *pl = NULL;
 	bool fresh = true;
 
-	for (int i = 0; i < MAX_PLINKS && !pl; i++)
-		if (d->plinks[i].pid == (pid_t)w->hdr.tgid)
-			pl = &d->plinks[i];
-	if (!pl || (!pl->smp && !job_sampled(d, job)))
+	if (!job_stage1(d, job))
 		return;
-	if (!pl->smp && !(pl->smp = psample_new(d, job, t)))
+	/* Records come in runs of one process: the last one found is looked at first. */
+	if (d->plinks[d->sample_hint].pid == (pid_t)w->hdr.tgid)
+		pl = &d->plinks[d->sample_hint];
+	for (int i = 0; i < MAX_PLINKS && !pl; i++)
+		if (d->plinks[i].pid == (pid_t)w->hdr.tgid) {
+			pl = &d->plinks[i];
+			d->sample_hint = i;
+		}
+	if (!pl || (!pl->smp && d->cfg.sample_budget <= 0))
+		return;
+	if (!pl->smp && (two_drivers(d, pl) || !(pl->smp = psample_new(d, job, t))))
 		return;
 	if (pl->smp->keys.n < MAX_SAMPLE_KEYS) {
 		size_t n = pl->smp->keys.n;

@@ -192,6 +192,7 @@ struct ffmd {
 	bool have_admin_gid;
 	bool stop;
 	bool sampling;            /* a process has an adaptive stage-1 sampler (links.c) */
+	int sample_hint;          /* the plink adaptive.c found last for a wait record */
 	double idle_since;        /* no job since then (0: a job is active) */
 	double detail_idle_since; /* no stage >= 2 job since then */
 	char *att_names[256];     /* the public sync functions of the attached API probes */
