@@ -10,7 +10,8 @@
 #   - the store holds sampled spans and windows for the process;
 #   - the new call site switches the process back to full tracing (ffmd's log says so), and
 #     its first recorded wait comes within one window gap (2 s) and a window of its first use;
-#   - the estimated waits of the two steady sites are within 15% of what the workload made: the
+#   - the estimated waits of the two steady sites are within 15% of what the workload made (or
+#     three of the estimate's standard errors: on a loaded machine the rate itself wavers): the
 #     first run's in its report (which says "sampled"), the monitoring run's in `ffmctl diff`
 #     against the first (a monitoring run is compared, its report is the stages' analysis). 15%,
 #     not the 10% of bench/gpu/completeness.sh: here the sites' shares change when the new site
@@ -112,9 +113,9 @@ if how == "report":
     res.append(("the report marks the sites sampled",
                 all(c.get("sampled") for c in sites.values()) and len(sites) >= 3))
 for s in ("site_0", "site_1"):
-    c = count(sites.get(s, {}))
-    res.append(("%s: %d estimated of %d made, within 15%% (+-%s)" % (s, c, made[s], sites.get(s, {}).get("count_pm", "?")),
-                abs(c - made[s]) <= 0.15 * made[s]))
+    c, pm = count(sites.get(s, {})), sites.get(s, {}).get("count_pm", 0)
+    res.append(("%s: %d estimated of %d made, within 15%% or 3 standard errors (+-%s)" % (s, c, made[s], pm),
+                abs(c - made[s]) <= max(0.15 * made[s], 3 * pm)))
 for name, good in res:
     print(("ok " if good else "not ok ") + name)
 PY

@@ -52,7 +52,7 @@ int main(int argc, char **argv)
 	unsigned long long counts[8] = { 0 }, i = 0;
 	uint64_t first[8] = { 0 }; /* CLOCK_MONOTONIC of each site's first sync */
 	long long next_burst, burst_left = 0, burst_site;
-	uint64_t t0, t, period;
+	uint64_t t0, t, period, next;
 
 	wl_init(&w, "sync_rate", argc, argv, opts);
 	if (rate <= 0 || sites < 1 || sites > 7) {
@@ -63,7 +63,7 @@ int main(int argc, char **argv)
 	burst_site = sites + (new_at_ms ? 1 : 0);
 	next_burst = burst_every_ms;
 	wl_loop_begin(&w);
-	t0 = wl_now_ns();
+	t0 = next = wl_now_ns();
 	for (t = t0; cpu_us ? i < (unsigned long long)w.iters : t - t0 < (uint64_t)ms * 1000000; i++) {
 		long long at_ms = (long long)((t - t0) / 1000000);
 		int k = (int)(i % (unsigned long long)sites);
@@ -88,8 +88,10 @@ int main(int argc, char **argv)
 			t = wl_now_ns();
 			continue;
 		}
-		/* Pace: the next sync at t0 + (i + 1) * period. */
-		while ((t = wl_now_ns()) < t0 + (i + 1) * period)
+		/* Pace: the next sync a period after this one's due time, or now when late (no
+		 * catching up in a burst after a stall: the rate stays what was asked or below). */
+		next = next + period > wl_now_ns() ? next + period : wl_now_ns();
+		while ((t = wl_now_ns()) < next)
 			;
 	}
 	wl_loop_end(&w);
