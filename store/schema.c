@@ -219,14 +219,16 @@ static const char step_v4[] =
 	"  s.driver_function FROM analysis_problems p LEFT JOIN problem_types t ON t.id = p.problem"
 	"  LEFT JOIN analysis_sites s ON s.analysis = p.analysis AND s.stack = p.stack;";
 
-/* v5: adaptive stage 1's sampling (stages/ffm_sampling.h). kind 0: a span of a process's time
+/* v5: adaptive stage 1's sampling (stages/ffm_sampling.h), and the run flag of a re-trace. kind 0: a span of a process's time
  * traced by windows only (on_ns: the windows' time in it, the sampling ratio on_ns / (end_ns -
  * start_ns)); kind 1: a window (the probe on; on_ns = end_ns - start_ns). Waits that start in
  * a span outside its windows are not part of the estimate. */
 static const char step_v5[] =
 	"CREATE TABLE sample_spans(run INTEGER NOT NULL, tgid INTEGER NOT NULL,"
 	"  kind INTEGER NOT NULL, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,"
-	"  on_ns INTEGER NOT NULL, PRIMARY KEY (run, tgid, kind, start_ns)) WITHOUT ROWID;";
+	"  on_ns INTEGER NOT NULL, PRIMARY KEY (run, tgid, kind, start_ns)) WITHOUT ROWID;"
+	/* a stage-2 run for drift (FFM_RUN_RETRACE): stages 3-4 before it are history */
+	"INSERT INTO run_flags VALUES(16,'retrace');";
 
 const char *const ffm_store_migrations[FFM_STORE_SCHEMA_VERSION] = {
 	step_v1,

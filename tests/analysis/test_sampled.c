@@ -113,7 +113,7 @@ static struct ffm_analysis *analyse(const char *dir, struct ffm_store **s)
 	struct ffm_store_opts so = { .sz = sizeof(so), .read_only = true };
 	struct ffm_analysis *a = NULL;
 
-	ASSERT_OK(ffm_store__open_key(dir, &(struct ffm_store_key){ .key = "k" }, &so, s));
+	ASSERT_OK(ffm_store__open_key(dir, &(struct ffm_store_key){ .key = "k", .uid = 1 }, &so, s));
 	ASSERT_OK(ffm_analysis__run(*s, &(struct ffm_analysis_opts){ .sz = sizeof(struct ffm_analysis_opts),
 		.job_id = "j", .profile_stage = 1 }, &a));
 	return a;
