@@ -135,42 +135,67 @@ static void line_group_site(struct ffm_analysis *a, struct ffm_an_group *gr)
 	}
 }
 
-/* Joint benefits of the groups of several sites: the model over all of their problems. */
-static int line_benefits(struct ffm_analysis *a, const uint32_t *site_group,
-			 const uint32_t *node_site)
+/*
+ * The benefit of fixing each bucket's problems and nothing else: a problem node goes to the
+ * bucket of its site (@site_bucket, UINT32_MAX: none); out[b] gets the model over bucket b's
+ * nodes, n[b] (optional) how many there are. The API and line groupings' benefits.
+ */
+static int bucket_benefits(struct ffm_analysis *a, const uint32_t *node_site,
+			   const uint32_t *site_bucket, size_t nb, uint64_t *out, uint32_t *n)
 {
 	struct ffm_analysis_result *res = &a->res;
-	uint32_t *off = calloc(res->n_groups + 1, sizeof(*off)), *nodes = NULL;
+	uint32_t *off = calloc(nb + 1, sizeof(*off)), *nodes = NULL;
 	int err = 0;
 
 	if (!off)
 		return -ENOMEM;
 	for (size_t k = 0; k < res->problem_nodes; k++) {
-		uint32_t gi = site_group[node_site[k]];
+		uint32_t b = site_bucket[node_site[k]];
 
-		if (gi != UINT32_MAX && res->groups[gi].n_members > 1)
-			off[gi + 1]++;
+		if (b != UINT32_MAX)
+			off[b + 1]++;
 	}
-	for (size_t i = 0; i < res->n_groups; i++)
-		off[i + 1] += off[i];
-	nodes = malloc((off[res->n_groups] + 1) * sizeof(*nodes));
+	for (size_t b = 0; b < nb; b++)
+		off[b + 1] += off[b];
+	nodes = malloc((off[nb] + 1) * sizeof(*nodes));
 	if (!nodes) {
 		free(off);
 		return -ENOMEM;
 	}
 	for (size_t k = 0; k < res->problem_nodes; k++) {
-		uint32_t gi = site_group[node_site[k]];
+		uint32_t b = site_bucket[node_site[k]];
 
-		if (gi != UINT32_MAX && res->groups[gi].n_members > 1)
-			nodes[off[gi]++] = (uint32_t)ffm_graph__problem_node(a->g, k);
+		if (b != UINT32_MAX)
+			nodes[off[b]++] = (uint32_t)ffm_graph__problem_node(a->g, k);
 	}
-	/* off[i] now ends group i; group i starts where group i - 1 ends; nodes stay sorted */
-	for (size_t i = 0, start = 0; i < res->n_groups && !err; start = off[i], i++)
-		if (res->groups[i].n_members > 1)
-			err = ffm_model__estimate(a->g, nodes + start, off[i] - start, NULL,
-						  &res->groups[i].benefit_ns);
+	/* off[b] now ends bucket b, which starts where bucket b - 1 ends; nodes stay sorted */
+	for (size_t b = 0, start = 0; b < nb && !err; start = off[b], b++) {
+		if (n)
+			n[b] = off[b] - (uint32_t)start;
+		err = ffm_model__estimate(a->g, nodes + start, off[b] - start, NULL, &out[b]);
+	}
 	free(off);
 	free(nodes);
+	return err;
+}
+
+/* A line of several sites is worth the model over all of their problems at once. */
+static int line_benefits(struct ffm_analysis *a, uint32_t *site_group, const uint32_t *node_site)
+{
+	struct ffm_analysis_result *res = &a->res;
+	uint64_t *ben = malloc((res->n_groups + 1) * sizeof(*ben));
+	int err;
+
+	if (!ben)
+		return -ENOMEM;
+	for (size_t si = 0; si < res->n_sites; si++) /* single-site lines keep their point benefit */
+		if (site_group[si] != UINT32_MAX && res->groups[site_group[si]].n_members < 2)
+			site_group[si] = UINT32_MAX;
+	err = bucket_benefits(a, node_site, site_group, res->n_groups, ben, NULL);
+	for (size_t i = 0; !err && i < res->n_groups; i++)
+		if (res->groups[i].n_members > 1)
+			res->groups[i].benefit_ns = ben[i];
+	free(ben);
 	return err;
 }
 
@@ -191,11 +216,13 @@ static int make_line_groups(struct ffm_analysis *a, const struct ffm_group *pg, 
 	for (size_t i = 0; i < n_pg; i++) {
 		uint32_t si = oatab_get_u32(&a->site_of, pg[i].key), gi, *ms;
 		struct ffm_an_group *gr;
+		uint64_t key;
 		bool ins;
 
 		if (si == UINT32_MAX)
 			continue;
-		gi = oatab_get_or_put_u32(&idx, line_key(&res->sites[si]), (uint32_t)res->n_groups, &ins);
+		key = line_key(&res->sites[si]);
+		gi = oatab_get_or_put_u32(&idx, key, (uint32_t)res->n_groups, &ins);
 		if (gi == UINT32_MAX) {
 			err = -ENOMEM;
 			goto out;
@@ -203,7 +230,7 @@ static int make_line_groups(struct ffm_analysis *a, const struct ffm_group *pg, 
 		gr = &res->groups[gi];
 		if (ins) {
 			res->n_groups++;
-			gr->key = line_key(&res->sites[si]);
+			gr->key = key;
 			gr->site = si;
 		}
 		ms = realloc(gr->seq_sites, (gr->n_members + 1) * sizeof(*ms));
@@ -215,7 +242,7 @@ static int make_line_groups(struct ffm_analysis *a, const struct ffm_group *pg, 
 		gr->seq_sites[gr->n_members++] = si;
 		gr->problems |= pg[i].problems;
 		gr->wait_ns += pg[i].wait_ns;
-		gr->benefit_ns = pg[i].benefit_ns; /* the line's own: see line_benefits */
+		gr->benefit_ns = pg[i].benefit_ns; /* a line of one site; several: below */
 		site_group[si] = gi;
 	}
 	for (size_t k = 0; k < res->problem_nodes; k++) {
@@ -225,7 +252,7 @@ static int make_line_groups(struct ffm_analysis *a, const struct ffm_group *pg, 
 			group_add_member(a, &res->groups[gi], node_site[k], node_prob[k]);
 	}
 	err = line_benefits(a, site_group, node_site);
-	for (size_t i = 0; i < res->n_groups; i++) {
+	for (size_t i = 0; !err && i < res->n_groups; i++) {
 		struct ffm_an_group *gr = &res->groups[i];
 
 		gr->occurrences = gr->count;
@@ -297,13 +324,11 @@ static int make_seq_groups(struct ffm_analysis *a, const struct ffm_group *mg, s
 		uint32_t pi;
 
 		/* Members are the problem nodes k .. k + members - 1 (sequences are slices). */
-		h = ffm_fnv1a(h, &per, sizeof(per));
+		if (per) /* a pattern that does not repeat keeps the key it always had */
+			h = ffm_fnv1a(h, &per, sizeof(per));
 		for (uint32_t m = 0; m < n_pat; m++)
 			h = ffm_fnv1a(h, &res->sites[node_site[k + (m < per ? m : m + skip)]].key,
 				      sizeof(uint64_t));
-		h = per ? h : FFM_FNV1A_INIT;
-		for (uint32_t m = 0; !per && m < n_pat; m++) /* the key of a pattern as before */
-			h = ffm_fnv1a(h, &res->sites[node_site[k + m]].key, sizeof(uint64_t));
 		h = h ? h : 1;
 		pi = oatab_get_u32(&pat, h);
 		if (pi == UINT32_MAX) {
@@ -352,40 +377,27 @@ out:
 	return err;
 }
 
-/* Per API: the benefit of fixing all of its problems, nothing else. @api_cnt: problem nodes
- * per API (index in res.apis), overwritten. */
-static int api_benefits(struct ffm_analysis *a, const uint32_t *node_site, uint32_t *api_cnt)
+/* Per API: the benefit of fixing all of its problems, nothing else. */
+static int api_benefits(struct ffm_analysis *a, const uint32_t *node_site)
 {
 	struct ffm_analysis_result *res = &a->res;
-	uint32_t *off = calloc(res->n_apis + 1, sizeof(*off)), *api_nodes = NULL;
-	size_t total = 0;
-	int err = 0;
+	uint32_t *site_api = malloc((res->n_sites + 1) * sizeof(*site_api));
+	uint32_t *cnt = malloc((res->n_apis + 1) * sizeof(*cnt));
+	uint64_t *ben = malloc((res->n_apis + 1) * sizeof(*ben));
+	int err = -ENOMEM;
 
-	if (!off)
-		return -ENOMEM;
-	for (size_t i = 0; i < res->n_apis; i++) {
-		off[i + 1] = off[i] + api_cnt[i];
-		total += api_cnt[i];
+	if (site_api && cnt && ben) {
+		for (size_t si = 0; si < res->n_sites; si++)
+			site_api[si] = oatab_get_u32(&a->api_of, res->sites[si].api);
+		err = bucket_benefits(a, node_site, site_api, res->n_apis, ben, cnt);
 	}
-	api_nodes = malloc((total + 1) * sizeof(*api_nodes));
-	if (!api_nodes) {
-		free(off);
-		return -ENOMEM;
+	for (size_t i = 0; !err && i < res->n_apis; i++) {
+		res->apis[i].problems = cnt[i];
+		res->apis[i].benefit_ns = ben[i];
 	}
-	memcpy(api_cnt, off, res->n_apis * sizeof(*api_cnt)); /* fill cursors */
-	for (size_t k = 0; k < res->problem_nodes; k++) {
-		uint32_t ai = oatab_get_u32(&a->api_of, res->sites[node_site[k]].api);
-
-		if (ai != UINT32_MAX)
-			api_nodes[api_cnt[ai]++] = (uint32_t)ffm_graph__problem_node(a->g, k);
-	}
-	for (size_t i = 0; i < res->n_apis && !err; i++) {
-		res->apis[i].problems = off[i + 1] - off[i];
-		err = ffm_model__estimate(a->g, api_nodes + off[i], off[i + 1] - off[i], NULL,
-					  &res->apis[i].benefit_ns);
-	}
-	free(off);
-	free(api_nodes);
+	free(site_api);
+	free(cnt);
+	free(ben);
 	return err;
 }
 
@@ -395,7 +407,7 @@ int an_run_model(struct ffm_analysis *a)
 	struct ffm_group *pg = NULL, *mg = NULL;
 	size_t n_pg = 0, n_mg = 0;
 	uint64_t *ben = NULL;
-	uint32_t *node_site = NULL, *api_cnt = NULL;
+	uint32_t *node_site = NULL;
 	uint8_t *node_prob = NULL;
 	int err;
 
@@ -404,8 +416,7 @@ int an_run_model(struct ffm_analysis *a)
 	ben = malloc((res->problem_nodes + 1) * sizeof(*ben));
 	node_site = malloc((res->problem_nodes + 1) * sizeof(*node_site));
 	node_prob = malloc(res->problem_nodes + 1);
-	api_cnt = calloc(res->n_apis + 1, sizeof(*api_cnt));
-	if (!ben || !node_site || !node_prob || !api_cnt) {
+	if (!ben || !node_site || !node_prob) {
 		err = -ENOMEM;
 		goto out;
 	}
@@ -413,12 +424,12 @@ int an_run_model(struct ffm_analysis *a)
 	if (err)
 		goto out;
 
-	/* Per problem node: its site, type, thread's process, API. */
+	/* Per problem node: its site, type, thread's process. */
 	for (size_t k = 0; k < res->problem_nodes; k++) {
 		int64_t ni = ffm_graph__problem_node(a->g, k);
 		struct ffm_an_site *x;
 		struct ffm_node n;
-		uint32_t ti, ai;
+		uint32_t ti;
 
 		if (ni < 0 || (err = ffm_graph__node(a->g, (size_t)ni, &n)))
 			goto out;
@@ -437,9 +448,6 @@ int an_run_model(struct ffm_analysis *a)
 			if (p)
 				p->benefit_ns += ben[k];
 		}
-		ai = oatab_get_u32(&a->api_of, x->api);
-		if (ai != UINT32_MAX)
-			api_cnt[ai]++;
 	}
 	free(ben); /* 8 bytes a problem: gone before the groupings allocate theirs */
 	ben = NULL;
@@ -456,7 +464,7 @@ int an_run_model(struct ffm_analysis *a)
 	}
 
 	/* Per API: fixing all of its problems, nothing else. */
-	err = api_benefits(a, node_site, api_cnt);
+	err = api_benefits(a, node_site);
 	if (err)
 		goto out;
 
@@ -494,7 +502,6 @@ out:
 	free(ben);
 	free(node_site);
 	free(node_prob);
-	free(api_cnt);
 	return err;
 }
 
