@@ -127,6 +127,7 @@ static int on_site_frame(const struct ffm_store_frame *f, uint32_t depth, void *
 {
 	struct frame_walk *w = ctx;
 	char buf[256];
+	int rank;
 
 	if (ffm_module_owner(f->module) == FFM_MODULE_DRIVER) {
 		/* Innermost first: the last named libcuda frame is the outermost, the entry point. */
@@ -146,9 +147,10 @@ static int on_site_frame(const struct ffm_store_frame *f, uint32_t depth, void *
 		}
 		return 0;
 	}
-	if (!w->py && (!w->have_site || ffm_an_frame_rank(f, NULL) > w->rank)) {
+	rank = w->py ? 0 : ffm_an_frame_rank(f, NULL);
+	if (!w->py && (!w->have_site || rank > w->rank)) {
 		/* The first native frame of the best rank, as the report names sites. */
-		w->rank = ffm_an_frame_rank(f, NULL);
+		w->rank = rank;
 		if (f->file && *f->file)
 			snprintf(w->site, sizeof(w->site), "%s (%s:%u)", frame_name(f, buf, sizeof(buf)),
 				 f->file, f->line);
