@@ -56,13 +56,16 @@ sys.exit(0 if any(n == "ffm_job_analysis_timestamp_seconds" and l["job"] == sys.
 	done
 	return 1
 }
-ino0=$(stat -c %i "$PROM")
+# Each file seen is pinned by a hard link outside the metrics directory, so the file system
+# cannot hand its inode number to the next file: a new number then means a new file.
+pin() { ln -f "$PROM" "$T/pin$1" && stat -c %i "$PROM"; }
+ino0=$(pin 0)
 run_job "$JOB 1" && wait_analysis "$JOB 1"
 check "stage 1: the job's analysis reaches the file" test $? = 0
-ino1=$(stat -c %i "$PROM")
+ino1=$(pin 1)
 run_job "$JOB 2" && run_job "$JOB 3" && wait_analysis "$JOB 3"
 check "stages 2 and 3 ran and were analysed" test $? = 0
-ino2=$(stat -c %i "$PROM")
+ino2=$(pin 2)
 check "written by rename: a new inode each time, no temporary file left" sh -c \
 	"[ $ino0 != $ino1 ] && [ $ino1 != $ino2 ] && [ \$(ls -A '$T/prom' | wc -l) = 1 ]"
 ctl report "$JOB 3" --json >"$T/report.json" 2>"$T/report.err"
