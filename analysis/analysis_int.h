@@ -70,6 +70,8 @@ struct site_int {
 struct thread {
 	uint32_t tid, tgid;
 	uint64_t call_end; /* end of the latest API call on this thread (nested wait events) */
+	size_t last_ev;	   /* 1 + index in ev[] of its latest model event, 0: none yet */
+	uint32_t last_site; /* that event's site */
 };
 
 struct seq_ref {

@@ -4,6 +4,7 @@
  * stages 3/4 for its occurrence (ffm_analysis.h, "Events" and "Verdicts").
  */
 #include <errno.h>
+#include <string.h>
 
 #include "analysis/analysis_int.h"
 
@@ -117,6 +118,43 @@ static int apply_sync_verdict(struct ffm_analysis *a, struct ffm_an_site *x, str
 	return 0;
 }
 
+static bool same_line(const struct ffm_an_site *a, const struct ffm_an_site *b)
+{
+	return a->line == b->line && !strcmp(a->file, b->file) && !strcmp(a->function, b->function);
+}
+
+/*
+ * The CPU time outside the wait that fixing @e deletes with it (ffm_event.removed_ns). An
+ * unnecessary explicit sync is deleted, call and all. A host read goes whole: its sync call
+ * and, when the thread's previous model event is the read's copy (a transfer made by the
+ * same line of the program: .item()'s cudaMemcpyAsync before its stream sync), that copy,
+ * with its wait where no verdict of its own removes that (a required wait of the copy).
+ * A duplicate copy's time is its own problem's benefit already. Implicit syncs (a free, a
+ * pageable copy) stay calls of the fixed program: nothing.
+ */
+static uint64_t removed_cpu(struct ffm_analysis *a, const struct thread *t,
+			    const struct site_int *si, const struct ffm_event *e, uint32_t site)
+{
+	uint64_t own = e->dur_ns > e->wait_ns ? e->dur_ns - e->wait_ns : 0;
+	const struct ffm_event *prev;
+
+	if (e->problem == FFM_PROBLEM_UNNECESSARY_SYNC)
+		return si->explicit_sync ? own : 0;
+	if (e->problem != FFM_PROBLEM_HOST_READ)
+		return 0;
+	if (!t->last_ev)
+		return own;
+	prev = &a->ev[t->last_ev - 1];
+	if (prev->kind != FFM_CALL_TRANSFER || prev->problem == FFM_PROBLEM_DUPLICATE_TRANSFER ||
+	    prev->start_ns + prev->dur_ns > e->start_ns ||
+	    !same_line(&a->res.sites[t->last_site], &a->res.sites[site]))
+		return own;
+	own += prev->dur_ns - (prev->wait_ns < prev->dur_ns ? prev->wait_ns : prev->dur_ns);
+	if (prev->problem == FFM_PROBLEM_NONE)
+		own += prev->wait_ns < prev->dur_ns ? prev->wait_ns : prev->dur_ns;
+	return own;
+}
+
 /* A duplicate transfer that is also a sync problem: the copy part is the duplicate, the wait
  * the sync problem, two model events. */
 static int split_duplicate(struct ffm_analysis *a, struct ffm_event *e)
@@ -181,6 +219,7 @@ int an_on_raw_event(struct ev_scan *sc, const struct ffm_event *raw)
 	e.fold_id = x->fold_id;
 	e.kind = call_kind(raw->kind);
 	e.first_use_ns = 0;
+	e.removed_ns = 0;
 	sync_call = raw->kind == FFM_EV_WAIT || e.wait_ns || si->explicit_sync;
 	if (sync_call)
 		e.flags |= FFM_EVENT_SYNC;
@@ -208,6 +247,8 @@ int an_on_raw_event(struct ev_scan *sc, const struct ffm_event *raw)
 		err = split_duplicate(a, &e);
 	else if (dup)
 		e.problem = FFM_PROBLEM_DUPLICATE_TRANSFER;
+	if (!err)
+		e.removed_ns = removed_cpu(a, t, si, &e, sc->last_site);
 	if (!err && a->o.event_verdicts && e.problem != FFM_PROBLEM_NONE) {
 		struct an_evv v = { .run = res->run_timeline, .event = (int64_t)raw->first_use_ns,
 				    .delay = e.first_use_ns ? (int64_t)e.first_use_ns : -1,
@@ -215,5 +256,11 @@ int an_on_raw_event(struct ev_scan *sc, const struct ffm_event *raw)
 
 		err = an_evv_add(a, &v);
 	}
-	return err ? err : push_event(a, &e);
+	if (!err)
+		err = push_event(a, &e);
+	if (!err) {
+		t->last_ev = a->n_ev;
+		t->last_site = sc->last_site;
+	}
+	return err;
 }

@@ -13,7 +13,7 @@
  *     thread only when its calls are out of order (32 B/event of scratch, freed before the nodes
  *     exist); benefit, each grouping and each subsequence estimate are O(nodes). Memory: 13 bytes
  *     per node (at most 3 nodes per event, 2 per thread) + 4 bytes per problematic node; no
- *     per-node allocation. 10M events: ~1-2 s and ~820 MiB peak, the caller's 535 MiB of events
+ *     per-node allocation. 10M events: ~1-2 s and ~900 MiB peak, the caller's 610 MiB of events
  *     included (build/bench/bench_model).
  *
  * The graph (one CPU chain per thread)
@@ -43,7 +43,15 @@
  * The algorithm (Figure 5), per problematic node in timeline order, "mutating" the graph
  *   unnecessary sync  NextSync = next sync node (END at the latest); idle = Σ CLaunch+CWork
  *                     durations strictly between; benefit = min(idle, dur); NextSync gets
- *                     dur − benefit added; dur = 0.
+ *                     dur − benefit added; dur = 0. Here dur is the wait plus the event's
+ *                     removed_ns: the CPU time of the calls the fix deletes along with the
+ *                     wait (the rest of an explicit sync call; a host read's copy and sync
+ *                     calls). Deleted CPU time lets the CPU reach NextSync earlier exactly as
+ *                     a deleted wait does, so it is removed the same way: saved where the
+ *                     CPU time after it can absorb it, carried to NextSync where it cannot.
+ *                     The paper removes the wait only; a sync or read that is deleted takes
+ *                     its call with it (measured on the H100: a 4-byte read's copy and sync
+ *                     calls cost 10-40 µs outside the wait).
  *   misplaced sync    benefit = min(FirstUseTime, dur); dur −= benefit. The paper writes
  *                     benefit = FirstUseTime, but moving a sync later by FirstUseTime can hide at
  *                     most the wait it had: a GPU that finishes early leaves the moved sync
@@ -126,13 +134,16 @@ enum ffm_problem {
  * stretch of CPU work can still overlap the GPU before the process's implicit sync). */
 #define FFM_EVENT_WORKER 0x2u
 
-/* One driver call of one thread (stage 2 data, annotated with stages 3 and 4). 56 bytes. */
+/* One driver call of one thread (stage 2 data, annotated with stages 3 and 4). 64 bytes. */
 struct ffm_event {
 	uint64_t start_ns;     /* call entry */
 	uint64_t dur_ns;       /* entry to return, waiting included */
 	uint64_t wait_ns;      /* time in the wait function inside the call (≤ dur_ns) */
 	uint64_t stack_id;     /* call-stack id: the single-point key */
 	uint64_t first_use_ns; /* misplaced sync: sync end to the first use of protected data */
+	/* unnecessary sync, host read: CPU time outside the wait that the fix deletes with the
+	 * wait (the rest of an explicit sync call; a host read's copy and sync calls) */
+	uint64_t removed_ns;
 	uint32_t tid;          /* CPU thread: one chain per tid */
 	uint32_t fold_id;      /* folded-function key, interned by the caller */
 	uint32_t api_id;       /* driver API function, the caller's numbering */
@@ -156,6 +167,7 @@ struct ffm_node {
 	uint64_t dur_ns;   /* as measured (clipped); the algorithm never changes it */
 	uint64_t stack_id;
 	uint64_t first_use_ns;
+	uint64_t removed_ns; /* the event's (unnecessary sync, host read) */
 	uint32_t event; /* index into the event array; FFM_NO_EVENT for pure gaps and END */
 	uint32_t tid;
 	uint32_t fold_id;

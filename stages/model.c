@@ -545,6 +545,7 @@ int ffm_graph__node(const struct ffm_graph *g, size_t i, struct ffm_node *out)
 	if (e != FFM_NO_EVENT) {
 		out->stack_id = g->ev[e].stack_id;
 		out->first_use_ns = g->ev[e].first_use_ns;
+		out->removed_ns = g->ev[e].removed_ns;
 		out->tid = g->ev[e].tid;
 		out->fold_id = g->ev[e].fold_id;
 		out->api_id = g->ev[e].api_id;
@@ -649,6 +650,9 @@ static void run_fig5(const struct ffm_graph *g, const uint32_t *nodes, size_t n,
 		case FFM_PROBLEM_HOST_READ: {
 			uint64_t idle = 0;
 			uint32_t j = i + 1;
+
+			/* the CPU time deleted with the wait moves the CPU ahead the same way */
+			dur = sat_add(dur, g->ev[g->nev[i]].removed_ns);
 
 			/* Every chain ends with a sync (END), so the walk stops inside the chain. */
 			for (; !(g->bits[j] & NB_SYNC); j++)

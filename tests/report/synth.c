@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "analysis/ffm_verdict.h"
 #include "store/ffm_store.h"
 #include "tests/report/synth.h"
 
@@ -48,17 +49,23 @@ static const struct site sites[SYN__MAX][4] = {
 			   { A_SYNC, "seq_first", 51, 0x1520 },
 			   { A_SYNC, "seq_second", 52, 0x1530 },
 			   { A_SYNC, "seq_required", 53, 0x1540 } },
+	[SYN_HOST_READ] = { { A_LAUNCH, "step_read", 60, 0x1610 },
+			    { A_DTOH, "step_read", 61, 0x1620 },
+			    { A_SYNC, "step_read", 61, 0x1630 } },
 };
 static const struct site use_site[SYN__MAX] = {
 	[SYN_MISPLACED] = { 0, "step_misplaced", 24, 0x1240 },
 	[SYN_DUP] = { 0, "step_dup", 33, 0x1340 },
 	[SYN_CONTROL] = { 0, "step_control", 42, 0x1440 },
 	[SYN_SEQUENCE] = { 0, "seq_required", 54, 0x1550 },
+	[SYN_HOST_READ] = { 0, "step_read", 62, 0x1640 },
 };
+
+#define READ_CALL_CPU (20 * US) /* HOST_READ: the sync call's CPU time outside its wait */
 
 uint32_t synth__line(enum synth_scenario s)
 {
-	static const uint32_t planted[SYN__MAX] = { 11, 22, 30, 41, 51 };
+	static const uint32_t planted[SYN__MAX] = { 11, 22, 30, 41, 51, 61 };
 
 	return s < SYN__MAX ? planted[s] : 0;
 }
@@ -87,6 +94,8 @@ uint64_t synth__expected(const struct synth_opts *o, enum synth_scenario s)
 	struct params p = params_of(o);
 	uint64_t n = o->iters;
 
+	if (s >= SYN__MAX || !(o->scenarios & (1u << s)))
+		return 0;
 	switch (s) {
 	case SYN_UNNECESSARY:
 		/* idle after each sync: C (+ the next launch's L), the last: C to the run's end */
@@ -100,6 +109,9 @@ uint64_t synth__expected(const struct synth_opts *o, enum synth_scenario s)
 
 		return n * (a + b);
 	}
+	case SYN_HOST_READ:
+		/* every FFM_HOST_READ_EVERY-th read stays; the others go with their calls */
+		return (n - n / FFM_HOST_READ_EVERY) * min64(p.c + 2 * p.l, p.k + READ_CALL_CPU + p.l);
 	default: return 0;
 	}
 }
@@ -220,7 +232,7 @@ static int call(struct ctx *c, uint32_t tid, int sc, int si, uint64_t start, uin
 	if (c->stage == 2)
 		return 0;
 	if (st->api == A_SYNC) {
-		uint32_t bytes = c->o->prot_bytes ? c->o->prot_bytes : 0x1000;
+		uint32_t bytes = sc == SYN_HOST_READ ? 4 : c->o->prot_bytes ? c->o->prot_bytes : 0x1000;
 		struct ffm_store_sync_use u;
 
 		if (sc == SYN_UNNECESSARY && c->stage == 3 && c->uocc++ < c->o->seen_uses)
@@ -323,6 +335,15 @@ static int thread_timeline(struct ctx *c, uint32_t tid, uint64_t t0, uint64_t *e
 				/* required: whatever was removed before lands here; measured short */
 				err = err ? err : call(c, tid, sc, 3, t, 5 * US, 5 * US, (int64_t)p->use, 0);
 				t += 5 * US;
+				break;
+			case SYN_HOST_READ:
+				err = call(c, tid, sc, 0, t, p->l, 0, -1, 0);
+				t += p->l;
+				err = err ? err : call(c, tid, sc, 1, t, p->l, 0, -1, 0);
+				t += p->l;
+				err = err ? err : call(c, tid, sc, 2, t, p->k + READ_CALL_CPU, p->k,
+						       (int64_t)p->use, 0);
+				t += p->k + READ_CALL_CPU + p->c;
 				break;
 			}
 		}

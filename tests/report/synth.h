@@ -16,6 +16,10 @@
  *   CONTROL      launch(L) sync(wait K) use cpu(C)         no problem
  *   SEQUENCE     launch(L) syncA(wait K) cpu(C) syncB(wait K2) cpu(C2) syncR(wait ~0) use
  *                                                         A, B unnecessary, R required
+ *   HOST_READ    launch(L) dtoh_async(L, 4 bytes) sync(K + 20 µs, wait K) use cpu(C), the copy
+ *                and the sync on one line (.item())     a host read every iteration: 49 of
+ *                                                         50 removed, each with its calls'
+ *                                                         CPU time -> min(C + 2L, K + 20 + L)
  * The expected benefits are computed by synth__expected() from the same parameters.
  */
 #ifndef FFM_TESTS_SYNTH_H
@@ -30,6 +34,7 @@ enum synth_scenario {
 	SYN_DUP,
 	SYN_CONTROL,
 	SYN_SEQUENCE,
+	SYN_HOST_READ,
 	SYN__MAX,
 };
 
@@ -63,7 +68,8 @@ struct synth_opts {
 
 /* Write the store (creates or extends the key's file). 0 or -errno. */
 int synth__write(const struct synth_opts *o);
-/* The benefit the model should give each scenario, in ns (per thread; threads add up). */
+/* The benefit the model should give each scenario, in ns (per thread; threads add up); 0 for
+ * a scenario not in o->scenarios. */
 uint64_t synth__expected(const struct synth_opts *o, enum synth_scenario s);
 /* Source line of each scenario's planted call site in the synthetic frames. */
 uint32_t synth__line(enum synth_scenario s);

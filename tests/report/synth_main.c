@@ -16,7 +16,7 @@
 #include "tests/report/synth.h"
 
 static const char *const names[SYN__MAX] = { "unnecessary", "misplaced", "dup", "control",
-					      "sequence" };
+					      "sequence", "host_read" };
 
 int main(int argc, char **argv)
 {

@@ -66,6 +66,23 @@ PY
 check "host_read: the text says the fix changes the use" \
 	grep -q "the fix changes when the value is used, not just the call" "$T/hr.txt"
 
+# The read as .item() makes it: an async copy, then a stream sync: one problem of the line,
+# priced with both calls (tests/report/test_analysis.c checks the arithmetic).
+if ! profile hra -- "$WL/host_read" --iters 200 --async 1; then
+	sed 's/^/# /' "$T/hra.out" | tail -n 5
+fi
+"$FFMCTL" --state-dir "$T/s" report hra --json >"$T/hra.json"
+check "host_read --async: the copy and the stream sync are one host read at the line" python3 - "$T/hra.json" "$(grep -nE "FFM-PLANT: host_read_async " tests/workloads/host_read.c | cut -d: -f1)" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+p = r["problems"][0]
+assert p["call_site"]["line"] == int(sys.argv[2]), p["call_site"]
+assert p["type"] == "host_read_every_iteration", p["type"]
+print("# benefit %.6f s, waited %.6f s" % (p["benefit_s"], p["wait_s"]))
+assert p["benefit_s"] > 0.5 * p["wait_s"], (p["benefit_s"], p["wait_s"])
+assert len(r["problems"]) == 1 or r["problems"][1]["benefit_s"] < 0.05 * p["benefit_s"], r["problems"][1]
+PY
+
 if profile dt -- "$WL/dup_transfer" --iters 100; then
 	"$FFMCTL" --state-dir "$T/s" report dt --json --group sequence >"$T/dt.json"
 	"$FFMCTL" --state-dir "$T/s" report dt --group sequence >"$T/dt.txt"

@@ -7,6 +7,10 @@
  * ahead of the GPU. Fixed: the word is read every 50th iteration only (the fix changes when the
  * value is used, so LOGGED differs; CHECKSUM, of the buffer, does not).
  *
+ * --async 1 reads the way PyTorch's .item() does: cuMemcpyDtoHAsync on a stream, then
+ * cuStreamSynchronize (the copy call returns at once, the wait is in the sync). The fix deletes
+ * both calls, so the estimate must count their CPU time as well as the wait.
+ *
  * Per iteration: kernel of kernel_us, a 4-byte copy (time T), cpu_us of CPU work.
  *   plain:  iters * (kernel_us + T + cpu_us)
  *   fixed:  about iters * max(kernel_us, cpu_us) + iters/50 * (min(kernel_us, cpu_us) + T)
@@ -16,13 +20,15 @@
 
 #include "wl.h"
 
-static long long kernel_us = 500, cpu_us = 1000, n = 65536, every = 50;
+static long long kernel_us = 500, cpu_us = 1000, n = 65536, every = 50, async;
+static CUstream stream;
 
 static const struct wl_opt opts[] = {
 	{ "kernel-us", &kernel_us, "GPU time of each iteration's kernel" },
 	{ "cpu-us", &cpu_us, "CPU work of each iteration, independent of the GPU's data" },
 	{ "n", &n, "32-bit words the kernel updates" },
 	{ "every", &every, "--fixed reads the word every this many iterations" },
+	{ "async", &async, "1: read with cuMemcpyDtoHAsync on a stream and cuStreamSynchronize" },
 	{},
 };
 
@@ -30,9 +36,13 @@ WL_NOINLINE static uint64_t step(struct wl *w, CUdeviceptr buf, unsigned int i, 
 {
 	uint32_t word;
 
-	wl_work(w, 0, buf, n, 3, i, kernel_us * 1000);
+	wl_work(w, stream, buf, n, 3, i, kernel_us * 1000);
 	if (!w->fixed || (i + 1) % every == 0) {
-		CK(cuMemcpyDtoH(&word, buf, sizeof(word))); /* FFM-PLANT: host_read host-read */
+		if (async) {
+			CK(cuMemcpyDtoHAsync(&word, buf, sizeof(word), stream)); CK(cuStreamSynchronize(stream)); /* FFM-PLANT: host_read_async host-read */
+		} else {
+			CK(cuMemcpyDtoH(&word, buf, sizeof(word))); /* FFM-PLANT: host_read host-read */
+		}
 		logged += word;
 	}
 	wl_cpu_work(cpu_us * 1000);
@@ -50,6 +60,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "host_read: --every wants 1 or more\n");
 		return 2;
 	}
+	if (async)
+		CK(cuStreamCreate(&stream, 0));
 	CK(cuMemAlloc(&buf, n * 4 + 4));
 	CK(cuMemsetD32(buf, 1, n));
 
