@@ -414,10 +414,12 @@ static void print_evidence(FILE *o, const struct ffmctl_job_stores *js,
 	const struct ffm_analysis_result *r = ffm_analysis__result(js->v[mg->node].an);
 	char buf[1024];
 
-	fprintf(o, "       %.6f s spent in these calls; fixing them saves %.6f s", s_of(mg->g.wait_ns),
+	fprintf(o, "       %.6f s waited in these calls; fixing them saves %.6f s", s_of(mg->g.wait_ns),
 		s_of(mg->g.benefit_ns));
 	if (mg->g.wait_ns > mg->g.benefit_ns && mg->g.n_type[FFM_PROBLEM_UNNECESSARY_SYNC])
 		fprintf(o, " (later waits absorb the rest: the GPU work is still there)");
+	else if (mg->g.benefit_ns > mg->g.wait_ns)
+		fprintf(o, " (with the CPU time of the calls the fix deletes)");
 	fputc('\n', o);
 	if (mg->g.n_type[FFM_PROBLEM_UNNECESSARY_SYNC])
 		fprintf(o, "       unnecessary: no data the GPU wrote is read by the CPU before the next sync (%" PRIu64 " call%s)\n",
