@@ -188,6 +188,7 @@ struct ffm_analysis *ffm_analysis__free(struct ffm_analysis *a)
 	free(a->pattern_key);
 	free(a->evv);
 	free(a->thr);
+	free(a->busy);
 	oatab_free(&a->site_of);
 	oatab_free(&a->api_of);
 	oatab_free(&a->fold_of);

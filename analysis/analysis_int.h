@@ -60,6 +60,7 @@ struct site_int {
 	bool host_read;		    /* a small read every iteration (ffm_verdict_site_host_read) */
 	bool explicit_sync;	    /* its driver function is a cu*Synchronize */
 	bool launch_api;	    /* ... a cuLaunch* */
+	bool stream_scoped;	    /* its waits wait for one stream (a stream sync, a copy, a memset) */
 	uint64_t prot_cur, prot_max; /* bytes protected by its latest / largest stage-3 sync */
 	int64_t use_stack, use_frame;
 	int64_t first_stack;
@@ -72,6 +73,12 @@ struct thread {
 	uint64_t call_end; /* end of the latest API call on this thread (nested wait events) */
 	size_t last_ev;	   /* 1 + index in ev[] of its latest model event, 0: none yet */
 	uint32_t last_site; /* that event's site */
+};
+
+/* A wait on one stream: that stream's work was running from start to end. */
+struct busy {
+	uint64_t stream; /* key: process, stream handle, thread for the per-thread stream */
+	uint64_t start, end;
 };
 
 struct seq_ref {
@@ -107,6 +114,8 @@ struct ffm_analysis {
 	uint32_t n_folds;
 	struct thread *thr;
 	size_t n_thr, cap_thr;
+	struct busy *busy; /* waits on one stream, for ffm_an_quality.stream_busy_ns */
+	size_t n_busy, cap_busy;
 	struct oatab thr_of;
 	struct oatab keep_of; /* stack id -> an_keep_site(), the scan threads' read-only copy */
 	/* the timeline */

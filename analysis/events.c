@@ -155,6 +155,27 @@ static uint64_t removed_cpu(struct ffm_analysis *a, const struct thread *t,
 	return own;
 }
 
+/*
+ * A wait of @e on one stream (@stream: the call's stream argument) into a->busy. The legacy
+ * stream has two handles (0, CU_STREAM_LEGACY); the per-thread default stream is one per thread.
+ */
+static int note_busy(struct ffm_analysis *a, const struct ffm_event *e, uint32_t tgid,
+		     uint64_t stream)
+{
+	uint64_t end = e->start_ns + e->dur_ns, wait = e->wait_ns < e->dur_ns ? e->wait_ns : e->dur_ns;
+	uint64_t k;
+
+	if (stream == 1) /* CU_STREAM_LEGACY */
+		stream = 0;
+	k = ffm_fnv1a(ffm_fnv1a(FFM_FNV1A_INIT, &tgid, sizeof(tgid)), &stream, sizeof(stream));
+	if (stream == 2) /* CU_STREAM_PER_THREAD */
+		k = ffm_fnv1a(k, &e->tid, sizeof(e->tid));
+	if (ffm_grow((void **)&a->busy, &a->cap_busy, a->n_busy + 1, sizeof(*a->busy)))
+		return -ENOMEM;
+	a->busy[a->n_busy++] = (struct busy){ .stream = k, .start = end - wait, .end = end };
+	return 0;
+}
+
 /* A duplicate transfer that is also a sync problem: the copy part is the duplicate, the wait
  * the sync problem, two model events. */
 static int split_duplicate(struct ffm_analysis *a, struct ffm_event *e)
@@ -247,6 +268,9 @@ int an_on_raw_event(struct ev_scan *sc, const struct ffm_event *raw)
 		err = split_duplicate(a, &e);
 	else if (dup)
 		e.problem = FFM_PROBLEM_DUPLICATE_TRANSFER;
+	/* A wait for GPU work that the fix keeps (not a duplicate copy's own transfer). */
+	if (!err && si->stream_scoped && e.wait_ns && !dup)
+		err = note_busy(a, &e, t->tgid, raw->removed_ns);
 	if (!err)
 		e.removed_ns = removed_cpu(a, t, si, &e, sc->last_site);
 	if (!err && a->o.event_verdicts && e.problem != FFM_PROBLEM_NONE) {

@@ -157,6 +157,11 @@ struct ffm_an_quality {
 	uint32_t unmatched_sites;      /* stage 3/4 stacks the timeline does not have */
 	uint64_t unclassified_syncs;   /* timeline syncs without any stage-3 verdict */
 	uint64_t unclassified_wait_ns;
+	/* The GPU's busiest stream: the union over the threads of the waits on one stream (its
+	 * work was running then) is a lower bound of its busy time, which no CPU-side fix can
+	 * shorten. Every benefit is capped at wall - stream_busy_ns (capped: one was). */
+	uint64_t stream_busy_ns;
+	bool stream_capped;
 };
 
 struct ffm_analysis_result {

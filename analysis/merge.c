@@ -68,6 +68,9 @@ int ffm_an_merge(const struct ffm_analysis_result *const *res, size_t nr, struct
 		m->q.unmatched_sites += r->q.unmatched_sites;
 		m->q.unclassified_syncs += r->q.unclassified_syncs;
 		m->q.unclassified_wait_ns += r->q.unclassified_wait_ns;
+		if (r->q.stream_busy_ns > m->q.stream_busy_ns)
+			m->q.stream_busy_ns = r->q.stream_busy_ns;
+		m->q.stream_capped |= r->q.stream_capped;
 
 		for (size_t i = 0; i < r->n_groups; i++) {
 			const struct ffm_an_group *g = &r->groups[i];

@@ -9,8 +9,9 @@
 /*
  * The timeline is read in P time slices in parallel (SQLite's row decoding is most of a big
  * report's time), each slice by a thread with its own read-only connection, into chunks of "raw"
- * events: struct ffm_event with the store's event kind in .kind, the tgid in .fold_id and the
- * event id in .first_use_ns (an_on_raw_event() puts the model's values there). The
+ * events: struct ffm_event with the store's event kind in .kind, the tgid in .fold_id, the
+ * event id in .first_use_ns and the stream in .removed_ns (an_on_raw_event() puts the model's
+ * values there). The
  * calling thread meanwhile turns the chunks into model events in time order (slice by slice,
  * chunk by chunk, as they arrive) and hands each chunk back for reuse, so the scan and the
  * conversion overlap and few chunk pages are ever faulted in. The slices only drop events of
@@ -131,6 +132,7 @@ static void *scan_slice(void *arg)
 			.wait_ns = se.kind == FFM_EV_WAIT ? se.dur_ns : se.wait_ns,
 			.stack_id = (uint64_t)se.stack, .tid = se.tid, .fold_id = se.tgid,
 			.api_id = se.api, .kind = (uint8_t)se.kind, .first_use_ns = (uint64_t)se.id,
+			.removed_ns = se.stream,
 		};
 	}
 	ffm_store_cursor__free(cur);

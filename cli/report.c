@@ -405,6 +405,9 @@ static void print_quality(FILE *o, const struct ffm_an_merged *m)
 		remark(o, &n, " %" PRIu64 " sync%s (%.6f s waited) %s no stage-3 verdict;", q->unclassified_syncs,
 		       ffmctl_s(q->unclassified_syncs), s_of(q->unclassified_wait_ns),
 		       q->unclassified_syncs == 1 ? "has" : "have");
+	if (q->stream_capped)
+		remark(o, &n, " GPU-bound: one stream was busy at least %.6f s (the waits on it), which no fix on the CPU side shortens: benefits are capped at the rest of the wall time;",
+		       s_of(q->stream_busy_ns));
 	fprintf(o, "%s\n", n ? "" : " good (no drops, full coverage, runs agree)");
 }
 
@@ -744,7 +747,7 @@ static json_t *json_quality(const struct ffm_an_merged *m)
 {
 	const struct ffm_an_quality *q = &m->q;
 
-	return json_pack("{s:o,s:{s:o,s:o,s:o,s:o},s:I,s:I,s:I,s:o,s:o,s:I,s:I,s:o,s:o}",
+	return json_pack("{s:o,s:{s:o,s:o,s:o,s:o},s:I,s:I,s:I,s:o,s:o,s:I,s:I,s:o,s:o,s:o,s:b}",
 			 "records_lost", ffm_json_u64(q->drops[0] + q->drops[2] + q->drops[3]),
 			 "drops", "ringbuf", ffm_json_u64(q->drops[0]),
 			 "stack_depth", ffm_json_u64(q->drops[1]),
@@ -758,7 +761,9 @@ static json_t *json_quality(const struct ffm_an_merged *m)
 			 "divergent_sites", (json_int_t)q->divergent_sites,
 			 "unmatched_sites", (json_int_t)q->unmatched_sites,
 			 "unclassified_syncs", ffm_json_u64(q->unclassified_syncs),
-			 "unclassified_wait_s", json_s(s_of(q->unclassified_wait_ns)));
+			 "unclassified_wait_s", json_s(s_of(q->unclassified_wait_ns)),
+			 "stream_busy_s", json_s(s_of(q->stream_busy_ns)),
+			 "stream_capped", q->stream_capped);
 }
 
 /* A line's call sites (point groups of several). */

@@ -644,8 +644,8 @@ int ffm_store__counts_differ(struct ffm_store *s, int64_t run, int64_t ref, uint
 int ffm_store_cursor__new(struct ffm_store *s, int64_t run, uint64_t from_ns, uint64_t to_ns,
 			  struct ffm_store_cursor **ret);
 /*
- * The same, with the timing fields only (id, start/dur/wait, kind, dir, api, tgid, tid, stack;
- * bytes, stream, src, dst and flags are 0): what the analysis reads for every event of a run,
+ * The same, with the timing fields only (id, start/dur/wait, kind, dir, api, tgid, tid, stack,
+ * stream; bytes, src, dst and flags are 0): what the analysis reads for every event of a run,
  * at a fraction of the per-row cost.
  */
 int ffm_store_cursor__new_timing(struct ffm_store *s, int64_t run, uint64_t from_ns,

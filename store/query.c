@@ -225,10 +225,10 @@ int ffm_store__new_wait_share(struct ffm_store *s, int64_t run, int64_t *ppm)
  * (run, start_ns, id) gives the order without a sort. The analysis reads every event of a run:
  * timing_sql has only the columns it needs (SQLite's per-column cost is most of the scan's),
  * event_sql the same first and the rest after. */
-#define TIMING_COLS "SELECT start_ns, id, dur_ns, wait_ns, info, pid, stack"
+#define TIMING_COLS "SELECT start_ns, id, dur_ns, wait_ns, info, pid, stack, stream"
 #define OF_RUN " FROM events WHERE run = ?1 AND start_ns BETWEEN ?2 AND ?3 ORDER BY start_ns, id"
 static const char timing_sql[] = TIMING_COLS OF_RUN;
-static const char event_sql[] = TIMING_COLS ", bytes, stream, src, dst, flags" OF_RUN;
+static const char event_sql[] = TIMING_COLS ", bytes, src, dst, flags" OF_RUN;
 
 static void timing_of_row(sqlite3_stmt *st, int64_t run, struct ffm_store_event *ev)
 {
@@ -247,14 +247,14 @@ static void timing_of_row(sqlite3_stmt *st, int64_t run, struct ffm_store_event 
 		.tgid = (uint32_t)(pid >> 32),
 		.tid = (uint32_t)pid,
 		.stack = sqlite3_column_int64(st, 6),
+		.stream = (uint64_t)sqlite3_column_int64(st, 7),
 	};
 }
 
 static void event_of_row(sqlite3_stmt *st, int64_t run, struct ffm_store_event *ev)
 {
 	timing_of_row(st, run, ev);
-	ev->bytes = (uint64_t)sqlite3_column_int64(st, 7);
-	ev->stream = (uint64_t)sqlite3_column_int64(st, 8);
+	ev->bytes = (uint64_t)sqlite3_column_int64(st, 8);
 	ev->src = (uint64_t)sqlite3_column_int64(st, 9);
 	ev->dst = (uint64_t)sqlite3_column_int64(st, 10);
 	ev->flags = (uint32_t)sqlite3_column_int64(st, 11);

@@ -153,7 +153,10 @@ static int setup_stacks(struct ctx *c)
 		err = frame(c, DRIVER_BID, DRIVER, 0x100000 + 0x100 * a, api_names[a], 0,
 			    &c->frames_api[a]);
 		if (!err)
-			err = ffm_store__put_api_name(c->s, (uint32_t)a, api_names[a]);
+			err = ffm_store__put_api_name(c->s, (uint32_t)a,
+						      a == A_SYNC && c->o->stream_sync
+							      ? "cuStreamSynchronize"
+							      : api_names[a]);
 	}
 	for (int sc = 0; sc < SYN__MAX && !err; sc++) {
 		for (int i = 0; i < 4 && sites[sc][i].func && !err; i++) {
@@ -371,7 +374,8 @@ static int write_run(struct ctx *c, int stage)
 	for (uint32_t th = 0; th < threads && !err; th++) {
 		uint64_t e;
 
-		err = thread_timeline(c, tgid + th, t0 + th * 7, &e);
+		err = thread_timeline(c, tgid + th,
+				      t0 + th * (c->o->stagger_us ? c->o->stagger_us * US : 7), &e);
 		if (e > end)
 			end = e;
 	}

@@ -64,6 +64,10 @@ struct synth_opts {
 	uint32_t prot_bytes;   /* size of each protected range (default 4096) */
 	bool rows_per_range;   /* MISPLACED: two sync_uses rows per occurrence (2 ranges) */
 	bool fast;	       /* big batches, no per-row extras: the benchmark's 10M events */
+	/* the sync API is cuStreamSynchronize (the same stream for every thread), not
+	 * cuCtxSynchronize; thread k starts k * stagger_us later (default 7 ns apart) */
+	bool stream_sync;
+	uint32_t stagger_us;
 };
 
 /* Write the store (creates or extends the key's file). 0 or -errno. */

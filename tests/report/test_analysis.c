@@ -387,6 +387,55 @@ TEST(parallel_slices_and_threads_give_the_same_answer)
 	}
 }
 
+TEST(a_stream_busy_all_run_long_caps_every_benefit)
+{
+	/* Four threads sync one stream after every launch, started a quarter period apart: some
+	 * thread waits on that stream almost all the time, so the GPU's work there bounds the
+	 * run and removing the syncs cannot save more than the rest. */
+	struct synth_opts o = base(1u << SYN_UNNECESSARY);
+	const struct ffm_analysis_result *r;
+	struct ffm_analysis *a;
+	uint64_t busy, cap;
+
+	o.threads = 4;
+	o.stream_sync = true;
+	o.stagger_us = 378; /* (L + K + C) / 4 = 1510 µs / 4 */
+	a = analyse(&o, FFM_GROUP_POINT, 1, false);
+	r = ffm_analysis__result(a);
+	/* thread k waits [t0 + k*378 + i*1510 + 10, + 500] µs: the union is 1500 µs a period but
+	 * for the 10 µs launches, i.e. every thread's waits back to back but for the first ones */
+	busy = r->q.stream_busy_ns;
+	ASSERT_MSG(busy >= (uint64_t)o.iters * 1400 * 1000 && busy <= r->wall_ns,
+		   "busy %llu ns of %llu", (unsigned long long)busy, (unsigned long long)r->wall_ns);
+	ASSERT(r->q.stream_capped);
+	cap = r->wall_ns - busy;
+	ASSERT_EQ(r->totals.total_ns, cap);
+	ASSERT(r->totals.total_ns < synth__expected(&o, SYN_UNNECESSARY));
+	for (size_t i = 0; i < r->n_groups; i++)
+		ASSERT(r->groups[i].benefit_ns <= cap);
+	ffm_analysis__free(a);
+
+	/* The same on cuCtxSynchronize: no stream known, no cap. */
+	o = base(1u << SYN_UNNECESSARY);
+	o.threads = 4;
+	o.stagger_us = 378;
+	a = analyse(&o, FFM_GROUP_POINT, 1, false);
+	r = ffm_analysis__result(a);
+	ASSERT_EQ(r->q.stream_busy_ns, 0);
+	ASSERT(!r->q.stream_capped);
+	ffm_analysis__free(a);
+
+	/* One thread: the bound never binds (its saving is CPU time, disjoint from its waits). */
+	o = base(1u << SYN_UNNECESSARY);
+	o.stream_sync = true;
+	a = analyse(&o, FFM_GROUP_POINT, 1, false);
+	r = ffm_analysis__result(a);
+	ASSERT(r->q.stream_busy_ns > 0);
+	ASSERT(!r->q.stream_capped);
+	ASSERT_EQ(r->totals.total_ns, synth__expected(&o, SYN_UNNECESSARY));
+	ffm_analysis__free(a);
+}
+
 TEST(stage_by_stage_what_is_known)
 {
 	struct synth_opts o = base(1u << SYN_UNNECESSARY);
