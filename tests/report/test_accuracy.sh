@@ -96,6 +96,19 @@ profile() { # profile WORKLOAD [ATTEMPT] -> store under $T/s, key and job acc-WO
 		--key "acc-$1${2:+-$2}" --job-id "acc-$1${2:+-$2}" -- "$WL/$1" $ARGS >"$T/$1.profile" 2>&1
 }
 
+# The table's last columns, from a report's JSON: the headline (every problem fixed together,
+# Figure 5 over all of them), the problems' own benefits added up, and how many of the
+# problems rest on partial coverage of their protected data.
+extras() {
+	python3 - "$1" <<'EOF2'
+import json, sys
+r = json.load(open(sys.argv[1]))
+ps = r["problems"]
+part = sum(1 for p in ps if p.get("evidence", {}).get("partial", p.get("partial")))
+print("%.6f s | %.6f s | %d of %d" % (r["recoverable_s"], sum(p["benefit_s"] for p in ps), part, len(ps)))
+EOF2
+}
+
 # Is stage 3 there? Profile the control first: it needs every stage anyway.
 if ! profile control; then
 	if grep -qiE 'permission|BPF' "$T/control.profile"; then
@@ -119,7 +132,7 @@ else
 	notok "control: $pct% of the wall time recoverable (< 1%)"
 	"$FFMCTL" --state-dir "$T/s" report acc-control | sed 's/^/# /' | head -n 30
 fi
-[ -n "$TABLE" ] && echo "| control | – (nothing to fix) | $pct% of the wall time | – | < 1% |" >"$TABLE"
+[ -n "$TABLE" ] && echo "| control | – (nothing to fix) | $pct% of the wall time | – | < 1% | $(extras "$T/control.json") |" >"$TABLE"
 
 for w in $WORKLOADS; do
 	[ -x "$WL/$w" ] || { notok "$w is built"; continue; }
@@ -176,7 +189,7 @@ print('%s %.6f %+.1f' % ('ok' if good else 'bad', act, err))")
 		notok "$msg"
 		"$FFMCTL" --state-dir "$T/s" report "$job" --group $group | sed 's/^/# /' | head -n 30
 	fi
-	[ -n "$TABLE" ] && echo "| $w | $act s | $est s | $err% | ${tol}% |" >>"$TABLE"
+	[ -n "$TABLE" ] && echo "| $w | $act s | $est s | $err% | ${tol}% | $(extras "$T/$w.json") |" >>"$TABLE"
 done
 
 echo "1..$n"
