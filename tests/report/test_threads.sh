@@ -72,7 +72,7 @@ if ! profile hra -- "$WL/host_read" --iters 200 --async 1; then
 	sed 's/^/# /' "$T/hra.out" | tail -n 5
 fi
 "$FFMCTL" --state-dir "$T/s" report hra --json >"$T/hra.json"
-check "host_read --async: the copy and the stream sync are one host read at the line" python3 - "$T/hra.json" "$(grep -nE "FFM-PLANT: host_read_async " tests/workloads/host_read.c | cut -d: -f1)" <<'PY'
+check "host_read --async: the copy and the stream sync are one host read at the line" python3 - "$T/hra.json" "$(grep -n -- "--async's read" tests/workloads/host_read.c | cut -d: -f1)" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 p = r["problems"][0]

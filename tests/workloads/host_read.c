@@ -39,7 +39,7 @@ WL_NOINLINE static uint64_t step(struct wl *w, CUdeviceptr buf, unsigned int i, 
 	wl_work(w, stream, buf, n, 3, i, kernel_us * 1000);
 	if (!w->fixed || (i + 1) % every == 0) {
 		if (async) {
-			CK(cuMemcpyDtoHAsync(&word, buf, sizeof(word), stream)); CK(cuStreamSynchronize(stream)); /* FFM-PLANT: host_read_async host-read */
+			CK(cuMemcpyDtoHAsync(&word, buf, sizeof(word), stream)); CK(cuStreamSynchronize(stream)); /* --async's read */
 		} else {
 			CK(cuMemcpyDtoH(&word, buf, sizeof(word))); /* FFM-PLANT: host_read host-read */
 		}
