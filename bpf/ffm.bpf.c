@@ -25,6 +25,8 @@ const volatile __u32 ringbuf_wakeup_bytes = FFM_RINGBUF_BYTES / 8;
  * otherwise have the map guard stop the probe program that makes a driver ready, and the
  * driver wait for the probe: a deadlock. */
 const volatile __u32 self_tgid = 0;
+/* Set by the collector when the uprobes are sessions (an entry-only program then says so). */
+const volatile __u32 session_mode = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);

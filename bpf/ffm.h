@@ -30,8 +30,9 @@
  * 5: ffm_job_cfg.gen (a stack is sent again to each run of a slot), thread state in task storage
  * 6: ffm_rec_proc.args_hash, ffm_rec_map.flags, the held map (the wait guard)
  * 7: FFM_JOB_RULE (the map guard stops a rule slot's process at its mmap of any driver)
- * 8: Python frames: ffm_rec_stack.npy/py[], the pyprocs map (struct ffm_py_layout) */
-#define FFM_ABI_VERSION 8
+ * 8: Python frames: ffm_rec_stack.npy/py[], the pyprocs map (struct ffm_py_layout)
+ * 9: FFM_REC_RELEASE (an ffm_rec_proc) */
+#define FFM_ABI_VERSION 9
 
 #define FFM_MAX_JOBS 64           /* job slots active at once */
 #define FFM_MAX_PROCS 16384       /* tracked processes */
@@ -54,6 +55,7 @@ enum ffm_rec_type {
 	FFM_REC_RANGE = 8,  /* stages 3-4: a DtoH copy was issued; its destination becomes GPU-written */
 	FFM_REC_HIT = 9,    /* stages 3-4: first watched CPU access after a synchronization */
 	FFM_REC_MAP = 10,   /* a tracked process maps a libcuda file not in the drivers map */
+	FFM_REC_RELEASE = 11, /* a tracked process enters a context release (adaptive stage 1) */
 };
 
 /* The probe classes; the attach cookie carries one (see FFM_COOKIE). */
@@ -276,7 +278,7 @@ struct ffm_rec_stack {
 	__u8 stack[FFM_STACK_BYTES];
 };
 
-/* FFM_REC_EXEC / FFM_REC_EXIT / FFM_REC_FORK */
+/* FFM_REC_EXEC / FFM_REC_EXIT / FFM_REC_FORK / FFM_REC_RELEASE */
 struct ffm_rec_proc {
 	struct ffm_rec_hdr hdr;
 	__u32 ppid;     /* FORK: parent tgid */

@@ -405,4 +405,21 @@ int BPF_PROG(on_exit, struct task_struct *task)
 	return 0;
 }
 
+/*
+ * Adaptive stage 1: a job's process enters cuDevicePrimaryCtxRelease/Reset or cuCtxDestroy (an
+ * entry probe of its own, put on once its waits are sampled): the end of its work with that
+ * context, where ffmd ends the span it extrapolates (daemon/adaptive.c). Entry only.
+ */
+SEC("uprobe")
+int ctx_release(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct ffm_proc *p = tracked(id >> 32);
+
+	if (p)
+		emit_proc(FFM_REC_RELEASE, id >> 32, (__u32)id, p->job, 0, 0);
+	/* A session asks for no return; a perf-event uprobe wants 0 (no perf sample). */
+	return session_mode ? 1 : 0;
+}
+
 #endif /* FFM_PROCS_BPF_H */

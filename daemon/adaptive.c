@@ -192,7 +192,8 @@ enum ffm_sampler_action sample_tick(struct ffmd *d, struct plink *pl, double now
 		window_close(d, pl, t);
 	} else if (a == FFM_SAMPLER_DETACH) {
 		window_close(d, pl, t);
-	} else if (a == FFM_SAMPLER_ATTACH && ps->s.mode == FFM_SAMPLER_FULL) {
+	} else if (a == FFM_SAMPLER_ATTACH && ps->s.mode == FFM_SAMPLER_FULL && ps->span_ns) {
+		/* (A release closed its span already, at its own time.) */
 		span_close(d, pl, t);
 		log_info("process %d: a new call site after a sampling window: traced in full again", pl->pid);
 	}
@@ -226,6 +227,22 @@ void sample_exit(struct ffmd *d, pid_t pid, uint64_t t)
 
 		if (pl->pid == pid && pl->smp && pl->smp->span_ns && t >= pl->smp->span_ns)
 			span_close(d, pl, t);
+	}
+}
+
+/* Process @pid entered a context release at @t: its work with that context is over, the span
+ * ends there (ffm_sampler__release); it is traced in full from then on. */
+void sample_release(struct ffmd *d, pid_t pid, uint64_t t)
+{
+	for (int i = 0; i < MAX_PLINKS; i++) {
+		struct plink *pl = &d->plinks[i];
+
+		if (pl->pid != pid || !pl->smp || !ffm_sampler__release(&pl->smp->s, t / 1e9))
+			continue;
+		if (pl->smp->span_ns && t >= pl->smp->span_ns) {
+			span_close(d, pl, t);
+			log_info("process %d releases a context: its sampled span ends, traced in full", pid);
+		}
 	}
 }
 

@@ -95,7 +95,8 @@ static size_t rec_size(uint32_t type)
 	case FFM_REC_STACK: return sizeof(struct ffm_rec_stack);
 	case FFM_REC_EXEC:
 	case FFM_REC_EXIT:
-	case FFM_REC_FORK: return sizeof(struct ffm_rec_proc);
+	case FFM_REC_FORK:
+	case FFM_REC_RELEASE: return sizeof(struct ffm_rec_proc);
 	case FFM_REC_XFER: return sizeof(struct ffm_rec_xfer);
 	case FFM_REC_RANGE: return sizeof(struct ffm_rec_range);
 	case FFM_REC_HIT: return sizeof(struct ffm_rec_hit);
@@ -155,6 +156,10 @@ static void configure_progs(struct ffm_collector *c)
 	if (c->multi)
 		bpf_program__set_expected_attach_type(c->skel->progs.bare, c->session ?
 						      FFM_BPF_TRACE_UPROBE_SESSION : FFM_BPF_TRACE_UPROBE_MULTI);
+	if (c->multi)
+		bpf_program__set_expected_attach_type(c->skel->progs.ctx_release, c->session ?
+						      FFM_BPF_TRACE_UPROBE_SESSION : FFM_BPF_TRACE_UPROBE_MULTI);
+	c->skel->rodata->session_mode = c->session;
 	bpf_program__set_autoload(c->skel->progs.on_wait, c->wait_guard);
 	if (!c->memtrace) {
 		bpf_program__set_autoload(c->skel->progs.api_entry_h, false);
@@ -397,9 +402,12 @@ int ffm_collector__consume(struct ffm_collector *c)
 	return ring_buffer__consume(c->rb);
 }
 
-/* The program for @p's entry (@ret false) or return; a session program is both. */
+/* The program for @p's entry (@ret false) or return; a session program is both. NULL: an
+ * entry-only probe's return. */
 static struct bpf_program *probe_prog(struct ffm_collector *c, const struct ffm_probe *p, bool ret)
 {
+	if (p->release)
+		return ret && !c->session ? NULL : c->skel->progs.ctx_release;
 	if (p->bare)
 		return c->skel->progs.bare;
 	if (c->session) {
@@ -437,6 +445,8 @@ static void *attach_some(void *arg)
 		LIBBPF_OPTS(bpf_uprobe_opts, uo, .bpf_cookie = p->cookie, .retprobe = r);
 		struct bpf_program *prog = probe_prog(c, p, r);
 
+		if (!prog)
+			continue; /* an entry-only probe's return */
 		j->a->links[k] = bpf_program__attach_uprobe_opts(prog, j->pid, j->path, p->offset, &uo);
 		if (!j->a->links[k])
 			j->err = errno ? -errno : -EINVAL;
@@ -543,7 +553,8 @@ int ffm_collector__attach(struct ffm_collector *c, const char *path, pid_t pid,
 	if (c->session) {
 		/* A session's return half runs only after its own entry: no order to keep. */
 		struct bpf_program *progs[] = { c->skel->progs.wait_sess, c->skel->progs.api_sess,
-						c->skel->progs.api_sess_h, c->skel->progs.bare };
+						c->skel->progs.api_sess_h, c->skel->progs.bare,
+						c->skel->progs.ctx_release };
 
 		for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]) && !err; i++)
 			err = attach_multi_one(c, a, path, pid, probes, n, progs[i], false);
@@ -551,7 +562,7 @@ int ffm_collector__attach(struct ffm_collector *c, const char *path, pid_t pid,
 		struct bpf_program *progs[] = {
 			c->skel->progs.wait_exit,  c->skel->progs.api_exit,  c->skel->progs.api_exit_h,
 			c->skel->progs.bare,       c->skel->progs.wait_entry, c->skel->progs.api_entry,
-			c->skel->progs.api_entry_h, c->skel->progs.bare,
+			c->skel->progs.api_entry_h, c->skel->progs.bare,   c->skel->progs.ctx_release,
 		};
 
 		for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]) && !err; i++)

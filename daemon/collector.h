@@ -90,6 +90,7 @@ struct ffm_probe {
 	bool wait;       /* the internal wait function (else an API entry point) */
 	bool hash;       /* API point: the sleepable twins that hash transfers (stage 3) */
 	bool bare;       /* benchmark only: a program that does nothing (needs opts.bare_probes) */
+	bool release;    /* entry only: a context release (FFM_REC_RELEASE, adaptive stage 1) */
 };
 
 /* Attach @probes (entry + return each) to @path, for process @pid only (> 0) or system-wide

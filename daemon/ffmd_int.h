@@ -102,7 +102,10 @@ struct plink {
 	int nkeys;
 	struct ffm_attachment *wait_att, *api_att;
 	/* Adaptive stage 1 (adaptive.c): the sampler, NULL while the process is not sampled;
-	 * wait_paused: the sampler took the wait probe off (plink_sync leaves it off). */
+	 * wait_paused: the sampler took the wait probe off (plink_sync leaves it off);
+	 * rel_att: the context-release probes, put on at the first detach (the span's end). */
+	struct ffm_attachment *rel_att;
+	bool rel_tried;
 	struct psample *smp;
 	bool wait_paused;
 };
@@ -277,6 +280,7 @@ void sample_attached(struct ffmd *d, struct plink *pl, bool ok);
 /* Process @pid exited at @t (its exit record's time): its span ends there, not when ffmd reads
  * the record. */
 void sample_exit(struct ffmd *d, pid_t pid, uint64_t t);
+void sample_release(struct ffmd *d, pid_t pid, uint64_t t);
 void sample_end(struct ffmd *d, struct plink *pl);
 void sample_job_status(struct ffmd *d, int job, struct sample_status *st);
 

@@ -305,6 +305,7 @@ void plink_free(struct ffmd *d, struct plink *pl)
 		ffm_collector__set_linked(d->col, pid, pl->keys[i].dev, pl->keys[i].ino, false);
 	detach_later(d, &pl->wait_att);
 	detach_later(d, &pl->api_att);
+	detach_later(d, &pl->rel_att);
 	memset(pl, 0, sizeof(*pl));
 	for (int i = 0; i < MAX_PLINKS && !others; i++)
 		others = d->plinks[i].pid == pid;
@@ -349,6 +350,22 @@ void plinks_drop_pid(struct ffmd *d, pid_t pid)
 			plink_free(d, &d->plinks[i]);
 }
 
+/* A sampled process's context-release probes (once): where its work ends, the span's end
+ * (adaptive.c, sample_release). Without them the span runs to the process's exit. */
+static void release_probes(struct ffmd *d, struct plink *pl)
+{
+	char buf[PATH_MAX];
+	int err;
+
+	if (pl->rel_att || pl->rel_tried)
+		return;
+	pl->rel_tried = true;
+	err = attach_set(d, pl->dv, plink_path(pl->dv, pl->pid, buf, sizeof(buf)), FFM_PROBE_CTX_END,
+			 pl->pid, -1, &pl->rel_att, true);
+	if (err < 0 && err != -ENOENT && alive(pl->pid))
+		log_attach_err(d, "the context-release probes", pl->dv, pl->pid, err);
+}
+
 /*
  * Adaptive stage 1 (adaptive.c decides): a window ends, the probe goes to the detacher (the
  * process runs on meanwhile, and BPF forgets a wait it was inside, see ffm_proc.link_epoch); a
@@ -372,6 +389,7 @@ int plinks_sample_tick(struct ffmd *d)
 		case FFM_SAMPLER_DETACH:
 			detach_later(d, &pl->wait_att);
 			pl->wait_paused = true;
+			release_probes(d, pl);
 			break;
 		case FFM_SAMPLER_ATTACH:
 			job = job_of_pid(d, pl->pid);

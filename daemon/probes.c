@@ -52,6 +52,31 @@ static int add_api(struct ffm_probe_set *ps, const struct ffm_driver *d, struct 
 	return 0;
 }
 
+/* The entry points that release a context: every variant, entry only. */
+static int add_releases(struct ffm_probe_set *ps, const struct ffm_driver *d)
+{
+	static const char *const names[] = { "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxReset",
+					     "cuCtxDestroy" };
+	struct ffm_driver_sym syms[16];
+
+	for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
+		int n = ffm_driver__variants(d, names[k], syms, 16);
+
+		if (n == -ENOENT)
+			continue;
+		if (n < 0)
+			return n;
+		for (int i = 0; i < n && i < 16; i++) {
+			struct ffm_probe p = { .offset = syms[i].offset, .release = true };
+			int err = push(ps, &p);
+
+			if (err < 0)
+				return err;
+		}
+	}
+	return 0;
+}
+
 int ffm_probe_set__build(struct ffm_probe_set *ps, const struct ffm_driver *d, struct ffm_apis *apis,
 			 uint32_t probes, uint64_t wait_off, const char *const *sync_names,
 			 size_t nsync)
@@ -63,6 +88,11 @@ int ffm_probe_set__build(struct ffm_probe_set *ps, const struct ffm_driver *d, s
 		struct ffm_probe p = { .offset = wait_off, .cookie = FFM_COOKIE(FFM_API_WAIT, FFM_KIND_WAIT, 0, 0, 0, 0, 0, 0, 0), .wait = true };
 
 		err = push(ps, &p);
+		if (err < 0)
+			goto fail;
+	}
+	if (probes & FFM_PROBE_CTX_END) {
+		err = add_releases(ps, d);
 		if (err < 0)
 			goto fail;
 	}

@@ -185,6 +185,10 @@ static int on_record(void *ctx, const void *rec, size_t size)
 
 	if (fork_stopped)
 		on_fork_stopped(d, rec);
+	if (h->type == FFM_REC_RELEASE) {
+		sample_release(d, (pid_t)h->tgid, h->ts_ns);
+		return 0;
+	}
 	if (h->type == FFM_REC_EXIT) {
 		sample_exit(d, (pid_t)h->tgid, h->ts_ns);
 		plinks_drop_pid(d, (pid_t)h->tgid);

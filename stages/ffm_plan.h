@@ -56,6 +56,8 @@ enum ffm_stage {
 #define FFM_PROBE_MEMTRACE 0x0200u /* first CPU touch of GPU-written memory after a sync */
 #define FFM_PROBE_HASH 0x0400u     /* hash the bytes of each transfer */
 #define FFM_PROBE_SYNC_USE 0x0800u /* time the first use at stage 3's instructions */
+#define FFM_PROBE_CTX_END 0x1000u  /* context releases, entry only: where a sampled process's
+				    * work ends (adaptive stage 1, daemon side only) */
 
 enum ffm_plan_reason {
 	FFM_PLAN_NEXT = 0,  /* the next stage in order */

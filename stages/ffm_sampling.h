@@ -24,6 +24,8 @@
  *         being re-learned, and a monitoring run's changed behaviour is traced in full. A
  *         new key in a record that comes in OFF (the window's tail, recorded while the probe
  *         was being taken off) does the same at the next tick (ATTACH, mode FULL).
+ *         A context release (the process's work with it is over) ends the span too, at
+ *         its time, and the process is traced in full again: ffm_sampler__release.
  *   The steady duty cycle that follows: duty = budget * FFM_SAMPLING_HEADROOM / cost_frac,
  *   cost_frac = wait_cost_ns * rate / 1e9, at least window_s / (window_s + max_gap_s), at most 1
  *   (1: full tracing is within budget, the process is never sampled). The rate is measured in FULL, and in each window.
@@ -83,6 +85,7 @@ struct ffm_sampler {
 	uint32_t spans;        /* spans so far (each a return to FULL but the last) */
 	uint32_t retraced;     /* returns to FULL because a window saw a new key */
 	bool pending;          /* OFF: a late record of the last window had a new key */
+	bool released;         /* OFF: the process released a context (ffm_sampler__release) */
 };
 
 void ffm_sampler__init(struct ffm_sampler *s, const struct ffm_sampling_cfg *cfg, double now);
@@ -91,6 +94,13 @@ void ffm_sampler__init(struct ffm_sampler *s, const struct ffm_sampling_cfg *cfg
  * records the span from s->span_start, s->on_s, s->windows (kept until the next span) and
  * the window that ended at @now. */
 bool ffm_sampler__wait(struct ffm_sampler *s, double now, bool new_key);
+/* The process began releasing a CUDA context at @now (cuDevicePrimaryCtxRelease/Reset,
+ * cuCtxDestroy): the end of its work with it. True when a span was open: it ends at @now (the
+ * caller records it, as for ffm_sampler__wait's true), so that the rate of its windows is not
+ * extrapolated over the teardown and the exit that follow, where the loop's waits are no more.
+ * The process is traced in full from then on (OFF: the probe goes back at the next tick, an
+ * ATTACH that leaves the mode FULL); not counted as retraced. */
+bool ffm_sampler__release(struct ffm_sampler *s, double now);
 /* What the probe needs at @now; the mode changes as if the action was done at @now. An ATTACH
  * that leaves the mode FULL ended the span (a late new key). */
 enum ffm_sampler_action ffm_sampler__tick(struct ffm_sampler *s, double now);

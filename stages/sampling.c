@@ -80,6 +80,30 @@ bool ffm_sampler__wait(struct ffm_sampler *s, double now, bool new_key)
 	return true;
 }
 
+bool ffm_sampler__release(struct ffm_sampler *s, double now)
+{
+	s->last_new = now;
+	s->since_new = 0;
+	switch (s->mode) {
+	case FFM_SAMPLER_FULL:
+		return false;
+	case FFM_SAMPLER_ON:
+		/* The window ends here (a release read after a later window opened: at once). */
+		if (now > s->since) {
+			s->on_s += now - s->since;
+			s->traced_s += now - s->since;
+		}
+		s->windows++;
+		s->spans++;
+		to_full(s, now);
+		return true;
+	case FFM_SAMPLER_OFF:
+		s->released = true; /* the probe goes back at the next tick */
+		return true;
+	}
+	return false;
+}
+
 static bool stable(const struct ffm_sampler *s, double now)
 {
 	return s->since_new >= s->cfg.stable_waits && now - s->last_new >= s->cfg.stable_s;
@@ -123,10 +147,10 @@ enum ffm_sampler_action ffm_sampler__tick(struct ffm_sampler *s, double now)
 	case FFM_SAMPLER_FULL:
 		return tick_full(s, now);
 	case FFM_SAMPLER_OFF:
-		if (s->pending) {
-			s->pending = false;
+		if (s->pending || s->released) {
+			s->retraced += s->pending;
+			s->pending = s->released = false;
 			s->spans++;
-			s->retraced++;
 			to_full(s, now);
 			return FFM_SAMPLER_ATTACH;
 		}

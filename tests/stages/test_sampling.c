@@ -188,6 +188,49 @@ TEST(sampling_new_key_after_window_retraces)
 	ASSERT_EQ(m.s.retraced, 1);
 }
 
+/* A loop, then the teardown: no wait from the context's release to the exit, 1.5 s later. The
+ * span ends at the release, so the windows' rate stands for the loop only; extrapolated to the
+ * exit (where spans ended before), the same windows overstate the loop's waits by the quiet
+ * tail's share (bench/gpu/completeness.sh saw +8-19% on runs of 0.5-1 s). */
+static void release_ends_span(double loop_s)
+{
+	struct sim m;
+	double rel, x, L, est, se, truth;
+	bool was_on;
+
+	sim_init(&m, 2500, 0.001);
+	run(&m, loop_s);
+	ASSERT(m.s.mode != FFM_SAMPLER_FULL);
+	rel = m.t;
+	was_on = m.on;
+	ASSERT(ffm_sampler__release(&m.s, rel));
+	/* As ffmd stores it: the span from the last new key (the start here), its first window the
+	 * stable full phase before the first detach. */
+	x = m.seen;
+	L = (m.s.span_start + m.s.on_s) * 1e9;
+	truth = rel * m.rate;
+	fprintf(stderr, "# release at %g s, probe %s, %u windows\n", rel, was_on ? "on" : "off", m.s.windows);
+	ASSERT_OK(ffm_sampling__estimate(&x, &L, 1, rel * 1e9, x, &est, &se));
+	ASSERT_MSG(fabs(est - truth) < 0.05 * truth, "to the release: est %g of %g", est, truth);
+	ASSERT_OK(ffm_sampling__estimate(&x, &L, 1, (rel + 1.5) * 1e9, x, &est, &se));
+	ASSERT_MSG(est > truth * 1.3, "to the exit: est %g of %g", est, truth);
+	/* Traced in full from the release on: the probe back at the next tick if it was off. */
+	if (!was_on) {
+		ASSERT_EQ(m.s.mode, FFM_SAMPLER_OFF);
+		ASSERT_EQ(ffm_sampler__tick(&m.s, rel + 0.01), FFM_SAMPLER_ATTACH);
+	}
+	ASSERT_EQ(m.s.mode, FFM_SAMPLER_FULL);
+	ASSERT_EQ(m.s.retraced, 0);
+	ASSERT(!ffm_sampler__release(&m.s, rel + 0.02)); /* no span open: nothing to end */
+	ASSERT_EQ(ffm_sampler__tick(&m.s, rel + 1.5), FFM_SAMPLER_NONE); /* no wait: stays FULL */
+}
+
+TEST(sampling_release_ends_span)
+{
+	release_ends_span(2.2); /* inside the first window after the stable phase */
+	release_ends_span(4.0); /* between windows, the probe off */
+}
+
 TEST(sampling_estimate)
 {
 	/* Four windows of 1 s in a 100 s span, 10 +- 1 waits each. */

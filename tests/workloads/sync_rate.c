@@ -12,6 +12,8 @@
  *                    stable phase (0: never)
  *   --burst-every-ms B  every B ms, the next unused site shows up for --burst-n syncs, then
  *                    the stable sites go on (bursts of new call sites; 0: none)
+ *   --tail-ms T      T ms of CPU work after the context is released, before the exit: the
+ *                    teardown a real driver takes there (tens of ms on a GPU), made long
  * No planted problem; `--fixed` changes nothing. Prints SITE_<i> <syncs> FIRST_NS <t> per site
  * used (t: CLOCK_MONOTONIC of its first sync), so a run can be compared with what ffm stored.
  */
@@ -20,7 +22,7 @@
 #include "wl.h"
 
 static long long rate = 2500, ms = 4000, sites = 2, new_at_ms, burst_every_ms, burst_n = 50,
-		 kernel_us = 20, cpu_us;
+		 kernel_us = 20, cpu_us, tail_ms;
 
 static const struct wl_opt opts[] = {
 	{ "rate", &rate, "synchronizing calls per second" },
@@ -31,6 +33,7 @@ static const struct wl_opt opts[] = {
 	{ "burst-n", &burst_n, "syncs per burst" },
 	{ "kernel-us", &kernel_us, "GPU time of each kernel" },
 	{ "cpu-us", &cpu_us, "CPU work after each sync, unpaced, --iters times (0: paced by --rate)" },
+	{ "tail-ms", &tail_ms, "CPU work after the context's release, before the exit (ms)" },
 	{},
 };
 
@@ -100,5 +103,7 @@ int main(int argc, char **argv)
 			printf("SITE_%d %llu FIRST_NS %llu\n", k, counts[k], (unsigned long long)first[k]);
 	printf("SYNCS %llu\n", i);
 	wl_finish(&w, WL_FNV_INIT);
+	if (tail_ms > 0)
+		wl_cpu_work((unsigned long long)tail_ms * 1000000);
 	return 0;
 }
