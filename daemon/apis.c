@@ -143,6 +143,22 @@ void ffm_api_base_name(const char *name, char *buf, size_t len)
 	}
 }
 
+bool ffm_api_is_query(const char *name)
+{
+	char base[256];
+	size_t n;
+
+	ffm_api_base_name(name, base, sizeof(base));
+	if (strncmp(base, "cu", 2))
+		return false;
+	for (size_t i = 0; i < sizeof(builtin) / sizeof(builtin[0]); i++)
+		if (!strcmp(builtin[i].name, base))
+			return false; /* a kind the model uses is never a query */
+	n = strlen(base);
+	return strstr(base + 2, "Get") || !strncmp(base, "cuOccupancy", 11) ||
+	       (n > 5 && !strcmp(base + n - 5, "Query"));
+}
+
 static int find(const struct ffm_apis *a, const char *base)
 {
 	for (size_t i = 0; i < a->n; i++)

@@ -14,6 +14,7 @@
 #ifndef FFM_DAEMON_APIS_H
 #define FFM_DAEMON_APIS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -46,5 +47,12 @@ int ffm_apis__intern(struct ffm_apis *a, const char *name, uint8_t kind);
 uint64_t ffm_apis__cookie(const struct ffm_apis *a, uint32_t id);
 /* Strip `_vN`, `_ptds`, `_ptsz` suffixes: "cuMemcpyHtoDAsync_v2_ptsz" -> "cuMemcpyHtoDAsync". */
 void ffm_api_base_name(const char *name, char *buf, size_t len);
+/* Whether @name (any variant) is a query: a getter (cu...Get...), an occupancy calculator
+ * (cuOccupancy*) or a ...Query. Such calls carry no transfer and do not wait for the
+ * application's GPU work; a wait inside one is the driver's own (lazy loading of a module at
+ * its first call), which the wait probe records at every stage. Stages 2-4 do not probe them
+ * (ffm_probe_set__build), though stage 1 lists them: PyTorch calls cuKernelGetFunction and
+ * cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags thousands of times a run. */
+bool ffm_api_is_query(const char *name);
 
 #endif

@@ -99,7 +99,14 @@ int ffm_probe_set__build(struct ffm_probe_set *ps, const struct ffm_driver *d, s
 	/* The stage-1 list: what this job's runs really waited in. */
 	if (probes & FFM_PROBE_SYNC_FUNCS) {
 		for (size_t i = 0; i < nsync; i++) {
-			int id = ffm_apis__intern(apis, sync_names[i], FFM_KIND_SYNC);
+			int id;
+
+			/* Queries and getters: their waits are the driver's own, recorded by the
+			 * wait probe; a probe pair on each call would cost a job's process about
+			 * a microsecond per call for nothing the analysis uses. */
+			if (!(probes & FFM_PROBE_SYNC_QUERIES) && ffm_api_is_query(sync_names[i]))
+				continue;
+			id = ffm_apis__intern(apis, sync_names[i], FFM_KIND_SYNC);
 
 			if (id < 0) {
 				err = id;

@@ -58,6 +58,8 @@ enum ffm_stage {
 #define FFM_PROBE_SYNC_USE 0x0800u /* time the first use at stage 3's instructions */
 #define FFM_PROBE_CTX_END 0x1000u  /* context releases, entry only: where a sampled process's
 				    * work ends (adaptive stage 1, daemon side only) */
+#define FFM_PROBE_SYNC_QUERIES 0x2000u /* with SYNC_FUNCS: the list's queries and getters too
+					* (benchmarks only: what leaving them out saves) */
 
 enum ffm_plan_reason {
 	FFM_PLAN_NEXT = 0,  /* the next stage in order */
