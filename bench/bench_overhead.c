@@ -22,6 +22,8 @@
  *              for the return (the kernel's price of a probe pair: stage 1 minus it is ffm's)
  *   stage1     copy "s1", process in a stage-1 job
  *   stage2     copy "s2", process in a stage-2 job
+ *   stage2+q   copy "s2q", process in a stage-2 job, the stage-1 list's queries probed too (as
+ *              stage 2 did before it left them out: what that saves per query call)
  * The collector's records are consumed and stored by a thread doing what ffmd does (a job run
  * per stage: recorder + SQLite store), so its CPU use competes as it would.
  *
@@ -29,7 +31,11 @@
  *    times N calls
  *    of each kind, one by one: cuCtxSynchronize on an idle GPU (enters the wait function),
  *    cuLaunchKernel and cuMemcpyHtoDAsync_v2 of 4 bytes (traced at stage 2), cuStreamQuery (no
- *    probe at any stage: shows the noise floor). Overhead = mode - plain, per call, from the
+ *    probe at any stage: shows the noise floor); then stage 2's cost per driver function kind:
+ *    cuStreamSynchronize (idle), cuMemcpyHtoD_v2 of 4 bytes, cuMemsetD32Async of 4 bytes, a
+ *    cuMemAlloc_v2 + cuMemFree_v2 pair, and the queries cuModuleGetFunction, cuFuncGetAttribute
+ *    and cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags (the last two where the driver
+ *    has them) that a stage-1 list names (S1_LIST). Overhead = mode - plain, per call, from the
  *    medians (and the minima) over the repetitions. Then ffm's own share of a stage-1 wait,
  *    twice: stage1 - bare, and the wait programs' run time from the kernel's BPF statistics
  *    (the second is free of the traps' noise).
@@ -67,12 +73,27 @@
 #include "symbols/ffm_driver.h"
 #include "symbols/ffm_stack.h"
 
-enum { M_PLAIN, M_UNTRACKED, M_UNTRACKED_PP, M_BARE, M_S1, M_S2, M__N };
-static const char *const MODE_NAME[M__N] = { "plain", "untracked", "untr-pp", "bare", "stage1", "stage2" };
-static const char *const MODE_DIR[M__N] = { "plain", "s2", "s2p", "s1b", "s1", "s2" };
-enum { C_SYNC, C_LAUNCH, C_HTOD, C_QUERY, C__N };
-static const char *const CALL_NAME[C__N] = { "cuCtxSynchronize (idle)", "cuLaunchKernel",
-					     "cuMemcpyHtoDAsync 4 B", "cuStreamQuery (unprobed)" };
+enum { M_PLAIN, M_UNTRACKED, M_UNTRACKED_PP, M_BARE, M_S1, M_S2, M_S2Q, M__N };
+static const char *const MODE_NAME[M__N] = { "plain", "untracked", "untr-pp", "bare", "stage1", "stage2",
+					     "stage2+q" };
+static const char *const MODE_DIR[M__N] = { "plain", "s2", "s2p", "s1b", "s1", "s2", "s2q" };
+/* As bench_overhead_child.c numbers them. */
+enum { C_SYNC, C_LAUNCH, C_HTOD, C_QUERY, C_SSYNC, C_HTOD_SYNC, C_MEMSET, C_ALLOC_FREE, C_GETFN,
+       C_FATTR, C_OCC, C__N };
+static const char *const CALL_NAME[C__N] = {
+	"cuCtxSynchronize (idle)", "cuLaunchKernel", "cuMemcpyHtoDAsync 4 B", "cuStreamQuery (unprobed)",
+	"cuStreamSynchronize (idle)", "cuMemcpyHtoD 4 B", "cuMemsetD32Async 4 B", "cuMemAlloc+Free 256 B",
+	"cuModuleGetFunction", "cuFuncGetAttribute", "cuOccupancyMaxActive...",
+};
+/* The stage-1 list stage2 and stage2+q get: explicit syncs and a copy, as for any program, and
+ * the queries PyTorch's list holds (their first call loads a module: it waits). stage2 leaves
+ * the queries out (ffm_api_is_query), stage2+q probes them (FFM_PROBE_SYNC_QUERIES). */
+static const char *const S1_LIST[] = { "cuCtxSynchronize", "cuStreamSynchronize", "cuMemcpyHtoD",
+				       "cuModuleGetFunction", "cuFuncGetAttribute", "cuKernelGetFunction",
+				       "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags" };
+#define S2_API                                                                                     \
+	(FFM_PROBE_SYNC_FUNCS | FFM_PROBE_TRANSFER | FFM_PROBE_ALLOC | FFM_PROBE_FREE |            \
+	 FFM_PROBE_MEMSET | FFM_PROBE_LAUNCH)
 
 static double now_s(void)
 {
@@ -105,6 +126,7 @@ struct bench {
 	struct ffm_apis *apis;
 	struct ffm_ready_driver rd;
 	struct ffm_attachment *att_s1, *att_bare, *att_s2_wait, *att_s2_api, *att_pp_wait, *att_pp_api;
+	struct ffm_attachment *att_s2q_wait, *att_s2q_api;
 	struct ffm_jobrun *jr[2]; /* slot 0: stage 1, slot 1: stage 2 */
 	pthread_t consumer;
 	pthread_mutex_t lock;     /* the job runs: consumer thread vs. main */
@@ -213,7 +235,7 @@ static int run_mode(struct bench *b, int mode, char *const *argv, char *buf, siz
 	pid = spawn(argv, llp, &gate, &out);
 	if (pid < 0)
 		return -1;
-	if (mode == M_S1 || mode == M_S2)
+	if (mode == M_S1 || mode == M_S2 || mode == M_S2Q)
 		ffm_collector__track_pid(b->col, pid, mode == M_S1 ? 0 : 1);
 	close(gate);
 	while ((n = read(out, buf + off, len - 1 - off)) > 0)
@@ -228,7 +250,8 @@ static int setup(struct bench *b)
 {
 	struct ffm_probe_set ps = {};
 	char why[256], path[PATH_MAX + 32], pp_path[PATH_MAX + 32];
-	const char *modes[] = { "plain", "s1", "s2", "s2p", "s1b" };
+	const char *modes[] = { "plain", "s1", "s2", "s2p", "s1b", "s2q" };
+	char q_path[PATH_MAX + 32];
 	int err;
 
 	err = ffm_driver_ready(b->driver, b->state, FFM_READY_RUN_UNTRUSTED, &b->rd, why, sizeof(why));
@@ -268,7 +291,9 @@ static int setup(struct bench *b)
 	if (err < 0)
 		goto fail;
 	snprintf(path, sizeof(path), "%s/s2/libcuda.so.1", b->dir);
-	if ((err = ffm_collector__attach(b->col, path, -1, ps.p, ps.n, &b->att_s2_wait)) < 0)
+	snprintf(q_path, sizeof(q_path), "%s/s2q/libcuda.so.1", b->dir);
+	if ((err = ffm_collector__attach(b->col, path, -1, ps.p, ps.n, &b->att_s2_wait)) < 0 ||
+	    (err = ffm_collector__attach(b->col, q_path, -1, ps.p, ps.n, &b->att_s2q_wait)) < 0)
 		goto fail;
 	/* s2p: the same sets, for this process only (which never maps the copy): how ffmd's
 	 * per-process scope attaches them for a job's process. */
@@ -276,15 +301,19 @@ static int setup(struct bench *b)
 	if ((err = ffm_collector__attach(b->col, pp_path, getpid(), ps.p, ps.n, &b->att_pp_wait)) < 0)
 		goto fail;
 	ffm_probe_set__release(&ps);
-	if ((err = ffm_probe_set__build(&ps, b->rd.drv, b->apis,
-					FFM_PROBE_SYNC_STATIC | FFM_PROBE_TRANSFER | FFM_PROBE_ALLOC |
-						FFM_PROBE_FREE | FFM_PROBE_MEMSET | FFM_PROBE_LAUNCH,
-					0, NULL, 0)) < 0 ||
+	if ((err = ffm_probe_set__build(&ps, b->rd.drv, b->apis, S2_API, 0, S1_LIST,
+					sizeof(S1_LIST) / sizeof(S1_LIST[0]))) < 0 ||
 	    (err = ffm_collector__attach(b->col, path, -1, ps.p, ps.n, &b->att_s2_api)) < 0 ||
 	    (err = ffm_collector__attach(b->col, pp_path, getpid(), ps.p, ps.n, &b->att_pp_api)) < 0)
 		goto fail;
-	printf("probes: stage 1 %zu, stage 2 %zu (+ the wait function) on copies of %s\n",
-	       ffm_attachment__count(b->att_s1), ffm_attachment__count(b->att_s2_api), b->driver);
+	ffm_probe_set__release(&ps);
+	if ((err = ffm_probe_set__build(&ps, b->rd.drv, b->apis, S2_API | FFM_PROBE_SYNC_QUERIES, 0,
+					S1_LIST, sizeof(S1_LIST) / sizeof(S1_LIST[0]))) < 0 ||
+	    (err = ffm_collector__attach(b->col, q_path, -1, ps.p, ps.n, &b->att_s2q_api)) < 0)
+		goto fail;
+	printf("probes: stage 1 %zu, stage 2 %zu, stage 2 with the list's queries %zu (+ the wait "
+	       "function) on copies of %s\n", ffm_attachment__count(b->att_s1),
+	       ffm_attachment__count(b->att_s2_api), ffm_attachment__count(b->att_s2q_api), b->driver);
 	ffm_probe_set__release(&ps);
 	for (int s = 0; s < 2; s++) {
 		struct ffm_jobrun_opts jo = { .sz = sizeof(jo), .state_dir = b->state, .uid = getuid(),
@@ -357,8 +386,10 @@ static void per_call(struct bench *b, int reps, long calls)
 	printf("%-26s", "call");
 	for (int m = 0; m < M__N; m++)
 		printf(" %14s", MODE_NAME[m]);
-	printf(" | overhead: untracked / untr-pp / bare / s1 / s2\n");
+	printf(" | overhead: untracked / untr-pp / bare / s1 / s2 / s2+q\n");
 	for (int c = 0; c < C__N; c++) {
+		if (!med[M_PLAIN][c])
+			continue; /* not in this driver */
 		printf("%-26s", CALL_NAME[c]);
 		for (int m = 0; m < M__N; m++)
 			printf(" %6.0f (%5.0f)", med[m][c], mn[m][c]);
