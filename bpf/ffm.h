@@ -242,7 +242,7 @@ enum ffm_py_chain {
 
 /* Value of the pyprocs map (key: tgid). Offsets in bytes; every one < FFM_PY_TS_READ or
  * FFM_PY_FR_READ where it is read from a copied prefix. */
-#define FFM_PY_TS_READ 256 /* bytes of a PyThreadState read at once */
+#define FFM_PY_TS_READ 320 /* most bytes of a PyThreadState read at once (ts_read of a build) */
 #define FFM_PY_FR_READ 72  /* bytes of a _PyInterpreterFrame read at once */
 
 struct ffm_py_layout {
@@ -251,6 +251,9 @@ struct ffm_py_layout {
 	__u16 ts_next;       /* PyThreadState: next */
 	__u16 ts_thread_id;  /* PyThreadState: thread_id (pthread_self(): the thread pointer) */
 	__u16 ts_frame;      /* PyThreadState: cframe (CFRAME) or current_frame (CURRENT) */
+	__u16 ts_chunk;      /* PyThreadState: datastack_chunk (the _PyStackChunk in use) */
+	__u16 ts_top;        /* PyThreadState: datastack_top (end of its used part) */
+	__u16 ts_read;       /* bytes of a PyThreadState read: past every ts_ offset, <= FFM_PY_TS_READ */
 	__u16 cf_frame;      /* _PyCFrame: current_frame (CFRAME only) */
 	__u16 fr_code;       /* _PyInterpreterFrame: f_code / f_executable */
 	__u16 fr_previous;

@@ -43,10 +43,37 @@ struct {
 	__type(value, struct pythr);
 } pythreads SEC(".maps");
 
-/* Per-CPU scratch: the copied prefixes of a thread state and of a frame. */
+/*
+ * Frames are read in blocks. CPython 3.11+ allocates a thread's _PyInterpreterFrame objects one
+ * after the other in its data stack (tstate->datastack_chunk, up to datastack_top): a caller's
+ * frame lies below its callee's. One read of the PY_BLOCK bytes of the chunk that end with a
+ * frame covers that frame and most of its callers, where a read per frame made the walk cost
+ * about 80 ns a frame (the fixed price of a user-memory read). A frame elsewhere (a
+ * generator's, a C-stack shim) is read on its own.
+ */
+#define PY_BLOCK 4096
+
+/* Where a walk is (in the per-CPU scratch, not on the stack: the verifier then checks one
+ * step of the bpf_loop for any state instead of following each frame count). */
+struct pycur {
+	__u64 fr;
+	__u64 lo, hi;   /* the data stack's used part: frames there are read in blocks */
+	__u64 blo, bhi; /* the user addresses s->blk[0, bhi - blo) holds; 0: none */
+	__u32 n;
+	__u32 _pad;
+};
+
+/*
+ * Per-CPU scratch: the walk in progress, the copied thread-state prefix (ts_read bytes; words
+ * read at (off & 0x1f8)) and the frames: blk[0, PY_BLOCK) a block of the data stack, from
+ * PY_BLOCK a frame read on its own (FFM_PY_FR_READ bytes). A frame's fields are read at (its
+ * offset in blk, <= PY_BLOCK) + (field & 0x7f): always inside blk. Both arrays are 8-aligned
+ * so that a word is one load.
+ */
 struct pyscratch {
-	__u8 ts[FFM_PY_TS_READ];
-	__u8 fr[128]; /* FFM_PY_FR_READ copied; owner is read at (fr_owner & 0x7f) */
+	struct pycur c;
+	__u8 ts[512] __attribute__((aligned(8)));
+	__u8 blk[PY_BLOCK + 128] __attribute__((aligned(8)));
 };
 
 struct {
@@ -59,25 +86,17 @@ struct {
 /* The u64 at @off of a copied thread-state prefix (offsets are 8-aligned, < FFM_PY_TS_READ). */
 static __always_inline __u64 ts_word(const struct pyscratch *s, __u32 off)
 {
-	__u64 v;
-
-	__builtin_memcpy(&v, s->ts + (off & (FFM_PY_TS_READ - 8)), 8);
-	return v;
-}
-
-/* The same for a frame prefix (code, previous, instr are 8-aligned, < 64). */
-static __always_inline __u64 fr_word(const struct pyscratch *s, __u32 off)
-{
-	__u64 v;
-
-	__builtin_memcpy(&v, s->fr + (off & 0x38), 8);
-	return v;
+	return *(const __u64 *)(s->ts + (off & 0x1f8));
 }
 
 /* Copy the prefix of thread state @ts; its thread_id, or 0 when unreadable. */
 static __always_inline __u64 py_read_ts(struct pyscratch *s, const struct ffm_py_layout *l, __u64 ts)
 {
-	if (!ts || bpf_probe_read_user(s->ts, FFM_PY_TS_READ, (void *)ts))
+	__u32 n = l->ts_read;
+
+	if (n > FFM_PY_TS_READ)
+		n = FFM_PY_TS_READ;
+	if (!ts || bpf_probe_read_user(s->ts, n, (void *)ts))
 		return 0;
 	return ts_word(s, l->ts_thread_id);
 }
@@ -106,13 +125,16 @@ static __always_inline __u64 py_tstate(struct pyscratch *s, const struct ffm_py_
 	struct pythr *c = bpf_task_storage_get(&pythreads, bpf_get_current_task_btf(), 0,
 					       BPF_LOCAL_STORAGE_GET_F_CREATE);
 	struct ts_search q = { .l = l, .s = s, .fsbase = fsbase };
-	__u64 now = bpf_ktime_get_ns(), head = 0;
+	__u64 now, head = 0;
 
 	if (c && c->fsbase == fsbase) {
 		if (c->tstate && py_read_ts(s, l, c->tstate) == fsbase)
 			return c->tstate;
+		now = bpf_ktime_get_ns();
 		if (!c->tstate && now - c->checked_ns < PY_RETRY_NS)
 			return 0;
+	} else {
+		now = bpf_ktime_get_ns();
 	}
 	if (bpf_probe_read_user(&head, sizeof(head), (void *)l->interp) || !head ||
 	    bpf_probe_read_user(&q.ts, sizeof(q.ts), (void *)(head + l->is_threads)))
@@ -141,33 +163,69 @@ static __always_inline __u64 py_top_frame(struct pyscratch *s, const struct ffm_
 	return f;
 }
 
-/* One step of the frame chain (bpf_loop). */
+/* The walk of one frame chain (bpf_loop's context). */
 struct fr_walk {
 	const struct ffm_py_layout *l;
 	struct pyscratch *s;
 	struct ffm_py_frame *py;
-	__u64 fr;
-	__u32 n;
 };
+
+/* The word at @off of s->blk: a frame's offset (<= PY_BLOCK) plus a field's (& 0x78). */
+static __always_inline __u64 blk_word(const struct pyscratch *s, __u32 off)
+{
+	return off <= PY_BLOCK + 120 ? *(const __u64 *)(s->blk + off) : 0;
+}
+
+/* Where the frame at @fr is in s->blk after reading it if needed: its offset, or -1. */
+static __always_inline long fr_locate(struct pyscratch *s, __u64 fr)
+{
+	struct pycur *q = &s->c;
+	__u64 end = fr + FFM_PY_FR_READ, lo, len;
+
+	if (fr >= q->blo && end <= q->bhi)
+		return fr - q->blo;
+	if (fr >= q->lo && end <= q->hi && end > fr) {
+		lo = end - q->lo > PY_BLOCK ? end - PY_BLOCK : q->lo;
+		len = end - lo;
+		asm volatile("" : "+r"(len)); /* the check below on the register passed */
+		if (len > PY_BLOCK)
+			return -1;
+		if (!bpf_probe_read_user(s->blk, len, (void *)lo)) {
+			q->blo = lo;
+			q->bhi = end;
+			return fr - lo;
+		}
+		q->blo = q->bhi = 0;
+	}
+	if (bpf_probe_read_user(s->blk + PY_BLOCK, FFM_PY_FR_READ, (void *)fr))
+		return -1;
+	return PY_BLOCK;
+}
 
 static long fr_step(__u32 i, void *ctx)
 {
-	struct fr_walk *q = ctx;
-	struct pyscratch *s = q->s;
-	const struct ffm_py_layout *l = q->l;
+	struct fr_walk *w = ctx;
+	struct pyscratch *s = w->s;
+	struct pycur *q = &s->c;
+	const struct ffm_py_layout *l = w->l;
 	__u64 code, instr;
-	__u32 n = q->n;
+	__u32 n = q->n, o;
+	long at;
 
-	if (!q->fr || n >= FFM_PY_FRAMES || bpf_probe_read_user(s->fr, FFM_PY_FR_READ, (void *)q->fr))
+	if (!q->fr || n >= FFM_PY_FRAMES)
 		return 1;
-	code = fr_word(s, l->fr_code);
-	instr = fr_word(s, l->fr_instr);
-	q->fr = fr_word(s, l->fr_previous);
-	if (!code || s->fr[l->fr_owner & 0x7f] == l->owner_cstack)
+	at = fr_locate(s, q->fr);
+	if (at < 0 || at > PY_BLOCK)
+		return 1;
+	o = at;
+	code = blk_word(s, o + (l->fr_code & 0x78));
+	instr = blk_word(s, o + (l->fr_instr & 0x78));
+	q->fr = blk_word(s, o + (l->fr_previous & 0x78));
+	if (!code || s->blk[o + (l->fr_owner & 0x7f)] == l->owner_cstack)
 		return 0; /* a shim frame of a C entry into the interpreter */
-	q->py[n & (FFM_PY_FRAMES - 1)].code = code;
-	q->py[n & (FFM_PY_FRAMES - 1)].instr = (__s32)(instr - code - l->co_code);
-	q->py[n & (FFM_PY_FRAMES - 1)]._pad = 0;
+	w->py[n & (FFM_PY_FRAMES - 1)].code = code;
+	w->py[n & (FFM_PY_FRAMES - 1)].instr = (__s32)(instr - code - l->co_code);
+	w->py[n & (FFM_PY_FRAMES - 1)]._pad = 0;
 	q->n = n + 1;
 	return 0;
 }
@@ -177,26 +235,36 @@ static long fr_step(__u32 i, void *ctx)
 static __always_inline __u32 py_walk(__u32 tgid, struct ffm_py_frame *py, __u32 *flags)
 {
 	struct ffm_py_layout *l = bpf_map_lookup_elem(&pyprocs, &tgid);
-	struct fr_walk q = { .l = l, .py = py };
+	struct fr_walk w = { .l = l, .py = py };
 	struct task_struct *task;
+	struct pycur *q;
 	__u32 zero = 0;
+	__u64 chunk;
 
 	*flags = 0;
 	if (!l)
 		return 0;
-	q.s = bpf_map_lookup_elem(&py_scratch, &zero);
-	if (!q.s)
+	w.s = bpf_map_lookup_elem(&py_scratch, &zero);
+	if (!w.s)
 		return 0;
 	task = bpf_get_current_task_btf();
-	if (!py_tstate(q.s, l, BPF_CORE_READ(task, thread.fsbase))) {
+	if (!py_tstate(w.s, l, BPF_CORE_READ(task, thread.fsbase))) {
 		*flags = FFM_PY_NO_TSTATE;
 		return 0;
 	}
-	q.fr = py_top_frame(q.s, l);
-	bpf_loop(FFM_PY_FRAMES + 8, fr_step, &q, 0);
-	if (q.fr && q.n >= FFM_PY_FRAMES)
+	q = &w.s->c;
+	chunk = ts_word(w.s, l->ts_chunk);
+	q->hi = ts_word(w.s, l->ts_top);
+	q->lo = chunk + 24; /* offsetof(_PyStackChunk, data) */
+	if (!chunk || q->lo < chunk || q->hi <= q->lo)
+		q->lo = q->hi = 0; /* no data stack: every frame read on its own */
+	q->blo = q->bhi = 0;
+	q->n = 0;
+	q->fr = py_top_frame(w.s, l);
+	bpf_loop(FFM_PY_FRAMES + 8, fr_step, &w, 0);
+	if (q->fr && q->n >= FFM_PY_FRAMES)
 		*flags |= FFM_PY_TRUNCATED;
-	return q.n;
+	return q->n < FFM_PY_FRAMES ? q->n : FFM_PY_FRAMES;
 }
 
 /* The Python part of a stack key. */

@@ -23,7 +23,8 @@
  * Offsets per (major, minor), from the headers of release builds of that version (offsetof
  * with Py_BUILD_CORE). 3.11 and 3.12: tstate->cframe->current_frame; 3.13:
  * tstate->current_frame. Strings: compact ASCII data follows PyASCIIObject, other compact
- * strings follow PyCompactUnicodeObject.
+ * strings follow PyCompactUnicodeObject. ts_chunk, ts_top: where the thread's frames are
+ * allocated (datastack_chunk, datastack_top), which lets the walk read many frames at once.
  */
 struct ffm_py_offsets {
 	uint8_t major, minor;
@@ -35,15 +36,16 @@ struct ffm_py_offsets {
 	uint8_t chain, owner_cstack;
 	uint16_t co_code, co_filename, co_name, co_qualname, co_linetable, co_firstlineno;
 	uint16_t str_ascii, str_compact; /* sizeof(PyASCIIObject), sizeof(PyCompactUnicodeObject) */
+	uint16_t ts_chunk, ts_top;       /* PyThreadState: datastack_chunk, datastack_top */
 };
 
 static const struct ffm_py_offsets tables[] = {
 	{ 3, 11, 48, 16, 8, 16, 152, 56, 8, 32, 48, 56, 69, FFM_PY_CHAIN_CFRAME, 0xff,
-	  184, 112, 120, 128, 136, 72, 48, 72 },
+	  184, 112, 120, 128, 136, 72, 48, 72, 296, 304 },
 	{ 3, 12, 48, 72, 8, 16, 136, 56, 0, 0, 8, 56, 70, FFM_PY_CHAIN_CFRAME, 3,
-	  192, 112, 120, 128, 136, 68, 40, 56 },
+	  192, 112, 120, 128, 136, 68, 40, 56, 232, 240 },
 	{ 3, 13, 640, 7344, 8, 16, 152, 72, 0, 0, 8, 56, 70, FFM_PY_CHAIN_CURRENT, 3,
-	  200, 112, 120, 128, 136, 68, 40, 56 },
+	  200, 112, 120, 128, 136, 68, 40, 56, 232, 240 },
 };
 
 /* PyObject: ob_type; PyVarObject: ob_size; PyUnicode: length, state; PyBytes: ob_sval. */
@@ -57,6 +59,8 @@ static const struct ffm_py_offsets tables[] = {
 #define MAX_LINETABLE 65536 /* bytes of a location table */
 #define MAX_THREADS 256
 #define MAX_FRAMES 64
+#define CHUNK_DATA 24          /* offsetof(_PyStackChunk, data) */
+#define MAX_CHUNK (1ULL << 32) /* bytes of a data stack chunk, at most */
 
 void ffm_py_version_str(uint32_t hex, char *buf, size_t len)
 {
@@ -212,13 +216,21 @@ static const struct ffm_py_offsets *table_of(uint32_t version)
 	return NULL;
 }
 
+static uint16_t max16(uint16_t a, uint16_t b)
+{
+	return a > b ? a : b;
+}
+
 static void fill_layout(struct ffm_py_build *b)
 {
 	const struct ffm_py_offsets *o = b->off;
+	uint16_t end = max16(max16(o->ts_next, o->ts_thread_id), max16(o->ts_frame,
+				max16(o->ts_chunk, o->ts_top))) + 8;
 
 	b->bpf = (struct ffm_py_layout){
 		.interp = b->runtime + o->rt_main, .is_threads = o->is_threads,
 		.ts_next = o->ts_next, .ts_thread_id = o->ts_thread_id, .ts_frame = o->ts_frame,
+		.ts_chunk = o->ts_chunk, .ts_top = o->ts_top, .ts_read = end,
 		.cf_frame = o->cf_frame, .fr_code = o->fr_code, .fr_previous = o->fr_previous,
 		.fr_instr = o->fr_instr, .fr_owner = o->fr_owner, .co_code = o->co_code,
 		.chain = o->chain, .owner_cstack = o->owner_cstack,
@@ -339,6 +351,21 @@ static int check_frames(int fd, const struct ffm_py_build *b, uint64_t ts)
 	return found;
 }
 
+/* A thread's data stack: none before its first frame, else datastack_top inside the chunk in
+ * use (_PyStackChunk: previous, size, top, data[]). 0 or -EPROTO. */
+static int check_datastack(int fd, const struct ffm_py_offsets *o, uint64_t ts)
+{
+	uint64_t chunk = 0, top = 0, size = 0;
+
+	if (mem_u64(fd, ts + o->ts_chunk, &chunk) < 0 || mem_u64(fd, ts + o->ts_top, &top) < 0)
+		return -EPROTO;
+	if (!chunk)
+		return top ? -EPROTO : 0;
+	if (mem_u64(fd, chunk + 8, &size) < 0 || size > MAX_CHUNK)
+		return -EPROTO;
+	return top >= chunk + CHUNK_DATA && top <= chunk + size ? 0 : -EPROTO;
+}
+
 static int verify_threads(int fd, const struct ffm_py_build *b, const struct ffm_map *maps,
 			  size_t n, char *why, size_t len)
 {
@@ -357,6 +384,8 @@ static int verify_threads(int fd, const struct ffm_py_build *b, const struct ffm
 		    mem_u64(fd, ts + o->ts_thread_id, &tid) < 0 || !in_maps(maps, n, tid))
 			goto bad;
 		err = check_frames(fd, b, ts);
+		if (err >= 0 && check_datastack(fd, o, ts) < 0)
+			err = -EPROTO;
 		if (err < 0)
 			goto bad;
 		frames += err;

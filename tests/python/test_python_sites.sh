@@ -46,7 +46,7 @@ for no, line in enumerate(open(prog), 1):
 funcs = {"plain_needless": "plain_needless", "nested_needless": "outer.<locals>.inner",
          "decorated_needless": "decorated_needless", "lambda_needless": "<lambda>",
          "thread_needless": "thread_body", "method_read": "Gpu.method_read",
-         "generator_read": "gen_reads", "child_read": "child"}
+         "generator_read": "gen_reads", "child_read": "child", "deep_read": "deep"}
 r = json.load(open(rjson))
 txt, ftxt = open(rtxt).read(), open(rfunc).read()
 trace = {e["args"].get("call_site") for e in json.load(open(rtrace))["traceEvents"] if e.get("ph") == "X"}
@@ -73,6 +73,9 @@ for name, line in sorted(sites.items()):
 # fork and spawn children: two call paths to the child's line
 if len([c for c in r["call_sites"] if at(c["call_site"], "child_read")]) < 2:
     fails.append("child_read: not seen in both children (fork, spawn)")
+# two paths to deep_read that differ only in main()'s line, below 20 fat frames
+if len([c for c in r["call_sites"] if at(c["call_site"], "deep_read")]) < 2:
+    fails.append("deep_read: its two paths from main() are not told apart")
 for f in fails:
     print("# " + f)
 print("# %d planted sites checked under %s" % (len(sites), py))
