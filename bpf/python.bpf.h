@@ -51,7 +51,7 @@ struct {
  * about 80 ns a frame (the fixed price of a user-memory read). A frame elsewhere (a
  * generator's, a C-stack shim) is read on its own.
  */
-#define PY_BLOCK 4096
+#define PY_BLOCK 8192 /* 8 KiB: 30 frames of a few locals each, measured faster than 4 KiB */
 
 /* Where a walk is (in the per-CPU scratch, not on the stack: the verifier then checks one
  * step of the bpf_loop for any state instead of following each frame count). */
