@@ -12,8 +12,9 @@
 # which the rest of the call's noise does not reach.
 #   bench/bench_python.sh [FFMCTL [PYTHON [CALLS [DEPTH [REPS]]]]]
 # Defaults: build/ffmctl, python3, 200000 calls, depth 10, 3 repetitions. Runs as root (ffmctl
-# profile). On a GPU node, from the static build: bench/gpu/pack.sh, then on the node
-#   FFM_BENCH_PROG_NS=1 .dev/gpu/bench/bench_python.sh .dev/gpu/ffmctl python3
+# profile). On a GPU node, from the static build: bench/gpu/pack.sh, then on the node, from
+# the repository's root with .dev/gpu carried there:
+#   FFM_BENCH_PROG_NS=1 bench/bench_python.sh .dev/gpu/ffmctl python3
 # On CI's simulated driver: LD_LIBRARY_PATH=build/fakecuda bench/bench_python.sh
 set -eu
 cd "$(dirname "$0")/.."
