@@ -230,16 +230,10 @@ static const char step_v5[] =
 	/* a stage-2 run for drift (FFM_RUN_RETRACE): stages 3-4 before it are history */
 	"INSERT INTO run_flags VALUES(16,'retrace');";
 
-/* v6: how much of a protected range stage 3 watched (its windows rotate over the range). */
-static const char step_v6[] =
-	"ALTER TABLE sync_uses ADD COLUMN watched_bytes INTEGER NOT NULL DEFAULT 0;"
-	"ALTER TABLE sync_uses ADD COLUMN covered_bytes INTEGER NOT NULL DEFAULT 0;";
-
 const char *const ffm_store_migrations[FFM_STORE_SCHEMA_VERSION] = {
 	step_v1,
 	step_v2,
 	step_v3,
 	step_v4,
 	step_v5,
-	step_v6,
 };

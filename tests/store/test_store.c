@@ -166,9 +166,6 @@ TEST(create_and_reopen)
 
 /* What v5 added (store/schema.c), dropped to hand-make an older file. */
 #define DROP_V5 "DROP TABLE sample_spans; DELETE FROM run_flags WHERE bit = 16;"
-#define DROP_V6                                                                                   \
-	"ALTER TABLE sync_uses DROP COLUMN watched_bytes;"                                         \
-	"ALTER TABLE sync_uses DROP COLUMN covered_bytes;"
 
 /* What v4 added (store/schema.c), dropped to hand-make an older file. */
 #define DROP_V4                                                                                   \
@@ -211,7 +208,7 @@ TEST(migrate_from_v3)
 	put_events(s, run, 50, 7000);
 	ASSERT_OK(ffm_store__flush(s));
 	s = ffm_store__free(s);
-	sql(path, "BEGIN;" DROP_V5 DROP_V4 DROP_V6 "UPDATE meta SET value = '3' WHERE name = 'schema_version';"
+	sql(path, "BEGIN;" DROP_V5 DROP_V4 "UPDATE meta SET value = '3' WHERE name = 'schema_version';"
 		  "PRAGMA user_version = 3; COMMIT;");
 	ASSERT_OK(ffm_store__open(path, &ropts, &s));
 	ASSERT_EQ(ffm_store__schema_version(s), 3);
