@@ -54,7 +54,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FFM_STORE_SCHEMA_VERSION 5
+#define FFM_STORE_SCHEMA_VERSION 6
 #define FFM_STORE_MAX_STAGE 5
 
 struct ffm_store;
@@ -587,6 +587,19 @@ int ffm_store__for_each_event(struct ffm_store *s, int64_t run, ffm_store_event_
 /* The share, in parts per million, of @run's wait time at call sites where no earlier run of
  * the key waited (drift of a monitoring run, stages/ffm_plan.h). */
 int ffm_store__new_wait_share(struct ffm_store *s, int64_t run, int64_t *ppm);
+/* CPU samples of one Python stack in one state (table cpu_samples): added to the run's row. */
+struct ffm_store_cpu_samples {
+	int64_t stack;
+	uint32_t state; /* 0 user, 1 inside a probed driver call, 2 in its wait */
+	uint64_t n, ns;
+};
+int ffm_store__add_cpu_samples(struct ffm_store *s, int64_t run,
+			       const struct ffm_store_cpu_samples *x);
+typedef int (*ffm_store_cpu_samples_cb)(const struct ffm_store_cpu_samples *x, void *ctx);
+/* @run's rows in (stack, state) order: 0, the callback's nonzero value, or -errno. */
+int ffm_store__for_each_cpu_samples(struct ffm_store *s, int64_t run, ffm_store_cpu_samples_cb cb,
+				    void *ctx);
+
 /* Adaptive stage 1: a span or window of @run (struct ffm_store_sample). */
 int ffm_store__put_sample(struct ffm_store *s, int64_t run, const struct ffm_store_sample *x);
 /* @run's sample rows, in (tgid, kind, start) order; then the per-row wait totals by stack.

@@ -58,6 +58,9 @@ static const char *const stmt_sql[ST__MAX] = {
 			" VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
 	[ST_SAMPLE] = "INSERT OR REPLACE INTO sample_spans(run, tgid, kind, start_ns, end_ns, on_ns)"
 		      " VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
+	[ST_CPU_SAMPLES] = "INSERT INTO cpu_samples(run, stack, state, n, ns) VALUES(?1, ?2, ?3, ?4, ?5)"
+			   " ON CONFLICT(run, stack, state) DO UPDATE SET n = n + excluded.n,"
+			   " ns = ns + excluded.ns",
 };
 
 /* The ST_EVENT insert with EV_CHUNK row tuples. Caller frees. */
@@ -490,6 +493,13 @@ int ffm_store__put_sync_use(struct ffm_store *s, const struct ffm_store_sync_use
 {
 	return PUT_ROW(s, ST_SYNC_USE, ret_id, u->run, u->event, u->stack, u->prot_lo, u->prot_hi,
 		       u->use_addr, u->use_stack, u->use_frame, u->use_delay_ns, u->flags);
+}
+
+int ffm_store__add_cpu_samples(struct ffm_store *s, int64_t run, const struct ffm_store_cpu_samples *x)
+{
+	if (x->state > 2 || !x->stack)
+		return -EINVAL;
+	return PUT_ROW(s, ST_CPU_SAMPLES, NULL, run, x->stack, x->state, i64(x->n), i64(x->ns));
 }
 
 int ffm_store__put_sample(struct ffm_store *s, int64_t run, const struct ffm_store_sample *x)

@@ -371,6 +371,27 @@ int ffm_store__for_each_stack_agg(struct ffm_store *s, int64_t run, ffm_store_ag
 		       &run, agg_row, (void *)cb, ctx);
 }
 
+/* ---- CPU samples of Python threads (stage 2) ---------------------------------------------- */
+
+static int cpu_samples_row(sqlite3_stmt *st, void *arg)
+{
+	struct cb_arg *a = arg;
+	struct ffm_store_cpu_samples x = {
+		.stack = col(st, 0), .state = (uint32_t)col(st, 1), .n = (uint64_t)col(st, 2),
+		.ns = (uint64_t)col(st, 3),
+	};
+
+	return ((ffm_store_cpu_samples_cb)a->cb)(&x, a->ctx);
+}
+
+int ffm_store__for_each_cpu_samples(struct ffm_store *s, int64_t run, ffm_store_cpu_samples_cb cb,
+				    void *ctx)
+{
+	return rows_of(s, "SELECT stack, state, n, ns FROM cpu_samples WHERE run = ?1"
+			  " ORDER BY stack, state",
+		       &run, cpu_samples_row, (void *)cb, ctx);
+}
+
 /* ---- adaptive stage 1's samples -------------------------------------------------------- */
 
 static int sample_row(sqlite3_stmt *st, void *arg)

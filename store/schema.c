@@ -19,6 +19,7 @@
  *   job by scheduler id / runs of a job    jobs.job_id UNIQUE, runs_job
  *   stage 3/4 rows of a run by stack/hash  xfer_hashes_run_*, sync_uses_run_stack
  *   a run's sampled spans and windows      sample_spans primary key (run, ...)
+ *   a run's CPU samples by stack            cpu_samples primary key (run, stack, state)
  */
 #include "store/store_int.h"
 
@@ -230,10 +231,21 @@ static const char step_v5[] =
 	/* a stage-2 run for drift (FFM_RUN_RETRACE): stages 3-4 before it are history */
 	"INSERT INTO run_flags VALUES(16,'retrace');";
 
+/* v6: CPU samples of a stage-2 run's Python threads, summed per (Python stack, state): state
+ * 0 outside the probed driver calls, 1 inside one, 2 in its wait (enum ffm_sample_state of
+ * bpf/ffm.h); n samples, ns the CPU time they stand for (the sum of their periods). */
+static const char step_v6[] =
+	"CREATE TABLE cpu_samples(run INTEGER NOT NULL, stack INTEGER NOT NULL,"
+	"  state INTEGER NOT NULL, n INTEGER NOT NULL, ns INTEGER NOT NULL,"
+	"  PRIMARY KEY (run, stack, state)) WITHOUT ROWID;"
+	"CREATE TABLE sample_states(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);"
+	"INSERT INTO sample_states VALUES(0,'user'),(1,'driver_call'),(2,'wait');";
+
 const char *const ffm_store_migrations[FFM_STORE_SCHEMA_VERSION] = {
 	step_v1,
 	step_v2,
 	step_v3,
 	step_v4,
 	step_v5,
+	step_v6,
 };

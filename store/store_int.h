@@ -33,6 +33,7 @@ enum st {
 	ST_XFER,
 	ST_SYNC_USE,
 	ST_SAMPLE,
+	ST_CPU_SAMPLES,
 	ST__MAX,
 };
 

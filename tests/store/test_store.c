@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "analysis/ffm_analysis.h"
+#include "bpf/ffm.h"
 #include "store/ffm_store.h"
 #include "tests/testutil.h"
 
@@ -166,6 +167,8 @@ TEST(create_and_reopen)
 
 /* What v5 added (store/schema.c), dropped to hand-make an older file. */
 #define DROP_V5 "DROP TABLE sample_spans; DELETE FROM run_flags WHERE bit = 16;"
+/* What v6 added. */
+#define DROP_V6 "DROP TABLE cpu_samples; DROP TABLE sample_states;"
 
 /* What v4 added (store/schema.c), dropped to hand-make an older file. */
 #define DROP_V4                                                                                   \
@@ -208,7 +211,7 @@ TEST(migrate_from_v3)
 	put_events(s, run, 50, 7000);
 	ASSERT_OK(ffm_store__flush(s));
 	s = ffm_store__free(s);
-	sql(path, "BEGIN;" DROP_V5 DROP_V4 "UPDATE meta SET value = '3' WHERE name = 'schema_version';"
+	sql(path, "BEGIN;" DROP_V6 DROP_V5 DROP_V4 "UPDATE meta SET value = '3' WHERE name = 'schema_version';"
 		  "PRAGMA user_version = 3; COMMIT;");
 	ASSERT_OK(ffm_store__open(path, &ropts, &s));
 	ASSERT_EQ(ffm_store__schema_version(s), 3);
@@ -248,6 +251,9 @@ TEST(names_match_the_enums)
 		{ "dup_kinds", FFM_DUP_OTHER_DST, "other_dst" },
 		{ "sync_use_flags", FFM_SYNC_USE_PARTIAL, "partial" },
 		{ "sync_use_flags", FFM_SYNC_USE_NONE, "no_use" },
+		{ "sample_states", FFM_SAMPLE_USER, "user" },
+		{ "sample_states", FFM_SAMPLE_CALL, "driver_call" },
+		{ "sample_states", FFM_SAMPLE_WAIT, "wait" },
 	};
 
 	snprintf(path, sizeof(path), "%s/names.db", d);
@@ -313,7 +319,7 @@ TEST(results_replace_per_job)
 	s = ffm_store__free(s);
 }
 
-/* A v1 file: the current schema minus what v2, v4 and v5 added, user_version 1, with data in it. */
+/* A v1 file: the current schema minus what v2, v4, v5 and v6 added, user_version 1, with data in it. */
 TEST(migrate_from_v1)
 {
 	char *d = mktmp(), path[256];
@@ -326,7 +332,7 @@ TEST(migrate_from_v1)
 	put_events(s, run, 100, 5000);
 	ASSERT_OK(ffm_store__flush(s));
 	s = ffm_store__free(s);
-	sql(path, "BEGIN;" DROP_V5 DROP_V4 "DROP TABLE xfer_hashes; DROP TABLE sync_uses;"
+	sql(path, "BEGIN;" DROP_V6 DROP_V5 DROP_V4 "DROP TABLE xfer_hashes; DROP TABLE sync_uses;"
 		  "UPDATE meta SET value = '1' WHERE name = 'schema_version';"
 		  "PRAGMA user_version = 1; COMMIT;");
 
@@ -793,6 +799,46 @@ TEST(per_stack_aggregates)
 	ASSERT_EQ(g.wait, wait);
 	ASSERT_EQ(g.bytes, bytes);
 	ASSERT_EQ(g.rows, 9001);
+	s = ffm_store__free(s);
+}
+
+/* CPU samples add up per (run, stack, state); a state outside the enum is refused. */
+static int cpu_sum_cb(const struct ffm_store_cpu_samples *x, void *ctx)
+{
+	uint64_t *v = ctx;
+
+	v[0]++;
+	v[1] += x->n;
+	v[2] += x->ns;
+	if (x->stack == 9 && x->state == FFM_SAMPLE_CALL)
+		v[3] = x->ns;
+	return 0;
+}
+
+TEST(cpu_samples_add_up)
+{
+	char *d = mktmp(), path[256];
+	struct ffm_store *s = NULL;
+	uint64_t v[4] = { 0 };
+	int64_t run, other;
+
+	snprintf(path, sizeof(path), "%s/c.db", d);
+	run = new_store(path, &s);
+	ASSERT_OK(ffm_store__run_begin(s, &(struct ffm_store_run){ .job_id = "1", .stage = 2 },
+				       &other));
+	for (int i = 0; i < 10; i++)
+		ASSERT_OK(ffm_store__add_cpu_samples(s, run, &(struct ffm_store_cpu_samples){
+			.stack = 7 + i % 3, .state = (uint32_t)(i % 2), .n = 2, .ns = 1000 }));
+	ASSERT_OK(ffm_store__add_cpu_samples(s, other, &(struct ffm_store_cpu_samples){
+		.stack = 7, .state = 0, .n = 1, .ns = 5 }));
+	ASSERT_EQ(ffm_store__add_cpu_samples(s, run, &(struct ffm_store_cpu_samples){
+		.stack = 7, .state = 3, .n = 1, .ns = 5 }), -EINVAL);
+	ASSERT_OK(ffm_store__flush(s));
+	ASSERT_OK(ffm_store__for_each_cpu_samples(s, run, cpu_sum_cb, v));
+	ASSERT_EQ(v[0], 6); /* 3 stacks x 2 states */
+	ASSERT_EQ(v[1], 20);
+	ASSERT_EQ(v[2], 10000);
+	ASSERT_EQ(v[3], 1000); /* stack 9 (i = 2, 5, 8): state 1 once (i = 5) */
 	s = ffm_store__free(s);
 }
 
