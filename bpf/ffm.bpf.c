@@ -444,14 +444,14 @@ static __always_inline void note_seen(struct thr *t, __u64 key, __u32 gen)
 }
 
 /* Send the stack of a key seen for the first time in this process and job run; @t: the
- * thread's state, if it has one. */
+ * thread's state, if it has one; @ctx NULL: no native part (a CPU sample's Python frames). */
 static __always_inline void send_stack(struct pt_regs *ctx, const struct walk *w, __u64 key,
 				       __u64 id, __u32 job, const struct ffm_job_cfg *jc,
 				       struct thr *t, __u64 now)
 {
 	struct seen_key sk = { .tgid = id >> 32, .gen = jc->gen, .stack_key = key };
 	struct ffm_rec_stack *r;
-	__u64 sp = PT_REGS_SP(ctx);
+	__u64 sp = ctx ? PT_REGS_SP(ctx) : 0;
 	__u32 first, len;
 	__u8 one = 1;
 
@@ -468,9 +468,9 @@ static __always_inline void send_stack(struct pt_regs *ctx, const struct walk *w
 	}
 	fill_hdr(&r->hdr, FFM_REC_STACK, id, job, now);
 	r->stack_key = key;
-	r->ip = PT_REGS_IP(ctx);
+	r->ip = ctx ? PT_REGS_IP(ctx) : 0;
 	r->sp = sp;
-	r->bp = PT_REGS_FP(ctx);
+	r->bp = ctx ? PT_REGS_FP(ctx) : 0;
 	r->callsite = w->callsite;
 	r->callsite_slot = w->callsite_slot;
 	r->nlib = w->nlib;
@@ -485,7 +485,7 @@ static __always_inline void send_stack(struct pt_regs *ctx, const struct walk *w
 	 * straddles the end of the (page-aligned) stack mapping. */
 	first = 1024 - (sp & 1023);
 	len = 0;
-	if (bpf_probe_read_user(r->stack, first & 1023 ? first & 1023 : 1024, (void *)sp) == 0) {
+	if (ctx && bpf_probe_read_user(r->stack, first & 1023 ? first & 1023 : 1024, (void *)sp) == 0) {
 		len = first & 1023 ? first & 1023 : 1024;
 		for (int i = 0; i < FFM_STACK_BYTES / 1024; i++) {
 			__u32 off = len;
@@ -1238,6 +1238,63 @@ int watch_hit(struct bpf_perf_event_data *ctx)
 	r->addr = ctx->addr;
 	r->stack_key = (jc->flags & FFM_JOB_STACKS) ? key : 0;
 	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
+	return 0;
+}
+
+/*
+ * CPU samples of a job's Python threads (stage 2). User space opens a task-clock event in
+ * frequency mode on each thread of a walked Python process that calls the driver
+ * (daemon/pytrack.c) and attaches this program. A sample says which Python line the thread
+ * was running and whether it was inside a probed driver call or its wait: the analysis sums the
+ * CPU time a line spends outside them (a framework's own work around a host read, which no
+ * driver probe sees). The key is the Python frames alone: the sample may interrupt the kernel.
+ */
+SEC("perf_event")
+int cpu_sample(struct bpf_perf_event_data *ctx)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u64 id = bpf_get_current_pid_tgid();
+	struct ffm_proc *p = tracked(id >> 32);
+	struct ffm_rec_sample *r;
+	struct ffm_job_cfg *jc;
+	__u32 zero = 0, job, state = FFM_SAMPLE_USER;
+	struct walk *w;
+	struct thr *t;
+	__u64 key;
+
+	if (!p)
+		return 0;
+	job = p->job;
+	jc = bpf_map_lookup_elem(&jobs, &job);
+	if (!jc || !(jc->flags & FFM_JOB_CPU_SAMPLE))
+		return 0;
+	w = bpf_map_lookup_elem(&walk_scratch, &zero);
+	if (!w)
+		return 0;
+	walk_reset(w);
+	w->npy = py_walk(id >> 32, w->py, &w->py_flags);
+	if (!w->npy)
+		return 0;
+	t = thread_state(false);
+	if (t && t->wait_depth)
+		state = FFM_SAMPLE_WAIT;
+	else if (t && t->call_depth)
+		state = FFM_SAMPLE_CALL;
+	key = py_mix(mix(STACK_KEY_SEED, 0x63707573ULL), w->py, w->npy);
+	key = key ? key : 1;
+	if (jc->flags & FFM_JOB_STACKS)
+		send_stack(NULL, w, key, id, job, jc, t, now);
+	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+	if (!r) {
+		count_drop(job, FFM_REC_DROP_RINGBUF);
+		return 0;
+	}
+	fill_hdr(&r->hdr, FFM_REC_SAMPLE, id, job, now);
+	r->stack_key = key;
+	r->period_ns = ctx->sample_period;
+	r->state = state;
+	r->_pad = 0;
+	bpf_ringbuf_submit(r, 0);
 	return 0;
 }
 

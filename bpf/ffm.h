@@ -31,8 +31,9 @@
  * 6: ffm_rec_proc.args_hash, ffm_rec_map.flags, the held map (the wait guard)
  * 7: FFM_JOB_RULE (the map guard stops a rule slot's process at its mmap of any driver)
  * 8: Python frames: ffm_rec_stack.npy/py[], the pyprocs map (struct ffm_py_layout)
- * 9: FFM_REC_RELEASE (an ffm_rec_proc) */
-#define FFM_ABI_VERSION 9
+ * 9: FFM_REC_RELEASE (an ffm_rec_proc)
+ * 10: FFM_REC_SAMPLE, FFM_JOB_CPU_SAMPLE (CPU samples of Python threads, stage 2) */
+#define FFM_ABI_VERSION 10
 
 #define FFM_MAX_JOBS 64           /* job slots active at once */
 #define FFM_MAX_PROCS 16384       /* tracked processes */
@@ -56,6 +57,7 @@ enum ffm_rec_type {
 	FFM_REC_HIT = 9,    /* stages 3-4: first watched CPU access after a synchronization */
 	FFM_REC_MAP = 10,   /* a tracked process maps a libcuda file not in the drivers map */
 	FFM_REC_RELEASE = 11, /* a tracked process enters a context release (adaptive stage 1) */
+	FFM_REC_SAMPLE = 12,  /* stage 2: a CPU sample of a Python thread (struct ffm_rec_sample) */
 };
 
 /* The probe classes; the attach cookie carries one (see FFM_COOKIE). */
@@ -117,6 +119,9 @@ enum ffm_job_flags {
 	/* A [rule]'s slot: its processes wait there until user space moves each to a job of its
 	 * own, whose stage may be higher; the map guard stops one that maps libcuda before. */
 	FFM_JOB_RULE = 1 << 5,
+	/* CPU samples of the job's Python threads (FFM_REC_SAMPLE): the CPU time a Python line
+	 * spends in a library call around its driver calls (stage 2, see daemon/pytrack.h). */
+	FFM_JOB_CPU_SAMPLE = 1 << 6,
 };
 
 struct ffm_job_cfg {
@@ -366,6 +371,25 @@ struct ffm_rec_map {
 	__u64 ino;
 	__u32 stopped;
 	__u32 flags;   /* FFM_MAP_PARENT_WAITS */
+};
+
+/* FFM_REC_SAMPLE: the thread was on a CPU for period_ns up to ts_ns (task-clock, frequency
+ * mode) and was in @state then. stack_key: its Python frames only (no native frames: the sample
+ * may interrupt anything, the kernel included); its FFM_REC_STACK has nlib 0 and no stack
+ * bytes. */
+enum ffm_sample_state {
+	FFM_SAMPLE_USER = 0, /* outside every probed driver call */
+	FFM_SAMPLE_CALL = 1, /* inside a probed driver call, not waiting */
+	FFM_SAMPLE_WAIT = 2, /* inside the internal wait function */
+	FFM_SAMPLE__MAX = 3,
+};
+
+struct ffm_rec_sample {
+	struct ffm_rec_hdr hdr;
+	__u64 stack_key;
+	__u64 period_ns;
+	__u32 state;
+	__u32 _pad;
 };
 
 /* Not stopped: its parent was waiting for stopped children (waitpid with WUNTRACED, waitid

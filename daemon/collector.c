@@ -100,6 +100,7 @@ static size_t rec_size(uint32_t type)
 	case FFM_REC_XFER: return sizeof(struct ffm_rec_xfer);
 	case FFM_REC_RANGE: return sizeof(struct ffm_rec_range);
 	case FFM_REC_HIT: return sizeof(struct ffm_rec_hit);
+	case FFM_REC_SAMPLE: return sizeof(struct ffm_rec_sample);
 	case FFM_REC_MAP: return sizeof(struct ffm_rec_map);
 	default: return 0;
 	}
@@ -894,35 +895,57 @@ static void bp_attr(struct perf_event_attr *a, uint64_t addr)
 	a->exclude_hv = 1;
 }
 
-int ffm_collector__watch(struct ffm_collector *c, pid_t tid, uint64_t addr, struct ffm_watch **ret)
+/* A perf event @a on thread @tid with @prog attached. */
+static int perf_attach(const struct perf_event_attr *a, pid_t tid, const struct bpf_program *prog,
+		       struct ffm_watch **ret)
 {
-	struct perf_event_attr a;
 	struct ffm_watch *w;
 	int err;
 
 	*ret = NULL;
-	if (!c->memtrace)
-		return -EOPNOTSUPP;
 	w = calloc(1, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
-	bp_attr(&a, addr);
-	w->pfd = syscall(SYS_perf_event_open, &a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	w->pfd = syscall(SYS_perf_event_open, a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
 	if (w->pfd < 0) {
 		err = -errno;
 		free(w);
 		return err;
 	}
-	w->link = bpf_program__attach_perf_event(c->skel->progs.watch_hit, w->pfd);
+	w->link = bpf_program__attach_perf_event(prog, w->pfd);
 	if (!w->link) {
 		err = -errno;
 		close(w->pfd);
 		free(w);
 		return err ? err : -EINVAL;
 	}
-	w->addr = a.bp_addr;
+	w->addr = a->bp_addr;
 	*ret = w;
 	return 0;
+}
+
+int ffm_collector__watch(struct ffm_collector *c, pid_t tid, uint64_t addr, struct ffm_watch **ret)
+{
+	struct perf_event_attr a;
+
+	*ret = NULL;
+	if (!c->memtrace)
+		return -EOPNOTSUPP;
+	bp_attr(&a, addr);
+	return perf_attach(&a, tid, c->skel->progs.watch_hit, ret);
+}
+
+int ffm_collector__sample(struct ffm_collector *c, pid_t tid, unsigned hz, struct ffm_watch **ret)
+{
+	struct perf_event_attr a = {
+		.size = sizeof(a), .type = PERF_TYPE_SOFTWARE, .config = PERF_COUNT_SW_TASK_CLOCK,
+		.freq = 1, .sample_freq = hz,
+	};
+
+	*ret = NULL;
+	if (!c || !hz)
+		return -EINVAL;
+	return perf_attach(&a, tid, c->skel->progs.cpu_sample, ret);
 }
 
 int ffm_watch__move(struct ffm_watch *w, uint64_t addr)

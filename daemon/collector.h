@@ -187,5 +187,11 @@ int ffm_collector__watch(struct ffm_collector *c, pid_t tid, uint64_t addr, stru
 /* Point an existing watch at another address (cheaper than free + watch). */
 int ffm_watch__move(struct ffm_watch *w, uint64_t addr);
 struct ffm_watch *ffm_watch__free(struct ffm_watch *w);
+/*
+ * CPU samples (stage 2, Python threads): a task-clock event at @hz on thread @tid with the
+ * collector's cpu_sample program attached; each sample of a process in a job with
+ * FFM_JOB_CPU_SAMPLE becomes a FFM_REC_SAMPLE record. Freed with ffm_watch__free.
+ */
+int ffm_collector__sample(struct ffm_collector *c, pid_t tid, unsigned hz, struct ffm_watch **ret);
 
 #endif

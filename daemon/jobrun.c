@@ -11,6 +11,7 @@
 #include "daemon/collector.h"
 #include "daemon/jobrun.h"
 #include "daemon/memtrace.h"
+#include "daemon/pytrack.h"
 #include "store/ffm_store.h"
 
 struct ffm_jobrun {
@@ -77,6 +78,20 @@ uint64_t ffm_args_block_hash(const void *block, size_t len)
 }
 
 /* One of stage 1's public functions that waited (ffm_store__for_each_wait_api). */
+/* FFM_CPU_SAMPLE_HZ in ffmd's (or ffmctl profile's) environment: the CPU samples' rate, 0 for
+ * none (what bench/gpu compares against); 1..10000. */
+static unsigned cpu_sample_hz(void)
+{
+	const char *e = getenv("FFM_CPU_SAMPLE_HZ");
+	char *end;
+	unsigned long v;
+
+	if (!e || !*e)
+		return FFM_PYTRACK_SAMPLE_HZ;
+	v = strtoul(e, &end, 10);
+	return *end || v > 10000 ? FFM_PYTRACK_SAMPLE_HZ : (unsigned)v;
+}
+
 static int add_sync_name(uint32_t api, const char *name, void *ctx)
 {
 	struct ffm_jobrun *jr = ctx;
@@ -211,6 +226,8 @@ int ffm_jobrun__begin(const struct ffm_jobrun_opts *opts, struct ffm_jobrun **re
 		jr->ref_run2 = hist.last_run[FFM_STAGE_DETAIL];
 		ro.memtrace = jr->mt;
 	}
+	if (jr->plan.probes & FFM_PROBE_CPU_SAMPLE)
+		ro.cpu_sample_hz = cpu_sample_hz();
 	err = ffm_recorder__new(&ro, &jr->rec);
 	if (err < 0)
 		goto fail;
@@ -249,6 +266,7 @@ struct ffm_memtrace *ffm_jobrun__memtrace(struct ffm_jobrun *jr)
 uint32_t ffm_jobrun__job_flags(const struct ffm_jobrun *jr)
 {
 	return FFM_JOB_ACTIVE | FFM_JOB_STACKS | (jr->plan.stage >= 2 ? FFM_JOB_CALLS : 0) |
+	       (jr->plan.probes & FFM_PROBE_CPU_SAMPLE ? FFM_JOB_CPU_SAMPLE : 0) |
 	       ffm_memtrace_job_flags(jr->plan.probes);
 }
 
@@ -312,6 +330,9 @@ int ffm_jobrun__end(struct ffm_jobrun *jr, double wall_s, int exit_status, bool 
 		ffm_collector__clear_drops(jr->o.collector, jr->o.slot);
 	}
 	ffm_recorder__stats(jr->rec, &st);
+	err = ffm_recorder__end(jr->rec);
+	if (err < 0)
+		return err;
 	if (st.unknown_keys) {
 		ffm_store__add_drops(jr->store, jr->run, FFM_DROP_OTHER, st.unknown_keys);
 		flags |= FFM_RUN_DROPPED;

@@ -15,6 +15,8 @@
 
 /* Looks at a process's stack records before its state is given up as not settling. */
 #define MAX_TRIES 16
+/* Threads given a CPU sampler per run: each is a perf event fd. */
+#define MAX_SAMPLED_THREADS 256
 
 enum py_state {
 	PY_UNKNOWN = 0, /* not looked at, or no CPython mapped yet */
@@ -31,10 +33,20 @@ struct proc {
 	struct ffm_py_decoder *dec;
 };
 
+/* A thread's CPU sampler (ffm_pytrack__on_thread). */
+struct sampler {
+	struct oa_key k; /* a: tid */
+	uint32_t tgid;	 /* the process it was opened in; a reused tid of another process opens anew */
+	struct ffm_watch *w;
+};
+
 struct ffm_pytrack {
 	struct ffm_collector *col;
 	const char *proc_root;
 	struct oatab procs; /* struct proc; entries of exited processes are reset, not removed */
+	struct oatab samplers; /* struct sampler; closed at the process's exit, not removed */
+	unsigned sample_hz, n_samplers;
+	bool warned_sample;
 	char unsupported[256];
 	bool off;
 };
@@ -51,6 +63,7 @@ int ffm_pytrack__new(struct ffm_collector *col, const char *proc_root, struct ff
 	 * (what bench/bench_python.sh compares against). */
 	t->off = getenv("FFM_PYTHON_FRAMES") && !strcmp(getenv("FFM_PYTHON_FRAMES"), "0");
 	t->procs = OATAB_INIT(struct proc);
+	t->samplers = OATAB_INIT(struct sampler);
 	*ret = t;
 	return 0;
 }
@@ -75,8 +88,51 @@ struct ffm_pytrack *ffm_pytrack__free(struct ffm_pytrack *t)
 			proc_reset(p);
 	}
 	oatab_free(&t->procs);
+	for (size_t i = 0; i < t->samplers.cap; i++) {
+		struct sampler *s = oatab_slot(&t->samplers, i);
+
+		if (s)
+			ffm_watch__free(s->w);
+	}
+	oatab_free(&t->samplers);
 	free(t);
 	return NULL;
+}
+
+void ffm_pytrack__sample_threads(struct ffm_pytrack *t, unsigned hz)
+{
+	t->sample_hz = hz;
+}
+
+void ffm_pytrack__on_thread(struct ffm_pytrack *t, uint32_t tgid, uint32_t tid)
+{
+	struct proc *p;
+	struct sampler *s;
+	int err;
+
+	if (!t->sample_hz || !t->col)
+		return;
+	s = oatab_get(&t->samplers, tid, 0);
+	if (s && s->tgid == tgid)
+		return; /* opened, or tried and failed: once per thread */
+	p = oatab_get(&t->procs, tgid, 0);
+	if (!p || p->state != PY_WALKED)
+		return; /* not yet known to run Python code: asked again at its next call */
+	if (!s && t->n_samplers >= MAX_SAMPLED_THREADS)
+		return;
+	s = oatab_find(&t->samplers, tid, 0, true);
+	if (!s)
+		return;
+	if (!s->tgid)
+		t->n_samplers++;
+	s->w = ffm_watch__free(s->w);
+	s->tgid = tgid;
+	err = ffm_collector__sample(t->col, (pid_t)tid, t->sample_hz, &s->w);
+	if (err < 0 && err != -ESRCH && !t->warned_sample) {
+		log_warn("cannot sample the CPU time of thread %u: %s; host reads in Python are priced "
+			 "without their library's own CPU time", tid, strerror(-err));
+		t->warned_sample = true;
+	}
 }
 
 static void give_up(struct ffm_pytrack *t, struct proc *p, uint32_t tgid, const char *why)
@@ -163,6 +219,12 @@ void ffm_pytrack__on_exit(struct ffm_pytrack *t, uint32_t tgid)
 
 	if (p)
 		proc_reset(p);
+	for (size_t i = 0; t->n_samplers && i < t->samplers.cap; i++) {
+		struct sampler *s = oatab_slot(&t->samplers, i);
+
+		if (s && s->tgid == tgid)
+			s->w = ffm_watch__free(s->w);
+	}
 }
 
 static struct ffm_py_decoder *on_stack(struct ffm_pytrack *t, uint32_t tgid)

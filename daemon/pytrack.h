@@ -24,6 +24,16 @@ struct ffm_pytrack;
 int ffm_pytrack__new(struct ffm_collector *col, const char *proc_root, struct ffm_pytrack **ret);
 struct ffm_pytrack *ffm_pytrack__free(struct ffm_pytrack *t);
 
+/*
+ * CPU samples (stage 2): from now on each thread of a walked process that calls the driver
+ * (ffm_pytrack__on_thread, at its call records) gets a task-clock sampler at @hz (0: none),
+ * closed when its process exits. The samples (FFM_REC_SAMPLE) say which Python line the thread
+ * runs and whether it is inside a driver call: what a framework spends around a host read.
+ */
+#define FFM_PYTRACK_SAMPLE_HZ 1999 /* prime: no lockstep with a loop's period */
+void ffm_pytrack__sample_threads(struct ffm_pytrack *t, unsigned hz);
+void ffm_pytrack__on_thread(struct ffm_pytrack *t, uint32_t tgid, uint32_t tid);
+
 /* A process joined (@ptgid: its parent for a fork, else 0). */
 void ffm_pytrack__on_proc(struct ffm_pytrack *t, uint32_t tgid, uint32_t ptgid);
 void ffm_pytrack__on_exit(struct ffm_pytrack *t, uint32_t tgid);

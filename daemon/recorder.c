@@ -27,6 +27,9 @@ struct key_ent {
 	struct oa_key k; /* a: stack key, b: tgid */
 	uint32_t api;	 /* store api id of the public function that waits, 0 = none */
 	int64_t stack;
+	/* CPU samples of the key (a Python stack), per enum ffm_sample_state, until the run ends */
+	uint64_t cpu_ns[FFM_SAMPLE__MAX];
+	uint32_t cpu_n[FFM_SAMPLE__MAX];
 };
 
 struct proc_ent {
@@ -304,6 +307,7 @@ static int on_call(struct ffm_recorder *r, const struct ffm_rec_call *c)
 	if (err < 0)
 		return err;
 	r->st.calls++;
+	ffm_pytrack__on_thread(r->py, c->hdr.tgid, c->hdr.tid);
 	if (!d)
 		return 0;
 	ev.kind = event_kind(d->kind);
@@ -318,6 +322,40 @@ static int on_call(struct ffm_recorder *r, const struct ffm_rec_call *c)
 	return ffm_memtrace__on_call(r->o.memtrace, c, &(struct ffm_memtrace_call){
 		.event = ev.id, .stack = ev.stack, .kind = d->kind, .name = d->name,
 	});
+}
+
+/* A CPU sample: summed per key until the run ends (ffm_recorder__end). */
+static int on_sample(struct ffm_recorder *r, const struct ffm_rec_sample *x)
+{
+	struct key_ent *ke = key_find(r, x->hdr.tgid, x->stack_key, false);
+
+	if (!ke || !ke->stack || x->state >= FFM_SAMPLE__MAX)
+		return 0; /* its stack record was lost: nothing to name it by */
+	ke->cpu_ns[x->state] += x->period_ns;
+	ke->cpu_n[x->state]++;
+	return 0;
+}
+
+int ffm_recorder__end(struct ffm_recorder *r)
+{
+	for (size_t i = 0; i < r->keys.cap; i++) {
+		struct key_ent *ke = oatab_slot(&r->keys, i);
+
+		for (uint32_t st = 0; ke && st < FFM_SAMPLE__MAX; st++) {
+			int err;
+
+			if (!ke->cpu_n[st])
+				continue;
+			err = ffm_store__add_cpu_samples(r->o.store, r->o.run,
+							 &(struct ffm_store_cpu_samples){
+				.stack = ke->stack, .state = st, .n = ke->cpu_n[st], .ns = ke->cpu_ns[st] });
+			if (err < 0)
+				return err;
+			ke->cpu_n[st] = 0;
+			ke->cpu_ns[st] = 0;
+		}
+	}
+	return 0;
 }
 
 /* Stages 3-4: a DtoH copy's destination, a transfer's hash, a watchpoint hit. */
@@ -393,6 +431,7 @@ int ffm_recorder__record(struct ffm_recorder *r, const void *rec, size_t size)
 	case FFM_REC_XFER:
 	case FFM_REC_RANGE:
 	case FFM_REC_HIT: return on_memtrace(r, rec);
+	case FFM_REC_SAMPLE: return on_sample(r, rec);
 	default: return 0;
 	}
 }
@@ -417,6 +456,7 @@ int ffm_recorder__new(const struct ffm_recorder_opts *opts, struct ffm_recorder 
 		free(r);
 		return -ENOMEM;
 	}
+	ffm_pytrack__sample_threads(r->py, opts->cpu_sample_hz);
 	*ret = r;
 	return 0;
 }

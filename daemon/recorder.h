@@ -35,6 +35,7 @@ struct ffm_recorder_opts {
 	const char *proc_root;           /* NULL = "/proc" */
 	const char *driver_build_id;     /* identifies libcuda frames; NULL = by file name */
 	struct ffm_memtrace *memtrace;   /* borrowed; stages 3-4, NULL otherwise */
+	unsigned cpu_sample_hz;          /* CPU samples of Python threads (stage 2), 0: none */
 };
 
 struct ffm_recorder_stats {
@@ -48,5 +49,7 @@ struct ffm_recorder *ffm_recorder__free(struct ffm_recorder *r);
 /* One record (of this recorder's job slot); -errno only for store failures. */
 int ffm_recorder__record(struct ffm_recorder *r, const void *rec, size_t size);
 void ffm_recorder__stats(const struct ffm_recorder *r, struct ffm_recorder_stats *out);
+/* The run ends: what is summed until then (CPU samples) into the store. */
+int ffm_recorder__end(struct ffm_recorder *r);
 
 #endif

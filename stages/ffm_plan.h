@@ -60,6 +60,9 @@ enum ffm_stage {
 				    * work ends (adaptive stage 1, daemon side only) */
 #define FFM_PROBE_SYNC_QUERIES 0x2000u /* with SYNC_FUNCS: the list's queries and getters too
 					* (benchmarks only: what leaving them out saves) */
+#define FFM_PROBE_CPU_SAMPLE 0x4000u /* CPU samples of the Python threads that call the driver:
+				      * the CPU time a line's library call spends around its
+				      * driver calls (daemon side only: no uprobe) */
 
 enum ffm_plan_reason {
 	FFM_PLAN_NEXT = 0,  /* the next stage in order */

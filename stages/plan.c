@@ -20,7 +20,7 @@ uint32_t ffm_plan__probes(enum ffm_stage stage)
 	case FFM_STAGE_BASELINE:
 		return BASE;
 	case FFM_STAGE_DETAIL:
-		return BASE | CALLS;
+		return BASE | CALLS | FFM_PROBE_CPU_SAMPLE;
 	case FFM_STAGE_MEMORY:
 		/* protected regions come from transfers and (managed) allocations of this run */
 		return BASE | FFM_PROBE_SYNC_FUNCS | FFM_PROBE_TRANSFER | FFM_PROBE_ALLOC |
