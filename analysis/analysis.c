@@ -41,7 +41,7 @@ int ffm_analysis__run(struct ffm_store *s, const struct ffm_analysis_opts *opts,
 	if (opts)
 		memcpy(&a->o, opts, opts->sz && opts->sz < sizeof(a->o) ? opts->sz : sizeof(a->o));
 	a->s = s;
-	a->site_of = a->api_of = a->fold_of = a->thr_of = a->keep_of = OATAB_U32_INIT;
+	a->site_of = a->api_of = a->fold_of = a->thr_of = a->keep_of = a->cpu_of = OATAB_U32_INIT;
 	if ((unsigned)a->o.grouping >= FFM_GROUP__MAX) {
 		err = -EINVAL;
 		goto fail;
@@ -75,7 +75,9 @@ int ffm_analysis__run(struct ffm_store *s, const struct ffm_analysis_opts *opts,
 		goto fail;
 	if (a->res.run_timeline && profile_run == a->res.run_timeline) {
 		an_phase(a, "reading the timeline");
-		err = an_load_timeline(a); /* stage 3/4 verdicts included */
+		err = an_load_cpu_samples(a);
+		if (!err)
+			err = an_load_timeline(a); /* stage 3/4 verdicts included */
 		if (err)
 			goto fail;
 	} else if (a->res.run_baseline) {
@@ -189,6 +191,8 @@ struct ffm_analysis *ffm_analysis__free(struct ffm_analysis *a)
 	free(a->evv);
 	free(a->thr);
 	free(a->busy);
+	free(a->cpu);
+	oatab_free(&a->cpu_of);
 	oatab_free(&a->site_of);
 	oatab_free(&a->api_of);
 	oatab_free(&a->fold_of);

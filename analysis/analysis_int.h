@@ -66,6 +66,7 @@ struct site_int {
 	int64_t first_stack;
 	int64_t *delays; /* applied first-use delays of misplaced/used occurrences, for the median */
 	size_t n_delays, cap_delays;
+	uint64_t py_anchor; /* its user's Python frame and callers (an_py_anchor_frame), 0: none */
 };
 
 struct thread {
@@ -116,6 +117,9 @@ struct ffm_analysis {
 	size_t n_thr, cap_thr;
 	struct busy *busy; /* waits on one stream, for ffm_an_quality.stream_busy_ns */
 	size_t n_busy, cap_busy;
+	struct oatab cpu_of; /* Python anchor -> index in cpu[] (analysis/cputime.c) */
+	uint64_t *cpu;	     /* CPU time sampled under the anchor, outside driver calls */
+	size_t n_cpu, cap_cpu;
 	struct oatab thr_of;
 	struct oatab keep_of; /* stack id -> an_keep_site(), the scan threads' read-only copy */
 	/* the timeline */
@@ -176,6 +180,23 @@ int an_evv_sort(struct ffm_analysis *a);
 /* ---- the timeline and the model's input (timeline.c, events.c) ----------------------------- */
 
 bool an_keep_site(const struct ffm_an_site *x);
+
+/* ---- CPU samples (cputime.c) -------------------------------------------------------------- */
+
+/* The Python frames from a stack's first one outside the installed libraries outward, hashed:
+ * the user's line and its callers. Fed every frame of a stack, innermost first. */
+struct an_py_anchor {
+	uint64_t h; /* 0: no user frame yet */
+	bool on;
+	const char *const *py_library;
+};
+void an_py_anchor_frame(struct an_py_anchor *p, const struct ffm_store_frame *f,
+			const char *const *py_library);
+/* The stage-2 run's CPU samples outside driver calls, summed per anchor. */
+int an_load_cpu_samples(struct ffm_analysis *a);
+/* ... for one anchor (0: none). */
+uint64_t an_cpu_at(const struct ffm_analysis *a, uint64_t anchor);
+
 struct ev_scan {
 	struct ffm_analysis *a;
 	int64_t last_stack;

@@ -130,7 +130,9 @@ static bool same_line(const struct ffm_an_site *a, const struct ffm_an_site *b)
  * same line of the program: .item()'s cudaMemcpyAsync before its stream sync), that copy,
  * with its wait where no verdict of its own removes that (a required wait of the copy).
  * A duplicate copy's time is its own problem's benefit already. Implicit syncs (a free, a
- * pageable copy) stay calls of the fixed program: nothing.
+ * pageable copy) stay calls of the fixed program: nothing. A Python read takes its library's
+ * own CPU time around the driver calls too (the sampled time at its line, per read:
+ * analysis/cputime.c).
  */
 static uint64_t removed_cpu(struct ffm_analysis *a, const struct thread *t,
 			    const struct site_int *si, const struct ffm_event *e, uint32_t site)
@@ -142,6 +144,12 @@ static uint64_t removed_cpu(struct ffm_analysis *a, const struct thread *t,
 		return si->explicit_sync ? own : 0;
 	if (e->problem != FFM_PROBLEM_HOST_READ)
 		return 0;
+	if (si->py_anchor && si->n2) {
+		uint64_t lib = an_cpu_at(a, si->py_anchor) / si->n2;
+
+		a->res.q.read_lib_cpu_ns += lib;
+		own += lib;
+	}
 	if (!t->last_ev)
 		return own;
 	prev = &a->ev[t->last_ev - 1];

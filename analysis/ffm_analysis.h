@@ -162,6 +162,10 @@ struct ffm_an_quality {
 	 * shorten. Every benefit is capped at wall - stream_busy_ns (capped: one was). */
 	uint64_t stream_busy_ns;
 	bool stream_capped;
+	/* The CPU time the Python host reads' removal takes with it beyond their driver calls:
+	 * the library's own work around each read, from the stage-2 run's CPU samples
+	 * (analysis/cputime.c), summed over the removed reads. */
+	uint64_t read_lib_cpu_ns;
 };
 
 struct ffm_analysis_result {

@@ -20,6 +20,7 @@ struct frame_scan {
 	bool py, py_user; /* the chosen frame is Python code; ... outside the libraries */
 	const char *const *py_library, *const *src_library;
 	uint64_t key;
+	struct an_py_anchor anchor;
 	struct ffm_store_frame f; /* chosen frame (strings copied below) */
 	char func[512], demangled[512], folded[512], file[512], module[512];
 };
@@ -50,6 +51,7 @@ static int on_site_frame(const struct ffm_store_frame *f, uint32_t depth, void *
 		fs->py = fs->py_user = false;
 		return 0;
 	}
+	an_py_anchor_frame(&fs->anchor, f, fs->py_library);
 	if (!f->inlined) {
 		fs->key = ffm_fnv1a(fs->key, id, strlen(id) + 1);
 		fs->key = ffm_fnv1a(fs->key, &f->offset, sizeof(f->offset));
@@ -152,6 +154,7 @@ static int describe_site(struct ffm_analysis *a, uint32_t idx)
 		x->line = fs->f.line;
 		x->offset = fs->f.offset;
 		x->python = fs->py;
+		a->si[idx].py_anchor = fs->py_user ? fs->anchor.h : 0;
 	} else {
 		x->function = x->folded = "?";
 		x->module = "?";
