@@ -25,6 +25,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--fixed", action="store_true")
     ap.add_argument("--steps", type=int, default=1000)
+    ap.add_argument("--warmup", type=int, default=20,
+                    help="steps run first, untimed: cuBLAS handles, allocator, kernels. A profile "
+                         "covers them too: compare its estimate times steps / (steps + warmup)")
     ap.add_argument("--time-every", type=int, default=100)
     ap.add_argument("--width", type=int, default=2048)
     ap.add_argument("--depth", type=int, default=4)
@@ -59,12 +62,12 @@ def main():
                 for bx, by in loader:
                     yield bx.to(dev, non_blocking=True), by.to(dev, non_blocking=True)
 
-    def train():
+    def train(steps):
         total = torch.zeros((), device=dev)
         last = 0.0
         stamps = []
         feed = batches()
-        for step in range(a.steps):
+        for step in range(steps):
             bx, by = next(feed)
             opt.zero_grad(set_to_none=True)
             loss = torch.nn.functional.mse_loss(model(bx), by)
@@ -82,14 +85,14 @@ def main():
         torch.cuda.synchronize()
         return last
 
-    train()  # warm-up: cuBLAS handles, allocator, kernels
+    train(max(a.warmup, 1))  # warm-up: cuBLAS handles, allocator, kernels
     a.steps = max(a.steps, 1)
     if a.torch_profile:
         from torch.profiler import ProfilerActivity, profile
 
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             t0 = time.monotonic()
-            last = train()
+            last = train(a.steps)
             wall = time.monotonic() - t0
         rows = []
         for e in prof.key_averages():
@@ -100,7 +103,7 @@ def main():
             json.dump({"tool": "torch.profiler", "wall_s": wall, "ops": rows}, f)
     else:
         t0 = time.monotonic()
-        last = train()
+        last = train(a.steps)
         wall = time.monotonic() - t0
     print(f"LOSS {last:.6f}")
     print(f"WALL_S {wall:.6f}")
