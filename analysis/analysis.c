@@ -77,8 +77,6 @@ int ffm_analysis__run(struct ffm_store *s, const struct ffm_analysis_opts *opts,
 		an_phase(a, "reading the timeline");
 		err = an_load_cpu_samples(a);
 		if (!err)
-			err = an_hidden_waits(a);
-		if (!err)
 			err = an_load_timeline(a); /* stage 3/4 verdicts included */
 		if (err)
 			goto fail;

@@ -67,7 +67,6 @@ struct site_int {
 	int64_t *delays; /* applied first-use delays of misplaced/used occurrences, for the median */
 	size_t n_delays, cap_delays;
 	uint64_t py_anchor; /* its user's Python frame and callers (an_py_anchor_frame), 0: none */
-	uint64_t hidden_ns; /* wait per occurrence that stage 2's probes hid (analysis/hidden.c) */
 };
 
 struct thread {
@@ -181,10 +180,6 @@ int an_evv_sort(struct ffm_analysis *a);
 /* ---- the timeline and the model's input (timeline.c, events.c) ----------------------------- */
 
 bool an_keep_site(const struct ffm_an_site *x);
-
-int an_site_key(struct ffm_analysis *a, int64_t stack, uint32_t api, uint64_t *key);
-/* Waits that stage 2's probes hid, per timeline site, from the baseline run (hidden.c). */
-int an_hidden_waits(struct ffm_analysis *a);
 
 /* ---- CPU samples (cputime.c) -------------------------------------------------------------- */
 

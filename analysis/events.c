@@ -140,13 +140,10 @@ static uint64_t removed_cpu(struct ffm_analysis *a, const struct thread *t,
 	uint64_t own = e->dur_ns > e->wait_ns ? e->dur_ns - e->wait_ns : 0;
 	const struct ffm_event *prev;
 
-	if (e->problem == FFM_PROBLEM_UNNECESSARY_SYNC || e->problem == FFM_PROBLEM_HOST_READ)
-		a->res.q.hidden_removed_ns += si->hidden_ns;
 	if (e->problem == FFM_PROBLEM_UNNECESSARY_SYNC)
-		return si->hidden_ns + (si->explicit_sync ? own : 0);
+		return si->explicit_sync ? own : 0;
 	if (e->problem != FFM_PROBLEM_HOST_READ)
 		return 0;
-	own += si->hidden_ns;
 	if (si->py_anchor && si->n2) {
 		uint64_t lib = an_cpu_at(a, si->py_anchor) / si->n2;
 

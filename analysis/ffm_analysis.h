@@ -166,10 +166,6 @@ struct ffm_an_quality {
 	 * the library's own work around each read, from the stage-2 run's CPU samples
 	 * (analysis/cputime.c), summed over the removed reads. */
 	uint64_t read_lib_cpu_ns;
-	/* Wait time stage 2's probes hid at its sync sites (analysis/hidden.c): the baseline run's
-	 * longer mean waits, summed over the timeline's occurrences; and the part of it that
-	 * removed syncs take along (their benefit includes it). */
-	uint64_t hidden_wait_ns, hidden_removed_ns;
 };
 
 struct ffm_analysis_result {

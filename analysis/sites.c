@@ -109,31 +109,6 @@ static int new_site(struct ffm_analysis *a, int64_t stack, uint32_t *ret)
 	return 0;
 }
 
-/* The site key (ffm_an_site.key) of @stack with driver function @api, without a site. */
-int an_site_key(struct ffm_analysis *a, int64_t stack, uint32_t api, uint64_t *key)
-{
-	struct frame_scan *fs = calloc(1, sizeof(*fs));
-	struct ffm_an_api *x = an_api_slot(a, api);
-	int err = 0;
-
-	if (!fs || !x) {
-		free(fs);
-		return -ENOMEM;
-	}
-	fs->depth_app = -1;
-	fs->key = FFM_FNV1A_INIT;
-	fs->py_library = a->o.py_library;
-	fs->src_library = a->o.src_library;
-	if (stack)
-		err = ffm_store__for_each_frame(a->s, stack, on_site_frame, fs);
-	if (err == -ENOENT)
-		err = 0;
-	fs->key = ffm_fnv1a(fs->key, x->name, strlen(x->name) + 1);
-	*key = fs->key ? fs->key : 1;
-	free(fs);
-	return err < 0 ? err : 0;
-}
-
 /* Fill a site's application frame and key from its stack's frames. */
 static int describe_site(struct ffm_analysis *a, uint32_t idx)
 {

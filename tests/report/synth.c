@@ -221,8 +221,7 @@ static int call(struct ctx *c, uint32_t tid, int sc, int si, uint64_t start, uin
 		/* stage 1 sees only the wait function, with its own (deeper) stack */
 		ev.kind = FFM_EV_WAIT;
 		ev.start_ns = start + dur - wait;
-		ev.wait_ns = wait + c->o->hidden_us * 1000ull;
-		ev.dur_ns = ev.wait_ns;
+		ev.dur_ns = wait;
 		ev.stack = c->wait_stack[sc][si];
 		return ffm_store__put_event(c->s, &ev, NULL);
 	}

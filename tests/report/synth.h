@@ -68,8 +68,6 @@ struct synth_opts {
 	 * cuCtxSynchronize; thread k starts k * stagger_us later (default 7 ns apart) */
 	bool stream_sync;
 	uint32_t stagger_us;
-	/* stage 1's waits are this much longer than stage 2's (its probed calls hid it) */
-	uint32_t hidden_us;
 };
 
 /* Write the store (creates or extends the key's file). 0 or -errno. */

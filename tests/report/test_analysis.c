@@ -132,45 +132,6 @@ TEST(each_planted_problem_gets_its_expected_benefit)
 	}
 }
 
-/*
- * Stage 2's probed calls make the CPU reach a sync later, so where the GPU is the bottleneck
- * its waits are shorter than the program's own. Stage 1, which probes only the wait function,
- * saw them longer: the difference per occurrence goes with each removed sync (analysis/
- * hidden.c). The unnecessary sync's benefit is iters * min(K + hidden, C); a required one
- * takes nothing; a baseline that waited less changes nothing.
- */
-TEST(waits_hidden_by_stage_2_probes_go_with_the_removed_syncs)
-{
-	struct synth_opts o = base(1u << SYN_UNNECESSARY);
-	const struct ffm_analysis_result *r;
-	struct ffm_analysis *a;
-	uint64_t plain;
-
-	a = analyse(&o, FFM_GROUP_POINT, 1, false);
-	plain = ffm_analysis__result(a)->totals.total_ns;
-	ASSERT_EQ(ffm_analysis__result(a)->q.hidden_wait_ns, 0);
-	ffm_analysis__free(a);
-
-	o = base(1u << SYN_UNNECESSARY);
-	o.hidden_us = 200;
-	a = analyse(&o, FFM_GROUP_POINT, 1, false);
-	r = ffm_analysis__result(a);
-	ASSERT_EQ(r->q.hidden_wait_ns, (uint64_t)o.iters * 200000);
-	ASSERT_EQ(r->q.hidden_removed_ns, (uint64_t)o.iters * 200000);
-	/* K = 500, C = 1000: the hidden 200 us fits in the CPU work that follows */
-	ASSERT_EQ(r->totals.total_ns, plain + (uint64_t)o.iters * 200000);
-	ffm_analysis__free(a);
-
-	o = base(1u << SYN_CONTROL);
-	o.hidden_us = 200;
-	a = analyse(&o, FFM_GROUP_POINT, 1, false);
-	r = ffm_analysis__result(a);
-	ASSERT_EQ(r->q.hidden_wait_ns, (uint64_t)o.iters * 200000);
-	ASSERT_EQ(r->q.hidden_removed_ns, 0);
-	ASSERT_EQ(r->totals.total_ns, 0);
-	ffm_analysis__free(a);
-}
-
 TEST(misplaced_evidence_first_use_and_stage4_delays)
 {
 	struct synth_opts o = base(1u << SYN_MISPLACED);
