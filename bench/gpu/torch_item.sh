@@ -47,11 +47,11 @@ est *= steps / (steps + warm)
 med = st.median(t["plain"]) - st.median(t["fixed"])
 mn = min(t["plain"]) - min(t["fixed"])
 q = r["data_quality"]
-print("| config | plain (median) | fixed (median) | saved (medians / minimums) | ffm: .item() line | error (medians / minimums) | library CPU | hidden waits removed |")
-print("|---|---|---|---|---|---|---|---|")
-print("| %s | %.3f s | %.3f s | %.3f / %.3f s | %.3f s | %+.0f%% / %+.0f%% | %.3f s | %.3f s |" % (
+print("| config | plain (median) | fixed (median) | saved (medians / minimums) | ffm: .item() line | error (medians / minimums) | library CPU |")
+print("|---|---|---|---|---|---|---|")
+print("| %s | %.3f s | %.3f s | %.3f / %.3f s | %.3f s | %+.0f%% / %+.0f%% | %.3f s |" % (
     args or "default", st.median(t["plain"]), st.median(t["fixed"]), med, mn, est,
     (est - med) / med * 100 if med > 0 else float("inf"), (est - mn) / mn * 100 if mn > 0 else float("inf"),
-    q.get("read_library_cpu_s", 0), q.get("hidden_wait_removed_s", 0)))
+    q.get("read_library_cpu_s", 0)))
 PY
 sed -n '/^problems/,/^time spent/p' "$OUT/report.txt" | head -n 12
