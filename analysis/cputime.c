@@ -40,15 +40,9 @@ static int on_anchor_frame(const struct ffm_store_frame *f, uint32_t depth, void
 	return 0;
 }
 
-struct cpu_scan {
-	struct ffm_analysis *a;
-	int err;
-};
-
 static int on_cpu_row(const struct ffm_store_cpu_samples *x, void *ctx)
 {
-	struct cpu_scan *cs = ctx;
-	struct ffm_analysis *a = cs->a;
+	struct ffm_analysis *a = ctx;
 	struct an_py_anchor p = { .py_library = a->o.py_library };
 	uint32_t i;
 	int err;
@@ -74,12 +68,11 @@ static int on_cpu_row(const struct ffm_store_cpu_samples *x, void *ctx)
 
 int an_load_cpu_samples(struct ffm_analysis *a)
 {
-	struct cpu_scan cs = { .a = a };
 	int err;
 
 	if (!a->res.run_timeline)
 		return 0;
-	err = ffm_store__for_each_cpu_samples(a->s, a->res.run_timeline, on_cpu_row, &cs);
+	err = ffm_store__for_each_cpu_samples(a->s, a->res.run_timeline, on_cpu_row, a);
 	return err > 0 ? -EIO : err;
 }
 

@@ -1181,6 +1181,20 @@ int api_sess_h(struct pt_regs *ctx)
 	return at_return(ctx) ? do_api_exit(ctx, true) : do_api_entry(ctx, true);
 }
 
+/* The job of the tracked process @tgid when its flags have @flag (its slot in *job), else
+ * NULL: the start of the perf-event programs below. */
+static __always_inline struct ffm_job_cfg *job_with(__u32 tgid, __u32 flag, __u32 *job)
+{
+	struct ffm_proc *p = tracked(tgid);
+	struct ffm_job_cfg *jc;
+
+	if (!p)
+		return NULL;
+	*job = p->job;
+	jc = bpf_map_lookup_elem(&jobs, job);
+	return jc && (jc->flags & flag) ? jc : NULL;
+}
+
 /* ---- stages 3-4: hardware watchpoints on GPU-written memory --------------------------------
  *
  * User space opens PERF_TYPE_BREAKPOINT events (read/write, 8 bytes) on the threads of a job
@@ -1193,20 +1207,15 @@ int watch_hit(struct bpf_perf_event_data *ctx)
 {
 	__u64 now = bpf_ktime_get_ns();
 	__u64 id = bpf_get_current_pid_tgid();
-	struct ffm_proc *p = tracked(id >> 32);
 	struct pt_regs *regs = (struct pt_regs *)&ctx->regs;
 	__u32 zero = 0, job;
+	struct ffm_job_cfg *jc = job_with(id >> 32, FFM_JOB_MEMTRACE, &job);
 	struct ffm_rec_hit *r;
-	struct ffm_job_cfg *jc;
 	struct walk *w;
 	struct thr *t;
 	__u64 ip, key;
 
-	if (!p)
-		return 0;
-	job = p->job;
-	jc = bpf_map_lookup_elem(&jobs, &job);
-	if (!jc || !(jc->flags & FFM_JOB_MEMTRACE))
+	if (!jc)
 		return 0;
 	t = thread_state(false);
 	if (t) {
@@ -1254,19 +1263,14 @@ int cpu_sample(struct bpf_perf_event_data *ctx)
 {
 	__u64 now = bpf_ktime_get_ns();
 	__u64 id = bpf_get_current_pid_tgid();
-	struct ffm_proc *p = tracked(id >> 32);
-	struct ffm_rec_sample *r;
-	struct ffm_job_cfg *jc;
 	__u32 zero = 0, job, state = FFM_SAMPLE_USER;
+	struct ffm_job_cfg *jc = job_with(id >> 32, FFM_JOB_CPU_SAMPLE, &job);
+	struct ffm_rec_sample *r;
 	struct walk *w;
 	struct thr *t;
 	__u64 key;
 
-	if (!p)
-		return 0;
-	job = p->job;
-	jc = bpf_map_lookup_elem(&jobs, &job);
-	if (!jc || !(jc->flags & FFM_JOB_CPU_SAMPLE))
+	if (!jc)
 		return 0;
 	w = bpf_map_lookup_elem(&walk_scratch, &zero);
 	if (!w)

@@ -44,9 +44,9 @@ class Gpu:
         ck(cu.cuMemAlloc_v2(ctypes.byref(self.buf), N * 4))
         self.host = (ctypes.c_uint32 * N)()
 
-    def launch(self, i):
+    def launch(self, i, kernel_ns=KERNEL_NS):
         buf, n = ctypes.c_uint64(self.buf.value), ctypes.c_uint64(N)
-        mul, add, ns = ctypes.c_uint32(3), ctypes.c_uint32(i), ctypes.c_uint64(KERNEL_NS)
+        mul, add, ns = ctypes.c_uint32(3), ctypes.c_uint32(i), ctypes.c_uint64(kernel_ns)
         args = (ctypes.c_void_p * 5)(*[ctypes.cast(ctypes.byref(a), ctypes.c_void_p)
                                        for a in (buf, n, mul, add, ns)])
         ck(cu.cuLaunchKernel(self.fn, 4, 1, 1, 256, 1, 1, 0, None, args, None))
