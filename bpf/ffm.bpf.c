@@ -461,6 +461,7 @@ static __always_inline void send_stack(struct pt_regs *ctx, const struct walk *w
 		note_seen(t, key, jc->gen);
 		return;
 	}
+	py_send_codes(w->py, w->npy, id, job, jc->gen, now);
 	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 	if (!r) {
 		count_drop(job, FFM_REC_DROP_STACK);

@@ -32,8 +32,9 @@
  * 7: FFM_JOB_RULE (the map guard stops a rule slot's process at its mmap of any driver)
  * 8: Python frames: ffm_rec_stack.npy/py[], the pyprocs map (struct ffm_py_layout)
  * 9: FFM_REC_RELEASE (an ffm_rec_proc)
- * 10: FFM_REC_SAMPLE, FFM_JOB_CPU_SAMPLE (CPU samples of Python threads, stage 2) */
-#define FFM_ABI_VERSION 10
+ * 10: FFM_REC_SAMPLE, FFM_JOB_CPU_SAMPLE (CPU samples of Python threads, stage 2)
+ * 11: FFM_REC_PYCODE, the code object fields of struct ffm_py_layout */
+#define FFM_ABI_VERSION 11
 
 #define FFM_MAX_JOBS 64           /* job slots active at once */
 #define FFM_MAX_PROCS 16384       /* tracked processes */
@@ -58,6 +59,7 @@ enum ffm_rec_type {
 	FFM_REC_MAP = 10,   /* a tracked process maps a libcuda file not in the drivers map */
 	FFM_REC_RELEASE = 11, /* a tracked process enters a context release (adaptive stage 1) */
 	FFM_REC_SAMPLE = 12,  /* stage 2: a CPU sample of a Python thread (struct ffm_rec_sample) */
+	FFM_REC_PYCODE = 13,  /* a code object a new stack's Python frames run (struct ffm_rec_pycode) */
 };
 
 /* The probe classes; the attach cookie carries one (see FFM_COOKIE). */
@@ -249,6 +251,7 @@ enum ffm_py_chain {
  * FFM_PY_FR_READ where it is read from a copied prefix. */
 #define FFM_PY_TS_READ 320 /* most bytes of a PyThreadState read at once (ts_read of a build) */
 #define FFM_PY_FR_READ 72  /* bytes of a _PyInterpreterFrame read at once */
+#define FFM_PY_CO_READ 160 /* bytes of a PyCodeObject read at once: past every co_ offset */
 
 struct ffm_py_layout {
 	__u64 interp;        /* address of _PyRuntime.interpreters.main (a PyInterpreterState **) */
@@ -267,7 +270,14 @@ struct ffm_py_layout {
 	__u16 co_code;       /* PyCodeObject: co_code_adaptive (the bytecode) */
 	__u8 chain;          /* enum ffm_py_chain */
 	__u8 owner_cstack;   /* owner value of C-stack shim frames (skipped), 0xff: none */
-	__u8 _pad[2];
+	__u8 _pad[4];
+	/* What a code record (FFM_REC_PYCODE) copies: the type objects it checks, the
+	 * PyCodeObject fields (< FFM_PY_CO_READ), where a compact str's characters start. */
+	__u64 code_type, str_type, bytes_type;
+	__u16 co_filename, co_qualname, co_linetable, co_firstlineno;
+	__u16 str_ascii;     /* sizeof(PyASCIIObject): the data of a compact ASCII str */
+	__u16 str_compact;   /* sizeof(PyCompactUnicodeObject): the data of other compact strs */
+	__u8 _pad2[4];
 };
 
 /* FFM_REC_STACK: a stack key's first occurrence in a process. */
@@ -284,6 +294,33 @@ struct ffm_rec_stack {
 	__u32 py_flags;       /* FFM_PY_* */
 	struct ffm_py_frame py[FFM_PY_FRAMES];
 	__u8 stack[FFM_STACK_BYTES];
+};
+
+/*
+ * FFM_REC_PYCODE: a copy of one code object that a new stack's Python frames run, sent before
+ * that stack's record, once per process, job run and code object (its address and fields).
+ * Decoding it later from the process's memory is a race: a short program finalizes its
+ * interpreter, freeing its code objects, while user space still unwinds the stacks before.
+ * Strings as CPython keeps them: @..._kind bytes per character (1, 2, 4; 0: not a compact str,
+ * not copied), @..._chars characters, of which the first @..._bytes bytes were copied (fewer
+ * than chars * kind: cut at the buffer). The location table (co_linetable) likewise: its first
+ * table_bytes of table_size bytes; its prefix decodes the lines of the code's first units.
+ */
+#define FFM_PY_FILE_BYTES 1024
+#define FFM_PY_QUAL_BYTES 256
+#define FFM_PY_TABLE_BYTES 8192
+
+struct ffm_rec_pycode {
+	struct ffm_rec_hdr hdr;
+	__u64 code;        /* PyCodeObject * */
+	__s32 first_line;  /* co_firstlineno */
+	__u32 table_size;
+	__u32 file_chars, qual_chars;
+	__u16 file_bytes, qual_bytes, table_bytes;
+	__u8 file_kind, qual_kind;
+	__u8 file[FFM_PY_FILE_BYTES];
+	__u8 qual[FFM_PY_QUAL_BYTES];
+	__u8 table[FFM_PY_TABLE_BYTES];
 };
 
 /* FFM_REC_EXEC / FFM_REC_EXIT / FFM_REC_FORK / FFM_REC_RELEASE */

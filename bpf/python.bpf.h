@@ -279,6 +279,149 @@ static __always_inline __u64 py_mix(__u64 h, const struct ffm_py_frame *py, __u3
 	return h;
 }
 
+/*
+ * Code records (FFM_REC_PYCODE): a copy of each code object a new stack's frames run, sent
+ * before the stack's record while the frames still run it, so that user space never has to
+ * read a code object that the interpreter may have freed since (a short program's last new
+ * stacks are unwound while it finalizes). Once per process, job run and code object; the key
+ * holds the object's own pointers too, so a freed object's address reused by another code
+ * object is sent again. Only at new stacks, which are rare by design.
+ */
+struct pycode_key {
+	__u32 tgid;
+	__u32 gen;
+	__u64 code;
+	__u64 tag; /* the code object's filename, qualname, linetable and first line */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct pycode_key);
+	__type(value, __u8);
+} pycodes SEC(".maps");
+
+/* PyObject: ob_type; PyVarObject: ob_size; PyUnicode: length, state; PyBytes: ob_sval. */
+#define PY_OB_TYPE 8
+#define PY_OB_SIZE 16
+#define PY_STR_LENGTH 16
+#define PY_STR_STATE 32
+#define PY_BYTES_SVAL 32
+#define PY_MAX_CHARS (1u << 20)
+
+struct code_send {
+	const struct ffm_py_layout *l;
+	const struct ffm_py_frame *py;
+	__u32 n, job, gen;
+	__u64 id, now;
+};
+
+static __always_inline __u64 rec_word(const __u8 *p, __u32 off)
+{
+	return *(const __u64 *)(p + (off & 0xf8));
+}
+
+/* Copy the characters of the compact str at @str into @dst (@cap bytes, a power of two);
+ * the header is first read into @dst too. */
+static __always_inline void str_snap(__u8 *dst, __u32 cap, __u64 str, const struct ffm_py_layout *l,
+				     __u8 *kind, __u32 *chars, __u16 *bytes)
+{
+	__u64 type, len, data, n; /* n: 64 bits, so the check and the call see one register */
+	__u32 state, k;
+
+	*kind = 0;
+	*chars = 0;
+	*bytes = 0;
+	if (!str || bpf_probe_read_user(dst, 40, (void *)str))
+		return;
+	type = rec_word(dst, PY_OB_TYPE);
+	len = rec_word(dst, PY_STR_LENGTH);
+	state = *(const __u32 *)(dst + PY_STR_STATE);
+	k = (state >> 2) & 7;
+	if (type != l->str_type || !((state >> 5) & 1) || (k != 1 && k != 2 && k != 4) ||
+	    len > PY_MAX_CHARS)
+		return;
+	data = str + (((state >> 6) & 1) ? l->str_ascii : l->str_compact);
+	n = len * k;
+	if (n > cap)
+		n = cap;
+	asm volatile("" : "+r"(n)); /* the check below on the register passed */
+	if (n > cap || (n && bpf_probe_read_user(dst, n, (void *)data)))
+		return;
+	*kind = (__u8)k;
+	*chars = (__u32)len;
+	*bytes = (__u16)n;
+}
+
+static long code_step(__u32 i, void *ctx)
+{
+	struct code_send *q = ctx;
+	const struct ffm_py_layout *l = q->l;
+	struct pycode_key k = { .tgid = q->id >> 32, .gen = q->gen };
+	struct ffm_rec_pycode *r;
+	__u64 file, qual, table, size, n;
+	__s32 first;
+	__u8 one = 1;
+
+	if (i >= q->n || i >= FFM_PY_FRAMES)
+		return 1;
+	asm volatile("" : "+r"(i)); /* keep the mask below: the verifier needs it */
+	k.code = q->py[i & (FFM_PY_FRAMES - 1)].code;
+	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+	if (!r)
+		return 1;
+	/* The code object's head, read into the table's room first. */
+	if (bpf_probe_read_user(r->table, FFM_PY_CO_READ, (void *)k.code) ||
+	    rec_word(r->table, PY_OB_TYPE) != l->code_type)
+		goto skip;
+	file = rec_word(r->table, l->co_filename);
+	qual = rec_word(r->table, l->co_qualname);
+	table = rec_word(r->table, l->co_linetable);
+	first = *(const __s32 *)(r->table + (l->co_firstlineno & 0xfc));
+	k.tag = mix(mix(mix(mix(0, file), qual), table), (__u32)first);
+	if (bpf_map_lookup_elem(&pycodes, &k))
+		goto skip;
+
+	fill_hdr(&r->hdr, FFM_REC_PYCODE, q->id, q->job, q->now);
+	r->code = k.code;
+	r->first_line = first;
+	str_snap(r->file, FFM_PY_FILE_BYTES, file, l, &r->file_kind, &r->file_chars, &r->file_bytes);
+	str_snap(r->qual, FFM_PY_QUAL_BYTES, qual, l, &r->qual_kind, &r->qual_chars, &r->qual_bytes);
+	r->table_size = 0;
+	r->table_bytes = 0;
+	if (table && !bpf_probe_read_user(r->table, 24, (void *)table) &&
+	    rec_word(r->table, PY_OB_TYPE) == l->bytes_type) {
+		size = rec_word(r->table, PY_OB_SIZE);
+		n = size > FFM_PY_TABLE_BYTES ? FFM_PY_TABLE_BYTES : size;
+		asm volatile("" : "+r"(n)); /* the check below on the register passed */
+		if (n <= FFM_PY_TABLE_BYTES && size <= 0xffffffffu &&
+		    (!n || !bpf_probe_read_user(r->table, n, (void *)(table + PY_BYTES_SVAL)))) {
+			r->table_size = (__u32)size;
+			r->table_bytes = (__u16)n;
+		}
+	}
+	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP); /* the stack record after it wakes the reader */
+	bpf_map_update_elem(&pycodes, &k, &one, BPF_ANY);
+	return 0;
+skip:
+	bpf_ringbuf_discard(r, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+/* The code records of a new stack's @n frames @py (before its stack record). */
+static __always_inline void py_send_codes(const struct ffm_py_frame *py, __u32 n, __u64 id,
+					  __u32 job, __u32 gen, __u64 now)
+{
+	__u32 tgid = id >> 32;
+	struct code_send q = { .py = py, .n = n, .job = job, .gen = gen, .id = id, .now = now };
+
+	if (!n)
+		return;
+	q.l = bpf_map_lookup_elem(&pyprocs, &tgid);
+	if (q.l)
+		bpf_loop(FFM_PY_FRAMES, code_step, &q, 0);
+}
+
 /* A forked child has its parent's image, hence its parent's layout. */
 static __always_inline void py_fork(__u32 ptgid, __u32 ctgid)
 {

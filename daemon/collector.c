@@ -31,6 +31,9 @@ _Static_assert(sizeof(struct ffm_rec_xfer) == 32 + 48, "ffm_rec_xfer layout");
 _Static_assert(sizeof(struct ffm_rec_range) == 32 + 40, "ffm_rec_range layout");
 _Static_assert(sizeof(struct ffm_rec_hit) == 32 + 24, "ffm_rec_hit layout");
 _Static_assert(sizeof(struct ffm_rec_map) == 32 + 24, "ffm_rec_map layout");
+_Static_assert(sizeof(struct ffm_py_layout) == 80, "ffm_py_layout layout");
+_Static_assert(sizeof(struct ffm_rec_pycode) == 32 + 32 + FFM_PY_FILE_BYTES + FFM_PY_QUAL_BYTES +
+			       FFM_PY_TABLE_BYTES, "ffm_rec_pycode layout");
 
 struct ffm_collector {
 	struct ffm_bpf *skel;
@@ -101,6 +104,7 @@ static size_t rec_size(uint32_t type)
 	case FFM_REC_RANGE: return sizeof(struct ffm_rec_range);
 	case FFM_REC_HIT: return sizeof(struct ffm_rec_hit);
 	case FFM_REC_SAMPLE: return sizeof(struct ffm_rec_sample);
+	case FFM_REC_PYCODE: return sizeof(struct ffm_rec_pycode);
 	case FFM_REC_MAP: return sizeof(struct ffm_rec_map);
 	default: return 0;
 	}

@@ -227,6 +227,16 @@ void ffm_pytrack__on_exit(struct ffm_pytrack *t, uint32_t tgid)
 	}
 }
 
+void ffm_pytrack__code(struct ffm_pytrack *t, const struct ffm_rec_pycode *rec)
+{
+	struct proc *p = oatab_find(&t->procs, rec->hdr.tgid, 0, false);
+
+	/* BPF walks only processes in pyprocs, which have a decoder; a copy that cannot stand
+	 * alone (a name cut short) is ignored: the frames are read from the process then. */
+	if (p && p->state == PY_WALKED && p->dec)
+		ffm_py_decoder__code(p->dec, rec);
+}
+
 static struct ffm_py_decoder *on_stack(struct ffm_pytrack *t, uint32_t tgid)
 {
 	struct proc *p = oatab_find(&t->procs, tgid, 0, true);

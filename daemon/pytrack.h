@@ -37,6 +37,10 @@ void ffm_pytrack__on_thread(struct ffm_pytrack *t, uint32_t tgid, uint32_t tid);
 /* A process joined (@ptgid: its parent for a fork, else 0). */
 void ffm_pytrack__on_proc(struct ffm_pytrack *t, uint32_t tgid, uint32_t ptgid);
 void ffm_pytrack__on_exit(struct ffm_pytrack *t, uint32_t tgid);
+/* A code record (sent before the stack records whose frames run it): the process's decoder
+ * takes the copy, so those frames decode even if the interpreter frees the object meanwhile. */
+struct ffm_rec_pycode;
+void ffm_pytrack__code(struct ffm_pytrack *t, const struct ffm_rec_pycode *rec);
 /*
  * At a stack record: settle the process's state if it is not, then put the record's Python
  * frames (decoded) among the @n native frames of @frames (innermost first, room for @max):

@@ -432,6 +432,9 @@ int ffm_recorder__record(struct ffm_recorder *r, const void *rec, size_t size)
 	case FFM_REC_RANGE:
 	case FFM_REC_HIT: return on_memtrace(r, rec);
 	case FFM_REC_SAMPLE: return on_sample(r, rec);
+	case FFM_REC_PYCODE:
+		ffm_pytrack__code(r->py, rec);
+		return 0;
 	default: return 0;
 	}
 }

@@ -15,7 +15,8 @@
  * Everything read from the process (/proc/PID/mem) is treated as hostile: bounded reads,
  * types checked against the build's PyCode_Type, PyUnicode_Type and PyBytes_Type, lengths
  * capped, line tables parsed with bounds. Decoded code objects are cached per process by
- * address.
+ * address. The BPF side sends a copy of each code object a new stack runs (FFM_REC_PYCODE),
+ * taken while it runs; the process's memory is read only where no copy came.
  */
 #ifndef FFM_PYTHON_H
 #define FFM_PYTHON_H
@@ -74,11 +75,23 @@ int ffm_py_decoder__new(pid_t pid, const char *proc_root, const struct ffm_py_bu
 			struct ffm_py_decoder **ret);
 struct ffm_py_decoder *ffm_py_decoder__free(struct ffm_py_decoder *d);
 /*
- * Decode the frame (@code, @instr: struct ffm_py_frame). Strings stay valid until the decoder is
- * freed. -EFAULT: unreadable; -EPROTO: not a code object of the build (or a malformed one).
+ * Decode the frame (@code, @instr: struct ffm_py_frame), from the code object's copy if one was
+ * given (ffm_py_decoder__code), else from the process. Strings stay valid until the decoder is
+ * freed or given a new copy of that address. -EFAULT: unreadable; -EPROTO: not a code object
+ * of the build (or a malformed one).
  */
 int ffm_py_decoder__frame(struct ffm_py_decoder *d, uint64_t code, int32_t instr,
 			  struct ffm_py_loc *out);
+
+/*
+ * Take the copy of a code object that BPF sent while its frames ran (FFM_REC_PYCODE): frames of
+ * that address decode from it from now on, not from the process, whose interpreter may free
+ * the object before they are decoded. A location table cut short is completed from the process
+ * if a frame's instruction lies past its end and the object there is still the same one.
+ * -EPROTO: a copy that cannot stand alone (a name cut short or not a str), left unused: the
+ * object is read from the process as before. -ENOMEM.
+ */
+int ffm_py_decoder__code(struct ffm_py_decoder *d, const struct ffm_rec_pycode *rec);
 
 /* The line of code unit @unit in a 3.11+ location table (co_linetable); -1: none. */
 int ffm_py_line_at(const uint8_t *table, size_t len, int first_line, int64_t unit);

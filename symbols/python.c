@@ -234,6 +234,10 @@ static void fill_layout(struct ffm_py_build *b)
 		.cf_frame = o->cf_frame, .fr_code = o->fr_code, .fr_previous = o->fr_previous,
 		.fr_instr = o->fr_instr, .fr_owner = o->fr_owner, .co_code = o->co_code,
 		.chain = o->chain, .owner_cstack = o->owner_cstack,
+		.code_type = b->code_type, .str_type = b->str_type, .bytes_type = b->bytes_type,
+		.co_filename = o->co_filename, .co_qualname = o->co_qualname,
+		.co_linetable = o->co_linetable, .co_firstlineno = o->co_firstlineno,
+		.str_ascii = o->str_ascii, .str_compact = o->str_compact,
 	};
 }
 
@@ -427,6 +431,7 @@ struct code_ent {
 	char *file, *qualname, *folded;
 	uint8_t *table;
 	uint32_t table_len;
+	uint32_t table_size; /* the full table's: more than table_len for a copy cut short */
 	int32_t first_line;
 	bool loaded, bad;
 };
@@ -436,6 +441,17 @@ struct ffm_py_decoder {
 	struct ffm_py_build b;
 	struct oatab codes; /* struct code_ent */
 };
+
+static void code_clear(struct code_ent *c)
+{
+	free(c->file);
+	free(c->qualname);
+	free(c->folded);
+	free(c->table);
+	c->file = c->qualname = c->folded = NULL;
+	c->table = NULL;
+	c->table_len = c->table_size = 0;
+}
 
 int ffm_py_decoder__new(pid_t pid, const char *proc_root, const struct ffm_py_build *b,
 			struct ffm_py_decoder **ret)
@@ -464,12 +480,8 @@ struct ffm_py_decoder *ffm_py_decoder__free(struct ffm_py_decoder *d)
 	for (size_t i = 0; i < d->codes.cap; i++) {
 		struct code_ent *c = oatab_slot(&d->codes, i);
 
-		if (c) {
-			free(c->file);
-			free(c->qualname);
-			free(c->folded);
-			free(c->table);
-		}
+		if (c)
+			code_clear(c);
 	}
 	oatab_free(&d->codes);
 	close(d->fd);
@@ -504,30 +516,13 @@ static size_t utf8_put(uint32_t c, char *out)
 	return 4;
 }
 
-/* A compact str object at @addr as a malloc'd UTF-8 string; NULL when it is none. */
-static char *read_str(struct ffm_py_decoder *d, uint64_t addr)
+/* @length characters of @kind (1, 2, 4) bytes each at @raw as a malloc'd UTF-8 string. */
+static char *utf8_of(const uint8_t *raw, uint64_t length, uint32_t kind)
 {
-	uint64_t type = 0, length = 0, data;
-	uint32_t state = 0, kind;
-	uint8_t *raw;
-	char *s, *p;
+	char *s = malloc(length * 4 + 1), *p = s;
 
-	if (mem_u64(d->fd, addr + OB_TYPE, &type) < 0 || type != d->b.str_type ||
-	    mem_u64(d->fd, addr + STR_LENGTH, &length) < 0 ||
-	    mem_read(d->fd, addr + STR_STATE, &state, 4) < 0)
+	if (!s)
 		return NULL;
-	kind = (state >> 2) & 7;
-	if (!((state >> 5) & 1) || length > MAX_STR || (kind != 1 && kind != 2 && kind != 4))
-		return NULL; /* not compact (every code object's strings are), or too long */
-	data = addr + (((state >> 6) & 1) ? d->b.off->str_ascii : d->b.off->str_compact);
-	raw = malloc(length * kind + 1);
-	s = malloc(length * 4 + 1);
-	if (!raw || !s || mem_read(d->fd, data, raw, length * kind) < 0) {
-		free(raw);
-		free(s);
-		return NULL;
-	}
-	p = s;
 	for (uint64_t i = 0; i < length; i++) {
 		uint32_t c = kind == 1 ? raw[i] : 0;
 
@@ -538,6 +533,31 @@ static char *read_str(struct ffm_py_decoder *d, uint64_t addr)
 		p += utf8_put(c ? c : 0xfffd, p);
 	}
 	*p = 0;
+	return s;
+}
+
+/* A compact str object at @addr as a malloc'd UTF-8 string; NULL when it is none. */
+static char *read_str(struct ffm_py_decoder *d, uint64_t addr)
+{
+	uint64_t type = 0, length = 0, data;
+	uint32_t state = 0, kind;
+	uint8_t *raw;
+	char *s;
+
+	if (mem_u64(d->fd, addr + OB_TYPE, &type) < 0 || type != d->b.str_type ||
+	    mem_u64(d->fd, addr + STR_LENGTH, &length) < 0 ||
+	    mem_read(d->fd, addr + STR_STATE, &state, 4) < 0)
+		return NULL;
+	kind = (state >> 2) & 7;
+	if (!((state >> 5) & 1) || length > MAX_STR || (kind != 1 && kind != 2 && kind != 4))
+		return NULL; /* not compact (every code object's strings are), or too long */
+	data = addr + (((state >> 6) & 1) ? d->b.off->str_ascii : d->b.off->str_compact);
+	raw = malloc(length * kind + 1);
+	if (!raw || mem_read(d->fd, data, raw, length * kind) < 0) {
+		free(raw);
+		return NULL;
+	}
+	s = utf8_of(raw, length, kind);
 	free(raw);
 	return s;
 }
@@ -560,6 +580,19 @@ static uint8_t *read_bytes(struct ffm_py_decoder *d, uint64_t addr, uint32_t *le
 	return buf;
 }
 
+/* With file and qualname set: the "qualname (file name)" of the function. */
+static int code_fold(struct code_ent *c)
+{
+	const char *base = strrchr(c->file, '/');
+	size_t len = strlen(c->qualname) + strlen(c->file) + 4;
+
+	c->folded = malloc(len);
+	if (!c->folded)
+		return -ENOMEM;
+	snprintf(c->folded, len, "%s (%s)", c->qualname, base ? base + 1 : c->file);
+	return 0;
+}
+
 static int load_code(struct ffm_py_decoder *d, uint64_t code, struct code_ent *c)
 {
 	const struct ffm_py_offsets *o = d->b.off;
@@ -567,12 +600,7 @@ static int load_code(struct ffm_py_decoder *d, uint64_t code, struct code_ent *c
 
 	if (mem_u64(d->fd, code + OB_TYPE, &type) < 0)
 		return -EFAULT;
-	free(c->file);
-	free(c->qualname);
-	free(c->folded);
-	free(c->table);
-	c->file = c->qualname = c->folded = NULL;
-	c->table = NULL;
+	code_clear(c);
 	if (type != d->b.code_type || mem_u64(d->fd, code + o->co_filename, &file) < 0 ||
 	    mem_u64(d->fd, code + o->co_name, &name) < 0 ||
 	    mem_u64(d->fd, code + o->co_qualname, &qual) < 0 ||
@@ -584,18 +612,77 @@ static int load_code(struct ffm_py_decoder *d, uint64_t code, struct code_ent *c
 	if (!c->qualname)
 		c->qualname = read_str(d, name);
 	c->table = read_bytes(d, table, &c->table_len);
+	c->table_size = c->table_len;
 	if (!c->file || !c->qualname || c->first_line < 0)
 		return -EPROTO;
-	{
-		const char *base = strrchr(c->file, '/');
-		size_t len = strlen(c->qualname) + strlen(c->file) + 4;
+	return code_fold(c);
+}
 
-		c->folded = malloc(len);
-		if (!c->folded)
-			return -ENOMEM;
-		snprintf(c->folded, len, "%s (%s)", c->qualname, base ? base + 1 : c->file);
+/* A string of a code record: whole, or NULL. */
+static char *rec_str(const uint8_t *raw, uint32_t cap, uint32_t chars, uint32_t bytes, uint8_t kind)
+{
+	if ((kind != 1 && kind != 2 && kind != 4) || bytes > cap || (uint64_t)chars * kind != bytes)
+		return NULL; /* not a str, or cut short */
+	return utf8_of(raw, chars, kind);
+}
+
+int ffm_py_decoder__code(struct ffm_py_decoder *d, const struct ffm_rec_pycode *r)
+{
+	char *file = rec_str(r->file, sizeof(r->file), r->file_chars, r->file_bytes, r->file_kind);
+	char *qual = rec_str(r->qual, sizeof(r->qual), r->qual_chars, r->qual_bytes, r->qual_kind);
+	struct code_ent *c;
+	uint32_t n = r->table_bytes <= sizeof(r->table) && r->table_bytes <= r->table_size ?
+			     r->table_bytes : 0;
+
+	if (!file || !qual || r->first_line < 0) {
+		free(file);
+		free(qual);
+		return -EPROTO;
 	}
-	return 0;
+	c = oatab_find(&d->codes, r->code, 0, true);
+	if (!c) {
+		free(file);
+		free(qual);
+		return -ENOMEM;
+	}
+	code_clear(c);
+	c->file = file;
+	c->qualname = qual;
+	c->first_line = r->first_line;
+	c->table = malloc(n ? n : 1);
+	if (c->table) {
+		memcpy(c->table, r->table, n);
+		c->table_len = n;
+		c->table_size = n ? r->table_size : 0;
+	}
+	c->loaded = true;
+	c->bad = code_fold(c) < 0;
+	return c->bad ? -ENOMEM : 0;
+}
+
+/* A copied table cut short: the whole one from the process, if the code object at @code is
+ * still the one copied (its type, first line and table size). Tried once. */
+static void complete_table(struct ffm_py_decoder *d, uint64_t code, struct code_ent *c)
+{
+	const struct ffm_py_offsets *o = d->b.off;
+	uint64_t type = 0, table = 0;
+	int32_t first = -1;
+	uint32_t len = 0;
+	uint8_t *t;
+
+	if (mem_u64(d->fd, code + OB_TYPE, &type) == 0 && type == d->b.code_type &&
+	    mem_read(d->fd, code + o->co_firstlineno, &first, 4) == 0 && first == c->first_line &&
+	    mem_u64(d->fd, code + o->co_linetable, &table) == 0 &&
+	    (t = read_bytes(d, table, &len)) != NULL) {
+		if (len == c->table_size) {
+			free(c->table);
+			c->table = t;
+			c->table_len = len;
+		} else {
+			free(t);
+		}
+	}
+	c->table_size = c->table_len;
 }
 
 int ffm_py_decoder__frame(struct ffm_py_decoder *d, uint64_t code, int32_t instr,
@@ -617,6 +704,10 @@ int ffm_py_decoder__frame(struct ffm_py_decoder *d, uint64_t code, int32_t instr
 		return -EPROTO;
 	line = instr < 0 || !c->table ? -1 :
 	       ffm_py_line_at(c->table, c->table_len, c->first_line, instr / 2);
+	if (line < 0 && instr >= 0 && c->table && c->table_size > c->table_len) {
+		complete_table(d, code, c);
+		line = ffm_py_line_at(c->table, c->table_len, c->first_line, instr / 2);
+	}
 	out->file = c->file;
 	out->qualname = c->qualname;
 	out->folded = c->folded;

@@ -4,7 +4,7 @@
  * CPython 3.11+): the location-table decoder agrees with the interpreter's own co_lines(); a
  * running interpreter is detected, its layout checks out, and a frame's (code, instruction)
  * decodes to the file, qualified name and line the interpreter reports; an object that is not
- * a code object is refused.
+ * a code object is refused; copies of code objects (code records) decode without the process.
  */
 #include <signal.h>
 #include <sys/wait.h>
@@ -109,6 +109,45 @@ static const char live_script[] =
 	"        inner()\n"
 	"K().outer()\n";
 
+/*
+ * Code records (FFM_REC_PYCODE) at @addr, an object of the process that is no code object:
+ * frames decode from the copy, never from the process; a copy whose table was cut decodes
+ * the units its prefix covers and the first line past it (the object there is another); a
+ * copy whose name was cut is refused and the process is read instead. 0 or -EBADMSG.
+ */
+static int check_copies(struct ffm_py_decoder *d, uint64_t addr)
+{
+	/* Three entries of two code units each ("no column" form, line deltas 2, 1, 1). */
+	static const uint8_t table[] = { 0xe9, 0x04, 0xe9, 0x02, 0xe9, 0x02 };
+	static struct ffm_rec_pycode r;
+	struct ffm_py_loc loc;
+
+	memset(&r, 0, sizeof(r));
+	r.hdr.type = FFM_REC_PYCODE;
+	r.code = addr;
+	r.first_line = 10;
+	r.file_kind = r.qual_kind = 1;
+	r.file_chars = r.file_bytes = sprintf((char *)r.file, "/job/train.py");
+	r.qual_chars = r.qual_bytes = sprintf((char *)r.qual, "Model.step");
+	memcpy(r.table, table, sizeof(table));
+	r.table_bytes = r.table_size = sizeof(table);
+	if (ffm_py_decoder__code(d, &r) < 0 || ffm_py_decoder__frame(d, addr, 8, &loc) < 0 ||
+	    strcmp(loc.file, "/job/train.py") || strcmp(loc.folded, "Model.step (train.py)") ||
+	    loc.line != 14 || loc.first_line != 10)
+		return -EBADMSG;
+	/* A new copy of the address replaces the old one; its table cut after two entries. */
+	r.first_line = 20;
+	r.table_bytes = 4;
+	if (ffm_py_decoder__code(d, &r) < 0 || ffm_py_decoder__frame(d, addr, 6, &loc) < 0 ||
+	    loc.line != 23 || ffm_py_decoder__frame(d, addr, 8, &loc) < 0 || loc.line != 20)
+		return -EBADMSG;
+	/* A name cut short: no copy; the process holds no code object there. */
+	r.file_chars = 500;
+	if (ffm_py_decoder__code(d, &r) != -EPROTO || ffm_py_decoder__frame(d, addr + 8, 0, &loc) != -EPROTO)
+		return -EBADMSG;
+	return 0;
+}
+
 static void check_live(const char *py, pid_t pid, FILE *in)
 {
 	unsigned long long code, notcode;
@@ -134,6 +173,8 @@ static void check_live(const char *py, pid_t pid, FILE *in)
 		err = -EINVAL;
 	if (err == 0)
 		err = ffm_py_decoder__frame(d, notcode, 0, &loc) == -EPROTO ? 0 : -EBADMSG;
+	if (err == 0)
+		err = check_copies(d, notcode);
 	ffm_py_decoder__free(d);
 	ASSERT_MSG(err == 0, "%s: decode: %d (%s %s:%u, want %s:%d)", py, err,
 		   err == -EINVAL ? loc.qualname : "", err == -EINVAL ? loc.file : "",
