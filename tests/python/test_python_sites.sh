@@ -118,6 +118,33 @@ else
 	notok "profile of tests/python/pydeep.py"; tail -n 20 "$T/deep.log" | diag
 fi
 
+# Code objects freed before their frames are decoded, their memory taken by decoys
+# (tests/python/pygen.py): each read named at its own generated module's line.
+if LD_LIBRARY_PATH=$B/fakecuda "$B/ffmctl" --state-dir "$T/state" profile --stages 1-2 --job-id gen -- \
+	"${pythons[0]}" tests/python/pygen.py >"$T/gen.log" 2>&1 &&
+	"$B/ffmctl" --state-dir "$T/state" report gen --json --top 1000 >"$T/gen.json"; then
+	check "${pythons[0]}: frames of freed code objects named from their copies, never a decoy's" python3 - "$T/gen.json" <<'PY'
+import json, os, re, sys
+gen = os.path.join(os.path.abspath("tests/python"), "gen")
+r = json.load(open(sys.argv[1]))
+named, wrong = set(), []
+for c in r["call_sites"]:
+    cs = c["call_site"]
+    m = re.fullmatch(re.escape(gen) + r"/(mod|decoy)_(\d+)\.py", cs.get("file") or "")
+    if not m:
+        continue
+    i = int(m.group(2))
+    if m.group(1) == "mod" and cs.get("line") == i + 2 and cs.get("function") == "read_%d" % i:
+        named.add(i)
+    else:
+        wrong.append("%s:%s in %s" % (cs["file"], cs.get("line"), cs.get("function")))
+print("# %d of 40 generated reads named; wrong: %s" % (len(named), wrong[:5]))
+sys.exit(0 if len(named) == 40 and not wrong else 1)
+PY
+else
+	notok "profile of tests/python/pygen.py"; tail -n 20 "$T/gen.log" | diag
+fi
+
 if kill -0 "$outside" 2>/dev/null; then
 	hit=0
 	for m in $(bpftool -j map show 2>/dev/null | python3 -c 'import json,sys; print(*[m["id"] for m in json.load(sys.stdin) if m.get("name") == "pyprocs"])'); do
