@@ -216,5 +216,7 @@ int an_run_model(struct ffm_analysis *a);
 int an_evidence(struct ffm_analysis *a);
 int an_sort_sites(struct ffm_analysis *a);
 int an_cmp_api(const void *x, const void *y);
+/* A member's coverage (ffm_an_site.coverage) into a group's: the least one known. */
+void an_group_coverage(struct ffm_an_group *gr, bool known, double coverage);
 
 #endif

@@ -98,6 +98,10 @@ struct ffm_an_site {
 	double count_se, wait_se_ns;
 	/* verdicts applied to the timeline's occurrences */
 	uint64_t n_unnecessary, n_misplaced, n_dup, n_partial, n_classified;
+	/* stage 3: the share of its protected range its watch windows covered, best range of its
+	 * syncs (ffm_verdict_coverage; valid when coverage_known) */
+	double coverage;
+	bool coverage_known;
 	uint64_t n_host_read, n_launch_blocked;
 	uint64_t read_bytes; /* host read: the most bytes one of its syncs protected */
 	uint64_t n_xclassified; /* transfer verdicts applied */
@@ -128,6 +132,8 @@ struct ffm_an_group {
 	uint32_t repeats;
 	uint32_t *seq_sites;
 	bool partial, divergent;
+	double coverage;     /* the least of its members' ffm_an_site.coverage ... */
+	bool coverage_known; /* ... when one of them has one */
 };
 
 struct ffm_an_api {

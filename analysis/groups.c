@@ -56,6 +56,15 @@ static void group_add_member(struct ffm_analysis *a, struct ffm_an_group *gr, ui
 	gr->n_type[problem]++;
 	gr->partial |= x->n_partial != 0;
 	gr->divergent |= x->divergent;
+	an_group_coverage(gr, x->coverage_known, x->coverage);
+}
+
+void an_group_coverage(struct ffm_an_group *gr, bool known, double coverage)
+{
+	if (known && (!gr->coverage_known || coverage < gr->coverage)) {
+		gr->coverage = coverage;
+		gr->coverage_known = true;
+	}
 }
 
 /* Folded-function groups from the model's; member statistics from the problem nodes. */

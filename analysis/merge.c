@@ -103,6 +103,7 @@ int ffm_an_merge(const struct ffm_analysis_result *const *res, size_t nr, struct
 			mg->g.benefit_ns += g->benefit_ns;
 			mg->g.partial |= g->partial;
 			mg->g.divergent |= g->divergent;
+			an_group_coverage(&mg->g, g->coverage_known, g->coverage);
 		}
 		for (size_t i = 0; i < r->n_apis; i++) {
 			const struct ffm_an_api *a = &r->apis[i];

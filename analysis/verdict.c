@@ -12,7 +12,26 @@ enum ffm_seen ffm_verdict_seen(const struct ffm_store_sync_use *u, int64_t *dela
 		return FFM_SEEN_USED;
 	if (u->flags & FFM_SYNC_USE_PARTIAL)
 		return FFM_SEEN_UNKNOWN;
-	return u->prot_hi - u->prot_lo > FFM_WATCHED_BYTES ? FFM_SEEN_NONE_PART : FFM_SEEN_NONE;
+	return u->prot_hi - u->prot_lo > ffm_verdict_watched(u) ? FFM_SEEN_NONE_PART : FFM_SEEN_NONE;
+}
+
+uint64_t ffm_verdict_watched(const struct ffm_store_sync_use *u)
+{
+	/* Rows before schema 7 say nothing: one window on the range's first word. */
+	if (!u->watched_bytes && !u->covered_bytes)
+		return FFM_WATCHED_BYTES;
+	return u->watched_bytes;
+}
+
+double ffm_verdict_coverage(const struct ffm_store_sync_use *u)
+{
+	uint64_t size = u->prot_hi > u->prot_lo ? u->prot_hi - u->prot_lo : 0, c = u->covered_bytes;
+
+	if (!size)
+		return -1;
+	if (!u->watched_bytes && !c)
+		c = FFM_WATCHED_BYTES;
+	return c >= size ? 1.0 : (double)c / (double)size;
 }
 
 void ffm_verdict_add_range(uint8_t *seen, int64_t *delay_ns, uint8_t row, int64_t row_delay_ns)

@@ -56,6 +56,17 @@ static void note_prot(struct site_int *si, const struct ffm_store_sync_use *u, b
 		si->prot_max = si->prot_cur;
 }
 
+/* The best-covered protected range of a site's stage-3 syncs. */
+static void note_coverage(struct ffm_an_site *x, const struct ffm_store_sync_use *u)
+{
+	double c = ffm_verdict_coverage(u);
+
+	if (c >= 0 && (!x->coverage_known || c > x->coverage)) {
+		x->coverage = c;
+		x->coverage_known = true;
+	}
+}
+
 struct use_scan {
 	struct ffm_analysis *a;
 	bool stage4;
@@ -82,6 +93,8 @@ static int on_sync_use(const struct ffm_store_sync_use *u, void *ctx)
 		a->res.sites[i].n_partial++;
 	if (val == FFM_SEEN_USED && !us->stage4)
 		si->any_used3 = true;
+	if (!us->stage4)
+		note_coverage(&a->res.sites[i], u);
 	if (val == FFM_SEEN_USED && !si->use_stack && !si->use_frame) {
 		si->use_stack = u->use_stack;
 		si->use_frame = u->use_frame;

@@ -371,11 +371,34 @@ static void __attribute__((format(printf, 3, 4))) remark(FILE *o, int *n, const 
 	(*n)++;
 }
 
+/*
+ * The benefit of the unnecessary syncs whose verdict rests on data watched only in part (no use
+ * seen in the windows stage 3 watched), and the least coverage among them (-1: none).
+ */
+static uint64_t partial_benefit(const struct ffm_an_merged *m, double *least)
+{
+	uint64_t b = 0;
+
+	*least = -1;
+	for (size_t i = 0; i < m->n_groups; i++) {
+		const struct ffm_an_group *g = &m->groups[i].g;
+
+		if (!g->partial || !g->n_type[FFM_PROBLEM_UNNECESSARY_SYNC])
+			continue;
+		b += g->benefit_ns;
+		if (g->coverage_known && (*least < 0 || g->coverage < *least))
+			*least = g->coverage;
+	}
+	return b;
+}
+
 static void print_quality(FILE *o, const struct ffm_an_merged *m)
 {
 	const struct ffm_an_quality *q = &m->q;
 	uint64_t lost = q->drops[FFM_DROP_RINGBUF_FULL] + q->drops[FFM_DROP_MAP_FULL] +
 			q->drops[FFM_DROP_OTHER];
+	double least;
+	uint64_t pb = partial_benefit(m, &least);
 	int n = 0;
 
 	fprintf(o, "data quality:");
@@ -395,6 +418,9 @@ static void print_quality(FILE *o, const struct ffm_an_merged *m)
 	if (q->partial_syncs)
 		remark(o, &n, " partial coverage: %" PRIu64 " sync verdicts watched only part of the protected data (%" PRIu64 " of them saw no use and are not called unnecessary);",
 		       q->partial_syncs, q->withheld_syncs);
+	if (pb && least >= 0)
+		remark(o, &n, " %.6f s of the benefits below rest on unnecessary syncs whose data was watched in part (at least %.1f%% of it over their syncs, no use seen): a use of bytes never watched would make them required;",
+		       s_of(pb), 100 * least);
 	if (q->divergent_sites)
 		remark(o, &n, " run-to-run differences at %u call site%s (counts differ by more than %d%% between stage 2 and stages 3/4: majority verdicts used);",
 		       q->divergent_sites, ffmctl_s(q->divergent_sites), FFM_JOIN_TOLERANCE_PCT);
@@ -451,7 +477,10 @@ static void print_evidence(FILE *o, const struct ffmctl_job_stores *js,
 	if (mg->g.n_type[FFM_PROBLEM_LAUNCH_BLOCKED])
 		fprintf(o, "       launch blocked: %" PRIu64 " launch%s waited for the GPU (its queue was full); fewer, larger kernels or a CUDA graph help, no time is credited\n",
 			mg->g.n_type[FFM_PROBLEM_LAUNCH_BLOCKED], mg->g.n_type[FFM_PROBLEM_LAUNCH_BLOCKED] == 1 ? "" : "es");
-	if (mg->g.partial)
+	if (mg->g.partial && mg->g.coverage_known)
+		fprintf(o, "       coverage partial: %.1f%% of the protected data was watched at least once over these syncs; a use of the rest only would go unseen\n",
+			100 * mg->g.coverage);
+	else if (mg->g.partial)
 		fprintf(o, "       coverage partial: only part of the protected data could be watched\n");
 	if (mg->g.divergent)
 		fprintf(o, "       runs differ here: the site's majority verdict is used\n");
@@ -711,11 +740,12 @@ static json_t *json_evidence(const struct ffmctl_job_stores *js, const struct ff
 				"line", (json_int_t)x->use_line);
 	if (mg->g.n_type[FFM_PROBLEM_DUPLICATE_TRANSFER] && x->first_xfer_site >= 0)
 		xfer = ffmctl_json_site(&r->sites[x->first_xfer_site]);
-	return json_pack("{s:o,s:o,s:i,s:o,s:o,s:b,s:b}", "wait_s", json_s(s_of(mg->g.wait_ns)),
+	return json_pack("{s:o,s:o,s:i,s:o,s:o,s:b,s:b,s:o}", "wait_s", json_s(s_of(mg->g.wait_ns)),
 			 "first_use_s", delay, "first_use_from_stage",
 			 x->use_delay_ns < 0 ? 0 : x->delays_from_stage3 ? 3 : 4,
 			 "first_use_site", use, "first_transfer_site", xfer,
-			 "partial", mg->g.partial, "divergent", mg->g.divergent);
+			 "partial", mg->g.partial, "divergent", mg->g.divergent,
+			 "coverage", mg->g.coverage_known ? ffm_json_fixed(mg->g.coverage, 4) : json_null());
 }
 
 static json_t *json_stages(const struct ffmctl_job_stores *js)
@@ -746,8 +776,10 @@ static json_t *json_stages(const struct ffmctl_job_stores *js)
 static json_t *json_quality(const struct ffm_an_merged *m)
 {
 	const struct ffm_an_quality *q = &m->q;
+	double least;
+	uint64_t pb = partial_benefit(m, &least);
 
-	return json_pack("{s:o,s:{s:o,s:o,s:o,s:o},s:I,s:I,s:I,s:o,s:o,s:I,s:I,s:o,s:o,s:o,s:b,s:o}",
+	return json_pack("{s:o,s:{s:o,s:o,s:o,s:o},s:I,s:I,s:I,s:o,s:o,s:o,s:o,s:I,s:I,s:o,s:o,s:o,s:b,s:o}",
 			 "records_lost", ffm_json_u64(q->drops[0] + q->drops[2] + q->drops[3]),
 			 "drops", "ringbuf", ffm_json_u64(q->drops[0]),
 			 "stack_depth", ffm_json_u64(q->drops[1]),
@@ -758,6 +790,8 @@ static json_t *json_quality(const struct ffm_an_merged *m)
 			 "failed_exit_status", (json_int_t)q->failed_status,
 			 "partial_syncs", ffm_json_u64(q->partial_syncs),
 			 "withheld_syncs", ffm_json_u64(q->withheld_syncs),
+			 "partial_coverage_benefit_s", json_s(s_of(pb)),
+			 "partial_coverage_least", least < 0 ? json_null() : ffm_json_fixed(least, 4),
 			 "divergent_sites", (json_int_t)q->divergent_sites,
 			 "unmatched_sites", (json_int_t)q->unmatched_sites,
 			 "unclassified_syncs", ffm_json_u64(q->unclassified_syncs),
@@ -874,6 +908,8 @@ static json_t *json_call_sites(const struct ffmctl_job_stores *js, int top)
 				"benefit_s", json_s(s_of(x->benefit_ns)),
 				"call_site", ffmctl_json_site(x));
 
+			if (o && x->coverage_known)
+				json_object_set_new(o, "coverage", ffm_json_fixed(x->coverage, 4));
 			/* adaptive stage 1: estimates, with one standard error */
 			if (o && x->sampled)
 				json_object_update_new(o, json_pack("{s:b,s:o,s:o}", "sampled", 1,

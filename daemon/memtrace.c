@@ -13,14 +13,24 @@
 #include "store/ffm_store.h"
 
 #define XFER_RING 256 /* recent transfer calls per thread, to find a hash's call */
+/* Ranges of up to this many 8-byte words (128 MiB) keep a bitmap of the words ever watched;
+ * larger ones count only their sweep's words (distinct in its first pass): a lower bound. */
+#define COVER_MAX_WORDS (1ull << 24)
+#define COARSE_POINTS 16 /* the coarse window's grid: the end, 1/2, 1/4, 3/4, 1/8, ... */
+
+/* What a watch slot looks at in its range (docs/STAGES.md, "Coverage"). */
+enum role { ROLE_FIRST, ROLE_SWEEP, ROLE_COARSE, ROLE_INDEX };
 
 struct range {
 	uint64_t lo, hi;
 	uint64_t issued_ns; /* last issue (DtoH copy or allocation) */
-	uint64_t armed_ns;  /* when its watchpoint was last (re)armed; 0 = not watched */
+	uint64_t occ;       /* issues watched so far: the next one's occurrence index */
+	uint64_t sweep;     /* the sweep's step counter */
+	uint64_t step;      /* the sweep's stride in words (0: not yet chosen) */
+	uint64_t *seen;     /* words watched at least once (COVER_MAX_WORDS), NULL until then */
+	uint64_t covered;   /* bytes of [lo, hi) watched at least once */
 	bool allowed;       /* may be watched (stage 4: issued from a used stack) */
 	bool decided;       /* allowed is final (stage 4 waits for the issuing call's stack) */
-	int slot;           /* watch slot, -1 = none */
 };
 
 struct xcall {
@@ -37,6 +47,7 @@ struct pend_sync {
 	bool used;
 	uint64_t use_addr, use_ns;
 	int64_t use_stack;
+	uint64_t watched, covered; /* of [prot_lo, prot_hi), at the sync (struct ffm_store_sync_use) */
 };
 
 struct thread {
@@ -53,8 +64,10 @@ struct proc {
 	size_t nr, capr;
 	struct thread *t;
 	size_t nt, capt;
-	uint64_t slot_addr[FFM_MEMTRACE_WATCHES]; /* watched word per slot, 0 = unused */
-	int slot_range[FFM_MEMTRACE_WATCHES];     /* index into r, -1 */
+	uint64_t slot_addr[FFM_MEMTRACE_WATCHES];  /* watched word per slot, 0 = unused */
+	int slot_range[FFM_MEMTRACE_WATCHES];      /* index into r, -1 */
+	uint64_t slot_armed[FFM_MEMTRACE_WATCHES]; /* when it got its address */
+	uint8_t slot_role[FFM_MEMTRACE_WATCHES];   /* enum role */
 };
 
 /* u64 key -> two values, open addressing, grows at 1/2 load; key 0 marks an empty slot.
@@ -172,61 +185,263 @@ static bool stack_allowed(const struct ffm_memtrace *m, int64_t stack)
 	return false;
 }
 
-/* Make range ri one of the watched ones, evicting the least recently issued watched range. */
+/* ---- windows: which 8-byte words of its range each watch slot looks at ------------------------
+ *
+ * A range shares the process's FFM_MEMTRACE_WATCHES slots with the other recently issued ones
+ * (an equal share, at least one) and moves its windows at each issue, so that over the issues
+ * of a range its windows cover all of it. Its slots' roles, in the order a share gets them:
+ *   FIRST   the first word, always (a consumer that reads from the start; stage 4's first-use
+ *           time of such a consumer is what it was with one window)
+ *   SWEEP   the next word of a permutation of the range's words, from the last one: steps of
+ *           g words modulo their count n, g near n/φ and prime to n (a Weyl sequence: the
+ *           words seen so far are spread evenly over the range at any time, and a power-of-two
+ *           stride of the program's reads does not alias with it as a bit-reversed order does)
+ *   COARSE  a grid of COARSE_POINTS points revisited every COARSE_POINTS issues: the last word,
+ *           the middle, the quarters, the eighths... (a field at a fixed place of a result)
+ *   INDEX   the element the loop's counter indexes: at issue k, byte 4k (k even) or 8k (k odd)
+ *           modulo the size (h[i % n] of 4- and 8-byte elements, when the program's loop
+ *           counts from the range's first issue)
+ */
+
+static uint64_t range_words(const struct range *r)
+{
+	return ((r->hi - 1) >> 3) - (r->lo >> 3) + 1;
+}
+
+/* Bytes of the range in the word at @w. */
+static uint64_t word_bytes(const struct range *r, uint64_t w)
+{
+	uint64_t a = w > r->lo ? w : r->lo, b = w + 8 < r->hi ? w + 8 : r->hi;
+
+	return b > a ? b - a : 0;
+}
+
+static uint64_t gcd(uint64_t a, uint64_t b)
+{
+	while (b) {
+		uint64_t t = a % b;
+
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+static uint64_t bitrev(uint64_t x, unsigned bits)
+{
+	uint64_t y = 0;
+
+	for (unsigned i = 0; i < bits; i++, x >>= 1)
+		y = y << 1 | (x & 1);
+	return y;
+}
+
+/* The sweep's next word: word n-1-(t·g mod n) at step t, every word once in n steps. */
+static uint64_t sweep_next(struct range *r)
+{
+	uint64_t n = range_words(r), v;
+
+	if (!r->step) {
+		r->step = (uint64_t)((double)n * 0.6180339887498949);
+		while (r->step > 1 && gcd(r->step, n) != 1)
+			r->step++;
+		r->step = r->step ? r->step : 1;
+	}
+	v = (uint64_t)((unsigned __int128)(r->sweep++ % n) * r->step % n);
+	return (r->lo & ~7ull) + 8 * (n - 1 - v);
+}
+
+static uint64_t role_word(struct range *r, enum role role, uint64_t k)
+{
+	uint64_t size = r->hi - r->lo, off;
+
+	switch (role) {
+	case ROLE_FIRST: return r->lo & ~7ull;
+	case ROLE_SWEEP: return sweep_next(r);
+	case ROLE_COARSE:
+		if (k % COARSE_POINTS == 0)
+			return (r->hi - 1) & ~7ull;
+		off = (uint64_t)((unsigned __int128)size * bitrev(k % COARSE_POINTS, 4) / COARSE_POINTS);
+		return (r->lo + off) & ~7ull;
+	default:
+		off = (k & 1) ? 8 * (k % (size / 8 ? size / 8 : 1)) : 4 * (k % (size / 4 ? size / 4 : 1));
+		return (r->lo + off % size) & ~7ull;
+	}
+}
+
+/* The @n windows (distinct words) of occurrence @k: out[i] watched with role[i]; how many. */
+static unsigned range_windows(struct range *r, uint64_t k, unsigned n, uint64_t *out,
+			      uint8_t *role)
+{
+	uint64_t words = range_words(r);
+	unsigned got = 0;
+
+	for (unsigned i = 0; i < n + 2 * FFM_MEMTRACE_WATCHES && got < n && got < words; i++) {
+		/* Roles in order; a duplicate (small range) is replaced by further sweep words. */
+		enum role ro = i < n ? (enum role)i : ROLE_SWEEP;
+		uint64_t w = role_word(r, ro, k);
+		bool dup = false;
+
+		for (unsigned j = 0; j < got; j++)
+			dup |= out[j] == w;
+		if (!dup) {
+			role[got] = (uint8_t)ro;
+			out[got++] = w;
+		}
+	}
+	return got;
+}
+
+/* Slot s's address (0: none) for range ri, applied to every thread. */
+static void set_slot(struct ffm_memtrace *m, struct proc *p, int s, int ri, uint64_t addr,
+		     uint8_t role)
+{
+	p->slot_role[s] = role;
+	p->slot_range[s] = addr ? ri : -1;
+	if (p->slot_addr[s] == addr)
+		return;
+	p->slot_addr[s] = addr;
+	p->slot_armed[s] = addr ? ffm_now_ns() : 0;
+	for (size_t i = 0; i < p->nt; i++)
+		apply_slot(m, p, &p->t[i], s);
+}
+
+static unsigned slots_of(const struct proc *p, int ri)
+{
+	unsigned n = 0;
+
+	for (int s = 0; s < FFM_MEMTRACE_WATCHES; s++)
+		n += p->slot_range[s] == ri;
+	return n;
+}
+
+/*
+ * A slot for range ri: a free one, else one of the range holding the most slots (the least
+ * recently issued of those) while it holds more than ri would after taking it (never its FIRST
+ * window then); a range holding a single slot loses it only to a range that holds none, as the
+ * least recently issued. -1: none to take.
+ */
+static int take_slot(struct ffm_memtrace *m, struct proc *p, int ri)
+{
+	unsigned mine = slots_of(p, ri), most = 0;
+	int victim = -1, s = -1;
+
+	for (int i = 0; i < FFM_MEMTRACE_WATCHES; i++)
+		if (!p->slot_addr[i] && p->slot_range[i] < 0)
+			return i;
+	for (int i = 0; i < FFM_MEMTRACE_WATCHES; i++) {
+		int o = p->slot_range[i];
+		unsigned h = o >= 0 && o != ri ? slots_of(p, o) : 0;
+
+		if (h && (h > most || (h == most && p->r[o].issued_ns < p->r[victim].issued_ns))) {
+			most = h;
+			victim = o;
+		}
+	}
+	if (victim < 0 || !(most > mine + 1 || (most == 1 && mine == 0)))
+		return -1;
+	for (int i = 0; i < FFM_MEMTRACE_WATCHES; i++)
+		if (p->slot_range[i] == victim && (s < 0 || p->slot_role[s] == ROLE_FIRST))
+			s = i;
+	set_slot(m, p, s, -1, 0, 0);
+	return s;
+}
+
+/* Range ri was issued: its share of the slots, its windows moved to its next occurrence. */
 static void watch_range(struct ffm_memtrace *m, struct proc *p, size_t ri)
 {
 	struct range *r = &p->r[ri];
-	uint64_t word = r->lo & ~7ull;
-	int s = -1;
+	uint64_t win[FFM_MEMTRACE_WATCHES];
+	uint8_t role[FFM_MEMTRACE_WATCHES];
+	unsigned others = 0, want, have, nw;
+	bool placed[FFM_MEMTRACE_WATCHES] = { false };
 
 	if (!watching(m))
 		return;
-	if (r->slot >= 0) {
-		if (p->slot_addr[r->slot] == word)
-			return; /* already armed, stays armed */
-		s = r->slot;
+	for (size_t i = 0; i < p->nr; i++)
+		others += i != ri && slots_of(p, (int)i) > 0;
+	want = FFM_MEMTRACE_WATCHES / (others + 1);
+	want = want ? want : 1;
+	for (have = slots_of(p, (int)ri); have < want; have++) {
+		int s = take_slot(m, p, (int)ri);
+
+		if (s < 0)
+			break;
+		p->slot_range[s] = (int)ri; /* reserved; its address comes below */
 	}
-	for (int i = 0; s < 0 && i < FFM_MEMTRACE_WATCHES; i++)
-		if (!p->slot_addr[i])
-			s = i;
-	if (s < 0) {
-		uint64_t oldest = UINT64_MAX;
-
-		for (int i = 0; i < FFM_MEMTRACE_WATCHES; i++) {
-			struct range *o = &p->r[p->slot_range[i]];
-
-			if (o->issued_ns < oldest) {
-				oldest = o->issued_ns;
-				s = i;
+	nw = range_windows(r, r->occ++, have, win, role);
+	/* Slots already on one of the windows stay armed; the others move. */
+	for (int s = 0; s < FFM_MEMTRACE_WATCHES; s++)
+		for (unsigned j = 0; p->slot_range[s] == (int)ri && j < nw; j++)
+			if (!placed[j] && p->slot_addr[s] == win[j]) {
+				placed[j] = true;
+				p->slot_role[s] = role[j];
+				break;
 			}
+	for (int s = 0; s < FFM_MEMTRACE_WATCHES; s++) {
+		bool keep = false;
+		unsigned j;
+
+		if (p->slot_range[s] != (int)ri)
+			continue;
+		for (j = 0; j < nw; j++)
+			keep |= placed[j] && p->slot_addr[s] == win[j];
+		if (keep)
+			continue;
+		for (j = 0; j < nw && placed[j]; j++)
+			;
+		if (j < nw) {
+			placed[j] = true;
+			set_slot(m, p, s, (int)ri, win[j], role[j]);
+		} else {
+			set_slot(m, p, s, -1, 0, 0);
 		}
-		p->r[p->slot_range[s]].slot = -1;
-		p->r[p->slot_range[s]].armed_ns = 0;
 	}
-	p->slot_addr[s] = word;
-	p->slot_range[s] = (int)ri;
-	r->slot = s;
-	for (size_t i = 0; i < p->nt; i++)
-		apply_slot(m, p, &p->t[i], s);
-	r->armed_ns = ffm_now_ns();
+}
+
+/*
+ * What range ri's windows watched at a sync that ended at @end_ns (the slots armed by then):
+ * the bytes in *watched; the words are marked as covered. Whether any window was in place.
+ */
+static bool range_watched(struct proc *p, size_t ri, uint64_t end_ns, uint64_t *watched)
+{
+	struct range *r = &p->r[ri];
+	uint64_t words = range_words(r);
+	bool any = false;
+
+	*watched = 0;
+	for (int s = 0; s < FFM_MEMTRACE_WATCHES; s++) {
+		uint64_t w = p->slot_addr[s], i, b;
+
+		if (p->slot_range[s] != (int)ri || !w || p->slot_armed[s] > end_ns)
+			continue;
+		any = true;
+		if (!r->seen && words <= COVER_MAX_WORDS) /* no memory: the lower bound below */
+			r->seen = calloc((words + 63) / 64, sizeof(*r->seen));
+		b = word_bytes(r, w);
+		*watched += b;
+		i = (w - (r->lo & ~7ull)) >> 3;
+		if (r->seen && !(r->seen[i / 64] >> (i % 64) & 1)) {
+			r->seen[i / 64] |= 1ull << (i % 64);
+			r->covered += b;
+		} else if (!r->seen && p->slot_role[s] == ROLE_SWEEP && r->sweep <= words) {
+			r->covered += b; /* no bitmap: the sweep's first pass, a lower bound */
+		}
+	}
+	return any;
 }
 
 static void drop_range(struct ffm_memtrace *m, struct proc *p, size_t ri)
 {
-	struct range *r = &p->r[ri];
-
-	if (r->slot >= 0) {
-		int s = r->slot;
-
-		p->slot_addr[s] = 0;
-		p->slot_range[s] = -1;
-		for (size_t i = 0; i < p->nt; i++)
-			apply_slot(m, p, &p->t[i], s);
-	}
-	/* Move the last range into the hole; fix its slot's back reference. */
+	for (int s = 0; s < FFM_MEMTRACE_WATCHES; s++)
+		if (p->slot_range[s] == (int)ri)
+			set_slot(m, p, s, -1, 0, 0);
+	free(p->r[ri].seen);
+	/* Move the last range into the hole; fix its slots' back references. */
 	p->r[ri] = p->r[--p->nr];
-	if (ri < p->nr && p->r[ri].slot >= 0)
-		p->slot_range[p->r[ri].slot] = (int)ri;
+	for (int s = 0; s < FFM_MEMTRACE_WATCHES && ri < p->nr; s++)
+		if (p->slot_range[s] == (int)p->nr)
+			p->slot_range[s] = (int)ri;
 }
 
 static size_t add_range(struct ffm_memtrace *m, struct proc *p, uint64_t lo, uint64_t bytes,
@@ -240,7 +455,7 @@ static size_t add_range(struct ffm_memtrace *m, struct proc *p, uint64_t lo, uin
 	if (i == p->nr) {
 		if (FFM_GROW(p->r, p->capr, p->nr + 1) < 0)
 			return SIZE_MAX;
-		p->r[i] = (struct range){ .lo = lo, .hi = lo + bytes, .slot = -1 };
+		p->r[i] = (struct range){ .lo = lo, .hi = lo + bytes };
 		p->nr++;
 		m->st.ranges++;
 	}
@@ -264,7 +479,7 @@ static int close_window(struct ffm_memtrace *m, struct thread *t)
 	struct ffm_store_sync_use u = {
 		.run = m->o.run, .event = ps->event, .stack = ps->stack,
 		.prot_lo = ps->prot_lo, .prot_hi = ps->prot_hi, .flags = ps->flags,
-		.use_delay_ns = -1,
+		.use_delay_ns = -1, .watched_bytes = ps->watched, .covered_bytes = ps->covered,
 	};
 
 	if (!ps->open)
@@ -291,8 +506,8 @@ static int on_sync(struct ffm_memtrace *m, uint32_t tgid, uint32_t tid, int64_t 
 	struct proc *p = proc_get(m, tgid, true);
 	struct thread *t = p ? thread_get(m, p, tid) : NULL;
 	struct pend_sync *ps;
-	uint64_t newest = 0;
-	size_t live = 0, watched = 0;
+	uint64_t newest = 0, bytes;
+	size_t live = 0, watched = 0, prot = SIZE_MAX;
 	int err;
 
 	if (!t)
@@ -308,14 +523,19 @@ static int on_sync(struct ffm_memtrace *m, uint32_t tgid, uint32_t tid, int64_t 
 		if (!r->allowed)
 			continue;
 		live++;
-		/* armed after the sync returned: its early accesses were unseen */
-		if (r->slot >= 0 && r->armed_ns && r->armed_ns <= end_ns)
+		/* a window armed after the sync returned does not count: early accesses were unseen */
+		if (range_watched(p, i, end_ns, &bytes))
 			watched++;
 		if (r->issued_ns >= newest) {
 			newest = r->issued_ns;
-			ps->prot_lo = r->lo;
-			ps->prot_hi = r->hi;
+			prot = i;
+			ps->watched = bytes;
 		}
+	}
+	if (prot != SIZE_MAX) {
+		ps->prot_lo = p->r[prot].lo;
+		ps->prot_hi = p->r[prot].hi;
+		ps->covered = p->r[prot].covered;
 	}
 	if (watched < live)
 		ps->flags |= FFM_SYNC_USE_PARTIAL;
@@ -403,11 +623,11 @@ int ffm_memtrace__on_hit(struct ffm_memtrace *m, const struct ffm_rec_hit *h, in
 	ps->use_addr = h->addr;
 	ps->use_ns = h->hdr.ts_ns;
 	ps->use_stack = stack;
-	/* The range the access protects: the watched one whose first word was hit. */
+	/* The range the access protects: the one holding the watched word that was hit. */
 	for (size_t i = 0; i < p->nr; i++) {
 		const struct range *r = &p->r[i];
 
-		if (h->addr >= (r->lo & ~7ull) && h->addr < (r->hi > r->lo + 8 ? r->hi : r->lo + 8)) {
+		if (h->addr >= (r->lo & ~7ull) && h->addr < r->hi) {
 			ps->prot_lo = r->lo;
 			ps->prot_hi = r->hi;
 			break;
@@ -421,6 +641,8 @@ static void proc_release(struct proc *p)
 	for (size_t i = 0; i < p->nt; i++)
 		for (int s = 0; s < FFM_MEMTRACE_WATCHES; s++)
 			p->t[i].w[s] = ffm_watch__free(p->t[i].w[s]);
+	for (size_t i = 0; i < p->nr; i++)
+		free(p->r[i].seen);
 	free(p->t);
 	free(p->r);
 	p->t = NULL;

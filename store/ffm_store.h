@@ -54,7 +54,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FFM_STORE_SCHEMA_VERSION 6
+#define FFM_STORE_SCHEMA_VERSION 7
 #define FFM_STORE_MAX_STAGE 5
 
 struct ffm_store;
@@ -263,6 +263,10 @@ struct ffm_store_sync_use {
 	int64_t use_stack, use_frame;	  /* its stack and innermost frame (0 = unknown) */
 	int64_t use_delay_ns;		  /* sync end -> first use, -1 = no use */
 	uint32_t flags;			  /* enum ffm_sync_use_flags */
+	/* Bytes of [prot_lo, prot_hi) watched during this sync's window, and watched at least once
+	 * in the windows of the range's syncs so far, this one included; 0, 0: not recorded (rows
+	 * of stores before schema 7 watched the range's first 8 bytes). */
+	uint64_t watched_bytes, covered_bytes;
 };
 
 /* Which stages have run for this key: input of the stage plan. */

@@ -54,8 +54,8 @@ static const char *const stmt_sql[ST__MAX] = {
 	[ST_XFER] = "INSERT INTO xfer_hashes(run, event, stack, hash, dst, bytes, first_event,"
 		    " first_stack, dup) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
 	[ST_SYNC_USE] = "INSERT INTO sync_uses(run, event, stack, prot_lo, prot_hi, use_addr,"
-			" use_stack, use_frame, use_delay_ns, flags)"
-			" VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+			" use_stack, use_frame, use_delay_ns, flags, watched_bytes, covered_bytes)"
+			" VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
 	[ST_SAMPLE] = "INSERT OR REPLACE INTO sample_spans(run, tgid, kind, start_ns, end_ns, on_ns)"
 		      " VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
 	[ST_CPU_SAMPLES] = "INSERT INTO cpu_samples(run, stack, state, n, ns) VALUES(?1, ?2, ?3, ?4, ?5)"
@@ -492,7 +492,8 @@ int ffm_store__put_sync_use(struct ffm_store *s, const struct ffm_store_sync_use
 			    int64_t *ret_id)
 {
 	return PUT_ROW(s, ST_SYNC_USE, ret_id, u->run, u->event, u->stack, u->prot_lo, u->prot_hi,
-		       u->use_addr, u->use_stack, u->use_frame, u->use_delay_ns, u->flags);
+		       u->use_addr, u->use_stack, u->use_frame, u->use_delay_ns, u->flags,
+		       u->watched_bytes, u->covered_bytes);
 }
 
 int ffm_store__add_cpu_samples(struct ffm_store *s, int64_t run, const struct ffm_store_cpu_samples *x)

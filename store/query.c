@@ -539,7 +539,7 @@ static int sync_use_row(sqlite3_stmt *st, void *arg)
 		.id = col(st, 0), .run = col(st, 1), .event = col(st, 2), .stack = col(st, 3),
 		.prot_lo = col(st, 4), .prot_hi = col(st, 5), .use_addr = col(st, 6),
 		.use_stack = col(st, 7), .use_frame = col(st, 8), .use_delay_ns = col(st, 9),
-		.flags = col(st, 10),
+		.flags = col(st, 10), .watched_bytes = col(st, 11), .covered_bytes = col(st, 12),
 	};
 
 	return ((ffm_store_sync_use_cb)a->cb)(&u, a->ctx);
@@ -547,7 +547,7 @@ static int sync_use_row(sqlite3_stmt *st, void *arg)
 
 #define SYNC_USE_SQL                                                                               \
 	"SELECT id, run, event, stack, prot_lo, prot_hi, use_addr, use_stack, use_frame,"          \
-	" use_delay_ns, flags FROM sync_uses WHERE run = ?1 ORDER BY "
+	" use_delay_ns, flags, watched_bytes, covered_bytes FROM sync_uses WHERE run = ?1 ORDER BY "
 
 int ffm_store__for_each_sync_use(struct ffm_store *s, int64_t run, ffm_store_sync_use_cb cb,
 				 void *ctx)

@@ -241,6 +241,11 @@ static const char step_v6[] =
 	"CREATE TABLE sample_states(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);"
 	"INSERT INTO sample_states VALUES(0,'user'),(1,'driver_call'),(2,'wait');";
 
+/* v7: how much of a protected range stage 3 watched (its windows rotate over the range). */
+static const char step_v7[] =
+	"ALTER TABLE sync_uses ADD COLUMN watched_bytes INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE sync_uses ADD COLUMN covered_bytes INTEGER NOT NULL DEFAULT 0;";
+
 const char *const ffm_store_migrations[FFM_STORE_SCHEMA_VERSION] = {
 	step_v1,
 	step_v2,
@@ -248,4 +253,5 @@ const char *const ffm_store_migrations[FFM_STORE_SCHEMA_VERSION] = {
 	step_v4,
 	step_v5,
 	step_v6,
+	step_v7,
 };

@@ -44,6 +44,37 @@ TEST(one_row_says_what_it_saw)
 	}
 }
 
+/* Rows of schema 7 say what their windows watched; a row watching every byte is a full NONE. */
+TEST(watched_bytes_decide_none_and_coverage)
+{
+	static const struct {
+		uint64_t bytes, watched, covered;
+		uint8_t seen;
+		double coverage;
+	} t[] = {
+		{ 4096, 0, 0, FFM_SEEN_NONE_PART, 8.0 / 4096 }, /* an older row: the first 8 bytes */
+		{ 4096, 32, 1024, FFM_SEEN_NONE_PART, 0.25 },	/* 4 windows, a quarter covered */
+		{ 24, 24, 24, FFM_SEEN_NONE, 1.0 },		/* a small range watched in full */
+		{ 4096, 32, 4096, FFM_SEEN_NONE_PART, 1.0 },	/* covered over time, not at once */
+		{ 4096, 8, 8192, FFM_SEEN_NONE_PART, 1.0 },	/* a bound, never above 1 */
+	};
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		struct ffm_store_sync_use u = { .flags = FFM_SYNC_USE_NONE, .use_delay_ns = -1,
+						.prot_lo = 0x1000, .prot_hi = 0x1000 + t[i].bytes,
+						.watched_bytes = t[i].watched,
+						.covered_bytes = t[i].covered };
+		int64_t d;
+		double c = ffm_verdict_coverage(&u);
+
+		ASSERT_MSG(ffm_verdict_seen(&u, &d) == t[i].seen, "row %zu", i);
+		ASSERT_MSG(c > t[i].coverage - 1e-9 && c < t[i].coverage + 1e-9, "row %zu: %f", i, c);
+	}
+	struct ffm_store_sync_use none = { .flags = FFM_SYNC_USE_NONE, .use_delay_ns = -1 };
+
+	ASSERT(ffm_verdict_coverage(&none) < 0); /* protects nothing */
+}
+
 TEST(ranges_of_one_sync_fold_into_one)
 {
 	static const struct {

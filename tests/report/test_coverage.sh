@@ -26,7 +26,7 @@ middle|--read middle
 stride|--read stride --stride 16
 mod_4mib|--read mod --n 1048576
 last_4mib|--read last --n 1048576
-stride_4mib|--read stride --n 1048576 --stride 1024"}
+stride_4mib|--read stride --n 1048576 --stride 24"}
 
 n=0
 fails=0

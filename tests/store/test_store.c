@@ -169,6 +169,10 @@ TEST(create_and_reopen)
 #define DROP_V5 "DROP TABLE sample_spans; DELETE FROM run_flags WHERE bit = 16;"
 /* What v6 added. */
 #define DROP_V6 "DROP TABLE cpu_samples; DROP TABLE sample_states;"
+/* What v7 added. */
+#define DROP_V7                                                                                   \
+	"ALTER TABLE sync_uses DROP COLUMN watched_bytes;"                                         \
+	"ALTER TABLE sync_uses DROP COLUMN covered_bytes;"
 
 /* What v4 added (store/schema.c), dropped to hand-make an older file. */
 #define DROP_V4                                                                                   \
@@ -211,7 +215,7 @@ TEST(migrate_from_v3)
 	put_events(s, run, 50, 7000);
 	ASSERT_OK(ffm_store__flush(s));
 	s = ffm_store__free(s);
-	sql(path, "BEGIN;" DROP_V6 DROP_V5 DROP_V4 "UPDATE meta SET value = '3' WHERE name = 'schema_version';"
+	sql(path, "BEGIN;" DROP_V7 DROP_V6 DROP_V5 DROP_V4 "UPDATE meta SET value = '3' WHERE name = 'schema_version';"
 		  "PRAGMA user_version = 3; COMMIT;");
 	ASSERT_OK(ffm_store__open(path, &ropts, &s));
 	ASSERT_EQ(ffm_store__schema_version(s), 3);
@@ -332,7 +336,7 @@ TEST(migrate_from_v1)
 	put_events(s, run, 100, 5000);
 	ASSERT_OK(ffm_store__flush(s));
 	s = ffm_store__free(s);
-	sql(path, "BEGIN;" DROP_V6 DROP_V5 DROP_V4 "DROP TABLE xfer_hashes; DROP TABLE sync_uses;"
+	sql(path, "BEGIN;" DROP_V7 DROP_V6 DROP_V5 DROP_V4 "DROP TABLE xfer_hashes; DROP TABLE sync_uses;"
 		  "UPDATE meta SET value = '1' WHERE name = 'schema_version';"
 		  "PRAGMA user_version = 1; COMMIT;");
 
