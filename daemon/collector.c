@@ -967,6 +967,11 @@ int ffm_watch__move(struct ffm_watch *w, uint64_t addr)
 	return 0;
 }
 
+uint64_t ffm_watch__addr(const struct ffm_watch *w)
+{
+	return w ? w->addr : 0;
+}
+
 struct ffm_watch *ffm_watch__free(struct ffm_watch *w)
 {
 	if (!w)

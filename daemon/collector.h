@@ -186,6 +186,8 @@ bool ffm_collector__has_memtrace(const struct ffm_collector *c);
 int ffm_collector__watch(struct ffm_collector *c, pid_t tid, uint64_t addr, struct ffm_watch **ret);
 /* Point an existing watch at another address (cheaper than free + watch). */
 int ffm_watch__move(struct ffm_watch *w, uint64_t addr);
+/* The 8-byte word a watch is on (0: none). */
+uint64_t ffm_watch__addr(const struct ffm_watch *w);
 struct ffm_watch *ffm_watch__free(struct ffm_watch *w);
 /*
  * CPU samples (stage 2, Python threads): a task-clock event at @hz on thread @tid with the

@@ -52,7 +52,11 @@ struct pend_sync {
 
 struct thread {
 	uint32_t tid;
+	bool gone; /* the kernel said the thread no longer exists: no watch is tried again */
 	struct ffm_watch *w[FFM_MEMTRACE_WATCHES];
+	/* When w[s] was last put on its process's slot address, read after the kernel took it;
+	 * 0: that address is not watched in this thread (not yet, or the kernel refused) */
+	uint64_t armed[FFM_MEMTRACE_WATCHES];
 	struct pend_sync ps;
 	struct xcall ring[XFER_RING];
 	uint32_t ring_next;
@@ -66,7 +70,6 @@ struct proc {
 	size_t nt, capt;
 	uint64_t slot_addr[FFM_MEMTRACE_WATCHES];  /* watched word per slot, 0 = unused */
 	int slot_range[FFM_MEMTRACE_WATCHES];      /* index into r, -1 */
-	uint64_t slot_armed[FFM_MEMTRACE_WATCHES]; /* when it got its address */
 	uint8_t slot_role[FFM_MEMTRACE_WATCHES];   /* enum role */
 };
 
@@ -128,27 +131,45 @@ static bool watching(const struct ffm_memtrace *m)
 	return m->o.collector && ffm_collector__has_memtrace(m->o.collector);
 }
 
-/* Point slot s of thread t at the process's slot address (create, move or drop the watch). */
+/*
+ * Point slot s of thread t at the process's slot address (create, move or drop the watch).
+ * t->armed[s] says from when the address is watched: the time read once the kernel has taken
+ * the watchpoint, never before (opening one can block for milliseconds, e.g. in an RCU grace
+ * period, while the thread runs on), and 0 when it could not be set (the thread exited, its
+ * debug registers are taken): a window that was not in place cannot say that nothing was read.
+ */
 static void apply_slot(struct ffm_memtrace *m, struct proc *p, struct thread *t, int s)
 {
 	uint64_t a = p->slot_addr[s];
 	int err = 0;
 
-	if (!a) {
+	if (!a || t->gone) {
 		t->w[s] = ffm_watch__free(t->w[s]);
+		t->armed[s] = 0;
 		return;
 	}
+	if (t->w[s] && t->armed[s] && ffm_watch__addr(t->w[s]) == (a & ~7ull))
+		return; /* in place */
 	if (t->w[s]) {
 		err = ffm_watch__move(t->w[s], a);
-		if (err == 0)
+		if (err == 0) {
+			t->armed[s] = ffm_now_ns();
 			return;
+		}
 		/* Some kernels refuse to modify a breakpoint: open a new one. */
 		t->w[s] = ffm_watch__free(t->w[s]);
 	}
+	t->armed[s] = 0;
 	err = ffm_collector__watch(m->o.collector, t->tid, a, &t->w[s]);
-	if (err == -ESRCH)
-		return; /* the thread is gone (records are read after the fact) */
-	if (err < 0 && !m->warned_watch) {
+	if (err == 0) {
+		t->armed[s] = ffm_now_ns();
+		return;
+	}
+	if (err == -ESRCH) {
+		t->gone = true; /* the thread is gone (records are read after the fact) */
+		return;
+	}
+	if (!m->warned_watch) {
 		log_warn("cannot set a hardware watchpoint in thread %u: %s; first-use coverage is partial",
 			 t->tid, strerror(-err));
 		m->warned_watch = true;
@@ -301,9 +322,17 @@ static void set_slot(struct ffm_memtrace *m, struct proc *p, int s, int ri, uint
 	if (p->slot_addr[s] == addr)
 		return;
 	p->slot_addr[s] = addr;
-	p->slot_armed[s] = addr ? ffm_now_ns() : 0;
 	for (size_t i = 0; i < p->nt; i++)
 		apply_slot(m, p, &p->t[i], s);
+}
+
+/* Slots of range ri that some thread lacks (a watch refused earlier) tried again. */
+static void rearm_range(struct ffm_memtrace *m, struct proc *p, int ri)
+{
+	for (int s = 0; s < FFM_MEMTRACE_WATCHES; s++)
+		for (size_t i = 0; p->slot_range[s] == ri && p->slot_addr[s] && i < p->nt; i++)
+			if (!p->t[i].gone && !p->t[i].armed[s])
+				apply_slot(m, p, &p->t[i], s);
 }
 
 static unsigned slots_of(const struct proc *p, int ri)
@@ -397,13 +426,16 @@ static void watch_range(struct ffm_memtrace *m, struct proc *p, size_t ri)
 			set_slot(m, p, s, -1, 0, 0);
 		}
 	}
+	rearm_range(m, p, (int)ri);
 }
 
 /*
- * What range ri's windows watched at a sync that ended at @end_ns (the slots armed by then):
- * the bytes in *watched; the words are marked as covered. Whether any window was in place.
+ * What range ri's windows watched at a sync of thread t that ended at @end_ns (the slots whose
+ * watch was in place in t by then: t->armed): the bytes in *watched; the words are marked as
+ * covered. Whether any window was in place.
  */
-static bool range_watched(struct proc *p, size_t ri, uint64_t end_ns, uint64_t *watched)
+static bool range_watched(struct proc *p, const struct thread *t, size_t ri, uint64_t end_ns,
+			  uint64_t *watched)
 {
 	struct range *r = &p->r[ri];
 	uint64_t words = range_words(r);
@@ -413,7 +445,8 @@ static bool range_watched(struct proc *p, size_t ri, uint64_t end_ns, uint64_t *
 	for (int s = 0; s < FFM_MEMTRACE_WATCHES; s++) {
 		uint64_t w = p->slot_addr[s], i, b;
 
-		if (p->slot_range[s] != (int)ri || !w || p->slot_armed[s] > end_ns)
+		if (p->slot_range[s] != (int)ri || !w || !t->armed[s] || t->armed[s] > end_ns ||
+		    ffm_watch__addr(t->w[s]) != w)
 			continue;
 		any = true;
 		if (!r->seen && words <= COVER_MAX_WORDS) /* no memory: the lower bound below */
@@ -524,7 +557,7 @@ static int on_sync(struct ffm_memtrace *m, uint32_t tgid, uint32_t tid, int64_t 
 			continue;
 		live++;
 		/* a window armed after the sync returned does not count: early accesses were unseen */
-		if (range_watched(p, i, end_ns, &bytes))
+		if (range_watched(p, t, i, end_ns, &bytes))
 			watched++;
 		if (r->issued_ns >= newest) {
 			newest = r->issued_ns;
