@@ -9,11 +9,12 @@
  *
  * What one sync occurrence's rows say (enum ffm_seen): one sync_uses row per protected range;
  * the occurrence is used if any range is used (at the earliest use). No use seen but
- * FFM_SYNC_USE_PARTIAL (not every range watched) is UNKNOWN: an unseen use is likely. No use seen
- * with every range watched, but only part of its bytes (the row's watched_bytes: stage 3's
- * windows, 8-byte hardware watchpoints that move over the range from one issue to the next;
- * rows of older stores: the first FFM_WATCHED_BYTES) is NONE_PART: a use of other bytes goes
- * unseen, so the call site decides (a site whose windows saw a use after any of its syncs needs
+ * FFM_SYNC_USE_PARTIAL (not every range watched: a range none of whose windows was in place in
+ * the syncing thread when the sync ended, a watchpoint the kernel refused or set too late, counts
+ * as not watched) is UNKNOWN: an unseen use is likely. No use seen with every range watched, but
+ * only part of its bytes (the row's watched_bytes: stage 3's windows, 8-byte hardware
+ * watchpoints that move over the range from one issue to the next; rows of older stores: the
+ * first 8 bytes) is NONE_PART: a use of other bytes goes unseen, so the call site decides (a site whose windows saw a use after any of its syncs needs
  * its sync: it cannot be removed for some iterations only; a site never seen used is
  * unnecessary). How much of its range the windows covered over the site's syncs
  * (ffm_verdict_coverage: the share watched at least once) is the caveat the report prints with
@@ -53,7 +54,6 @@
 #define FFM_MISPLACED_WAIT_DIV 10	 /* gap ≥ 10% of the sync's wait ... */
 #define FFM_MISPLACED_ABS_NS 1000000ull /* ... or ≥ 1 ms */
 #define FFM_JOIN_TOLERANCE_PCT 5
-#define FFM_WATCHED_BYTES 8		 /* what stage 3 watched of each protected range before schema 7 */
 #define FFM_HOST_READ_MAX_BYTES 256	 /* a "small" read: scalars, a few flags */
 #define FFM_HOST_READ_MIN_COUNT 100	 /* a loop, not a few reads */
 #define FFM_HOST_READ_EVERY 50		 /* default N: the fix reads every N iterations */
@@ -63,7 +63,7 @@ enum ffm_seen {
 	FFM_SEEN_NONE = 0,	/* no use, every range watched in full */
 	FFM_SEEN_USED = 1,	/* a use; the first-use delay is known */
 	FFM_SEEN_UNKNOWN = 2,	/* no use seen, not every range watched */
-	FFM_SEEN_NONE_PART = 3, /* no use seen, only the first FFM_WATCHED_BYTES of a range watched */
+	FFM_SEEN_NONE_PART = 3, /* no use seen, only part of a range watched */
 };
 
 /* The verdict of one sync occurrence. */
@@ -76,8 +76,7 @@ enum ffm_verdict {
 
 /* One sync_uses row; *delay_ns = its first-use delay when FFM_SEEN_USED, else -1. */
 enum ffm_seen ffm_verdict_seen(const struct ffm_store_sync_use *u, int64_t *delay_ns);
-/* Bytes of a row's protected range watched during its sync's window (older rows: the first
- * FFM_WATCHED_BYTES). */
+/* Bytes of a row's protected range watched during its sync's window. */
 uint64_t ffm_verdict_watched(const struct ffm_store_sync_use *u);
 /* The share of a row's protected range watched at least once up to its sync, 0..1 (-1: it
  * protects nothing). */

@@ -17,10 +17,7 @@ enum ffm_seen ffm_verdict_seen(const struct ffm_store_sync_use *u, int64_t *dela
 
 uint64_t ffm_verdict_watched(const struct ffm_store_sync_use *u)
 {
-	/* Rows before schema 7 say nothing: one window on the range's first word. */
-	if (!u->watched_bytes && !u->covered_bytes)
-		return FFM_WATCHED_BYTES;
-	return u->watched_bytes;
+	return u->watched_bytes; /* rows before schema 7: set by the migration (store/schema.c) */
 }
 
 double ffm_verdict_coverage(const struct ffm_store_sync_use *u)
@@ -29,8 +26,6 @@ double ffm_verdict_coverage(const struct ffm_store_sync_use *u)
 
 	if (!size)
 		return -1;
-	if (!u->watched_bytes && !c)
-		c = FFM_WATCHED_BYTES;
 	return c >= size ? 1.0 : (double)c / (double)size;
 }
 

@@ -263,9 +263,10 @@ struct ffm_store_sync_use {
 	int64_t use_stack, use_frame;	  /* its stack and innermost frame (0 = unknown) */
 	int64_t use_delay_ns;		  /* sync end -> first use, -1 = no use */
 	uint32_t flags;			  /* enum ffm_sync_use_flags */
-	/* Bytes of [prot_lo, prot_hi) watched during this sync's window, and watched at least once
-	 * in the windows of the range's syncs so far, this one included; 0, 0: not recorded (rows
-	 * of stores before schema 7 watched the range's first 8 bytes). */
+	/* Bytes of [prot_lo, prot_hi) watched during this sync's window (by watchpoints in place in
+	 * the syncing thread when the sync ended), and watched at least once in the windows of the
+	 * range's syncs so far, this one included; 0: none (rows of stores before schema 7 get the
+	 * range's first 8 bytes, what they watched, unless partial). */
 	uint64_t watched_bytes, covered_bytes;
 };
 

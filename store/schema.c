@@ -241,10 +241,14 @@ static const char step_v6[] =
 	"CREATE TABLE sample_states(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);"
 	"INSERT INTO sample_states VALUES(0,'user'),(1,'driver_call'),(2,'wait');";
 
-/* v7: how much of a protected range stage 3 watched (its windows rotate over the range). */
+/* v7: how much of a protected range stage 3 watched (its windows rotate over the range). Rows
+ * written before watched the first 8 bytes of their range when they say it was watched (not
+ * partial); 0 bytes is what a row of v7 says when no window was in place. */
 static const char step_v7[] =
 	"ALTER TABLE sync_uses ADD COLUMN watched_bytes INTEGER NOT NULL DEFAULT 0;"
-	"ALTER TABLE sync_uses ADD COLUMN covered_bytes INTEGER NOT NULL DEFAULT 0;";
+	"ALTER TABLE sync_uses ADD COLUMN covered_bytes INTEGER NOT NULL DEFAULT 0;"
+	"UPDATE sync_uses SET watched_bytes = min(8, prot_hi - prot_lo),"
+	" covered_bytes = min(8, prot_hi - prot_lo) WHERE prot_hi > prot_lo AND (flags & 1) = 0;";
 
 const char *const ffm_store_migrations[FFM_STORE_SCHEMA_VERSION] = {
 	step_v1,

@@ -35,8 +35,10 @@ TEST(one_row_says_what_it_saw)
 	};
 
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		/* one 8-byte window in place */
 		struct ffm_store_sync_use u = { .flags = t[i].flags, .use_delay_ns = t[i].delay,
-						.prot_lo = 0x1000, .prot_hi = 0x1000 + t[i].bytes };
+						.prot_lo = 0x1000, .prot_hi = 0x1000 + t[i].bytes,
+						.watched_bytes = t[i].bytes < 8 ? t[i].bytes : 8 };
 		int64_t d;
 
 		ASSERT_MSG(ffm_verdict_seen(&u, &d) == t[i].seen, "row %zu", i);
@@ -52,7 +54,8 @@ TEST(watched_bytes_decide_none_and_coverage)
 		uint8_t seen;
 		double coverage;
 	} t[] = {
-		{ 4096, 0, 0, FFM_SEEN_NONE_PART, 8.0 / 4096 }, /* an older row: the first 8 bytes */
+		{ 4096, 0, 0, FFM_SEEN_NONE_PART, 0 },	/* nothing watched: no share claimed */
+		{ 4096, 8, 8, FFM_SEEN_NONE_PART, 8.0 / 4096 }, /* an older row: the first 8 bytes */
 		{ 4096, 32, 1024, FFM_SEEN_NONE_PART, 0.25 },	/* 4 windows, a quarter covered */
 		{ 24, 24, 24, FFM_SEEN_NONE, 1.0 },		/* a small range watched in full */
 		{ 4096, 32, 4096, FFM_SEEN_NONE_PART, 1.0 },	/* covered over time, not at once */

@@ -244,6 +244,8 @@ static int call(struct ctx *c, uint32_t tid, int sc, int si, uint64_t start, uin
 			.run = c->run, .event = id, .stack = ev.stack, .prot_lo = 0x10000 + sc * 0x1000,
 			.prot_hi = 0x10000 + sc * 0x1000 + bytes, .use_delay_ns = use_delay,
 			.flags = use_delay < 0 ? FFM_SYNC_USE_NONE : 0,
+			/* one 8-byte window on the range's first word, as stage 3 had before schema 6 */
+			.watched_bytes = bytes < 8 ? bytes : 8, .covered_bytes = bytes < 8 ? bytes : 8,
 		};
 
 		if (use_delay >= 0) {

@@ -229,6 +229,42 @@ TEST(migrate_from_v3)
 	ASSERT_EQ(sql_int(path, "SELECT count(*) FROM analyses"), 0);
 }
 
+/* A v6 file's stage-3 rows get what they watched: the first 8 bytes of their range, none when
+ * the row says not every range was watched. */
+TEST(migrate_from_v6_watched_bytes)
+{
+	static const struct { uint64_t bytes; uint32_t flags; int64_t watched; } rows[] = {
+		{ 4096, FFM_SYNC_USE_NONE, 8 }, { 4, FFM_SYNC_USE_NONE, 4 },
+		{ 4096, FFM_SYNC_USE_NONE | FFM_SYNC_USE_PARTIAL, 0 }, { 0, FFM_SYNC_USE_NONE, 0 },
+	};
+	char *d = mktmp(), path[256], q[160];
+	struct ffm_store *s = NULL;
+	int64_t run, ids[4];
+
+	snprintf(path, sizeof(path), "%s/v6.db", d);
+	run = new_store(path, &s);
+	for (size_t i = 0; i < 4; i++) {
+		struct ffm_store_sync_use u = { .run = run, .event = 1, .stack = 1, .prot_lo = 0x1000,
+						.prot_hi = 0x1000 + rows[i].bytes, .use_delay_ns = -1,
+						.flags = rows[i].flags };
+
+		ASSERT_OK(ffm_store__put_sync_use(s, &u, &ids[i]));
+	}
+	ASSERT_OK(ffm_store__flush(s));
+	s = ffm_store__free(s);
+	sql(path, "BEGIN;" DROP_V7 "UPDATE meta SET value = '6' WHERE name = 'schema_version';"
+		  "PRAGMA user_version = 6; COMMIT;");
+	ASSERT_OK(ffm_store__open(path, &wopts, &s));
+	ASSERT_EQ(ffm_store__schema_version(s), FFM_STORE_SCHEMA_VERSION);
+	s = ffm_store__free(s);
+	for (size_t i = 0; i < 4; i++) {
+		snprintf(q, sizeof(q), "SELECT watched_bytes FROM sync_uses WHERE id = %" PRId64, ids[i]);
+		ASSERT_MSG(sql_int(path, q) == rows[i].watched, "row %zu", i);
+		snprintf(q, sizeof(q), "SELECT covered_bytes FROM sync_uses WHERE id = %" PRId64, ids[i]);
+		ASSERT_MSG(sql_int(path, q) == rows[i].watched, "row %zu", i);
+	}
+}
+
 /* The lookup tables name the C enums' values (the report's problem names: tests/analysis). */
 TEST(names_match_the_enums)
 {
@@ -323,7 +359,7 @@ TEST(results_replace_per_job)
 	s = ffm_store__free(s);
 }
 
-/* A v1 file: the current schema minus what v2, v4, v5 and v6 added, user_version 1, with data in it. */
+/* A v1 file: the current schema minus what v2, v4, v5, v6 and v7 added, user_version 1, with data in it. */
 TEST(migrate_from_v1)
 {
 	char *d = mktmp(), path[256];
