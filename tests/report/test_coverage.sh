@@ -9,6 +9,10 @@
 # recoverable and no problem at its sync line, and say how much of the range stage 3 watched.
 # The same program reading nothing between its syncs (--read none) must still be reported: an
 # unnecessary sync at that line worth at least half of iters * min(kernel + copy, cpu).
+# A program that holds its thread's debug registers (--dr-busy: ffm's watchpoints are refused)
+# reads each result at once: while they are held nothing is watched, and that must never count
+# as "no use seen": the sync is not called unnecessary, and its coverage is 0 when they are held
+# all along; given back halfway, the watchpoints are set then and see the use.
 # FFM_COVERAGE_VARIANTS="name|args..." (one a line) picks the variants.
 # Skips (77, saying why) without root/BPF or the simulated driver.
 set -u
@@ -100,6 +104,32 @@ while IFS='|' read -r name args; do
 		"$FFMCTL" --state-dir "$T/s" report "cov-$name" | sed 's/^/# /' | head -n 14
 	fi
 done <<<"$VARIANTS"
+
+# Watchpoints refused (the program holds its debug registers): all along, then for half the run.
+for busy in all half; do
+	[ $busy = all ] && k=$((ITERS * 10)) || k=$((ITERS / 2))
+	if ! profile "busy_$busy" --read first --dr-busy "$k"; then
+		notok "busy_$busy: profile"
+		tail -n 10 "$T/busy_$busy.profile" | sed 's/^/# /'
+		continue
+	fi
+	taken=$(sed -n 's/^DEBUG_REGISTERS_TAKEN //p' "$T/busy_$busy.profile" | tail -n 1)
+	if [ "${taken:-0}" = 0 ]; then
+		ok "busy_$busy # SKIP the workload could not take a debug register here"
+		continue
+	fi
+	read -r pct ben types cov <<<"$(summary "busy_$busy")"
+	msg="busy_$busy ($taken debug registers held for $k iterations): $pct% recoverable, sync line: $types, coverage $cov"
+	if [ $busy = all ]; then
+		# nothing watched: no verdict but "not watched", no share of the range claimed
+		python3 -c "import sys; sys.exit(0 if 'unnecessary_sync' not in '$types' and '$cov' in ('-', '0.0000') else 1)"
+	else
+		python3 -c "import sys; sys.exit(0 if $pct < 1.0 and '$types' == 'none' and '$cov' not in ('-', '0.0000') else 1)"
+	fi && ok "$msg" || {
+		notok "$msg"
+		"$FFMCTL" --state-dir "$T/s" report "cov-busy_$busy" | sed 's/^/# /' | head -n 14
+	}
+done
 
 # The negative: nothing read between the syncs, so each is unnecessary; covering more of the
 # range must not make it look used. Predicted: iters * min(500 us + T(16 KiB), 1000 us).
