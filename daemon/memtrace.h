@@ -3,8 +3,10 @@
  * Stages 3 and 4 in the daemon: turns the records of the memory-tracing programs into the
  * store's xfer_hashes and sync_uses rows (store/ffm_store.h). The recorder feeds it every record
  * with the store ids it resolved (event, stack); memtrace keeps the per-process state:
- * protected ranges (DtoH destinations, managed allocations) and their watchpoints (the first
- * word of the 4 most recently issued ranges, on each thread that called the driver), each
+ * protected ranges (DtoH destinations, managed allocations) and their watchpoints (4 windows of
+ * 8 bytes shared by the most recently issued ranges, moved over each range from one issue to
+ * the next, on each thread that called the driver; the bytes each sync's windows watched and
+ * the range's coverage so far go into its row), each
  * thread's sync window ([a sync's end, the thread's next sync): its first watched access is the
  * sync's first use, none makes it FFM_SYNC_USE_NONE), and the content hashes that make a
  * transfer FFM_DUP_SAME_DST or FFM_DUP_OTHER_DST. docs/STAGES.md says what counts as a sync, a
