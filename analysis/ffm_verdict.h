@@ -11,7 +11,9 @@
  * the occurrence is used if any range is used (at the earliest use). No use seen but
  * FFM_SYNC_USE_PARTIAL (not every range watched: a range none of whose windows was in place in
  * the syncing thread when the sync ended, a watchpoint the kernel refused or set too late, counts
- * as not watched) is UNKNOWN: an unseen use is likely. No use seen with every range watched, but
+ * as not watched) is UNKNOWN: an unseen use is likely. A use seen by a window set after the
+ * sync ended (FFM_SYNC_USE_LATE) is a use, at a time unknown: its delay (only a bound of the
+ * first use's) is not the row's, so it never makes a site misplaced. No use seen with every range watched, but
  * only part of its bytes (the row's watched_bytes: stage 3's windows, 8-byte hardware
  * watchpoints that move over the range from one issue to the next; rows of older stores: the
  * first 8 bytes) is NONE_PART: a use of other bytes goes unseen, so the call site decides (a site whose windows saw a use after any of its syncs needs

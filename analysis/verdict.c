@@ -7,7 +7,8 @@ enum ffm_seen ffm_verdict_seen(const struct ffm_store_sync_use *u, int64_t *dela
 {
 	bool used = !(u->flags & FFM_SYNC_USE_NONE) && u->use_delay_ns >= 0;
 
-	*delay_ns = used ? u->use_delay_ns : -1;
+	/* a use seen by a window set late: used, at a time unknown (only bounded) */
+	*delay_ns = used && !(u->flags & FFM_SYNC_USE_LATE) ? u->use_delay_ns : -1;
 	if (used)
 		return FFM_SEEN_USED;
 	if (u->flags & FFM_SYNC_USE_PARTIAL)
@@ -33,7 +34,8 @@ void ffm_verdict_add_range(uint8_t *seen, int64_t *delay_ns, uint8_t row, int64_
 {
 	/* Used if any range is used, at the earliest use. */
 	if (row == FFM_SEEN_USED) {
-		if (*seen != FFM_SEEN_USED || *delay_ns < 0 || row_delay_ns < *delay_ns)
+		if (*seen != FFM_SEEN_USED ||
+		    (row_delay_ns >= 0 && (*delay_ns < 0 || row_delay_ns < *delay_ns)))
 			*delay_ns = row_delay_ns;
 		*seen = FFM_SEEN_USED;
 	} else if ((row == FFM_SEEN_UNKNOWN || row == FFM_SEEN_NONE_PART) &&

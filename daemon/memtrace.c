@@ -44,7 +44,7 @@ struct pend_sync {
 	uint64_t end_ns;
 	uint32_t flags;
 	uint64_t prot_lo, prot_hi;
-	bool used;
+	bool used, late; /* late: seen by a window set after end_ns (FFM_SYNC_USE_LATE) */
 	uint64_t use_addr, use_ns;
 	int64_t use_stack;
 	uint64_t watched, covered; /* of [prot_lo, prot_hi), at the sync (struct ffm_store_sync_use) */
@@ -523,6 +523,8 @@ static int close_window(struct ffm_memtrace *m, struct thread *t)
 		u.use_stack = ps->use_stack;
 		u.use_frame = frame_of(m, ps->use_stack);
 		u.use_delay_ns = (int64_t)(ps->use_ns - ps->end_ns);
+		if (ps->late)
+			u.flags |= FFM_SYNC_USE_LATE;
 		m->st.syncs_used++;
 	} else {
 		u.flags |= FFM_SYNC_USE_NONE;
@@ -640,6 +642,16 @@ int ffm_memtrace__on_range(struct ffm_memtrace *m, const struct ffm_rec_range *r
 		       0;
 }
 
+/* Whether the window that saw an access at @addr was in place in thread t by @end_ns. */
+static bool window_in_time(const struct proc *p, const struct thread *t, uint64_t addr,
+			   uint64_t end_ns)
+{
+	for (int s = 0; s < FFM_MEMTRACE_WATCHES; s++)
+		if (p->slot_addr[s] && p->slot_addr[s] == (addr & ~7ull))
+			return t->armed[s] && t->armed[s] <= end_ns;
+	return false; /* moved since: unknown, not trusted */
+}
+
 int ffm_memtrace__on_hit(struct ffm_memtrace *m, const struct ffm_rec_hit *h, int64_t stack)
 {
 	struct proc *p = proc_get(m, h->hdr.tgid, false);
@@ -653,6 +665,7 @@ int ffm_memtrace__on_hit(struct ffm_memtrace *m, const struct ffm_rec_hit *h, in
 		return 0; /* outside any sync window */
 	ps = &t->ps;
 	ps->used = true;
+	ps->late = !window_in_time(p, t, h->addr, ps->end_ns);
 	ps->use_addr = h->addr;
 	ps->use_ns = h->hdr.ts_ns;
 	ps->use_stack = stack;

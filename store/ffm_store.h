@@ -253,6 +253,9 @@ struct ffm_store_xfer_hash {
 enum ffm_sync_use_flags {
 	FFM_SYNC_USE_PARTIAL = 1u << 0, /* not every protected range could be watched */
 	FFM_SYNC_USE_NONE = 1u << 1,	/* no protected data touched before the next sync: unnecessary */
+	/* the use was seen by a window set after the sync ended: a use, but use_delay_ns only
+	 * bounds the first use's (earlier reads went unseen) */
+	FFM_SYNC_USE_LATE = 1u << 2,
 };
 
 struct ffm_store_sync_use {

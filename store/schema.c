@@ -248,7 +248,8 @@ static const char step_v7[] =
 	"ALTER TABLE sync_uses ADD COLUMN watched_bytes INTEGER NOT NULL DEFAULT 0;"
 	"ALTER TABLE sync_uses ADD COLUMN covered_bytes INTEGER NOT NULL DEFAULT 0;"
 	"UPDATE sync_uses SET watched_bytes = min(8, prot_hi - prot_lo),"
-	" covered_bytes = min(8, prot_hi - prot_lo) WHERE prot_hi > prot_lo AND (flags & 1) = 0;";
+	" covered_bytes = min(8, prot_hi - prot_lo) WHERE prot_hi > prot_lo AND (flags & 1) = 0;"
+	"INSERT INTO sync_use_flags VALUES(4,'late_use');";
 
 const char *const ffm_store_migrations[FFM_STORE_SCHEMA_VERSION] = {
 	step_v1,

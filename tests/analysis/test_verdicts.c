@@ -32,6 +32,7 @@ TEST(one_row_says_what_it_saw)
 		{ FFM_SYNC_USE_NONE | FFM_SYNC_USE_PARTIAL, -1, 8, FFM_SEEN_UNKNOWN, -1 },
 		{ FFM_SYNC_USE_PARTIAL, -1, 4096, FFM_SEEN_UNKNOWN, -1 },
 		{ FFM_SYNC_USE_NONE, 3 * US, 8, FFM_SEEN_NONE, -1 },	 /* NONE wins over a delay */
+		{ FFM_SYNC_USE_LATE, 2 * MS, 4096, FFM_SEEN_USED, -1 }, /* a window set late: used, when unknown */
 	};
 
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
@@ -98,6 +99,9 @@ TEST(ranges_of_one_sync_fold_into_one)
 		{ FFM_SEEN_NONE_PART, -1, FFM_SEEN_UNKNOWN, -1, FFM_SEEN_UNKNOWN, -1 },
 		{ FFM_SEEN_UNKNOWN, -1, FFM_SEEN_NONE_PART, -1, FFM_SEEN_UNKNOWN, -1 },
 		{ FFM_SEEN_UNKNOWN, -1, FFM_SEEN_NONE, -1, FFM_SEEN_UNKNOWN, -1 },
+		{ FFM_SEEN_USED, 4, FFM_SEEN_USED, -1, FFM_SEEN_USED, 4 }, /* a use at an unknown time */
+		{ FFM_SEEN_USED, -1, FFM_SEEN_USED, 9, FFM_SEEN_USED, 9 },
+		{ FFM_SEEN_NONE, -1, FFM_SEEN_USED, -1, FFM_SEEN_USED, -1 },
 	};
 
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {

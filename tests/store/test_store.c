@@ -172,7 +172,8 @@ TEST(create_and_reopen)
 /* What v7 added. */
 #define DROP_V7                                                                                   \
 	"ALTER TABLE sync_uses DROP COLUMN watched_bytes;"                                         \
-	"ALTER TABLE sync_uses DROP COLUMN covered_bytes;"
+	"ALTER TABLE sync_uses DROP COLUMN covered_bytes;"                                         \
+	"DELETE FROM sync_use_flags WHERE bit = 4;"
 
 /* What v4 added (store/schema.c), dropped to hand-make an older file. */
 #define DROP_V4                                                                                   \
@@ -294,6 +295,7 @@ TEST(names_match_the_enums)
 		{ "sample_states", FFM_SAMPLE_USER, "user" },
 		{ "sample_states", FFM_SAMPLE_CALL, "driver_call" },
 		{ "sample_states", FFM_SAMPLE_WAIT, "wait" },
+		{ "sync_use_flags", FFM_SYNC_USE_LATE, "late_use" },
 	};
 
 	snprintf(path, sizeof(path), "%s/names.db", d);
