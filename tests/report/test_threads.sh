@@ -61,7 +61,9 @@ p = r["problems"][0]
 assert p["call_site"]["file"].endswith("tests/workloads/host_read.c"), p["call_site"]
 assert p["call_site"]["line"] == int(sys.argv[2]), p["call_site"]
 assert p["type"] == "host_read_every_iteration", p["type"]
-assert 180 <= p["count"] <= 196, p["count"]  # at most 49 of every 50 of 200
+# At most 49 of every 50 of 200. Fewer when the syncs before the thread's first watchpoint is
+# in place have no stage-3 verdict (opening it took 10+ ms under a loaded test suite).
+assert 150 <= p["count"] <= 196, p["count"]
 PY
 check "host_read: the text says the fix changes the use" \
 	grep -q "the fix changes when the value is used, not just the call" "$T/hr.txt"
