@@ -32,21 +32,12 @@ mod_4mib|--read mod --n 1048576
 last_4mib|--read last --n 1048576
 stride_4mib|--read stride --n 1048576 --stride 24"}
 
-n=0
-fails=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-notok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; }
-
-if [ "$(id -u)" != 0 ]; then
-	echo "1..0 # SKIP needs root for BPF uprobes"
-	exit 77
-fi
+. tests/ops/lib.sh # TAP helpers; T, a scratch directory removed at exit
+need_root
 if [ ! -e "$DRV/libcuda.so.1" ] || [ ! -x "$WL" ] || ! command -v python3 >/dev/null; then
 	echo "1..0 # SKIP needs the driver in $DRV, $WL (make) and python3"
 	exit 77
 fi
-T=$(mktemp -d /tmp/ffm-test-coverage-XXXXXX)
-trap 'rm -rf "$T"' EXIT
 
 profile() { # profile NAME ARGS... -> report JSON in $T/NAME.json
 	local name=$1
@@ -149,4 +140,4 @@ else
 fi
 
 echo "1..$n"
-[ "$fails" = 0 ]
+finish
