@@ -270,7 +270,9 @@ struct ffm_py_layout {
 	__u16 co_code;       /* PyCodeObject: co_code_adaptive (the bytecode) */
 	__u8 chain;          /* enum ffm_py_chain */
 	__u8 owner_cstack;   /* owner value of C-stack shim frames (skipped), 0xff: none */
-	__u8 _pad[4];
+	__s16 cf_shim;       /* the innermost shim's distance from its _PyCFrame, learned by BPF
+			      * (bpf/python.bpf.h); 0 from user space */
+	__u8 _pad[2];
 	/* What a code record (FFM_REC_PYCODE) copies: the type objects it checks, the
 	 * PyCodeObject fields (< FFM_PY_CO_READ), where a compact str's characters start. */
 	__u64 code_type, str_type, bytes_type;

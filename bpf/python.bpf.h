@@ -53,28 +53,50 @@ struct {
  */
 #define PY_BLOCK 8192 /* 8 KiB: 30 frames of a few locals each, measured faster than 4 KiB */
 
+/*
+ * 3.12's C-stack shims. Each _PyEval_EvalFrameDefault has two locals on the C stack: its
+ * _PyCFrame (tstate->cframe while it runs innermost) and its shim frame (entry_frame, the
+ * `previous` of its first Python frame), a fixed distance apart in a given build. The walk
+ * reads the innermost _PyCFrame anyway; reading a window that also covers the shim at that
+ * distance saves the shim's own read, which is most often the last read of a walk (one
+ * interpreter loop, ending in the bottom shim). The distance is learned in BPF: the first shim
+ * a walk reads on its own is the innermost loop's, and its address minus the _PyCFrame's is
+ * kept in the process's layout (cf_shim; 0: not learned). A wrong distance costs only the
+ * saved read: the window is a copy of the same memory, taken in the same program run, as the
+ * read it replaces.
+ */
+#define PY_SHIM_MAX 512 /* |cf_shim| at most: the two are locals of one function */
+#define PY_WIN (PY_SHIM_MAX + 128)
+
 /* Where a walk is (in the per-CPU scratch, not on the stack: the verifier then checks one
  * step of the bpf_loop for any state instead of following each frame count). */
 struct pycur {
 	__u64 fr;
 	__u64 lo, hi;   /* the data stack's used part: frames there are read in blocks */
 	__u64 blo, bhi; /* the user addresses s->blk[0, bhi - blo) holds; 0: none */
+	__u64 wlo, whi; /* the window around the _PyCFrame in s->blk[PY_BLOCK, ...); 0: none */
+	__u64 cf;       /* the innermost _PyCFrame (CFRAME chains), 0: none */
 	__u32 n;
+	__u32 shims;    /* shim frames met */
+	__s32 learn;    /* a shim's distance from cf to keep in the layout, 0: none */
 	__u32 _pad;
 };
 
 /*
  * Per-CPU scratch: the walk in progress, the copied thread-state prefix (ts_read bytes; words
- * read at (off & 0x1f8)) and the frames: blk[0, PY_BLOCK) a block of the data stack, from
- * PY_BLOCK a frame read on its own (FFM_PY_FR_READ bytes). A frame's fields are read at (its
- * offset in blk, <= PY_BLOCK) + (field & 0x7f): always inside blk. Both arrays are 8-aligned
+ * read at (off & 0x1f8)) and the frames: blk[0, PY_BLOCK) a block of the data stack,
+ * [PY_BLOCK, PY_BLOCK + PY_WIN) the window around the innermost _PyCFrame, from PY_FR_AT a
+ * frame read on its own (FFM_PY_FR_READ bytes). A frame's fields are read at (its offset in
+ * blk, <= PY_FR_AT) + (field & 0x7f): always inside blk. Both arrays are 8-aligned
  * so that a word is one load.
  */
 struct pyscratch {
 	struct pycur c;
 	__u8 ts[512] __attribute__((aligned(8)));
-	__u8 blk[PY_BLOCK + 128] __attribute__((aligned(8)));
+	__u8 blk[PY_BLOCK + PY_WIN + 128] __attribute__((aligned(8)));
 };
+
+#define PY_FR_AT (PY_BLOCK + PY_WIN) /* where a frame read on its own is copied */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -151,14 +173,42 @@ static __always_inline __u64 py_tstate(struct pyscratch *s, const struct ffm_py_
 	return q.ts;
 }
 
+/* Copy the window of _PyCFrame @cf that covers the shim at @d from it (see PY_SHIM_MAX) into
+ * s->blk[PY_BLOCK, ...); its current_frame, or 0 when the window is not readable. */
+static __always_inline __u64 py_window(struct pyscratch *s, const struct ffm_py_layout *l,
+				       __u64 cf, __s32 d)
+{
+	struct pycur *q = &s->c;
+	__u64 lo = d < 0 ? cf + d : cf, hi = cf + (d > 0 ? d : 0) + FFM_PY_FR_READ, len = hi - lo;
+	__u64 at = cf + (l->cf_frame & 0x38) - lo;
+
+	asm volatile("" : "+r"(len));
+	if (len > PY_WIN || at > PY_WIN - 8 || hi < lo)
+		return 0;
+	if (bpf_probe_read_user(s->blk + PY_BLOCK, len, (void *)lo))
+		return 0;
+	q->wlo = lo;
+	q->whi = hi;
+	return *(const __u64 *)(s->blk + PY_BLOCK + (at & (PY_WIN - 8)));
+}
+
 /* The innermost frame of the thread state whose prefix is in @s->ts. */
 static __always_inline __u64 py_top_frame(struct pyscratch *s, const struct ffm_py_layout *l)
 {
 	__u64 p = ts_word(s, l->ts_frame), f = 0;
+	__s32 d = l->cf_shim;
 
 	if (l->chain == FFM_PY_CHAIN_CURRENT)
 		return p;
-	if (!p || bpf_probe_read_user(&f, sizeof(f), (void *)(p + l->cf_frame)))
+	s->c.cf = p;
+	if (!p)
+		return 0;
+	if (d && d >= -PY_SHIM_MAX && d <= PY_SHIM_MAX) {
+		f = py_window(s, l, p, d);
+		if (f)
+			return f;
+	}
+	if (bpf_probe_read_user(&f, sizeof(f), (void *)(p + l->cf_frame)))
 		return 0;
 	return f;
 }
@@ -170,10 +220,10 @@ struct fr_walk {
 	struct ffm_py_frame *py;
 };
 
-/* The word at @off of s->blk: a frame's offset (<= PY_BLOCK) plus a field's (& 0x78). */
+/* The word at @off of s->blk: a frame's offset (<= PY_FR_AT) plus a field's (& 0x78). */
 static __always_inline __u64 blk_word(const struct pyscratch *s, __u32 off)
 {
-	return off <= PY_BLOCK + 120 ? *(const __u64 *)(s->blk + off) : 0;
+	return off <= PY_FR_AT + 120 ? *(const __u64 *)(s->blk + off) : 0;
 }
 
 /* Where the frame at @fr is in s->blk after reading it if needed: its offset, or -1. */
@@ -182,8 +232,12 @@ static __always_inline long fr_locate(struct pyscratch *s, __u64 fr)
 	struct pycur *q = &s->c;
 	__u64 end = fr + FFM_PY_FR_READ, lo, len;
 
+	if (end < fr)
+		return -1;
 	if (fr >= q->blo && end <= q->bhi)
 		return fr - q->blo;
+	if (fr >= q->wlo && end <= q->whi)
+		return PY_BLOCK + (fr - q->wlo);
 	if (fr >= q->lo && end <= q->hi && end > fr) {
 		lo = end - q->lo > PY_BLOCK ? end - PY_BLOCK : q->lo;
 		len = end - lo;
@@ -197,9 +251,9 @@ static __always_inline long fr_locate(struct pyscratch *s, __u64 fr)
 		}
 		q->blo = q->bhi = 0;
 	}
-	if (bpf_probe_read_user(s->blk + PY_BLOCK, FFM_PY_FR_READ, (void *)fr))
+	if (bpf_probe_read_user(s->blk + PY_FR_AT, FFM_PY_FR_READ, (void *)fr))
 		return -1;
-	return PY_BLOCK;
+	return PY_FR_AT;
 }
 
 static long fr_step(__u32 i, void *ctx)
@@ -208,21 +262,30 @@ static long fr_step(__u32 i, void *ctx)
 	struct pyscratch *s = w->s;
 	struct pycur *q = &s->c;
 	const struct ffm_py_layout *l = w->l;
-	__u64 code, instr;
+	__u64 code, instr, fr;
 	__u32 n = q->n, o;
 	long at;
 
 	if (!q->fr || n >= FFM_PY_FRAMES)
 		return 1;
 	at = fr_locate(s, q->fr);
-	if (at < 0 || at > PY_BLOCK)
+	if (at < 0 || at > PY_FR_AT)
 		return 1;
 	o = at;
 	code = blk_word(s, o + (l->fr_code & 0x78));
 	instr = blk_word(s, o + (l->fr_instr & 0x78));
+	fr = q->fr;
 	q->fr = blk_word(s, o + (l->fr_previous & 0x78));
-	if (!code || s->blk[o + (l->fr_owner & 0x7f)] == l->owner_cstack)
-		return 0; /* a shim frame of a C entry into the interpreter */
+	if (s->blk[o + (l->fr_owner & 0x7f)] == l->owner_cstack) {
+		/* a shim frame of a C entry into the interpreter; the first one, when read on its
+		 * own, tells where the innermost loop's shim lies from its _PyCFrame */
+		if (!q->shims++ && o == PY_FR_AT && q->cf && !((fr - q->cf) & 7) &&
+		    fr - q->cf + PY_SHIM_MAX <= 2 * PY_SHIM_MAX)
+			q->learn = fr - q->cf;
+		return 0;
+	}
+	if (!code)
+		return 0;
 	w->py[n & (FFM_PY_FRAMES - 1)].code = code;
 	w->py[n & (FFM_PY_FRAMES - 1)].instr = (__s32)(instr - code - l->co_code);
 	w->py[n & (FFM_PY_FRAMES - 1)]._pad = 0;
@@ -258,10 +321,13 @@ static __always_inline __u32 py_walk(__u32 tgid, struct ffm_py_frame *py, __u32 
 	q->lo = chunk + 24; /* offsetof(_PyStackChunk, data) */
 	if (!chunk || q->lo < chunk || q->hi <= q->lo)
 		q->lo = q->hi = 0; /* no data stack: every frame read on its own */
-	q->blo = q->bhi = 0;
-	q->n = 0;
+	q->blo = q->bhi = q->wlo = q->whi = q->cf = 0;
+	q->n = q->shims = 0;
+	q->learn = 0;
 	q->fr = py_top_frame(w.s, l);
 	bpf_loop(FFM_PY_FRAMES + 8, fr_step, &w, 0);
+	if (q->learn)
+		l->cf_shim = q->learn;
 	if (q->fr && q->n >= FFM_PY_FRAMES)
 		*flags |= FFM_PY_TRUNCATED;
 	return q->n < FFM_PY_FRAMES ? q->n : FFM_PY_FRAMES;
