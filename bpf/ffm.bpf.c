@@ -422,7 +422,7 @@ static __always_inline __u64 callsite_key(__u64 h, __u32 tgid, struct walk *w, _
 
 static __always_inline __u64 stack_key_of(struct walk *w, __u32 tgid)
 {
-	__u64 h = STACK_KEY_SEED;
+	__u64 h = STACK_KEY_SEED, ph;
 	__u32 n = w->nlib;
 
 	for (int i = 0; i < FFM_LIB_FRAMES; i++) {
@@ -430,8 +430,8 @@ static __always_inline __u64 stack_key_of(struct walk *w, __u32 tgid)
 			break;
 		h = mix(h, w->lib[i]);
 	}
-	w->npy = py_walk(tgid, w->py, &w->py_flags);
-	h = py_mix(h, w->py, w->npy);
+	w->npy = py_walk(tgid, w->py, &w->py_flags, &ph);
+	h = py_mix(h, w->npy, ph);
 	return callsite_key(h, tgid, w, w->callsite, w->callsite_slot, w->tramp);
 }
 
@@ -1214,7 +1214,7 @@ int watch_hit(struct bpf_perf_event_data *ctx)
 	struct ffm_rec_hit *r;
 	struct walk *w;
 	struct thr *t;
-	__u64 ip, key;
+	__u64 ip, key, ph;
 
 	if (!jc)
 		return 0;
@@ -1233,8 +1233,8 @@ int watch_hit(struct bpf_perf_event_data *ctx)
 	walk_reset(w);
 	/* The key of an access: the instruction (one stack per accessing instruction). */
 	key = mix(mix(STACK_KEY_SEED, 0x68697421ULL), ip);
-	w->npy = py_walk(id >> 32, w->py, &w->py_flags);
-	key = py_mix(key, w->py, w->npy);
+	w->npy = py_walk(id >> 32, w->py, &w->py_flags, &ph);
+	key = py_mix(key, w->npy, ph);
 	key = key ? key : 1;
 	if (jc->flags & FFM_JOB_STACKS)
 		send_stack(regs, w, key, id, job, jc, t, now);
@@ -1269,7 +1269,7 @@ int cpu_sample(struct bpf_perf_event_data *ctx)
 	struct ffm_rec_sample *r;
 	struct walk *w;
 	struct thr *t;
-	__u64 key;
+	__u64 key, ph;
 
 	if (!jc)
 		return 0;
@@ -1277,7 +1277,7 @@ int cpu_sample(struct bpf_perf_event_data *ctx)
 	if (!w)
 		return 0;
 	walk_reset(w);
-	w->npy = py_walk(id >> 32, w->py, &w->py_flags);
+	w->npy = py_walk(id >> 32, w->py, &w->py_flags, &ph);
 	if (!w->npy)
 		return 0;
 	t = thread_state(false);
@@ -1285,7 +1285,7 @@ int cpu_sample(struct bpf_perf_event_data *ctx)
 		state = FFM_SAMPLE_WAIT;
 	else if (t && t->call_depth)
 		state = FFM_SAMPLE_CALL;
-	key = py_mix(mix(STACK_KEY_SEED, 0x63707573ULL), w->py, w->npy);
+	key = py_mix(mix(STACK_KEY_SEED, 0x63707573ULL), w->npy, ph);
 	key = key ? key : 1;
 	if (jc->flags & FFM_JOB_STACKS)
 		send_stack(NULL, w, key, id, job, jc, t, now);

@@ -76,11 +76,14 @@ struct pycur {
 	__u64 blo, bhi; /* the user addresses s->blk[0, bhi - blo) holds; 0: none */
 	__u64 wlo, whi; /* the window around the _PyCFrame in s->blk[PY_BLOCK, ...); 0: none */
 	__u64 cf;       /* the innermost _PyCFrame (CFRAME chains), 0: none */
+	__u64 h;        /* the kept frames' part of the stack key so far */
 	__u32 n;
 	__u32 shims;    /* shim frames met */
 	__s32 learn;    /* a shim's distance from cf to keep in the layout, 0: none */
 	__u32 _pad;
 };
+
+#define PY_KEY_SEED 0x7079746830ULL /* the Python part's seed */
 
 /*
  * Per-CPU scratch: the walk in progress, the copied thread-state prefix (ts_read bytes; words
@@ -256,6 +259,13 @@ static __always_inline long fr_locate(struct pyscratch *s, __u64 fr)
 	return PY_FR_AT;
 }
 
+/* A frame's word of the stack key: the code object and the instruction's offset, rotated
+ * into bits a user address does not use (x86-64 user space is below 2^47). */
+static __always_inline __u64 fr_word(__u64 code, __u32 instr)
+{
+	return code ^ ((__u64)instr << 47 | (__u64)instr >> 17);
+}
+
 static long fr_step(__u32 i, void *ctx)
 {
 	struct fr_walk *w = ctx;
@@ -263,7 +273,7 @@ static long fr_step(__u32 i, void *ctx)
 	struct pycur *q = &s->c;
 	const struct ffm_py_layout *l = w->l;
 	__u64 code, instr, fr;
-	__u32 n = q->n, o;
+	__u32 n = q->n, o, off;
 	long at;
 
 	if (!q->fr || n >= FFM_PY_FRAMES)
@@ -286,16 +296,20 @@ static long fr_step(__u32 i, void *ctx)
 	}
 	if (!code)
 		return 0;
+	off = instr - code - l->co_code;
 	w->py[n & (FFM_PY_FRAMES - 1)].code = code;
-	w->py[n & (FFM_PY_FRAMES - 1)].instr = (__s32)(instr - code - l->co_code);
+	w->py[n & (FFM_PY_FRAMES - 1)].instr = (__s32)off;
 	w->py[n & (FFM_PY_FRAMES - 1)]._pad = 0;
+	q->h = mix(q->h, fr_word(code, off));
 	q->n = n + 1;
 	return 0;
 }
 
 /* The calling thread's Python frames into @py (at most FFM_PY_FRAMES, innermost first);
- * returns how many, with FFM_PY_* in *flags. 0 for a process outside pyprocs. */
-static __always_inline __u32 py_walk(__u32 tgid, struct ffm_py_frame *py, __u32 *flags)
+ * returns how many, with FFM_PY_* in *flags and their part of the stack key in *hash (one mix
+ * per frame, made as the frame is found). 0 for a process outside pyprocs. */
+static __always_inline __u32 py_walk(__u32 tgid, struct ffm_py_frame *py, __u32 *flags,
+				     __u64 *hash)
 {
 	struct ffm_py_layout *l = bpf_map_lookup_elem(&pyprocs, &tgid);
 	struct fr_walk w = { .l = l, .py = py };
@@ -305,6 +319,7 @@ static __always_inline __u32 py_walk(__u32 tgid, struct ffm_py_frame *py, __u32 
 	__u64 chunk;
 
 	*flags = 0;
+	*hash = 0;
 	if (!l)
 		return 0;
 	w.s = bpf_map_lookup_elem(&py_scratch, &zero);
@@ -324,25 +339,21 @@ static __always_inline __u32 py_walk(__u32 tgid, struct ffm_py_frame *py, __u32 
 	q->blo = q->bhi = q->wlo = q->whi = q->cf = 0;
 	q->n = q->shims = 0;
 	q->learn = 0;
+	q->h = PY_KEY_SEED;
 	q->fr = py_top_frame(w.s, l);
 	bpf_loop(FFM_PY_FRAMES + 8, fr_step, &w, 0);
 	if (q->learn)
 		l->cf_shim = q->learn;
 	if (q->fr && q->n >= FFM_PY_FRAMES)
 		*flags |= FFM_PY_TRUNCATED;
+	*hash = q->h;
 	return q->n < FFM_PY_FRAMES ? q->n : FFM_PY_FRAMES;
 }
 
-/* The Python part of a stack key. */
-static __always_inline __u64 py_mix(__u64 h, const struct ffm_py_frame *py, __u32 n)
+/* The Python part of a stack key: @h unchanged where there are no Python frames. */
+static __always_inline __u64 py_mix(__u64 h, __u32 n, __u64 hash)
 {
-	for (int i = 0; i < FFM_PY_FRAMES; i++) {
-		if (i >= n)
-			break;
-		h = mix(h, py[i].code);
-		h = mix(h, (__u64)(__u32)py[i].instr);
-	}
-	return h;
+	return n ? mix(h, hash) : h;
 }
 
 /*
