@@ -14,7 +14,7 @@ cp build-static/ffmctl build-static/ffmd build-static/ffm-calib-probe "$D/"
 cp build-static/bench/bench_overhead build-static/bench/bench_overhead_child "$D/bench/"
 cp build-static/tests/memtrace/xfer_big "$D/tests/memtrace/"
 cp bench/bench_python.sh bench/bench_python.py "$D/bench/"
-cp tests/python/pysites.py "$D/tests/python/"
+cp tests/python/pysites.py tests/python/pydeep.py tests/python/pygen.py "$D/tests/python/"
 cp tests/gpu/torch_item.py "$D/tests/gpu/"
 mkdir -p "$D/tests/workloads" && cp tests/workloads/kernels.ptx "$D/tests/workloads/"
 for w in build-static/workloads/*; do
