@@ -33,7 +33,7 @@
  * 8: Python frames: ffm_rec_stack.npy/py[], the pyprocs map (struct ffm_py_layout)
  * 9: FFM_REC_RELEASE (an ffm_rec_proc)
  * 10: FFM_REC_SAMPLE, FFM_JOB_CPU_SAMPLE (CPU samples of Python threads, stage 2)
- * 11: FFM_REC_PYCODE, the code object fields of struct ffm_py_layout */
+ * 11: FFM_REC_PYCODE; struct ffm_py_layout: the code object fields, cf_shim */
 #define FFM_ABI_VERSION 11
 
 #define FFM_MAX_JOBS 64           /* job slots active at once */
