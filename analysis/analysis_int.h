@@ -117,6 +117,7 @@ struct ffm_analysis {
 	size_t n_thr, cap_thr;
 	struct busy *busy; /* waits on one stream, for ffm_an_quality.stream_busy_ns */
 	size_t n_busy, cap_busy;
+	uint64_t run_start_ns; /* the timeline run's start (its processes' first), for the bound */
 	struct oatab cpu_of; /* Python anchor -> index in cpu[] (analysis/cputime.c) */
 	uint64_t *cpu;	     /* CPU time sampled under the anchor, outside driver calls */
 	size_t n_cpu, cap_cpu;

@@ -165,8 +165,11 @@ struct ffm_an_quality {
 	uint64_t unclassified_wait_ns;
 	/* The GPU's busiest stream: the union over the threads of the waits on one stream (its
 	 * work was running then) is a lower bound of its busy time, which no CPU-side fix can
-	 * shorten. Every benefit is capped at wall - stream_busy_ns (capped: one was). */
+	 * shorten; nor the CPU work before that stream's first work (stream_head_ns: the time
+	 * before it, less the waits that ended by then). Every benefit is capped at wall -
+	 * stream_busy_ns - stream_head_ns (capped: one was). */
 	uint64_t stream_busy_ns;
+	uint64_t stream_head_ns;
 	bool stream_capped;
 	/* The CPU time the Python host reads' removal takes with it beyond their driver calls:
 	 * the library's own work around each read, from the stage-2 run's CPU samples

@@ -68,8 +68,10 @@ int ffm_an_merge(const struct ffm_analysis_result *const *res, size_t nr, struct
 		m->q.unmatched_sites += r->q.unmatched_sites;
 		m->q.unclassified_syncs += r->q.unclassified_syncs;
 		m->q.unclassified_wait_ns += r->q.unclassified_wait_ns;
-		if (r->q.stream_busy_ns > m->q.stream_busy_ns)
+		if (r->q.stream_busy_ns > m->q.stream_busy_ns) {
 			m->q.stream_busy_ns = r->q.stream_busy_ns;
+			m->q.stream_head_ns = r->q.stream_head_ns;
+		}
 		m->q.stream_capped |= r->q.stream_capped;
 		m->q.read_lib_cpu_ns += r->q.read_lib_cpu_ns;
 

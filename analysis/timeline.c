@@ -342,6 +342,7 @@ int an_load_timeline(struct ffm_analysis *a)
 	/* The run: its processes' lifetimes, at least every event's span. */
 	go.run_start_ns = ps.lo < sc.lo ? ps.lo : sc.lo != UINT64_MAX ? sc.lo : 0;
 	go.run_end_ns = ps.hi > sc.hi ? ps.hi : sc.hi;
+	a->run_start_ns = go.run_start_ns;
 	an_phase(a, "modelling");
 	err = ffm_graph__build(a->ev, a->n_ev, &go, &a->g);
 	if (err)

@@ -301,12 +301,15 @@ static int thread_timeline(struct ctx *c, uint32_t tid, uint64_t t0, uint64_t *e
 			continue;
 		for (uint32_t i = 0; i < c->o->iters && !err; i++) {
 			switch (sc) {
-			case SYN_UNNECESSARY:
+			case SYN_UNNECESSARY: {
+				uint64_t pre = min64(c->o->pre_us * US, p->k);
+
 				err = call(c, tid, sc, 0, t, p->l, 0, -1, 0);
 				t += p->l;
-				err = err ? err : call(c, tid, sc, 1, t, p->k, p->k, -1, 0);
+				err = err ? err : call(c, tid, sc, 1, t + pre, p->k - pre, p->k - pre, -1, 0);
 				t += p->k + p->c;
 				break;
+			}
 			case SYN_MISPLACED:
 				err = call(c, tid, sc, 0, t, p->l, 0, -1, 0);
 				t += p->l;

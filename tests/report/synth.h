@@ -68,6 +68,9 @@ struct synth_opts {
 	 * cuCtxSynchronize; thread k starts k * stagger_us later (default 7 ns apart) */
 	bool stream_sync;
 	uint32_t stagger_us;
+	/* UNNECESSARY: the thread's CPU time between the launch and its sync, µs (default 0); the
+	 * kernel ends when it did, so the sync waits that much less. synth__expected assumes 0. */
+	uint32_t pre_us;
 };
 
 /* Write the store (creates or extends the key's file). 0 or -errno. */
