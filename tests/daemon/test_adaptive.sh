@@ -114,7 +114,8 @@ res = [
      % ((t2 - first[new]) / 1e9 if t2 else -1), t2 is not None and 0 <= t2 - first[new] <= 2.4e9),
 ]
 if how == "report":
-    res.append(("the report marks the sites sampled",
+    res.append(("the report marks the sites sampled (%s)"
+                % ", ".join("%s%s" % (f, "" if c.get("sampled") else " not") for f, c in sorted(sites.items(), key=lambda x: str(x[0]))),
                 all(c.get("sampled") for c in sites.values()) and len(sites) >= 3))
 for s in ("site_0", "site_1"):
     c, pm = count(sites.get(s, {})), sites.get(s, {}).get("count_pm", 0)
