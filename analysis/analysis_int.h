@@ -61,6 +61,7 @@ struct site_int {
 	bool explicit_sync;	    /* its driver function is a cu*Synchronize */
 	bool launch_api;	    /* ... a cuLaunch* */
 	bool stream_scoped;	    /* its waits wait for one stream (a stream sync, a copy, a memset) */
+	bool async_copy;	    /* ... a cuMemcpy*Async (one that waits copies pageable memory) */
 	uint64_t prot_cur, prot_max; /* bytes protected by its latest / largest stage-3 sync */
 	int64_t use_stack, use_frame;
 	int64_t first_stack;

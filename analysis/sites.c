@@ -144,6 +144,7 @@ static int describe_site(struct ffm_analysis *a, uint32_t idx)
 	a->si[idx].launch_api = !strncmp(x->api_name, "cuLaunch", 8);
 	a->si[idx].stream_scoped = !strcmp(x->api_name, "cuStreamSynchronize") ||
 				   x->kind == FFM_EV_TRANSFER || x->kind == FFM_EV_MEMSET;
+	a->si[idx].async_copy = x->kind == FFM_EV_TRANSFER && strstr(x->api_name, "Async");
 	fs->key = ffm_fnv1a(fs->key, x->api_name, strlen(x->api_name) + 1);
 	x->key = fs->key ? fs->key : 1;
 	if (fs->depth_app >= 0) {

@@ -63,6 +63,12 @@ static const struct site use_site[SYN__MAX] = {
 
 #define READ_CALL_CPU (20 * US) /* HOST_READ: the sync call's CPU time outside its wait */
 
+/* The API a site calls: the table's, or UNNECESSARY's sync made an async copy (copy_us). */
+static enum api site_api(const struct synth_opts *o, int sc, int si)
+{
+	return o->copy_us && sc == SYN_UNNECESSARY && si == 1 ? A_DTOH : sites[sc][si].api;
+}
+
 uint32_t synth__line(enum synth_scenario s)
 {
 	static const uint32_t planted[SYN__MAX] = { 11, 22, 30, 41, 51, 61 };
@@ -162,7 +168,8 @@ static int setup_stacks(struct ctx *c)
 		for (int i = 0; i < 4 && sites[sc][i].func && !err; i++) {
 			const struct site *st = &sites[sc][i];
 			struct ffm_store_frame fr[4] = {
-				{ .build_id = DRIVER_BID, .module = DRIVER, .offset = 0x100000 + 0x100 * st->api },
+				{ .build_id = DRIVER_BID, .module = DRIVER,
+				  .offset = 0x100000 + 0x100 * site_api(c->o, sc, i) },
 				{ .build_id = APP_BID, .module = APP, .offset = st->off, .func = st->func,
 				  .demangled = st->func, .folded = st->func, .file = "app.c", .line = st->line },
 				{ .build_id = APP_BID, .module = APP, .offset = 0x1000, .func = "main",
@@ -204,12 +211,12 @@ static int setup_stacks(struct ctx *c)
 static int call(struct ctx *c, uint32_t tid, int sc, int si, uint64_t start, uint64_t dur,
 		uint64_t wait, int64_t use_delay, uint32_t dup)
 {
-	const struct site *st = &sites[sc][si];
+	enum api api = site_api(c->o, sc, si);
 	struct ffm_store_event ev = {
-		.run = c->run, .kind = api_kind[st->api], .api = st->api,
+		.run = c->run, .kind = api_kind[api], .api = api,
 		.tgid = c->o->tgid ? c->o->tgid : 4242, .tid = tid, .start_ns = start, .dur_ns = dur,
-		.wait_ns = wait, .stack = c->stack[sc][si], .bytes = st->api == A_HTOD ? 4 << 20 : 0,
-		.dir = st->api == A_HTOD ? FFM_DIR_HTOD : st->api == A_DTOH ? FFM_DIR_DTOH : 0,
+		.wait_ns = wait, .stack = c->stack[sc][si], .bytes = api == A_HTOD ? 4 << 20 : 0,
+		.dir = api == A_HTOD ? FFM_DIR_HTOD : api == A_DTOH ? FFM_DIR_DTOH : 0,
 		.dst = 0x7000000 + sc,
 	};
 	int64_t id = 0;
@@ -234,7 +241,7 @@ static int call(struct ctx *c, uint32_t tid, int sc, int si, uint64_t start, uin
 	}
 	if (c->stage == 2)
 		return 0;
-	if (st->api == A_SYNC) {
+	if (api == A_SYNC || (sc == SYN_UNNECESSARY && si == 1)) {
 		uint32_t bytes = sc == SYN_HOST_READ ? 4 : c->o->prot_bytes ? c->o->prot_bytes : 0x1000;
 		struct ffm_store_sync_use u;
 
@@ -302,12 +309,12 @@ static int thread_timeline(struct ctx *c, uint32_t tid, uint64_t t0, uint64_t *e
 		for (uint32_t i = 0; i < c->o->iters && !err; i++) {
 			switch (sc) {
 			case SYN_UNNECESSARY: {
-				uint64_t pre = min64(c->o->pre_us * US, p->k);
+				uint64_t pre = min64(c->o->pre_us * US, p->k), copy = c->o->copy_us * US;
 
 				err = call(c, tid, sc, 0, t, p->l, 0, -1, 0);
 				t += p->l;
-				err = err ? err : call(c, tid, sc, 1, t + pre, p->k - pre, p->k - pre, -1, 0);
-				t += p->k + p->c;
+				err = err ? err : call(c, tid, sc, 1, t + pre, p->k - pre + copy, p->k - pre, -1, 0);
+				t += p->k + copy + p->c;
 				break;
 			}
 			case SYN_MISPLACED:

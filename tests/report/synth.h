@@ -71,6 +71,10 @@ struct synth_opts {
 	/* UNNECESSARY: the thread's CPU time between the launch and its sync, µs (default 0); the
 	 * kernel ends when it did, so the sync waits that much less. synth__expected assumes 0. */
 	uint32_t pre_us;
+	/* UNNECESSARY: the sync is the implicit one of a cuMemcpyDtoHAsync into pageable memory,
+	 * whose call goes on copy_us after its wait (the driver's staging); 0: cuCtxSynchronize.
+	 * synth__expected assumes 0. */
+	uint32_t copy_us;
 };
 
 /* Write the store (creates or extends the key's file). 0 or -errno. */

@@ -452,6 +452,23 @@ TEST(a_stream_busy_all_run_long_caps_every_benefit)
 	ffm_analysis__free(a);
 }
 
+TEST(an_async_copy_that_waited_loses_its_staging_with_the_fix)
+{
+	/* The unnecessary wait is an async copy's into pageable memory, and the call goes on
+	 * 100 µs after it (the driver's staging through a bounce buffer): a pinned buffer takes
+	 * both off the CPU, so each of the iters occurrences saves min(C, K + 100) = 600 µs. */
+	struct synth_opts o = base(1u << SYN_UNNECESSARY);
+	const struct ffm_analysis_result *r;
+	struct ffm_analysis *a;
+
+	o.copy_us = 100;
+	a = analyse(&o, FFM_GROUP_POINT, 1, false);
+	r = ffm_analysis__result(a);
+	ASSERT_MSG(r->totals.total_ns == (uint64_t)o.iters * 600 * 1000, "saved %llu ns",
+		   (unsigned long long)r->totals.total_ns);
+	ffm_analysis__free(a);
+}
+
 TEST(stage_by_stage_what_is_known)
 {
 	struct synth_opts o = base(1u << SYN_UNNECESSARY);
