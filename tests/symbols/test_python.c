@@ -145,6 +145,33 @@ static int check_copies(struct ffm_py_decoder *d, uint64_t addr)
 	r.file_chars = 500;
 	if (ffm_py_decoder__code(d, &r) != -EPROTO || ffm_py_decoder__frame(d, addr + 8, 0, &loc) != -EPROTO)
 		return -EBADMSG;
+	/* Records are copies of the job's memory: any bytes, lengths and kinds. Each is taken or
+	 * refused, and what decodes is a string and a line (run under `make sanitize` too). */
+	srand(7);
+	for (int i = 0; i < 3000; i++) {
+		uint8_t *raw = (uint8_t *)&r;
+		int err;
+
+		for (size_t k = sizeof(r.hdr); k < sizeof(r); k++)
+			raw[k] = (uint8_t)(k < 64 || k % 97 == 0 || i % 3 ? rand() : rand() % 4);
+		r.code = addr + 16 * (uint64_t)(i % 5);
+		r.file_kind = (uint8_t)(1u << (rand() % 4));
+		r.qual_kind = (uint8_t)(1u << (rand() % 4));
+		r.file_chars = (uint32_t)(rand() % 300);
+		r.qual_chars = (uint32_t)(rand() % 80);
+		r.file_bytes = (uint16_t)(i % 2 ? r.file_chars * r.file_kind : (uint32_t)(rand() % 1200));
+		r.qual_bytes = (uint16_t)(i % 2 ? r.qual_chars * r.qual_kind : (uint32_t)(rand() % 300));
+		r.table_bytes = (uint16_t)(rand() % 9000);
+		r.table_size = (uint32_t)(r.table_bytes + rand() % 3);
+		r.first_line = rand() % 5 ? rand() % 100000 : -rand();
+		err = ffm_py_decoder__code(d, &r);
+		if (err != 0 && err != -EPROTO)
+			return -EBADMSG;
+		err = ffm_py_decoder__frame(d, r.code, rand() % 20000 - 10, &loc);
+		if (err == 0 && (strlen(loc.file) > 4 * FFM_PY_FILE_BYTES || !loc.qualname || !loc.folded ||
+				 loc.line > INT32_MAX))
+			return -EBADMSG;
+	}
 	return 0;
 }
 
