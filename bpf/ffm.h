@@ -253,6 +253,15 @@ enum ffm_py_chain {
 #define FFM_PY_FR_READ 72  /* bytes of a _PyInterpreterFrame read at once */
 #define FFM_PY_CO_READ 160 /* bytes of a PyCodeObject read at once: past every co_ offset */
 
+/* Object fields the same in every supported build (Include/object.h, cpython/unicodeobject.h,
+ * cpython/bytesobject.h): PyObject.ob_type, PyVarObject.ob_size, a str's length and state,
+ * a bytes object's ob_sval. */
+#define FFM_PY_OB_TYPE 8
+#define FFM_PY_OB_SIZE 16
+#define FFM_PY_STR_LENGTH 16
+#define FFM_PY_STR_STATE 32
+#define FFM_PY_BYTES_SVAL 32
+
 struct ffm_py_layout {
 	__u64 interp;        /* address of _PyRuntime.interpreters.main (a PyInterpreterState **) */
 	__u16 is_threads;    /* PyInterpreterState: threads.head */

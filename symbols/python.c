@@ -48,12 +48,6 @@ static const struct ffm_py_offsets tables[] = {
 	  200, 112, 120, 128, 136, 68, 40, 56, 232, 240 },
 };
 
-/* PyObject: ob_type; PyVarObject: ob_size; PyUnicode: length, state; PyBytes: ob_sval. */
-#define OB_TYPE 8
-#define OB_SIZE 16
-#define STR_LENGTH 16
-#define STR_STATE 32
-#define BYTES_SVAL 32
 
 #define MAX_STR 4096       /* characters of a file or function name */
 #define MAX_LINETABLE 65536 /* bytes of a location table */
@@ -345,7 +339,7 @@ static int check_frames(int fd, const struct ffm_py_build *b, uint64_t ts)
 		    mem_read(fd, fr + o->fr_owner, &owner, 1) < 0)
 			return -EPROTO;
 		if (code && owner != o->owner_cstack) {
-			if (mem_u64(fd, code + OB_TYPE, &type) < 0 || type != b->code_type)
+			if (mem_u64(fd, code + FFM_PY_OB_TYPE, &type) < 0 || type != b->code_type)
 				return -EPROTO;
 			found = 1;
 		}
@@ -544,9 +538,9 @@ static char *read_str(struct ffm_py_decoder *d, uint64_t addr)
 	uint8_t *raw;
 	char *s;
 
-	if (mem_u64(d->fd, addr + OB_TYPE, &type) < 0 || type != d->b.str_type ||
-	    mem_u64(d->fd, addr + STR_LENGTH, &length) < 0 ||
-	    mem_read(d->fd, addr + STR_STATE, &state, 4) < 0)
+	if (mem_u64(d->fd, addr + FFM_PY_OB_TYPE, &type) < 0 || type != d->b.str_type ||
+	    mem_u64(d->fd, addr + FFM_PY_STR_LENGTH, &length) < 0 ||
+	    mem_read(d->fd, addr + FFM_PY_STR_STATE, &state, 4) < 0)
 		return NULL;
 	kind = (state >> 2) & 7;
 	if (!((state >> 5) & 1) || length > MAX_STR || (kind != 1 && kind != 2 && kind != 4))
@@ -568,11 +562,11 @@ static uint8_t *read_bytes(struct ffm_py_decoder *d, uint64_t addr, uint32_t *le
 	uint64_t type = 0, size = 0;
 	uint8_t *buf;
 
-	if (mem_u64(d->fd, addr + OB_TYPE, &type) < 0 || type != d->b.bytes_type ||
-	    mem_u64(d->fd, addr + OB_SIZE, &size) < 0 || size > MAX_LINETABLE)
+	if (mem_u64(d->fd, addr + FFM_PY_OB_TYPE, &type) < 0 || type != d->b.bytes_type ||
+	    mem_u64(d->fd, addr + FFM_PY_OB_SIZE, &size) < 0 || size > MAX_LINETABLE)
 		return NULL;
 	buf = malloc(size ? size : 1);
-	if (!buf || (size && mem_read(d->fd, addr + BYTES_SVAL, buf, size) < 0)) {
+	if (!buf || (size && mem_read(d->fd, addr + FFM_PY_BYTES_SVAL, buf, size) < 0)) {
 		free(buf);
 		return NULL;
 	}
@@ -598,7 +592,7 @@ static int load_code(struct ffm_py_decoder *d, uint64_t code, struct code_ent *c
 	const struct ffm_py_offsets *o = d->b.off;
 	uint64_t type = 0, file = 0, name = 0, qual = 0, table = 0;
 
-	if (mem_u64(d->fd, code + OB_TYPE, &type) < 0)
+	if (mem_u64(d->fd, code + FFM_PY_OB_TYPE, &type) < 0)
 		return -EFAULT;
 	code_clear(c);
 	if (type != d->b.code_type || mem_u64(d->fd, code + o->co_filename, &file) < 0 ||
@@ -661,27 +655,20 @@ int ffm_py_decoder__code(struct ffm_py_decoder *d, const struct ffm_rec_pycode *
 }
 
 /* A copied table cut short: the whole one from the process, if the code object at @code is
- * still the one copied (its type, first line and table size). Tried once. */
+ * still the one copied (its file, name, first line and table size). Tried once. */
 static void complete_table(struct ffm_py_decoder *d, uint64_t code, struct code_ent *c)
 {
-	const struct ffm_py_offsets *o = d->b.off;
-	uint64_t type = 0, table = 0;
-	int32_t first = -1;
-	uint32_t len = 0;
-	uint8_t *t;
+	struct code_ent now = { 0 };
 
-	if (mem_u64(d->fd, code + OB_TYPE, &type) == 0 && type == d->b.code_type &&
-	    mem_read(d->fd, code + o->co_firstlineno, &first, 4) == 0 && first == c->first_line &&
-	    mem_u64(d->fd, code + o->co_linetable, &table) == 0 &&
-	    (t = read_bytes(d, table, &len)) != NULL) {
-		if (len == c->table_size) {
-			free(c->table);
-			c->table = t;
-			c->table_len = len;
-		} else {
-			free(t);
-		}
+	if (load_code(d, code, &now) == 0 && now.first_line == c->first_line &&
+	    now.table_len == c->table_size && !strcmp(now.file, c->file) &&
+	    !strcmp(now.qualname, c->qualname)) {
+		free(c->table);
+		c->table = now.table;
+		c->table_len = now.table_len;
+		now.table = NULL;
 	}
+	code_clear(&now);
 	c->table_size = c->table_len;
 }
 
