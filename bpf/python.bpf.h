@@ -96,6 +96,9 @@ struct pycur {
 struct pyscratch {
 	struct pycur c;
 	__u8 ts[512] __attribute__((aligned(8)));
+	/* a code object's head (FFM_PY_CO_READ bytes; words read at (off & 0xf8)), for its
+	 * code record (py_send_codes) */
+	__u8 co[256] __attribute__((aligned(8)));
 	__u8 blk[PY_BLOCK + PY_WIN + 128] __attribute__((aligned(8)));
 };
 
@@ -378,16 +381,11 @@ struct {
 	__type(value, __u8);
 } pycodes SEC(".maps");
 
-/* PyObject: ob_type; PyVarObject: ob_size; PyUnicode: length, state; PyBytes: ob_sval. */
-#define PY_OB_TYPE 8
-#define PY_OB_SIZE 16
-#define PY_STR_LENGTH 16
-#define PY_STR_STATE 32
-#define PY_BYTES_SVAL 32
 #define PY_MAX_CHARS (1u << 20)
 
 struct code_send {
 	const struct ffm_py_layout *l;
+	struct pyscratch *s;
 	const struct ffm_py_frame *py;
 	__u32 n, job, gen;
 	__u64 id, now;
@@ -411,9 +409,9 @@ static __always_inline void str_snap(__u8 *dst, __u32 cap, __u64 str, const stru
 	*bytes = 0;
 	if (!str || bpf_probe_read_user(dst, 40, (void *)str))
 		return;
-	type = rec_word(dst, PY_OB_TYPE);
-	len = rec_word(dst, PY_STR_LENGTH);
-	state = *(const __u32 *)(dst + PY_STR_STATE);
+	type = rec_word(dst, FFM_PY_OB_TYPE);
+	len = rec_word(dst, FFM_PY_STR_LENGTH);
+	state = *(const __u32 *)(dst + FFM_PY_STR_STATE);
 	k = (state >> 2) & 7;
 	if (type != l->str_type || !((state >> 5) & 1) || (k != 1 && k != 2 && k != 4) ||
 	    len > PY_MAX_CHARS)
@@ -444,21 +442,20 @@ static long code_step(__u32 i, void *ctx)
 		return 1;
 	asm volatile("" : "+r"(i)); /* keep the mask below: the verifier needs it */
 	k.code = q->py[i & (FFM_PY_FRAMES - 1)].code;
+	/* The code object's head: which object it is, and whether it was sent. */
+	if (bpf_probe_read_user(q->s->co, FFM_PY_CO_READ, (void *)k.code) ||
+	    rec_word(q->s->co, FFM_PY_OB_TYPE) != l->code_type)
+		return 0;
+	file = rec_word(q->s->co, l->co_filename);
+	qual = rec_word(q->s->co, l->co_qualname);
+	table = rec_word(q->s->co, l->co_linetable);
+	first = *(const __s32 *)(q->s->co + (l->co_firstlineno & 0xfc));
+	k.tag = mix(mix(mix(mix(0, file), qual), table), (__u32)first);
+	if (bpf_map_lookup_elem(&pycodes, &k))
+		return 0;
 	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 	if (!r)
 		return 1;
-	/* The code object's head, read into the table's room first. */
-	if (bpf_probe_read_user(r->table, FFM_PY_CO_READ, (void *)k.code) ||
-	    rec_word(r->table, PY_OB_TYPE) != l->code_type)
-		goto skip;
-	file = rec_word(r->table, l->co_filename);
-	qual = rec_word(r->table, l->co_qualname);
-	table = rec_word(r->table, l->co_linetable);
-	first = *(const __s32 *)(r->table + (l->co_firstlineno & 0xfc));
-	k.tag = mix(mix(mix(mix(0, file), qual), table), (__u32)first);
-	if (bpf_map_lookup_elem(&pycodes, &k))
-		goto skip;
-
 	fill_hdr(&r->hdr, FFM_REC_PYCODE, q->id, q->job, q->now);
 	r->code = k.code;
 	r->first_line = first;
@@ -467,12 +464,12 @@ static long code_step(__u32 i, void *ctx)
 	r->table_size = 0;
 	r->table_bytes = 0;
 	if (table && !bpf_probe_read_user(r->table, 24, (void *)table) &&
-	    rec_word(r->table, PY_OB_TYPE) == l->bytes_type) {
-		size = rec_word(r->table, PY_OB_SIZE);
+	    rec_word(r->table, FFM_PY_OB_TYPE) == l->bytes_type) {
+		size = rec_word(r->table, FFM_PY_OB_SIZE);
 		n = size > FFM_PY_TABLE_BYTES ? FFM_PY_TABLE_BYTES : size;
 		asm volatile("" : "+r"(n)); /* the check below on the register passed */
 		if (n <= FFM_PY_TABLE_BYTES && size <= 0xffffffffu &&
-		    (!n || !bpf_probe_read_user(r->table, n, (void *)(table + PY_BYTES_SVAL)))) {
+		    (!n || !bpf_probe_read_user(r->table, n, (void *)(table + FFM_PY_BYTES_SVAL)))) {
 			r->table_size = (__u32)size;
 			r->table_bytes = (__u16)n;
 		}
@@ -480,22 +477,20 @@ static long code_step(__u32 i, void *ctx)
 	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP); /* the stack record after it wakes the reader */
 	bpf_map_update_elem(&pycodes, &k, &one, BPF_ANY);
 	return 0;
-skip:
-	bpf_ringbuf_discard(r, BPF_RB_NO_WAKEUP);
-	return 0;
 }
 
 /* The code records of a new stack's @n frames @py (before its stack record). */
 static __always_inline void py_send_codes(const struct ffm_py_frame *py, __u32 n, __u64 id,
 					  __u32 job, __u32 gen, __u64 now)
 {
-	__u32 tgid = id >> 32;
+	__u32 tgid = id >> 32, zero = 0;
 	struct code_send q = { .py = py, .n = n, .job = job, .gen = gen, .id = id, .now = now };
 
 	if (!n)
 		return;
 	q.l = bpf_map_lookup_elem(&pyprocs, &tgid);
-	if (q.l)
+	q.s = bpf_map_lookup_elem(&py_scratch, &zero);
+	if (q.l && q.s)
 		bpf_loop(FFM_PY_FRAMES, code_step, &q, 0);
 }
 
