@@ -90,6 +90,7 @@ struct thr {
 	__u32 nwaits;
 	__u32 hflags;   /* FFM_XFER_* of hash; HASHED_AT_ENTRY when hash is valid */
 	__u32 sync_gen; /* synchronizations this thread ended (stages 3-4) */
+	__u64 sync_done; /* when the return probe of the last of them finished (ffm_rec_hit) */
 	__u32 hit_gen;  /* sync_gen + 1 once a watchpoint hit was reported after that sync */
 	/* The stack key this thread sent or found in `seen` last, and its job's gen then: a
 	 * loop that synchronizes at one place skips the `seen` lookup (send_stack). */
@@ -640,6 +641,7 @@ static __always_inline void wait_leave(struct pt_regs *ctx)
 	r->api_id = 0xffff;
 	r->_pad = 0;
 	bpf_ringbuf_submit(r, rb_flags());
+	t->sync_done = bpf_ktime_get_ns();
 }
 
 /*
@@ -1059,6 +1061,40 @@ int BPF_KPROBE(api_entry_h)
 	return 0;
 }
 
+/* Stage 3's hashes at a call's return (do_api_exit): what was hashed at the entry, and the
+ * bytes a synchronization or a synchronous DtoH copy has put in place. */
+static __always_inline void hash_at_exit(struct thr *t, struct xfer_req *q, __u64 id, __u32 job,
+					 __u32 kind, __u32 dir, __u64 ret, bool sync)
+{
+	/* Hash records follow the call record, so user space knows the call's event. */
+	q->id = id;
+	q->job = job;
+	q->start = t->call_start;
+	q->dst = t->dst;
+	q->src = t->src;
+	q->bytes = t->bytes;
+	q->dir = dir;
+	if (t->hflags & HASHED_AT_ENTRY) {
+		q->hash = t->hash;
+		q->flags = t->hflags;
+		hash_emit(q);
+		t->hflags = 0;
+	}
+	if (sync)
+		hash_pending(id, job, t->stream);
+	if (kind == FFM_KIND_MEMCPY && dir == FFM_REC_DIR_DTOH && ret == 0 && t->dst) {
+		if (!FFM_COOKIE_ARG(t->cookie, FFM_COOKIE_STREAM_SHIFT) || t->nwaits) {
+			/* A synchronous copy, or an async one into pageable memory that waited for
+			 * its bytes: they are in place now. */
+			q->at = t->dst;
+			q->flags = 0;
+			hash_emit(q);
+		} else {
+			push_pending(id, job, t);
+		}
+	}
+}
+
 static __always_inline int do_api_exit(struct pt_regs *ctx, const bool hashing)
 {
 	__u64 now = bpf_ktime_get_ns();
@@ -1126,35 +1162,10 @@ static __always_inline int do_api_exit(struct pt_regs *ctx, const bool hashing)
 		}
 		bpf_ringbuf_submit(r, rb_flags());
 	}
-	if (!hashing || !(jc->flags & FFM_JOB_HASH))
-		return 0;
-	/* Hash records follow the call record, so user space knows the call's event. */
-	q.id = id;
-	q.job = job;
-	q.start = t->call_start;
-	q.dst = t->dst;
-	q.src = t->src;
-	q.bytes = t->bytes;
-	q.dir = dir;
-	if (t->hflags & HASHED_AT_ENTRY) {
-		q.hash = t->hash;
-		q.flags = t->hflags;
-		hash_emit(&q);
-		t->hflags = 0;
-	}
+	if (hashing && (jc->flags & FFM_JOB_HASH))
+		hash_at_exit(t, &q, id, job, kind, dir, ret, sync);
 	if (sync)
-		hash_pending(id, job, t->stream);
-	if (kind == FFM_KIND_MEMCPY && dir == FFM_REC_DIR_DTOH && ret == 0 && t->dst) {
-		if (!FFM_COOKIE_ARG(t->cookie, FFM_COOKIE_STREAM_SHIFT) || t->nwaits) {
-			/* A synchronous copy, or an async one into pageable memory that waited for
-			 * its bytes: they are in place now. */
-			q.at = t->dst;
-			q.flags = 0;
-			hash_emit(&q);
-		} else {
-			push_pending(id, job, t);
-		}
-	}
+		t->sync_done = bpf_ktime_get_ns();
 	return 0;
 }
 
@@ -1247,7 +1258,43 @@ int watch_hit(struct bpf_perf_event_data *ctx)
 	r->ip = ip;
 	r->addr = ctx->addr;
 	r->stack_key = (jc->flags & FFM_JOB_STACKS) ? key : 0;
+	r->sync_done_ns = t ? t->sync_done : 0;
 	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
+	return 0;
+}
+
+/*
+ * The watchpoints' timing offset (ffm_collector__use_latency): a first use is timed from the
+ * sync's return probe to the watchpoint's program, and both sides cost time the application
+ * does not spend: the return path after the probe's program and the trap before the watch's
+ * (tens of microseconds under a hypervisor that traps debug-register accesses). User space
+ * times one return and one watched read of its own, back to back, with these two programs.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, __u64);
+} calib_ts SEC(".maps");
+
+static __always_inline void calib_stamp(__u32 k)
+{
+	__u64 now = bpf_ktime_get_ns();
+
+	bpf_map_update_elem(&calib_ts, &k, &now, BPF_ANY);
+}
+
+SEC("uretprobe")
+int calib_ret(struct pt_regs *ctx)
+{
+	calib_stamp(0);
+	return 0;
+}
+
+SEC("perf_event")
+int calib_hit(struct bpf_perf_event_data *ctx)
+{
+	calib_stamp(1);
 	return 0;
 }
 

@@ -34,7 +34,7 @@
  * 9: FFM_REC_RELEASE (an ffm_rec_proc)
  * 10: FFM_REC_SAMPLE, FFM_JOB_CPU_SAMPLE (CPU samples of Python threads, stage 2)
  * 11: FFM_REC_PYCODE; struct ffm_py_layout: the code object fields, cf_shim */
-#define FFM_ABI_VERSION 11
+#define FFM_ABI_VERSION 12
 
 #define FFM_MAX_JOBS 64           /* job slots active at once */
 #define FFM_MAX_PROCS 16384       /* tracked processes */
@@ -406,6 +406,11 @@ struct ffm_rec_hit {
 	__u64 ip;
 	__u64 addr;
 	__u64 stack_key;
+	/* When the return probe of the thread's last synchronization finished (0: unknown). The
+	 * sync's own record is stamped as that probe begins; its reads of user memory after that
+	 * (the call site's stack words, stage 3's hash of a destination) trap too when they touch
+	 * a watched word, so the first use is timed from here. */
+	__u64 sync_done_ns;
 };
 
 /* FFM_REC_MAP: a tracked process is mapping (at mmap's entry, before the mapping exists) an

@@ -287,9 +287,10 @@ static void print_memtrace(struct profile *p, int stage)
 	ffm_memtrace__stats(ffm_jobrun__memtrace(p->jr), &ms);
 	fprintf(stderr, "ffm: stage %d: %" PRIu64 " syncs (%" PRIu64 " used, %" PRIu64 " unused, %"
 		PRIu64 " partially watched), %" PRIu64 " transfers hashed (%" PRIu64 " same-destination "
-		"duplicates, %" PRIu64 " elsewhere, %" PRIu64 " unreadable), %" PRIu64 " watched ranges\n",
+		"duplicates, %" PRIu64 " elsewhere, %" PRIu64 " unreadable), %" PRIu64 " watched ranges, "
+		"first uses timed less %.1f us of watch latency\n",
 		stage, ms.syncs, ms.syncs_used, ms.syncs_none, ms.syncs_partial, ms.xfers, ms.dup_same,
-		ms.dup_other, ms.xfers_failed, ms.ranges);
+		ms.dup_other, ms.xfers_failed, ms.ranges, (double)ms.use_latency_ns / 1e3);
 }
 
 /* The copy of the store that readers on other nodes and the store's owner open. */

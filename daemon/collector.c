@@ -29,7 +29,7 @@ _Static_assert(sizeof(struct ffm_rec_proc) == 32 + 48, "ffm_rec_proc layout");
 _Static_assert(sizeof(struct ffm_slots) == 8 + 4 * FFM_LEARNED_SLOTS, "ffm_slots layout");
 _Static_assert(sizeof(struct ffm_rec_xfer) == 32 + 48, "ffm_rec_xfer layout");
 _Static_assert(sizeof(struct ffm_rec_range) == 32 + 40, "ffm_rec_range layout");
-_Static_assert(sizeof(struct ffm_rec_hit) == 32 + 24, "ffm_rec_hit layout");
+_Static_assert(sizeof(struct ffm_rec_hit) == 32 + 32, "ffm_rec_hit layout");
 _Static_assert(sizeof(struct ffm_rec_map) == 32 + 24, "ffm_rec_map layout");
 _Static_assert(sizeof(struct ffm_py_layout) == 80, "ffm_py_layout layout");
 _Static_assert(sizeof(struct ffm_rec_pycode) == 32 + 32 + FFM_PY_FILE_BYTES + FFM_PY_QUAL_BYTES +
@@ -170,6 +170,8 @@ static void configure_progs(struct ffm_collector *c)
 		bpf_program__set_autoload(c->skel->progs.api_entry_h, false);
 		bpf_program__set_autoload(c->skel->progs.api_exit_h, false);
 		bpf_program__set_autoload(c->skel->progs.watch_hit, false);
+		bpf_program__set_autoload(c->skel->progs.calib_ret, false);
+		bpf_program__set_autoload(c->skel->progs.calib_hit, false);
 	}
 }
 
@@ -950,6 +952,67 @@ int ffm_collector__sample(struct ffm_collector *c, pid_t tid, unsigned hz, struc
 	if (!c || !hz)
 		return -EINVAL;
 	return perf_attach(&a, tid, c->skel->progs.cpu_sample, ret);
+}
+
+/* The word ffm_collector__use_latency watches, and the function whose return it probes
+ * (global, so that libbpf finds it by name in the binary's symbol table). */
+static volatile uint64_t calib_word;
+__attribute__((noinline)) void ffm_collector_calib_return(void);
+__attribute__((noinline)) void ffm_collector_calib_return(void)
+{
+	__asm__ volatile("" ::: "memory");
+}
+
+int ffm_collector__use_latency(struct ffm_collector *c, uint64_t *ns)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, uo, .retprobe = true, .func_name = "ffm_collector_calib_return");
+	uint64_t d[FFM_USE_LATENCY_ROUNDS];
+	struct perf_event_attr a;
+	struct ffm_watch *w = NULL;
+	size_t n = 0;
+	int fd, err;
+
+	*ns = 0;
+	if (!c || !c->memtrace)
+		return -EOPNOTSUPP;
+	/* The probe stays until the collector goes (ffm_bpf__destroy): taking a uprobe off waits
+	 * for the kernel, ~0.1 s, and our own function is called by nothing else. */
+	if (!c->skel->links.calib_ret) {
+		c->skel->links.calib_ret = bpf_program__attach_uprobe_opts(
+			c->skel->progs.calib_ret, getpid(), "/proc/self/exe", 0, &uo);
+		if (!c->skel->links.calib_ret)
+			return -errno ? -errno : -EINVAL;
+	}
+	bp_attr(&a, (uintptr_t)&calib_word);
+	err = perf_attach(&a, (pid_t)syscall(SYS_gettid), c->skel->progs.calib_hit, &w);
+	fd = bpf_map__fd(c->skel->maps.calib_ts);
+	for (int i = 0; !err && i < FFM_USE_LATENCY_ROUNDS; i++) {
+		uint64_t t[2] = { 0, 0 };
+		uint32_t k;
+
+		for (k = 0; k < 2; k++)
+			bpf_map_update_elem(fd, &k, &t[k], BPF_ANY);
+		ffm_collector_calib_return();
+		(void)calib_word; /* the application's use right after the sync returns */
+		for (k = 0; k < 2; k++)
+			bpf_map_lookup_elem(fd, &k, &t[k]);
+		if (t[0] && t[1] > t[0])
+			d[n++] = t[1] - t[0];
+	}
+	ffm_watch__free(w);
+	if (err)
+		return err;
+	if (n < FFM_USE_LATENCY_ROUNDS / 2)
+		return -EIO; /* the programs did not run: nothing measured */
+	for (size_t i = 1; i < n; i++) /* insertion sort: a few values */
+		for (size_t j = i; j && d[j - 1] > d[j]; j--) {
+			uint64_t x = d[j];
+
+			d[j] = d[j - 1];
+			d[j - 1] = x;
+		}
+	*ns = d[n / 2];
+	return 0;
 }
 
 int ffm_watch__move(struct ffm_watch *w, uint64_t addr)

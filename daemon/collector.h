@@ -184,6 +184,18 @@ struct ffm_watch;
 /* Whether the loaded programs include the stage 3-4 ones (hashing twins, watch_hit). */
 bool ffm_collector__has_memtrace(const struct ffm_collector *c);
 int ffm_collector__watch(struct ffm_collector *c, pid_t tid, uint64_t addr, struct ffm_watch **ret);
+/*
+ * What timing a first use costs on this machine: the median, over FFM_USE_LATENCY_ROUNDS, of
+ * the time from a return probe's program to the program of a watchpoint hit by the first read
+ * after that return, in the calling thread (a probe on a function of this binary, a watch on a
+ * word of it). A first use's measured delay (sync return to hit) holds this much that the
+ * application does not spend: the return path after the probe and the trap before the watch's
+ * program. Under a hypervisor that traps debug-register accesses it is tens of microseconds,
+ * and it moves between runs. -EOPNOTSUPP without the stage 3-4 programs; -EIO when the
+ * programs did not run.
+ */
+#define FFM_USE_LATENCY_ROUNDS 15
+int ffm_collector__use_latency(struct ffm_collector *c, uint64_t *ns);
 /* Point an existing watch at another address (cheaper than free + watch). */
 int ffm_watch__move(struct ffm_watch *w, uint64_t addr);
 /* The 8-byte word a watch is on (0: none). */

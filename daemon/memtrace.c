@@ -46,6 +46,7 @@ struct pend_sync {
 	uint64_t prot_lo, prot_hi;
 	bool used, late; /* late: seen by a window set after end_ns (FFM_SYNC_USE_LATE) */
 	uint64_t use_addr, use_ns;
+	uint64_t from_ns; /* what the use is timed from: the sync's probe's end, else end_ns */
 	int64_t use_stack;
 	uint64_t watched, covered; /* of [prot_lo, prot_hi), at the sync (struct ffm_store_sync_use) */
 };
@@ -522,7 +523,10 @@ static int close_window(struct ffm_memtrace *m, struct thread *t)
 		u.use_addr = ps->use_addr;
 		u.use_stack = ps->use_stack;
 		u.use_frame = frame_of(m, ps->use_stack);
-		u.use_delay_ns = (int64_t)(ps->use_ns - ps->end_ns);
+		/* Less the trap's cost: an access right after the return reads 0. */
+		u.use_delay_ns = ps->use_ns - ps->from_ns > m->st.use_latency_ns ?
+					 (int64_t)(ps->use_ns - ps->from_ns - m->st.use_latency_ns) :
+					 0;
 		if (ps->late)
 			u.flags |= FFM_SYNC_USE_LATE;
 		m->st.syncs_used++;
@@ -668,6 +672,10 @@ int ffm_memtrace__on_hit(struct ffm_memtrace *m, const struct ffm_rec_hit *h, in
 	ps->late = !window_in_time(p, t, h->addr, ps->end_ns);
 	ps->use_addr = h->addr;
 	ps->use_ns = h->hdr.ts_ns;
+	/* From the end of the sync's return probe when it is this sync's (ffm_rec_hit). */
+	ps->from_ns = h->sync_done_ns >= ps->end_ns && h->sync_done_ns <= h->hdr.ts_ns ?
+			      h->sync_done_ns :
+			      ps->end_ns;
 	ps->use_stack = stack;
 	/* The range the access protects: the one holding the watched word that was hit. */
 	for (size_t i = 0; i < p->nr; i++) {
@@ -836,6 +844,16 @@ int ffm_memtrace__new(const struct ffm_memtrace_opts *opts, struct ffm_memtrace 
 		memcpy(m->use_stacks, opts->use_stacks, opts->nuse_stacks * sizeof(*m->use_stacks));
 	}
 	m->o.use_stacks = NULL;
+	if (watching(m)) {
+		int err = ffm_collector__use_latency(m->o.collector, &m->st.use_latency_ns);
+
+		if (err)
+			log_warn("cannot time the watchpoints' own latency (%s): first uses are timed "
+				 "with it", strerror(-err));
+		else
+			log_debug("first-use timing: %.1f us of probe and trap latency taken off each delay",
+				  (double)m->st.use_latency_ns / 1e3);
+	}
 	*ret = m;
 	return 0;
 }

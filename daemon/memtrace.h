@@ -49,6 +49,9 @@ struct ffm_memtrace_call {
 struct ffm_memtrace_stats {
 	uint64_t syncs, syncs_used, syncs_none, syncs_partial;
 	uint64_t xfers, xfers_failed, dup_same, dup_other, ranges;
+	/* Taken off every first-use delay: the timing's own cost on this machine, measured
+	 * when the run began (ffm_collector__use_latency); 0 without watchpoints. */
+	uint64_t use_latency_ns;
 };
 
 int ffm_memtrace__new(const struct ffm_memtrace_opts *opts, struct ffm_memtrace **ret);

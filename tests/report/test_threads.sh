@@ -6,6 +6,9 @@
 # report's recoverable time is what the wall time loses, about one thread's saving, not their sum.
 # Also the host read every iteration (host_read): its own problem type at the planted line; and a
 # loop with no required sync (dup_transfer) as a sequence: one iteration's problem, repeated.
+# And first uses timed without the watchpoints' own cost: host_read uses the word at once (its
+# stage-4 delays read a few microseconds, not the 40-240 us of trap and probe time they carried,
+# which made it "misplaced" now and then), misplaced_sync after 1 ms of CPU work (1.00-1.05 ms).
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 . tests/ops/lib.sh
@@ -104,6 +107,25 @@ check "dup_transfer: --subsequence over the repeated entry takes every iteration
 import json, sys
 q = json.load(open(sys.argv[1]))["subsequence"]
 assert q["benefit_s"] >= 0.8 * q["sequence_benefit_s"] > 0, q
+PY
+
+DB=$(ls "$T"/s/done/*/hr.db 2>/dev/null | head -n 1)
+check "host_read: its immediate use reads under 10 us after the sync (median of stage 4's)" python3 - "${DB:-none}" <<'PY'
+import sqlite3, statistics, sys
+db = sqlite3.connect(sys.argv[1])
+run = db.execute("SELECT max(id) FROM runs WHERE stage = 4").fetchone()[0]
+d = [r[0] for r in db.execute("SELECT use_delay_ns FROM sync_uses WHERE run = ? AND use_delay_ns >= 0", (run,))]
+print("# %d uses, median %.1f us, p90 %.1f us"
+      % (len(d), statistics.median(d) / 1e3, sorted(d)[int(0.9 * len(d))] / 1e3))
+assert len(d) >= 150 and statistics.median(d) < 10000, d[:20]
+PY
+profile mp -- "$WL/misplaced_sync" --iters 100
+"$FFMCTL" --state-dir "$T/s" report mp --json >"$T/mp.json"
+check "misplaced_sync: its use 1 ms after the sync reads 1.00-1.05 ms" python3 - "$T/mp.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))["problems"][0]
+print("# %s, first use %.6f s after the sync" % (p["type"], p["evidence"]["first_use_s"] or -1))
+assert p["type"] == "misplaced_sync" and 0.00100 <= p["evidence"]["first_use_s"] <= 0.00105, p
 PY
 
 echo "1..$n"
