@@ -13,6 +13,14 @@ the GPU and reads it once at the end. Prints CHECKSUM-free but comparable output
     WALL_S <seconds of the training loop>
 --torch-profile FILE also runs torch.profiler (CUPTI-based, the peer tool) and writes, per
 operator/runtime call, the time it attributes (self CPU time) as JSON to FILE.
+
+--ab BLOCK measures the fix's saving inside one process: after the warm-up, --steps steps in
+blocks of BLOCK steps, plain and fixed alternating (ABBA: a pair's order flips every pair, so a
+drift in the GPU's speed falls on both alike), each block timed from an idle GPU to an idle
+GPU. Separate runs of the program differ by more than the fix saves (the GPU's clock and the
+node's load move between them); a pair of blocks seconds apart does not. Prints, for the
+plain and the fixed steps alike, PLAIN_S and FIXED_S (their summed block times) and
+    AB_SAVED_PER_STEP <median over the pairs of (plain block - fixed block) / BLOCK, seconds>
 """
 import argparse
 import json
@@ -35,6 +43,8 @@ def main():
     ap.add_argument("--workers", type=int, default=0,
                     help="feed the batches through a DataLoader with this many worker processes")
     ap.add_argument("--torch-profile", metavar="FILE")
+    ap.add_argument("--ab", type=int, default=0, metavar="BLOCK",
+                    help="alternate plain and fixed blocks of BLOCK steps in this process")
     a = ap.parse_args()
 
     torch.manual_seed(0)
@@ -62,7 +72,7 @@ def main():
                 for bx, by in loader:
                     yield bx.to(dev, non_blocking=True), by.to(dev, non_blocking=True)
 
-    def train(steps):
+    def train(steps, fixed=a.fixed):
         total = torch.zeros((), device=dev)
         last = 0.0
         stamps = []
@@ -73,20 +83,40 @@ def main():
             loss = torch.nn.functional.mse_loss(model(bx), by)
             loss.backward()
             opt.step()
-            if a.fixed:
+            if fixed:
                 total += loss.detach()
             else:
                 last = loss.item()  # FFM-PLANT: torch per-step sync
             if (step + 1) % max(a.time_every, 1) == 0:
                 torch.cuda.synchronize()  # FFM-PLANT: torch timer sync
                 stamps.append(time.monotonic())
-        if a.fixed:
+        if fixed:
             last = loss.item()
         torch.cuda.synchronize()
         return last
 
+    def ab(block, steps):
+        plain, fixed, saved = 0.0, 0.0, []
+        for pair in range(max(steps // (2 * block), 1)):
+            t = {}
+            for f in ((False, True) if pair % 2 == 0 else (True, False)):
+                t0 = time.monotonic()
+                train(block, f)
+                t[f] = time.monotonic() - t0
+            plain, fixed = plain + t[False], fixed + t[True]
+            saved.append((t[False] - t[True]) / block)
+        saved.sort()
+        mid = len(saved) // 2
+        print(f"PLAIN_S {plain:.6f}")
+        print(f"FIXED_S {fixed:.6f}")
+        print(f"AB_PAIRS {len(saved)}")
+        print(f"AB_SAVED_PER_STEP {(saved[mid] + saved[~mid]) / 2:.9f}")
+
     train(max(a.warmup, 1))  # warm-up: cuBLAS handles, allocator, kernels
     a.steps = max(a.steps, 1)
+    if a.ab:
+        ab(a.ab, a.steps)
+        return
     if a.torch_profile:
         from torch.profiler import ProfilerActivity, profile
 
