@@ -9,7 +9,9 @@
 # The walk and no-walk runs alternate, REPS times; the walk's price per event is their
 # difference, taken per repetition (min and median printed). With FFM_BENCH_PROG_NS=1 each run
 # also reports the kernel's run time of ffmctl's BPF programs per call (bench/bench_python.py),
-# which the rest of the call's noise does not reach.
+# which the rest of the call's noise does not reach. Stage 2 also samples the CPU of a walked
+# Python thread (1999 Hz, each sample a walk of its own: docs/OVERHEAD.md); a third stage-2
+# configuration, the walk with FFM_CPU_SAMPLE_HZ=0, tells the walk at the call from the samples.
 #   bench/bench_python.sh [FFMCTL [PYTHON [CALLS [DEPTH [REPS]]]]]
 # Defaults: build/ffmctl, python3, 200000 calls, depth 10, 3 repetitions. Runs as root (ffmctl
 # profile). On a GPU node, from the static build: bench/gpu/pack.sh, then on the node, from
@@ -38,6 +40,8 @@ for r in $(seq "$reps"); do
 		one $mode walk "$ctl" --state-dir "$st" profile --stages $stage --job-id "w$r$stage" --
 		one $mode none env FFM_PYTHON_FRAMES=0 "$ctl" --state-dir "$st" profile \
 			--stages $stage --job-id "n$r$stage" --
+		[ $stage = 2 ] && one $mode nosample env FFM_CPU_SAMPLE_HZ=0 "$ctl" --state-dir "$st" \
+			profile --stages $stage --job-id "s$r$stage" --
 	done
 done
 echo "python $("$py" -V 2>&1 | cut -d' ' -f2), depth $depth, $calls calls, $reps repetitions"
@@ -57,8 +61,15 @@ for mode, stage in (("wait", "stage 1 wait"), ("call", "stage 2 call")):
     print("  with the walk     %s" % mm([x for x, _ in walk]))
     print("  without           %s" % mm([x for x, _ in none]))
     print("  walk per event    %s" % mm([a - b for (a, _), (b, _) in zip(walk, none)]))
+    nos = rows.get((mode, "nosample"), [])
+    if nos:
+        print("  walk, no samples  %s" % mm([x for x, _ in nos]))
+        print("  ... per event     %s" % mm([a - b for (a, _), (b, _) in zip(nos, none)]))
     if walk and none and walk[0][1] is not None and none[0][1] is not None:
         print("  BPF, with walk    %s" % mm([y for _, y in walk]))
         print("  BPF, without      %s" % mm([y for _, y in none]))
         print("  BPF walk / event  %s" % mm([a - b for (_, a), (_, b) in zip(walk, none)]))
+        if nos and nos[0][1] is not None:
+            print("  BPF, no samples   %s" % mm([y for _, y in nos]))
+            print("  ... walk / event  %s" % mm([a - b for (_, a), (_, b) in zip(nos, none)]))
 EOF

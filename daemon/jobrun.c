@@ -77,7 +77,6 @@ uint64_t ffm_args_block_hash(const void *block, size_t len)
 	return ffm_fnv1a(FFM_FNV1A_INIT, block, len < FFM_ARGS_HASH_MAX ? len : FFM_ARGS_HASH_MAX);
 }
 
-/* One of stage 1's public functions that waited (ffm_store__for_each_wait_api). */
 /* FFM_CPU_SAMPLE_HZ in ffmd's (or ffmctl profile's) environment: the CPU samples' rate, 0 for
  * none (what bench/gpu compares against); 1..10000. */
 static unsigned cpu_sample_hz(void)
@@ -92,6 +91,7 @@ static unsigned cpu_sample_hz(void)
 	return *end || v > 10000 ? FFM_PYTRACK_SAMPLE_HZ : (unsigned)v;
 }
 
+/* One of stage 1's public functions that waited (ffm_store__for_each_wait_api). */
 static int add_sync_name(uint32_t api, const char *name, void *ctx)
 {
 	struct ffm_jobrun *jr = ctx;
