@@ -45,8 +45,8 @@ struct pend_sync {
 	uint32_t flags;
 	uint64_t prot_lo, prot_hi;
 	bool used, late; /* late: seen by a window set after end_ns (FFM_SYNC_USE_LATE) */
-	uint64_t use_addr, use_ns;
-	uint64_t from_ns; /* what the use is timed from: the sync's probe's end, else end_ns */
+	uint64_t use_addr;
+	uint64_t use_delay; /* sync to use, less the timing's own cost (ffm_memtrace_stats) */
 	int64_t use_stack;
 	uint64_t watched, covered; /* of [prot_lo, prot_hi), at the sync (struct ffm_store_sync_use) */
 };
@@ -523,10 +523,7 @@ static int close_window(struct ffm_memtrace *m, struct thread *t)
 		u.use_addr = ps->use_addr;
 		u.use_stack = ps->use_stack;
 		u.use_frame = frame_of(m, ps->use_stack);
-		/* Less the trap's cost: an access right after the return reads 0. */
-		u.use_delay_ns = ps->use_ns - ps->from_ns > m->st.use_latency_ns ?
-					 (int64_t)(ps->use_ns - ps->from_ns - m->st.use_latency_ns) :
-					 0;
+		u.use_delay_ns = (int64_t)ps->use_delay;
 		if (ps->late)
 			u.flags |= FFM_SYNC_USE_LATE;
 		m->st.syncs_used++;
@@ -661,6 +658,7 @@ int ffm_memtrace__on_hit(struct ffm_memtrace *m, const struct ffm_rec_hit *h, in
 	struct proc *p = proc_get(m, h->hdr.tgid, false);
 	struct thread *t = NULL;
 	struct pend_sync *ps;
+	uint64_t from;
 
 	for (size_t i = 0; p && i < p->nt; i++)
 		if (p->t[i].tid == h->hdr.tid)
@@ -671,11 +669,13 @@ int ffm_memtrace__on_hit(struct ffm_memtrace *m, const struct ffm_rec_hit *h, in
 	ps->used = true;
 	ps->late = !window_in_time(p, t, h->addr, ps->end_ns);
 	ps->use_addr = h->addr;
-	ps->use_ns = h->hdr.ts_ns;
-	/* From the end of the sync's return probe when it is this sync's (ffm_rec_hit). */
-	ps->from_ns = h->sync_done_ns >= ps->end_ns && h->sync_done_ns <= h->hdr.ts_ns ?
-			      h->sync_done_ns :
-			      ps->end_ns;
+	/* From the end of the sync's return probe when it is this sync's (ffm_rec_hit), less
+	 * the trap's latency: an access right after the return reads 0. */
+	from = h->sync_done_ns >= ps->end_ns && h->sync_done_ns <= h->hdr.ts_ns ? h->sync_done_ns :
+										  ps->end_ns;
+	ps->use_delay = h->hdr.ts_ns - from > m->st.use_latency_ns ?
+				h->hdr.ts_ns - from - m->st.use_latency_ns :
+				0;
 	ps->use_stack = stack;
 	/* The range the access protects: the one holding the watched word that was hit. */
 	for (size_t i = 0; i < p->nr; i++) {
