@@ -27,6 +27,10 @@ const volatile __u32 ringbuf_wakeup_bytes = FFM_RINGBUF_BYTES / 8;
 const volatile __u32 self_tgid = 0;
 /* Set by the collector when the uprobes are sessions (an entry-only program then says so). */
 const volatile __u32 session_mode = 0;
+/* What one probed call's traps cost (the entry breakpoint and the return trampoline, with a
+ * program as small as the entry's), measured by the collector after load
+ * (ffm_collector__probe_trap_ns); added to struct thr.probe_ns per probed call. */
+__u64 probe_trap_ns = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -100,6 +104,7 @@ struct thr {
 	__u32 wait_epoch; /* struct ffm_proc.link_epoch at the outermost wait's entry */
 	/* sp at the entry of the outermost wait and call in progress (or last ended) */
 	__u64 wait_sp, call_sp;
+	__u64 probe_ns; /* ffm_rec_call.probe_ns */
 };
 
 /*
@@ -1097,7 +1102,7 @@ static __always_inline void hash_at_exit(struct thr *t, struct xfer_req *q, __u6
 
 static __always_inline int do_api_exit(struct pt_regs *ctx, const bool hashing)
 {
-	__u64 now = bpf_ktime_get_ns();
+	__u64 now = bpf_ktime_get_ns(), end;
 	__u64 id = bpf_get_current_pid_tgid();
 	struct ffm_proc *p = tracked(id >> 32);
 	__u32 zero = 0, job, kind, dir;
@@ -1115,8 +1120,10 @@ static __always_inline int do_api_exit(struct pt_regs *ctx, const bool hashing)
 	t = thread_state(false);
 	if (!t || t->call_depth == 0)
 		return 0; /* a job in stage 1 or attached mid-call */
-	if (--t->call_depth)
+	if (--t->call_depth) {
+		t->probe_ns += probe_trap_ns; /* a probed call inside another: its traps */
 		return 0;
+	}
 	kind = FFM_COOKIE_KIND(t->cookie);
 	dir = FFM_COOKIE_DIR(t->cookie);
 	ret = PT_REGS_RC(ctx);
@@ -1152,6 +1159,7 @@ static __always_inline int do_api_exit(struct pt_regs *ctx, const bool hashing)
 		r->src = t->src;
 		r->stream = t->stream;
 		r->ret = ret;
+		r->probe_ns = t->probe_ns;
 		r->api_id = FFM_COOKIE_API(t->cookie);
 		if (t->outp) {
 			/* Allocations return their pointer through an out argument. */
@@ -1164,8 +1172,10 @@ static __always_inline int do_api_exit(struct pt_regs *ctx, const bool hashing)
 	}
 	if (hashing && (jc->flags & FFM_JOB_HASH))
 		hash_at_exit(t, &q, id, job, kind, dir, ret, sync);
+	end = bpf_ktime_get_ns();
 	if (sync)
-		t->sync_done = bpf_ktime_get_ns();
+		t->sync_done = end;
+	t->probe_ns += probe_trap_ns + (end - now);
 	return 0;
 }
 
@@ -1347,6 +1357,8 @@ int cpu_sample(struct bpf_perf_event_data *ctx)
 	r->state = state;
 	r->_pad = 0;
 	bpf_ringbuf_submit(r, 0);
+	if (t) /* the sample's cost to the thread (the interrupt's own is not seen here) */
+		t->probe_ns += bpf_ktime_get_ns() - now;
 	return 0;
 }
 

@@ -33,8 +33,10 @@
  * 8: Python frames: ffm_rec_stack.npy/py[], the pyprocs map (struct ffm_py_layout)
  * 9: FFM_REC_RELEASE (an ffm_rec_proc)
  * 10: FFM_REC_SAMPLE, FFM_JOB_CPU_SAMPLE (CPU samples of Python threads, stage 2)
- * 11: FFM_REC_PYCODE; struct ffm_py_layout: the code object fields, cf_shim */
-#define FFM_ABI_VERSION 12
+ * 11: FFM_REC_PYCODE; struct ffm_py_layout: the code object fields, cf_shim
+ * 12: ffm_rec_hit.sync_done_ns
+ * 13: ffm_rec_call.probe_ns (what the probes cost the calling thread) */
+#define FFM_ABI_VERSION 13
 
 #define FFM_MAX_JOBS 64           /* job slots active at once */
 #define FFM_MAX_PROCS 16384       /* tracked processes */
@@ -218,6 +220,12 @@ struct ffm_rec_call {
 	__u64 src;
 	__u64 stream;
 	__u64 ret; /* CUresult */
+	/* What ffm's probes had cost this thread before this call, ns, cumulative since the
+	 * thread's state was made: per probed call the traps' calibrated price (probe_trap_ns)
+	 * and the return program's own run time, and the CPU samples' programs. The difference
+	 * between two calls of a thread is the time the probes added between them, which the
+	 * program without probes does not spend (analysis/hidden.c). */
+	__u64 probe_ns;
 	__u32 api_id;
 	__u32 nwaits;
 };

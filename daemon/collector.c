@@ -16,12 +16,13 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "common/util.h"
 #include "bpf/ffm.skel.h"
 #include "daemon/collector.h"
 
 _Static_assert(sizeof(struct ffm_rec_hdr) == 32, "ffm_rec_hdr layout");
 _Static_assert(sizeof(struct ffm_rec_wait) == 32 + 32, "ffm_rec_wait layout");
-_Static_assert(sizeof(struct ffm_rec_call) == 32 + 80, "ffm_rec_call layout");
+_Static_assert(sizeof(struct ffm_rec_call) == 32 + 88, "ffm_rec_call layout");
 _Static_assert(sizeof(struct ffm_rec_stack) == 32 + 56 + 8 * FFM_LIB_FRAMES + 8 +
 			       sizeof(struct ffm_py_frame) * FFM_PY_FRAMES + FFM_STACK_BYTES,
 	       "ffm_rec_stack layout");
@@ -170,7 +171,6 @@ static void configure_progs(struct ffm_collector *c)
 		bpf_program__set_autoload(c->skel->progs.api_entry_h, false);
 		bpf_program__set_autoload(c->skel->progs.api_exit_h, false);
 		bpf_program__set_autoload(c->skel->progs.watch_hit, false);
-		bpf_program__set_autoload(c->skel->progs.calib_ret, false);
 		bpf_program__set_autoload(c->skel->progs.calib_hit, false);
 	}
 }
@@ -224,6 +224,8 @@ static int mount_tracefs(void)
 	}
 	return mount("tracefs", dirs[0], "tracefs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) ? -errno : 0;
 }
+
+static void calib_trap(struct ffm_collector *c);
 
 int ffm_collector__open(const struct ffm_collector_opts *opts, struct ffm_collector **ret)
 {
@@ -334,6 +336,8 @@ int ffm_collector__open(const struct ffm_collector_opts *opts, struct ffm_collec
 		err = -errno;
 		goto fail;
 	}
+	/* Not fatal: without it a call's probe cost is its programs' run time only. */
+	calib_trap(c);
 	*ret = c;
 	return 0;
 fail:
@@ -954,18 +958,90 @@ int ffm_collector__sample(struct ffm_collector *c, pid_t tid, unsigned hz, struc
 	return perf_attach(&a, tid, c->skel->progs.cpu_sample, ret);
 }
 
-/* The word ffm_collector__use_latency watches, and the function whose return it probes
- * (global, so that libbpf finds it by name in the binary's symbol table). */
+/*
+ * The word ffm_collector__use_latency watches, and the function whose return it probes, with
+ * its unprobed twin for calib_trap. Both are written out so that they start as a driver's
+ * functions do, with `push %rbp`, which the kernel emulates at a breakpoint: a compiled empty
+ * function starts with `ret`, which the kernel single-steps instead, a debug trap that costs
+ * 25 us under some hypervisors and would be measured as every probe's price. The probed one is
+ * global, so that libbpf finds it by name in the binary's symbol table.
+ */
 static volatile uint64_t calib_word;
-__attribute__((noinline)) void ffm_collector_calib_return(void);
-__attribute__((noinline)) void ffm_collector_calib_return(void)
+void ffm_collector_calib_return(void);
+void ffm_collector_calib_plain(void);
+#define CALIB_FUNC(name)                                                                        \
+	".globl " #name "\n.type " #name ",@function\n" #name ":\n"                             \
+	"\tpush %rbp\n\tmov %rsp, %rbp\n\tpop %rbp\n\tret\n.size " #name ", . - " #name "\n"
+__asm__(".text\n" CALIB_FUNC(ffm_collector_calib_return) CALIB_FUNC(ffm_collector_calib_plain));
+
+/* The return probe on ffm_collector_calib_return. It stays until the collector goes
+ * (ffm_bpf__destroy): taking a uprobe off waits for the kernel, ~0.1 s, and our own function
+ * is called by nothing else. */
+static int calib_probe(struct ffm_collector *c)
 {
-	__asm__ volatile("" ::: "memory");
+	LIBBPF_OPTS(bpf_uprobe_opts, uo, .retprobe = true, .func_name = "ffm_collector_calib_return");
+
+	if (!c->skel->links.calib_ret) {
+		c->skel->links.calib_ret = bpf_program__attach_uprobe_opts(
+			c->skel->progs.calib_ret, getpid(), "/proc/self/exe", 0, &uo);
+		if (!c->skel->links.calib_ret)
+			return -errno ? -errno : -EINVAL;
+	}
+	return 0;
+}
+
+static uint64_t median_u64(uint64_t *d, size_t n)
+{
+	for (size_t i = 1; i < n; i++) /* insertion sort: a few values */
+		for (size_t j = i; j && d[j - 1] > d[j]; j--) {
+			uint64_t x = d[j];
+
+			d[j] = d[j - 1];
+			d[j - 1] = x;
+		}
+	return n ? d[n / 2] : 0;
+}
+
+static uint64_t time_calls(void (*fn)(void), int n)
+{
+	uint64_t t0 = ffm_now_ns();
+
+	for (int i = 0; i < n; i++)
+		fn();
+	return ffm_now_ns() - t0;
+}
+
+/*
+ * What a probed call's traps cost its thread (see ffm_rec_call.probe_ns): the probed function
+ * against its unprobed twin, side by side, FFM_TRAP_ROUNDS rounds of FFM_TRAP_CALLS calls, the
+ * median per call. The probe's program is a map write, about what an API entry program does;
+ * a return program's own run time is measured by the program itself. About 0.1 ms.
+ */
+#define FFM_TRAP_ROUNDS 9
+#define FFM_TRAP_CALLS 32
+static void calib_trap(struct ffm_collector *c)
+{
+	uint64_t d[FFM_TRAP_ROUNDS];
+
+	c->skel->bss->probe_trap_ns = 0;
+	if (calib_probe(c))
+		return;
+	for (int i = 0; i < FFM_TRAP_ROUNDS; i++) {
+		uint64_t probed = time_calls(ffm_collector_calib_return, FFM_TRAP_CALLS);
+		uint64_t plain = time_calls(ffm_collector_calib_plain, FFM_TRAP_CALLS);
+
+		d[i] = probed > plain ? (probed - plain) / FFM_TRAP_CALLS : 0;
+	}
+	c->skel->bss->probe_trap_ns = median_u64(d, FFM_TRAP_ROUNDS);
+}
+
+uint64_t ffm_collector__probe_trap_ns(const struct ffm_collector *c)
+{
+	return c ? c->skel->bss->probe_trap_ns : 0;
 }
 
 int ffm_collector__use_latency(struct ffm_collector *c, uint64_t *ns)
 {
-	LIBBPF_OPTS(bpf_uprobe_opts, uo, .retprobe = true, .func_name = "ffm_collector_calib_return");
 	uint64_t d[FFM_USE_LATENCY_ROUNDS];
 	struct perf_event_attr a;
 	struct ffm_watch *w = NULL;
@@ -975,14 +1051,9 @@ int ffm_collector__use_latency(struct ffm_collector *c, uint64_t *ns)
 	*ns = 0;
 	if (!c || !c->memtrace)
 		return -EOPNOTSUPP;
-	/* The probe stays until the collector goes (ffm_bpf__destroy): taking a uprobe off waits
-	 * for the kernel, ~0.1 s, and our own function is called by nothing else. */
-	if (!c->skel->links.calib_ret) {
-		c->skel->links.calib_ret = bpf_program__attach_uprobe_opts(
-			c->skel->progs.calib_ret, getpid(), "/proc/self/exe", 0, &uo);
-		if (!c->skel->links.calib_ret)
-			return -errno ? -errno : -EINVAL;
-	}
+	err = calib_probe(c);
+	if (err)
+		return err;
 	bp_attr(&a, (uintptr_t)&calib_word);
 	err = perf_attach(&a, (pid_t)syscall(SYS_gettid), c->skel->progs.calib_hit, &w);
 	fd = bpf_map__fd(c->skel->maps.calib_ts);
@@ -1004,14 +1075,7 @@ int ffm_collector__use_latency(struct ffm_collector *c, uint64_t *ns)
 		return err;
 	if (n < FFM_USE_LATENCY_ROUNDS / 2)
 		return -EIO; /* the programs did not run: nothing measured */
-	for (size_t i = 1; i < n; i++) /* insertion sort: a few values */
-		for (size_t j = i; j && d[j - 1] > d[j]; j--) {
-			uint64_t x = d[j];
-
-			d[j] = d[j - 1];
-			d[j - 1] = x;
-		}
-	*ns = d[n / 2];
+	*ns = median_u64(d, n);
 	return 0;
 }
 

@@ -195,6 +195,10 @@ int ffm_collector__watch(struct ffm_collector *c, pid_t tid, uint64_t addr, stru
  * programs did not run.
  */
 #define FFM_USE_LATENCY_ROUNDS 15
+/* What one probed call's traps cost a thread of this machine (entry breakpoint and return
+ * trampoline), measured at open; BPF adds it to each call's ffm_rec_call.probe_ns. 0 when the
+ * measurement failed. */
+uint64_t ffm_collector__probe_trap_ns(const struct ffm_collector *c);
 int ffm_collector__use_latency(struct ffm_collector *c, uint64_t *ns);
 /* Point an existing watch at another address (cheaper than free + watch). */
 int ffm_watch__move(struct ffm_watch *w, uint64_t addr);

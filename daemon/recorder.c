@@ -301,6 +301,7 @@ static int on_call(struct ffm_recorder *r, const struct ffm_rec_call *c)
 		.start_ns = c->start_ns, .dur_ns = c->dur_ns, .wait_ns = c->wait_ns,
 		.bytes = c->bytes, .stream = c->stream, .src = c->src, .dst = c->dst,
 		.flags = (uint32_t)c->ret, /* CUresult: nonzero = the call failed */
+		.probe_ns = c->probe_ns,
 	};
 	int err = note_thread(r, c->hdr.tgid, c->hdr.tid);
 

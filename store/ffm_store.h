@@ -54,7 +54,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FFM_STORE_SCHEMA_VERSION 7
+#define FFM_STORE_SCHEMA_VERSION 8
 #define FFM_STORE_MAX_STAGE 5
 
 struct ffm_store;
@@ -196,6 +196,9 @@ struct ffm_store_event {
 	uint32_t flags;
 	uint64_t stream, src, dst;
 	int64_t stack;	   /* stack id from put_stack, 0 = none */
+	/* calls: what the probes had cost the thread before this call, cumulative within the
+	 * run (bpf/ffm.h, ffm_rec_call.probe_ns); 0 = not measured */
+	uint64_t probe_ns;
 };
 
 enum ffm_drop_reason {

@@ -21,7 +21,8 @@
  */
 static const char *const stmt_sql[ST__MAX] = {
 	[ST_EVENT] = "INSERT OR ROLLBACK INTO events(run, start_ns, id, dur_ns, wait_ns, info, pid, bytes,"
-		     " stream, src, dst, stack, flags) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		     " stream, src, dst, stack, flags, probe_ns)"
+		     " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 	[ST_EVENT_CHUNK] = NULL, /* built by event_chunk_sql() */
 	[ST_SEQ_GET] = "SELECT next FROM seq WHERE name = 'events'",
 	[ST_SEQ_SET] = "UPDATE seq SET next = ?1 WHERE name = 'events'",
@@ -66,7 +67,7 @@ static const char *const stmt_sql[ST__MAX] = {
 /* The ST_EVENT insert with EV_CHUNK row tuples. Caller frees. */
 static char *event_chunk_sql(void)
 {
-	static const char row[] = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+	static const char row[] = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 	const char *head = stmt_sql[ST_EVENT];
 	size_t hl = strlen(head) - (sizeof(row) - 1), n = 0;
 	char *q;
@@ -215,7 +216,7 @@ static void bind_event(sqlite3_stmt *st, int b, const struct ffm_store_event *ev
 {
 	BIND_I64(st, b + 1, ev->run, ev->start_ns, ev->id, ev->dur_ns, ev->wait_ns,
 		 ev->kind | ev->dir << 8 | (uint64_t)ev->api << 16, (uint64_t)ev->tgid << 32 | ev->tid,
-		 ev->bytes, ev->stream, ev->src, ev->dst, ev->stack, ev->flags);
+		 ev->bytes, ev->stream, ev->src, ev->dst, ev->stack, ev->flags, ev->probe_ns);
 }
 
 int ffm_store_drain(struct ffm_store *s)

@@ -15,7 +15,7 @@ struct ffm_store_cursor {
 	struct ffm_store *s;
 	sqlite3_stmt *st;
 	int64_t run;
-	bool timing; /* lean rows: timing_sql's columns */
+	bool timing; /* lean rows: the timing columns of events_sql */
 };
 
 static int prepare(struct ffm_store *s, const char *sql, sqlite3_stmt **st)
@@ -223,12 +223,16 @@ int ffm_store__new_wait_share(struct ffm_store *s, int64_t run, int64_t *ppm)
 
 /* start_ns is stored as signed: times from a boot clock stay far below 2^63. The primary key
  * (run, start_ns, id) gives the order without a sort. The analysis reads every event of a run:
- * timing_sql has only the columns it needs (SQLite's per-column cost is most of the scan's),
- * event_sql the same first and the rest after. */
-#define TIMING_COLS "SELECT start_ns, id, dur_ns, wait_ns, info, pid, stack, stream"
+ * the timing query has only the columns it needs (SQLite's per-column cost is most of the scan's),
+ * the full one the same first and the rest after. */
+#define TIMING_COLS(probe) "SELECT start_ns, id, dur_ns, wait_ns, info, pid, stack, stream, " probe
 #define OF_RUN " FROM events WHERE run = ?1 AND start_ns BETWEEN ?2 AND ?3 ORDER BY start_ns, id"
-static const char timing_sql[] = TIMING_COLS OF_RUN;
-static const char event_sql[] = TIMING_COLS ", bytes, src, dst, flags" OF_RUN;
+#define REST_COLS ", bytes, src, dst, flags"
+/* [timing][probe_ns column: schema v8 on; a reader of an older file reads 0] */
+static const char *const events_sql[2][2] = {
+	{ TIMING_COLS("0") REST_COLS OF_RUN, TIMING_COLS("probe_ns") REST_COLS OF_RUN },
+	{ TIMING_COLS("0") OF_RUN, TIMING_COLS("probe_ns") OF_RUN },
+};
 
 static void timing_of_row(sqlite3_stmt *st, int64_t run, struct ffm_store_event *ev)
 {
@@ -248,16 +252,17 @@ static void timing_of_row(sqlite3_stmt *st, int64_t run, struct ffm_store_event 
 		.tid = (uint32_t)pid,
 		.stack = sqlite3_column_int64(st, 6),
 		.stream = (uint64_t)sqlite3_column_int64(st, 7),
+		.probe_ns = (uint64_t)sqlite3_column_int64(st, 8),
 	};
 }
 
 static void event_of_row(sqlite3_stmt *st, int64_t run, struct ffm_store_event *ev)
 {
 	timing_of_row(st, run, ev);
-	ev->bytes = (uint64_t)sqlite3_column_int64(st, 8);
-	ev->src = (uint64_t)sqlite3_column_int64(st, 9);
-	ev->dst = (uint64_t)sqlite3_column_int64(st, 10);
-	ev->flags = (uint32_t)sqlite3_column_int64(st, 11);
+	ev->bytes = (uint64_t)sqlite3_column_int64(st, 9);
+	ev->src = (uint64_t)sqlite3_column_int64(st, 10);
+	ev->dst = (uint64_t)sqlite3_column_int64(st, 11);
+	ev->flags = (uint32_t)sqlite3_column_int64(st, 12);
 }
 
 static int cursor_new(struct ffm_store *s, int64_t run, uint64_t from_ns, uint64_t to_ns,
@@ -292,7 +297,7 @@ static int cursor_new(struct ffm_store *s, int64_t run, uint64_t from_ns, uint64
 	c->s = s;
 	c->run = run;
 	c->timing = timing;
-	err = prepare(s, timing ? timing_sql : event_sql, &c->st);
+	err = prepare(s, events_sql[timing][s->version >= 8], &c->st);
 	if (err) {
 		free(c);
 		return err;

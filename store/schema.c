@@ -251,6 +251,21 @@ static const char step_v7[] =
 	" covered_bytes = min(8, prot_hi - prot_lo) WHERE prot_hi > prot_lo AND (flags & 1) = 0;"
 	"INSERT INTO sync_use_flags VALUES(4,'late_use');";
 
+/* v8: what stage 2's probes had cost a call's thread before the call (ffm_store_event.probe_ns);
+ * 0 in rows written before (not measured). events_v shows it. */
+static const char step_v8[] =
+	"ALTER TABLE events ADD COLUMN probe_ns INTEGER NOT NULL DEFAULT 0;"
+	"DROP VIEW calls;"
+	"DROP VIEW events_v;"
+	"CREATE VIEW events_v AS SELECT id, run, info & 255 AS kind, (info >> 8) & 255 AS dir,"
+	"  info >> 16 AS api, pid >> 32 AS tgid, pid & 4294967295 AS tid, start_ns, dur_ns,"
+	"  wait_ns, bytes, stream, src, dst, stack, flags, probe_ns FROM events;"
+	"CREATE VIEW calls AS SELECT e.id, e.run, e.kind AS kind_id, k.name AS kind,"
+	"  coalesce(a.name, '') AS function, e.api, d.name AS direction, e.tgid, e.tid,"
+	"  e.start_ns, e.dur_ns, e.wait_ns, e.bytes, e.stream, e.src, e.dst, e.stack, e.flags,"
+	"  e.probe_ns FROM events_v e LEFT JOIN event_kinds k ON k.id = e.kind"
+	"  LEFT JOIN directions d ON d.id = e.dir LEFT JOIN api_names a ON a.id = e.api;";
+
 const char *const ffm_store_migrations[FFM_STORE_SCHEMA_VERSION] = {
 	step_v1,
 	step_v2,
@@ -259,4 +274,5 @@ const char *const ffm_store_migrations[FFM_STORE_SCHEMA_VERSION] = {
 	step_v5,
 	step_v6,
 	step_v7,
+	step_v8,
 };

@@ -47,7 +47,7 @@ struct agg_ent {
 
 /* Events are inserted EV_CHUNK rows per statement: per-statement overhead dominates otherwise. */
 #define EV_CHUNK 64
-#define EV_COLS 13
+#define EV_COLS 14
 
 #define AGG_CAP 8192 /* power of two; spilled into stack_stats at 3/4 full and on commit */
 

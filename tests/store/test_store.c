@@ -175,6 +175,18 @@ TEST(create_and_reopen)
 	"ALTER TABLE sync_uses DROP COLUMN covered_bytes;"                                         \
 	"DELETE FROM sync_use_flags WHERE bit = 4;"
 
+/* What v8 added: the events' probe_ns column, in both views that show it. */
+#define DROP_V8                                                                                   \
+	"DROP VIEW calls; DROP VIEW events_v; ALTER TABLE events DROP COLUMN probe_ns;"            \
+	"CREATE VIEW events_v AS SELECT id, run, info & 255 AS kind, (info >> 8) & 255 AS dir,"    \
+	"  info >> 16 AS api, pid >> 32 AS tgid, pid & 4294967295 AS tid, start_ns, dur_ns,"       \
+	"  wait_ns, bytes, stream, src, dst, stack, flags FROM events;"                            \
+	"CREATE VIEW calls AS SELECT e.id, e.run, e.kind AS kind_id, k.name AS kind,"              \
+	"  coalesce(a.name, '') AS function, e.api, d.name AS direction, e.tgid, e.tid,"           \
+	"  e.start_ns, e.dur_ns, e.wait_ns, e.bytes, e.stream, e.src, e.dst, e.stack, e.flags"     \
+	"  FROM events_v e LEFT JOIN event_kinds k ON k.id = e.kind"                               \
+	"  LEFT JOIN directions d ON d.id = e.dir LEFT JOIN api_names a ON a.id = e.api;"
+
 /* What v4 added (store/schema.c), dropped to hand-make an older file. */
 #define DROP_V4                                                                                   \
 	"DROP VIEW calls; DROP VIEW jobs_v; DROP VIEW runs_v; DROP VIEW drops_v;"                 \
@@ -216,7 +228,7 @@ TEST(migrate_from_v3)
 	put_events(s, run, 50, 7000);
 	ASSERT_OK(ffm_store__flush(s));
 	s = ffm_store__free(s);
-	sql(path, "BEGIN;" DROP_V7 DROP_V6 DROP_V5 DROP_V4 "UPDATE meta SET value = '3' WHERE name = 'schema_version';"
+	sql(path, "BEGIN;" DROP_V8 DROP_V7 DROP_V6 DROP_V5 DROP_V4 "UPDATE meta SET value = '3' WHERE name = 'schema_version';"
 		  "PRAGMA user_version = 3; COMMIT;");
 	ASSERT_OK(ffm_store__open(path, &ropts, &s));
 	ASSERT_EQ(ffm_store__schema_version(s), 3);
@@ -253,7 +265,7 @@ TEST(migrate_from_v6_watched_bytes)
 	}
 	ASSERT_OK(ffm_store__flush(s));
 	s = ffm_store__free(s);
-	sql(path, "BEGIN;" DROP_V7 "UPDATE meta SET value = '6' WHERE name = 'schema_version';"
+	sql(path, "BEGIN;" DROP_V8 DROP_V7 "UPDATE meta SET value = '6' WHERE name = 'schema_version';"
 		  "PRAGMA user_version = 6; COMMIT;");
 	ASSERT_OK(ffm_store__open(path, &wopts, &s));
 	ASSERT_EQ(ffm_store__schema_version(s), FFM_STORE_SCHEMA_VERSION);
@@ -264,6 +276,54 @@ TEST(migrate_from_v6_watched_bytes)
 		snprintf(q, sizeof(q), "SELECT covered_bytes FROM sync_uses WHERE id = %" PRId64, ids[i]);
 		ASSERT_MSG(sql_int(path, q) == rows[i].watched, "row %zu", i);
 	}
+}
+
+static int probe_cb(const struct ffm_store_event *ev, void *ctx)
+{
+	uint64_t *v = ctx;
+
+	v[ev->start_ns - 1] = ev->probe_ns;
+	return 0;
+}
+
+/* A call's probe cost goes in and comes back; a v7 file, which has none, reads 0 before its
+ * writer migrates it and keeps its events after. */
+TEST(probe_ns_and_v7_files)
+{
+	static const uint64_t want[3] = { 0, 1500, 1ull << 40 };
+	char *d = mktmp(), path[256];
+	struct ffm_store *s = NULL;
+	uint64_t got[3] = { 7, 7, 7 };
+	int64_t run;
+
+	snprintf(path, sizeof(path), "%s/v7.db", d);
+	run = new_store(path, &s);
+	for (size_t i = 0; i < 3; i++) {
+		struct ffm_store_event ev = { .run = run, .kind = FFM_EV_LAUNCH, .tgid = 1, .tid = 1,
+					      .start_ns = i + 1, .dur_ns = 1, .probe_ns = want[i] };
+
+		ASSERT_OK(ffm_store__put_event(s, &ev, NULL));
+	}
+	ASSERT_OK(ffm_store__flush(s));
+	ASSERT_OK(ffm_store__for_each_event(s, run, probe_cb, got));
+	for (size_t i = 0; i < 3; i++)
+		ASSERT_MSG(got[i] == want[i], "event %zu: %" PRIu64, i, got[i]);
+	s = ffm_store__free(s);
+	ASSERT_EQ(sql_int(path, "SELECT sum(probe_ns = 1500) FROM calls"), 1);
+
+	sql(path, "BEGIN;" DROP_V8 "UPDATE meta SET value = '7' WHERE name = 'schema_version';"
+		  "PRAGMA user_version = 7; COMMIT;");
+	ASSERT_OK(ffm_store__open(path, &ropts, &s));
+	ASSERT_EQ(ffm_store__schema_version(s), 7);
+	ASSERT_OK(ffm_store__for_each_event(s, run, probe_cb, got));
+	for (size_t i = 0; i < 3; i++)
+		ASSERT_MSG(got[i] == 0, "v7 event %zu: %" PRIu64, i, got[i]);
+	s = ffm_store__free(s);
+	ASSERT_OK(ffm_store__open(path, &wopts, &s));
+	ASSERT_EQ(ffm_store__schema_version(s), FFM_STORE_SCHEMA_VERSION);
+	ASSERT_EQ(count_events(s, run), 3);
+	s = ffm_store__free(s);
+	ASSERT_EQ(sql_int(path, "SELECT count(*) FROM calls WHERE probe_ns = 0"), 3);
 }
 
 /* The lookup tables name the C enums' values (the report's problem names: tests/analysis). */
@@ -361,7 +421,7 @@ TEST(results_replace_per_job)
 	s = ffm_store__free(s);
 }
 
-/* A v1 file: the current schema minus what v2, v4, v5, v6 and v7 added, user_version 1, with data in it. */
+/* A v1 file: the current schema minus what v2, v4, v5, v6, v7 and v8 added, user_version 1, with data in it. */
 TEST(migrate_from_v1)
 {
 	char *d = mktmp(), path[256];
@@ -374,7 +434,7 @@ TEST(migrate_from_v1)
 	put_events(s, run, 100, 5000);
 	ASSERT_OK(ffm_store__flush(s));
 	s = ffm_store__free(s);
-	sql(path, "BEGIN;" DROP_V7 DROP_V6 DROP_V5 DROP_V4 "DROP TABLE xfer_hashes; DROP TABLE sync_uses;"
+	sql(path, "BEGIN;" DROP_V8 DROP_V7 DROP_V6 DROP_V5 DROP_V4 "DROP TABLE xfer_hashes; DROP TABLE sync_uses;"
 		  "UPDATE meta SET value = '1' WHERE name = 'schema_version';"
 		  "PRAGMA user_version = 1; COMMIT;");
 
