@@ -68,6 +68,12 @@ struct site_int {
 	int64_t *delays; /* applied first-use delays of misplaced/used occurrences, for the median */
 	size_t n_delays, cap_delays;
 	uint64_t py_anchor; /* its user's Python frame and callers (an_py_anchor_frame), 0: none */
+	/* Its sync occurrences in the timeline: each one's wait and the probe cost its thread
+	 * paid since its first GPU submission after the previous sync (analysis/hidden.c) */
+	int64_t *w2, *probe_span;
+	size_t n_w2, cap_w2, cap_span;
+	uint64_t n_removed; /* occurrences a fix removes (unnecessary sync, host read) */
+	uint64_t hidden_ns; /* wait per removed occurrence that stage 2's probes hid */
 };
 
 struct thread {
@@ -75,6 +81,7 @@ struct thread {
 	uint64_t call_end; /* end of the latest API call on this thread (nested wait events) */
 	size_t last_ev;	   /* 1 + index in ev[] of its latest model event, 0: none yet */
 	uint32_t last_site; /* that event's site */
+	uint64_t sub_probe; /* probe cost at its first submission since its last sync, 0: none */
 };
 
 /* A wait on one stream: that stream's work was running from start to end. */
@@ -183,6 +190,14 @@ int an_evv_sort(struct ffm_analysis *a);
 
 bool an_keep_site(const struct ffm_an_site *x);
 
+/* The site key (ffm_an_site.key) of @stack with driver function @api, without a site. */
+int an_site_key(struct ffm_analysis *a, int64_t stack, uint32_t api, uint64_t *key);
+/* The waits stage 2's probes hid at the sites a fix removes, added to what the removal takes
+ * along (analysis/hidden.c). After the scan, before the graph. */
+int an_hidden_waits(struct ffm_analysis *a);
+/* A sync occurrence of site @si: its wait and probe span, for an_hidden_waits(). */
+int an_note_sync(struct site_int *si, uint64_t wait_ns, uint64_t probe_span_ns);
+
 /* ---- CPU samples (cputime.c) -------------------------------------------------------------- */
 
 /* The Python frames from a stack's first one outside the installed libraries outward, hashed:
@@ -206,8 +221,15 @@ struct ev_scan {
 	uint64_t lo, hi; /* span of every event, dropped ones included */
 	uint64_t expected; /* events of the sites kept (for opts.progress) */
 };
-/* One raw event (see timeline.c), in time order: into the model's array with its verdicts. */
-int an_on_raw_event(struct ev_scan *sc, const struct ffm_event *raw);
+/* A timeline event as the scan hands it over (timeline.c says what its fields hold). */
+struct an_raw {
+	struct ffm_event e;
+	uint64_t probe_ns;     /* the store's: the probes' cost to its thread before the call */
+	uint64_t sub_probe_ns; /* probe_ns of its thread's first launch left out of the model since
+				* its previous event handed over, 0: none */
+};
+/* One raw event, in time order: into the model's array with its verdicts. */
+int an_on_raw_event(struct ev_scan *sc, const struct an_raw *raw);
 int an_scan_slices(struct ffm_analysis *a, struct ev_scan *sc, uint64_t lo, uint64_t hi);
 int an_load_timeline(struct ffm_analysis *a);
 struct ffm_an_proc *an_proc_of(struct ffm_analysis_result *res, uint32_t tgid);

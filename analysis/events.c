@@ -216,10 +216,33 @@ static int split_duplicate(struct ffm_analysis *a, struct ffm_event *e)
  * One raw event (timeline.c: the store's event kind in .kind, the tgid in .fold_id, the event id
  * in .first_use_ns), in time order: into the model's array with its verdicts.
  */
-int an_on_raw_event(struct ev_scan *sc, const struct ffm_event *raw)
+/*
+ * The probe cost thread @t paid between its first GPU submission since its last sync and the
+ * call @r, when @r is a sync (and the thread starts over); 0 otherwise. Where the GPU ran
+ * through that span, the program without probes reaches the sync that much earlier and waits
+ * that much longer (analysis/hidden.c).
+ */
+static uint64_t probe_span(struct thread *t, const struct an_raw *r, bool sync, bool submits)
+{
+	uint64_t span = 0;
+
+	if (r->sub_probe_ns && !t->sub_probe)
+		t->sub_probe = r->sub_probe_ns;
+	if (sync) {
+		if (t->sub_probe && r->probe_ns > t->sub_probe)
+			span = r->probe_ns - t->sub_probe;
+		t->sub_probe = 0;
+	} else if (submits && !t->sub_probe) {
+		t->sub_probe = r->probe_ns;
+	}
+	return span;
+}
+
+int an_on_raw_event(struct ev_scan *sc, const struct an_raw *rr)
 {
 	struct ffm_analysis *a = sc->a;
 	struct ffm_analysis_result *res = &a->res;
+	const struct ffm_event *raw = &rr->e;
 	struct thread *t = thread_of(a, raw->tid, raw->fold_id);
 	struct ffm_event e = *raw;
 	struct ffm_an_site *x;
@@ -258,6 +281,13 @@ int an_on_raw_event(struct ev_scan *sc, const struct ffm_event *raw)
 	sync_call = raw->kind == FFM_EV_WAIT || e.wait_ns || si->explicit_sync;
 	if (sync_call)
 		e.flags |= FFM_EVENT_SYNC;
+	if (raw->kind != FFM_EV_WAIT) {
+		uint64_t span = probe_span(t, rr, sync_call, e.kind == FFM_CALL_LAUNCH ||
+					   e.kind == FFM_CALL_TRANSFER || e.kind == FFM_CALL_MEMSET);
+
+		if (sync_call && an_note_sync(si, e.wait_ns, span))
+			return -ENOMEM;
+	}
 	if (raw->tid != t->tgid)
 		e.flags |= FFM_EVENT_WORKER;
 	err = apply_sync_verdict(a, x, si, k, &e);
@@ -287,6 +317,8 @@ int an_on_raw_event(struct ev_scan *sc, const struct ffm_event *raw)
 		err = note_busy(a, &e, t->tgid, raw->removed_ns);
 	if (!err)
 		e.removed_ns = removed_cpu(a, t, si, &e, sc->last_site);
+	if (e.problem == FFM_PROBLEM_UNNECESSARY_SYNC || e.problem == FFM_PROBLEM_HOST_READ)
+		si->n_removed++;
 	if (!err && a->o.event_verdicts && e.problem != FFM_PROBLEM_NONE) {
 		struct an_evv v = { .run = res->run_timeline, .event = (int64_t)raw->first_use_ns,
 				    .delay = e.first_use_ns ? (int64_t)e.first_use_ns : -1,

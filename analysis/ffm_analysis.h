@@ -175,6 +175,10 @@ struct ffm_an_quality {
 	 * the library's own work around each read, from the stage-2 run's CPU samples
 	 * (analysis/cputime.c), summed over the removed reads. */
 	uint64_t read_lib_cpu_ns;
+	/* Wait time stage 2's probes hid at the sites a fix removes syncs from (analysis/hidden.c):
+	 * per site the smaller of its probe span and its longer baseline wait, times its syncs;
+	 * and the part the removed syncs take along (their benefits include it). */
+	uint64_t hidden_wait_ns, hidden_removed_ns;
 };
 
 struct ffm_analysis_result {

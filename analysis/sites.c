@@ -109,30 +109,54 @@ static int new_site(struct ffm_analysis *a, int64_t stack, uint32_t *ret)
 	return 0;
 }
 
-/* Fill a site's application frame and key from its stack's frames. */
-static int describe_site(struct ffm_analysis *a, uint32_t idx)
+/* The frames of @stack scanned into a new *ret (free() it). */
+static int scan_frames(struct ffm_analysis *a, int64_t stack, struct frame_scan **ret)
 {
-	struct ffm_an_site *x = &a->res.sites[idx];
 	struct frame_scan *fs = calloc(1, sizeof(*fs));
-	struct ffm_an_api *api;
-	uint64_t fh;
-	uint32_t fid;
 	int err = 0;
 
+	*ret = fs;
 	if (!fs)
 		return -ENOMEM;
 	fs->depth_app = -1;
 	fs->key = FFM_FNV1A_INIT;
 	fs->py_library = a->o.py_library;
 	fs->src_library = a->o.src_library;
-	if (x->stack) {
-		err = ffm_store__for_each_frame(a->s, x->stack, on_site_frame, fs);
-		if (err == -ENOENT)
-			err = 0; /* a stack id without a stack row: a lost stack record */
-		if (err < 0)
-			goto out;
-		err = 0;
+	if (stack)
+		err = ffm_store__for_each_frame(a->s, stack, on_site_frame, fs);
+	if (err == -ENOENT)
+		err = 0; /* a stack id without a stack row: a lost stack record */
+	return err < 0 ? err : 0;
+}
+
+int an_site_key(struct ffm_analysis *a, int64_t stack, uint32_t api, uint64_t *key)
+{
+	struct ffm_an_api *x = an_api_slot(a, api);
+	struct frame_scan *fs;
+	int err = scan_frames(a, stack, &fs);
+
+	if (!err && !x)
+		err = -ENOMEM;
+	if (!err) {
+		fs->key = ffm_fnv1a(fs->key, x->name, strlen(x->name) + 1);
+		*key = fs->key ? fs->key : 1;
 	}
+	free(fs);
+	return err;
+}
+
+/* Fill a site's application frame and key from its stack's frames. */
+static int describe_site(struct ffm_analysis *a, uint32_t idx)
+{
+	struct ffm_an_site *x = &a->res.sites[idx];
+	struct frame_scan *fs;
+	struct ffm_an_api *api;
+	uint64_t fh;
+	uint32_t fid;
+	int err = scan_frames(a, x->stack, &fs);
+
+	if (err)
+		goto out;
 	api = an_api_slot(a, x->api);
 	if (!api) {
 		err = -ENOMEM;

@@ -9,9 +9,9 @@
 /*
  * The timeline is read in P time slices in parallel (SQLite's row decoding is most of a big
  * report's time), each slice by a thread with its own read-only connection, into chunks of "raw"
- * events: struct ffm_event with the store's event kind in .kind, the tgid in .fold_id, the
- * event id in .first_use_ns and the stream in .removed_ns (an_on_raw_event() puts the model's
- * values there). The
+ * events (struct an_raw: struct ffm_event with the store's event kind in .kind, the tgid in
+ * .fold_id, the event id in .first_use_ns and the stream in .removed_ns, which
+ * an_on_raw_event() replaces with the model's values, and the call's probe cost). The
  * calling thread meanwhile turns the chunks into model events in time order (slice by slice,
  * chunk by chunk, as they arrive) and hands each chunk back for reuse, so the scan and the
  * conversion overlap and few chunk pages are ever faulted in. The slices only drop events of
@@ -24,7 +24,7 @@
 struct chunk {
 	struct chunk *next;
 	size_t n;
-	struct ffm_event ev[CHUNK_EVENTS];
+	struct an_raw ev[CHUNK_EVENTS];
 };
 
 /* Chunks queued and not yet consumed, at most: while the calling thread loads stage 3's
@@ -48,7 +48,15 @@ struct slice {
 	struct chunk *head, *tail; /* queued for the consumer */
 	struct chunk *cur;	   /* being filled */
 	uint64_t scanned, lo, hi;
+	/* per thread: the probe cost at the first launch left out since its last kept event
+	 * (struct an_raw.sub_probe_ns) */
+	struct oatab sub_of;
 	int err;
+};
+
+struct sub_ent {
+	struct oa_key k; /* (tid, 0) */
+	uint64_t probe_ns;
 };
 
 static struct chunk *chunk_get(struct scan_ctl *ctl)
@@ -119,22 +127,43 @@ static void *scan_slice(void *arg)
 			sl->lo = se.start_ns;
 		if (se.start_ns + se.dur_ns > sl->hi)
 			sl->hi = se.start_ns + se.dur_ns;
-		if (!keep)
+		if (!keep) {
+			/* A launch, left out of the model; where the next sync's hidden wait
+			 * starts (analysis/hidden.c) may be here. */
+			if (se.kind == FFM_EV_LAUNCH && se.probe_ns) {
+				struct sub_ent *x = oatab_find(&sl->sub_of, se.tid, 0, true);
+
+				if (x && !x->probe_ns)
+					x->probe_ns = se.probe_ns;
+			}
 			continue;
+		}
 		if (sl->cur && sl->cur->n == CHUNK_EVENTS && slice_flush(sl, false))
 			break;
 		if (!sl->cur && !(sl->cur = chunk_get(sl->ctl))) {
 			err = -ENOMEM;
 			break;
 		}
-		sl->cur->ev[sl->cur->n++] = (struct ffm_event){
-			.start_ns = se.start_ns, .dur_ns = se.dur_ns,
-			.wait_ns = se.kind == FFM_EV_WAIT ? se.dur_ns : se.wait_ns,
-			.stack_id = (uint64_t)se.stack, .tid = se.tid, .fold_id = se.tgid,
-			.api_id = se.api, .kind = (uint8_t)se.kind, .first_use_ns = (uint64_t)se.id,
-			.removed_ns = se.stream,
-		};
+		{
+			struct sub_ent *x = oatab_get(&sl->sub_of, se.tid, 0);
+			struct an_raw *r = &sl->cur->ev[sl->cur->n++];
+
+			*r = (struct an_raw){
+				.e = {
+					.start_ns = se.start_ns, .dur_ns = se.dur_ns,
+					.wait_ns = se.kind == FFM_EV_WAIT ? se.dur_ns : se.wait_ns,
+					.stack_id = (uint64_t)se.stack, .tid = se.tid,
+					.fold_id = se.tgid, .api_id = se.api, .kind = (uint8_t)se.kind,
+					.first_use_ns = (uint64_t)se.id, .removed_ns = se.stream,
+				},
+				.probe_ns = se.probe_ns,
+				.sub_probe_ns = x ? x->probe_ns : 0,
+			};
+			if (x)
+				x->probe_ns = 0;
+		}
 	}
+	oatab_free(&sl->sub_of);
 	ffm_store_cursor__free(cur);
 	ffm_store__free(s);
 	sl->err = err;
@@ -167,6 +196,7 @@ int an_scan_slices(struct ffm_analysis *a, struct ev_scan *sc, uint64_t lo, uint
 
 		sl[i].a = a;
 		sl[i].ctl = &ctl;
+		sl[i].sub_of = OATAB_INIT(struct sub_ent);
 		sl[i].lo = UINT64_MAX;
 		sl[i].from = i ? lo + span * i : 0;
 		sl[i].to = i + 1 < n ? lo + span * (i + 1) - 1 : 0;
@@ -317,6 +347,8 @@ int an_load_timeline(struct ffm_analysis *a)
 				hi = res->runs[i].end_ns;
 			}
 		err = an_scan_slices(a, &sc, lo == UINT64_MAX ? 0 : lo, hi);
+		if (!err)
+			err = an_hidden_waits(a);
 		if (err)
 			return err;
 	}

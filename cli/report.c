@@ -779,7 +779,7 @@ static json_t *json_quality(const struct ffm_an_merged *m)
 	double least;
 	uint64_t pb = partial_benefit(m, &least);
 
-	return json_pack("{s:o,s:{s:o,s:o,s:o,s:o},s:I,s:I,s:I,s:o,s:o,s:o,s:o,s:I,s:I,s:o,s:o,s:o,s:o,s:b,s:o}",
+	return json_pack("{s:o,s:{s:o,s:o,s:o,s:o},s:I,s:I,s:I,s:o,s:o,s:o,s:o,s:I,s:I,s:o,s:o,s:o,s:o,s:b,s:o,s:o,s:o}",
 			 "records_lost", ffm_json_u64(q->drops[0] + q->drops[2] + q->drops[3]),
 			 "drops", "ringbuf", ffm_json_u64(q->drops[0]),
 			 "stack_depth", ffm_json_u64(q->drops[1]),
@@ -799,7 +799,9 @@ static json_t *json_quality(const struct ffm_an_merged *m)
 			 "stream_busy_s", json_s(s_of(q->stream_busy_ns)),
 			 "stream_head_s", json_s(s_of(q->stream_head_ns)),
 			 "stream_capped", q->stream_capped,
-			 "read_library_cpu_s", json_s(s_of(q->read_lib_cpu_ns)));
+			 "read_library_cpu_s", json_s(s_of(q->read_lib_cpu_ns)),
+			 "hidden_wait_s", json_s(s_of(q->hidden_wait_ns)),
+			 "hidden_wait_removed_s", json_s(s_of(q->hidden_removed_ns)));
 }
 
 /* A line's call sites (point groups of several). */

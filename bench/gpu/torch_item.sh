@@ -9,7 +9,9 @@
 # warmup), the profile covering the warm-up steps too. Prints a markdown row and the report's
 # top problems. With --ab BLOCK it also runs REPS processes of torch_item.py --ab BLOCK (plain
 # and fixed blocks alternating inside one process, the steady measure of the saving) and
-# compares the estimate with the median of their savings per step, times the steps.
+# compares the estimate with the median of their savings per step, times the steps. The last
+# column is the wait that stage 2's probes hid at the removed reads (analysis/hidden.c), which
+# the estimate includes.
 #   bench/gpu/torch_item.sh [--reps N] [--ab BLOCK] OUTDIR [torch_item.py options...]
 # Uses the static package in $O (default .dev/gpu: bench/gpu/pack.sh).
 set -u
@@ -57,12 +59,12 @@ est *= steps / (steps + warm)
 med = st.median(t["plain"]) - st.median(t["fixed"])
 mn = min(t["plain"]) - min(t["fixed"])
 q = r["data_quality"]
-print("| config | plain (median) | fixed (median) | saved (medians / minimums) | ffm: .item() line | error (medians / minimums) | library CPU |")
-print("|---|---|---|---|---|---|---|")
-print("| %s | %.3f s | %.3f s | %.3f / %.3f s | %.3f s | %+.0f%% / %+.0f%% | %.3f s |" % (
+print("| config | plain (median) | fixed (median) | saved (medians / minimums) | ffm: .item() line | error (medians / minimums) | library CPU | hidden waits removed |")
+print("|---|---|---|---|---|---|---|---|")
+print("| %s | %.3f s | %.3f s | %.3f / %.3f s | %.3f s | %+.0f%% / %+.0f%% | %.3f s | %.3f s |" % (
     args or "default", st.median(t["plain"]), st.median(t["fixed"]), med, mn, est,
     (est - med) / med * 100 if med > 0 else float("inf"), (est - mn) / mn * 100 if mn > 0 else float("inf"),
-    q.get("read_library_cpu_s", 0)))
+    q.get("read_library_cpu_s", 0), q.get("hidden_wait_removed_s", 0)))
 if t["ab"]:
     ab = st.median(t["ab"]) * steps
     print()

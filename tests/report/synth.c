@@ -137,6 +137,7 @@ struct ctx {
 	uint64_t uocc; /* ... for seen_uses */
 	int64_t first_dup_event;
 	uint64_t fake_event;
+	uint64_t probe_acc; /* the thread's probe cost so far (synth_opts.probe_us) */
 };
 
 static int frame(struct ctx *c, const char *bid, const char *module, uint64_t off,
@@ -228,10 +229,12 @@ static int call(struct ctx *c, uint32_t tid, int sc, int si, uint64_t start, uin
 		/* stage 1 sees only the wait function, with its own (deeper) stack */
 		ev.kind = FFM_EV_WAIT;
 		ev.start_ns = start + dur - wait;
-		ev.dur_ns = wait;
+		ev.dur_ns = wait + c->o->base_extra_us * US;
 		ev.stack = c->wait_stack[sc][si];
 		return ffm_store__put_event(c->s, &ev, NULL);
 	}
+	ev.probe_ns = c->probe_acc;
+	c->probe_acc += c->o->probe_us * US;
 	if (c->stage == 2 || !c->o->fast) {
 		err = ffm_store__put_event(c->s, &ev, &id);
 		if (err)
@@ -303,6 +306,7 @@ static int thread_timeline(struct ctx *c, uint32_t tid, uint64_t t0, uint64_t *e
 	uint64_t t = t0;
 	int err = 0;
 
+	c->probe_acc = 0;
 	for (int sc = 0; sc < SYN__MAX && !err; sc++) {
 		if (!(c->o->scenarios & (1u << sc)))
 			continue;

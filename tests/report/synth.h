@@ -75,6 +75,12 @@ struct synth_opts {
 	 * whose call goes on copy_us after its wait (the driver's staging); 0: cuCtxSynchronize.
 	 * synth__expected assumes 0. */
 	uint32_t copy_us;
+	/* What the probes cost a thread per stage-2+ call, µs (events.probe_ns: cumulative per
+	 * thread, before the call); 0 = not measured, as in stores of schema 7 */
+	uint32_t probe_us;
+	/* Stage 1's waits are this much longer than the timeline's (µs): the wait that the
+	 * timeline's probes hid, as where the GPU is the bottleneck. synth__expected assumes 0. */
+	uint32_t base_extra_us;
 };
 
 /* Write the store (creates or extends the key's file). 0 or -errno. */

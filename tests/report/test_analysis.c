@@ -132,6 +132,49 @@ TEST(each_planted_problem_gets_its_expected_benefit)
 	}
 }
 
+/*
+ * Waits that the timeline's probes hid (analysis/hidden.c): a removed sync takes along the
+ * smaller of the probe cost since its thread's first submission after the last sync and how
+ * much longer the baseline waited; nothing without either.
+ */
+TEST(removed_syncs_take_the_waits_the_probes_hid)
+{
+	static const struct {
+		enum synth_scenario sc;
+		uint32_t probe_us, extra_us, hidden_us;
+	} cases[] = {
+		/* read: launch, copy, sync: the span is two calls (the first one's cost is 0:
+		 * nothing was paid before it) */
+		{ SYN_HOST_READ, 3, 100, 6 },	 /* the probe span bounds it */
+		{ SYN_HOST_READ, 3, 4, 4 },	 /* the baseline bounds it */
+		{ SYN_HOST_READ, 3, 0, 0 },	 /* the GPU ran dry: nothing hidden */
+		{ SYN_HOST_READ, 0, 100, 0 },	 /* no probe cost measured (schema 7) */
+		{ SYN_UNNECESSARY, 5, 100, 5 }, /* launch, sync: one call */
+		{ SYN_CONTROL, 5, 100, 0 },	 /* nothing removed: nothing taken along */
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct synth_opts o = base(1u << cases[i].sc);
+		const struct ffm_analysis_result *r;
+		struct ffm_analysis *a;
+		uint64_t removed, want;
+
+		o.iters = 2 * FFM_HOST_READ_MIN_COUNT;
+		o.probe_us = cases[i].probe_us;
+		o.base_extra_us = cases[i].extra_us;
+		removed = cases[i].sc == SYN_HOST_READ ? o.iters - o.iters / FFM_HOST_READ_EVERY :
+			  cases[i].sc == SYN_UNNECESSARY ? o.iters : 0;
+		want = synth__expected(&o, cases[i].sc) + removed * cases[i].hidden_us * 1000;
+		a = analyse(&o, FFM_GROUP_POINT, 1, false);
+		r = ffm_analysis__result(a);
+		ASSERT_MSG(r->totals.total_ns == want, "case %zu: %" PRIu64 " ns, want %" PRIu64, i,
+			   r->totals.total_ns, want);
+		ASSERT_MSG(r->q.hidden_removed_ns == removed * cases[i].hidden_us * 1000,
+			   "case %zu: %" PRIu64 " ns hidden", i, r->q.hidden_removed_ns);
+		ffm_analysis__free(a);
+	}
+}
+
 TEST(misplaced_evidence_first_use_and_stage4_delays)
 {
 	struct synth_opts o = base(1u << SYN_MISPLACED);
