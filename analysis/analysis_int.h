@@ -82,10 +82,6 @@ struct thread {
 	size_t last_ev;	   /* 1 + index in ev[] of its latest model event, 0: none yet */
 	uint32_t last_site; /* that event's site */
 	uint64_t sub_probe; /* probe cost at its first submission since its last sync, 0: none */
-	/* 1 + index in ev[] of a removed sync waiting for the next submission (its gpu_gap_ns),
-	 * 0: none; that sync's end and probe cost */
-	size_t gap_ev;
-	uint64_t gap_from, gap_probe;
 };
 
 /* A wait on one stream: that stream's work was running from start to end. */
@@ -228,10 +224,9 @@ struct ev_scan {
 /* A timeline event as the scan hands it over (timeline.c says what its fields hold). */
 struct an_raw {
 	struct ffm_event e;
-	uint64_t probe_ns; /* the store's: the probes' cost to its thread before the call */
-	/* its thread's first launch left out of the model since its previous event handed over:
-	 * start and probe_ns (0: none) */
-	uint64_t sub_start_ns, sub_probe_ns;
+	uint64_t probe_ns;     /* the store's: the probes' cost to its thread before the call */
+	uint64_t sub_probe_ns; /* probe_ns of its thread's first launch left out of the model since
+				* its previous event handed over, 0: none */
 };
 /* One raw event, in time order: into the model's array with its verdicts. */
 int an_on_raw_event(struct ev_scan *sc, const struct an_raw *raw);

@@ -238,25 +238,6 @@ static uint64_t probe_span(struct thread *t, const struct an_raw *r, bool sync, 
 	return span;
 }
 
-/*
- * A GPU submission of thread @t at @start (probe cost @probe before it): the removed sync
- * waiting for one learns how long the GPU idled after it (ffm_event.gpu_gap_ns), less what
- * the probes cost in between, which the program without them does not spend.
- */
-static void note_submission(struct ffm_analysis *a, struct thread *t, uint64_t start,
-			    uint64_t probe)
-{
-	uint64_t gap, cost;
-
-	if (!t->gap_ev)
-		return;
-	gap = start > t->gap_from ? start - t->gap_from : 0;
-	cost = probe > t->gap_probe && t->gap_probe ? probe - t->gap_probe : 0;
-	gap = gap > cost ? gap - cost : 0;
-	a->ev[t->gap_ev - 1].gpu_gap_ns = gap ? gap : 1;
-	t->gap_ev = 0;
-}
-
 int an_on_raw_event(struct ev_scan *sc, const struct an_raw *rr)
 {
 	struct ffm_analysis *a = sc->a;
@@ -301,14 +282,9 @@ int an_on_raw_event(struct ev_scan *sc, const struct an_raw *rr)
 	if (sync_call)
 		e.flags |= FFM_EVENT_SYNC;
 	if (raw->kind != FFM_EV_WAIT) {
-		bool submits = e.kind == FFM_CALL_LAUNCH || e.kind == FFM_CALL_TRANSFER ||
-			       e.kind == FFM_CALL_MEMSET;
-		uint64_t span = probe_span(t, rr, sync_call, submits);
+		uint64_t span = probe_span(t, rr, sync_call, e.kind == FFM_CALL_LAUNCH ||
+					   e.kind == FFM_CALL_TRANSFER || e.kind == FFM_CALL_MEMSET);
 
-		if (rr->sub_start_ns)
-			note_submission(a, t, rr->sub_start_ns, rr->sub_probe_ns);
-		if (submits)
-			note_submission(a, t, raw->start_ns, rr->probe_ns);
 		if (sync_call && an_note_sync(si, e.wait_ns, span))
 			return -ENOMEM;
 	}
@@ -355,13 +331,6 @@ int an_on_raw_event(struct ev_scan *sc, const struct an_raw *rr)
 	if (!err) {
 		t->last_ev = a->n_ev;
 		t->last_site = sc->last_site;
-	}
-	/* A duplicate copy's own wait is not a GPU gap bound: its fix removes that GPU work. */
-	if (!err && !dup && (e.problem == FFM_PROBLEM_UNNECESSARY_SYNC ||
-			     e.problem == FFM_PROBLEM_HOST_READ)) {
-		t->gap_ev = a->n_ev;
-		t->gap_from = raw->start_ns + raw->dur_ns;
-		t->gap_probe = rr->probe_ns;
 	}
 	return err;
 }

@@ -48,14 +48,15 @@ struct slice {
 	struct chunk *head, *tail; /* queued for the consumer */
 	struct chunk *cur;	   /* being filled */
 	uint64_t scanned, lo, hi;
-	/* per thread: the first launch left out since its last kept event (struct an_raw) */
+	/* per thread: the probe cost at the first launch left out since its last kept event
+	 * (struct an_raw.sub_probe_ns) */
 	struct oatab sub_of;
 	int err;
 };
 
 struct sub_ent {
 	struct oa_key k; /* (tid, 0) */
-	uint64_t start_ns, probe_ns;
+	uint64_t probe_ns;
 };
 
 static struct chunk *chunk_get(struct scan_ctl *ctl)
@@ -129,13 +130,11 @@ static void *scan_slice(void *arg)
 		if (!keep) {
 			/* A launch, left out of the model; where the next sync's hidden wait
 			 * starts (analysis/hidden.c) may be here. */
-			if (se.kind == FFM_EV_LAUNCH) {
+			if (se.kind == FFM_EV_LAUNCH && se.probe_ns) {
 				struct sub_ent *x = oatab_find(&sl->sub_of, se.tid, 0, true);
 
-				if (x && !x->start_ns) {
-					x->start_ns = se.start_ns;
+				if (x && !x->probe_ns)
 					x->probe_ns = se.probe_ns;
-				}
 			}
 			continue;
 		}
@@ -158,11 +157,10 @@ static void *scan_slice(void *arg)
 					.first_use_ns = (uint64_t)se.id, .removed_ns = se.stream,
 				},
 				.probe_ns = se.probe_ns,
-				.sub_start_ns = x ? x->start_ns : 0,
 				.sub_probe_ns = x ? x->probe_ns : 0,
 			};
 			if (x)
-				*x = (struct sub_ent){ .k = x->k };
+				x->probe_ns = 0;
 		}
 	}
 	oatab_free(&sl->sub_of);

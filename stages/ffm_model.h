@@ -52,14 +52,6 @@
  *                     The paper removes the wait only; a sync or read that is deleted takes
  *                     its call with it (measured on the H100: a 4-byte read's copy and sync
  *                     calls cost 10-40 µs outside the wait).
- *                     And the benefit is at most the event's gpu_gap_ns when known: the
- *                     time the GPU idled after the sync until the thread gave it work again.
- *                     Figure 5 takes all the CPU time up to NextSync as able to absorb the
- *                     wait; where the GPU is the bottleneck, the fixed program still runs all
- *                     of the GPU's work, and only the GPU's idle time after each sync is
- *                     saved (on the H100 a PyTorch step that waited 214 µs at its .item() was
- *                     priced at 255 µs where its fix saved 210). The rest is carried to
- *                     NextSync as above.
  *   misplaced sync    benefit = min(FirstUseTime, dur); dur −= benefit. The paper writes
  *                     benefit = FirstUseTime, but moving a sync later by FirstUseTime can hide at
  *                     most the wait it had: a GPU that finishes early leaves the moved sync
@@ -148,14 +140,7 @@ struct ffm_event {
 	uint64_t dur_ns;       /* entry to return, waiting included */
 	uint64_t wait_ns;      /* time in the wait function inside the call (≤ dur_ns) */
 	uint64_t stack_id;     /* call-stack id: the single-point key */
-	union {
-		/* misplaced sync: sync end to the first use of protected data */
-		uint64_t first_use_ns;
-		/* unnecessary sync, host read: how long the GPU idled after this sync, waiting for
-		 * its thread's next submission; the fix saves at most that (stored as 1 when 0;
-		 * 0: not known, no bound) */
-		uint64_t gpu_gap_ns;
-	};
+	uint64_t first_use_ns; /* misplaced sync: sync end to the first use of protected data */
 	/* unnecessary sync, host read: CPU time outside the wait that the fix deletes with the
 	 * wait (the rest of an explicit sync call; a host read's copy and sync calls) */
 	uint64_t removed_ns;
@@ -181,7 +166,7 @@ struct ffm_node {
 	uint64_t start_ns; /* exact for non-overlapping events (see "tile" above) */
 	uint64_t dur_ns;   /* as measured (clipped); the algorithm never changes it */
 	uint64_t stack_id;
-	uint64_t first_use_ns; /* the event's first_use_ns or gpu_gap_ns, by its problem */
+	uint64_t first_use_ns;
 	uint64_t removed_ns; /* the event's (unnecessary sync, host read) */
 	uint32_t event; /* index into the event array; FFM_NO_EVENT for pure gaps and END */
 	uint32_t tid;

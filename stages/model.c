@@ -659,8 +659,6 @@ static void run_fig5(const struct ffm_graph *g, const uint32_t *nodes, size_t n,
 				if (nb_type(g->bits[j]) != FFM_NODE_CWAIT)
 					idle = sat_add(idle, g->dur[j]);
 			est = min_u64(idle, dur);
-			if (g->ev[g->nev[i]].gpu_gap_ns)
-				est = min_u64(est, g->ev[g->nev[i]].gpu_gap_ns);
 			if (dur > est) {
 				carry_to = j;
 				carry = dur - est;

@@ -175,39 +175,6 @@ TEST(removed_syncs_take_the_waits_the_probes_hid)
 	}
 }
 
-/*
- * Where the GPU is the bottleneck, a removed sync saves at most the GPU's idle time after it
- * (ffm_event.gpu_gap_ns): here the read's thread gives the GPU its next launch C after the
- * read, less than the CPU time Figure 5 would let absorb the wait (C + two calls), and the
- * probes' cost in that gap does not count.
- */
-TEST(a_removed_sync_saves_at_most_the_gpus_idle_gap_after_it)
-{
-	for (uint32_t probe_us = 0; probe_us <= 4; probe_us += 4) {
-		struct synth_opts o = base(1u << SYN_HOST_READ);
-		const struct ffm_analysis_result *r;
-		struct ffm_analysis *a;
-		uint64_t removed, gap, want;
-
-		o.iters = 2 * FFM_HOST_READ_MIN_COUNT;
-		o.c_us = 50;
-		o.probe_us = probe_us;
-		removed = o.iters - o.iters / FFM_HOST_READ_EVERY;
-		/* Figure 5 alone: the CPU time to the next read, C and the launch and copy */
-		ASSERT_EQ(synth__expected(&o, SYN_HOST_READ), removed * (50 + 2 * 10) * 1000);
-		/* the gap: C, less the probes' cost of the read itself (between its entry and the
-		 * next launch's); the last read has no next launch and keeps Figure 5's answer,
-		 * which is a kept read anyway (the N-th) */
-		gap = (50 - probe_us) * 1000ull;
-		want = removed * gap;
-		a = analyse(&o, FFM_GROUP_POINT, 1, false);
-		r = ffm_analysis__result(a);
-		ASSERT_MSG(r->totals.total_ns == want, "probe %u us: %" PRIu64 " ns, want %" PRIu64,
-			   probe_us, r->totals.total_ns, want);
-		ffm_analysis__free(a);
-	}
-}
-
 TEST(misplaced_evidence_first_use_and_stage4_delays)
 {
 	struct synth_opts o = base(1u << SYN_MISPLACED);
