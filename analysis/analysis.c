@@ -177,8 +177,7 @@ struct ffm_analysis *ffm_analysis__free(struct ffm_analysis *a)
 		an_verdicts_fini(&a->si[i].s4);
 		an_verdicts_fini(&a->si[i].x3);
 		free(a->si[i].delays);
-		free(a->si[i].w2);
-		free(a->si[i].probe_span);
+		free(a->si[i].obs);
 	}
 	free(a->si);
 	for (size_t i = 0; i < a->res.n_groups; i++)

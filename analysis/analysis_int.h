@@ -50,6 +50,12 @@ struct verdicts {
 	int64_t maj_delay;
 };
 
+/* A sync occurrence: its wait, and the probe cost its thread paid since its first GPU
+ * submission after the previous sync. */
+struct an_sync_obs {
+	int64_t wait_ns, span_ns;
+};
+
 struct site_int {
 	struct verdicts s3, s4, x3; /* stage 3 syncs, stage 4 syncs, stage 3 transfers */
 	uint64_t n2;		    /* timeline occurrences (stack_agg) */
@@ -68,10 +74,9 @@ struct site_int {
 	int64_t *delays; /* applied first-use delays of misplaced/used occurrences, for the median */
 	size_t n_delays, cap_delays;
 	uint64_t py_anchor; /* its user's Python frame and callers (an_py_anchor_frame), 0: none */
-	/* Its sync occurrences in the timeline: each one's wait and the probe cost its thread
-	 * paid since its first GPU submission after the previous sync (analysis/hidden.c) */
-	int64_t *w2, *probe_span;
-	size_t n_w2, cap_w2, cap_span;
+	/* Its sync occurrences in the timeline (analysis/hidden.c) */
+	struct an_sync_obs *obs;
+	size_t n_obs, cap_obs;
 	uint64_t n_removed; /* occurrences a fix removes (unnecessary sync, host read) */
 	uint64_t hidden_ns; /* wait per removed occurrence that stage 2's probes hid */
 };

@@ -30,20 +30,17 @@
 
 int an_note_sync(struct site_int *si, uint64_t wait_ns, uint64_t probe_span_ns)
 {
-	if (ffm_grow((void **)&si->w2, &si->cap_w2, si->n_w2 + 1, sizeof(*si->w2)) ||
-	    ffm_grow((void **)&si->probe_span, &si->cap_span, si->n_w2 + 1,
-		     sizeof(*si->probe_span)))
+	if (ffm_grow((void **)&si->obs, &si->cap_obs, si->n_obs + 1, sizeof(*si->obs)))
 		return -ENOMEM;
-	si->w2[si->n_w2] = (int64_t)wait_ns;
-	si->probe_span[si->n_w2++] = (int64_t)probe_span_ns;
+	si->obs[si->n_obs++] = (struct an_sync_obs){ (int64_t)wait_ns, (int64_t)probe_span_ns };
 	return 0;
 }
 
 /* Per site key: the baseline's waits, the timeline's waits and probe spans. */
 struct per_key {
 	struct oa_key k; /* (site key, 0) */
-	int64_t *w1, *w2, *span; /* span[i] goes with w2[i] */
-	size_t n1, cap1, n2, cap2, n_span, cap_span;
+	int64_t *w1, *w2, *span; /* the medians sort each on its own */
+	size_t n1, cap1, n2, cap2, cap_span;
 	uint64_t hidden_ns;
 };
 
@@ -51,7 +48,6 @@ struct hidden_scan {
 	struct ffm_analysis *a;
 	struct oatab keys;   /* site key -> struct per_key */
 	struct oatab stacks; /* baseline stack id -> site key (struct stack_key) */
-	int err;
 };
 
 struct stack_key {
@@ -59,18 +55,35 @@ struct stack_key {
 	uint64_t key;
 };
 
+/* @nx more entries at the end of *v (zeros when @x is NULL). */
 static int append(int64_t **v, size_t *n, size_t *cap, const int64_t *x, size_t nx)
 {
 	if (ffm_grow((void **)v, cap, *n + nx, sizeof(**v)))
 		return -ENOMEM;
-	memcpy(*v + *n, x, nx * sizeof(*x));
+	if (x)
+		memcpy(*v + *n, x, nx * sizeof(*x));
+	else
+		memset(*v + *n, 0, nx * sizeof(**v));
 	*n += nx;
 	return 0;
 }
 
-static int on_base_event(const struct ffm_store_event *ev, void *ctx)
+/* A site's occurrences into its key's waits and spans (w2 and span grow together). */
+static int add_site(struct per_key *p, const struct site_int *si)
 {
-	struct hidden_scan *h = ctx;
+	if (ffm_grow((void **)&p->w2, &p->cap2, p->n2 + si->n_obs, sizeof(*p->w2)) ||
+	    ffm_grow((void **)&p->span, &p->cap_span, p->n2 + si->n_obs, sizeof(*p->span)))
+		return -ENOMEM;
+	for (size_t k = 0; k < si->n_obs; k++) {
+		p->w2[p->n2 + k] = si->obs[k].wait_ns;
+		p->span[p->n2 + k] = si->obs[k].span_ns;
+	}
+	p->n2 += si->n_obs;
+	return 0;
+}
+
+static int on_base_event(const struct ffm_store_event *ev, struct hidden_scan *h)
+{
 	struct stack_key *sk;
 	struct per_key *p;
 	int64_t w = (int64_t)ev->dur_ns;
@@ -93,6 +106,21 @@ static int on_base_event(const struct ffm_store_event *ev, void *ctx)
 	return append(&p->w1, &p->n1, &p->cap1, &w, 1);
 }
 
+/* The baseline run's waits, read with the timing columns only (a stage-1 run is all waits). */
+static int scan_baseline(struct hidden_scan *h, int64_t run)
+{
+	struct ffm_store_cursor *c;
+	struct ffm_store_event ev;
+	int r = ffm_store_cursor__new_timing(h->a->s, run, 0, 0, &c);
+
+	if (r)
+		return r;
+	while ((r = ffm_store_cursor__next(c, &ev)) == 1 && !(r = on_base_event(&ev, h)))
+		;
+	ffm_store_cursor__free(c);
+	return r;
+}
+
 /* The hidden wait per occurrence of one key (see the top of the file). */
 static uint64_t hidden_of(struct per_key *p)
 {
@@ -101,12 +129,8 @@ static uint64_t hidden_of(struct per_key *p)
 	if (!p->n1 || !p->n2)
 		return 0;
 	/* Occurrences the baseline has no wait record of did not wait there. */
-	while (p->n1 < p->n2) {
-		int64_t zero = 0;
-
-		if (append(&p->w1, &p->n1, &p->cap1, &zero, 1))
-			return 0;
-	}
+	if (p->n1 < p->n2 && append(&p->w1, &p->n1, &p->cap1, NULL, p->n2 - p->n1))
+		return 0;
 	m1 = an_median_i64(p->w1, p->n1);
 	m2 = an_median_i64(p->w2, p->n2);
 	mspan = an_median_i64(p->span, p->n2);
@@ -144,18 +168,14 @@ int an_hidden_waits(struct ffm_analysis *a)
 		struct site_int *si = &a->si[i];
 		struct per_key *p;
 
-		if (!si->n_removed || !si->n_w2)
+		if (!si->n_removed || !si->n_obs)
 			continue;
 		p = oatab_find(&h.keys, res->sites[i].key, 0, true);
-		err = !p ? -ENOMEM : append(&p->w2, &p->n2, &p->cap2, si->w2, si->n_w2);
-		if (!err)
-			err = append(&p->span, &p->n_span, &p->cap_span, si->probe_span, si->n_w2);
+		err = p ? add_site(p, si) : -ENOMEM;
 		wanted++;
 	}
 	if (!err && wanted)
-		err = ffm_store__for_each_event(a->s, res->run_baseline, on_base_event, &h);
-	if (err > 0)
-		err = -EIO;
+		err = scan_baseline(&h, res->run_baseline);
 	for (size_t i = 0; i < h.keys.cap && !err; i++) {
 		struct per_key *p = oatab_slot(&h.keys, i);
 
@@ -164,15 +184,14 @@ int an_hidden_waits(struct ffm_analysis *a)
 	}
 	for (size_t i = 0; i < res->n_sites && !err; i++) {
 		struct site_int *si = &a->si[i];
-		struct per_key *p = si->n_removed && si->n_w2 ?
+		struct per_key *p = si->n_removed && si->n_obs ?
 					    oatab_get(&h.keys, res->sites[i].key, 0) : NULL;
 
 		si->hidden_ns = p ? p->hidden_ns : 0;
-		res->q.hidden_wait_ns += si->hidden_ns * si->n_w2;
-		free(si->w2);
-		free(si->probe_span);
-		si->w2 = si->probe_span = NULL;
-		si->n_w2 = si->cap_w2 = si->cap_span = 0;
+		res->q.hidden_wait_ns += si->hidden_ns * si->n_obs;
+		free(si->obs);
+		si->obs = NULL;
+		si->n_obs = si->cap_obs = 0;
 	}
 	/* The removed occurrences take it along. */
 	for (size_t i = 0; i < a->n_ev && !err && res->q.hidden_wait_ns; i++) {
