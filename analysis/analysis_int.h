@@ -202,6 +202,9 @@ int an_site_key(struct ffm_analysis *a, int64_t stack, uint32_t api, uint64_t *k
 int an_hidden_waits(struct ffm_analysis *a);
 /* A sync occurrence of site @si: its wait and probe span, for an_hidden_waits(). */
 int an_note_sync(struct site_int *si, uint64_t wait_ns, uint64_t probe_span_ns);
+/* The duplicate copies' own time, from the lower of the timeline's and the first-use run's
+ * medians per site (analysis/dupcost.c). After the scan, before the graph. */
+int an_dup_cost(struct ffm_analysis *a);
 
 /* ---- CPU samples (cputime.c) -------------------------------------------------------------- */
 

@@ -349,6 +349,8 @@ int an_load_timeline(struct ffm_analysis *a)
 		err = an_scan_slices(a, &sc, lo == UINT64_MAX ? 0 : lo, hi);
 		if (!err)
 			err = an_hidden_waits(a);
+		if (!err)
+			err = an_dup_cost(a);
 		if (err)
 			return err;
 	}

@@ -329,15 +329,18 @@ static int thread_timeline(struct ctx *c, uint32_t tid, uint64_t t0, uint64_t *e
 				err = err ? err : call(c, tid, sc, 2, t, p->k, p->k, (int64_t)p->c, 0);
 				t += p->k + p->c;
 				break;
-			case SYN_DUP:
-				err = call(c, tid, sc, 0, t, p->t, 0, -1,
+			case SYN_DUP: {
+				uint64_t tx = c->stage == 4 && c->o->t4_us ? c->o->t4_us * US : p->t;
+
+				err = call(c, tid, sc, 0, t, tx, 0, -1,
 					   i ? FFM_DUP_SAME_DST : FFM_DUP_NONE);
-				t += p->t;
+				t += tx;
 				err = err ? err : call(c, tid, sc, 1, t, p->l, 0, -1, 0);
 				t += p->l;
 				err = err ? err : call(c, tid, sc, 2, t, p->k, p->k, (int64_t)p->use, 0);
 				t += p->k + p->c;
 				break;
+			}
 			case SYN_CONTROL:
 				err = call(c, tid, sc, 0, t, p->l, 0, -1, 0);
 				t += p->l;

@@ -81,6 +81,10 @@ struct synth_opts {
 	/* Stage 1's waits are this much longer than the timeline's (µs): the wait that the
 	 * timeline's probes hid, as where the GPU is the bottleneck. synth__expected assumes 0. */
 	uint32_t base_extra_us;
+	/* DUP: the first-use run's (stage 4) copies take this long, µs (0 = T, the timeline's):
+	 * the timeline's copies slowed by that run's interference, or the other way round.
+	 * synth__expected assumes 0. */
+	uint32_t t4_us;
 };
 
 /* Write the store (creates or extends the key's file). 0 or -errno. */

@@ -175,6 +175,41 @@ TEST(removed_syncs_take_the_waits_the_probes_hid)
 	}
 }
 
+TEST(duplicate_copies_cost_what_the_quieter_run_timed)
+{
+	static const struct {
+		uint32_t t4_us, stages, want_us; /* T = 300 us in the timeline */
+	} cases[] = {
+		{ 200, 4, 200 }, /* the first-use run timed them lower: its median counts */
+		{ 450, 4, 300 }, /* ... higher: the timeline's stands */
+		{ 200, 3, 300 }, /* no first-use run: as measured */
+	};
+	uint64_t wall = 0;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct synth_opts o = base(1u << SYN_DUP);
+		const struct ffm_analysis_result *r;
+		struct ffm_analysis *a;
+		uint64_t want, trimmed;
+
+		o.stages = cases[i].stages;
+		o.t4_us = cases[i].t4_us;
+		want = (uint64_t)(o.iters - 1) * cases[i].want_us * 1000;
+		trimmed = (uint64_t)(o.iters - 1) * (300 - cases[i].want_us) * 1000;
+		a = analyse(&o, FFM_GROUP_POINT, 1, false);
+		r = ffm_analysis__result(a);
+		ASSERT_MSG(r->totals.total_ns == want, "case %zu: %" PRIu64 " ns, want %" PRIu64, i,
+			   r->totals.total_ns, want);
+		ASSERT_MSG(r->q.dup_trimmed_ns == trimmed, "case %zu: %" PRIu64 " ns trimmed", i,
+			   r->q.dup_trimmed_ns);
+		/* the time taken off stays in the run: the timeline is the same in every case */
+		ASSERT_MSG(!i || r->totals.wall_ns == wall, "case %zu: wall %" PRIu64 ", was %" PRIu64,
+			   i, r->totals.wall_ns, wall);
+		wall = r->totals.wall_ns;
+		ffm_analysis__free(a);
+	}
+}
+
 TEST(misplaced_evidence_first_use_and_stage4_delays)
 {
 	struct synth_opts o = base(1u << SYN_MISPLACED);
