@@ -42,7 +42,10 @@
  *
  * The algorithm (Figure 5), per problematic node in timeline order, "mutating" the graph
  *   unnecessary sync  NextSync = next sync node (END at the latest); idle = Σ CLaunch+CWork
- *                     durations strictly between; benefit = min(idle, dur); NextSync gets
+ *                     durations strictly between, less the duplicate transfers fixed in the
+ *                     same set (gone from the fixed program, they absorb nothing; the paper's
+ *                     in-order walk counted their time twice, as idle and as their own
+ *                     benefit); benefit = min(idle, dur); NextSync gets
  *                     dur − benefit added; dur = 0. Here dur is the wait plus the event's
  *                     removed_ns: the CPU time of the calls the fix deletes along with the
  *                     wait (the rest of an explicit sync call; a host read's copy and sync

@@ -160,12 +160,14 @@ static const struct benefit_case benefit_cases[] = {
 		.expect = { 30 }, .n_expect = 1, .expect_total = 30,
 	},
 	{
-		/* Unnecessary sync before a duplicate transfer: the paper's in-order processing
-		 * counts the transfer's CPU time as idle for the sync, then removes it as well. */
+		/* Unnecessary sync before a duplicate transfer, both fixed: the transfer's CPU
+		 * time is gone from the fixed program, so it absorbs nothing of the sync's wait
+		 * (the paper's in-order processing counted it twice: idle for the sync, then the
+		 * transfer's own benefit, 50 + 40). */
 		.name = "unnecessary-then-duplicate",
 		.steps = { SYNC(0, 100, UNN, 1), XFER(0, 40, 0, DUP, 2), L(0, 10),
 			   SYNC(0, 5, NONE, 3) },
-		.expect = { 50, 40 }, .n_expect = 2, .expect_total = 90,
+		.expect = { 10, 40 }, .n_expect = 2, .expect_total = 50,
 	},
 	{
 		/* Two threads: one chain each; the wait of thread 1 is absorbed by thread 1's work
@@ -262,6 +264,29 @@ static size_t thread_steps(struct ffm_event *ev, unsigned threads, unsigned step
 					      .kind = FFM_CALL_LAUNCH };
 	}
 	return n;
+}
+
+/* A duplicate transfer absorbs a removed wait only where it stays in the program. */
+TEST(a_duplicate_absorbs_only_where_it_stays)
+{
+	static const struct step st[MAX_STEPS] = { SYNC(0, 100, UNN, 1), XFER(0, 40, 0, DUP, 2),
+						   L(0, 10), SYNC(0, 5, NONE, 3) };
+	struct ffm_event ev[MAX_STEPS];
+	size_t n_ev = 0;
+	struct ffm_graph *g = build_case(st, 0, ev, &n_ev);
+	uint32_t nodes[2];
+	uint64_t b;
+
+	ASSERT(g);
+	nodes[0] = (uint32_t)ffm_graph__problem_node(g, 0);
+	nodes[1] = (uint32_t)ffm_graph__problem_node(g, 1);
+	ASSERT_OK(ffm_model__estimate(g, nodes, 1, NULL, &b));
+	ASSERT_EQ(b, 50); /* the sync alone: the copy's 40 ns and the launch's 10 absorb it */
+	ASSERT_OK(ffm_model__estimate(g, &nodes[1], 1, NULL, &b));
+	ASSERT_EQ(b, 40);
+	ASSERT_OK(ffm_model__estimate(g, nodes, 2, NULL, &b));
+	ASSERT_EQ(b, 50); /* both: 10 + 40, the copy's time counted once */
+	ffm_graph__free(g);
 }
 
 TEST(threads_side_by_side_and_in_turn)
@@ -724,8 +749,10 @@ static uint64_t reference_fig5(const struct ffm_graph *g, const uint8_t *mark, u
 			uint64_t idle = 0;
 			while (!nd[next].sync) /* GetNextSyncNode */
 				next++;
-			for (size_t j = i + 1; j < next; j++) /* CPUNodesBetween */
-				if (nd[j].type == FFM_NODE_CLAUNCH || nd[j].type == FFM_NODE_CWORK)
+			/* CPUNodesBetween, less the duplicates fixed with it (ffm_model.h) */
+			for (size_t j = i + 1; j < next; j++)
+				if (!mark[j] && (nd[j].type == FFM_NODE_CLAUNCH ||
+						 nd[j].type == FFM_NODE_CWORK))
 					idle += nd[j].dur_ns;
 			nd[i].dur_ns += nd[i].removed_ns; /* deleted with the wait */
 			est = idle < nd[i].dur_ns ? idle : nd[i].dur_ns;
