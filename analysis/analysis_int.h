@@ -197,6 +197,22 @@ bool an_keep_site(const struct ffm_an_site *x);
 
 /* The site key (ffm_an_site.key) of @stack with driver function @api, without a site. */
 int an_site_key(struct ffm_analysis *a, int64_t stack, uint32_t api, uint64_t *key);
+/* Another run's events by site key: each of its (stack, api) pairs keyed once. */
+struct an_key_cache {
+	struct oatab stacks; /* (stack, api) -> site key */
+};
+#define AN_KEY_CACHE_INIT { .stacks = OATAB_INIT(struct an_stack_key) }
+struct an_stack_key {
+	struct oa_key k; /* (stack, api) */
+	uint64_t key;
+};
+/* The site key of @ev through @c; 0 for an event without stack or API. */
+int an_event_key(struct ffm_analysis *a, struct an_key_cache *c, const struct ffm_store_event *ev,
+		 uint64_t *key);
+void an_key_cache_fini(struct an_key_cache *c);
+/* Every event of @run with the timing columns only, in time order, to @fn (non-zero stops). */
+int an_scan_run(struct ffm_analysis *a, int64_t run,
+		int (*fn)(const struct ffm_store_event *ev, void *ctx), void *ctx);
 /* The waits stage 2's probes hid at the sites a fix removes, added to what the removal takes
  * along (analysis/hidden.c). After the scan, before the graph. */
 int an_hidden_waits(struct ffm_analysis *a);

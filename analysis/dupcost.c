@@ -36,13 +36,8 @@ struct dup_key {
 
 struct dup_scan {
 	struct ffm_analysis *a;
-	struct oatab keys;   /* site key -> struct dup_key */
-	struct oatab stacks; /* first-use stack id -> site key (struct stack_key) */
-};
-
-struct stack_key {
-	struct oa_key k; /* (stack, api) */
-	uint64_t key;
+	struct oatab keys;	     /* site key -> struct dup_key */
+	struct an_key_cache stacks; /* the first-use run's stacks */
 };
 
 static uint64_t own_of(const struct ffm_event *e)
@@ -64,41 +59,20 @@ static int push(int64_t **v, size_t *n, size_t *cap, int64_t x)
 	return 0;
 }
 
-static int on_first_use_event(const struct ffm_store_event *ev, struct dup_scan *d)
+static int on_first_use_event(const struct ffm_store_event *ev, void *ctx)
 {
-	struct stack_key *sk;
+	struct dup_scan *d = ctx;
 	struct dup_key *p;
+	uint64_t key;
 	int err;
 
 	if (ev->kind != FFM_EV_TRANSFER && ev->kind != FFM_EV_MEMSET)
 		return 0;
-	sk = oatab_find(&d->stacks, (uint64_t)ev->stack, ev->api, true);
-	if (!sk)
-		return ev->stack || ev->api ? -ENOMEM : 0;
-	if (!sk->key) {
-		err = an_site_key(d->a, ev->stack, ev->api, &sk->key);
-		if (err)
-			return err;
-	}
-	p = oatab_get(&d->keys, sk->key, 0);
-	if (!p)
-		return 0;
+	err = an_event_key(d->a, &d->stacks, ev, &key);
+	if (err || !key || !(p = oatab_get(&d->keys, key, 0)))
+		return err;
 	return push(&p->t4, &p->n4, &p->cap4,
 		    (int64_t)(ev->dur_ns > ev->wait_ns ? ev->dur_ns - ev->wait_ns : 0));
-}
-
-static int scan_first_use(struct dup_scan *d, int64_t run)
-{
-	struct ffm_store_cursor *c;
-	struct ffm_store_event ev;
-	int r = ffm_store_cursor__new_timing(d->a->s, run, 0, 0, &c);
-
-	if (r)
-		return r;
-	while ((r = ffm_store_cursor__next(c, &ev)) == 1 && !(r = on_first_use_event(&ev, d)))
-		;
-	ffm_store_cursor__free(c);
-	return r;
 }
 
 /* The key of the site of @e, 0 when @e's site has no duplicates or no key entry. */
@@ -160,7 +134,7 @@ int an_dup_cost(struct ffm_analysis *a)
 {
 	struct ffm_analysis_result *res = &a->res;
 	struct dup_scan d = { .a = a, .keys = OATAB_INIT(struct dup_key),
-			      .stacks = OATAB_INIT(struct stack_key) };
+			      .stacks = AN_KEY_CACHE_INIT };
 	size_t wanted = 0;
 	int err;
 
@@ -168,7 +142,7 @@ int an_dup_cost(struct ffm_analysis *a)
 		return 0;
 	err = collect_timeline(a, &d.keys, &wanted);
 	if (!err && wanted)
-		err = scan_first_use(&d, res->run_first_use);
+		err = an_scan_run(a, res->run_first_use, on_first_use_event, &d);
 	for (size_t i = 0; i < d.keys.cap && !err; i++) {
 		struct dup_key *p = oatab_slot(&d.keys, i);
 
@@ -193,6 +167,6 @@ int an_dup_cost(struct ffm_analysis *a)
 		res->q.dup_trimmed_ns += own - keep;
 	}
 	free_keys(&d.keys);
-	oatab_free(&d.stacks);
+	an_key_cache_fini(&d.stacks);
 	return err;
 }

@@ -46,13 +46,8 @@ struct per_key {
 
 struct hidden_scan {
 	struct ffm_analysis *a;
-	struct oatab keys;   /* site key -> struct per_key */
-	struct oatab stacks; /* baseline stack id -> site key (struct stack_key) */
-};
-
-struct stack_key {
-	struct oa_key k; /* (stack, api) */
-	uint64_t key;
+	struct oatab keys;	     /* site key -> struct per_key */
+	struct an_key_cache stacks; /* the baseline's stacks */
 };
 
 /* @nx more entries at the end of *v (zeros when @x is NULL). */
@@ -82,43 +77,21 @@ static int add_site(struct per_key *p, const struct site_int *si)
 	return 0;
 }
 
-static int on_base_event(const struct ffm_store_event *ev, struct hidden_scan *h)
+/* A wait of the baseline run (stage 1 records nothing else) into its key's. */
+static int on_base_event(const struct ffm_store_event *ev, void *ctx)
 {
-	struct stack_key *sk;
+	struct hidden_scan *h = ctx;
 	struct per_key *p;
 	int64_t w = (int64_t)ev->dur_ns;
+	uint64_t key;
 	int err;
 
 	if (ev->kind != FFM_EV_WAIT)
 		return 0;
-	/* (stack 0, api 0) is the empty key of the table: such a wait has no site anyway */
-	sk = oatab_find(&h->stacks, (uint64_t)ev->stack, ev->api, true);
-	if (!sk)
-		return ev->stack || ev->api ? -ENOMEM : 0;
-	if (!sk->key) {
-		err = an_site_key(h->a, ev->stack, ev->api, &sk->key);
-		if (err)
-			return err;
-	}
-	p = oatab_get(&h->keys, sk->key, 0);
-	if (!p)
-		return 0;
+	err = an_event_key(h->a, &h->stacks, ev, &key);
+	if (err || !key || !(p = oatab_get(&h->keys, key, 0)))
+		return err;
 	return append(&p->w1, &p->n1, &p->cap1, &w, 1);
-}
-
-/* The baseline run's waits, read with the timing columns only (a stage-1 run is all waits). */
-static int scan_baseline(struct hidden_scan *h, int64_t run)
-{
-	struct ffm_store_cursor *c;
-	struct ffm_store_event ev;
-	int r = ffm_store_cursor__new_timing(h->a->s, run, 0, 0, &c);
-
-	if (r)
-		return r;
-	while ((r = ffm_store_cursor__next(c, &ev)) == 1 && !(r = on_base_event(&ev, h)))
-		;
-	ffm_store_cursor__free(c);
-	return r;
 }
 
 /* The hidden wait per occurrence of one key (see the top of the file). */
@@ -157,7 +130,7 @@ int an_hidden_waits(struct ffm_analysis *a)
 {
 	struct ffm_analysis_result *res = &a->res;
 	struct hidden_scan h = { .a = a, .keys = OATAB_INIT(struct per_key),
-				 .stacks = OATAB_INIT(struct stack_key) };
+				 .stacks = AN_KEY_CACHE_INIT };
 	size_t wanted = 0;
 	int err = 0;
 
@@ -175,7 +148,7 @@ int an_hidden_waits(struct ffm_analysis *a)
 		wanted++;
 	}
 	if (!err && wanted)
-		err = scan_baseline(&h, res->run_baseline);
+		err = an_scan_run(a, res->run_baseline, on_base_event, &h);
 	for (size_t i = 0; i < h.keys.cap && !err; i++) {
 		struct per_key *p = oatab_slot(&h.keys, i);
 
@@ -207,6 +180,6 @@ int an_hidden_waits(struct ffm_analysis *a)
 		res->q.hidden_removed_ns += a->si[site].hidden_ns;
 	}
 	free_keys(&h.keys);
-	oatab_free(&h.stacks);
+	an_key_cache_fini(&h.stacks);
 	return err;
 }

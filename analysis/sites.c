@@ -145,6 +145,46 @@ int an_site_key(struct ffm_analysis *a, int64_t stack, uint32_t api, uint64_t *k
 	return err;
 }
 
+int an_event_key(struct ffm_analysis *a, struct an_key_cache *c, const struct ffm_store_event *ev,
+		 uint64_t *key)
+{
+	struct an_stack_key *sk;
+	int err;
+
+	*key = 0;
+	/* (stack 0, api 0) is the empty key of the table: such an event has no site anyway */
+	sk = oatab_find(&c->stacks, (uint64_t)ev->stack, ev->api, true);
+	if (!sk)
+		return ev->stack || ev->api ? -ENOMEM : 0;
+	if (!sk->key) {
+		err = an_site_key(a, ev->stack, ev->api, &sk->key);
+		if (err)
+			return err;
+	}
+	*key = sk->key;
+	return 0;
+}
+
+void an_key_cache_fini(struct an_key_cache *c)
+{
+	oatab_free(&c->stacks);
+}
+
+int an_scan_run(struct ffm_analysis *a, int64_t run,
+		int (*fn)(const struct ffm_store_event *ev, void *ctx), void *ctx)
+{
+	struct ffm_store_cursor *c;
+	struct ffm_store_event ev;
+	int r = ffm_store_cursor__new_timing(a->s, run, 0, 0, &c);
+
+	if (r)
+		return r;
+	while ((r = ffm_store_cursor__next(c, &ev)) == 1 && !(r = fn(&ev, ctx)))
+		;
+	ffm_store_cursor__free(c);
+	return r;
+}
+
 /* Fill a site's application frame and key from its stack's frames. */
 static int describe_site(struct ffm_analysis *a, uint32_t idx)
 {
