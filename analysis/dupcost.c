@@ -88,7 +88,7 @@ static struct dup_key *key_of(struct ffm_analysis *a, struct oatab *keys,
 }
 
 /* The keys of the sites with duplicates, each with its timeline copies' own times. */
-static int collect_timeline(struct ffm_analysis *a, struct oatab *keys, size_t *wanted)
+static int collect_timeline(struct ffm_analysis *a, struct oatab *keys)
 {
 	struct ffm_analysis_result *res = &a->res;
 
@@ -98,17 +98,14 @@ static int collect_timeline(struct ffm_analysis *a, struct oatab *keys, size_t *
 		if (e->problem == FFM_PROBLEM_DUPLICATE_TRANSFER && !key_of(a, keys, e, true))
 			return -ENOMEM;
 	}
-	*wanted = 0;
-	for (size_t i = 0; i < keys->cap; i++)
-		*wanted += oatab_slot(keys, i) != NULL;
-	for (size_t i = 0; i < a->n_ev && *wanted; i++) {
+	for (size_t i = 0; i < a->n_ev && keys->n; i++) {
 		const struct ffm_event *e = &a->ev[i];
 		struct dup_key *p = copy_call(e) ? key_of(a, keys, e, false) : NULL;
 
 		if (p && push(&p->t2, &p->n2, &p->cap2, (int64_t)own_of(e)))
 			return -ENOMEM;
 	}
-	for (size_t i = 0; i < res->n_sites && *wanted; i++) {
+	for (size_t i = 0; i < res->n_sites && keys->n; i++) {
 		struct dup_key *p = oatab_get(keys, res->sites[i].key, 0);
 
 		if (p)
@@ -135,13 +132,12 @@ int an_dup_cost(struct ffm_analysis *a)
 	struct ffm_analysis_result *res = &a->res;
 	struct dup_scan d = { .a = a, .keys = OATAB_INIT(struct dup_key),
 			      .stacks = AN_KEY_CACHE_INIT };
-	size_t wanted = 0;
 	int err;
 
 	if (!res->run_first_use || res->run_first_use == res->run_timeline)
 		return 0;
-	err = collect_timeline(a, &d.keys, &wanted);
-	if (!err && wanted)
+	err = collect_timeline(a, &d.keys);
+	if (!err && d.keys.n)
 		err = an_scan_run(a, res->run_first_use, on_first_use_event, &d);
 	for (size_t i = 0; i < d.keys.cap && !err; i++) {
 		struct dup_key *p = oatab_slot(&d.keys, i);
@@ -151,7 +147,7 @@ int an_dup_cost(struct ffm_analysis *a)
 		p->m2 = an_median_i64(p->t2, p->n2);
 		p->m4 = an_median_i64(p->t4, p->n4);
 	}
-	for (size_t i = 0; i < a->n_ev && !err; i++) {
+	for (size_t i = 0; i < a->n_ev && !err && d.keys.n; i++) {
 		struct ffm_event *e = &a->ev[i];
 		struct dup_key *p;
 		uint64_t own, keep;
