@@ -55,6 +55,19 @@
  *                     The paper removes the wait only; a sync or read that is deleted takes
  *                     its call with it (measured on the H100: a 4-byte read's copy and sync
  *                     calls cost 10-40 µs outside the wait).
+ *                     GPU-busy CPU time: CPU time absorbs a moved wait only while the GPU
+ *                     would otherwise idle. When NextSync itself waited for the GPU (at least
+ *                     FFM_MODEL_BUSY_WAIT_NS), the GPU was busy from the last submission (a
+ *                     CLaunch not fixed in the set) before NextSync until NextSync returned:
+ *                     the work that submission queued was running, or queued behind running
+ *                     work, all that time. The CPU time after that submission overlapped the
+ *                     GPU already, and the moved wait only pushes that work later, so idle
+ *                     stops at the submission. The paper's CPU-only graph counts it: on the
+ *                     H100 a GPU-bound loop (a sync copy of unchanged data, a 2 ms kernel,
+ *                     0.1 ms of CPU work) was estimated at +43% of its saving, the kernel's
+ *                     wait absorbed by CPU work that ran beside the next kernel anyway. Where
+ *                     NextSync did not wait, or no submission lies between, Figure 5 stands:
+ *                     the GPU may have finished early and idled through that CPU time.
  *   misplaced sync    benefit = min(FirstUseTime, dur); dur −= benefit. The paper writes
  *                     benefit = FirstUseTime, but moving a sync later by FirstUseTime can hide at
  *                     most the wait it had: a GPU that finishes early leaves the moved sync
@@ -190,6 +203,10 @@ struct ffm_chain {
 	uint64_t start_ns; /* first call's entry */
 	uint64_t end_ns;   /* the run's end (END node) */
 };
+
+/* A NextSync wait this long is a wait for GPU work, not a sync call's own cost on a finished
+ * stream (2-3 µs inside the driver on the H100): see "GPU-busy CPU time". */
+#define FFM_MODEL_BUSY_WAIT_NS 10000u
 
 struct ffm_graph_opts {
 	/* The run's bounds (stage 1's process start/exit). 0 = the first entry / last return of the

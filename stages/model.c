@@ -648,7 +648,8 @@ static void run_fig5(const struct ffm_graph *g, const uint32_t *nodes, size_t n,
 		switch (nb_prob(b)) {
 		case FFM_PROBLEM_UNNECESSARY_SYNC:
 		case FFM_PROBLEM_HOST_READ: {
-			uint64_t idle = 0;
+			uint64_t idle = 0, idle_to_submit = 0;
+			bool submitted = false;
 			uint32_t j = i + 1;
 			size_t m = k + 1; /* the next member of the set */
 
@@ -665,7 +666,15 @@ static void run_fig5(const struct ffm_graph *g, const uint32_t *nodes, size_t n,
 					continue;
 				if (nb_type(g->bits[j]) != FFM_NODE_CWAIT)
 					idle = sat_add(idle, g->dur[j]);
+				if (nb_type(g->bits[j]) == FFM_NODE_CLAUNCH) {
+					idle_to_submit = idle;
+					submitted = true;
+				}
 			}
+			/* NextSync waited for the GPU: the GPU was busy from the last submission
+			 * before it until it returned (ffm_model.h, "GPU-busy CPU time"). */
+			if (submitted && !(g->bits[j] & NB_END) && g->dur[j] >= FFM_MODEL_BUSY_WAIT_NS)
+				idle = idle_to_submit;
 			est = min_u64(idle, dur);
 			if (dur > est) {
 				carry_to = j;

@@ -127,6 +127,20 @@ static const struct benefit_case benefit_cases[] = {
 		.expect = { 20, 10 }, .n_expect = 2, .expect_total = 30,
 	},
 	{
+		/* GPU-busy CPU time: NextSync waited for the GPU, so the 3000 ns of CPU work
+		 * after the launch ran beside that kernel; only the launch's 10 ns were GPU idle. */
+		.name = "gpu-busy-after-submission",
+		.steps = { SYNC(0, 50000, UNN, 1), L(0, 10), SYNC(3000, 20000, NONE, 2) },
+		.expect = { 10 }, .n_expect = 1, .expect_total = 10,
+	},
+	{
+		/* The same with a NextSync that barely waited: the kernel may have ended early and
+		 * the GPU idled through the CPU work, Figure 5's case. */
+		.name = "gpu-maybe-idle-after-submission",
+		.steps = { SYNC(0, 50000, UNN, 1), L(0, 10), SYNC(3000, 5000, NONE, 2) },
+		.expect = { 3010 }, .n_expect = 1, .expect_total = 3010,
+	},
+	{
 		/* Misplaced: moving the sync by its first-use time hides that much of the wait. */
 		.name = "misplaced",
 		.steps = { L(0, 5), MISPLACED(0, 100, 30, 1), L(40, 5) },
@@ -688,6 +702,8 @@ static size_t random_events(struct ffm_event *ev, size_t max, bool problems)
 			t[tid] -= rnd_below(50); /* overlap the previous call */
 		e->start_ns = 1000 + t[tid];
 		e->dur_ns = rnd_below(2000);
+		if (rnd_below(4) == 0) /* waits on either side of FFM_MODEL_BUSY_WAIT_NS */
+			e->dur_ns += FFM_MODEL_BUSY_WAIT_NS - 1000;
 		e->wait_ns = rnd_below(3) ? rnd_below(e->dur_ns + 1) : 0;
 		if (rnd_below(10) == 0)
 			e->wait_ns = e->dur_ns + rnd_below(100); /* wait > call: clamped */
@@ -737,20 +753,32 @@ static uint64_t reference_fig5(const struct ffm_graph *g, const uint8_t *mark, u
 	struct ffm_node *nd = calloc(nn ? nn : 1, sizeof(*nd));
 	uint64_t sum = 0;
 
-	for (size_t i = 0; i < nn; i++)
+	uint64_t *measured = calloc(nn ? nn : 1, sizeof(*measured));
+
+	for (size_t i = 0; i < nn; i++) {
 		ffm_graph__node(g, i, &nd[i]);
+		measured[i] = nd[i].dur_ns;
+	}
 	for (size_t i = 0; i < nn; i++) {
 		uint64_t est = 0;
 
 		if (!mark[i])
 			continue;
 		if (nd[i].problem == UNN || nd[i].problem == FFM_PROBLEM_HOST_READ) {
-			size_t next = i + 1;
+			size_t next = i + 1, last_submit = 0;
 			uint64_t idle = 0;
 			while (!nd[next].sync) /* GetNextSyncNode */
 				next++;
-			/* CPUNodesBetween, less the duplicates fixed with it (ffm_model.h) */
+			/* ffm_model.h, "GPU-busy CPU time": when NextSync waited for the GPU as
+			 * measured, the CPU nodes after the last submission kept in the fixed
+			 * program overlapped the GPU already */
 			for (size_t j = i + 1; j < next; j++)
+				if (!mark[j] && nd[j].type == FFM_NODE_CLAUNCH)
+					last_submit = j;
+			if (!last_submit || nd[next].end || measured[next] < FFM_MODEL_BUSY_WAIT_NS)
+				last_submit = next - 1;
+			/* CPUNodesBetween, less the duplicates fixed with it (ffm_model.h) */
+			for (size_t j = i + 1; j <= last_submit; j++)
 				if (!mark[j] && (nd[j].type == FFM_NODE_CLAUNCH ||
 						 nd[j].type == FFM_NODE_CWORK))
 					idle += nd[j].dur_ns;
@@ -769,6 +797,7 @@ static uint64_t reference_fig5(const struct ffm_graph *g, const uint8_t *mark, u
 			out[k++] = est;
 		sum += est;
 	}
+	free(measured);
 	free(nd);
 	return sum;
 }
