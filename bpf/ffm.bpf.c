@@ -1321,9 +1321,10 @@ int calib_hit(struct bpf_perf_event_data *ctx)
 /*
  * Whether a sample interrupted one of ffm's own probes: the kernel was running for the thread
  * (the sampled ip is a kernel address) with the thread's user ip at a probe's trap. An entry
- * probe traps at the driver function (inside the driver's text); a return probe runs with the
- * user ip already set back to the call's return address (and the kernel's return trampoline
- * page before that). Without this the return probe's part after its call has ended (the stack
+ * probe traps at the driver function (inside the driver's text; kernel time under the driver's
+ * own code outside a probed call, an unprobed function's ioctl, is the driver's, not the
+ * caller's, either way); a return probe runs with the user ip already set back to the call's
+ * return address (and the kernel's return trampoline page before that). Without this the return probe's part after its call has ended (the stack
  * walk, the record, the trap's way back) was the user line's own CPU time: with Debian 12's
  * python3.11 and ctypes, 30-40 µs a host read of the simulated driver, a quarter more
  * library time than the library works. The program without ffm spends nothing there; the
