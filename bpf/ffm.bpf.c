@@ -1311,28 +1311,21 @@ int calib_hit(struct bpf_perf_event_data *ctx)
 }
 
 /*
- * CPU samples of a job's Python threads (stage 2). User space opens a task-clock event in
- * frequency mode on each thread of a walked Python process that calls the driver
- * (daemon/pytrack.c) and attaches this program. A sample says which Python line the thread
- * was running and whether it was inside a probed driver call or its wait: the analysis sums the
- * CPU time a line spends outside them (a framework's own work around a host read, which no
- * driver probe sees). The key is the Python frames alone: the sample may interrupt the kernel.
- */
-/*
  * Whether a sample interrupted one of ffm's own probes: the kernel was running for the thread
  * (the sampled ip is a kernel address) with the thread's user ip at a probe's trap. An entry
  * probe traps at the driver function (inside the driver's text; kernel time under the driver's
  * own code outside a probed call, an unprobed function's ioctl, is the driver's, not the
  * caller's, either way); a return probe runs with the user ip already set back to the call's
- * return address (and the kernel's return trampoline page before that). Without this the return probe's part after its call has ended (the stack
- * walk, the record, the trap's way back) was the user line's own CPU time: with Debian 12's
- * python3.11 and ctypes, 30-40 µs a host read of the simulated driver, a quarter more
- * library time than the library works. The program without ffm spends nothing there; the
- * probes' cost is accounted for in probe_ns.
+ * return address (and the kernel's return trampoline page before that). Without this the
+ * return probe's part after its call has ended (the stack walk, the record, the trap's way
+ * back) was the user line's own CPU time: with Debian 12's python3.11 and ctypes, 30-40 µs a
+ * host read of the simulated driver, a quarter more library time than the library works. The
+ * program without ffm spends nothing there; the probes' cost is accounted for in probe_ns.
  */
-static __always_inline bool in_own_probe(struct bpf_perf_event_data *ctx, const struct ffm_proc *p,
+static __always_inline bool in_own_probe(struct bpf_perf_event_data *ctx, __u32 tgid,
 					 const struct thr *t)
 {
+	const struct ffm_proc *p;
 	struct pt_regs *u;
 	__u64 ip, xol;
 
@@ -1342,10 +1335,21 @@ static __always_inline bool in_own_probe(struct bpf_perf_event_data *ctx, const 
 	if (!u)
 		return false;
 	ip = BPF_CORE_READ(u, ip);
+	if (t && ip == t->ret_ip)
+		return true;
+	p = tracked(tgid);
 	xol = uretprobe_trampoline();
-	return (t && ip == t->ret_ip) || (p && in_lib(p, ip)) || (xol && ip - xol < 4096);
+	return (p && in_lib(p, ip)) || (xol && ip - xol < 4096);
 }
 
+/*
+ * CPU samples of a job's Python threads (stage 2). User space opens a task-clock event in
+ * frequency mode on each thread of a walked Python process that calls the driver
+ * (daemon/pytrack.c) and attaches this program. A sample says which Python line the thread
+ * was running and whether it was inside a probed driver call or its wait: the analysis sums the
+ * CPU time a line spends outside them (a framework's own work around a host read, which no
+ * driver probe sees). The key is the Python frames alone: the sample may interrupt the kernel.
+ */
 SEC("perf_event")
 int cpu_sample(struct bpf_perf_event_data *ctx)
 {
@@ -1361,7 +1365,7 @@ int cpu_sample(struct bpf_perf_event_data *ctx)
 	if (!jc)
 		return 0;
 	t = thread_state(false);
-	if (in_own_probe(ctx, tracked(id >> 32), t))
+	if (in_own_probe(ctx, id >> 32, t))
 		return 0;
 	w = bpf_map_lookup_elem(&walk_scratch, &zero);
 	if (!w)
