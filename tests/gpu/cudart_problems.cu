@@ -17,7 +17,10 @@
  * 4), each with its own stream (--shared: all on the legacy default stream).
  *
  * Prints PARAMS, CHECKSUM (equal with and without --fixed) and WALL_S lines like the driver-API
- * workloads. Runs on a real GPU only: the simulated driver cannot host the runtime.
+ * workloads, then LOOP_S (WALL_S less the context's creation, which moves by tens of ms from
+ * one process to the next) and, where the problem times its planted call, PLANT_S (the seconds
+ * spent inside it: what the fix of a duplicate copy deletes, as this process saw it).
+ * Runs on a real GPU only: the simulated driver cannot host the runtime.
  */
 #include <cublas_v2.h>
 #include <cub/device/device_reduce.cuh>
@@ -89,6 +92,9 @@ struct opts {
 	int threads, every;
 	bool shared;
 };
+
+/* Seconds inside the planted call, where a problem times it (dup_transfer). */
+static double plant_s;
 
 static void launch_on(cudaStream_t s, unsigned *d, size_t n, unsigned mul, unsigned add, double us)
 {
@@ -184,8 +190,12 @@ static __attribute__((noinline)) uint64_t dup_transfer(const struct opts *o)
 	if (o->fixed)
 		CHECK(cudaMemcpy(d, hin, n * 4, cudaMemcpyHostToDevice));
 	for (int i = 0; i < o->iters; i++) {
-		if (!o->fixed)
+		if (!o->fixed) {
+			double t = now_s();
+
 			CHECK(cudaMemcpy(d, hin, n * 4, cudaMemcpyHostToDevice)); /* FFM-PLANT: cudart dup_transfer */
+			plant_s += now_s() - t;
+		}
 		launch(d, 4096, 1, 0, o->kernel_us);
 		cpu_work(o->cpu_us);
 	}
@@ -464,7 +474,7 @@ int main(int argc, char **argv)
 	};
 	struct opts o = { 400, 500, 1000, false, 4, 50, false };
 	const char *problem = NULL;
-	double t0;
+	double t0, t1;
 	uint64_t sum;
 
 	for (int i = 1; i < argc; i++) {
@@ -501,8 +511,12 @@ int main(int argc, char **argv)
 		CHECK(cudaFree(0)); /* create the context inside the timed region, as an app would */
 		printf("PARAMS cudart %s fixed=%d iters=%d kernel-us=%g cpu-us=%g threads=%d shared=%d every=%d\n",
 		       problem, o.fixed, o.iters, o.kernel_us, o.cpu_us, o.threads, o.shared, o.every);
+		t1 = now_s();
 		sum = problems[i].fn(&o);
-		printf("CHECKSUM %016llx\nWALL_S %.6f\n", (unsigned long long)sum, now_s() - t0);
+		printf("CHECKSUM %016llx\nWALL_S %.6f\nLOOP_S %.6f\n", (unsigned long long)sum,
+		       now_s() - t0, now_s() - t1);
+		if (plant_s > 0)
+			printf("PLANT_S %.6f\n", plant_s);
 		return 0;
 	}
 	fprintf(stderr, "%s: unknown or missing --problem\n", argv[0]);
