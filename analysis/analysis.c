@@ -233,6 +233,9 @@ unsigned ffm_an_main_problem(const uint64_t *n_type)
 	for (unsigned t = 1; t < FFM_PROBLEM__MAX; t++)
 		if (n_type[t] > (best ? n_type[best] : 0))
 			best = t;
+	if (n_type[FFM_PROBLEM_DUPLICATE_TRANSFER] &&
+	    2 * n_type[FFM_PROBLEM_DUPLICATE_TRANSFER] >= n_type[best])
+		return FFM_PROBLEM_DUPLICATE_TRANSFER;
 	return best;
 }
 

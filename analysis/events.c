@@ -209,6 +209,7 @@ static int split_duplicate(struct ffm_analysis *a, struct ffm_event *e)
 	e->start_ns += cp.dur_ns;
 	e->dur_ns = wait;
 	e->kind = FFM_CALL_SYNC;
+	e->flags |= FFM_EVENT_SPLIT;
 	return 0;
 }
 

@@ -121,7 +121,7 @@ struct ffm_an_site {
 struct ffm_an_group {
 	uint64_t key;	      /* merge key: site key / folded-name hash / hash of member site keys */
 	uint32_t problems;    /* bit (1u << enum ffm_problem) per type among members */
-	uint64_t count;	      /* problem occurrences */
+	uint64_t count;	      /* calls with a problem (a duplicate copy that also waited is one) */
 	uint64_t occurrences; /* sequences: how often the pattern occurred (else = count) */
 	uint64_t n_type[FFM_PROBLEM__MAX];
 	uint64_t wait_ns, benefit_ns;
@@ -280,7 +280,9 @@ int ffm_analysis__store_job(struct ffm_store *s, const char *job_id, const char 
 
 const char *ffm_an_problem_name(unsigned problem); /* "unnecessary_sync", ... */
 const char *ffm_an_grouping_name(enum ffm_grouping g); /* "point", "function", "sequence" */
-/* The most frequent problem type among @n_type[enum ffm_problem] (NONE when none). */
+/* The type that names a group, by @n_type[enum ffm_problem]: a host read where there is one, a
+ * duplicate transfer where at least half as many as the most frequent type (the fix deletes
+ * the copy, and the sync problem of its wait with it), else the most frequent (NONE: none). */
 unsigned ffm_an_main_problem(const uint64_t *n_type);
 /* A site's most frequent problem type. */
 unsigned ffm_an_site_problem(const struct ffm_an_site *x);

@@ -47,13 +47,18 @@ static uint32_t site_of_node(struct ffm_analysis *a, const struct ffm_node *n)
 	return i == UINT32_MAX ? 0 : i;
 }
 
+/* In the per-node problem array: the node is the sync half of a split duplicate (FFM_EVENT_SPLIT),
+ * a second problem of a call already counted. */
+#define NODE_SPLIT 0x80u
+
+/* @prob: the node's problem type, with NODE_SPLIT */
 static void group_add_member(struct ffm_analysis *a, struct ffm_an_group *gr, uint32_t site,
-			     unsigned problem)
+			     unsigned prob)
 {
 	const struct ffm_an_site *x = &a->res.sites[site];
 
-	gr->count++;
-	gr->n_type[problem]++;
+	gr->count += !(prob & NODE_SPLIT); /* calls, not problems */
+	gr->n_type[prob & ~NODE_SPLIT]++;
 	gr->partial |= x->n_partial != 0;
 	gr->divergent |= x->divergent;
 	an_group_coverage(gr, x->coverage_known, x->coverage);
@@ -553,6 +558,8 @@ int an_run_model(struct ffm_analysis *a)
 			goto out;
 		node_site[k] = site_of_node(a, &n);
 		node_prob[k] = n.problem;
+		if (a->ev[n.event].flags & FFM_EVENT_SPLIT)
+			node_prob[k] |= NODE_SPLIT;
 		x = &res->sites[node_site[k]];
 		x->n_unnecessary += n.problem == FFM_PROBLEM_UNNECESSARY_SYNC;
 		x->n_misplaced += n.problem == FFM_PROBLEM_MISPLACED_SYNC;

@@ -149,6 +149,9 @@ enum ffm_problem {
  * the thread is gone after it (a main thread's chain runs to the end of the run, whose last
  * stretch of CPU work can still overlap the GPU before the process's implicit sync). */
 #define FFM_EVENT_WORKER 0x2u
+/* The sync half of a call that is also a duplicate transfer (the copy half is the event just
+ * before it): one call, two problems. The model treats it as any event; counts of calls skip it. */
+#define FFM_EVENT_SPLIT 0x4u
 
 /* One driver call of one thread (stage 2 data, annotated with stages 3 and 4). 64 bytes. */
 struct ffm_event {
@@ -237,7 +240,7 @@ int64_t ffm_graph__problem_node(const struct ffm_graph *g, size_t k);
 struct ffm_totals {
 	uint64_t wall_ns;         /* the run's wall time */
 	uint64_t wait_ns;         /* Σ sync waits: what a profiler without FFM would show */
-	uint64_t problem_wait_ns; /* Σ durations of the problematic nodes */
+	uint64_t problem_wait_ns; /* Σ waits of the problematic nodes (not a duplicate's copy) */
 	uint64_t sum_ns;          /* Σ per-node benefits */
 	uint64_t max_chain_ns;    /* largest per-thread sum (each is ≤ wall_ns) ... */
 	uint32_t max_chain_tid;   /* ... and its thread: where most of the saving comes from */
@@ -270,7 +273,8 @@ enum ffm_grouping {
 
 struct ffm_group {
 	uint64_t key;
-	uint64_t wait_ns;    /* Σ member durations as measured (the profiler's view) */
+	uint64_t wait_ns;    /* Σ members' waits as measured (the profiler's view); a duplicate
+			      * transfer's own copy time is no wait and is not in it */
 	uint64_t benefit_ns; /* expected benefit of fixing all members, nothing else */
 	uint32_t members;
 	uint32_t problems;   /* bit (1u << enum ffm_problem) for each problem type among members */

@@ -725,7 +725,8 @@ int ffm_model__benefit(const struct ffm_graph *g, uint64_t *benefit, struct ffm_
 			if ((g->bits[i] & NB_SYNC) && nb_type(g->bits[i]) == FFM_NODE_CWAIT)
 				tot->wait_ns = sat_add(tot->wait_ns, g->dur[i]);
 		for (size_t k = 0; k < g->n_prob; k++)
-			tot->problem_wait_ns = sat_add(tot->problem_wait_ns, g->dur[g->prob[k]]);
+			if (nb_type(g->bits[g->prob[k]]) == FFM_NODE_CWAIT)
+				tot->problem_wait_ns = sat_add(tot->problem_wait_ns, g->dur[g->prob[k]]);
 		tot->sum_ns = r.sum;
 		tot->max_chain_ns = r.max_chain;
 		tot->max_chain_tid = r.max_tid;
@@ -765,7 +766,8 @@ static void group_add(const struct ffm_graph *g, struct ffm_group *gr, uint32_t 
 	}
 	gr->last_node = node;
 	gr->members++;
-	gr->wait_ns = sat_add(gr->wait_ns, g->dur[node]);
+	if (nb_type(g->bits[node]) == FFM_NODE_CWAIT)
+		gr->wait_ns = sat_add(gr->wait_ns, g->dur[node]);
 	gr->problems |= 1u << nb_prob(g->bits[node]);
 }
 
