@@ -26,15 +26,18 @@ const char *const ffm_an_py_library_default[] = {
 };
 
 /*
- * Headers whose code is inlined into the program but is not where its author fixes anything:
- * the CUDA toolkit's (cuda_runtime.h, crt/, Thrust, CUB, libcu++: under any cuda* prefix or
- * an include/ of their own), the C++ standard library and the system's and compiler's
- * headers.
+ * Source files whose code is compiled into the program but is not where its author fixes
+ * anything: the CUDA toolkit's headers (cuda_runtime.h, crt/, Thrust, CUB, libcu++: under any
+ * cuda* prefix or an include/ of their own), the launch stubs nvcc generates for each kernel
+ * (`__device_stub__*` in a temporary *.cudafe1.stub.c: the user's line is the `<<<...>>>`
+ * that calls it), the C++ standard library and the system's and compiler's headers. Paths are
+ * matched with their `.` and `..` components resolved: nvcc names its headers
+ * <prefix>/cuda/bin/../targets/<arch>/include/.
  */
 const char *const ffm_an_src_library_default[] = {
 	"*/cuda/include/*", "*/cuda-*/include/*", "*/cuda/targets/*", "*/cuda-*/targets/*",
 	"*/include/thrust/*", "*/include/cub/*", "*/include/cccl/*", "*/include/crt/*",
-	"*/include/c++/*", "/usr/include/*", "/usr/lib/gcc/*", NULL,
+	"*.cudafe1.stub.c", "*/include/c++/*", "/usr/include/*", "/usr/lib/gcc/*", NULL,
 };
 
 bool ffm_an_py_frame(const struct ffm_store_frame *f)
@@ -61,14 +64,58 @@ static bool env_match(const char *env, const char *file)
 	return false;
 }
 
+/*
+ * @path with "." and "dir/.." components removed, lexically (no file system: the path is the
+ * build machine's), into @out; a path too long for it is left as it is.
+ */
+static const char *lexical_path(const char *path, char *out, size_t size)
+{
+	size_t start[128], depth = 0, keep = 0, n = 0; /* keep: leading ".."s, never dropped */
+	size_t root = path[0] == '/';
+
+	if (strlen(path) >= size || !strstr(path, "/."))
+		return path;
+	if (root)
+		out[n++] = '/';
+	for (const char *p = path; *p;) {
+		size_t seg;
+		bool up;
+
+		while (*p == '/')
+			p++;
+		seg = strcspn(p, "/");
+		up = seg == 2 && p[0] == '.' && p[1] == '.';
+		if (!seg || (seg == 1 && p[0] == '.') || (up && root && depth == keep)) {
+			/* nothing: an empty or "." component, or ".." at the root */
+		} else if (up && depth > keep) {
+			n = start[--depth];
+		} else {
+			if (depth == sizeof(start) / sizeof(start[0]))
+				return path;
+			start[depth++] = n;
+			if (n > root)
+				out[n++] = '/';
+			memcpy(out + n, p, seg);
+			n += seg;
+			if (up)
+				keep = depth;
+		}
+		p += seg;
+	}
+	out[n] = 0;
+	return out;
+}
+
 /* @patterns, else those of the environment variable @env_name, else @defaults. */
 static bool library_file(const char *file, const char *const *patterns, const char *env_name,
 			 const char *const *defaults)
 {
 	const char *env = getenv(env_name);
+	char clean[1024];
 
 	if (!file || !*file)
 		return true; /* nothing to point a user at */
+	file = lexical_path(file, clean, sizeof(clean));
 	if (!patterns && env)
 		return env_match(env, file);
 	for (const char *const *p = patterns ? patterns : defaults; *p; p++)

@@ -122,7 +122,8 @@ static void usage(FILE *f)
 		   "dist-packages, */lib/python3*/, <frozen *>, */torch/*),\n"
 		   "FFM_SRC_LIBRARY (= --src-library: the same for C and C++ source files, whose inlined\n"
 		   "code names no call site; default: the CUDA toolkit's headers (Thrust, CUB, crt/),\n"
-		   "*/include/c++/*, /usr/include/*, /usr/lib/gcc/*)\n");
+		   "nvcc's launch stubs (*.cudafe1.stub.c), */include/c++/*, /usr/include/*,\n"
+		   "/usr/lib/gcc/*; paths are matched with their . and .. resolved)\n");
 }
 
 int main(int argc, char **argv)
