@@ -62,6 +62,7 @@ struct site_int {
 	uint64_t seen;		    /* ... scanned so far */
 	bool keep;		    /* its events go into the model (see an_keep_site()) */
 	bool misplaced;		    /* its used syncs are misplaced (ffm_verdict_site_misplaced) */
+	int64_t site_delay;	    /* ... by this median first-use delay (-1: not misplaced) */
 	bool any_used3;		    /* stage 3 saw a use after at least one of its syncs */
 	bool host_read;		    /* a small read every iteration (ffm_verdict_site_host_read) */
 	bool explicit_sync;	    /* its driver function is a cu*Synchronize */

@@ -100,7 +100,7 @@ static int apply_sync_verdict(struct ffm_analysis *a, struct ffm_an_site *x, str
 
 		d = from4 ? d4 : d3;
 		if (d >= 0) {
-			if (!from4)
+			if (!from4 && !si->s4.n) /* not one timed by a stage-4 run */
 				x->delays_from_stage3 = true;
 			if (note_delay(si, d))
 				return -ENOMEM;
@@ -109,6 +109,10 @@ static int apply_sync_verdict(struct ffm_analysis *a, struct ffm_an_site *x, str
 	vd = ffm_verdict_sync(sv, si->any_used3, si->misplaced, d, e->wait_ns);
 	if (vd == FFM_VERDICT_WITHHELD)
 		res->q.withheld_syncs++;
+	if (vd == FFM_VERDICT_MISPLACED && sv != FFM_SEEN_USED) {
+		d = si->site_delay; /* its use unseen: the site's (ffm_verdict_sync) */
+		res->q.site_misplaced_syncs++;
+	}
 	e->problem = (uint8_t)ffm_verdict_problem(vd);
 	if (vd == FFM_VERDICT_REQUIRED && si->host_read &&
 	    ffm_verdict_host_read_removed(k, a->o.read_every))

@@ -107,7 +107,7 @@ struct ffm_an_site {
 	uint64_t n_xclassified; /* transfer verdicts applied */
 	uint64_t benefit_ns; /* fixing this site alone (point group) */
 	bool divergent;	     /* stage 3/4 counts differ from stage 2's beyond the tolerance */
-	bool delays_from_stage3;
+	bool delays_from_stage3; /* no stage-4 run timed a use at this site */
 	int64_t use_delay_ns; /* median first-use delay of its used occurrences, -1 = none */
 	const char *use_function, *use_file; /* first use of the protected data, NULL = unknown */
 	uint32_t use_line;
@@ -159,6 +159,7 @@ struct ffm_an_quality {
 	int32_t failed_status;	       /* the first such status */
 	uint64_t partial_syncs;	       /* sync verdicts with FFM_SYNC_USE_PARTIAL */
 	uint64_t withheld_syncs;       /* ... of them without a use seen: not called unnecessary */
+	uint64_t site_misplaced_syncs; /* ... of them misplaced by their site's verdict and delay */
 	uint32_t divergent_sites;
 	uint32_t unmatched_sites;      /* stage 3/4 stacks the timeline does not have */
 	uint64_t unclassified_syncs;   /* timeline syncs without any stage-3 verdict */

@@ -32,7 +32,10 @@
  * unless the gap is long in absolute terms (≥ 1 ms per occurrence adds up), and judging the
  * site's typical occurrence keeps single noisy measurements at a required sync from adding up to
  * a phantom problem. An occurrence of a misplaced site is misplaced when its own delay is > 0
- * and it waited (the model credits min(delay, wait)).
+ * and it waited (the model credits min(delay, wait)). One whose use went unseen (UNKNOWN, or
+ * NONE_PART at a used site) and that waited takes its site's verdict, at the site's median
+ * delay: the fix moves the line's sync for every iteration, and a loop that reads h[i] has
+ * its use seen only in the iterations whose window lands on element i.
  *
  * Host read every iteration (ffm_verdict_site_host_read): a site whose syncs are required
  * because the CPU reads the data at once, but the data is a few bytes (at most
@@ -101,7 +104,8 @@ bool ffm_verdict_host_read_removed(uint64_t k, unsigned every);
 
 /*
  * One occurrence's verdict: what it saw, whether stage 3 saw a use after any sync of its site,
- * whether its site is misplaced, its first-use delay (-1: none) and its wait.
+ * whether its site is misplaced, its first-use delay (-1: none) and its wait. MISPLACED with
+ * no use seen: the caller applies the site's median delay.
  */
 enum ffm_verdict ffm_verdict_sync(uint8_t seen, bool site_used, bool site_misplaced,
 				  int64_t delay_ns, uint64_t wait_ns);

@@ -74,8 +74,10 @@ static bool from_rows(const struct ffm_analysis *a, const struct ffm_store_event
 		vd = ffm_verdict_sync(e->what, si->any_used3, si->misplaced, e->delay, ev->wait_ns);
 		if (vd == FFM_VERDICT_UNNECESSARY || vd == FFM_VERDICT_MISPLACED) {
 			out->problem = ffm_verdict_problem(vd);
-			out->partial = e->what == FFM_SEEN_NONE_PART;
-			out->use_delay_ns = vd == FFM_VERDICT_MISPLACED ? e->delay : -1;
+			out->partial = e->what == FFM_SEEN_NONE_PART || e->what == FFM_SEEN_UNKNOWN;
+			out->use_delay_ns = vd != FFM_VERDICT_MISPLACED ? -1 :
+					    e->what == FFM_SEEN_USED   ? e->delay :
+									 si->site_delay;
 		}
 	}
 	return first != NULL;

@@ -64,6 +64,7 @@ int ffm_an_merge(const struct ffm_analysis_result *const *res, size_t nr, struct
 		m->q.failed_runs += r->q.failed_runs;
 		m->q.partial_syncs += r->q.partial_syncs;
 		m->q.withheld_syncs += r->q.withheld_syncs;
+		m->q.site_misplaced_syncs += r->q.site_misplaced_syncs;
 		m->q.divergent_sites += r->q.divergent_sites;
 		m->q.unmatched_sites += r->q.unmatched_sites;
 		m->q.unclassified_syncs += r->q.unclassified_syncs;

@@ -77,7 +77,8 @@ enum ffm_verdict ffm_verdict_sync(uint8_t seen, bool site_used, bool site_mispla
 		seen = site_used ? FFM_SEEN_UNKNOWN : FFM_SEEN_NONE;
 	switch (seen) {
 	case FFM_SEEN_NONE: return FFM_VERDICT_UNNECESSARY;
-	case FFM_SEEN_UNKNOWN: return FFM_VERDICT_WITHHELD;
+	case FFM_SEEN_UNKNOWN: /* a misplaced site's sync: the site's verdict, as it decides above */
+		return site_misplaced && wait_ns ? FFM_VERDICT_MISPLACED : FFM_VERDICT_WITHHELD;
 	default:
 		return site_misplaced && delay_ns > 0 && wait_ns ? FFM_VERDICT_MISPLACED
 								   : FFM_VERDICT_REQUIRED;

@@ -190,6 +190,7 @@ static int decide_misplaced(const struct ffm_an_site *x, struct site_int *si)
 		nd = used_median(&si->s3, &med);
 	if (nd > 0)
 		si->misplaced = ffm_verdict_site_misplaced(med, mean_wait);
+	si->site_delay = si->misplaced ? med : -1;
 	return nd < 0 ? nd : 0;
 }
 

@@ -416,8 +416,11 @@ static void print_quality(FILE *o, const struct ffm_an_merged *m)
 		remark(o, &n, " %u of the runs used %s incomplete (partial, aborted or lossy);",
 		       q->incomplete_runs, q->incomplete_runs == 1 ? "is" : "are");
 	if (q->partial_syncs)
-		remark(o, &n, " partial coverage: %" PRIu64 " sync verdicts watched only part of the protected data (%" PRIu64 " of them saw no use and are not called unnecessary);",
-		       q->partial_syncs, q->withheld_syncs);
+		remark(o, &n, " partial coverage: %" PRIu64 " sync verdicts watched only part of the protected data (%" PRIu64 " of them saw no use and are not called unnecessary%s",
+		       q->partial_syncs, q->withheld_syncs, q->site_misplaced_syncs ? "; " : ");");
+	if (q->partial_syncs && q->site_misplaced_syncs)
+		fprintf(o, "%" PRIu64 " saw no use and are misplaced as the rest of their call site, at its median delay);",
+			q->site_misplaced_syncs);
 	if (pb && least >= 0)
 		remark(o, &n, " %.6f s of the benefits below rest on unnecessary syncs whose data was watched in part (at least %.1f%% of it over their syncs, no use seen): a use of bytes never watched would make them required;",
 		       s_of(pb), 100 * least);
@@ -779,7 +782,7 @@ static json_t *json_quality(const struct ffm_an_merged *m)
 	double least;
 	uint64_t pb = partial_benefit(m, &least);
 
-	return json_pack("{s:o,s:{s:o,s:o,s:o,s:o},s:I,s:I,s:I,s:o,s:o,s:o,s:o,s:I,s:I,s:o,s:o,s:o,s:o,s:b,s:o,s:o,s:o,s:o}",
+	return json_pack("{s:o,s:{s:o,s:o,s:o,s:o},s:I,s:I,s:I,s:o,s:o,s:o,s:o,s:o,s:I,s:I,s:o,s:o,s:o,s:o,s:b,s:o,s:o,s:o,s:o}",
 			 "records_lost", ffm_json_u64(q->drops[0] + q->drops[2] + q->drops[3]),
 			 "drops", "ringbuf", ffm_json_u64(q->drops[0]),
 			 "stack_depth", ffm_json_u64(q->drops[1]),
@@ -790,6 +793,7 @@ static json_t *json_quality(const struct ffm_an_merged *m)
 			 "failed_exit_status", (json_int_t)q->failed_status,
 			 "partial_syncs", ffm_json_u64(q->partial_syncs),
 			 "withheld_syncs", ffm_json_u64(q->withheld_syncs),
+			 "site_misplaced_syncs", ffm_json_u64(q->site_misplaced_syncs),
 			 "partial_coverage_benefit_s", json_s(s_of(pb)),
 			 "partial_coverage_least", least < 0 ? json_null() : ffm_json_fixed(least, 4),
 			 "divergent_sites", (json_int_t)q->divergent_sites,

@@ -151,6 +151,10 @@ TEST(each_occurrence_gets_one_verdict)
 		{ FFM_SEEN_NONE_PART, false, false, -1, 100, FFM_VERDICT_UNNECESSARY },
 		{ FFM_SEEN_NONE_PART, true, false, -1, 100, FFM_VERDICT_WITHHELD }, /* the site decides */
 		{ FFM_SEEN_UNKNOWN, false, false, -1, 100, FFM_VERDICT_WITHHELD },
+		/* a misplaced site decides for a sync whose use went unseen, if it waited */
+		{ FFM_SEEN_UNKNOWN, true, true, -1, 100, FFM_VERDICT_MISPLACED },
+		{ FFM_SEEN_NONE_PART, true, true, -1, 100, FFM_VERDICT_MISPLACED },
+		{ FFM_SEEN_NONE_PART, true, true, -1, 0, FFM_VERDICT_WITHHELD },
 		{ FFM_SEEN_USED, false, false, 5 * MS, 100, FFM_VERDICT_REQUIRED }, /* site not misplaced */
 		{ FFM_SEEN_USED, true, true, 5 * MS, 100, FFM_VERDICT_MISPLACED },
 		{ FFM_SEEN_USED, true, true, 0, 100, FFM_VERDICT_REQUIRED },  /* no gap here */

@@ -135,6 +135,7 @@ struct ctx {
 	int stage;
 	uint64_t occ; /* sync occurrences at the UNNECESSARY site, for s3_missing */
 	uint64_t uocc; /* ... for seen_uses */
+	uint64_t mocc; /* MISPLACED syncs written, for misplaced_unseen */
 	int64_t first_dup_event;
 	uint64_t fake_event;
 	uint64_t probe_acc; /* the thread's probe cost so far (synth_opts.probe_us) */
@@ -250,6 +251,8 @@ static int call(struct ctx *c, uint32_t tid, int sc, int si, uint64_t start, uin
 
 		if (sc == SYN_UNNECESSARY && c->stage == 3 && c->uocc++ < c->o->seen_uses)
 			use_delay = (int64_t)(c->o->use_us ? c->o->use_us : 2) * US;
+		if (sc == SYN_MISPLACED && c->o->misplaced_unseen && c->mocc++ % 2)
+			use_delay = -1;
 		u = (struct ffm_store_sync_use){
 			.run = c->run, .event = id, .stack = ev.stack, .prot_lo = 0x10000 + sc * 0x1000,
 			.prot_hi = 0x10000 + sc * 0x1000 + bytes, .use_delay_ns = use_delay,
@@ -383,6 +386,7 @@ static int write_run(struct ctx *c, int stage)
 
 	c->stage = stage;
 	c->occ = 0;
+	c->mocc = 0;
 	err = ffm_store__run_begin(c->s, &(struct ffm_store_run){
 		.job_id = o->job_id, .stage = stage, .start_ns = t0 - 1000 * US,
 		.start_unix = 1700000000 + stage }, &c->run);

@@ -62,6 +62,9 @@ struct synth_opts {
 	 * range's first word hit in some iterations only) */
 	uint32_t seen_uses;
 	uint32_t prot_bytes;   /* size of each protected range (default 4096) */
+	/* MISPLACED: stages 3 and 4 see no use after every other sync (a loop reads element i,
+	 * which the windows reach in half of the iterations) */
+	bool misplaced_unseen;
 	bool rows_per_range;   /* MISPLACED: two sync_uses rows per occurrence (2 ranges) */
 	bool fast;	       /* big batches, no per-row extras: the benchmark's 10M events */
 	/* the sync API is cuStreamSynchronize (the same stream for every thread), not

@@ -442,6 +442,27 @@ TEST(partial_coverage_is_reported_and_withholds_unnecessary)
 	ffm_analysis__free(a);
 }
 
+/*
+ * A loop that reads h[i] after a misplaced sync: the windows reach element i in some
+ * iterations only. The syncs whose use went unseen are the same line's, moved by the same fix:
+ * misplaced at the site's median delay, counted in the data quality.
+ */
+TEST(unseen_uses_at_a_misplaced_site_take_its_verdict)
+{
+	struct synth_opts o = base(1u << SYN_MISPLACED);
+	struct ffm_analysis *a;
+	const struct ffm_analysis_result *r;
+
+	o.misplaced_unseen = true;
+	a = analyse(&o, FFM_GROUP_POINT, 1, false);
+	r = ffm_analysis__result(a);
+	ASSERT_EQ(site_at_line(r, 22)->n_misplaced, o.iters);
+	ASSERT_EQ(r->q.site_misplaced_syncs, o.iters / 2);
+	ASSERT_EQ(r->q.withheld_syncs, 0);
+	ASSERT_EQ(r->totals.total_ns, synth__expected(&o, SYN_MISPLACED));
+	ffm_analysis__free(a);
+}
+
 TEST(parallel_slices_and_threads_give_the_same_answer)
 {
 	for (unsigned threads = 1; threads <= 3; threads++) {
