@@ -136,6 +136,17 @@ bool ffm_an_src_library(const char *file, const char *const *patterns)
 	return library_file(file, patterns, "FFM_SRC_LIBRARY", ffm_an_src_library_default);
 }
 
+bool ffm_an_nvcc_kernel_wrapper(const char *inner, const char *func)
+{
+	static const char stub[] = "__device_stub__";
+	const char *k;
+
+	if (!inner || !func || strncmp(inner, stub, sizeof(stub) - 1))
+		return false;
+	k = inner + sizeof(stub) - 1;
+	return !strcmp(func, k) || (func[0] == '_' && !strcmp(func + 1, k));
+}
+
 int ffm_an_frame_rank(const struct ffm_store_frame *f, const char *const *src_library)
 {
 	bool line = f->file && *f->file && f->line;

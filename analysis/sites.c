@@ -23,6 +23,7 @@ struct frame_scan {
 	struct an_py_anchor anchor;
 	struct ffm_store_frame f; /* chosen frame (strings copied below) */
 	char func[512], demangled[512], folded[512], file[512], module[512];
+	char inner[512]; /* the previous (inner) frame's function */
 };
 
 static void copy_frame(struct frame_scan *fs, const struct ffm_store_frame *f, int depth)
@@ -49,6 +50,7 @@ static int on_site_frame(const struct ffm_store_frame *f, uint32_t depth, void *
 		fs->key = FFM_FNV1A_INIT;
 		fs->depth_app = -1;
 		fs->py = fs->py_user = false;
+		fs->inner[0] = 0;
 		return 0;
 	}
 	an_py_anchor_frame(&fs->anchor, f, fs->py_library);
@@ -71,11 +73,15 @@ static int on_site_frame(const struct ffm_store_frame *f, uint32_t depth, void *
 	if (!fs->py) {
 		int rank = ffm_an_frame_rank(f, fs->src_library);
 
+		/* nvcc's host function of a kernel: at the kernel's line, not the launch's */
+		if (ffm_an_nvcc_kernel_wrapper(fs->inner, f->func))
+			rank &= ~2;
 		if (fs->depth_app < 0 || rank > fs->rank) {
 			copy_frame(fs, f, (int)depth);
 			fs->rank = rank;
 		}
 	}
+	snprintf(fs->inner, sizeof(fs->inner), "%s", f->func ? f->func : "");
 	return 0;
 }
 
