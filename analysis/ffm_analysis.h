@@ -250,9 +250,10 @@ bool ffm_an_src_library(const char *file, const char *const *patterns);
  * the highest rank names it. FFM_AN_RANK_USER_LINE: the best there is. */
 #define FFM_AN_RANK_USER_LINE 7
 int ffm_an_frame_rank(const struct ffm_store_frame *f, const char *const *src_library);
-/* Whether @func is the host function nvcc generates for a kernel, the caller of the launch stub
- * @inner (`__device_stub__<k>`): `_<k>` (a mangled name) or `<k>`. Its line is the kernel's
- * definition; the launch, `k<<<...>>>(...)`, is the frame that calls it. */
+/* Whether @func (a symbol) is the host function nvcc generates for a kernel, the caller of the
+ * launch stub @inner (demangled: `__device_stub__<k>(params)`): `_<k>` (a mangled name) or
+ * `<k>`. Its line is the kernel's definition; the launch, `k<<<...>>>(...)`, is the frame that
+ * calls it. */
 bool ffm_an_nvcc_kernel_wrapper(const char *inner, const char *func);
 
 struct ffm_analysis;

@@ -140,11 +140,15 @@ bool ffm_an_nvcc_kernel_wrapper(const char *inner, const char *func)
 {
 	static const char stub[] = "__device_stub__";
 	const char *k;
+	size_t n;
 
 	if (!inner || !func || strncmp(inner, stub, sizeof(stub) - 1))
 		return false;
 	k = inner + sizeof(stub) - 1;
-	return !strcmp(func, k) || (func[0] == '_' && !strcmp(func + 1, k));
+	n = strcspn(k, "("); /* the stub is C++: its demangled name has its parameters */
+	if (func[0] == '_' && !strncmp(func + 1, k, n) && !func[n + 1])
+		return true;
+	return !strncmp(func, k, n) && !func[n];
 }
 
 int ffm_an_frame_rank(const struct ffm_store_frame *f, const char *const *src_library)

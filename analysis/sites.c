@@ -23,7 +23,7 @@ struct frame_scan {
 	struct an_py_anchor anchor;
 	struct ffm_store_frame f; /* chosen frame (strings copied below) */
 	char func[512], demangled[512], folded[512], file[512], module[512];
-	char inner[512]; /* the previous (inner) frame's function */
+	char inner[512]; /* the previous (inner) frame's function, demangled */
 };
 
 static void copy_frame(struct frame_scan *fs, const struct ffm_store_frame *f, int depth)
@@ -81,7 +81,8 @@ static int on_site_frame(const struct ffm_store_frame *f, uint32_t depth, void *
 			fs->rank = rank;
 		}
 	}
-	snprintf(fs->inner, sizeof(fs->inner), "%s", f->func ? f->func : "");
+	snprintf(fs->inner, sizeof(fs->inner), "%s",
+		 f->demangled ? f->demangled : f->func ? f->func : "");
 	return 0;
 }
 

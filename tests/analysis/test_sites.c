@@ -24,7 +24,7 @@ static const struct ffm_store_frame launch_stack[] = {
 	{ .build_id = "d1", .module = "libcuda.so.1", .offset = 0x1000 },
 	{ .build_id = "a1", .module = "app", .offset = 0x500, .func = "cudaLaunchKernel",
 	  .demangled = "cudaLaunchKernel", .folded = "cudaLaunchKernel" },
-	{ .build_id = "a1", .module = "app", .offset = 0x400, .func = "__device_stub__Z4workPj",
+	{ .build_id = "a1", .module = "app", .offset = 0x400, .func = "_Z23__device_stub__Z4workPjPj",
 	  .demangled = "__device_stub__Z4workPj(unsigned int*)", .folded = "__device_stub__Z4workPj",
 	  .file = "/tmp/tmpxft_0000021f_00000000-6_app.cudafe1.stub.c", .line = 38 },
 	{ .build_id = "a1", .module = "app", .offset = 0x300, .func = "_Z4workPj",
@@ -119,8 +119,12 @@ TEST(nvcc_stubs_and_runtime_headers_name_the_users_line)
 
 TEST(kernel_wrapper_names)
 {
+	ASSERT(ffm_an_nvcc_kernel_wrapper("__device_stub__Z4workPj(unsigned int*)", "_Z4workPj"));
 	ASSERT(ffm_an_nvcc_kernel_wrapper("__device_stub__Z4workPj", "_Z4workPj"));
-	ASSERT(ffm_an_nvcc_kernel_wrapper("__device_stub__saxpy", "saxpy")); /* extern "C" */
+	/* extern "C" */
+	ASSERT(ffm_an_nvcc_kernel_wrapper("__device_stub__saxpy(int, float*)", "saxpy"));
+	ASSERT(!ffm_an_nvcc_kernel_wrapper("__device_stub__saxpy(int, float*)", "saxpy2"));
+	ASSERT(!ffm_an_nvcc_kernel_wrapper("__device_stub__Z4workPj(unsigned int*)", "_Z4workPjj"));
 	ASSERT(!ffm_an_nvcc_kernel_wrapper("__device_stub__Z4workPj", "_Z9launch_onPj"));
 	ASSERT(!ffm_an_nvcc_kernel_wrapper("cudaLaunchKernel", "_Z4workPj"));
 	ASSERT(!ffm_an_nvcc_kernel_wrapper(NULL, "main"));
