@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Helpers shared by the C tests (linked into every test binary). */
+#define _XOPEN_SOURCE 700 /* nftw */
 #include <bpf/bpf.h>
+#include <errno.h>
+#include <ftw.h>
 #include <linux/bpf.h>
 #include <stdio.h>
 #include <string.h>
@@ -24,6 +27,20 @@ int ffm_test_can_bpf(char *why, size_t len)
 	}
 	close(fd);
 	return 1;
+}
+
+static int rm_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	return (type == FTW_DP ? rmdir(path) : unlink(path)) ? -errno : 0;
+}
+
+int ffm_test_rmtree(const char *dir)
+{
+	if (!dir)
+		return 0;
+	return nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 int ffm_test_cut_short;

@@ -124,6 +124,8 @@ static inline const char *ffm_test_build_dir(void)
 
 /* Nonzero when this process may load BPF programs (root or CAP_BPF); used to skip BPF tests. */
 int ffm_test_can_bpf(char *why, size_t len);
+/* Removes @dir and everything under it (no shell); NULL: nothing. 0, or -errno. */
+int ffm_test_rmtree(const char *dir);
 
 /* Set when a case ended by FAIL or SKIP: no leak check at exit (tests/testutil.c). */
 extern int ffm_test_cut_short;

@@ -155,12 +155,7 @@ TEST(unsampled_run_keeps_its_counts)
 
 TEST(cleanup)
 {
-	char cmd[600];
-
-	if (root) {
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
-		ASSERT(system(cmd) == 0);
-	}
+	ASSERT_OK(ffm_test_rmtree(root));
 }
 
 TEST_MAIN()

@@ -133,12 +133,7 @@ TEST(kernel_wrapper_names)
 
 TEST(cleanup)
 {
-	char cmd[600];
-
-	if (root) {
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
-		ASSERT(system(cmd) == 0);
-	}
+	ASSERT_OK(ffm_test_rmtree(root));
 }
 
 TEST_MAIN()
