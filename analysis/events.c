@@ -109,9 +109,9 @@ static int apply_sync_verdict(struct ffm_analysis *a, struct ffm_an_site *x, str
 	vd = ffm_verdict_sync(sv, si->any_used3, si->misplaced, d, e->wait_ns);
 	if (vd == FFM_VERDICT_WITHHELD)
 		res->q.withheld_syncs++;
-	if (vd == FFM_VERDICT_MISPLACED && sv != FFM_SEEN_USED) {
-		d = si->site_delay; /* its use unseen: the site's (ffm_verdict_sync) */
-		res->q.site_misplaced_syncs++;
+	if (vd == FFM_VERDICT_MISPLACED) {
+		res->q.site_misplaced_syncs += sv != FFM_SEEN_USED;
+		d = ffm_verdict_misplaced_delay(sv, d, si->site_delay);
 	}
 	e->problem = (uint8_t)ffm_verdict_problem(vd);
 	if (vd == FFM_VERDICT_REQUIRED && si->host_read &&

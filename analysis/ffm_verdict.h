@@ -109,6 +109,9 @@ bool ffm_verdict_host_read_removed(uint64_t k, unsigned every);
  */
 enum ffm_verdict ffm_verdict_sync(uint8_t seen, bool site_used, bool site_misplaced,
 				  int64_t delay_ns, uint64_t wait_ns);
+/* The first-use delay a MISPLACED verdict is priced at: the occurrence's own @delay_ns where
+ * its use was seen (@seen), else its site's median @site_delay_ns. */
+int64_t ffm_verdict_misplaced_delay(uint8_t seen, int64_t delay_ns, int64_t site_delay_ns);
 /* FFM_PROBLEM_* of a verdict (NONE for required and withheld). */
 unsigned ffm_verdict_problem(enum ffm_verdict v);
 

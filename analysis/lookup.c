@@ -76,8 +76,7 @@ static bool from_rows(const struct ffm_analysis *a, const struct ffm_store_event
 			out->problem = ffm_verdict_problem(vd);
 			out->partial = e->what == FFM_SEEN_NONE_PART || e->what == FFM_SEEN_UNKNOWN;
 			out->use_delay_ns = vd != FFM_VERDICT_MISPLACED ? -1 :
-					    e->what == FFM_SEEN_USED   ? e->delay :
-									 si->site_delay;
+				ffm_verdict_misplaced_delay(e->what, e->delay, si->site_delay);
 		}
 	}
 	return first != NULL;

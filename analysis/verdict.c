@@ -85,6 +85,11 @@ enum ffm_verdict ffm_verdict_sync(uint8_t seen, bool site_used, bool site_mispla
 	}
 }
 
+int64_t ffm_verdict_misplaced_delay(uint8_t seen, int64_t delay_ns, int64_t site_delay_ns)
+{
+	return seen == FFM_SEEN_USED ? delay_ns : site_delay_ns;
+}
+
 unsigned ffm_verdict_problem(enum ffm_verdict v)
 {
 	return v == FFM_VERDICT_UNNECESSARY ? FFM_PROBLEM_UNNECESSARY_SYNC :

@@ -415,12 +415,15 @@ static void print_quality(FILE *o, const struct ffm_an_merged *m)
 	if (q->incomplete_runs)
 		remark(o, &n, " %u of the runs used %s incomplete (partial, aborted or lossy);",
 		       q->incomplete_runs, q->incomplete_runs == 1 ? "is" : "are");
-	if (q->partial_syncs)
-		remark(o, &n, " partial coverage: %" PRIu64 " sync verdicts watched only part of the protected data (%" PRIu64 " of them saw no use and are not called unnecessary%s",
-		       q->partial_syncs, q->withheld_syncs, q->site_misplaced_syncs ? "; " : ");");
-	if (q->partial_syncs && q->site_misplaced_syncs)
-		fprintf(o, "%" PRIu64 " saw no use and are misplaced as the rest of their call site, at its median delay);",
-			q->site_misplaced_syncs);
+	if (q->partial_syncs) {
+		char site[128] = "";
+
+		if (q->site_misplaced_syncs)
+			snprintf(site, sizeof(site), "; %" PRIu64 " saw no use and are misplaced as the rest of their call site, at its median delay",
+				 q->site_misplaced_syncs);
+		remark(o, &n, " partial coverage: %" PRIu64 " sync verdicts watched only part of the protected data (%" PRIu64 " of them saw no use and are not called unnecessary%s);",
+		       q->partial_syncs, q->withheld_syncs, site);
+	}
 	if (pb && least >= 0)
 		remark(o, &n, " %.6f s of the benefits below rest on unnecessary syncs whose data was watched in part (at least %.1f%% of it over their syncs, no use seen): a use of bytes never watched would make them required;",
 		       s_of(pb), 100 * least);
