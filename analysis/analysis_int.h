@@ -50,10 +50,11 @@ struct verdicts {
 	int64_t maj_delay;
 };
 
-/* A sync occurrence: its wait, and the probe cost its thread paid since its first GPU
- * submission after the previous sync. */
+/* A sync occurrence: its wait, the probe cost its thread paid since its first GPU
+ * submission after the previous sync, and the thread's CPU time since the previous
+ * occurrence at the same site (-1: none on this thread just before). */
 struct an_sync_obs {
-	int64_t wait_ns, span_ns;
+	int64_t wait_ns, span_ns, cpu_ns;
 };
 
 struct site_int {
@@ -78,6 +79,9 @@ struct site_int {
 	/* Its sync occurrences in the timeline (analysis/hidden.c) */
 	struct an_sync_obs *obs;
 	size_t n_obs, cap_obs;
+	/* its latest sync occurrence: thread (0: none), end and that thread's wait_sum then */
+	uint32_t gap_tid;
+	uint64_t gap_end, gap_wsum;
 	uint64_t n_removed; /* occurrences a fix removes (unnecessary sync, host read) */
 	uint64_t hidden_ns; /* wait per removed occurrence that stage 2's probes hid */
 };
@@ -88,6 +92,7 @@ struct thread {
 	size_t last_ev;	   /* 1 + index in ev[] of its latest model event, 0: none yet */
 	uint32_t last_site; /* that event's site */
 	uint64_t sub_probe; /* probe cost at its first submission since its last sync, 0: none */
+	uint64_t wait_sum;  /* the waits of its events so far */
 };
 
 /* A wait on one stream: that stream's work was running from start to end. */
@@ -217,8 +222,10 @@ int an_scan_run(struct ffm_analysis *a, int64_t run,
 /* The waits stage 2's probes hid at the sites a fix removes, added to what the removal takes
  * along (analysis/hidden.c). After the scan, before the graph. */
 int an_hidden_waits(struct ffm_analysis *a);
-/* A sync occurrence of site @si: its wait and probe span, for an_hidden_waits(). */
-int an_note_sync(struct site_int *si, uint64_t wait_ns, uint64_t probe_span_ns);
+/* A sync occurrence of site @si on thread @t (whose wait_sum counts @e's wait already) ending
+ * at @end, with its probe span, for an_hidden_waits(). */
+int an_note_sync(struct site_int *si, const struct thread *t, uint64_t end, uint64_t wait_ns,
+		 uint64_t probe_span_ns);
 /* The duplicate copies' own time, from the lower of the timeline's and the first-use run's
  * medians per site (analysis/dupcost.c). After the scan, before the graph. */
 int an_dup_cost(struct ffm_analysis *a);

@@ -264,6 +264,7 @@ int an_on_raw_event(struct ev_scan *sc, const struct an_raw *rr)
 		return 0; /* inside a probed call, which carries the wait already */
 	if (raw->kind != FFM_EV_WAIT && raw->start_ns + raw->dur_ns > t->call_end)
 		t->call_end = raw->start_ns + raw->dur_ns;
+	t->wait_sum += raw->kind == FFM_EV_WAIT ? raw->dur_ns : raw->wait_ns;
 	if ((int64_t)raw->stack_id != sc->last_stack || sc->last_site == UINT32_MAX) {
 		err = an_site_for(a, (int64_t)raw->stack_id, raw->api_id, raw->kind, &sc->last_site);
 		if (err)
@@ -290,7 +291,7 @@ int an_on_raw_event(struct ev_scan *sc, const struct an_raw *rr)
 		uint64_t span = probe_span(t, rr, sync_call, e.kind == FFM_CALL_LAUNCH ||
 					   e.kind == FFM_CALL_TRANSFER || e.kind == FFM_CALL_MEMSET);
 
-		if (sync_call && an_note_sync(si, e.wait_ns, span))
+		if (sync_call && an_note_sync(si, t, raw->start_ns + raw->dur_ns, e.wait_ns, span))
 			return -ENOMEM;
 	}
 	if (raw->tid != t->tgid)

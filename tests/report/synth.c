@@ -139,6 +139,7 @@ struct ctx {
 	int64_t first_dup_event;
 	uint64_t fake_event;
 	uint64_t probe_acc; /* the thread's probe cost so far (synth_opts.probe_us) */
+	uint64_t base_shift; /* stage 1: how much later its records end than the timeline's */
 };
 
 static int frame(struct ctx *c, const char *bid, const char *module, uint64_t off,
@@ -229,8 +230,10 @@ static int call(struct ctx *c, uint32_t tid, int sc, int si, uint64_t start, uin
 			return 0;
 		/* stage 1 sees only the wait function, with its own (deeper) stack */
 		ev.kind = FFM_EV_WAIT;
-		ev.start_ns = start + dur - wait;
+		ev.start_ns = start + dur - wait + c->base_shift;
 		ev.dur_ns = wait + c->o->base_extra_us * US;
+		if (c->o->base_cpu_less_us < c->o->base_extra_us)
+			c->base_shift += (c->o->base_extra_us - c->o->base_cpu_less_us) * US;
 		ev.stack = c->wait_stack[sc][si];
 		return ffm_store__put_event(c->s, &ev, NULL);
 	}

@@ -82,8 +82,11 @@ struct synth_opts {
 	 * thread, before the call); 0 = not measured, as in stores of schema 7 */
 	uint32_t probe_us;
 	/* Stage 1's waits are this much longer than the timeline's (µs): the wait that the
-	 * timeline's probes hid, as where the GPU is the bottleneck. synth__expected assumes 0. */
-	uint32_t base_extra_us;
+	 * timeline's probes hid, as where the GPU is the bottleneck. synth__expected assumes 0.
+	 * The baseline's CPU time between waits is the timeline's less base_cpu_less_us (at most
+	 * base_extra_us; each wait record ends base_extra_us - base_cpu_less_us later than the
+	 * last one did, relative to the timeline): how much the probes slowed the thread. */
+	uint32_t base_extra_us, base_cpu_less_us;
 	/* DUP: the first-use run's (stage 4) copies take this long, µs (0 = T, the timeline's):
 	 * the timeline's copies slowed by that run's interference, or the other way round.
 	 * synth__expected assumes 0. */

@@ -133,24 +133,29 @@ TEST(each_planted_problem_gets_its_expected_benefit)
 }
 
 /*
- * Waits that the timeline's probes hid (analysis/hidden.c): a removed sync takes along the
- * smaller of the probe cost since its thread's first submission after the last sync and how
- * much longer the baseline waited; nothing without either.
+ * Waits that the timeline's probes hid (analysis/hidden.c): a removed sync takes along how
+ * much longer the baseline waited, at most the larger of the probe cost since its thread's
+ * first submission after the last sync and how much the thread's CPU time between two of the
+ * site's syncs grew from the baseline to the timeline; nothing without a probe cost.
  */
 TEST(removed_syncs_take_the_waits_the_probes_hid)
 {
 	static const struct {
 		enum synth_scenario sc;
-		uint32_t probe_us, extra_us, hidden_us;
+		uint32_t probe_us, extra_us, cpu_less_us, hidden_us;
 	} cases[] = {
 		/* read: launch, copy, sync: the span is two calls (the first one's cost is 0:
 		 * nothing was paid before it) */
-		{ SYN_HOST_READ, 3, 100, 6 },	 /* the probe span bounds it */
-		{ SYN_HOST_READ, 3, 4, 4 },	 /* the baseline bounds it */
-		{ SYN_HOST_READ, 3, 0, 0 },	 /* the GPU ran dry: nothing hidden */
-		{ SYN_HOST_READ, 0, 100, 0 },	 /* no probe cost measured (schema 7) */
-		{ SYN_UNNECESSARY, 5, 100, 5 }, /* launch, sync: one call */
-		{ SYN_CONTROL, 5, 100, 0 },	 /* nothing removed: nothing taken along */
+		{ SYN_HOST_READ, 3, 100, 0, 6 },   /* the probe span bounds it (same CPU time) */
+		{ SYN_HOST_READ, 3, 100, 2, 6 },   /* ... the CPU grew less than accounted */
+		{ SYN_HOST_READ, 3, 100, 40, 40 }, /* the CPU's growth bounds it */
+		{ SYN_HOST_READ, 3, 30, 30, 30 },  /* ... and the baseline */
+		{ SYN_HOST_READ, 3, 4, 0, 4 },	   /* the baseline bounds it */
+		{ SYN_HOST_READ, 3, 0, 0, 0 },	   /* the GPU ran dry: nothing hidden */
+		{ SYN_HOST_READ, 0, 100, 50, 0 },  /* no probe cost measured (schema 7) */
+		{ SYN_UNNECESSARY, 5, 100, 0, 5 }, /* launch, sync: one call */
+		{ SYN_UNNECESSARY, 5, 100, 70, 70 },
+		{ SYN_CONTROL, 5, 100, 50, 0 },	   /* nothing removed: nothing taken along */
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -162,6 +167,7 @@ TEST(removed_syncs_take_the_waits_the_probes_hid)
 		o.iters = 2 * FFM_HOST_READ_MIN_COUNT;
 		o.probe_us = cases[i].probe_us;
 		o.base_extra_us = cases[i].extra_us;
+		o.base_cpu_less_us = cases[i].cpu_less_us;
 		removed = cases[i].sc == SYN_HOST_READ ? o.iters - o.iters / FFM_HOST_READ_EVERY :
 			  cases[i].sc == SYN_UNNECESSARY ? o.iters : 0;
 		want = synth__expected(&o, cases[i].sc) + removed * cases[i].hidden_us * 1000;
