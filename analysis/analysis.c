@@ -42,6 +42,7 @@ int ffm_analysis__run(struct ffm_store *s, const struct ffm_analysis_opts *opts,
 		memcpy(&a->o, opts, opts->sz && opts->sz < sizeof(a->o) ? opts->sz : sizeof(a->o));
 	a->s = s;
 	a->site_of = a->api_of = a->fold_of = a->thr_of = a->keep_of = a->cpu_of = OATAB_U32_INIT;
+	a->sync_last = OATAB_INIT(struct an_sync_last);
 	if ((unsigned)a->o.grouping >= FFM_GROUP__MAX) {
 		err = -EINVAL;
 		goto fail;
@@ -199,6 +200,7 @@ struct ffm_analysis *ffm_analysis__free(struct ffm_analysis *a)
 	oatab_free(&a->fold_of);
 	oatab_free(&a->thr_of);
 	oatab_free(&a->keep_of);
+	oatab_free(&a->sync_last);
 	an_pool_fini(&a->pool);
 	free(a);
 	return NULL;

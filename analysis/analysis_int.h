@@ -51,10 +51,17 @@ struct verdicts {
 };
 
 /* A sync occurrence: its wait, the probe cost its thread paid since its first GPU
- * submission after the previous sync, and the thread's CPU time since the previous
- * occurrence at the same site (-1: none on this thread just before). */
+ * submission after the previous sync, and the thread's CPU time since its previous
+ * occurrence at the same site (-1: the first on this thread). */
 struct an_sync_obs {
 	int64_t wait_ns, span_ns, cpu_ns;
+};
+
+/* A site's latest sync occurrence on one thread: its end, and the thread's waits until then
+ * (0, 0: none yet). */
+struct an_sync_last {
+	struct oa_key k; /* (site, tid) */
+	uint64_t end, wsum;
 };
 
 struct site_int {
@@ -79,9 +86,6 @@ struct site_int {
 	/* Its sync occurrences in the timeline (analysis/hidden.c) */
 	struct an_sync_obs *obs;
 	size_t n_obs, cap_obs;
-	/* its latest sync occurrence: thread (0: none), end and that thread's wait_sum then */
-	uint32_t gap_tid;
-	uint64_t gap_end, gap_wsum;
 	uint64_t n_removed; /* occurrences a fix removes (unnecessary sync, host read) */
 	uint64_t hidden_ns; /* wait per removed occurrence that stage 2's probes hid */
 };
@@ -142,6 +146,7 @@ struct ffm_analysis {
 	size_t n_cpu, cap_cpu;
 	struct oatab thr_of;
 	struct oatab keep_of; /* stack id -> an_keep_site(), the scan threads' read-only copy */
+	struct oatab sync_last; /* (site index, tid) -> struct an_sync_last (analysis/hidden.c) */
 	/* the timeline */
 	struct ffm_event *ev;
 	size_t n_ev, cap_ev;
@@ -222,10 +227,10 @@ int an_scan_run(struct ffm_analysis *a, int64_t run,
 /* The waits stage 2's probes hid at the sites a fix removes, added to what the removal takes
  * along (analysis/hidden.c). After the scan, before the graph. */
 int an_hidden_waits(struct ffm_analysis *a);
-/* A sync occurrence of site @si on thread @t (whose wait_sum counts @e's wait already) ending
+/* A sync occurrence of site @site on thread @t (whose wait_sum counts its wait already) ending
  * at @end, with its probe span, for an_hidden_waits(). */
-int an_note_sync(struct site_int *si, const struct thread *t, uint64_t end, uint64_t wait_ns,
-		 uint64_t probe_span_ns);
+int an_note_sync(struct ffm_analysis *a, uint32_t site, const struct thread *t, uint64_t end,
+		 uint64_t wait_ns, uint64_t probe_span_ns);
 /* The duplicate copies' own time, from the lower of the timeline's and the first-use run's
  * medians per site (analysis/dupcost.c). After the scan, before the graph. */
 int an_dup_cost(struct ffm_analysis *a);

@@ -291,7 +291,8 @@ int an_on_raw_event(struct ev_scan *sc, const struct an_raw *rr)
 		uint64_t span = probe_span(t, rr, sync_call, e.kind == FFM_CALL_LAUNCH ||
 					   e.kind == FFM_CALL_TRANSFER || e.kind == FFM_CALL_MEMSET);
 
-		if (sync_call && an_note_sync(si, t, raw->start_ns + raw->dur_ns, e.wait_ns, span))
+		if (sync_call && an_note_sync(a, sc->last_site, t, raw->start_ns + raw->dur_ns,
+					      e.wait_ns, span))
 			return -ENOMEM;
 	}
 	if (raw->tid != t->tgid)

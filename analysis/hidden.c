@@ -19,10 +19,11 @@
  *     the next one's, less the thread's waits in between), median in the timeline less median
  *     in the baseline: what the probes really cost the loop. In a large process it is several
  *     times the accounted price (a PyTorch step of 40 launches on the H100: 250-680 us more a
- *     step against 50-70 us accounted; the records do not say where the rest goes). Where it
- *     is larger it replaces the first bound. It is only taken where the
- *     baseline has at most one wait record per occurrence (a copy that waits once per staging
- *     chunk has gaps inside the call) and each run has AN_HIDDEN_MIN_GAPS gaps on one thread.
+ *     step against 50-110 us accounted; the records do not say where the rest goes). Where it
+ *     is larger it replaces the first bound. It is only taken where the baseline has at most
+ *     one wait record per occurrence (a copy that waits once per staging chunk has gaps inside
+ *     the call) and each run has AN_HIDDEN_MIN_GAPS gaps. Each thread counts its own gaps
+ *     (threads that sync at one line do not interleave theirs).
  *   - The baseline run's (stage 1 probes the wait function only): the site's median wait
  *     there, over as many occurrences as the timeline has (a sync that did not wait there has
  *     no record: it counts 0), less its median wait in the timeline. This says whether the
@@ -44,31 +45,29 @@
 
 #define AN_HIDDEN_MIN_GAPS 3
 
-/* The CPU time between the end of the site's previous occurrence on thread @tid and @end,
- * given the thread's waits up to each end; -1 when the previous one was on another thread. */
-static int64_t cpu_gap(uint32_t *last_tid, uint64_t *last_end, uint64_t *last_wsum, uint32_t tid,
-		       uint64_t end, uint64_t wsum)
+/* The CPU time between the previous occurrence @l's end and @end, given the thread's waits
+ * until each (@wsum now); -1 for a thread's first. @l becomes this occurrence. */
+static int64_t cpu_gap(struct an_sync_last *l, uint64_t end, uint64_t wsum)
 {
 	int64_t gap = -1;
 
-	if (*last_tid == tid && end > *last_end && wsum >= *last_wsum &&
-	    end - *last_end >= wsum - *last_wsum)
-		gap = (int64_t)(end - *last_end - (wsum - *last_wsum));
-	*last_tid = tid;
-	*last_end = end;
-	*last_wsum = wsum;
+	if (l->end && end > l->end && wsum >= l->wsum && end - l->end >= wsum - l->wsum)
+		gap = (int64_t)(end - l->end - (wsum - l->wsum));
+	l->end = end;
+	l->wsum = wsum;
 	return gap;
 }
 
-int an_note_sync(struct site_int *si, const struct thread *t, uint64_t end, uint64_t wait_ns,
-		 uint64_t probe_span_ns)
+int an_note_sync(struct ffm_analysis *a, uint32_t site, const struct thread *t, uint64_t end,
+		 uint64_t wait_ns, uint64_t probe_span_ns)
 {
-	int64_t cpu = cpu_gap(&si->gap_tid, &si->gap_end, &si->gap_wsum, t->tid, end, t->wait_sum);
+	struct site_int *si = &a->si[site];
+	struct an_sync_last *l = oatab_find(&a->sync_last, site, t->tid, true);
 
-	if (ffm_grow((void **)&si->obs, &si->cap_obs, si->n_obs + 1, sizeof(*si->obs)))
+	if (!l || ffm_grow((void **)&si->obs, &si->cap_obs, si->n_obs + 1, sizeof(*si->obs)))
 		return -ENOMEM;
-	si->obs[si->n_obs++] =
-		(struct an_sync_obs){ (int64_t)wait_ns, (int64_t)probe_span_ns, cpu };
+	si->obs[si->n_obs++] = (struct an_sync_obs){ (int64_t)wait_ns, (int64_t)probe_span_ns,
+						     cpu_gap(l, end, t->wait_sum) };
 	return 0;
 }
 
@@ -78,8 +77,6 @@ struct per_key {
 	struct oa_key k; /* (site key, 0) */
 	int64_t *w1, *w2, *span, *c1, *c2; /* the medians sort each on its own */
 	size_t n1, cap1, n2, cap2, cap_span, nc1, cap_c1, nc2, cap_c2;
-	uint32_t last_tid; /* the baseline's latest record: thread (0: none), end, its waits */
-	uint64_t last_end, last_wsum;
 	uint64_t hidden_ns;
 };
 
@@ -93,6 +90,7 @@ struct hidden_scan {
 	struct ffm_analysis *a;
 	struct oatab keys;	     /* site key -> struct per_key */
 	struct oatab threads;	     /* tid -> struct base_thread */
+	struct oatab last;	     /* (site key, tid) -> struct an_sync_last */
 	struct an_key_cache stacks; /* the baseline's stacks */
 };
 
@@ -131,6 +129,7 @@ static int on_base_event(const struct ffm_store_event *ev, void *ctx)
 {
 	struct hidden_scan *h = ctx;
 	struct base_thread *bt;
+	struct an_sync_last *l;
 	struct per_key *p;
 	int64_t w = (int64_t)ev->dur_ns, cpu;
 	uint64_t key;
@@ -145,8 +144,10 @@ static int on_base_event(const struct ffm_store_event *ev, void *ctx)
 	err = an_event_key(h->a, &h->stacks, ev, &key);
 	if (err || !key || !(p = oatab_get(&h->keys, key, 0)))
 		return err;
-	cpu = cpu_gap(&p->last_tid, &p->last_end, &p->last_wsum, ev->tid,
-		      ev->start_ns + ev->dur_ns, bt->wsum);
+	l = oatab_find(&h->last, key, ev->tid, true);
+	if (!l)
+		return -ENOMEM;
+	cpu = cpu_gap(l, ev->start_ns + ev->dur_ns, bt->wsum);
 	if (cpu >= 0 && append(&p->c1, &p->nc1, &p->cap_c1, &cpu, 1))
 		return -ENOMEM;
 	return append(&p->w1, &p->n1, &p->cap1, &w, 1);
@@ -198,6 +199,7 @@ int an_hidden_waits(struct ffm_analysis *a)
 	struct ffm_analysis_result *res = &a->res;
 	struct hidden_scan h = { .a = a, .keys = OATAB_INIT(struct per_key),
 				 .threads = OATAB_INIT(struct base_thread),
+				 .last = OATAB_INIT(struct an_sync_last),
 				 .stacks = AN_KEY_CACHE_INIT };
 	size_t wanted = 0;
 	int err = 0;
@@ -249,6 +251,7 @@ int an_hidden_waits(struct ffm_analysis *a)
 	}
 	free_keys(&h.keys);
 	oatab_free(&h.threads);
+	oatab_free(&h.last);
 	an_key_cache_fini(&h.stacks);
 	return err;
 }

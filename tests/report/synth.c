@@ -313,6 +313,7 @@ static int thread_timeline(struct ctx *c, uint32_t tid, uint64_t t0, uint64_t *e
 	int err = 0;
 
 	c->probe_acc = 0;
+	c->base_shift = 0;
 	for (int sc = 0; sc < SYN__MAX && !err; sc++) {
 		if (!(c->o->scenarios & (1u << sc)))
 			continue;

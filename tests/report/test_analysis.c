@@ -181,6 +181,24 @@ TEST(removed_syncs_take_the_waits_the_probes_hid)
 	}
 }
 
+/* Threads that sync at one line side by side: each thread's CPU gaps are its own. */
+TEST(hidden_waits_count_each_threads_own_cpu_time)
+{
+	struct synth_opts o = base(1u << SYN_UNNECESSARY);
+	const struct ffm_analysis_result *r;
+	struct ffm_analysis *a;
+
+	o.threads = 3;
+	o.probe_us = 5;
+	o.base_extra_us = 100;
+	o.base_cpu_less_us = 70;
+	a = analyse(&o, FFM_GROUP_POINT, 1, false);
+	r = ffm_analysis__result(a);
+	ASSERT_MSG(r->q.hidden_removed_ns == (uint64_t)o.threads * o.iters * 70 * 1000,
+		   "%" PRIu64 " ns hidden", r->q.hidden_removed_ns);
+	ffm_analysis__free(a);
+}
+
 TEST(duplicate_copies_cost_what_the_quieter_run_timed)
 {
 	static const struct {
