@@ -52,15 +52,15 @@ struct verdicts {
 
 /* A sync occurrence: its wait, the probe cost its thread paid since its first GPU
  * submission after the previous sync, and the thread's CPU time since its previous
- * occurrence at the same site (-1: the first on this thread). */
+ * occurrence at the same site key (-1: the first on this thread). */
 struct an_sync_obs {
 	int64_t wait_ns, span_ns, cpu_ns;
 };
 
-/* A site's latest sync occurrence on one thread: its end, and the thread's waits until then
- * (0, 0: none yet). */
+/* A site key's latest sync occurrence on one thread: its end, and the thread's waits until
+ * then (0, 0: none yet). */
 struct an_sync_last {
-	struct oa_key k; /* (site, tid) */
+	struct oa_key k; /* (site key, tid) */
 	uint64_t end, wsum;
 };
 
@@ -146,7 +146,7 @@ struct ffm_analysis {
 	size_t n_cpu, cap_cpu;
 	struct oatab thr_of;
 	struct oatab keep_of; /* stack id -> an_keep_site(), the scan threads' read-only copy */
-	struct oatab sync_last; /* (site index, tid) -> struct an_sync_last (analysis/hidden.c) */
+	struct oatab sync_last; /* (site key, tid) -> struct an_sync_last (analysis/hidden.c) */
 	/* the timeline */
 	struct ffm_event *ev;
 	size_t n_ev, cap_ev;

@@ -62,7 +62,8 @@ int an_note_sync(struct ffm_analysis *a, uint32_t site, const struct thread *t, 
 		 uint64_t wait_ns, uint64_t probe_span_ns)
 {
 	struct site_int *si = &a->si[site];
-	struct an_sync_last *l = oatab_find(&a->sync_last, site, t->tid, true);
+	/* per site key, as in the baseline: the stacks of one line take turns in some programs */
+	struct an_sync_last *l = oatab_find(&a->sync_last, a->res.sites[site].key, t->tid, true);
 
 	if (!l || ffm_grow((void **)&si->obs, &si->cap_obs, si->n_obs + 1, sizeof(*si->obs)))
 		return -ENOMEM;
