@@ -149,12 +149,14 @@ TEST(removed_syncs_take_the_waits_the_probes_hid)
 		{ SYN_HOST_READ, 3, 100, 0, 6 },   /* the probe span bounds it (same CPU time) */
 		{ SYN_HOST_READ, 3, 100, 2, 6 },   /* ... the CPU grew less than accounted */
 		{ SYN_HOST_READ, 3, 100, 40, 40 }, /* the CPU's growth bounds it */
+		{ SYN_HOST_READ, 3, 100, 80, 48 }, /* ... up to 8 times the span: load */
 		{ SYN_HOST_READ, 3, 30, 30, 30 },  /* ... and the baseline */
 		{ SYN_HOST_READ, 3, 4, 0, 4 },	   /* the baseline bounds it */
 		{ SYN_HOST_READ, 3, 0, 0, 0 },	   /* the GPU ran dry: nothing hidden */
 		{ SYN_HOST_READ, 0, 100, 50, 0 },  /* no probe cost measured (schema 7) */
 		{ SYN_UNNECESSARY, 5, 100, 0, 5 }, /* launch, sync: one call */
-		{ SYN_UNNECESSARY, 5, 100, 70, 70 },
+		{ SYN_UNNECESSARY, 5, 100, 35, 35 },
+		{ SYN_UNNECESSARY, 5, 100, 70, 40 }, /* 8 times the span */
 		{ SYN_CONTROL, 5, 100, 50, 0 },	   /* nothing removed: nothing taken along */
 	};
 
@@ -191,10 +193,10 @@ TEST(hidden_waits_count_each_threads_own_cpu_time)
 	o.threads = 3;
 	o.probe_us = 5;
 	o.base_extra_us = 100;
-	o.base_cpu_less_us = 70;
+	o.base_cpu_less_us = 35;
 	a = analyse(&o, FFM_GROUP_POINT, 1, false);
 	r = ffm_analysis__result(a);
-	ASSERT_MSG(r->q.hidden_removed_ns == (uint64_t)o.threads * o.iters * 70 * 1000,
+	ASSERT_MSG(r->q.hidden_removed_ns == (uint64_t)o.threads * o.iters * 35 * 1000,
 		   "%" PRIu64 " ns hidden", r->q.hidden_removed_ns);
 	ffm_analysis__free(a);
 }
