@@ -30,6 +30,15 @@ void an_pool_fini(struct strpool *p);
 /* The median of @v (sorted in place), -1 for none. */
 int64_t an_median_i64(int64_t *v, size_t n);
 
+/* A growable array of samples, for medians (analysis/hidden.c, analysis/dupcost.c). */
+struct an_i64s {
+	int64_t *v;
+	size_t n, cap;
+};
+
+/* @x at the end of @s. 0 or -ENOMEM. */
+int an_i64s_push(struct an_i64s *s, int64_t x);
+
 static inline uint64_t an_str_hash(const char *s)
 {
 	return ffm_fnv1a(FFM_FNV1A_INIT, s ? s : "", s ? strlen(s) : 0);

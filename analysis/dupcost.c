@@ -28,8 +28,7 @@
 /* Per site key: the own times of its copies in the timeline (t2) and the first-use run (t4). */
 struct dup_key {
 	struct oa_key k; /* (site key, 0) */
-	int64_t *t2, *t4;
-	size_t n2, cap2, n4, cap4;
+	struct an_i64s t2, t4;
 	uint64_t calls2; /* the timeline's calls at the key (every site's n2) */
 	int64_t m2, m4;	 /* the medians; m4 < m2: scale by m4 / m2 */
 };
@@ -51,14 +50,6 @@ static bool copy_call(const struct ffm_event *e)
 	return e->kind == FFM_CALL_TRANSFER || e->kind == FFM_CALL_MEMSET;
 }
 
-static int push(int64_t **v, size_t *n, size_t *cap, int64_t x)
-{
-	if (ffm_grow((void **)v, cap, *n + 1, sizeof(**v)))
-		return -ENOMEM;
-	(*v)[(*n)++] = x;
-	return 0;
-}
-
 static int on_first_use_event(const struct ffm_store_event *ev, void *ctx)
 {
 	struct dup_scan *d = ctx;
@@ -71,8 +62,8 @@ static int on_first_use_event(const struct ffm_store_event *ev, void *ctx)
 	err = an_event_key(d->a, &d->stacks, ev, &key);
 	if (err || !key || !(p = oatab_get(&d->keys, key, 0)))
 		return err;
-	return push(&p->t4, &p->n4, &p->cap4,
-		    (int64_t)(ev->dur_ns > ev->wait_ns ? ev->dur_ns - ev->wait_ns : 0));
+	return an_i64s_push(&p->t4,
+			    (int64_t)(ev->dur_ns > ev->wait_ns ? ev->dur_ns - ev->wait_ns : 0));
 }
 
 /* The key of the site of @e, 0 when @e's site has no duplicates or no key entry. */
@@ -102,7 +93,7 @@ static int collect_timeline(struct ffm_analysis *a, struct oatab *keys)
 		const struct ffm_event *e = &a->ev[i];
 		struct dup_key *p = copy_call(e) ? key_of(a, keys, e, false) : NULL;
 
-		if (p && push(&p->t2, &p->n2, &p->cap2, (int64_t)own_of(e)))
+		if (p && an_i64s_push(&p->t2, (int64_t)own_of(e)))
 			return -ENOMEM;
 	}
 	for (size_t i = 0; i < res->n_sites && keys->n; i++) {
@@ -120,8 +111,8 @@ static void free_keys(struct oatab *keys)
 		struct dup_key *p = oatab_slot(keys, i);
 
 		if (p) {
-			free(p->t2);
-			free(p->t4);
+			free(p->t2.v);
+			free(p->t4.v);
 		}
 	}
 	oatab_free(keys);
@@ -142,10 +133,10 @@ int an_dup_cost(struct ffm_analysis *a)
 	for (size_t i = 0; i < d.keys.cap && !err; i++) {
 		struct dup_key *p = oatab_slot(&d.keys, i);
 
-		if (!p || !p->n2 || !p->n4 || ffm_verdict_counts_differ(p->calls2, p->n4))
+		if (!p || !p->t2.n || !p->t4.n || ffm_verdict_counts_differ(p->calls2, p->t4.n))
 			continue;
-		p->m2 = an_median_i64(p->t2, p->n2);
-		p->m4 = an_median_i64(p->t4, p->n4);
+		p->m2 = an_median_i64(p->t2.v, p->t2.n);
+		p->m4 = an_median_i64(p->t4.v, p->t4.n);
 	}
 	for (size_t i = 0; i < a->n_ev && !err && d.keys.n; i++) {
 		struct ffm_event *e = &a->ev[i];

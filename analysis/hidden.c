@@ -82,8 +82,8 @@ int an_note_sync(struct ffm_analysis *a, uint32_t site, const struct thread *t, 
  * gaps. */
 struct per_key {
 	struct oa_key k; /* (site key, 0) */
-	int64_t *w1, *w2, *span, *c1, *c2; /* the medians sort each on its own */
-	size_t n1, cap1, n2, cap2, cap_span, nc1, cap_c1, nc2, cap_c2;
+	struct an_i64s w1, c1;	     /* the baseline's */
+	struct an_i64s w2, span, c2; /* the timeline's; the medians sort each on its own */
 	uint64_t hidden_ns;
 };
 
@@ -101,33 +101,16 @@ struct hidden_scan {
 	struct an_key_cache stacks; /* the baseline's stacks */
 };
 
-/* @nx more entries at the end of *v (zeros when @x is NULL). */
-static int append(int64_t **v, size_t *n, size_t *cap, const int64_t *x, size_t nx)
-{
-	if (ffm_grow((void **)v, cap, *n + nx, sizeof(**v)))
-		return -ENOMEM;
-	if (x)
-		memcpy(*v + *n, x, nx * sizeof(*x));
-	else
-		memset(*v + *n, 0, nx * sizeof(**v));
-	*n += nx;
-	return 0;
-}
-
-/* A site's occurrences into its key's waits, spans and CPU gaps (w2 and span grow together). */
+/* A site's occurrences into its key's waits, spans and CPU gaps. */
 static int add_site(struct per_key *p, const struct site_int *si)
 {
-	if (ffm_grow((void **)&p->w2, &p->cap2, p->n2 + si->n_obs, sizeof(*p->w2)) ||
-	    ffm_grow((void **)&p->span, &p->cap_span, p->n2 + si->n_obs, sizeof(*p->span)))
-		return -ENOMEM;
 	for (size_t k = 0; k < si->n_obs; k++) {
-		p->w2[p->n2 + k] = si->obs[k].wait_ns;
-		p->span[p->n2 + k] = si->obs[k].span_ns;
-		if (si->obs[k].cpu_ns >= 0 &&
-		    append(&p->c2, &p->nc2, &p->cap_c2, &si->obs[k].cpu_ns, 1))
+		const struct an_sync_obs *o = &si->obs[k];
+
+		if (an_i64s_push(&p->w2, o->wait_ns) || an_i64s_push(&p->span, o->span_ns) ||
+		    (o->cpu_ns >= 0 && an_i64s_push(&p->c2, o->cpu_ns)))
 			return -ENOMEM;
 	}
-	p->n2 += si->n_obs;
 	return 0;
 }
 
@@ -138,7 +121,7 @@ static int on_base_event(const struct ffm_store_event *ev, void *ctx)
 	struct base_thread *bt;
 	struct an_sync_last *l;
 	struct per_key *p;
-	int64_t w = (int64_t)ev->dur_ns, cpu;
+	int64_t cpu;
 	uint64_t key;
 	int err;
 
@@ -155,29 +138,31 @@ static int on_base_event(const struct ffm_store_event *ev, void *ctx)
 	if (!l)
 		return -ENOMEM;
 	cpu = cpu_gap(l, ev->start_ns + ev->dur_ns, bt->wsum);
-	if (cpu >= 0 && append(&p->c1, &p->nc1, &p->cap_c1, &cpu, 1))
+	if (cpu >= 0 && an_i64s_push(&p->c1, cpu))
 		return -ENOMEM;
-	return append(&p->w1, &p->n1, &p->cap1, &w, 1);
+	return an_i64s_push(&p->w1, (int64_t)ev->dur_ns);
 }
 
 /* The hidden wait per occurrence of one key (see the top of the file). */
 static uint64_t hidden_of(struct per_key *p)
 {
 	int64_t m1, m2, bound;
-	bool one_record_each = p->n1 <= p->n2;
+	bool one_record_each = p->w1.n <= p->w2.n;
 
-	if (!p->n1 || !p->n2)
+	if (!p->w1.n || !p->w2.n)
 		return 0;
 	/* Occurrences the baseline has no wait record of did not wait there. */
-	if (p->n1 < p->n2 && append(&p->w1, &p->n1, &p->cap1, NULL, p->n2 - p->n1))
-		return 0;
-	m1 = an_median_i64(p->w1, p->n1);
-	m2 = an_median_i64(p->w2, p->n2);
-	bound = an_median_i64(p->span, p->n2);
+	while (p->w1.n < p->w2.n) {
+		if (an_i64s_push(&p->w1, 0))
+			return 0;
+	}
+	m1 = an_median_i64(p->w1.v, p->w1.n);
+	m2 = an_median_i64(p->w2.v, p->w2.n);
+	bound = an_median_i64(p->span.v, p->span.n);
 	if (m1 <= m2 || bound <= 0)
 		return 0;
-	if (one_record_each && p->nc1 >= AN_HIDDEN_MIN_GAPS && p->nc2 >= AN_HIDDEN_MIN_GAPS) {
-		int64_t growth = an_median_i64(p->c2, p->nc2) - an_median_i64(p->c1, p->nc1);
+	if (one_record_each && p->c1.n >= AN_HIDDEN_MIN_GAPS && p->c2.n >= AN_HIDDEN_MIN_GAPS) {
+		int64_t growth = an_median_i64(p->c2.v, p->c2.n) - an_median_i64(p->c1.v, p->c1.n);
 
 		if (growth > AN_HIDDEN_GROWTH_MAX * bound)
 			growth = AN_HIDDEN_GROWTH_MAX * bound;
@@ -193,11 +178,11 @@ static void free_keys(struct oatab *keys)
 		struct per_key *p = oatab_slot(keys, i);
 
 		if (p) {
-			free(p->w1);
-			free(p->w2);
-			free(p->span);
-			free(p->c1);
-			free(p->c2);
+			free(p->w1.v);
+			free(p->c1.v);
+			free(p->w2.v);
+			free(p->span.v);
+			free(p->c2.v);
 		}
 	}
 	oatab_free(keys);

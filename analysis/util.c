@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Small helpers of the analysis (analysis_int.h). */
 
+#include <errno.h>
+
 #include "analysis/analysis_int.h"
 
 const char *an_pool_dup(struct strpool *p, const char *s, const char *dflt)
@@ -30,6 +32,14 @@ static int cmp_i64(const void *a, const void *b)
 	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
 
 	return x < y ? -1 : x > y;
+}
+
+int an_i64s_push(struct an_i64s *s, int64_t x)
+{
+	if (ffm_grow((void **)&s->v, &s->cap, s->n + 1, sizeof(*s->v)))
+		return -ENOMEM;
+	s->v[s->n++] = x;
+	return 0;
 }
 
 int64_t an_median_i64(int64_t *v, size_t n)
