@@ -180,6 +180,7 @@ struct ffm_an_quality {
 	 * per site the smaller of its probe span and its longer baseline wait, times its syncs;
 	 * and the part the removed syncs take along (their benefits include it). */
 	uint64_t hidden_wait_ns, hidden_removed_ns;
+	uint32_t baseline_runs; /* the stage-1 runs that baseline was read from */
 	/* Own time of the duplicate copies that the first-use run, timing the same calls lower,
 	 * takes off the timeline's (analysis/dupcost.c): their benefits are that much less. */
 	uint64_t dup_trimmed_ns;

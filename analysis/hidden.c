@@ -37,6 +37,18 @@
  * carry no probe cost). A removed sync (unnecessary, host read) takes it along with its
  * measured wait (ffm_event.removed_ns). Without a baseline run nothing is added.
  *
+ * The baseline is every stage-1 run of the key that describes the program as the timeline
+ * does, up to AN_HIDDEN_BASELINES of the newest: the profile's own and the monitoring runs
+ * that follow stage 4 (a job that runs again and again). How long a loop waits at its read
+ * moves from one process to the next far more than within one (the PyTorch loop on the H100:
+ * a median 10 us a read in one stage-1 run, 97-274 us in the others of the same day, as the
+ * process's CPU time a step moved from 1.4 to 2.0 ms), so one process's wait is a poor
+ * measure of the program's. Each run gives its median wait and its median CPU gap per key;
+ * the bounds use the median of those over the runs. Runs that are left out: incomplete,
+ * dropped records, a failed program, sampled (adaptive stage 1 keeps only windows of the
+ * waits), and, when the timeline is a re-trace for drift (stages/ffm_plan.h), those before
+ * the stage-1 run that saw the drift.
+ *
  * The CPU growth counts the whole gap, not only the span after the first submission: probe
  * time before it delays the GPU's work as much as the CPU's and hides nothing, so this bound
  * is loose where a loop spends much of its step before its first launch; the baseline's bound
@@ -50,6 +62,8 @@
 /* Growth beyond this multiple of the accounted span is taken as the machine's load between the
  * two runs, not the probes' (the PyTorch loop on the H100: 4.2-6.6 times its 60-72 us). */
 #define AN_HIDDEN_GROWTH_MAX 8
+/* Stage-1 runs the baseline takes, newest first. */
+#define AN_HIDDEN_BASELINES 8
 
 /* The CPU time between the previous occurrence @l's end and @end, given the thread's waits
  * until each (@wsum now); -1 for a thread's first. @l becomes this occurrence. */
@@ -82,7 +96,9 @@ int an_note_sync(struct ffm_analysis *a, uint32_t site, const struct thread *t, 
  * gaps. */
 struct per_key {
 	struct oa_key k; /* (site key, 0) */
-	struct an_i64s w1, c1;	     /* the baseline's */
+	struct an_i64s w1, c1;	     /* the baseline run being read */
+	struct an_i64s m1, g1;	     /* per baseline run: its median wait, its median CPU gap */
+	bool many_records;	     /* a baseline run had more wait records than occurrences */
 	struct an_i64s w2, span, c2; /* the timeline's; the medians sort each on its own */
 	uint64_t hidden_ns;
 };
@@ -96,9 +112,9 @@ struct base_thread {
 struct hidden_scan {
 	struct ffm_analysis *a;
 	struct oatab keys;	     /* site key -> struct per_key */
-	struct oatab threads;	     /* tid -> struct base_thread */
-	struct oatab last;	     /* (site key, tid) -> struct an_sync_last */
-	struct an_key_cache stacks; /* the baseline's stacks */
+	struct oatab threads;	     /* tid -> struct base_thread, of the run being read */
+	struct oatab last;	     /* (site key, tid) -> struct an_sync_last, likewise */
+	struct an_key_cache stacks; /* the baseline runs' stacks */
 };
 
 /* A site's occurrences into its key's waits, spans and CPU gaps. */
@@ -143,26 +159,95 @@ static int on_base_event(const struct ffm_store_event *ev, void *ctx)
 	return an_i64s_push(&p->w1, (int64_t)ev->dur_ns);
 }
 
+/* The end of one baseline run: its median wait (over as many occurrences as the timeline has:
+ * those without a record did not wait) and median CPU gap per key. */
+static int end_base_run(struct hidden_scan *h)
+{
+	for (size_t i = 0; i < h->keys.cap; i++) {
+		struct per_key *p = oatab_slot(&h->keys, i);
+
+		if (!p || !p->w2.n)
+			continue;
+		if (p->w1.n > p->w2.n)
+			p->many_records = true;
+		while (p->w1.n < p->w2.n) {
+			if (an_i64s_push(&p->w1, 0))
+				return -ENOMEM;
+		}
+		if (an_i64s_push(&p->m1, an_median_i64(p->w1.v, p->w1.n)) ||
+		    (p->c1.n >= AN_HIDDEN_MIN_GAPS &&
+		     an_i64s_push(&p->g1, an_median_i64(p->c1.v, p->c1.n))))
+			return -ENOMEM;
+		p->w1.n = p->c1.n = 0;
+	}
+	oatab_free(&h->threads);
+	oatab_free(&h->last);
+	h->threads = OATAB_INIT(struct base_thread);
+	h->last = OATAB_INIT(struct an_sync_last);
+	return 0;
+}
+
+static int any_sample(const struct ffm_store_sample *x, void *ctx)
+{
+	(void)x;
+	(void)ctx;
+	return 1;
+}
+
+/* Whether stage-1 run @r can stand for the program in the baseline (see the top). */
+static bool base_usable(struct ffm_analysis *a, const struct ffm_an_run *r)
+{
+	return r->ended && r->stage == 1 && !r->exit_status &&
+	       !(r->flags & (FFM_RUN_PARTIAL | FFM_RUN_ABORTED | FFM_RUN_DROPPED)) &&
+	       ffm_store__for_each_sample(a->s, r->id, any_sample, NULL) == 0;
+}
+
+/* The baseline runs into @ids (newest first); how many. Without a usable one, the latest
+ * stage-1 run as it is. */
+static size_t base_runs(struct ffm_analysis *a, int64_t ids[AN_HIDDEN_BASELINES])
+{
+	const struct ffm_analysis_result *res = &a->res;
+	int64_t from = 0; /* the oldest run id taken */
+	size_t n = 0;
+
+	for (size_t i = 0; i < res->n_runs; i++) {
+		const struct ffm_an_run *r = &res->runs[i];
+
+		if (r->id == res->run_timeline && (r->flags & FFM_RUN_RETRACE)) {
+			/* the runs of before the drift: from the stage-1 run that saw it on */
+			for (size_t k = i; k-- > 0;) {
+				if (res->runs[k].stage == 1) {
+					from = res->runs[k].id;
+					break;
+				}
+			}
+		}
+	}
+	for (size_t i = res->n_runs; i-- > 0 && n < AN_HIDDEN_BASELINES;) {
+		const struct ffm_an_run *r = &res->runs[i];
+
+		if (r->id >= from && base_usable(a, r))
+			ids[n++] = r->id;
+	}
+	if (!n)
+		ids[n++] = res->run_baseline;
+	return n;
+}
+
 /* The hidden wait per occurrence of one key (see the top of the file). */
 static uint64_t hidden_of(struct per_key *p)
 {
 	int64_t m1, m2, bound;
-	bool one_record_each = p->w1.n <= p->w2.n;
 
-	if (!p->w1.n || !p->w2.n)
+	if (!p->m1.n || !p->w2.n)
 		return 0;
-	/* Occurrences the baseline has no wait record of did not wait there. */
-	while (p->w1.n < p->w2.n) {
-		if (an_i64s_push(&p->w1, 0))
-			return 0;
-	}
-	m1 = an_median_i64(p->w1.v, p->w1.n);
+	m1 = an_median_i64(p->m1.v, p->m1.n);
 	m2 = an_median_i64(p->w2.v, p->w2.n);
 	bound = an_median_i64(p->span.v, p->span.n);
 	if (m1 <= m2 || bound <= 0)
 		return 0;
-	if (one_record_each && p->c1.n >= AN_HIDDEN_MIN_GAPS && p->c2.n >= AN_HIDDEN_MIN_GAPS) {
-		int64_t growth = an_median_i64(p->c2.v, p->c2.n) - an_median_i64(p->c1.v, p->c1.n);
+	if (!p->many_records && p->g1.n && p->c2.n >= AN_HIDDEN_MIN_GAPS) {
+		int64_t growth = an_median_i64(p->c2.v, p->c2.n) - an_median_i64(p->g1.v, p->g1.n);
 
 		if (growth > AN_HIDDEN_GROWTH_MAX * bound)
 			growth = AN_HIDDEN_GROWTH_MAX * bound;
@@ -180,6 +265,8 @@ static void free_keys(struct oatab *keys)
 		if (p) {
 			free(p->w1.v);
 			free(p->c1.v);
+			free(p->m1.v);
+			free(p->g1.v);
 			free(p->w2.v);
 			free(p->span.v);
 			free(p->c2.v);
@@ -211,8 +298,17 @@ int an_hidden_waits(struct ffm_analysis *a)
 		err = p ? add_site(p, si) : -ENOMEM;
 		wanted++;
 	}
-	if (!err && wanted)
-		err = an_scan_run(a, res->run_baseline, on_base_event, &h);
+	if (!err && wanted) {
+		int64_t runs[AN_HIDDEN_BASELINES];
+		size_t n = base_runs(a, runs);
+
+		for (size_t i = 0; i < n && !err; i++) {
+			err = an_scan_run(a, runs[i], on_base_event, &h);
+			if (!err)
+				err = end_base_run(&h);
+		}
+		res->q.baseline_runs = (uint32_t)n;
+	}
 	for (size_t i = 0; i < h.keys.cap && !err; i++) {
 		struct per_key *p = oatab_slot(&h.keys, i);
 

@@ -412,7 +412,8 @@ static int write_run(struct ctx *c, int stage)
 	err = ffm_store__process_exit(c->s, c->run, tgid, end + c->p.c, 0);
 	if (!err)
 		err = ffm_store__run_end(c->s, c->run, end + c->p.c + 100 * US,
-					 (end + c->p.c - (t0 - 100 * US)) / 1e9, 0, 0);
+					 (end + c->p.c - (t0 - 100 * US)) / 1e9, o->exit_status,
+					 o->run_flags);
 	return err ? err : ffm_store__flush(c->s);
 }
 

@@ -91,6 +91,9 @@ struct synth_opts {
 	 * the timeline's copies slowed by that run's interference, or the other way round.
 	 * synth__expected assumes 0. */
 	uint32_t t4_us;
+	/* every run written ends with this exit status and these enum ffm_run_flags */
+	int32_t exit_status;
+	uint32_t run_flags;
 };
 
 /* Write the store (creates or extends the key's file). 0 or -errno. */

@@ -201,6 +201,87 @@ TEST(hidden_waits_count_each_threads_own_cpu_time)
 	ffm_analysis__free(a);
 }
 
+/* The report of @o's job (its runs written last) read @runs baseline runs and took
+ * @hidden_us along at each of the @o->iters removed syncs. */
+static void check_hidden(const struct synth_opts *o, uint32_t runs, uint32_t hidden_us)
+{
+	struct ffm_analysis *a = analyse(o, FFM_GROUP_POINT, 1, false);
+	const struct ffm_analysis_result *r = ffm_analysis__result(a);
+
+	ASSERT_EQ(r->q.baseline_runs, runs);
+	ASSERT_MSG(r->q.hidden_removed_ns == (uint64_t)o->iters * hidden_us * 1000,
+		   "%" PRIu64 " ns hidden", r->q.hidden_removed_ns);
+	ffm_analysis__free(a);
+}
+
+/*
+ * The baseline is every usable stage-1 run of the key: the profile's and the monitoring runs
+ * after it, each giving its median wait per key, the median of those counting. Failed and
+ * incomplete runs stay out.
+ */
+TEST(hidden_waits_read_every_baseline_run)
+{
+	static const struct {
+		const char *job;
+		uint32_t extra_us; /* how much longer this stage-1 run waited */
+		int32_t exit_status;
+		uint32_t flags;
+	} mon[] = {
+		{ "m1", 100, 0, 0 },
+		{ "m2", 10, 0, 0 },	 /* the newest usable: alone it would allow 10 us */
+		{ "m3", 0, 1, 0 },	 /* the program failed */
+		{ "m4", 0, 0, FFM_RUN_PARTIAL },
+	};
+	struct synth_opts o = base(1u << SYN_UNNECESSARY);
+
+	o.probe_us = 5;
+	o.base_extra_us = 100;
+	o.base_cpu_less_us = 35;
+	if (synth__write(&o))
+		FAIL("synth__write stages 1-4");
+	for (size_t i = 0; i < sizeof(mon) / sizeof(mon[0]); i++) {
+		struct synth_opts m = o;
+
+		m.job_id = mon[i].job;
+		m.stages = 1;
+		m.base_extra_us = mon[i].extra_us;
+		m.base_cpu_less_us = mon[i].extra_us < 35 ? mon[i].extra_us : 35;
+		m.exit_status = mon[i].exit_status;
+		m.run_flags = mon[i].flags;
+		if (i + 1 < sizeof(mon) / sizeof(mon[0]) && synth__write(&m))
+			FAIL("synth__write %s", m.job_id);
+		o = m;
+	}
+	/* baseline waits 100, 100, 10 us more than the timeline: 100; the CPU growth 35 binds */
+	check_hidden(&o, 3, 35);
+}
+
+/* After a re-trace for drift, the stage-1 runs of before the drift are another program's. */
+TEST(hidden_waits_after_a_retrace_read_the_runs_since_the_drift)
+{
+	struct synth_opts o = base(1u << SYN_UNNECESSARY), m;
+
+	o.probe_us = 5;
+	o.base_cpu_less_us = 0; /* stages 1-4 and a monitoring run that did not wait longer */
+	if (synth__write(&o))
+		FAIL("synth__write stages 1-4");
+	m = o;
+	m.job_id = "m1";
+	m.stages = 1;
+	if (synth__write(&m))
+		FAIL("synth__write m1");
+	m.job_id = "m2"; /* the run that drifted */
+	m.base_extra_us = 100;
+	m.base_cpu_less_us = 35;
+	if (synth__write(&m))
+		FAIL("synth__write m2");
+	m.job_id = "r1"; /* the re-trace: stages 2-4 again */
+	m.first_stage = 2;
+	m.stages = 4;
+	m.run_flags = FFM_RUN_RETRACE;
+	check_hidden(&m, 1, 35);
+}
+
 TEST(duplicate_copies_cost_what_the_quieter_run_timed)
 {
 	static const struct {
