@@ -12,6 +12,8 @@
 # which the rest of the call's noise does not reach. Stage 2 also samples the CPU of a walked
 # Python thread (1999 Hz, each sample a walk of its own: docs/OVERHEAD.md); a third stage-2
 # configuration, the walk with FFM_CPU_SAMPLE_HZ=0, tells the walk at the call from the samples.
+# FFM_BENCH_CPU=N runs the Python loop pinned to CPU N (taskset), every configuration on the
+# same core: a loop that migrates between a VM's vCPUs moves by more than the walk costs.
 #   bench/bench_python.sh [FFMCTL [PYTHON [CALLS [DEPTH [REPS]]]]]
 # Defaults: build/ffmctl, python3, 200000 calls, depth 10, 3 repetitions. Runs as root (ffmctl
 # profile). On a GPU node, from the static build: bench/gpu/pack.sh, then on the node, from
@@ -28,7 +30,8 @@ trap 'rm -rf "$st"' EXIT
 one() {
 	local mode=$1 cfg=$2 out
 	shift 2
-	out=$("$@" "$py" bench/bench_python.py "$calls" "$depth" 5 "$mode" 2>/dev/null) || true
+	out=$("$@" ${FFM_BENCH_CPU:+taskset -c "$FFM_BENCH_CPU"} "$py" bench/bench_python.py \
+		"$calls" "$depth" 5 "$mode" 2>/dev/null) || true
 	echo "$mode $cfg $(echo "$out" | sed -n 's/^ns_per_call //p') \
 $(echo "$out" | sed -n 's/^bpf_ns_per_call //p')" >>"$res"
 }
@@ -44,7 +47,7 @@ for r in $(seq "$reps"); do
 			profile --stages $stage --job-id "s$r$stage" --
 	done
 done
-echo "python $("$py" -V 2>&1 | cut -d' ' -f2), depth $depth, $calls calls, $reps repetitions"
+echo "python $("$py" -V 2>&1 | cut -d' ' -f2), depth $depth, $calls calls, $reps repetitions${FFM_BENCH_CPU:+, on CPU $FFM_BENCH_CPU}"
 python3 - "$res" <<'EOF'
 import statistics, sys
 rows = {}
