@@ -10,7 +10,16 @@ wait event).
 With FFM_BENCH_PROG_NS=1 (root, under `ffmctl profile`), it also prints
 "bpf_ns_per_call <value>": the run time the kernel accounted to the BPF programs of its parent
 (ffmctl) over the rounds, per call (BPF_ENABLE_STATS is held only while the rounds run). It is
-the collector's own price, without the noise of the rest of the call."""
+the collector's own price, without the noise of the rest of the call.
+
+With FFM_BENCH_AB=1 as well (root, under `ffmctl profile` with the walk on), it measures the
+walk inside this one process: it finds the collector's pyprocs map (the Python processes whose
+frames the probes walk) by its name and this process's entry in it, then runs 2 x ROUNDS
+rounds with the entry in and out alternately (ABBA), and prints
+"ab_walk_bpf_ns <median over the pairs of the BPF time per call with the walk less without>"
+and "ab_walk_ns <the same of the whole call>". Separate processes differ by more than the walk
+costs on a shared VM; two rounds a few milliseconds apart in one process do not."""
+import struct
 import ctypes
 import os
 import sys
@@ -66,6 +75,78 @@ def parent_bpf_ns():
     return total
 
 
+BPF_MAP_LOOKUP_ELEM, BPF_MAP_UPDATE_ELEM, BPF_MAP_DELETE_ELEM = 1, 2, 3
+BPF_MAP_GET_NEXT_ID, BPF_MAP_GET_FD_BY_ID, BPF_OBJ_GET_INFO_BY_FD = 12, 14, 15
+
+
+def bpf(cmd, attr):
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.syscall(321, cmd, ctypes.byref(attr), ctypes.sizeof(attr))  # x86-64 bpf(2)
+
+
+def own_pyprocs_entry():
+    """(map fd, key, value) of this process in a map named pyprocs, or None."""
+    key = ctypes.c_uint32(os.getpid())
+    mid = 0
+    while True:
+        attr = (ctypes.c_uint8 * 16)()
+        struct.pack_into("I", attr, 0, mid)
+        if bpf(BPF_MAP_GET_NEXT_ID, attr) < 0:
+            return None
+        mid = struct.unpack_from("I", attr, 4)[0]
+        attr = (ctypes.c_uint8 * 16)()
+        struct.pack_into("I", attr, 0, mid)
+        fd = bpf(BPF_MAP_GET_FD_BY_ID, attr)
+        if fd < 0:
+            continue
+        info = (ctypes.c_uint8 * 256)()
+        attr = (ctypes.c_uint8 * 16)()
+        struct.pack_into("IIQ", attr, 0, fd, ctypes.sizeof(info), ctypes.addressof(info))
+        if bpf(BPF_OBJ_GET_INFO_BY_FD, attr) == 0:
+            ksz, vsz = struct.unpack_from("II", info, 8)
+            name = bytes(info[24:40]).split(b"\0")[0]
+            if name == b"pyprocs" and ksz == 4:
+                value = (ctypes.c_uint8 * vsz)()
+                if map_op(BPF_MAP_LOOKUP_ELEM, fd, key, value) == 0:
+                    return fd, key, value
+        os.close(fd)
+
+
+def map_op(cmd, fd, key, value=None):
+    attr = (ctypes.c_uint8 * 32)()
+    struct.pack_into("IIQQQ", attr, 0, fd, 0, ctypes.addressof(key),
+                     ctypes.addressof(value) if value is not None else 0, 0)
+    return bpf(cmd, attr)
+
+
+def ab_walk(n, depth, rounds):
+    """The walk's price inside this process: entry in (A) and out (B), ABBA pairs."""
+    ent = own_pyprocs_entry()
+    if ent is None:
+        sys.exit("FFM_BENCH_AB: no pyprocs entry for this process (walk off, or not root)")
+    fd, key, value = ent
+    d_bpf, d_ns = [], []
+    for r in range(rounds):
+        res = {}
+        for on in ((True, False) if r % 2 == 0 else (False, True)):
+            if on:
+                map_op(BPF_MAP_UPDATE_ELEM, fd, key, value)
+            else:
+                map_op(BPF_MAP_DELETE_ELEM, fd, key)
+            b0 = parent_bpf_ns()
+            t = nest(depth, n)
+            res[on] = (t, parent_bpf_ns() - b0)
+        d_ns.append((res[True][0] - res[False][0]) / n)
+        d_bpf.append((res[True][1] - res[False][1]) / n)
+    map_op(BPF_MAP_UPDATE_ELEM, fd, key, value)
+    os.close(fd)
+    d_bpf.sort()
+    d_ns.sort()
+    print("ab_walk_bpf_ns %.1f" % d_bpf[len(d_bpf) // 2])
+    print("ab_walk_ns %.1f" % d_ns[len(d_ns) // 2])
+    print("ab_walk_bpf_pairs %s" % " ".join("%.0f" % v for v in d_bpf))
+
+
 if (cu.cuInit(0) or cu.cuDeviceGet(ctypes.byref(dev), 0) or
         cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) or cu.cuCtxSetCurrent(ctx) or
         cu.cuEventCreate(ctypes.byref(ev), 0) or cu.cuEventRecord(ev, None) or
@@ -74,6 +155,10 @@ if (cu.cuInit(0) or cu.cuDeviceGet(ctypes.byref(dev), 0) or
 stats = enable_stats() if os.environ.get("FFM_BENCH_PROG_NS") == "1" else None
 before = parent_bpf_ns() if stats is not None else 0
 best = min(nest(depth, n) for _ in range(rounds))
+if stats is not None and os.environ.get("FFM_BENCH_AB") == "1":
+    mid = parent_bpf_ns()
+    ab_walk(n, depth, 2 * rounds)
+    before += parent_bpf_ns() - mid  # the A/B rounds stay out of bpf_ns_per_call
 if stats is not None:
     spent = parent_bpf_ns() - before
     os.close(stats)

@@ -12,6 +12,10 @@
 # which the rest of the call's noise does not reach. Stage 2 also samples the CPU of a walked
 # Python thread (1999 Hz, each sample a walk of its own: docs/OVERHEAD.md); a third stage-2
 # configuration, the walk with FFM_CPU_SAMPLE_HZ=0, tells the walk at the call from the samples.
+# With FFM_BENCH_AB=1 (and FFM_BENCH_PROG_NS=1), each repetition also runs the walk's in-process
+# A/B at both stages (bench/bench_python.py: its pyprocs entry in and out in alternating rounds
+# of one process, no CPU samples): the BPF time and the whole call's time the walk adds, free of
+# the differences between processes that the comparison above carries.
 # FFM_BENCH_CPU=N runs the Python loop pinned to CPU N (taskset), every configuration on the
 # same core: a loop that migrates between a VM's vCPUs moves by more than the walk costs.
 #   bench/bench_python.sh [FFMCTL [PYTHON [CALLS [DEPTH [REPS]]]]]
@@ -26,6 +30,8 @@ ctl=${1:-build/ffmctl} py=${2:-python3} calls=${3:-200000} depth=${4:-10} reps=$
 st=$(mktemp -d /tmp/ffm-bench-py.XXXXXX)
 res=$st/results
 trap 'rm -rf "$st"' EXIT
+ab=${FFM_BENCH_AB:-}
+unset FFM_BENCH_AB # only the A/B runs below measure in-process
 # one MODE CONFIG [ffmctl profile args...]: a line "MODE CONFIG ns bpf_ns" into $res
 one() {
 	local mode=$1 cfg=$2 out
@@ -45,6 +51,11 @@ for r in $(seq "$reps"); do
 			--stages $stage --job-id "n$r$stage" --
 		[ $stage = 2 ] && one $mode nosample env FFM_CPU_SAMPLE_HZ=0 "$ctl" --state-dir "$st" \
 			profile --stages $stage --job-id "s$r$stage" --
+		[ "$ab" = 1 ] &&
+			env FFM_BENCH_AB=1 FFM_CPU_SAMPLE_HZ=0 "$ctl" --state-dir "$st" profile --stages $stage \
+				--job-id "a$r$stage" -- ${FFM_BENCH_CPU:+taskset -c "$FFM_BENCH_CPU"} \
+				"$py" bench/bench_python.py "$calls" "$depth" 5 "$mode" 2>/dev/null |
+			sed -n "s/^ab_walk_bpf_ns /$mode ab_bpf /p; s/^ab_walk_ns /$mode ab_call /p" >>"$res"
 	done
 done
 echo "python $("$py" -V 2>&1 | cut -d' ' -f2), depth $depth, $calls calls, $reps repetitions${FFM_BENCH_CPU:+, on CPU $FFM_BENCH_CPU}"
@@ -75,4 +86,8 @@ for mode, stage in (("wait", "stage 1 wait"), ("call", "stage 2 call")):
         if nos and nos[0][1] is not None:
             print("  BPF, no samples   %s" % mm([y for _, y in nos]))
             print("  ... walk / event  %s" % mm([a - b for (_, a), (_, b) in zip(nos, none)]))
+    for kind, what in (("ab_bpf", "BPF time"), ("ab_call", "whole call")):
+        ab = [x for x, _ in rows.get((mode, kind), [])]
+        if ab:
+            print("  in-process A/B, the walk's %-10s %s" % (what, mm(ab)))
 EOF
