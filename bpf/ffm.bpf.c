@@ -106,6 +106,9 @@ struct thr {
 	__u64 wait_sp, call_sp;
 	__u64 probe_ns; /* ffm_rec_call.probe_ns */
 	__u64 ret_ip;   /* the return address of the last probed call to return (in_own_probe) */
+	/* The Python thread state found for this thread (bpf/python.bpf.h; 0: none found at
+	 * py_checked_ns), and the fsbase it was found for. */
+	__u64 py_tstate, py_fsbase, py_checked_ns;
 };
 
 /*
@@ -427,7 +430,7 @@ static __always_inline __u64 callsite_key(__u64 h, __u32 tgid, struct walk *w, _
 	return h ? h : 1;
 }
 
-static __always_inline __u64 stack_key_of(struct walk *w, __u32 tgid)
+static __always_inline __u64 stack_key_of(struct walk *w, __u32 tgid, struct thr *t)
 {
 	__u64 h = STACK_KEY_SEED, ph;
 	__u32 n = w->nlib;
@@ -437,7 +440,7 @@ static __always_inline __u64 stack_key_of(struct walk *w, __u32 tgid)
 			break;
 		h = mix(h, w->lib[i]);
 	}
-	w->npy = py_walk(tgid, w->py, &w->py_flags, &ph);
+	w->npy = py_walk(tgid, t, w->py, &w->py_flags, &ph);
 	h = py_mix(h, w->npy, ph);
 	return callsite_key(h, tgid, w, w->callsite, w->callsite_slot, w->tramp);
 }
@@ -632,7 +635,7 @@ static __always_inline void wait_leave(struct pt_regs *ctx)
 	}
 	/* A new stack goes first: records are consumed in reservation order, so user space
 	 * knows every key before the first record that uses it. */
-	key = (jc->flags & FFM_JOB_STACKS) ? stack_key_of(w, id >> 32) : 0;
+	key = (jc->flags & FFM_JOB_STACKS) ? stack_key_of(w, id >> 32, t) : 0;
 	if (key)
 		send_stack(ctx, w, key, id, job, jc, t, now);
 	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
@@ -1143,7 +1146,7 @@ static __always_inline int do_api_exit(struct pt_regs *ctx, const bool hashing)
 	w->tramp = uretprobe_trampoline();
 	w->callsite = PT_REGS_IP(ctx);
 	w->callsite_slot = PT_REGS_SP(ctx) - 8;
-	key = stack_key_of(w, id >> 32);
+	key = stack_key_of(w, id >> 32, t);
 	send_stack(ctx, w, key, id, job, jc, t, now); /* before the call record, as in wait_exit */
 
 	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
@@ -1256,7 +1259,7 @@ int watch_hit(struct bpf_perf_event_data *ctx)
 	walk_reset(w);
 	/* The key of an access: the instruction (one stack per accessing instruction). */
 	key = mix(mix(STACK_KEY_SEED, 0x68697421ULL), ip);
-	w->npy = py_walk(id >> 32, w->py, &w->py_flags, &ph);
+	w->npy = py_walk(id >> 32, t, w->py, &w->py_flags, &ph);
 	key = py_mix(key, w->npy, ph);
 	key = key ? key : 1;
 	if (jc->flags & FFM_JOB_STACKS)
@@ -1371,7 +1374,7 @@ int cpu_sample(struct bpf_perf_event_data *ctx)
 	if (!w)
 		return 0;
 	walk_reset(w);
-	w->npy = py_walk(id >> 32, w->py, &w->py_flags, &ph);
+	w->npy = py_walk(id >> 32, t, w->py, &w->py_flags, &ph);
 	if (!w->npy)
 		return 0;
 	if (t && t->wait_depth)

@@ -12,9 +12,9 @@
  * The thread's PyThreadState: the GIL's holder is no use (ctypes and most of PyTorch release
  * the GIL around the foreign call), and TLS offsets differ per build. Instead the main
  * interpreter's list of thread states is walked for the one whose thread_id (pthread_self(),
- * on x86-64 glibc the thread pointer) equals the task's fsbase; the answer is cached in task
- * storage and checked again (its thread_id) at each use, so a freed and reused thread state
- * is never followed.
+ * on x86-64 glibc the thread pointer) equals the task's fsbase; the answer is cached in the
+ * thread's struct thr (bpf/ffm.bpf.c) and checked again (its thread_id) at each use, so a
+ * freed and reused thread state is never followed.
  */
 #ifndef FFM_PYTHON_BPF_H
 #define FFM_PYTHON_BPF_H
@@ -28,20 +28,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct ffm_py_layout);
 } pyprocs SEC(".maps");
-
-/* Per thread: the thread state found for it (0: none found at checked_ns). */
-struct pythr {
-	__u64 tstate;
-	__u64 fsbase;
-	__u64 checked_ns;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct pythr);
-} pythreads SEC(".maps");
 
 /*
  * Frames are read in blocks. CPython 3.11+ allocates a thread's _PyInterpreterFrame objects one
@@ -146,20 +132,19 @@ static long ts_step(__u32 i, void *ctx)
 	return q->ts ? 0 : 1;
 }
 
-/* The thread state of the calling thread (its prefix left in @s->ts), 0 if none. */
+/* The thread state of the calling thread (its prefix left in @s->ts), 0 if none; cached in
+ * @c, the thread's struct thr (NULL: none, searched every time). */
 static __always_inline __u64 py_tstate(struct pyscratch *s, const struct ffm_py_layout *l,
-				       __u64 fsbase)
+				       struct thr *c, __u64 fsbase)
 {
-	struct pythr *c = bpf_task_storage_get(&pythreads, bpf_get_current_task_btf(), 0,
-					       BPF_LOCAL_STORAGE_GET_F_CREATE);
 	struct ts_search q = { .l = l, .s = s, .fsbase = fsbase };
 	__u64 now, head = 0;
 
-	if (c && c->fsbase == fsbase) {
-		if (c->tstate && py_read_ts(s, l, c->tstate) == fsbase)
-			return c->tstate;
+	if (c && c->py_fsbase == fsbase) {
+		if (c->py_tstate && py_read_ts(s, l, c->py_tstate) == fsbase)
+			return c->py_tstate;
 		now = bpf_ktime_get_ns();
-		if (!c->tstate && now - c->checked_ns < PY_RETRY_NS)
+		if (!c->py_tstate && now - c->py_checked_ns < PY_RETRY_NS)
 			return 0;
 	} else {
 		now = bpf_ktime_get_ns();
@@ -172,9 +157,9 @@ static __always_inline __u64 py_tstate(struct pyscratch *s, const struct ffm_py_
 	if (q.ts && ts_word(s, l->ts_thread_id) != fsbase)
 		q.ts = 0; /* the list was longer than PY_MAX_THREADS */
 	if (c) {
-		c->tstate = q.ts;
-		c->fsbase = fsbase;
-		c->checked_ns = now;
+		c->py_tstate = q.ts;
+		c->py_fsbase = fsbase;
+		c->py_checked_ns = now;
 	}
 	return q.ts;
 }
@@ -310,9 +295,11 @@ static long fr_step(__u32 i, void *ctx)
 
 /* The calling thread's Python frames into @py (at most FFM_PY_FRAMES, innermost first);
  * returns how many, with FFM_PY_* in *flags and their part of the stack key in *hash (one mix
- * per frame, made as the frame is found). 0 for a process outside pyprocs. */
-static __always_inline __u32 py_walk(__u32 tgid, struct ffm_py_frame *py, __u32 *flags,
-				     __u64 *hash)
+ * per frame, made as the frame is found). 0 for a process outside pyprocs. @t is the thread's
+ * state where the caller has it (NULL: looked up here, made if missing), which caches the
+ * thread's PyThreadState: one task-storage lookup an event, not two. */
+static __always_inline __u32 py_walk(__u32 tgid, struct thr *t, struct ffm_py_frame *py,
+				     __u32 *flags, __u64 *hash)
 {
 	struct ffm_py_layout *l = bpf_map_lookup_elem(&pyprocs, &tgid);
 	struct fr_walk w = { .l = l, .py = py };
@@ -329,7 +316,9 @@ static __always_inline __u32 py_walk(__u32 tgid, struct ffm_py_frame *py, __u32 
 	if (!w.s)
 		return 0;
 	task = bpf_get_current_task_btf();
-	if (!py_tstate(w.s, l, BPF_CORE_READ(task, thread.fsbase))) {
+	if (!t)
+		t = thread_state(true);
+	if (!py_tstate(w.s, l, t, BPF_CORE_READ(task, thread.fsbase))) {
 		*flags = FFM_PY_NO_TSTATE;
 		return 0;
 	}
