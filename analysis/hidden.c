@@ -187,53 +187,6 @@ static int end_base_run(struct hidden_scan *h)
 	return 0;
 }
 
-static int any_sample(const struct ffm_store_sample *x, void *ctx)
-{
-	(void)x;
-	(void)ctx;
-	return 1;
-}
-
-/* Whether stage-1 run @r can stand for the program in the baseline (see the top). */
-static bool base_usable(struct ffm_analysis *a, const struct ffm_an_run *r)
-{
-	return r->ended && r->stage == 1 && !r->exit_status &&
-	       !(r->flags & (FFM_RUN_PARTIAL | FFM_RUN_ABORTED | FFM_RUN_DROPPED)) &&
-	       ffm_store__for_each_sample(a->s, r->id, any_sample, NULL) == 0;
-}
-
-/* The baseline runs into @ids (newest first); how many. Without a usable one, the latest
- * stage-1 run as it is. */
-static size_t base_runs(struct ffm_analysis *a, int64_t ids[AN_HIDDEN_BASELINES])
-{
-	const struct ffm_analysis_result *res = &a->res;
-	int64_t from = 0; /* the oldest run id taken */
-	size_t n = 0;
-
-	for (size_t i = 0; i < res->n_runs; i++) {
-		const struct ffm_an_run *r = &res->runs[i];
-
-		if (r->id == res->run_timeline && (r->flags & FFM_RUN_RETRACE)) {
-			/* the runs of before the drift: from the stage-1 run that saw it on */
-			for (size_t k = i; k-- > 0;) {
-				if (res->runs[k].stage == 1) {
-					from = res->runs[k].id;
-					break;
-				}
-			}
-		}
-	}
-	for (size_t i = res->n_runs; i-- > 0 && n < AN_HIDDEN_BASELINES;) {
-		const struct ffm_an_run *r = &res->runs[i];
-
-		if (r->id >= from && base_usable(a, r))
-			ids[n++] = r->id;
-	}
-	if (!n)
-		ids[n++] = res->run_baseline;
-	return n;
-}
-
 /* The hidden wait per occurrence of one key (see the top of the file). */
 static uint64_t hidden_of(struct per_key *p)
 {
@@ -300,7 +253,7 @@ int an_hidden_waits(struct ffm_analysis *a)
 	}
 	if (!err && wanted) {
 		int64_t runs[AN_HIDDEN_BASELINES];
-		size_t n = base_runs(a, runs);
+		size_t n = an_baseline_runs(a, runs, AN_HIDDEN_BASELINES);
 
 		for (size_t i = 0; i < n && !err; i++) {
 			err = an_scan_run(a, runs[i], on_base_event, &h);

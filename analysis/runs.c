@@ -95,6 +95,51 @@ int an_load_runs(struct ffm_analysis *a)
 	return 0;
 }
 
+static int any_sample(const struct ffm_store_sample *x, void *ctx)
+{
+	(void)x;
+	(void)ctx;
+	return 1;
+}
+
+/* Whether stage-1 run @r can stand for the program in the baseline: ended whole, the program
+ * did not fail, and not sampled (adaptive stage 1 keeps only windows of the waits). */
+static bool base_usable(struct ffm_analysis *a, const struct ffm_an_run *r)
+{
+	return r->ended && r->stage == 1 && !r->exit_status &&
+	       !(r->flags & (RUN_INCOMPLETE | FFM_RUN_DROPPED)) &&
+	       ffm_store__for_each_sample(a->s, r->id, any_sample, NULL) == 0;
+}
+
+size_t an_baseline_runs(struct ffm_analysis *a, int64_t *ids, size_t max)
+{
+	const struct ffm_analysis_result *res = &a->res;
+	int64_t from = 0, drift = 0; /* from: the oldest run id taken */
+	size_t n = 0;
+
+	/* After a re-trace for drift: from the stage-1 run that saw the drift on. */
+	for (size_t i = 0; i < res->n_runs; i++) {
+		const struct ffm_an_run *r = &res->runs[i];
+
+		if (r->id == res->run_timeline) {
+			if (r->flags & FFM_RUN_RETRACE)
+				from = drift;
+			break;
+		}
+		if (r->stage == 1)
+			drift = r->id;
+	}
+	for (size_t i = res->n_runs; i-- > 0 && n < max;) {
+		const struct ffm_an_run *r = &res->runs[i];
+
+		if (r->id >= from && base_usable(a, r))
+			ids[n++] = r->id;
+	}
+	if (!n && max)
+		ids[n++] = res->run_baseline;
+	return n;
+}
+
 /* ---- api names ---------------------------------------------------------------------------- */
 
 struct ffm_an_api *an_api_slot(struct ffm_analysis *a, uint32_t api)
