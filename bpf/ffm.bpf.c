@@ -616,16 +616,19 @@ static __always_inline void wait_leave(struct pt_regs *ctx)
 	if (--t->wait_depth)
 		return;
 	dur = now - t->wait_start;
+	jc = bpf_map_lookup_elem(&jobs, &job);
 	if (t->call_depth) {
-		/* Inside a probed API call: the call record carries the wait. */
+		/* Inside a probed API call: the call record carries the wait, and only a run
+		 * that keeps stage 1's records as they are records it on its own too. */
 		t->wait_acc += dur;
 		t->nwaits++;
-		return;
+		if (!jc || !(jc->flags & FFM_JOB_WAITS_ALONE))
+			return;
+	} else {
+		/* A wait outside every probed call ends a synchronization of its own (stages 3-4). */
+		t->sync_gen++;
 	}
-	/* A wait outside every probed call ends a synchronization of its own (stages 3-4). */
-	t->sync_gen++;
 	w = bpf_map_lookup_elem(&walk_scratch, &zero);
-	jc = bpf_map_lookup_elem(&jobs, &job);
 	if (!w || !jc)
 		return;
 	if (jc->flags & FFM_JOB_STACKS) {

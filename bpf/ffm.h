@@ -126,6 +126,9 @@ enum ffm_job_flags {
 	/* CPU samples of the job's Python threads (FFM_REC_SAMPLE): the CPU time a Python line
 	 * spends in a library call around its driver calls (stage 2, see daemon/pytrack.h). */
 	FFM_JOB_CPU_SAMPLE = 1 << 6,
+	/* A wait inside a probed call gets its own record too, as in stage 1, besides counting in
+	 * the call's (a monitoring run that times copies: stage 1's records plus the calls'). */
+	FFM_JOB_WAITS_ALONE = 1 << 7,
 };
 
 struct ffm_job_cfg {

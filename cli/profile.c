@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ffmctl profile [--stages A-B] [--key K] [--job-id ID] [--json] -- CMD ARGS...
+ * ffmctl profile [--stages A-B | --next] [--key K] [--job-id ID] [--json] -- CMD ARGS...
  *
  * The profile's runs are a job key of their own ("profile-<job id>"), so that its report uses
  * only what it measured; --key K continues key K instead (e.g. --stages 3-4 after a --stages
- * 1-2 profile of the same --key, or runs of ffmd's jobs of that key).
+ * 1-2 profile of the same --key, or runs of ffmd's jobs of that key). --next runs CMD once, at
+ * the stage the key's plan gives its next run (stages/ffm_plan.h), as ffmd's next job of the
+ * key would: the next stage not done, or once stages 1-4 are, a monitoring run, whose records
+ * join the key's pool (the hidden-wait baseline, the copies' prices).
  *
  * Diogenes' own workflow without a daemon: run CMD once per FFM stage with an embedded collector
  * (the daemon's collector library), each run escalating on what the previous ones stored, then
@@ -322,6 +325,8 @@ static void save_results(struct profile *p)
  */
 static int profile_stage(struct profile *p, int stage, int to)
 {
+	/* stage 0 (--next): the key's plan picks it, and this run is the last */
+	bool last = stage == to;
 	struct ffm_jobrun_opts jo = {
 		.sz = sizeof(jo), .state_dir = ffmctl_g.state_dir, .key = p->key, .job_id = p->job_id,
 		.uid = getuid(), .exe = p->exe, .args_hash = ffm_args_hash(p->cmd + 1),
@@ -343,6 +348,10 @@ static int profile_stage(struct profile *p, int stage, int to)
 			   ffmctl_g.state_dir, strerror(-err));
 		return -1;
 	}
+	if (!stage) {
+		stage = (int)ffm_jobrun__plan(p->jr)->stage;
+		to = stage;
+	}
 	names = ffm_jobrun__sync_names(p->jr, &nnames);
 	err = ffm_probe_set__build(&ps, p->rd.drv, p->apis, ffm_jobrun__plan(p->jr)->probes,
 				   p->rd.wait_off, names, nnames);
@@ -359,15 +368,16 @@ static int profile_stage(struct profile *p, int stage, int to)
 		ffmctl_err("profile", "failed to attach uprobes to %s: %s%s", p->drv_path, strerror(-err),
 			   caps);
 		ffm_probe_set__release(&ps);
-		ffm_jobrun__end(p->jr, 0, 0, true, stage == to);
+		ffm_jobrun__end(p->jr, 0, 0, true, last);
 		p->jr = ffm_jobrun__free(p->jr);
 		return -1;
 	}
 	ffm_jobrun__arm(p->jr);
 	if (!p->quiet)
-		fprintf(stderr, "ffm: stage %d of %d (%s): %zu probe%s on %u entry point%s\n",
-			stage, to, stage_names[stage], ps.n, ffmctl_s(ps.n), ps.napis,
-			ffmctl_s(ps.napis));
+		fprintf(stderr, "ffm: stage %d of %d (%s%s): %zu probe%s on %u entry point%s\n",
+			stage, to, stage_names[stage],
+			ffm_jobrun__plan(p->jr)->reason == FFM_PLAN_MONITOR ? "; monitoring" : "",
+			ps.n, ffmctl_s(ps.n), ps.napis, ffmctl_s(ps.napis));
 
 	wall = run_command(p, &status);
 	if (wall < 0) {
@@ -391,15 +401,15 @@ static int profile_stage(struct profile *p, int stage, int to)
 		p->app_status_stage = stage;
 	}
 	err = ffm_jobrun__end(p->jr, wall, status, interrupted != 0 || p->err != 0,
-			      stage == to || interrupted);
+			      last || interrupted);
 	if (!p->quiet && ffm_jobrun__memtrace(p->jr))
 		print_memtrace(p, stage);
 	if (p->err)
 		ffmctl_err("profile", "writing the store failed: %s", strerror(-p->err));
-	if (stage == to && err >= 0 && !p->err)
+	if (last && err >= 0 && !p->err)
 		save_results(p);
 	/* the copy after the analysis is in the store */
-	if (err >= 0 && !p->err && (stage == to || interrupted))
+	if (err >= 0 && !p->err && (last || interrupted))
 		publish(p);
 	p->jr = ffm_jobrun__free(p->jr);
 	if (err < 0 || p->err) {
@@ -444,6 +454,7 @@ int ffmctl_profile(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "stages", required_argument, NULL, 's' },
+		{ "next", no_argument, NULL, 'n' },
 		{ "key", required_argument, NULL, 'k' },
 		{ "job-id", required_argument, NULL, 'i' },
 		{ "json", no_argument, NULL, 'j' },
@@ -453,6 +464,7 @@ int ffmctl_profile(int argc, char **argv)
 		{},
 	};
 	int from = 1, to = 4, c, ret = EXIT_FAIL;
+	bool stages_arg = false, next = false;
 	const char *key_arg = NULL, *job_arg = NULL, *out_arg = NULL;
 	struct sigaction sa = { .sa_handler = on_sigint };
 	struct profile p = { .ep = -1 };
@@ -464,6 +476,10 @@ int ffmctl_profile(int argc, char **argv)
 				ffmctl_err("profile", "--stages wants N or A-B within 1-4, not '%s'", optarg);
 				return EXIT_USAGE;
 			}
+			stages_arg = true;
+			break;
+		case 'n':
+			next = true;
 			break;
 		case 'k':
 			key_arg = optarg;
@@ -481,7 +497,7 @@ int ffmctl_profile(int argc, char **argv)
 			out_arg = optarg;
 			break;
 		case 'h':
-			printf("Usage: ffmctl profile [--stages A-B] [--key K] [--job-id ID] [--json] [--quiet] [-o FILE] -- CMD [ARGS...]\n");
+			printf("Usage: ffmctl profile [--stages A-B | --next] [--key K] [--job-id ID] [--json] [--quiet] [-o FILE] -- CMD [ARGS...]\n");
 			return EXIT_OK;
 		default:
 			return ffmctl_opt_err("profile", c, argv);
@@ -496,6 +512,16 @@ int ffmctl_profile(int argc, char **argv)
 		ffmctl_err("profile", "--key must not be empty");
 		return EXIT_USAGE;
 	}
+	if (next && stages_arg) {
+		ffmctl_err("profile", "--next and --stages exclude each other");
+		return EXIT_USAGE;
+	}
+	if (next && !key_arg) {
+		ffmctl_err("profile", "--next continues a key: name it with --key");
+		return EXIT_USAGE;
+	}
+	if (next)
+		from = to = 0;
 	if (resolve_exe(p.cmd[0], p.exe, sizeof(p.exe)) < 0)
 		return EXIT_FAIL;
 	if (job_arg)

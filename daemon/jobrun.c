@@ -120,6 +120,20 @@ static bool drifted(struct ffm_store *s, const struct ffm_store_stage_history *h
 	return ffm_store__new_wait_share(s, h->last_run[1], &ppm) == 0 && ppm >= DRIFT_PPM;
 }
 
+static int dup_row(const struct ffm_store_xfer_hash *h, void *ctx)
+{
+	(void)ctx;
+	return h->dup == FFM_DUP_SAME_DST; /* 1 stops the scan */
+}
+
+/* Whether the key's latest stage-3 run saw a transfer repeat itself (its monitoring runs then
+ * time the copies, stages/ffm_plan.h); an error reads as no. */
+static bool has_duplicates(struct ffm_store *s, const struct ffm_store_stage_history *h)
+{
+	return h->last_run[FFM_STAGE_MEMORY] &&
+	       ffm_store__for_each_xfer_hash(s, h->last_run[FFM_STAGE_MEMORY], dup_row, NULL) == 1;
+}
+
 int ffm_jobrun__begin(const struct ffm_jobrun_opts *opts, struct ffm_jobrun **ret)
 {
 	struct ffm_store_opts so = { .sz = sizeof(so), .create = true, .tool_version = "ffm 0.1" };
@@ -173,6 +187,7 @@ int ffm_jobrun__begin(const struct ffm_jobrun_opts *opts, struct ffm_jobrun **re
 			in.failures[s] = failed > 255 ? 255 : failed;
 	}
 	in.drift = drifted(jr->store, &hist);
+	in.time_copies = has_duplicates(jr->store, &hist);
 	err = ffm_plan__next(&in, &jr->plan);
 	if (err < 0)
 		goto fail;
@@ -265,7 +280,11 @@ struct ffm_memtrace *ffm_jobrun__memtrace(struct ffm_jobrun *jr)
 
 uint32_t ffm_jobrun__job_flags(const struct ffm_jobrun *jr)
 {
+	/* A monitoring run that times copies keeps stage 1's records and adds the calls'. */
+	bool calls1 = jr->plan.stage == 1 && (jr->plan.probes & (FFM_PROBE_TRANSFER | FFM_PROBE_MEMSET));
+
 	return FFM_JOB_ACTIVE | FFM_JOB_STACKS | (jr->plan.stage >= 2 ? FFM_JOB_CALLS : 0) |
+	       (calls1 ? FFM_JOB_CALLS | FFM_JOB_WAITS_ALONE : 0) |
 	       (jr->plan.probes & FFM_PROBE_CPU_SAMPLE ? FFM_JOB_CPU_SAMPLE : 0) |
 	       ffm_memtrace_job_flags(jr->plan.probes);
 }

@@ -41,6 +41,18 @@
 	 FFM_PROBE_FREE | FFM_PROBE_MEMSET | FFM_PROBE_LAUNCH |                                    \
 	 FFM_PROBE_HASH /* sleepable twins: they hash for stage-3 jobs only */)
 
+/* The API probes job @job's own processes need: the stage-2 set at stage 2 and above, and at
+ * stage 1 what its plan adds (a monitoring run that times copies, stages/ffm_plan.h). The
+ * system-wide sets serve stage >= 2 only: there a monitoring run times no copies. */
+static uint32_t job_api_probes(const struct ffmd *d, int job)
+{
+	if (job < 0 || !d->jobs[job].used)
+		return 0;
+	if (d->jobs[job].stage >= 2)
+		return API_PROBES;
+	return d->jobs[job].jr ? ffm_jobrun__plan(d->jobs[job].jr)->probes & API_PROBES : 0;
+}
+
 static uint64_t detail_slots(const struct ffmd *d)
 {
 	uint64_t m = 0;
@@ -281,7 +293,8 @@ static void log_attach_err(struct ffmd *d, const char *what, const struct drv *d
 static void plink_sync(struct ffmd *d, struct plink *pl)
 {
 	int job = job_of_pid(d, pl->pid), err;
-	bool api = job >= 0 && d->jobs[job].stage >= 2;
+	uint32_t api_probes = job_api_probes(d, job);
+	bool api = api_probes != 0;
 	char buf[PATH_MAX];
 	const char *path = pl->wait_att && (!api || pl->api_att) ? NULL : plink_path(pl->dv, pl->pid, buf, sizeof(buf));
 
@@ -289,7 +302,7 @@ static void plink_sync(struct ffmd *d, struct plink *pl)
 	    (err = attach_set(d, pl->dv, path, FFM_PROBE_WAIT, pl->pid, job, &pl->wait_att, false)) < 0 && alive(pl->pid))
 		log_attach_err(d, "the wait probe", pl->dv, pl->pid, err);
 	if (api && !pl->api_att &&
-	    (err = attach_set(d, pl->dv, path, API_PROBES, pl->pid, job, &pl->api_att, false)) < 0 && alive(pl->pid))
+	    (err = attach_set(d, pl->dv, path, api_probes, pl->pid, job, &pl->api_att, false)) < 0 && alive(pl->pid))
 		log_attach_err(d, "API probes", pl->dv, pl->pid, err);
 	if (!api && pl->api_att)
 		detach_later(d, &pl->api_att);

@@ -19,7 +19,14 @@
  *     further runs get stage 1's probe set as *monitoring* (reason FFM_PLAN_MONITOR): it is the
  *     cheapest set (one probe pair per wait, nothing per launch/copy), keeps the wall time fresh
  *     and lets the store compare waits per call site with the stored runs. Re-running stage 2 on
- *     every production run would add ~1 µs to every launch and copy forever. When the store sees
+ *     every production run would add ~1 µs to every launch and copy forever. One exception: a
+ *     key whose stage 3 found duplicate transfers (in->time_copies) also gets FFM_PROBE_TRANSFER
+ *     and FFM_PROBE_MEMSET in its monitoring runs, stage 1's records kept as they are besides.
+ *     A duplicate's benefit is the copy's own time, which moves from one process to the next
+ *     far more than within one (a 4 MiB pageable copy on the H100: 354-556 us a copy in three
+ *     processes of one hour); each monitoring run times the copies once more, and the analysis
+ *     prices them at the median over the runs (analysis/dupcost.c). One probe pair a copy
+ *     (docs/OVERHEAD.md), on keys whose report already lists a copy worth deleting. When the store sees
  *     drift (in->drift), the plan re-traces: stage 2, and out->invalidate tells the store to forget
  *     stages 2-4 so that 3 and 4 follow with addresses of the new behaviour.
  *   - An override (--stage N, 1..4) always wins, even when earlier stages have not run (reason
@@ -76,6 +83,8 @@ struct ffm_plan_input {
 	uint32_t completed; /* FFM_STAGE_BIT(s) for each stage with a complete run */
 	/* partial/aborted runs of each stage since its last complete run (index = stage) */
 	uint8_t failures[FFM_STAGE__MAX];
+	bool time_copies;   /* the key's stage-3 run found duplicate transfers (daemon/jobrun.c):
+			     * monitoring runs time the copies too */
 	bool drift;         /* the store saw the job's behaviour change since stages 2-4 ran (daemon/
 			     * jobrun.c: a monitoring run waited >= 1% at call sites new to the key) */
 	int override_stage; /* --stage N: 1..4; 0 = none */

@@ -1469,6 +1469,49 @@ TEST(stage_escalation_run1_stage1_run2_stage2)
 	view_free(&v);
 }
 
+/*
+ * A key whose copies repeat (its stage 3 saw duplicates) gets monitoring runs that time the
+ * copies besides stage 1's records (stages/ffm_plan.h): the fifth run of dup_transfer, a
+ * monitoring run, records the waits the first did, at the same sites, and every copy of the
+ * loop, but no launch (the rest of stage 2's probes stay off).
+ */
+TEST(monitoring_run_of_a_key_with_duplicates_times_its_copies)
+{
+	const char *const args[] = { "--iters", N_ITERS_S, "--in-words", "262144", NULL };
+	const char *site = "tests/workloads/dup_transfer.c:35";
+	char exe[PATH_MAX], key[64], id[128];
+	size_t w1, w5, s1, s5, copies, launches;
+	struct view v;
+
+	need_driver();
+	wl_path("dup_transfer", exe, sizeof(exe));
+	snprintf(key, sizeof(key), "dupmon-%d", ++seq);
+	for (int r = 1; r <= 5; r++) {
+		snprintf(id, sizeof(id), "%s-run%d", key, r);
+		job_start(&MAIN_D, id, key, "--exe", exe);
+		wl_run(exe, args, FAKE, NULL, NULL, NULL, NULL, NULL);
+		job_end(&MAIN_D, id);
+	}
+	view_load(&v, &MAIN_D, key, 0);
+	ASSERT_EQ(v.r.stage, 1);
+	w5 = view_site(&v, FFM_EV_WAIT, NULL, NULL, NULL);
+	s5 = view_site(&v, FFM_EV_WAIT, site, NULL, NULL);
+	copies = view_site(&v, FFM_EV_TRANSFER, site, NULL, NULL);
+	launches = view_site(&v, FFM_EV_LAUNCH, NULL, NULL, NULL);
+	if (copies < N_ITERS || launches || s5 < N_ITERS)
+		view_print_sites(&v);
+	view_free(&v);
+	view_load(&v, &MAIN_D, key, 1);
+	ASSERT_EQ(v.r.stage, 1);
+	w1 = view_site(&v, FFM_EV_WAIT, NULL, NULL, NULL);
+	s1 = view_site(&v, FFM_EV_WAIT, site, NULL, NULL);
+	view_free(&v);
+	ASSERT_MSG(copies >= N_ITERS, "the monitoring run timed %zu copies at %s", copies, site);
+	ASSERT_MSG(!launches, "the monitoring run recorded %zu launches", launches);
+	ASSERT_MSG(w5 == w1 && s5 == s1, "waits: %zu (%zu at the copy) in the monitoring run, %zu (%zu) in the first",
+		   w5, s5, w1, s1);
+}
+
 /* Jobs of @key in @d whose id starts with @prefix and that are no longer running. */
 struct prefix_ctx {
 	const char *prefix;
