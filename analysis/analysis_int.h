@@ -235,8 +235,7 @@ int an_scan_run(struct ffm_analysis *a, int64_t run,
 		int (*fn)(const struct ffm_store_event *ev, void *ctx), void *ctx);
 /* The stage-1 runs that stand for the program as the timeline sees it, newest first, at most
  * @max, into @ids: ended whole, not failed, not sampled, and after a re-trace for drift none
- * from before the run that saw it (analysis/runs.c); how many. Without one, the latest stage-1
- * run as it is. */
+ * from before the run that saw it (analysis/runs.c); how many (0: none is usable). */
 size_t an_baseline_runs(struct ffm_analysis *a, int64_t *ids, size_t max);
 /* The waits stage 2's probes hid at the sites a fix removes, added to what the removal takes
  * along (analysis/hidden.c). After the scan, before the graph. */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What a duplicate copy costs, timed in two runs.
+ * What a duplicate copy costs, timed in several runs.
  *
  * A duplicate transfer's fix deletes the call, so its benefit is the call's own time (outside
  * its wait; stages/ffm_model.h), measured in the timeline run. For a large copy from pageable
@@ -8,35 +8,47 @@
  * whatever else the node did during that one run. On the H100 the 4 MiB copies of
  * tests/workloads/dup_transfer took a median of 354, 409 and 556 us in three profiles' stage-2
  * runs, 373-375 us in the same profiles' stage-4 runs and 404 us a copy without ffm (the fix's
- * saving): one run's estimate was 40% high.
+ * saving): one run's estimate was 40% high. Processes of one batch spread as far: ten plain
+ * runs' loops at -9% to +17% of the fix's saving around their median.
  *
- * The first-use run (stage 4) has the same probes on the same calls (its watchpoints guard
- * device-to-host destinations, which a host-to-device duplicate has none of; stage 3 hashes
- * every transfer's bytes inside the call and is no measure of it). Interference only adds
- * time, so per site key the lower of the two runs' median own times is the better measure:
- * where the first-use run's is lower, each duplicate's own time in the timeline is scaled by
- * the ratio, and the time taken off stays in the timeline as CPU work (the graph's gap before
- * the next call). A site whose call count differs between the runs beyond the join tolerance
- * (ffm_verdict_counts_differ) did different things there and is left as measured. Without a
- * first-use run nothing changes.
+ * Other runs time the same calls: the first-use run (stage 4: the same probes on the copies;
+ * its watchpoints guard device-to-host destinations, which a host-to-device duplicate has none
+ * of; stage 3 hashes every transfer's bytes inside the call and is no measure of it), and the
+ * monitoring runs of a key whose copies repeat (stages/ffm_plan.h: they time the copies besides
+ * stage 1's records), the newest AN_DUP_RUNS of the whole stage-1 runs (an_baseline_runs()).
+ * Per site key each run gives its median own time; a run whose count of copies there differs
+ * from the timeline's beyond the join tolerance (ffm_verdict_counts_differ) did different
+ * things and gives none. The price of a copy is then
+ *   - with fewer than AN_DUP_POOL runs (the timeline's included): the lowest median, since
+ *     interference only adds time and two runs say little more;
+ *   - with AN_DUP_POOL or more: the median of the medians, the typical process, higher or
+ *     lower than the timeline's.
+ * Each duplicate's own time in the timeline is scaled by price / the timeline's median. Time
+ * taken off stays in the timeline as CPU work (the graph's gap before the next call); time
+ * added comes out of that gap (the graph clips a call that overlaps the next). Without other
+ * runs nothing changes.
  */
 #include <errno.h>
 
 #include "analysis/analysis_int.h"
 #include "analysis/ffm_verdict.h"
 
-/* Per site key: the own times of its copies in the timeline (t2) and the first-use run (t4). */
+#define AN_DUP_RUNS 8 /* monitoring runs read, newest first */
+#define AN_DUP_POOL 3 /* runs from which the median replaces the lowest */
+
+/* Per site key: the own times of its copies in the timeline (t2) and in the run being read
+ * (cur), the medians of the runs read (meds). */
 struct dup_key {
 	struct oa_key k; /* (site key, 0) */
-	struct an_i64s t2, t4;
+	struct an_i64s t2, cur, meds;
 	uint64_t calls2; /* the timeline's calls at the key (every site's n2) */
-	int64_t m2, m4;	 /* the medians; m4 < m2: scale by m4 / m2 */
+	int64_t m2, price; /* the timeline's median, the price; price != m2: scale */
 };
 
 struct dup_scan {
 	struct ffm_analysis *a;
 	struct oatab keys;	     /* site key -> struct dup_key */
-	struct an_key_cache stacks; /* the first-use run's stacks */
+	struct an_key_cache stacks; /* the other runs' stacks */
 };
 
 static uint64_t own_of(const struct ffm_event *e)
@@ -50,7 +62,7 @@ static bool copy_call(const struct ffm_event *e)
 	return e->kind == FFM_CALL_TRANSFER || e->kind == FFM_CALL_MEMSET;
 }
 
-static int on_first_use_event(const struct ffm_store_event *ev, void *ctx)
+static int on_run_event(const struct ffm_store_event *ev, void *ctx)
 {
 	struct dup_scan *d = ctx;
 	struct dup_key *p;
@@ -62,8 +74,25 @@ static int on_first_use_event(const struct ffm_store_event *ev, void *ctx)
 	err = an_event_key(d->a, &d->stacks, ev, &key);
 	if (err || !key || !(p = oatab_get(&d->keys, key, 0)))
 		return err;
-	return an_i64s_push(&p->t4,
+	return an_i64s_push(&p->cur,
 			    (int64_t)(ev->dur_ns > ev->wait_ns ? ev->dur_ns - ev->wait_ns : 0));
+}
+
+/* Run @run's copies at each key: its median into the key's, where its count matches. */
+static int read_run(struct dup_scan *d, int64_t run)
+{
+	int err = an_scan_run(d->a, run, on_run_event, d);
+
+	for (size_t i = 0; i < d->keys.cap; i++) {
+		struct dup_key *p = oatab_slot(&d->keys, i);
+
+		if (!p || !p->cur.n)
+			continue;
+		if (!err && !ffm_verdict_counts_differ(p->calls2, p->cur.n))
+			err = an_i64s_push(&p->meds, an_median_i64(p->cur.v, p->cur.n));
+		p->cur.n = 0;
+	}
+	return err;
 }
 
 /* The key of the site of @e, 0 when @e's site has no duplicates or no key entry. */
@@ -105,6 +134,24 @@ static int collect_timeline(struct ffm_analysis *a, struct oatab *keys)
 	return 0;
 }
 
+/* A key's price from the timeline's median and the other runs' (see the top). */
+static void price_of(struct dup_key *p)
+{
+	int64_t low = p->m2;
+
+	p->price = p->m2;
+	if (!p->meds.n)
+		return;
+	if (p->meds.n + 1 >= AN_DUP_POOL) {
+		if (an_i64s_push(&p->meds, p->m2) == 0)
+			p->price = an_median_i64(p->meds.v, p->meds.n);
+		return;
+	}
+	for (size_t k = 0; k < p->meds.n; k++)
+		low = p->meds.v[k] < low ? p->meds.v[k] : low;
+	p->price = low;
+}
+
 static void free_keys(struct oatab *keys)
 {
 	for (size_t i = 0; i < keys->cap; i++) {
@@ -112,7 +159,8 @@ static void free_keys(struct oatab *keys)
 
 		if (p) {
 			free(p->t2.v);
-			free(p->t4.v);
+			free(p->cur.v);
+			free(p->meds.v);
 		}
 	}
 	oatab_free(keys);
@@ -123,36 +171,47 @@ int an_dup_cost(struct ffm_analysis *a)
 	struct ffm_analysis_result *res = &a->res;
 	struct dup_scan d = { .a = a, .keys = OATAB_INIT(struct dup_key),
 			      .stacks = AN_KEY_CACHE_INIT };
+	int64_t runs[AN_DUP_RUNS];
+	size_t n = an_baseline_runs(a, runs, AN_DUP_RUNS);
+	uint32_t most = 0;
 	int err;
 
-	if (!res->run_first_use || res->run_first_use == res->run_timeline)
+	if ((!res->run_first_use || res->run_first_use == res->run_timeline) && !n)
 		return 0;
 	err = collect_timeline(a, &d.keys);
-	if (!err && d.keys.n)
-		err = an_scan_run(a, res->run_first_use, on_first_use_event, &d);
+	if (!err && d.keys.n && res->run_first_use && res->run_first_use != res->run_timeline)
+		err = read_run(&d, res->run_first_use);
+	for (size_t i = 0; i < n && !err && d.keys.n; i++)
+		err = read_run(&d, runs[i]);
 	for (size_t i = 0; i < d.keys.cap && !err; i++) {
 		struct dup_key *p = oatab_slot(&d.keys, i);
 
-		if (!p || !p->t2.n || !p->t4.n || ffm_verdict_counts_differ(p->calls2, p->t4.n))
+		if (!p || !p->t2.n)
 			continue;
 		p->m2 = an_median_i64(p->t2.v, p->t2.n);
-		p->m4 = an_median_i64(p->t4.v, p->t4.n);
+		if (p->meds.n + 1 > most) /* the runs its price rests on, the timeline's included */
+			most = (uint32_t)p->meds.n + 1;
+		price_of(p);
 	}
 	for (size_t i = 0; i < a->n_ev && !err && d.keys.n; i++) {
 		struct ffm_event *e = &a->ev[i];
 		struct dup_key *p;
-		uint64_t own, keep;
+		uint64_t own, now;
 
 		if (e->problem != FFM_PROBLEM_DUPLICATE_TRANSFER || !copy_call(e))
 			continue;
 		p = key_of(a, &d.keys, e, false);
-		if (!p || p->m4 < 0 || p->m4 >= p->m2)
+		if (!p || p->m2 <= 0 || p->price == p->m2)
 			continue;
 		own = own_of(e);
-		keep = (uint64_t)((unsigned __int128)own * (uint64_t)p->m4 / (uint64_t)p->m2);
-		e->dur_ns -= own - keep;
-		res->q.dup_trimmed_ns += own - keep;
+		now = (uint64_t)((unsigned __int128)own * (uint64_t)p->price / (uint64_t)p->m2);
+		e->dur_ns = e->dur_ns - own + now;
+		if (now < own)
+			res->q.dup_trimmed_ns += own - now;
+		else
+			res->q.dup_added_ns += now - own;
 	}
+	res->q.dup_price_runs = most;
 	free_keys(&d.keys);
 	an_key_cache_fini(&d.stacks);
 	return err;

@@ -181,9 +181,11 @@ struct ffm_an_quality {
 	 * and the part the removed syncs take along (their benefits include it). */
 	uint64_t hidden_wait_ns, hidden_removed_ns;
 	uint32_t baseline_runs; /* the stage-1 runs that baseline was read from */
-	/* Own time of the duplicate copies that the first-use run, timing the same calls lower,
-	 * takes off the timeline's (analysis/dupcost.c): their benefits are that much less. */
-	uint64_t dup_trimmed_ns;
+	/* Own time of the duplicate copies that their price over the runs that timed them takes
+	 * off the timeline's, or adds to it (analysis/dupcost.c): their benefits are that much
+	 * less, or more. The most runs one site's price rests on, the timeline's included. */
+	uint64_t dup_trimmed_ns, dup_added_ns;
+	uint32_t dup_price_runs;
 };
 
 struct ffm_analysis_result {

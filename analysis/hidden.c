@@ -255,6 +255,9 @@ int an_hidden_waits(struct ffm_analysis *a)
 		int64_t runs[AN_HIDDEN_BASELINES];
 		size_t n = an_baseline_runs(a, runs, AN_HIDDEN_BASELINES);
 
+		if (!n) /* none is whole: the latest as it is */
+			runs[n++] = res->run_baseline;
+
 		for (size_t i = 0; i < n && !err; i++) {
 			err = an_scan_run(a, runs[i], on_base_event, &h);
 			if (!err)

@@ -79,6 +79,9 @@ int ffm_an_merge(const struct ffm_analysis_result *const *res, size_t nr, struct
 		m->q.hidden_removed_ns += r->q.hidden_removed_ns;
 		m->q.baseline_runs += r->q.baseline_runs; /* each node's own runs */
 		m->q.dup_trimmed_ns += r->q.dup_trimmed_ns;
+		m->q.dup_added_ns += r->q.dup_added_ns;
+		if (r->q.dup_price_runs > m->q.dup_price_runs)
+			m->q.dup_price_runs = r->q.dup_price_runs;
 
 		for (size_t i = 0; i < r->n_groups; i++) {
 			const struct ffm_an_group *g = &r->groups[i];

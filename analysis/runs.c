@@ -135,8 +135,6 @@ size_t an_baseline_runs(struct ffm_analysis *a, int64_t *ids, size_t max)
 		if (r->id >= from && base_usable(a, r))
 			ids[n++] = r->id;
 	}
-	if (!n && max)
-		ids[n++] = res->run_baseline;
 	return n;
 }
 

@@ -785,7 +785,7 @@ static json_t *json_quality(const struct ffm_an_merged *m)
 	double least;
 	uint64_t pb = partial_benefit(m, &least);
 
-	return json_pack("{s:o,s:{s:o,s:o,s:o,s:o},s:I,s:I,s:I,s:o,s:o,s:o,s:o,s:o,s:I,s:I,s:o,s:o,s:o,s:o,s:b,s:o,s:o,s:o,s:I,s:o}",
+	return json_pack("{s:o,s:{s:o,s:o,s:o,s:o},s:I,s:I,s:I,s:o,s:o,s:o,s:o,s:o,s:I,s:I,s:o,s:o,s:o,s:o,s:b,s:o,s:o,s:o,s:I,s:o,s:o,s:I}",
 			 "records_lost", ffm_json_u64(q->drops[0] + q->drops[2] + q->drops[3]),
 			 "drops", "ringbuf", ffm_json_u64(q->drops[0]),
 			 "stack_depth", ffm_json_u64(q->drops[1]),
@@ -810,7 +810,9 @@ static json_t *json_quality(const struct ffm_an_merged *m)
 			 "hidden_wait_s", json_s(s_of(q->hidden_wait_ns)),
 			 "hidden_wait_removed_s", json_s(s_of(q->hidden_removed_ns)),
 			 "hidden_wait_baseline_runs", (json_int_t)q->baseline_runs,
-			 "duplicate_time_trimmed_s", json_s(s_of(q->dup_trimmed_ns)));
+			 "duplicate_time_trimmed_s", json_s(s_of(q->dup_trimmed_ns)),
+			 "duplicate_time_added_s", json_s(s_of(q->dup_added_ns)),
+			 "duplicate_price_runs", (json_int_t)q->dup_price_runs);
 }
 
 /* A line's call sites (point groups of several). */

@@ -226,6 +226,10 @@ static int call(struct ctx *c, uint32_t tid, int sc, int si, uint64_t start, uin
 	int err;
 
 	if (c->stage == 1) {
+		/* a monitoring run that times copies records them as stage 2 does */
+		if (c->o->t1_us && (ev.kind == FFM_EV_TRANSFER || ev.kind == FFM_EV_MEMSET) &&
+		    (err = ffm_store__put_event(c->s, &ev, NULL)))
+			return err;
 		if (!wait)
 			return 0;
 		/* stage 1 sees only the wait function, with its own (deeper) stack */
@@ -337,7 +341,8 @@ static int thread_timeline(struct ctx *c, uint32_t tid, uint64_t t0, uint64_t *e
 				t += p->k + p->c;
 				break;
 			case SYN_DUP: {
-				uint64_t tx = c->stage == 4 && c->o->t4_us ? c->o->t4_us * US : p->t;
+				uint64_t tx = c->stage == 4 && c->o->t4_us ? c->o->t4_us * US :
+					      c->stage == 1 && c->o->t1_us ? c->o->t1_us * US : p->t;
 
 				err = call(c, tid, sc, 0, t, tx, 0, -1,
 					   i ? FFM_DUP_SAME_DST : FFM_DUP_NONE);

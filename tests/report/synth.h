@@ -91,6 +91,9 @@ struct synth_opts {
 	 * the timeline's copies slowed by that run's interference, or the other way round.
 	 * synth__expected assumes 0. */
 	uint32_t t4_us;
+	/* DUP: the stage-1 runs written time their copies too (a monitoring run of a key whose
+	 * copies repeat, stages/ffm_plan.h), this long each, µs (0 = they record waits only). */
+	uint32_t t1_us;
 	/* every run written ends with this exit status and these enum ffm_run_flags */
 	int32_t exit_status;
 	uint32_t run_flags;

@@ -317,6 +317,59 @@ TEST(duplicate_copies_cost_what_the_quieter_run_timed)
 	}
 }
 
+/*
+ * Monitoring runs of a key whose copies repeat time them too: from 3 runs that timed a site's
+ * copies on (the timeline's included), its copies cost the median of the runs' medians, higher
+ * or lower than the timeline's; failed runs and runs that timed no copies give none.
+ */
+TEST(duplicate_copies_cost_the_median_of_the_runs_that_timed_them)
+{
+	static const struct {
+		uint32_t mon_us[4]; /* monitoring runs' copies (0: no run; 1: waits only) */
+		int32_t failed;	    /* ... the last of them failed */
+		uint32_t want_us, runs;
+	} cases[] = {
+		/* T 300 in the timeline, 200 in the first-use run */
+		{ { 450, 500, 480 }, 0, 450, 5 }, /* 200 300 450 480 500: the median, above T */
+		{ { 250 }, 0, 250, 3 },		  /* 200 250 300: the first-use run's no longer */
+		{ { 1, 1 }, 0, 200, 2 },	  /* waits only: the lower of two, as before */
+		{ { 250, 260 }, 1, 250, 3 },	  /* the failed 260 out: 200 250 300 */
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct synth_opts o = base(1u << SYN_DUP);
+		const struct ffm_analysis_result *r;
+		struct ffm_analysis *a;
+		uint64_t want, moved;
+		size_t n = 0;
+
+		o.t4_us = 200;
+		while (n < 4 && cases[i].mon_us[n])
+			n++;
+		for (size_t k = 0; k < n; k++) {
+			if (synth__write(&o))
+				FAIL("case %zu: synth__write run %zu", i, k);
+			o.job_id = k == 0 ? "m1" : k == 1 ? "m2" : "m3";
+			o.stages = 1;
+			o.t1_us = cases[i].mon_us[k] > 1 ? cases[i].mon_us[k] : 0;
+			o.exit_status = cases[i].failed && k + 1 == n;
+		}
+		a = analyse(&o, FFM_GROUP_POINT, 1, false);
+		r = ffm_analysis__result(a);
+		want = (uint64_t)(o.iters - 1) * cases[i].want_us * 1000;
+		moved = (uint64_t)(o.iters - 1) * 1000 *
+			(cases[i].want_us > 300 ? cases[i].want_us - 300 : 300 - cases[i].want_us);
+		ASSERT_MSG(r->totals.total_ns == want, "case %zu: %" PRIu64 " ns, want %" PRIu64, i,
+			   r->totals.total_ns, want);
+		ASSERT_MSG((cases[i].want_us > 300 ? r->q.dup_added_ns : r->q.dup_trimmed_ns) == moved,
+			   "case %zu: %" PRIu64 " ns added, %" PRIu64 " trimmed", i, r->q.dup_added_ns,
+			   r->q.dup_trimmed_ns);
+		ASSERT_MSG(r->q.dup_price_runs == cases[i].runs, "case %zu: %u runs", i,
+			   r->q.dup_price_runs);
+		ffm_analysis__free(a);
+	}
+}
+
 TEST(misplaced_evidence_first_use_and_stage4_delays)
 {
 	struct synth_opts o = base(1u << SYN_MISPLACED);
