@@ -28,6 +28,12 @@
 # FFM_ACCURACY=full (every workload with its default parameters, the 10% target, as in
 # docs/ACCURACY.md; a few minutes, run it on a quiet machine).
 # FFM_ACCURACY_WORKLOADS="w1 w2" picks the workloads (default: the mode's list).
+# FFM_ACCURACY_MONITOR=M (default 0): the profile's key also gets M monitoring runs, one beside
+# each of the first M plain/fixed pairs (`ffmctl profile --next`, as ffmd's next jobs of the key
+# would), and the estimate is the report of the last of them: what a job that runs again and
+# again is told, its hidden-wait baseline and its duplicate copies' prices read from every run
+# (stages/ffm_plan.h). The runs of a shared node differ more from process to process than
+# within one, and this follows them as the plain and fixed runs do.
 # FFM_ACCURACY_TABLE=FILE also writes the markdown rows for docs/ACCURACY.md there.
 # Skips (77, saying why) without root/BPF, the simulated driver, or a stage 3 that classifies.
 # Uses the driver in $FFM_ACCURACY_DRIVER_DIR (default: the simulated one).
@@ -38,6 +44,7 @@ FFMCTL=$B/ffmctl
 WL=$B/workloads
 DRV=${FFM_ACCURACY_DRIVER_DIR:-$B/fakecuda}
 REPS=${FFM_ACCURACY_REPS:-3}
+MONITOR=${FFM_ACCURACY_MONITOR:-0}
 MODE=${FFM_ACCURACY:-quick}
 case $MODE in
 quick)
@@ -77,15 +84,26 @@ planted() {
 		awk -F: '{ print $1 ":" $2 }'
 }
 
-# The median LOOP_S of REPS runs of each mode, interleaved (load bursts hit both alike).
-measure() { # measure WORKLOAD -> "plain fixed"
+# The median LOOP_S of REPS runs of each mode, interleaved (load bursts hit both alike), and
+# beside the first MONITOR pairs a monitoring run of key JOB (jobs JOB-m1..); the last job's
+# id is left in $T/job.
+measure() { # measure WORKLOAD JOB -> "plain fixed"
 	local w=$1 i
 	: >"$T/plain" && : >"$T/fixed"
+	echo "$2" >"$T/job"
 	for i in $(seq "$REPS"); do
 		# shellcheck disable=SC2086 # ARGS is a list
 		LD_LIBRARY_PATH=$DRV "$WL/$w" $ARGS 2>/dev/null | awk '/^LOOP_S/ { print $2 }' >>"$T/plain"
 		# shellcheck disable=SC2086
 		LD_LIBRARY_PATH=$DRV "$WL/$w" $ARGS --fixed 2>/dev/null | awk '/^LOOP_S/ { print $2 }' >>"$T/fixed"
+		[ "$i" -le "$MONITOR" ] || continue
+		# shellcheck disable=SC2086
+		if LD_LIBRARY_PATH=$DRV "$FFMCTL" --state-dir "$T/s" profile --quiet --next --key "$2" \
+			--job-id "$2-m$i" -- "$WL/$w" $ARGS >"$T/$w.monitor" 2>&1; then
+			echo "$2-m$i" >"$T/job"
+		else
+			sed 's/^/# monitoring run: /' "$T/$w.monitor" | tail -n 5 >&2
+		fi
 	done
 	echo "$(sort -g "$T/plain" | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')" \
 		"$(sort -g "$T/fixed" | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')"
@@ -158,6 +176,8 @@ for w in $WORKLOADS; do
 		nsites=$(echo "$sites" | wc -w)
 		group=point
 		[ "$nsites" -gt 1 ] && group=sequence
+		read -r plain fixed <<<"$(measure "$w" "$job")"
+		job=$(cat "$T/job")
 		"$FFMCTL" --state-dir "$T/s" report "$job" --json --group $group --top 1000 >"$T/$w.json"
 		est=$(python3 - "$T/$w.json" $sites <<'EOF2'
 import json, sys
@@ -174,7 +194,6 @@ else:
                        if all(at(m["call_site"]) for m in p["members"])))
 EOF2
 )
-		read -r plain fixed <<<"$(measure "$w")"
 		verdict=$(python3 -c "
 est, plain, fixed, tol, lower = $est, $plain, $fixed, $tol, $lower_only
 act = plain - fixed
