@@ -7,16 +7,25 @@
 # LOOP_S (WALL_S less the CUDA context's creation, which the fix does not touch and which moves
 # by tens of ms from one process to the next; WALL_S where a run did not print it), and the
 # report of `ffmctl profile --stages 1-4`: the benefit of the planted line and the headline.
+# With --monitor M the profile runs before the pairs and a monitoring run of its key
+# (`ffmctl profile --next`) beside each of the first M pairs; the report is the last one's, as
+# a job that runs again and again gets it (tests/report/test_accuracy.sh, FFM_ACCURACY_MONITOR).
 # Writes OUT/classes.md (the table) and the raw outputs (NAME.runs: every run's output).
 #
-#   O=DIR bench/gpu/classes.sh [--reps N] OUT
+#   O=DIR bench/gpu/classes.sh [--reps N] [--monitor M] OUT
 #
 # DIR is what bench/gpu/pack.sh built (a static ffmctl); the CUDA-runtime program is built here
 # with this machine's nvcc and cuBLAS. Needs root (BPF).
 set -u
-reps=5
-[ "${1:-}" = --reps ] && { reps=$2; shift 2; }
-[ $# = 1 ] || { echo "usage: $0 [--reps N] OUT" >&2; exit 2; }
+reps=5 mon=0
+while [ $# -gt 1 ]; do
+	case $1 in
+	--reps) reps=$2; shift 2 ;;
+	--monitor) mon=$2; shift 2 ;;
+	*) break ;;
+	esac
+done
+[ $# = 1 ] || { echo "usage: $0 [--reps N] [--monitor M] OUT" >&2; exit 2; }
 OUT=$(mkdir -p "$1" && cd "$1" && pwd)
 cd "$(dirname "$0")/../.." || exit 1
 O=$(cd "${O:-.dev/gpu}" && pwd) || exit 1
@@ -45,21 +54,36 @@ wall() {
 	"$@" 2>/dev/null | sed "s/^/$kind /" | tee -a "$OUT/$name.runs" | awk '/ WALL_S /{print $3}'
 }
 
+# profile NAME ARGS...: stages 1-4 of key cls-NAME
+profile() {
+	local n=$1
+	shift
+	"$O/ffmctl" --state-dir "$S/st" profile --quiet --stages 1-4 --key "cls-$n" \
+		--job-id "cls-$n" -- "$BIN" "$@" >"$OUT/$n.profile" 2>&1
+}
+
 echo "$VARIANTS" | while IFS='|' read -r name args; do
 	[ -n "$name" ] || continue
 	: >"$OUT/$name.times"
 	: >"$OUT/$name.runs"
+	job=cls-$name
+	# shellcheck disable=SC2086 # args is a list
+	[ "$mon" -gt 0 ] && profile "$name" $args
 	for i in $(seq "$reps"); do
-		# shellcheck disable=SC2086 # args is a list
+		# shellcheck disable=SC2086
 		echo "plain $(wall plain "$BIN" $args)" >>"$OUT/$name.times"
 		# shellcheck disable=SC2086
 		echo "fixed $(wall fixed "$BIN" $args --fixed)" >>"$OUT/$name.times"
+		[ "$i" -le "$mon" ] || continue
+		# shellcheck disable=SC2086
+		"$O/ffmctl" --state-dir "$S/st" profile --quiet --next --key "cls-$name" \
+			--job-id "cls-$name-m$i" -- "$BIN" $args >>"$OUT/$name.profile" 2>&1 &&
+			job=cls-$name-m$i
 	done
 	# shellcheck disable=SC2086
-	"$O/ffmctl" --state-dir "$S/st" profile --quiet --stages 1-4 --key "cls-$name" \
-		--job-id "cls-$name" -- "$BIN" $args >"$OUT/$name.profile" 2>&1
-	"$O/ffmctl" --state-dir "$S/st" report "cls-$name" --json --top 1000 >"$OUT/$name.json"
-	"$O/ffmctl" --state-dir "$S/st" report "cls-$name" >"$OUT/$name.txt"
+	[ "$mon" -gt 0 ] || profile "$name" $args
+	"$O/ffmctl" --state-dir "$S/st" report "$job" --json --top 1000 >"$OUT/$name.json"
+	"$O/ffmctl" --state-dir "$S/st" report "$job" >"$OUT/$name.txt"
 done
 
 python3 - "$OUT" "$SRC/cudart_problems.cu" <<'PY' >"$OUT/classes.md"
