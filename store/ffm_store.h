@@ -594,10 +594,11 @@ int ffm_store__get_run(struct ffm_store *s, int64_t run, struct ffm_store_run *o
 int ffm_store__run_last_ns(struct ffm_store *s, int64_t run, uint64_t *out);
 /* Events of a run in (start_ns, id) order, streamed: memory does not grow with the run. */
 int ffm_store__for_each_event(struct ffm_store *s, int64_t run, ffm_store_event_cb cb, void *ctx);
-/* Per-stack totals of a run, largest total wait first. */
 /* The share, in parts per million, of @run's wait time at call sites where no earlier run of
  * the key waited (drift of a monitoring run, stages/ffm_plan.h). */
 int ffm_store__new_wait_share(struct ffm_store *s, int64_t run, int64_t *ppm);
+/* Whether stage-3 run @run saw a transfer repeat itself (FFM_DUP_SAME_DST): *any 1 or 0. */
+int ffm_store__dup_transfers(struct ffm_store *s, int64_t run, int64_t *any);
 /* CPU samples of one Python stack in one state (table cpu_samples): added to the run's row. */
 struct ffm_store_cpu_samples {
 	int64_t stack;
@@ -620,6 +621,9 @@ typedef int (*ffm_store_sample_agg_cb)(const struct ffm_store_sample_agg *g, voi
 int ffm_store__for_each_sample(struct ffm_store *s, int64_t run, ffm_store_sample_cb cb, void *ctx);
 int ffm_store__for_each_sample_agg(struct ffm_store *s, int64_t run, ffm_store_sample_agg_cb cb,
 				   void *ctx);
+/* Per-stack totals of a run, largest total wait first. A stage-1 run's are its waits only: the
+ * copies a monitoring run times besides (stages/ffm_plan.h) hold the same waits again, and are
+ * read event by event by the analysis that prices them (analysis/dupcost.c). */
 int ffm_store__for_each_stack_agg(struct ffm_store *s, int64_t run, ffm_store_agg_cb cb,
 				  void *ctx);
 /* Frames of a stack, innermost (depth 0) first. Returns the number of frames, -ENOENT. */

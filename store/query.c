@@ -219,6 +219,13 @@ int ffm_store__new_wait_share(struct ffm_store *s, int64_t run, int64_t *ppm)
 			 run, ppm);
 }
 
+int ffm_store__dup_transfers(struct ffm_store *s, int64_t run, int64_t *any)
+{
+	/* dup 1: FFM_DUP_SAME_DST */
+	return one_value(s, "SELECT EXISTS (SELECT 1 FROM xfer_hashes WHERE run = ?1 AND dup = 1)",
+			 run, any);
+}
+
 /* ---- events ----------------------------------------------------------------------------- */
 
 /* start_ns is stored as signed: times from a boot clock stay far below 2^63. The primary key
@@ -372,7 +379,8 @@ int ffm_store__for_each_stack_agg(struct ffm_store *s, int64_t run, ffm_store_ag
 {
 	return rows_of(s,
 		       "SELECT stack, kind, api, count, dur_ns, wait_ns, bytes FROM stack_stats"
-		       " WHERE run = ?1 ORDER BY wait_ns DESC, dur_ns DESC, stack, kind, api",
+		       " WHERE run = ?1 AND (kind = 1 OR (SELECT stage FROM runs WHERE id = ?1) != 1)"
+		       " ORDER BY wait_ns DESC, dur_ns DESC, stack, kind, api",
 		       &run, agg_row, (void *)cb, ctx);
 }
 

@@ -607,7 +607,7 @@ static int rt_job(const struct ffm_store_job_info *j, void *ctx)
 	ASSERT_STREQ(j->job_id, "1");
 	ASSERT_STREQ(j->node, "n1");
 	ASSERT_EQ(j->runs, 1);
-	ASSERT_EQ(j->stages_done, 1u << 1);
+	ASSERT_EQ(j->stages_done, 1u << 2);
 	ASSERT_EQ(j->state, FFM_JOB_DONE);
 	(*(int *)ctx)++;
 	return 0;
@@ -649,7 +649,8 @@ TEST(ingest_flush_query_roundtrip)
 	struct ffm_store_frame late = { .module = "/bin/app", .offset = 0x20, .func = "main",
 					.file = "app.cu", .line = 42 };
 	struct ffm_store_job j = { .job_id = "1", .uid = 7, .start_unix = 100, .node = "n1" };
-	struct ffm_store_run run_in = { .job_id = "1", .stage = 1, .start_ns = 1000 }, run_out;
+	struct ffm_store_run run_in = { .job_id = "1", .stage = 2, .start_ns = 1000 }, run_out;
+	int64_t any = -1;
 	struct ffm_store_process p = { .tgid = 10, .ptgid = 1, .exe = "/bin/app", .start_ns = 1 };
 	struct ffm_store_drops drops;
 	struct ffm_store_stage_history hist;
@@ -738,6 +739,10 @@ TEST(ingest_flush_query_roundtrip)
 	ASSERT_EQ(rt.aggs, 1);
 	ASSERT_EQ(rt.agg_count, 25);
 	ASSERT_EQ(rt.agg_wait, 25 * 40);
+	ASSERT_OK(ffm_store__dup_transfers(r, run, &any));
+	ASSERT_EQ(any, 1);
+	ASSERT_OK(ffm_store__dup_transfers(r, run + 1, &any));
+	ASSERT_EQ(any, 0);
 	ASSERT_OK(ffm_store__for_each_api_name(r, rt_api, &rt));
 	ASSERT_STREQ(rt.api1, "cuStreamSynchronize");
 	free((void *)rt.api1);
@@ -746,7 +751,7 @@ TEST(ingest_flush_query_roundtrip)
 	ASSERT_EQ(drops.count[FFM_DROP_MAP_FULL], 1);
 	ASSERT_EQ(drops.count[FFM_DROP_STACK_TOO_DEEP], 0);
 	ASSERT_OK(ffm_store__get_run(r, run, &run_out));
-	ASSERT_EQ(run_out.stage, 1);
+	ASSERT_EQ(run_out.stage, 2);
 	ASSERT_EQ(run_out.driver, drv_id);
 	ASSERT_EQ(run_out.end_ns, 20000);
 	ASSERT_NEAR(run_out.wall_s, 1.5, 1e-9);
@@ -762,9 +767,9 @@ TEST(ingest_flush_query_roundtrip)
 	ASSERT_OK(ffm_store__for_each_sync_use(r, run, rt_sync, &n));
 	ASSERT_EQ(n, 1);
 	ASSERT_OK(ffm_store__stage_history(r, &hist));
-	ASSERT_EQ(hist.runs[1], 1);
-	ASSERT_EQ(hist.runs[2], 0);
-	ASSERT_EQ(hist.last_run[1], run);
+	ASSERT_EQ(hist.runs[2], 1);
+	ASSERT_EQ(hist.runs[1], 0);
+	ASSERT_EQ(hist.last_run[2], run);
 	ASSERT_EQ(hist.open_runs, 0);
 	/* writes on a reader */
 	ASSERT_EQ(ffm_store__put_thread(r, run, 1, 1), -EROFS);
@@ -901,6 +906,37 @@ TEST(per_stack_aggregates)
 	ASSERT_EQ(g.wait, wait);
 	ASSERT_EQ(g.bytes, bytes);
 	ASSERT_EQ(g.rows, 9001);
+	s = ffm_store__free(s);
+}
+
+/* A stage-1 run's totals are its waits: a monitoring run's timed copies hold them again. */
+TEST(stage1_aggregates_are_waits)
+{
+	char *d = mktmp(), path[256];
+	struct ffm_store *s = NULL;
+	struct aggsum g = { 0 };
+	int64_t run[2];
+
+	snprintf(path, sizeof(path), "%s/a.db", d);
+	ASSERT_OK(ffm_store__open(path, &wopts, &s));
+	ASSERT_OK(ffm_store__job_begin(s, &(struct ffm_store_job){ .job_id = "1" }, NULL));
+	for (int k = 0; k < 2; k++) {
+		ASSERT_OK(ffm_store__run_begin(s, &(struct ffm_store_run){ .job_id = "1",
+					       .stage = k ? 2 : 1 }, &run[k]));
+		ASSERT_OK(ffm_store__put_event(s, &(struct ffm_store_event){ .run = run[k],
+					       .kind = FFM_EV_WAIT, .start_ns = 10, .dur_ns = 5, .stack = 8 }, NULL));
+		ASSERT_OK(ffm_store__put_event(s, &(struct ffm_store_event){ .run = run[k],
+					       .kind = FFM_EV_TRANSFER, .api = 3, .start_ns = 9, .dur_ns = 9,
+					       .wait_ns = 5, .stack = 8 }, NULL));
+	}
+	ASSERT_OK(ffm_store__flush(s));
+	ASSERT_OK(ffm_store__for_each_stack_agg(s, run[0], aggsum_cb, &g));
+	ASSERT_EQ(g.rows, 1);
+	ASSERT_EQ(g.wait, 0); /* a wait record's time is its dur */
+	ASSERT_EQ(g.dur, 5);
+	memset(&g, 0, sizeof(g));
+	ASSERT_OK(ffm_store__for_each_stack_agg(s, run[1], aggsum_cb, &g));
+	ASSERT_EQ(g.rows, 2);
 	s = ffm_store__free(s);
 }
 
