@@ -654,6 +654,10 @@ static __always_inline void wait_leave(struct pt_regs *ctx)
 	r->_pad = 0;
 	bpf_ringbuf_submit(r, rb_flags());
 	t->sync_done = bpf_ktime_get_ns();
+	/* Inside a copy (FFM_JOB_WAITS_ALONE): this record's walk and submit are ffm's time,
+	 * not the copy's own, which the analysis prices (analysis/dupcost.c). */
+	if (t->call_depth)
+		t->wait_acc += t->sync_done - now;
 }
 
 /*
@@ -1021,6 +1025,12 @@ static __always_inline int do_api_entry(struct pt_regs *ctx, const bool hashing)
 	job = p->job;
 	jc = bpf_map_lookup_elem(&jobs, &job);
 	if (!jc || !(jc->flags & FFM_JOB_CALLS))
+		return SKIP_RETURN;
+	/* A monitoring run times its copies only, whatever other jobs had probed (the
+	 * system-wide sets serve every job at once). */
+	if ((jc->flags & FFM_JOB_WAITS_ALONE) &&
+	    FFM_COOKIE_KIND(bpf_get_attach_cookie(ctx)) != FFM_KIND_MEMCPY &&
+	    FFM_COOKIE_KIND(bpf_get_attach_cookie(ctx)) != FFM_KIND_MEMSET)
 		return SKIP_RETURN;
 	learn_lib_range(p, PT_REGS_IP(ctx));
 	t = thread_enter(jc, job);

@@ -60,7 +60,11 @@ static void set_switch(struct psample *ps)
  * probes. Whether a process starts sampling is the budget's say (at its first wait). */
 static bool job_stage1(const struct ffmd *d, int job)
 {
+	/* Not a monitoring run that times copies (stages/ffm_plan.h): a copy's own time is its
+	 * call less its waits, which a window without the wait probe would not see, and the
+	 * analysis prices copies from whole runs only. */
 	return job >= 0 && d->jobs[job].used && d->jobs[job].jr && d->jobs[job].stage == 1 &&
+	       !(ffm_jobrun__plan(d->jobs[job].jr)->probes & (FFM_PROBE_TRANSFER | FFM_PROBE_MEMSET)) &&
 	       ffm_collector__per_process(d->col);
 }
 

@@ -120,18 +120,14 @@ static bool drifted(struct ffm_store *s, const struct ffm_store_stage_history *h
 	return ffm_store__new_wait_share(s, h->last_run[1], &ppm) == 0 && ppm >= DRIFT_PPM;
 }
 
-static int dup_row(const struct ffm_store_xfer_hash *h, void *ctx)
-{
-	(void)ctx;
-	return h->dup == FFM_DUP_SAME_DST; /* 1 stops the scan */
-}
-
-/* Whether the key's latest stage-3 run saw a transfer repeat itself (its monitoring runs then
- * time the copies, stages/ffm_plan.h); an error reads as no. */
+/* Whether the key's latest stage-3 run saw a transfer repeat itself, once stage 4 is done
+ * (its monitoring runs then time the copies, stages/ffm_plan.h); an error reads as no. */
 static bool has_duplicates(struct ffm_store *s, const struct ffm_store_stage_history *h)
 {
-	return h->last_run[FFM_STAGE_MEMORY] &&
-	       ffm_store__for_each_xfer_hash(s, h->last_run[FFM_STAGE_MEMORY], dup_row, NULL) == 1;
+	int64_t any = 0;
+
+	return h->last_run[FFM_STAGE_MEMORY] && h->runs[FFM_STAGE_SYNC_USE] &&
+	       ffm_store__dup_transfers(s, h->last_run[FFM_STAGE_MEMORY], &any) == 0 && any;
 }
 
 int ffm_jobrun__begin(const struct ffm_jobrun_opts *opts, struct ffm_jobrun **ret)
