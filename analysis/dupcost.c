@@ -27,9 +27,11 @@
  *   - with AN_DUP_POOL or more: the median of the means, the typical process, higher or
  *     lower than the timeline's.
  * Each duplicate's own time in the timeline is scaled by price / the timeline's mean. Time
- * taken off stays in the timeline as CPU work (the graph's gap before the next call); time
- * added comes out of that gap (the graph clips a call that overlaps the next). Without other
- * runs nothing changes.
+ * taken off stays in the timeline as CPU work (the graph's gap before the next call). Time
+ * added makes the copy that much longer and the thread's later calls start that much later,
+ * as in a process whose copies ran at that price (taking it out of the next gap would clip
+ * the next call: its own time and its wait, which the copy's speed does not change). Without
+ * other runs nothing changes.
  */
 #include <errno.h>
 
@@ -46,6 +48,13 @@ struct dup_key {
 	struct an_i64s t2, cur, means;
 	uint64_t calls2; /* the timeline's calls at the key (every site's n2) */
 	int64_t m2, price; /* the timeline's mean, the price; price != m2: scale */
+};
+
+/* The time the copies priced higher added to a thread so far: its later calls come that much
+ * later. */
+struct tid_shift {
+	struct oa_key k; /* (tid, 0) */
+	uint64_t ns;
 };
 
 struct dup_scan {
@@ -183,6 +192,7 @@ int an_dup_cost(struct ffm_analysis *a)
 	struct ffm_analysis_result *res = &a->res;
 	struct dup_scan d = { .a = a, .keys = OATAB_INIT(struct dup_key),
 			      .stacks = AN_KEY_CACHE_INIT };
+	struct oatab shifts = OATAB_INIT(struct tid_shift); /* tid -> time added so far */
 	int64_t runs[AN_DUP_RUNS];
 	size_t n = an_baseline_runs(a, runs, AN_DUP_RUNS);
 	uint32_t most = 0;
@@ -207,9 +217,12 @@ int an_dup_cost(struct ffm_analysis *a)
 	}
 	for (size_t i = 0; i < a->n_ev && !err && d.keys.n; i++) {
 		struct ffm_event *e = &a->ev[i];
+		struct tid_shift *sh = oatab_get(&shifts, e->tid, 0);
 		struct dup_key *p;
 		uint64_t own, now;
 
+		if (sh)
+			e->start_ns += sh->ns;
 		if (e->problem != FFM_PROBLEM_DUPLICATE_TRANSFER || !copy_call(e))
 			continue;
 		p = key_of(a, &d.keys, e, false);
@@ -218,13 +231,19 @@ int an_dup_cost(struct ffm_analysis *a)
 		own = own_of(e);
 		now = (uint64_t)((unsigned __int128)own * (uint64_t)p->price / (uint64_t)p->m2);
 		e->dur_ns = e->dur_ns - own + now;
-		if (now < own)
+		if (now < own) {
 			res->q.dup_trimmed_ns += own - now;
+			continue;
+		}
+		res->q.dup_added_ns += now - own;
+		if (!sh && !(sh = oatab_find(&shifts, e->tid, 0, true)))
+			err = -ENOMEM;
 		else
-			res->q.dup_added_ns += now - own;
+			sh->ns += now - own;
 	}
 	res->q.dup_price_runs = most;
 	free_keys(&d.keys);
+	oatab_free(&shifts);
 	an_key_cache_fini(&d.stacks);
 	return err;
 }

@@ -51,7 +51,7 @@ control|--problem control"}
 wall() {
 	local kind=$1
 	shift
-	"$@" 2>/dev/null | sed "s/^/$kind /" | tee -a "$OUT/$name.runs" | awk '/ WALL_S /{print $3}'
+	"$@" 2>/dev/null </dev/null | sed "s/^/$kind /" | tee -a "$OUT/$name.runs" | awk '/ WALL_S /{print $3}'
 }
 
 # profile NAME ARGS...: stages 1-4 of key cls-NAME
@@ -59,7 +59,7 @@ profile() {
 	local n=$1
 	shift
 	"$O/ffmctl" --state-dir "$S/st" profile --quiet --stages 1-4 --key "cls-$n" \
-		--job-id "cls-$n" -- "$BIN" "$@" >"$OUT/$n.profile" 2>&1
+		--job-id "cls-$n" -- "$BIN" "$@" >"$OUT/$n.profile" 2>&1 </dev/null
 }
 
 echo "$VARIANTS" | while IFS='|' read -r name args; do
@@ -77,7 +77,7 @@ echo "$VARIANTS" | while IFS='|' read -r name args; do
 		[ "$i" -le "$mon" ] || continue
 		# shellcheck disable=SC2086
 		"$O/ffmctl" --state-dir "$S/st" profile --quiet --next --key "cls-$name" \
-			--job-id "cls-$name-m$i" -- "$BIN" $args >>"$OUT/$name.profile" 2>&1 &&
+			--job-id "cls-$name-m$i" -- "$BIN" $args >>"$OUT/$name.profile" 2>&1 </dev/null &&
 			job=cls-$name-m$i
 	done
 	# shellcheck disable=SC2086
