@@ -23,6 +23,8 @@
 # And `ffmctl status` shows the budget and the job's sampling while the first run goes on; the
 # monitoring run's new site (one no run of the key had) is drift: the next runs re-trace stages
 # 2 and 3.
+# A key whose copies repeat (dup_transfer) gets monitoring runs that time its copies: such a
+# run is never sampled, though its key's first run was.
 # Skips (exit 77, saying why) without root, BPF, cgroup v2, the simulated driver or python3.
 set -u
 cd "$(dirname "$0")/../.." || exit 2
@@ -177,6 +179,34 @@ job run6 --rate 2000 --ms 300
 job run7 --rate 2000 --ms 300
 check "after the drift, the next run re-traces at stage 2" grep -q "job run6 started: key adaptive, stage 2" "$T/ffmd.log"
 check "... and the one after it at stage 3" grep -q "job run7 started: key adaptive, stage 3" "$T/ffmd.log"
+# A key whose copies repeat (tests/workloads/dup_transfer, ~600 waits/s here, sampled at
+# this budget): its monitoring run times the copies and is never sampled (stages/ffm_plan.h,
+# daemon/adaptive.c), though its first run was.
+dupjob() { # dupjob NAME: one run of key "dupmon"
+	mkdir -p "$CG/$1"
+	ctl job start "$1" --key dupmon --cgroup "$CG/$1" >/dev/null || return 1
+	(echo $BASHPID >"$CG/$1/cgroup.procs" && LD_LIBRARY_PATH=$T/fake exec "$B/workloads/dup_transfer" \
+		--iters 1500 --in-words 16384) >"$T/$1.out" 2>&1
+	ctl job end "$1" >/dev/null
+}
+for r in 1 2 3 4 5; do dupjob "dup$r"; done
+dupjudge() {
+	python3 - "$T/state" <<'PY'
+import glob, sqlite3, sys
+db = sqlite3.connect(glob.glob(sys.argv[1] + "/**/dupmon.db", recursive=True)[0])
+runs = db.execute("SELECT id, stage FROM runs ORDER BY id").fetchall()
+def n(sql, run):
+    return db.execute(sql, (run,)).fetchone()[0]
+spans = lambda run: n("SELECT count(*) FROM sample_spans WHERE run = ?", run)
+copies = lambda run: n("SELECT count(*) FROM events WHERE run = ? AND (info & 255) = 3", run)
+first, mon = runs[0][0], runs[-1][0]
+print(("ok " if len(runs) == 5 and runs[-1][1] == 1 else "not ok ") + "five runs, the last at stage 1 (%s)" % runs)
+print(("ok " if spans(first) else "not ok ") + "the first run was sampled (%d spans and windows)" % spans(first))
+print(("ok " if not spans(mon) else "not ok ") + "the monitoring run was not (%d)" % spans(mon))
+print(("ok " if copies(mon) >= 1500 else "not ok ") + "the monitoring run timed %d copies" % copies(mon))
+PY
+}
+result "duplicates' monitoring run" < <(dupjudge 2>&1)
 [ "$fails" = 0 ] || { sed 's/^/# /' "$T/ffmd.log" | tail -n 30; cat "$T/status.txt" | sed 's/^/# /'; }
 echo "1..$n"
 [ "$fails" = 0 ]
