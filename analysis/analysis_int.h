@@ -30,6 +30,9 @@ void an_pool_fini(struct strpool *p);
 /* The median of @v (sorted in place), -1 for none. */
 int64_t an_median_i64(int64_t *v, size_t n);
 
+/* The most stage-1 runs the baseline reads (an_baseline_runs()). */
+#define AN_BASELINE_RUNS 8
+
 /* A growable array of samples, for medians (analysis/hidden.c, analysis/dupcost.c). */
 struct an_i64s {
 	int64_t *v;
@@ -156,6 +159,9 @@ struct ffm_analysis {
 	struct oatab thr_of;
 	struct oatab keep_of; /* stack id -> an_keep_site(), the scan threads' read-only copy */
 	struct oatab sync_last; /* (site key, tid) -> struct an_sync_last (analysis/hidden.c) */
+	int64_t base_runs[AN_BASELINE_RUNS]; /* an_baseline_runs(), once it has chosen */
+	size_t n_base_runs;
+	bool base_chosen;
 	/* the timeline */
 	struct ffm_event *ev;
 	size_t n_ev, cap_ev;
@@ -234,9 +240,12 @@ void an_key_cache_fini(struct an_key_cache *c);
 int an_scan_run(struct ffm_analysis *a, int64_t run,
 		int (*fn)(const struct ffm_store_event *ev, void *ctx), void *ctx);
 /* The stage-1 runs that stand for the program as the timeline sees it, newest first, at most
- * @max, into @ids: ended whole, not failed, not sampled, and after a re-trace for drift none
- * from before the run that saw it (analysis/runs.c); how many (0: none is usable). */
-size_t an_baseline_runs(struct ffm_analysis *a, int64_t *ids, size_t max);
+ * AN_BASELINE_RUNS: ended whole, not failed, not sampled, and after a re-trace for drift none
+ * from before the run that saw it (analysis/runs.c). Chosen once per analysis; how many (0:
+ * none is usable), their ids in *ids. */
+size_t an_baseline_runs(struct ffm_analysis *a, const int64_t **ids);
+/* Run @id's enum ffm_run_flags (0 for a run the analysis does not consider). */
+uint32_t an_run_flags(const struct ffm_analysis *a, int64_t id);
 /* The waits stage 2's probes hid at the sites a fix removes, added to what the removal takes
  * along (analysis/hidden.c). After the scan, before the graph. */
 int an_hidden_waits(struct ffm_analysis *a);

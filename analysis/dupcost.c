@@ -15,7 +15,7 @@
  * its watchpoints guard device-to-host destinations, which a host-to-device duplicate has none
  * of; stage 3 hashes every transfer's bytes inside the call and is no measure of it), and the
  * monitoring runs of a key whose copies repeat (stages/ffm_plan.h: they time the copies besides
- * stage 1's records), the newest AN_DUP_RUNS of the whole stage-1 runs (an_baseline_runs()).
+ * stage 1's records, FFM_RUN_COPIES) among the baseline's stage-1 runs (an_baseline_runs()).
  * Per site key each run gives its mean own time (what the fix saves is the copies' sum: in
  * eight monitoring processes on the H100 the loop less that sum stayed within 0.4095-0.4131 s
  * while the sum went from 0.125 to 0.172 s; the median times the count, 0.122-0.152 s, fell
@@ -38,7 +38,6 @@
 #include "analysis/analysis_int.h"
 #include "analysis/ffm_verdict.h"
 
-#define AN_DUP_RUNS 8 /* monitoring runs read, newest first */
 #define AN_DUP_POOL 3 /* runs from which their median replaces the lowest */
 
 /* Per site key: the own times of its copies in the timeline (t2) and in the run being read
@@ -63,9 +62,10 @@ struct dup_scan {
 	struct an_key_cache stacks; /* the other runs' stacks */
 };
 
-static uint64_t own_of(const struct ffm_event *e)
+/* A call's own time: its duration outside its waits. */
+static uint64_t own_ns(uint64_t dur_ns, uint64_t wait_ns)
 {
-	return e->dur_ns > e->wait_ns ? e->dur_ns - e->wait_ns : 0;
+	return dur_ns > wait_ns ? dur_ns - wait_ns : 0;
 }
 
 static bool copy_call(const struct ffm_event *e)
@@ -86,8 +86,7 @@ static int on_run_event(const struct ffm_store_event *ev, void *ctx)
 	err = an_event_key(d->a, &d->stacks, ev, &key);
 	if (err || !key || !(p = oatab_get(&d->keys, key, 0)))
 		return err;
-	return an_i64s_push(&p->cur,
-			    (int64_t)(ev->dur_ns > ev->wait_ns ? ev->dur_ns - ev->wait_ns : 0));
+	return an_i64s_push(&p->cur, (int64_t)own_ns(ev->dur_ns, ev->wait_ns));
 }
 
 static int64_t mean_of(const struct an_i64s *x)
@@ -143,7 +142,7 @@ static int collect_timeline(struct ffm_analysis *a, struct oatab *keys)
 		const struct ffm_event *e = &a->ev[i];
 		struct dup_key *p = copy_call(e) ? key_of(a, keys, e, false) : NULL;
 
-		if (p && an_i64s_push(&p->t2, (int64_t)own_of(e)))
+		if (p && an_i64s_push(&p->t2, (int64_t)own_ns(e->dur_ns, e->wait_ns)))
 			return -ENOMEM;
 	}
 	for (size_t i = 0; i < res->n_sites && keys->n; i++) {
@@ -193,18 +192,20 @@ int an_dup_cost(struct ffm_analysis *a)
 	struct dup_scan d = { .a = a, .keys = OATAB_INIT(struct dup_key),
 			      .stacks = AN_KEY_CACHE_INIT };
 	struct oatab shifts = OATAB_INIT(struct tid_shift); /* tid -> time added so far */
-	int64_t runs[AN_DUP_RUNS];
-	size_t n = an_baseline_runs(a, runs, AN_DUP_RUNS);
+	bool first_use = res->run_first_use && res->run_first_use != res->run_timeline;
+	const int64_t *runs;
+	size_t n = an_baseline_runs(a, &runs);
 	uint32_t most = 0;
 	int err;
 
-	if ((!res->run_first_use || res->run_first_use == res->run_timeline) && !n)
+	if (!first_use && !n)
 		return 0;
 	err = collect_timeline(a, &d.keys);
-	if (!err && d.keys.n && res->run_first_use && res->run_first_use != res->run_timeline)
+	if (!err && d.keys.n && first_use)
 		err = read_run(&d, res->run_first_use);
 	for (size_t i = 0; i < n && !err && d.keys.n; i++)
-		err = read_run(&d, runs[i]);
+		if (an_run_flags(a, runs[i]) & FFM_RUN_COPIES) /* the others hold waits only */
+			err = read_run(&d, runs[i]);
 	for (size_t i = 0; i < d.keys.cap && !err; i++) {
 		struct dup_key *p = oatab_slot(&d.keys, i);
 
@@ -228,7 +229,7 @@ int an_dup_cost(struct ffm_analysis *a)
 		p = key_of(a, &d.keys, e, false);
 		if (!p || p->m2 <= 0 || p->price == p->m2)
 			continue;
-		own = own_of(e);
+		own = own_ns(e->dur_ns, e->wait_ns);
 		now = (uint64_t)((unsigned __int128)own * (uint64_t)p->price / (uint64_t)p->m2);
 		e->dur_ns = e->dur_ns - own + now;
 		if (now < own) {

@@ -38,7 +38,7 @@
  * measured wait (ffm_event.removed_ns). Without a baseline run nothing is added.
  *
  * The baseline is every stage-1 run of the key that describes the program as the timeline
- * does, up to AN_HIDDEN_BASELINES of the newest: the profile's own and the monitoring runs
+ * does, up to AN_BASELINE_RUNS of the newest: the profile's own and the monitoring runs
  * that follow stage 4 (a job that runs again and again). How long a loop waits at its read
  * moves from one process to the next far more than within one (the PyTorch loop on the H100:
  * a median 10 us a read in one stage-1 run, 97-274 us in the others of the same day, as the
@@ -62,8 +62,6 @@
 /* Growth beyond this multiple of the accounted span is taken as the machine's load between the
  * two runs, not the probes' (the PyTorch loop on the H100: 4.2-6.6 times its 60-72 us). */
 #define AN_HIDDEN_GROWTH_MAX 8
-/* Stage-1 runs the baseline takes, newest first. */
-#define AN_HIDDEN_BASELINES 8
 
 /* The CPU time between the previous occurrence @l's end and @end, given the thread's waits
  * until each (@wsum now); -1 for a thread's first. @l becomes this occurrence. */
@@ -252,12 +250,13 @@ int an_hidden_waits(struct ffm_analysis *a)
 		wanted++;
 	}
 	if (!err && wanted) {
-		int64_t runs[AN_HIDDEN_BASELINES];
-		size_t n = an_baseline_runs(a, runs, AN_HIDDEN_BASELINES);
+		const int64_t *runs;
+		size_t n = an_baseline_runs(a, &runs);
 
-		if (!n) /* none is whole: the latest as it is */
-			runs[n++] = res->run_baseline;
-
+		if (!n) { /* none is whole: the latest as it is */
+			runs = &res->run_baseline;
+			n = 1;
+		}
 		for (size_t i = 0; i < n && !err; i++) {
 			err = an_scan_run(a, runs[i], on_base_event, &h);
 			if (!err)

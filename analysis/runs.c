@@ -111,12 +111,31 @@ static bool base_usable(struct ffm_analysis *a, const struct ffm_an_run *r)
 	       ffm_store__for_each_sample(a->s, r->id, any_sample, NULL) == 0;
 }
 
-size_t an_baseline_runs(struct ffm_analysis *a, int64_t *ids, size_t max)
+uint32_t an_run_flags(const struct ffm_analysis *a, int64_t id)
+{
+	const struct ffm_analysis_result *res = &a->res;
+	size_t lo = 0, hi = res->n_runs; /* res->runs is in id order */
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (res->runs[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < res->n_runs && res->runs[lo].id == id ? res->runs[lo].flags : 0;
+}
+
+size_t an_baseline_runs(struct ffm_analysis *a, const int64_t **ids)
 {
 	const struct ffm_analysis_result *res = &a->res;
 	int64_t from = 0, drift = 0; /* from: the oldest run id taken */
-	size_t n = 0;
 
+	*ids = a->base_runs;
+	if (a->base_chosen)
+		return a->n_base_runs;
+	a->base_chosen = true;
 	/* After a re-trace for drift: from the stage-1 run that saw the drift on. */
 	for (size_t i = 0; i < res->n_runs; i++) {
 		const struct ffm_an_run *r = &res->runs[i];
@@ -129,13 +148,13 @@ size_t an_baseline_runs(struct ffm_analysis *a, int64_t *ids, size_t max)
 		if (r->stage == 1)
 			drift = r->id;
 	}
-	for (size_t i = res->n_runs; i-- > 0 && n < max;) {
+	for (size_t i = res->n_runs; i-- > 0 && a->n_base_runs < AN_BASELINE_RUNS;) {
 		const struct ffm_an_run *r = &res->runs[i];
 
 		if (r->id >= from && base_usable(a, r))
-			ids[n++] = r->id;
+			a->base_runs[a->n_base_runs++] = r->id;
 	}
-	return n;
+	return a->n_base_runs;
 }
 
 /* ---- api names ---------------------------------------------------------------------------- */

@@ -1026,11 +1026,11 @@ static __always_inline int do_api_entry(struct pt_regs *ctx, const bool hashing)
 	jc = bpf_map_lookup_elem(&jobs, &job);
 	if (!jc || !(jc->flags & FFM_JOB_CALLS))
 		return SKIP_RETURN;
+	c = bpf_get_attach_cookie(ctx);
 	/* A monitoring run times its copies only, whatever other jobs had probed (the
 	 * system-wide sets serve every job at once). */
-	if ((jc->flags & FFM_JOB_WAITS_ALONE) &&
-	    FFM_COOKIE_KIND(bpf_get_attach_cookie(ctx)) != FFM_KIND_MEMCPY &&
-	    FFM_COOKIE_KIND(bpf_get_attach_cookie(ctx)) != FFM_KIND_MEMSET)
+	if ((jc->flags & FFM_JOB_WAITS_ALONE) && FFM_COOKIE_KIND(c) != FFM_KIND_MEMCPY &&
+	    FFM_COOKIE_KIND(c) != FFM_KIND_MEMSET)
 		return SKIP_RETURN;
 	learn_lib_range(p, PT_REGS_IP(ctx));
 	t = thread_enter(jc, job);
@@ -1041,7 +1041,6 @@ static __always_inline int do_api_entry(struct pt_regs *ctx, const bool hashing)
 	if (t->call_depth++)
 		return WANT_RETURN; /* a probed API called by another: the outer call is recorded */
 	t->call_sp = PT_REGS_SP(ctx);
-	c = bpf_get_attach_cookie(ctx);
 	t->cookie = c;
 	t->call_start = bpf_ktime_get_ns();
 	t->wait_acc = 0;

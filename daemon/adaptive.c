@@ -64,7 +64,7 @@ static bool job_stage1(const struct ffmd *d, int job)
 	 * call less its waits, which a window without the wait probe would not see, and the
 	 * analysis prices copies from whole runs only. */
 	return job >= 0 && d->jobs[job].used && d->jobs[job].jr && d->jobs[job].stage == 1 &&
-	       !(ffm_jobrun__plan(d->jobs[job].jr)->probes & (FFM_PROBE_TRANSFER | FFM_PROBE_MEMSET)) &&
+	       !ffm_plan__times_copies(ffm_jobrun__plan(d->jobs[job].jr)) &&
 	       ffm_collector__per_process(d->col);
 }
 

@@ -277,10 +277,8 @@ struct ffm_memtrace *ffm_jobrun__memtrace(struct ffm_jobrun *jr)
 uint32_t ffm_jobrun__job_flags(const struct ffm_jobrun *jr)
 {
 	/* A monitoring run that times copies keeps stage 1's records and adds the calls'. */
-	bool calls1 = jr->plan.stage == 1 && (jr->plan.probes & (FFM_PROBE_TRANSFER | FFM_PROBE_MEMSET));
-
 	return FFM_JOB_ACTIVE | FFM_JOB_STACKS | (jr->plan.stage >= 2 ? FFM_JOB_CALLS : 0) |
-	       (calls1 ? FFM_JOB_CALLS | FFM_JOB_WAITS_ALONE : 0) |
+	       (ffm_plan__times_copies(&jr->plan) ? FFM_JOB_CALLS | FFM_JOB_WAITS_ALONE : 0) |
 	       (jr->plan.probes & FFM_PROBE_CPU_SAMPLE ? FFM_JOB_CPU_SAMPLE : 0) |
 	       ffm_memtrace_job_flags(jr->plan.probes);
 }
@@ -363,6 +361,8 @@ int ffm_jobrun__end(struct ffm_jobrun *jr, double wall_s, int exit_status, bool 
 		flags |= FFM_RUN_PARTIAL | FFM_RUN_ABORTED;
 	if (jr->plan.reason == FFM_PLAN_DRIFT)
 		flags |= FFM_RUN_RETRACE; /* stages 3-4 follow it again */
+	if (ffm_plan__times_copies(&jr->plan))
+		flags |= FFM_RUN_COPIES;
 	if (jr->mt) {
 		/* Windows still open end with the run; then coverage and divergence flags. */
 		err = ffm_memtrace__end(jr->mt, jr->ref_run2, &flags);

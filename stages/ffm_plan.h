@@ -67,6 +67,7 @@ enum ffm_stage {
 				    * work ends (adaptive stage 1, daemon side only) */
 #define FFM_PROBE_SYNC_QUERIES 0x2000u /* with SYNC_FUNCS: the list's queries and getters too
 					* (benchmarks only: what leaving them out saves) */
+#define FFM_PROBE_COPIES (FFM_PROBE_TRANSFER | FFM_PROBE_MEMSET)
 #define FFM_PROBE_CPU_SAMPLE 0x4000u /* CPU samples of the Python threads that call the driver:
 				      * the CPU time a line's library call spends around its
 				      * driver calls (daemon side only: no uprobe) */
@@ -101,6 +102,13 @@ struct ffm_plan {
 
 /* -EINVAL for a NULL argument or an override outside 1..4. */
 int ffm_plan__next(const struct ffm_plan_input *in, struct ffm_plan *out);
+
+/* Whether @p is a monitoring run that times the copies too (in->time_copies): stage 1's
+ * records, and the copy and memset calls besides. */
+static inline bool ffm_plan__times_copies(const struct ffm_plan *p)
+{
+	return p->stage == FFM_STAGE_BASELINE && (p->probes & FFM_PROBE_COPIES);
+}
 
 /* The probe set of a stage run normally (stage-1 list available); 0 for an unknown stage. */
 uint32_t ffm_plan__probes(enum ffm_stage stage);

@@ -78,7 +78,7 @@ int ffm_plan__next(const struct ffm_plan_input *in, struct ffm_plan *out)
 	out->stage = next;
 	out->probes = ffm_plan__probes(next);
 	if (out->reason == FFM_PLAN_MONITOR && in->time_copies)
-		out->probes |= FFM_PROBE_TRANSFER | FFM_PROBE_MEMSET;
+		out->probes |= FFM_PROBE_COPIES;
 	/* No stage-1 list of synchronizing functions: probe the known ones. */
 	if ((out->probes & FFM_PROBE_SYNC_FUNCS) &&
 	    !(in->completed & FFM_STAGE_BIT(FFM_STAGE_BASELINE)))

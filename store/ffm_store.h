@@ -119,6 +119,8 @@ enum ffm_run_flags {
 				      * after a restart) started after it */
 	FFM_RUN_RETRACE = 1u << 4,   /* a stage-2 run for drift: stages 3-4 before it are history
 				      * (ffm_store__stage_history no longer counts them) */
+	FFM_RUN_COPIES = 1u << 5,    /* a stage-1 run that timed the copies too (a monitoring run
+				      * of a key whose copies repeat, stages/ffm_plan.h) */
 };
 
 struct ffm_store_run {

@@ -418,7 +418,7 @@ static int write_run(struct ctx *c, int stage)
 	if (!err)
 		err = ffm_store__run_end(c->s, c->run, end + c->p.c + 100 * US,
 					 (end + c->p.c - (t0 - 100 * US)) / 1e9, o->exit_status,
-					 o->run_flags);
+					 o->run_flags | (c->stage == 1 && o->t1_us ? FFM_RUN_COPIES : 0));
 	return err ? err : ffm_store__flush(c->s);
 }
 
