@@ -256,12 +256,15 @@ enum ffm_py_flags {
 enum ffm_py_chain {
 	FFM_PY_CHAIN_CFRAME = 1,  /* 3.11, 3.12: tstate->cframe->current_frame */
 	FFM_PY_CHAIN_CURRENT = 2, /* 3.13: tstate->current_frame */
+	FFM_PY_CHAIN_OBJECT = 3,  /* 3.9, 3.10: tstate->frame, a chain of PyFrameObjects on the
+				   * heap (f_back), each with its f_lasti, an int */
 };
 
 /* Value of the pyprocs map (key: tgid). Offsets in bytes; every one < FFM_PY_TS_READ or
  * FFM_PY_FR_READ where it is read from a copied prefix. */
 #define FFM_PY_TS_READ 320 /* most bytes of a PyThreadState read at once (ts_read of a build) */
 #define FFM_PY_FR_READ 72  /* bytes of a _PyInterpreterFrame read at once */
+#define FFM_PY_FO_READ 112 /* bytes of a PyFrameObject read at once (OBJECT: past f_lasti) */
 #define FFM_PY_CO_READ 160 /* bytes of a PyCodeObject read at once: past every co_ offset */
 
 /* Object fields the same in every supported build (Include/object.h, cpython/unicodeobject.h,
@@ -285,16 +288,20 @@ struct ffm_py_layout {
 	__u16 cf_frame;      /* _PyCFrame: current_frame (CFRAME only) */
 	__u16 fr_code;       /* _PyInterpreterFrame: f_code / f_executable */
 	__u16 fr_previous;
-	__u16 fr_instr;      /* prev_instr / instr_ptr */
-	__u16 fr_owner;
-	__u16 co_code;       /* PyCodeObject: co_code_adaptive (the bytecode) */
+	__u16 fr_instr;      /* prev_instr / instr_ptr; OBJECT: f_lasti */
+	__u16 fr_owner;      /* unused where owner_cstack is 0xff */
+	__u16 co_code;       /* PyCodeObject: co_code_adaptive (the bytecode); unused by OBJECT */
 	__u8 chain;          /* enum ffm_py_chain */
 	__u8 owner_cstack;   /* owner value of C-stack shim frames (skipped), 0xff: none */
 	__s16 cf_shim;       /* the innermost shim's distance from its _PyCFrame, learned by BPF
 			      * (bpf/python.bpf.h); 0 from user space */
-	__u8 _pad[2];
+	__u8 lasti_shift;    /* OBJECT: f_lasti << lasti_shift is the instruction's byte offset
+			      * (3.9 counts bytes: 0; 3.10 code units: 1) */
+	__u8 _pad;
 	/* What a code record (FFM_REC_PYCODE) copies: the type objects it checks, the
-	 * PyCodeObject fields (< FFM_PY_CO_READ), where a compact str's characters start. */
+	 * PyCodeObject fields (< FFM_PY_CO_READ), where a compact str's characters start. 3.9
+	 * and 3.10 have no co_qualname (co_name stands in) and keep their line table in
+	 * co_lnotab (3.9) or co_linetable (3.10), each in its own format. */
 	__u64 code_type, str_type, bytes_type;
 	__u16 co_filename, co_qualname, co_linetable, co_firstlineno;
 	__u16 str_ascii;     /* sizeof(PyASCIIObject): the data of a compact ASCII str */

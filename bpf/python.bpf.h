@@ -35,7 +35,8 @@ struct {
  * frame lies below its callee's. One read of the PY_BLOCK bytes of the chunk that end with a
  * frame covers that frame and most of its callers, where a read per frame made the walk cost
  * about 80 ns a frame (the fixed price of a user-memory read). A frame elsewhere (a
- * generator's, a C-stack shim) is read on its own.
+ * generator's, a C-stack shim) is read on its own. 3.9 and 3.10 have no data stack: each of
+ * their frames is a PyFrameObject of its own on the heap, read on its own.
  */
 #define PY_BLOCK 8192 /* 8 KiB: 30 frames of a few locals each, measured faster than 4 KiB */
 
@@ -189,7 +190,7 @@ static __always_inline __u64 py_top_frame(struct pyscratch *s, const struct ffm_
 	__u64 p = ts_word(s, l->ts_frame), f = 0;
 	__s32 d = l->cf_shim;
 
-	if (l->chain == FFM_PY_CHAIN_CURRENT)
+	if (l->chain != FFM_PY_CHAIN_CFRAME)
 		return p;
 	s->c.cf = p;
 	if (!p)
@@ -217,8 +218,9 @@ static __always_inline __u64 blk_word(const struct pyscratch *s, __u32 off)
 	return off <= PY_FR_AT + 120 ? *(const __u64 *)(s->blk + off) : 0;
 }
 
-/* Where the frame at @fr is in s->blk after reading it if needed: its offset, or -1. */
-static __always_inline long fr_locate(struct pyscratch *s, __u64 fr)
+/* Where the frame at @fr is in s->blk after reading it if needed: its offset, or -1. A
+ * PyFrameObject (@object) is on the heap, never in a block or window: read on its own. */
+static __always_inline long fr_locate(struct pyscratch *s, __u64 fr, bool object)
 {
 	struct pycur *q = &s->c;
 	__u64 end = fr + FFM_PY_FR_READ, lo, len;
@@ -242,7 +244,8 @@ static __always_inline long fr_locate(struct pyscratch *s, __u64 fr)
 		}
 		q->blo = q->bhi = 0;
 	}
-	if (bpf_probe_read_user(s->blk + PY_FR_AT, FFM_PY_FR_READ, (void *)fr))
+	if (object ? bpf_probe_read_user(s->blk + PY_FR_AT, FFM_PY_FO_READ, (void *)fr) :
+		     bpf_probe_read_user(s->blk + PY_FR_AT, FFM_PY_FR_READ, (void *)fr))
 		return -1;
 	return PY_FR_AT;
 }
@@ -266,7 +269,7 @@ static long fr_step(__u32 i, void *ctx)
 
 	if (!q->fr || n >= FFM_PY_FRAMES)
 		return 1;
-	at = fr_locate(s, q->fr);
+	at = fr_locate(s, q->fr, l->chain == FFM_PY_CHAIN_OBJECT);
 	if (at < 0 || at > PY_FR_AT)
 		return 1;
 	o = at;
@@ -274,7 +277,7 @@ static long fr_step(__u32 i, void *ctx)
 	instr = blk_word(s, o + (l->fr_instr & 0x78));
 	fr = q->fr;
 	q->fr = blk_word(s, o + (l->fr_previous & 0x78));
-	if (s->blk[o + (l->fr_owner & 0x7f)] == l->owner_cstack) {
+	if (l->owner_cstack != 0xff && s->blk[o + (l->fr_owner & 0x7f)] == l->owner_cstack) {
 		/* a shim frame of a C entry into the interpreter; the first one, when read on its
 		 * own, tells where the innermost loop's shim lies from its _PyCFrame */
 		if (!q->shims++ && o == PY_FR_AT && q->cf && !((fr - q->cf) & 7) &&
@@ -284,7 +287,10 @@ static long fr_step(__u32 i, void *ctx)
 	}
 	if (!code)
 		return 0;
-	off = instr - code - l->co_code;
+	if (l->chain == FFM_PY_CHAIN_OBJECT) /* f_lasti: -1 before the first instruction */
+		off = l->lasti_shift ? (__u32)((__s32)instr * 2) : (__u32)instr;
+	else
+		off = instr - code - l->co_code;
 	w->py[n & (FFM_PY_FRAMES - 1)].code = code;
 	w->py[n & (FFM_PY_FRAMES - 1)].instr = (__s32)off;
 	w->py[n & (FFM_PY_FRAMES - 1)]._pad = 0;
@@ -323,8 +329,8 @@ static __always_inline __u32 py_walk(__u32 tgid, struct thr *t, struct ffm_py_fr
 		return 0;
 	}
 	q = &w.s->c;
-	chunk = ts_word(w.s, l->ts_chunk);
-	q->hi = ts_word(w.s, l->ts_top);
+	chunk = l->chain == FFM_PY_CHAIN_OBJECT ? 0 : ts_word(w.s, l->ts_chunk);
+	q->hi = chunk ? ts_word(w.s, l->ts_top) : 0;
 	q->lo = chunk + 24; /* offsetof(_PyStackChunk, data) */
 	if (!chunk || q->lo < chunk || q->hi <= q->lo)
 		q->lo = q->hi = 0; /* no data stack: every frame read on its own */

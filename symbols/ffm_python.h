@@ -6,7 +6,9 @@
  * name and line.
  *
  * Builds: the file of the process that defines _PyRuntime in .dynsym (the python executable,
- * or libpython3.X.so), its version from Py_Version (3.11+). Offsets come from a table per
+ * or libpython3.X.so), its version from Py_Version (3.11+); before 3.11, which has none, the
+ * minor version from the C API functions the file defines (PyAIter_Check: 3.10;
+ * PyModule_AddType: 3.9), the micro version unknown. Offsets come from a table per
  * (major, minor), taken from CPython's own headers (Include/internal/pycore_frame.h,
  * pycore_runtime.h, pycore_interp.h, cpython/pystate.h, cpython/code.h) of release builds.
  * Debug (Py_DEBUG) and free-threaded builds lay their objects out otherwise and are refused,
@@ -55,7 +57,8 @@ int ffm_py_detect(pid_t pid, const char *proc_root, struct ffm_py_build *b, char
 int ffm_py_verify(pid_t pid, const char *proc_root, const struct ffm_py_build *b, char *why,
 		  size_t len);
 
-/* "3.11.7" for a PY_VERSION_HEX. */
+/* "3.11.7" for a PY_VERSION_HEX; "3.10" for one whose micro version is unknown (release
+ * level 0, as ffm_py_detect leaves a build before 3.11). */
 void ffm_py_version_str(uint32_t hex, char *buf, size_t len);
 
 /* ---- frames ------------------------------------------------------------------------------ */
@@ -93,8 +96,20 @@ int ffm_py_decoder__frame(struct ffm_py_decoder *d, uint64_t code, int32_t instr
  */
 int ffm_py_decoder__code(struct ffm_py_decoder *d, const struct ffm_rec_pycode *rec);
 
+/* The formats of a code object's line table. */
+enum ffm_py_lines {
+	FFM_PY_LINES_LOCATIONS, /* 3.11+: co_linetable, the location table (Objects/locations.md) */
+	FFM_PY_LINES_LNOTAB,    /* 3.9: co_lnotab, (bytes, line delta) pairs, one per new line */
+	FFM_PY_LINES_LINETABLE, /* 3.10: co_linetable, (bytes, line delta) pairs covering the
+				 * code, a delta of -128 for bytes with no line (PEP 626) */
+};
+
 /* The line of code unit @unit in a 3.11+ location table (co_linetable); -1: none. */
 int ffm_py_line_at(const uint8_t *table, size_t len, int first_line, int64_t unit);
+/* The line of the instruction at byte @offset of the bytecode, from a table of format @fmt;
+ * -1: none (past the table, or an instruction with no line). */
+int ffm_py_line_of(enum ffm_py_lines fmt, const uint8_t *table, size_t len, int first_line,
+		   int64_t offset);
 /* A Python frame's stable identity (the same in every process and run); never 0. */
 uint64_t ffm_py_frame_key(const char *file, const char *qualname, uint32_t line);
 

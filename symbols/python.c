@@ -21,33 +21,46 @@
 
 /*
  * Offsets per (major, minor), from the headers of release builds of that version (offsetof
- * with Py_BUILD_CORE). 3.11 and 3.12: tstate->cframe->current_frame; 3.13:
- * tstate->current_frame. Strings: compact ASCII data follows PyASCIIObject, other compact
- * strings follow PyCompactUnicodeObject. ts_chunk, ts_top: where the thread's frames are
- * allocated (datastack_chunk, datastack_top), which lets the walk read many frames at once.
+ * with Py_BUILD_CORE). 3.9 and 3.10: tstate->frame, a chain of PyFrameObjects (f_back) whose
+ * f_lasti is an int (bytes in 3.9, code units in 3.10); they have no co_qualname (co_name
+ * stands in: a method is named "step", not "Model.step") and no data stack. 3.11 and 3.12:
+ * tstate->cframe->current_frame; 3.13: tstate->current_frame. Strings: compact ASCII data
+ * follows PyASCIIObject, other compact strings follow PyCompactUnicodeObject. ts_chunk,
+ * ts_top: where the thread's frames are allocated (datastack_chunk, datastack_top, 3.11+),
+ * which lets the walk read many frames at once.
  */
 struct ffm_py_offsets {
 	uint8_t major, minor;
 	uint16_t rt_main;      /* _PyRuntimeState: interpreters.main */
-	uint16_t is_threads;   /* PyInterpreterState: threads.head */
+	uint16_t is_threads;   /* PyInterpreterState: threads.head (tstate_head before 3.11) */
 	uint16_t ts_next, ts_interp, ts_thread_id, ts_frame;
-	uint16_t cf_frame;     /* _PyCFrame: current_frame; unused for 3.13 */
+	uint16_t cf_frame;     /* _PyCFrame: current_frame; CFRAME only */
 	uint16_t fr_code, fr_previous, fr_instr, fr_owner;
-	uint8_t chain, owner_cstack;
+	uint8_t chain, owner_cstack, lasti_shift;
+	uint8_t lines;         /* enum ffm_py_lines: the format of the line table */
 	uint16_t co_code, co_filename, co_name, co_qualname, co_linetable, co_firstlineno;
 	uint16_t str_ascii, str_compact; /* sizeof(PyASCIIObject), sizeof(PyCompactUnicodeObject) */
 	uint16_t ts_chunk, ts_top;       /* PyThreadState: datastack_chunk, datastack_top */
 };
 
-static const struct ffm_py_offsets tables[] = {
-	{ 3, 11, 48, 16, 8, 16, 152, 56, 8, 32, 48, 56, 69, FFM_PY_CHAIN_CFRAME, 0xff,
-	  184, 112, 120, 128, 136, 72, 48, 72, 296, 304 },
-	{ 3, 12, 48, 72, 8, 16, 136, 56, 0, 0, 8, 56, 70, FFM_PY_CHAIN_CFRAME, 3,
-	  192, 112, 120, 128, 136, 68, 40, 56, 232, 240 },
-	{ 3, 13, 640, 7344, 8, 16, 152, 72, 0, 0, 8, 56, 70, FFM_PY_CHAIN_CURRENT, 3,
-	  200, 112, 120, 128, 136, 68, 40, 56, 232, 240 },
-};
+#define PRE311(min, instr, shift, table)                                                        \
+	{ .major = 3, .minor = (min), .rt_main = 40, .is_threads = 8, .ts_next = 8,             \
+	  .ts_interp = 16, .ts_thread_id = 176, .ts_frame = 24, .fr_code = 32,                   \
+	  .fr_previous = 24, .fr_instr = (instr), .chain = FFM_PY_CHAIN_OBJECT,                  \
+	  .owner_cstack = 0xff, .lasti_shift = (shift), .lines = (table), .co_code = 48,         \
+	  .co_filename = 104, .co_name = 112, .co_qualname = 112, .co_linetable = 120,            \
+	  .co_firstlineno = 40, .str_ascii = 48, .str_compact = 72 }
 
+static const struct ffm_py_offsets tables[] = {
+	PRE311(9, 104, 0, FFM_PY_LINES_LNOTAB),
+	PRE311(10, 96, 1, FFM_PY_LINES_LINETABLE),
+	{ 3, 11, 48, 16, 8, 16, 152, 56, 8, 32, 48, 56, 69, FFM_PY_CHAIN_CFRAME, 0xff, 0,
+	  FFM_PY_LINES_LOCATIONS, 184, 112, 120, 128, 136, 72, 48, 72, 296, 304 },
+	{ 3, 12, 48, 72, 8, 16, 136, 56, 0, 0, 8, 56, 70, FFM_PY_CHAIN_CFRAME, 3, 0,
+	  FFM_PY_LINES_LOCATIONS, 192, 112, 120, 128, 136, 68, 40, 56, 232, 240 },
+	{ 3, 13, 640, 7344, 8, 16, 152, 72, 0, 0, 8, 56, 70, FFM_PY_CHAIN_CURRENT, 3, 0,
+	  FFM_PY_LINES_LOCATIONS, 200, 112, 120, 128, 136, 68, 40, 56, 232, 240 },
+};
 
 #define MAX_STR 4096       /* characters of a file or function name */
 #define MAX_LINETABLE 65536 /* bytes of a location table */
@@ -58,7 +71,10 @@ static const struct ffm_py_offsets tables[] = {
 
 void ffm_py_version_str(uint32_t hex, char *buf, size_t len)
 {
-	snprintf(buf, len, "%u.%u.%u", hex >> 24, (hex >> 16) & 0xff, (hex >> 8) & 0xff);
+	if (!(hex & 0xf0))
+		snprintf(buf, len, "%u.%u", hex >> 24, (hex >> 16) & 0xff);
+	else
+		snprintf(buf, len, "%u.%u.%u", hex >> 24, (hex >> 16) & 0xff, (hex >> 8) & 0xff);
 }
 
 static const char *proc_dir(const char *root)
@@ -111,6 +127,7 @@ static int read_maps(pid_t pid, const char *proc_root, struct ffm_map **maps, si
 struct syms {
 	uint64_t runtime, version, code_type, str_type, bytes_type;
 	bool debug, free_threaded;
+	bool since39, since310; /* PyModule_AddType, PyAIter_Check: new in 3.9, 3.10 */
 };
 
 static void note_sym(struct syms *s, const char *name, uint64_t v)
@@ -129,6 +146,10 @@ static void note_sym(struct syms *s, const char *name, uint64_t v)
 		s->str_type = v;
 	else if (!strcmp(name, "PyBytes_Type"))
 		s->bytes_type = v;
+	else if (!strcmp(name, "PyModule_AddType"))
+		s->since39 = true;
+	else if (!strcmp(name, "PyAIter_Check"))
+		s->since310 = true;
 	for (size_t i = 0; i < sizeof(debug) / sizeof(debug[0]); i++)
 		s->debug |= !strcmp(name, debug[i]);
 	for (size_t i = 0; i < sizeof(ft) / sizeof(ft[0]); i++)
@@ -227,7 +248,7 @@ static void fill_layout(struct ffm_py_build *b)
 		.ts_chunk = o->ts_chunk, .ts_top = o->ts_top, .ts_read = end,
 		.cf_frame = o->cf_frame, .fr_code = o->fr_code, .fr_previous = o->fr_previous,
 		.fr_instr = o->fr_instr, .fr_owner = o->fr_owner, .co_code = o->co_code,
-		.chain = o->chain, .owner_cstack = o->owner_cstack,
+		.chain = o->chain, .owner_cstack = o->owner_cstack, .lasti_shift = o->lasti_shift,
 		.code_type = b->code_type, .str_type = b->str_type, .bytes_type = b->bytes_type,
 		.co_filename = o->co_filename, .co_qualname = o->co_qualname,
 		.co_linetable = o->co_linetable, .co_firstlineno = o->co_firstlineno,
@@ -259,8 +280,13 @@ static int check_file(pid_t pid, const char *proc_root, const struct ffm_map *m,
 	}
 	snprintf(b->path, sizeof(b->path), "%s", m->path);
 	b->version = 0;
-	if (!s.version || file_version(e, s.version, &b->version) < 0) {
-		snprintf(why, len, "%s: no Py_Version (CPython before 3.11)", m->path);
+	if (s.version)
+		err = file_version(e, s.version, &b->version);
+	else if (s.since39) /* micro unknown: release level 0 */
+		b->version = s.since310 ? 0x030a0000 : 0x03090000;
+	if (!b->version) {
+		snprintf(why, len, "%s: %s", m->path,
+			 s.version ? "Py_Version unreadable" : "CPython before 3.9");
 		err = -ENOTSUP;
 	} else if (s.debug || s.free_threaded) {
 		ffm_py_version_str(b->version, ver, sizeof(ver));
@@ -336,9 +362,9 @@ static int check_frames(int fd, const struct ffm_py_build *b, uint64_t ts)
 		uint8_t owner = 0;
 
 		if (mem_u64(fd, fr + o->fr_code, &code) < 0 ||
-		    mem_read(fd, fr + o->fr_owner, &owner, 1) < 0)
+		    (o->owner_cstack != 0xff && mem_read(fd, fr + o->fr_owner, &owner, 1) < 0))
 			return -EPROTO;
-		if (code && owner != o->owner_cstack) {
+		if (code && (o->owner_cstack == 0xff || owner != o->owner_cstack)) {
 			if (mem_u64(fd, code + FFM_PY_OB_TYPE, &type) < 0 || type != b->code_type)
 				return -EPROTO;
 			found = 1;
@@ -382,7 +408,7 @@ static int verify_threads(int fd, const struct ffm_py_build *b, const struct ffm
 		    mem_u64(fd, ts + o->ts_thread_id, &tid) < 0 || !in_maps(maps, n, tid))
 			goto bad;
 		err = check_frames(fd, b, ts);
-		if (err >= 0 && check_datastack(fd, o, ts) < 0)
+		if (err >= 0 && o->chain != FFM_PY_CHAIN_OBJECT && check_datastack(fd, o, ts) < 0)
 			err = -EPROTO;
 		if (err < 0)
 			goto bad;
@@ -676,6 +702,7 @@ int ffm_py_decoder__frame(struct ffm_py_decoder *d, uint64_t code, int32_t instr
 			  struct ffm_py_loc *out)
 {
 	struct code_ent *c = oatab_find(&d->codes, code, 0, true);
+	enum ffm_py_lines fmt = d->b.off->lines;
 	int line, err;
 
 	if (!c)
@@ -689,11 +716,15 @@ int ffm_py_decoder__frame(struct ffm_py_decoder *d, uint64_t code, int32_t instr
 	}
 	if (c->bad)
 		return -EPROTO;
+	/* A table cut short: a location table's prefix decodes the units it covers, an older
+	 * table's only what it says of lines before the instruction: completed first. */
+	if (fmt != FFM_PY_LINES_LOCATIONS && instr >= 0 && c->table && c->table_size > c->table_len)
+		complete_table(d, code, c);
 	line = instr < 0 || !c->table ? -1 :
-	       ffm_py_line_at(c->table, c->table_len, c->first_line, instr / 2);
+	       ffm_py_line_of(fmt, c->table, c->table_len, c->first_line, instr);
 	if (line < 0 && instr >= 0 && c->table && c->table_size > c->table_len) {
 		complete_table(d, code, c);
-		line = ffm_py_line_at(c->table, c->table_len, c->first_line, instr / 2);
+		line = ffm_py_line_of(fmt, c->table, c->table_len, c->first_line, instr);
 	}
 	out->file = c->file;
 	out->qualname = c->qualname;
@@ -704,7 +735,7 @@ int ffm_py_decoder__frame(struct ffm_py_decoder *d, uint64_t code, int32_t instr
 	return 0;
 }
 
-/* ---- location tables (3.11+, Objects/locations.md) ---------------------------------------- */
+/* ---- line tables (3.11+: Objects/locations.md) -------------------------------------------- */
 
 static uint32_t varint(const uint8_t *t, size_t len, size_t *p)
 {
@@ -750,6 +781,55 @@ int ffm_py_line_at(const uint8_t *t, size_t len, int first_line, int64_t unit)
 			;
 	}
 	return -1;
+}
+
+/* 3.9's co_lnotab (Objects/lnotab_notes.txt of 3.9): each pair's byte delta starts a new
+ * line at its line delta; the last line runs to the end of the code. */
+static int line_lnotab(const uint8_t *t, size_t len, int first_line, int64_t offset)
+{
+	int64_t line = first_line, addr = 0;
+
+	for (size_t p = 0; p + 1 < len; p += 2) {
+		addr += t[p];
+		if (addr > offset)
+			break;
+		line += (int8_t)t[p + 1];
+	}
+	return line <= 0 || line > INT32_MAX ? -1 : (int)line;
+}
+
+/* 3.10's co_linetable (PEP 626): each pair covers its byte delta of code, at the line its
+ * line delta leads to, or at none (-128); past the last pair there is no code. */
+static int line_linetable(const uint8_t *t, size_t len, int first_line, int64_t offset)
+{
+	int64_t line = first_line, end = 0;
+
+	for (size_t p = 0; p + 1 < len; p += 2) {
+		int8_t delta = (int8_t)t[p + 1];
+		int64_t start = end;
+
+		end += t[p];
+		if (delta != -128)
+			line += delta;
+		if (offset >= start && offset < end)
+			return delta == -128 || line <= 0 || line > INT32_MAX ? -1 : (int)line;
+	}
+	return -1;
+}
+
+int ffm_py_line_of(enum ffm_py_lines fmt, const uint8_t *t, size_t len, int first_line,
+		   int64_t offset)
+{
+	if (offset < 0)
+		return -1;
+	switch (fmt) {
+	case FFM_PY_LINES_LNOTAB:
+		return line_lnotab(t, len, first_line, offset);
+	case FFM_PY_LINES_LINETABLE:
+		return line_linetable(t, len, first_line, offset);
+	default:
+		return ffm_py_line_at(t, len, first_line, offset / 2);
+	}
 }
 
 uint64_t ffm_py_frame_key(const char *file, const char *qualname, uint32_t line)

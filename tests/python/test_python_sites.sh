@@ -4,7 +4,7 @@
 # Python call sites (TAP): `ffmctl profile` (all stages) of tests/python/pysites.py, a Python
 # program that calls the simulated driver through ctypes, under each CPython build found here
 # (the python3.11 and python3 on PATH, when they are different builds; more with
-# FFM_TEST_PYTHONS="python3.12 ..."). Each planted call ("# SITE name" in the file) must be a
+# FFM_TEST_PYTHONS="python3.12 /path/to/python3.9 ..."). Each planted call ("# SITE name" in the file) must be a
 # call site named at its .py line in its function, with its own verdict: the needless syncs
 # are unnecessary syncs, the reads are not; the function grouping and the chrome trace name
 # the same lines; the children of multiprocessing (fork and spawn) have theirs. A Python process
@@ -47,6 +47,11 @@ funcs = {"plain_needless": "plain_needless", "nested_needless": "outer.<locals>.
          "decorated_needless": "decorated_needless", "lambda_needless": "<lambda>",
          "thread_needless": "thread_body", "method_read": "Gpu.method_read",
          "generator_read": "gen_reads", "child_read": "child"}
+# 3.9 and 3.10 code objects have a name, no qualified name
+old = __import__("subprocess").run([py, "-c", "import sys; print(sys.version_info < (3, 11))"],
+                                   capture_output=True, text=True).stdout.strip() == "True"
+if old:
+    funcs = {k: v.rsplit(".", 1)[-1] for k, v in funcs.items()}
 r = json.load(open(rjson))
 txt, ftxt = open(rtxt).read(), open(rfunc).read()
 trace = {e["args"].get("call_site") for e in json.load(open(rtrace))["traceEvents"] if e.get("ph") == "X"}

@@ -1,26 +1,39 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * symbols/python.c against live interpreters (python3.11 and python3 on PATH, each when it is
- * CPython 3.11+): the location-table decoder agrees with the interpreter's own co_lines(); a
- * running interpreter is detected, its layout checks out, and a frame's (code, instruction)
- * decodes to the file, qualified name and line the interpreter reports; an object that is not
+ * symbols/python.c against live interpreters (python3.11 and python3 on PATH, and the paths in
+ * FFM_TEST_PYTHONS, e.g. other versions' builds, each when it is CPython 3.9+): the line-table
+ * decoders agree with the interpreter's own (co_lines(), or dis.findlinestarts() on 3.9), and
+ * with tables 3.9 and 3.10 made, kept here for machines without them; a running interpreter is
+ * detected, its layout checks out, and a frame's (code, instruction) decodes to the file,
+ * qualified name (3.9, 3.10: the name) and line the interpreter reports; an object that is not
  * a code object is refused; copies of code objects (code records) decode without the process.
  */
 #include <signal.h>
+#include <stdbool.h>
 #include <sys/wait.h>
 
 #include "symbols/ffm_python.h"
 #include "tests/testutil.h"
 
-/* Every python3.11 and python3 in PATH's directories (not only the first of each). */
+/* Every python3.11 and python3 in PATH's directories (not only the first of each), then the
+ * executables FFM_TEST_PYTHONS names (paths, separated by spaces). */
 static char pythons[16][512];
 static size_t npythons;
 
 __attribute__((constructor)) static void find_pythons(void)
 {
-	const char *path = getenv("PATH");
+	const char *path = getenv("PATH"), *more = getenv("FFM_TEST_PYTHONS");
 	static const char *const names[] = { "python3.11", "python3" };
 	char dir[400];
+
+	while (more && *more && npythons < 16) {
+		size_t n = strcspn(more, " ");
+
+		snprintf(pythons[npythons], sizeof(pythons[0]), "%.*s", (int)n, more);
+		if (n && access(pythons[npythons], X_OK) == 0)
+			npythons++;
+		more += n + (more[n] == ' ');
+	}
 
 	while (path && *path && npythons < 16) {
 		size_t n = strcspn(path, ":");
@@ -98,9 +111,119 @@ TEST(line_table_matches_co_lines)
 		SKIP("no CPython 3.11+ on PATH");
 }
 
+/*
+ * The older tables, as 3.9.18 and 3.10.13 made them for this function (first line 2), and the
+ * line of each instruction (byte offset) by the interpreter: dis.findlinestarts() on 3.9,
+ * co_lines() on 3.10 (-1: no line). Both have lines going back; 3.10 has a run of no line.
+ *
+ *     def f(a):
+ *         b = [x * 2 for x in a]
+ *         total = 0
+ *         for v in b:
+ *             if v > 3:
+ *                 total += (v +
+ *                           1)
+ *         try:
+ *             c = sum(b) + \
+ *                 len(a)
+ *         except ValueError:
+ *             c = None
+ *         return (c,
+ *                 total)
+ */
+static const struct {
+	enum ffm_py_lines fmt;
+	const char *table, *lines;
+} old_tables[] = {
+	{ FFM_PY_LINES_LNOTAB, "00010e01040108010801040102ff08020201060106ff08020c010a01020102ff",
+	  "0:3 2:3 4:3 6:3 8:3 10:3 12:3 14:4 16:4 18:5 20:5 22:5 24:5 26:6 28:6 30:6 32:6 34:7 "
+	  "36:7 38:8 40:7 42:7 44:7 46:7 48:9 50:10 52:10 54:10 56:11 58:11 60:11 62:10 64:10 "
+	  "66:10 68:10 70:12 72:12 74:12 76:12 78:12 80:12 82:13 84:13 86:13 88:13 90:13 92:14 "
+	  "94:15 96:14 98:14" },
+	{ FFM_PY_LINES_LINETABLE,
+	  "0e010401080108010401020106ff028002020601060106ff0204020104ff0cfe06010201020104ff02fe",
+	  "0:3 2:3 4:3 6:3 8:3 10:3 12:3 14:4 16:4 18:5 20:5 22:5 24:5 26:6 28:6 30:6 32:6 34:7 "
+	  "36:7 38:8 40:7 42:7 44:7 46:-1 48:9 50:10 52:10 54:10 56:11 58:11 60:11 62:10 64:10 "
+	  "66:10 68:14 70:15 72:14 74:14 76:12 78:12 80:12 82:12 84:12 86:12 88:13 90:13 92:13 "
+	  "94:14 96:15 98:14 100:14 102:12" },
+};
+
+/* Check "OFFSET:LINE ..." @lines against the table @hex of format @fmt; the pairs checked. */
+static int check_lines(const char *who, enum ffm_py_lines fmt, const char *hex, int first,
+		       const char *lines)
+{
+	uint8_t table[4096];
+	size_t tlen = strlen(hex) / 2;
+	int off, line, n, checked = 0;
+
+	ASSERT(tlen <= sizeof(table));
+	for (size_t i = 0; i < tlen; i++)
+		ASSERT(sscanf(hex + 2 * i, "%2hhx", &table[i]) == 1);
+	for (const char *p = lines; sscanf(p, "%d:%d%n", &off, &line, &n) == 2; p += n, checked++)
+		ASSERT_MSG(ffm_py_line_of(fmt, table, tlen, first, off) == line,
+			   "%s: offset %d: line %d, want %d", who, off,
+			   ffm_py_line_of(fmt, table, tlen, first, off), line);
+	ASSERT_EQ(ffm_py_line_of(fmt, table, tlen, first, -1), -1);
+	ASSERT_EQ(ffm_py_line_of(fmt, table, 0, first, 0), fmt == FFM_PY_LINES_LNOTAB ? first : -1);
+	return checked;
+}
+
+/* The same function's table and lines, printed by the interpreter (3.9, 3.10 only). */
+static const char old_table_script[] =
+	"import sys, dis\n"
+	"if not (3, 9) <= sys.version_info < (3, 11): sys.exit(1)\n"
+	"def f(a):\n"
+	"    b = [x * 2 for x in a]\n"
+	"    total = 0\n"
+	"    for v in b:\n"
+	"        if v > 3:\n"
+	"            total += (v +\n"
+	"                      1)\n"
+	"    try:\n"
+	"        c = sum(b) + \\\n"
+	"            len(a)\n"
+	"    except ValueError:\n"
+	"        c = None\n"
+	"    return (c,\n"
+	"            total)\n"
+	"co = f.__code__\n"
+	"old = sys.version_info < (3, 10)\n"
+	"print(int(old), co.co_firstlineno, (co.co_lnotab if old else co.co_linetable).hex())\n"
+	"exp = {}\n"
+	"if old:\n"
+	"    starts = list(dis.findlinestarts(co))\n"
+	"    for o in range(0, len(co.co_code), 2):\n"
+	"        exp[o] = max([s for s in starts if s[0] <= o] or [(0, co.co_firstlineno)])[1]\n"
+	"else:\n"
+	"    for s, e, l in co.co_lines():\n"
+	"        for o in range(s, e, 2): exp[o] = -1 if l is None else l\n"
+	"print(\" \".join(\"%d:%d\" % x for x in sorted(exp.items())))\n";
+
+TEST(older_line_tables_decode_as_the_interpreter_does)
+{
+	int tried = 0;
+
+	for (size_t i = 0; i < sizeof(old_tables) / sizeof(old_tables[0]); i++)
+		ASSERT(check_lines("kept table", old_tables[i].fmt, old_tables[i].table, 2,
+				   old_tables[i].lines) > 40);
+	for (size_t k = 0; k < npythons; k++) {
+		static char out[65536], hex[8192];
+		int old, first, n = 0;
+
+		if (run_py(pythons[k], old_table_script, out, sizeof(out)) < 0)
+			continue;
+		tried++;
+		ASSERT(sscanf(out, "%d %d %8191s%n", &old, &first, hex, &n) == 3);
+		ASSERT(check_lines(pythons[k], old ? FFM_PY_LINES_LNOTAB : FFM_PY_LINES_LINETABLE,
+				   hex, first, out + n) > 40);
+	}
+	if (!tried)
+		printf("# no CPython 3.9 or 3.10 here: the kept tables only\n");
+}
+
 static const char live_script[] =
 	"import sys, time\n"
-	"if sys.version_info < (3, 11): sys.exit(1)\n"
+	"if sys.version_info < (3, 9): sys.exit(1)\n"
 	"class K:\n"
 	"    def outer(self):\n"
 	"        def inner():\n"
@@ -115,7 +238,7 @@ static const char live_script[] =
  * the units its prefix covers and the first line past it (the object there is another); a
  * copy whose name was cut is refused and the process is read instead. 0 or -EBADMSG.
  */
-static int check_copies(struct ffm_py_decoder *d, uint64_t addr)
+static int check_copies(struct ffm_py_decoder *d, uint64_t addr, bool locations)
 {
 	/* Three entries of two code units each ("no column" form, line deltas 2, 1, 1). */
 	static const uint8_t table[] = { 0xe9, 0x04, 0xe9, 0x02, 0xe9, 0x02 };
@@ -131,6 +254,8 @@ static int check_copies(struct ffm_py_decoder *d, uint64_t addr)
 	r.qual_chars = r.qual_bytes = sprintf((char *)r.qual, "Model.step");
 	memcpy(r.table, table, sizeof(table));
 	r.table_bytes = r.table_size = sizeof(table);
+	if (!locations) /* a build before 3.11: the lines are another format's (above) */
+		goto fuzz;
 	if (ffm_py_decoder__code(d, &r) < 0 || ffm_py_decoder__frame(d, addr, 8, &loc) < 0 ||
 	    strcmp(loc.file, "/job/train.py") || strcmp(loc.folded, "Model.step (train.py)") ||
 	    loc.line != 14 || loc.first_line != 10)
@@ -141,6 +266,7 @@ static int check_copies(struct ffm_py_decoder *d, uint64_t addr)
 	if (ffm_py_decoder__code(d, &r) < 0 || ffm_py_decoder__frame(d, addr, 6, &loc) < 0 ||
 	    loc.line != 23 || ffm_py_decoder__frame(d, addr, 8, &loc) < 0 || loc.line != 20)
 		return -EBADMSG;
+fuzz:
 	/* A name cut short: no copy; the process holds no code object there. */
 	r.file_chars = 500;
 	if (ffm_py_decoder__code(d, &r) != -EPROTO || ffm_py_decoder__frame(d, addr + 8, 0, &loc) != -EPROTO)
@@ -195,17 +321,40 @@ static void check_live(const char *py, pid_t pid, FILE *in)
 	ASSERT_MSG(err == 0, "%s: verify: %d %s", py, err, why);
 	ASSERT_OK(ffm_py_decoder__new(pid, NULL, &b, &d));
 	err = ffm_py_decoder__frame(d, code, lasti, &loc);
-	if (err == 0 && (strcmp(loc.file, file) || strcmp(loc.qualname, "K.outer.<locals>.inner") ||
+	if (err == 0 && (strcmp(loc.file, file) ||
+			 strcmp(loc.qualname, b.version < 0x030b0000 ? "inner" : "K.outer.<locals>.inner") ||
 			 loc.line != (uint32_t)line))
 		err = -EINVAL;
 	if (err == 0)
 		err = ffm_py_decoder__frame(d, notcode, 0, &loc) == -EPROTO ? 0 : -EBADMSG;
 	if (err == 0)
-		err = check_copies(d, notcode);
+		err = check_copies(d, notcode, b.version >= 0x030b0000);
 	ffm_py_decoder__free(d);
 	ASSERT_MSG(err == 0, "%s: decode: %d (%s %s:%u, want %s:%d)", py, err,
 		   err == -EINVAL ? loc.qualname : "", err == -EINVAL ? loc.file : "",
 		   err == -EINVAL ? loc.line : 0, file, line);
+	ffm_py_version_str(b.version, why, sizeof(why));
+	printf("# %s: CPython %s detected, checked, its frame decoded\n", py, why);
+}
+
+/* `PY -c SCRIPT` running, its stdout on a pipe whose read end is *@fd; its pid. */
+static pid_t spawn_py(const char *py, const char *script, int *fd)
+{
+	int fds[2];
+	pid_t pid;
+
+	ASSERT_OK(pipe(fds));
+	pid = fork();
+	ASSERT(pid >= 0);
+	if (pid == 0) {
+		dup2(fds[1], 1);
+		close(fds[0]);
+		execl(py, py, "-c", script, (char *)NULL);
+		_exit(127);
+	}
+	close(fds[1]);
+	*fd = fds[0];
+	return pid;
 }
 
 TEST(live_interpreter_detected_checked_decoded)
@@ -215,33 +364,54 @@ TEST(live_interpreter_detected_checked_decoded)
 	if (geteuid() != 0)
 		SKIP("needs root (reads /proc/PID/mem of a child)");
 	for (size_t k = 0; k < npythons; k++) {
-		int fds[2], st;
+		int fd, st;
 		pid_t pid;
 		FILE *in;
 		char ver[64];
 
-		if (run_py(pythons[k], "import sys; print(1); sys.exit(sys.version_info < (3, 11))", ver,
+		if (run_py(pythons[k], "import sys; print(1); sys.exit(sys.version_info < (3, 9))", ver,
 			   sizeof(ver)) < 0)
 			continue;
 		tried++;
-		ASSERT_OK(pipe(fds));
-		pid = fork();
-		ASSERT(pid >= 0);
-		if (pid == 0) {
-			dup2(fds[1], 1);
-			close(fds[0]);
-			execl(pythons[k], pythons[k], "-c", live_script, (char *)NULL);
-			_exit(127);
-		}
-		close(fds[1]);
-		in = fdopen(fds[0], "r");
+		pid = spawn_py(pythons[k], live_script, &fd);
+		in = fdopen(fd, "r");
 		check_live(pythons[k], pid, in);
 		kill(pid, SIGKILL);
 		waitpid(pid, &st, 0);
 		fclose(in);
 	}
 	if (!tried)
-		SKIP("no CPython 3.11+ on PATH");
+		SKIP("no CPython 3.9+ on PATH");
+}
+
+/* A build before 3.9 (FFM_TEST_PYTHONS may name one) is refused, with the reason. */
+TEST(builds_before_39_refused)
+{
+	int tried = 0;
+
+	if (geteuid() != 0)
+		SKIP("needs root (reads /proc/PID/maps of a child)");
+	for (size_t k = 0; k < npythons; k++) {
+		struct ffm_py_build b;
+		char out[64], why[512];
+		int fd, st, err;
+		pid_t pid;
+
+		if (run_py(pythons[k], "import sys; print(1); sys.exit(sys.version_info >= (3, 9))", out,
+			   sizeof(out)) < 0)
+			continue;
+		tried++;
+		pid = spawn_py(pythons[k], "import time; print(1, flush=True); time.sleep(30)", &fd);
+		ASSERT(read(fd, out, 1) == 1); /* the interpreter is up */
+		err = ffm_py_detect(pid, NULL, &b, why, sizeof(why));
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+		close(fd);
+		ASSERT_MSG(err == -ENOTSUP && strstr(why, "before 3.9"), "%s: %d %s", pythons[k], err, why);
+		printf("# %s: refused (%s)\n", pythons[k], why);
+	}
+	if (!tried)
+		SKIP("no CPython before 3.9 named in FFM_TEST_PYTHONS");
 }
 
 TEST_MAIN()
