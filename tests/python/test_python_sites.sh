@@ -3,7 +3,7 @@
 #
 # Python call sites (TAP): `ffmctl profile` (all stages) of tests/python/pysites.py, a Python
 # program that calls the simulated driver through ctypes, under each CPython build found here
-# (the python3.11 and python3 on PATH, when they are different builds; more with
+# (the python3.9 to python3.13 and python3 on PATH, when they are different builds; more with
 # FFM_TEST_PYTHONS="python3.12 /path/to/python3.9 ..."). Each planted call ("# SITE name" in the file) must be a
 # call site named at its .py line in its function, with its own verdict: the needless syncs
 # are unnecessary syncs, the reads are not; the function grouping and the chrome trace name
@@ -19,11 +19,14 @@ command -v bpftool >/dev/null || { echo "# bpftool not found"; exit 77; }
 
 prog=tests/python/pysites.py
 pythons=() seen=()
-# Every python3.11 and python3 on PATH (not only the first), then FFM_TEST_PYTHONS; one per build.
+# Every python3.9 ... python3.13 and python3 on PATH (not only the first), then FFM_TEST_PYTHONS;
+# one per build (a name that does not run, such as a pyenv shim of an inactive version, is none).
 cands=()
 IFS=: read -ra dirs <<<"$PATH"
 for d in "${dirs[@]}"; do
-	for p in python3.11 python3; do [ -x "$d/$p" ] && cands+=("$d/$p"); done
+	for p in python3.9 python3.10 python3.11 python3.12 python3.13 python3; do
+		[ -x "$d/$p" ] && cands+=("$d/$p")
+	done
 done
 for p in "${cands[@]}" ${FFM_TEST_PYTHONS:-}; do
 	exe=$(command -v "$p" 2>/dev/null) || continue

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * symbols/python.c against live interpreters (python3.11 and python3 on PATH, and the paths in
+ * symbols/python.c against live interpreters (python3.9 to 3.13 and python3 on PATH, the paths in
  * FFM_TEST_PYTHONS, e.g. other versions' builds, each when it is CPython 3.9+): the line-table
  * decoders agree with the interpreter's own (co_lines(), or dis.findlinestarts() on 3.9), and
  * with tables 3.9 and 3.10 made, kept here for machines without them; a running interpreter is
@@ -15,18 +15,19 @@
 #include "symbols/ffm_python.h"
 #include "tests/testutil.h"
 
-/* Every python3.11 and python3 in PATH's directories (not only the first of each), then the
- * executables FFM_TEST_PYTHONS names (paths, separated by spaces). */
-static char pythons[16][512];
+/* The executables FFM_TEST_PYTHONS names (paths, separated by spaces), then every python3.9
+ * ... python3.13 and python3 in PATH's directories (not only the first of each). */
+static char pythons[32][512];
 static size_t npythons;
 
 __attribute__((constructor)) static void find_pythons(void)
 {
 	const char *path = getenv("PATH"), *more = getenv("FFM_TEST_PYTHONS");
-	static const char *const names[] = { "python3.11", "python3" };
+	static const char *const names[] = { "python3.9",  "python3.10", "python3.11",
+					      "python3.12", "python3.13", "python3" };
 	char dir[400];
 
-	while (more && *more && npythons < 16) {
+	while (more && *more && npythons < 32) {
 		size_t n = strcspn(more, " ");
 
 		snprintf(pythons[npythons], sizeof(pythons[0]), "%.*s", (int)n, more);
@@ -35,11 +36,11 @@ __attribute__((constructor)) static void find_pythons(void)
 		more += n + (more[n] == ' ');
 	}
 
-	while (path && *path && npythons < 16) {
+	while (path && *path && npythons < 32) {
 		size_t n = strcspn(path, ":");
 
 		snprintf(dir, sizeof(dir), "%.*s", (int)n, path);
-		for (size_t i = 0; i < 2 && npythons < 16; i++) {
+		for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && npythons < 32; i++) {
 			snprintf(pythons[npythons], sizeof(pythons[0]), "%s/%s", dir, names[i]);
 			if (n && access(pythons[npythons], X_OK) == 0)
 				npythons++;
