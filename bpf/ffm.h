@@ -35,8 +35,9 @@
  * 10: FFM_REC_SAMPLE, FFM_JOB_CPU_SAMPLE (CPU samples of Python threads, stage 2)
  * 11: FFM_REC_PYCODE; struct ffm_py_layout: the code object fields, cf_shim
  * 12: ffm_rec_hit.sync_done_ns
- * 13: ffm_rec_call.probe_ns (what the probes cost the calling thread) */
-#define FFM_ABI_VERSION 13
+ * 13: ffm_rec_call.probe_ns (what the probes cost the calling thread)
+ * 14: FFM_JOB_WAITS_ALONE; FFM_PY_CHAIN_OBJECT and ffm_py_layout.lasti_shift (3.9, 3.10) */
+#define FFM_ABI_VERSION 14
 
 #define FFM_MAX_JOBS 64           /* job slots active at once */
 #define FFM_MAX_PROCS 16384       /* tracked processes */

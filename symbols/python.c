@@ -127,7 +127,7 @@ static int read_maps(pid_t pid, const char *proc_root, struct ffm_map **maps, si
 struct syms {
 	uint64_t runtime, version, code_type, str_type, bytes_type;
 	bool debug, free_threaded;
-	bool since39, since310; /* PyModule_AddType, PyAIter_Check: new in 3.9, 3.10 */
+	bool since39, since310; /* C API functions new in 3.9, in 3.10 (note_sym) */
 };
 
 static void note_sym(struct syms *s, const char *name, uint64_t v)
@@ -146,9 +146,10 @@ static void note_sym(struct syms *s, const char *name, uint64_t v)
 		s->str_type = v;
 	else if (!strcmp(name, "PyBytes_Type"))
 		s->bytes_type = v;
-	else if (!strcmp(name, "PyModule_AddType"))
+	else if (!strcmp(name, "PyModule_AddType") || !strcmp(name, "PyType_FromModuleAndSpec"))
 		s->since39 = true;
-	else if (!strcmp(name, "PyAIter_Check"))
+	else if (!strcmp(name, "PyAIter_Check") || !strcmp(name, "PyIter_Send") ||
+		 !strcmp(name, "Py_IsNone"))
 		s->since310 = true;
 	for (size_t i = 0; i < sizeof(debug) / sizeof(debug[0]); i++)
 		s->debug |= !strcmp(name, debug[i]);
@@ -223,6 +224,20 @@ static bool python_name(const char *path)
 	return !strncmp(b, "python", 6) || !strncmp(b, "libpython", 9);
 }
 
+/* The minor version a file's name gives ("python3.10", "libpython3.9.so.1.0"), -1: none. */
+static int name_minor(const char *path)
+{
+	const char *b = strrchr(path, '/');
+	unsigned minor;
+	char dot;
+
+	b = b ? b + 1 : path;
+	b += strncmp(b, "lib", 3) ? 0 : 3;
+	if (sscanf(b, "python3.%u%c", &minor, &dot) >= 1 && minor < 100)
+		return (int)minor;
+	return -1;
+}
+
 static const struct ffm_py_offsets *table_of(uint32_t version)
 {
 	for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++)
@@ -287,6 +302,13 @@ static int check_file(pid_t pid, const char *proc_root, const struct ffm_map *m,
 	if (!b->version) {
 		snprintf(why, len, "%s: %s", m->path,
 			 s.version ? "Py_Version unreadable" : "CPython before 3.9");
+		err = -ENOTSUP;
+	} else if (!s.version && name_minor(m->path) >= 0 &&
+		   name_minor(m->path) != (int)((b->version >> 16) & 0xff)) {
+		/* 3.9 and 3.10 differ in f_lasti, which the check against the process cannot
+		 * see: the C API and the file's name must agree */
+		ffm_py_version_str(b->version, ver, sizeof(ver));
+		snprintf(why, len, "%s: its C API says %s, its name another version", m->path, ver);
 		err = -ENOTSUP;
 	} else if (s.debug || s.free_threaded) {
 		ffm_py_version_str(b->version, ver, sizeof(ver));
@@ -454,6 +476,7 @@ struct code_ent {
 	uint32_t table_size; /* the full table's: more than table_len for a copy cut short */
 	int32_t first_line;
 	bool loaded, bad;
+	bool cut;            /* the copy's table stayed cut short (complete_table) */
 };
 
 struct ffm_py_decoder {
@@ -471,6 +494,7 @@ static void code_clear(struct code_ent *c)
 	c->file = c->qualname = c->folded = NULL;
 	c->table = NULL;
 	c->table_len = c->table_size = 0;
+	c->cut = false;
 }
 
 int ffm_py_decoder__new(pid_t pid, const char *proc_root, const struct ffm_py_build *b,
@@ -695,14 +719,49 @@ static void complete_table(struct ffm_py_decoder *d, uint64_t code, struct code_
 		now.table = NULL;
 	}
 	code_clear(&now);
+	c->cut = c->table_len < c->table_size;
 	c->table_size = c->table_len;
+}
+
+/* The bytes of code a 3.9 co_lnotab's pairs cover: its lines past them are not known. */
+static int64_t lnotab_span(const uint8_t *t, size_t len)
+{
+	int64_t span = 0;
+
+	for (size_t p = 0; p + 1 < len; p += 2)
+		span += t[p];
+	return span;
+}
+
+/* Whether @line, which @c's table gave for byte @instr, stands: a location table's or 3.10
+ * table's prefix gives the lines of the code it covers and -1 past it, while a 3.9 table's
+ * prefix gives its last line to whatever follows. */
+static bool line_stands(enum ffm_py_lines fmt, const struct code_ent *c, int32_t instr, int line)
+{
+	return line >= 0 && (fmt != FFM_PY_LINES_LNOTAB || instr < lnotab_span(c->table, c->table_len));
+}
+
+/* The line of byte @instr of @c's code, -1: none. A copy whose table was cut short is
+ * completed from the process where its prefix does not tell (tried once). */
+static int frame_line(struct ffm_py_decoder *d, uint64_t code, struct code_ent *c, int32_t instr)
+{
+	enum ffm_py_lines fmt = d->b.off->lines;
+	int line;
+
+	if (instr < 0 || !c->table)
+		return -1;
+	line = ffm_py_line_of(fmt, c->table, c->table_len, c->first_line, instr);
+	if (c->table_size > c->table_len && !line_stands(fmt, c, instr, line)) {
+		complete_table(d, code, c);
+		line = ffm_py_line_of(fmt, c->table, c->table_len, c->first_line, instr);
+	}
+	return c->cut && !line_stands(fmt, c, instr, line) ? -1 : line;
 }
 
 int ffm_py_decoder__frame(struct ffm_py_decoder *d, uint64_t code, int32_t instr,
 			  struct ffm_py_loc *out)
 {
 	struct code_ent *c = oatab_find(&d->codes, code, 0, true);
-	enum ffm_py_lines fmt = d->b.off->lines;
 	int line, err;
 
 	if (!c)
@@ -716,16 +775,7 @@ int ffm_py_decoder__frame(struct ffm_py_decoder *d, uint64_t code, int32_t instr
 	}
 	if (c->bad)
 		return -EPROTO;
-	/* A table cut short: a location table's prefix decodes the units it covers, an older
-	 * table's only what it says of lines before the instruction: completed first. */
-	if (fmt != FFM_PY_LINES_LOCATIONS && instr >= 0 && c->table && c->table_size > c->table_len)
-		complete_table(d, code, c);
-	line = instr < 0 || !c->table ? -1 :
-	       ffm_py_line_of(fmt, c->table, c->table_len, c->first_line, instr);
-	if (line < 0 && instr >= 0 && c->table && c->table_size > c->table_len) {
-		complete_table(d, code, c);
-		line = ffm_py_line_of(fmt, c->table, c->table_len, c->first_line, instr);
-	}
+	line = frame_line(d, code, c, instr);
 	out->file = c->file;
 	out->qualname = c->qualname;
 	out->folded = c->folded;

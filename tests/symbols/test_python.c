@@ -236,13 +236,24 @@ static const char live_script[] =
 /*
  * Code records (FFM_REC_PYCODE) at @addr, an object of the process that is no code object:
  * frames decode from the copy, never from the process; a copy whose table was cut decodes
- * the units its prefix covers and the first line past it (the object there is another); a
- * copy whose name was cut is refused and the process is read instead. 0 or -EBADMSG.
+ * the code its prefix covers and the first line past it (the object there is another); a
+ * copy whose name was cut is refused and the process is read instead. @fmt: the build's
+ * table format. 0 or -EBADMSG.
  */
-static int check_copies(struct ffm_py_decoder *d, uint64_t addr, bool locations)
+static int check_copies(struct ffm_py_decoder *d, uint64_t addr, enum ffm_py_lines fmt)
 {
-	/* Three entries of two code units each ("no column" form, line deltas 2, 1, 1). */
-	static const uint8_t table[] = { 0xe9, 0x04, 0xe9, 0x02, 0xe9, 0x02 };
+	/* Three runs of 4 bytes of code at line deltas 2, 1, 1 in each format: from first line
+	 * 10, byte 8 is at line 14. Cut to its first 4 bytes, from first line 20: what the
+	 * prefix tells (byte @cut_at at line @cut_line), and byte 8 at the first line. A 3.9
+	 * table tells no more than its prefix's pairs cover (4 bytes), the others 8. */
+	static const struct {
+		uint8_t table[6];
+		int cut_at, cut_line;
+	} f[] = {
+		[FFM_PY_LINES_LOCATIONS] = { { 0xe9, 0x04, 0xe9, 0x02, 0xe9, 0x02 }, 6, 23 },
+		[FFM_PY_LINES_LNOTAB] = { { 0x00, 0x02, 0x04, 0x01, 0x04, 0x01 }, 2, 22 },
+		[FFM_PY_LINES_LINETABLE] = { { 0x04, 0x02, 0x04, 0x01, 0x04, 0x01 }, 6, 23 },
+	};
 	static struct ffm_rec_pycode r;
 	struct ffm_py_loc loc;
 
@@ -253,21 +264,19 @@ static int check_copies(struct ffm_py_decoder *d, uint64_t addr, bool locations)
 	r.file_kind = r.qual_kind = 1;
 	r.file_chars = r.file_bytes = sprintf((char *)r.file, "/job/train.py");
 	r.qual_chars = r.qual_bytes = sprintf((char *)r.qual, "Model.step");
-	memcpy(r.table, table, sizeof(table));
-	r.table_bytes = r.table_size = sizeof(table);
-	if (!locations) /* a build before 3.11: the lines are another format's (above) */
-		goto fuzz;
+	memcpy(r.table, f[fmt].table, sizeof(f[fmt].table));
+	r.table_bytes = r.table_size = sizeof(f[fmt].table);
 	if (ffm_py_decoder__code(d, &r) < 0 || ffm_py_decoder__frame(d, addr, 8, &loc) < 0 ||
 	    strcmp(loc.file, "/job/train.py") || strcmp(loc.folded, "Model.step (train.py)") ||
 	    loc.line != 14 || loc.first_line != 10)
 		return -EBADMSG;
-	/* A new copy of the address replaces the old one; its table cut after two entries. */
+	/* A new copy of the address replaces the old one; its table cut after 4 bytes. */
 	r.first_line = 20;
 	r.table_bytes = 4;
-	if (ffm_py_decoder__code(d, &r) < 0 || ffm_py_decoder__frame(d, addr, 6, &loc) < 0 ||
-	    loc.line != 23 || ffm_py_decoder__frame(d, addr, 8, &loc) < 0 || loc.line != 20)
+	if (ffm_py_decoder__code(d, &r) < 0 || ffm_py_decoder__frame(d, addr, f[fmt].cut_at, &loc) < 0 ||
+	    loc.line != (uint32_t)f[fmt].cut_line || ffm_py_decoder__frame(d, addr, 8, &loc) < 0 ||
+	    loc.line != 20)
 		return -EBADMSG;
-fuzz:
 	/* A name cut short: no copy; the process holds no code object there. */
 	r.file_chars = 500;
 	if (ffm_py_decoder__code(d, &r) != -EPROTO || ffm_py_decoder__frame(d, addr + 8, 0, &loc) != -EPROTO)
@@ -329,7 +338,9 @@ static void check_live(const char *py, pid_t pid, FILE *in)
 	if (err == 0)
 		err = ffm_py_decoder__frame(d, notcode, 0, &loc) == -EPROTO ? 0 : -EBADMSG;
 	if (err == 0)
-		err = check_copies(d, notcode, b.version >= 0x030b0000);
+		err = check_copies(d, notcode, b.version < 0x030a0000 ? FFM_PY_LINES_LNOTAB :
+					       b.version < 0x030b0000 ? FFM_PY_LINES_LINETABLE :
+									FFM_PY_LINES_LOCATIONS);
 	ffm_py_decoder__free(d);
 	ASSERT_MSG(err == 0, "%s: decode: %d (%s %s:%u, want %s:%d)", py, err,
 		   err == -EINVAL ? loc.qualname : "", err == -EINVAL ? loc.file : "",
