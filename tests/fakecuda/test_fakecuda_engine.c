@@ -237,8 +237,8 @@ TIMED_TEST(spin_kernel_takes_its_time)
 	setup();
 	t0 = fk_now();
 	CU_OK(fk_spin(&k, NULL, 20000000));
-	/* The launch itself does not wait. */
-	ASSERT_MSG(ms_since(t0) < 2.0, "cuLaunchKernel took %.3f ms", ms_since(t0));
+	/* The launch itself does not wait (half the kernel's time: room for a preemption). */
+	ASSERT_MSG(ms_since(t0) < 10.0, "cuLaunchKernel took %.3f ms", ms_since(t0));
 	CU_OK(cu.cuCtxSynchronize());
 	ASSERT_DURATION(ms_since(t0), 20.0);
 }
@@ -259,7 +259,7 @@ TEST(hang_kernel_runs_until_released)
 	t0 = fk_now();
 	__atomic_store_n(flag, 1, __ATOMIC_RELEASE);
 	CU_OK(cu.cuStreamSynchronize(s));
-	ASSERT_MSG(ms_since(t0) < 5.0, "released hang took %.3f ms to finish", ms_since(t0));
+	ASSERT_MSG(ms_since(t0) < 20.0, "released hang took %.3f ms to finish", ms_since(t0));
 	/* Its flag must be memory the GPU can read. */
 	{
 		uint32_t host_flag = 0;
@@ -410,7 +410,7 @@ TIMED_TEST(destroy_stream_with_pending_work_returns_at_once)
 	CU_OK(fk_spin(&k, s, 20000000));
 	t0 = fk_now();
 	CU_OK(cu.cuStreamDestroy_v2(s));
-	ASSERT(ms_since(t0) < 2.0);
+	ASSERT(ms_since(t0) < 10.0); /* not the kernel's 20 ms */
 	ASSERT_EQ(cu.cuStreamSynchronize(s), CUDA_ERROR_INVALID_HANDLE);
 	/* The work still runs, and a context sync still waits for it. */
 	CU_OK(cu.cuCtxSynchronize());
