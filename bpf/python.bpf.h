@@ -330,7 +330,7 @@ static __always_inline __u32 py_walk(__u32 tgid, struct thr *t, struct ffm_py_fr
 	}
 	q = &w.s->c;
 	chunk = l->chain == FFM_PY_CHAIN_OBJECT ? 0 : ts_word(w.s, l->ts_chunk);
-	q->hi = chunk ? ts_word(w.s, l->ts_top) : 0;
+	q->hi = ts_word(w.s, l->ts_top);
 	q->lo = chunk + 24; /* offsetof(_PyStackChunk, data) */
 	if (!chunk || q->lo < chunk || q->hi <= q->lo)
 		q->lo = q->hi = 0; /* no data stack: every frame read on its own */

@@ -216,22 +216,27 @@ static int load_bias(const struct ffm_elf *e, const struct ffm_map *maps, size_t
 	return -ENOENT;
 }
 
-static bool python_name(const char *path)
+static const char *base_name(const char *path)
 {
 	const char *b = strrchr(path, '/');
 
-	b = b ? b + 1 : path;
+	return b ? b + 1 : path;
+}
+
+static bool python_name(const char *path)
+{
+	const char *b = base_name(path);
+
 	return !strncmp(b, "python", 6) || !strncmp(b, "libpython", 9);
 }
 
 /* The minor version a file's name gives ("python3.10", "libpython3.9.so.1.0"), -1: none. */
 static int name_minor(const char *path)
 {
-	const char *b = strrchr(path, '/');
+	const char *b = base_name(path);
 	unsigned minor;
 	char dot;
 
-	b = b ? b + 1 : path;
 	b += strncmp(b, "lib", 3) ? 0 : 3;
 	if (sscanf(b, "python3.%u%c", &minor, &dot) >= 1 && minor < 100)
 		return (int)minor;
@@ -278,9 +283,9 @@ static int check_file(pid_t pid, const char *proc_root, const struct ffm_map *m,
 {
 	char path[PATH_MAX], ver[32];
 	struct ffm_elf *e = NULL;
+	int err, named = name_minor(m->path);
 	struct syms s;
 	uint64_t bias;
-	int err;
 
 	/* The file the process maps, not whatever the path names now. */
 	snprintf(path, sizeof(path), "%s/%d/map_files/%llx-%llx", proc_dir(proc_root), (int)pid,
@@ -303,8 +308,7 @@ static int check_file(pid_t pid, const char *proc_root, const struct ffm_map *m,
 		snprintf(why, len, "%s: %s", m->path,
 			 s.version ? "Py_Version unreadable" : "CPython before 3.9");
 		err = -ENOTSUP;
-	} else if (!s.version && name_minor(m->path) >= 0 &&
-		   name_minor(m->path) != (int)((b->version >> 16) & 0xff)) {
+	} else if (!s.version && named >= 0 && named != (int)((b->version >> 16) & 0xff)) {
 		/* 3.9 and 3.10 differ in f_lasti, which the check against the process cannot
 		 * see: the C API and the file's name must agree */
 		ffm_py_version_str(b->version, ver, sizeof(ver));
@@ -385,8 +389,8 @@ static int check_frames(int fd, const struct ffm_py_build *b, uint64_t ts)
 
 		if (mem_u64(fd, fr + o->fr_code, &code) < 0 ||
 		    (o->owner_cstack != 0xff && mem_read(fd, fr + o->fr_owner, &owner, 1) < 0))
-			return -EPROTO;
-		if (code && (o->owner_cstack == 0xff || owner != o->owner_cstack)) {
+			return -EPROTO; /* no shim frames (0xff): owner stays 0 */
+		if (code && owner != o->owner_cstack) {
 			if (mem_u64(fd, code + FFM_PY_OB_TYPE, &type) < 0 || type != b->code_type)
 				return -EPROTO;
 			found = 1;
