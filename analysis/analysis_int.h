@@ -111,10 +111,21 @@ struct thread {
 	uint64_t wait_sum;  /* the waits of its events so far */
 };
 
+/* The two threads whose events end latest, latest first, with the end of each one's last
+ * event (dropped events included): whether another thread than one still calls the driver
+ * after a time (analysis/groups.c, tail_after). */
+struct an_late {
+	uint64_t end[2];
+	uint32_t tid[2];
+};
+void an_late_note(struct an_late *l, uint32_t tid, uint64_t end);
+
 /* A wait on one stream: that stream's work was running from start to end. */
 struct busy {
 	uint64_t stream; /* key: process, stream handle, thread for the per-thread stream */
 	uint64_t start, end;
+	uint32_t tgid, tid; /* who waited */
+	bool required;	    /* the wait is kept by every fix (no problem of its own) */
 };
 
 struct seq_ref {
@@ -153,6 +164,8 @@ struct ffm_analysis {
 	struct busy *busy; /* waits on one stream, for ffm_an_quality.stream_busy_ns */
 	size_t n_busy, cap_busy;
 	uint64_t run_start_ns; /* the timeline run's start (its processes' first), for the bound */
+	uint64_t run_end_ns;   /* ... and its end (its processes' last) */
+	struct an_late late;   /* the timeline's threads that called the driver last */
 	struct oatab cpu_of; /* Python anchor -> index in cpu[] (analysis/cputime.c) */
 	uint64_t *cpu;	     /* CPU time sampled under the anchor, outside driver calls */
 	size_t n_cpu, cap_cpu;
@@ -278,6 +291,7 @@ struct ev_scan {
 	int64_t last_stack;
 	uint32_t last_site;
 	uint64_t lo, hi; /* span of every event, dropped ones included */
+	struct an_late late;
 	uint64_t expected; /* events of the sites kept (for opts.progress) */
 };
 /* A timeline event as the scan hands it over (timeline.c says what its fields hold). */

@@ -67,6 +67,23 @@ static int note_delay(struct site_int *si, int64_t d)
  * array and the graph shrink by the launches (most of a CUDA program's calls). Kept: explicit
  * syncs and wait-function events, any site that waited, any site with a stage 3/4 verdict.
  */
+void an_late_note(struct an_late *l, uint32_t tid, uint64_t end)
+{
+	if (tid == l->tid[0]) {
+		if (end > l->end[0])
+			l->end[0] = end;
+	} else if (end > l->end[0]) {
+		/* the old first is the latest of every thread but @tid */
+		l->end[1] = l->end[0];
+		l->tid[1] = l->tid[0];
+		l->end[0] = end;
+		l->tid[0] = tid;
+	} else if (end > l->end[1]) {
+		l->end[1] = end;
+		l->tid[1] = tid;
+	}
+}
+
 bool an_keep_site(const struct ffm_an_site *x)
 {
 	/* Decided from stage 2's per-stack totals alone, so the scan can start before stage 3's
@@ -190,7 +207,9 @@ static int note_busy(struct ffm_analysis *a, const struct ffm_event *e, uint32_t
 		k = ffm_fnv1a(k, &e->tid, sizeof(e->tid));
 	if (ffm_grow((void **)&a->busy, &a->cap_busy, a->n_busy + 1, sizeof(*a->busy)))
 		return -ENOMEM;
-	a->busy[a->n_busy++] = (struct busy){ .stream = k, .start = end - wait, .end = end };
+	a->busy[a->n_busy++] = (struct busy){ .stream = k, .start = end - wait, .end = end,
+					      .tgid = tgid, .tid = e->tid,
+					      .required = e->problem == FFM_PROBLEM_NONE };
 	return 0;
 }
 

@@ -167,10 +167,13 @@ struct ffm_an_quality {
 	/* The GPU's busiest stream: the union over the threads of the waits on one stream (its
 	 * work was running then) is a lower bound of its busy time, which no CPU-side fix can
 	 * shorten; nor the CPU work before that stream's first work (stream_head_ns: the time
-	 * before it, less the waits that ended by then). Every benefit is capped at wall -
-	 * stream_busy_ns - stream_head_ns (capped: one was). */
+	 * before it, less the waits that ended by then), nor the time after its last work where
+	 * that ended with a kept wait (stream_tail_ns: the waiting thread's rest of the run, less
+	 * its waits and deleted calls). Every benefit is capped at wall - stream_busy_ns -
+	 * stream_head_ns - stream_tail_ns (capped: one was). */
 	uint64_t stream_busy_ns;
 	uint64_t stream_head_ns;
+	uint64_t stream_tail_ns;
 	bool stream_capped;
 	/* The CPU time the Python host reads' removal takes with it beyond their driver calls:
 	 * the library's own work around each read, from the stage-2 run's CPU samples

@@ -425,12 +425,14 @@ static int cmp_busy(const void *x, const void *y)
 }
 
 /* The union of a->busy's intervals per stream; the largest one, with in *first the start of
- * that stream's first interval. */
-static uint64_t busiest_stream(struct ffm_analysis *a, uint64_t *first)
+ * that stream's first interval and in *last its latest-ending one. */
+static uint64_t busiest_stream(struct ffm_analysis *a, uint64_t *first, struct busy *last)
 {
 	uint64_t best = 0, sum = 0, cov_end = 0, start = 0;
+	struct busy end = { 0 };
 
 	*first = 0;
+	*last = end;
 	if (!a->n_busy)
 		return 0;
 	qsort(a->busy, a->n_busy, sizeof(*a->busy), cmp_busy);
@@ -441,6 +443,7 @@ static uint64_t busiest_stream(struct ffm_analysis *a, uint64_t *first)
 			if (sum > best) {
 				best = sum;
 				*first = start;
+				*last = end;
 			}
 			sum = cov_end = 0;
 		}
@@ -451,6 +454,7 @@ static uint64_t busiest_stream(struct ffm_analysis *a, uint64_t *first)
 		if (b->end > cov_end) {
 			sum += b->end - (b->start > cov_end ? b->start : cov_end);
 			cov_end = b->end;
+			end = *b;
 		}
 	}
 	return best;
@@ -477,6 +481,38 @@ static uint64_t head_before(const struct ffm_analysis *a, uint64_t first)
 	return head > waits ? head - waits : 0;
 }
 
+/*
+ * The part of the run after the busiest stream's last work that no fix can take away. When
+ * that work ended with a wait that every fix keeps (@last: the thread goes on with the
+ * stream's results), its thread's time from there to the run's end comes after the stream's
+ * work in the fixed program too, less what a fix removes in it (its waits, the CPU time of
+ * deleted calls). That holds while the thread's process is the run's last to end and no other
+ * thread calls the driver after the wait. Mostly the process's exit: after threads sharing
+ * the legacy stream read their results, the driver's teardown took 12.6 ms of a 1.07 s run on
+ * the H100, most of what was left "recoverable" for a fix that saves nothing. Not seen: a
+ * thread that computes without calling the driver after the wait and is joined at the exit,
+ * whose work a fix of its earlier syncs could bring forward.
+ */
+static uint64_t tail_after(struct ffm_analysis *a, const struct busy *last)
+{
+	const struct ffm_an_proc *p = an_proc_of(&a->res, last->tgid);
+	uint64_t tail, less = 0;
+
+	if (!last->required || !p || p->end_ns < a->run_end_ns || p->end_ns <= last->end)
+		return 0;
+	/* another thread's latest call, the launches the model leaves out included */
+	if (a->late.end[a->late.tid[0] == last->tid] > last->end)
+		return 0;
+	tail = p->end_ns - last->end;
+	for (size_t i = 0; i < a->n_ev; i++) {
+		const struct ffm_event *e = &a->ev[i];
+
+		if (e->start_ns + e->dur_ns > last->end)
+			less += e->wait_ns + e->removed_ns;
+	}
+	return tail > less ? tail - less : 0;
+}
+
 static void cap_at(uint64_t *v, uint64_t cap, bool *capped)
 {
 	if (*v > cap) {
@@ -487,8 +523,8 @@ static void cap_at(uint64_t *v, uint64_t cap, bool *capped)
 
 /*
  * No fix on the CPU side makes a stream's work finish sooner: the run lasts at least as long as
- * its busiest stream was busy, plus the CPU work before that stream's first work, so no
- * benefit exceeds wall - both. The waits on a stream bound its busy time from below (the
+ * its busiest stream was busy, plus the CPU work before that stream's first work and after its
+ * last (head_before, tail_after), so no benefit exceeds wall - all three. The waits on a stream bound its busy time from below (the
  * stream's work ran while the CPU waited for it); threads sharing the legacy stream whose
  * kernels run one after the other leave that bound near the wall time, and removing their
  * syncs saves nothing (measured on the H100: 0.001 s of 0.8 s). The head counts: there, 0.3 s
@@ -500,16 +536,18 @@ static void apply_stream_bound(struct ffm_analysis *a)
 	struct ffm_analysis_result *res = &a->res;
 	struct ffm_an_quality *q = &res->q;
 	uint64_t cap, first, floor;
+	struct busy last;
 	bool sums = false;
 
-	q->stream_busy_ns = busiest_stream(a, &first);
+	q->stream_busy_ns = busiest_stream(a, &first, &last);
 	free(a->busy);
 	a->busy = NULL;
 	a->n_busy = a->cap_busy = 0;
 	if (!q->stream_busy_ns)
 		return;
 	q->stream_head_ns = head_before(a, first);
-	floor = q->stream_busy_ns + q->stream_head_ns;
+	q->stream_tail_ns = tail_after(a, &last);
+	floor = q->stream_busy_ns + q->stream_head_ns + q->stream_tail_ns;
 	cap = res->wall_ns > floor ? res->wall_ns - floor : 0;
 	/* "GPU-bound" (stream_capped) when the headline or a problem's own benefit was capped:
 	 * a sum over threads or sites (a function's, a process's) may reach the cap alone. */

@@ -72,6 +72,7 @@ int ffm_an_merge(const struct ffm_analysis_result *const *res, size_t nr, struct
 		if (r->q.stream_busy_ns > m->q.stream_busy_ns) {
 			m->q.stream_busy_ns = r->q.stream_busy_ns;
 			m->q.stream_head_ns = r->q.stream_head_ns;
+			m->q.stream_tail_ns = r->q.stream_tail_ns;
 		}
 		m->q.stream_capped |= r->q.stream_capped;
 		m->q.read_lib_cpu_ns += r->q.read_lib_cpu_ns;

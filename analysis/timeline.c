@@ -48,6 +48,7 @@ struct slice {
 	struct chunk *head, *tail; /* queued for the consumer */
 	struct chunk *cur;	   /* being filled */
 	uint64_t scanned, lo, hi;
+	struct an_late late;
 	/* per thread: the probe cost at the first launch left out since its last kept event
 	 * (struct an_raw.sub_probe_ns) */
 	struct oatab sub_of;
@@ -127,6 +128,7 @@ static void *scan_slice(void *arg)
 			sl->lo = se.start_ns;
 		if (se.start_ns + se.dur_ns > sl->hi)
 			sl->hi = se.start_ns + se.dur_ns;
+		an_late_note(&sl->late, se.tid, se.start_ns + se.dur_ns);
 		if (!keep) {
 			/* A launch, left out of the model; where the next sync's hidden wait
 			 * starts (analysis/hidden.c) may be here. */
@@ -262,6 +264,8 @@ int an_scan_slices(struct ffm_analysis *a, struct ev_scan *sc, uint64_t lo, uint
 			sc->lo = sl[i].lo;
 		if (sl[i].hi > sc->hi)
 			sc->hi = sl[i].hi;
+		for (int k = 0; k < 2; k++)
+			an_late_note(&sc->late, sl[i].late.tid[k], sl[i].late.end[k]);
 		for (struct chunk *c = sl[i].head, *next; c; c = next) {
 			next = c->next;
 			free(c);
@@ -377,6 +381,8 @@ int an_load_timeline(struct ffm_analysis *a)
 	go.run_start_ns = ps.lo < sc.lo ? ps.lo : sc.lo != UINT64_MAX ? sc.lo : 0;
 	go.run_end_ns = ps.hi > sc.hi ? ps.hi : sc.hi;
 	a->run_start_ns = go.run_start_ns;
+	a->run_end_ns = go.run_end_ns;
+	a->late = sc.late;
 	an_phase(a, "modelling");
 	err = ffm_graph__build(a->ev, a->n_ev, &go, &a->g);
 	if (err)

@@ -438,8 +438,8 @@ static void print_quality(FILE *o, const struct ffm_an_merged *m)
 		       ffmctl_s(q->unclassified_syncs), s_of(q->unclassified_wait_ns),
 		       q->unclassified_syncs == 1 ? "has" : "have");
 	if (q->stream_capped)
-		remark(o, &n, " GPU-bound: one stream was busy at least %.6f s (the waits on it), after %.6f s of CPU work before its first work, which no fix on the CPU side shortens: benefits are capped at the rest of the wall time;",
-		       s_of(q->stream_busy_ns), s_of(q->stream_head_ns));
+		remark(o, &n, " GPU-bound: one stream was busy at least %.6f s (the waits on it), with %.6f s of CPU work before its first work and %.6f s after its last, which no fix on the CPU side shortens: benefits are capped at the rest of the wall time;",
+		       s_of(q->stream_busy_ns), s_of(q->stream_head_ns), s_of(q->stream_tail_ns));
 	fprintf(o, "%s\n", n ? "" : " good (no drops, full coverage, runs agree)");
 }
 
@@ -785,7 +785,7 @@ static json_t *json_quality(const struct ffm_an_merged *m)
 	double least;
 	uint64_t pb = partial_benefit(m, &least);
 
-	return json_pack("{s:o,s:{s:o,s:o,s:o,s:o},s:I,s:I,s:I,s:o,s:o,s:o,s:o,s:o,s:I,s:I,s:o,s:o,s:o,s:o,s:b,s:o,s:o,s:o,s:I,s:o,s:o,s:I}",
+	return json_pack("{s:o,s:{s:o,s:o,s:o,s:o},s:I,s:I,s:I,s:o,s:o,s:o,s:o,s:o,s:I,s:I,s:o,s:o,s:o,s:o,s:o,s:b,s:o,s:o,s:o,s:I,s:o,s:o,s:I}",
 			 "records_lost", ffm_json_u64(q->drops[0] + q->drops[2] + q->drops[3]),
 			 "drops", "ringbuf", ffm_json_u64(q->drops[0]),
 			 "stack_depth", ffm_json_u64(q->drops[1]),
@@ -805,6 +805,7 @@ static json_t *json_quality(const struct ffm_an_merged *m)
 			 "unclassified_wait_s", json_s(s_of(q->unclassified_wait_ns)),
 			 "stream_busy_s", json_s(s_of(q->stream_busy_ns)),
 			 "stream_head_s", json_s(s_of(q->stream_head_ns)),
+			 "stream_tail_s", json_s(s_of(q->stream_tail_ns)),
 			 "stream_capped", q->stream_capped,
 			 "read_library_cpu_s", json_s(s_of(q->read_lib_cpu_ns)),
 			 "hidden_wait_s", json_s(s_of(q->hidden_wait_ns)),

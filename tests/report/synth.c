@@ -411,6 +411,10 @@ static int write_run(struct ctx *c, int stage)
 		if (e > end)
 			end = e;
 	}
+	if (!err && o->late_launch) {
+		err = call(c, tgid, SYN_CONTROL, 0, end, c->p.l, 0, -1, 0);
+		end += c->p.l;
+	}
 	if (err)
 		return err;
 	/* The process ends C after the last call of its longest thread. */

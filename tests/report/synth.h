@@ -94,6 +94,9 @@ struct synth_opts {
 	/* DUP: the stage-1 runs written time their copies too (a monitoring run of a key whose
 	 * copies repeat, stages/ffm_plan.h), this long each, µs (0 = they record waits only). */
 	uint32_t t1_us;
+	/* after every thread's timeline, the first thread launches once more (at the longest
+	 * thread's end; CONTROL's launch site), and the process ends C after that launch */
+	bool late_launch;
 	/* every run written ends with this exit status and these enum ffm_run_flags */
 	int32_t exit_status;
 	uint32_t run_flags;

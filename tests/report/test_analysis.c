@@ -669,11 +669,36 @@ TEST(a_stream_busy_all_run_long_caps_every_benefit)
 	ASSERT(r->q.stream_capped);
 	/* the CPU before the stream's first work is no benefit either: here the first launch */
 	ASSERT(r->q.stream_head_ns <= 1000 * 1000);
+	/* the stream's last work was an unnecessary sync's: what follows it may move */
+	ASSERT_EQ(r->q.stream_tail_ns, 0);
 	cap = r->wall_ns - busy - r->q.stream_head_ns;
 	ASSERT_EQ(r->totals.total_ns, cap);
 	ASSERT(r->totals.total_ns < synth__expected(&o, SYN_UNNECESSARY));
 	for (size_t i = 0; i < r->n_groups; i++)
 		ASSERT(r->groups[i].benefit_ns <= cap);
+	ffm_analysis__free(a);
+
+	/* Then each thread reads its results (CONTROL: a required sync on the same stream): the
+	 * last thread's CPU work after its last read, C, and the process's exit, C, come after
+	 * the stream's work in the fixed program too. */
+	o.scenarios |= 1u << SYN_CONTROL;
+	o.state_dir = fresh_dir();
+	a = analyse(&o, FFM_GROUP_POINT, 1, false);
+	r = ffm_analysis__result(a);
+	ASSERT_MSG(r->q.stream_tail_ns == 2 * 1000 * 1000, "tail %llu ns",
+		   (unsigned long long)r->q.stream_tail_ns);
+	ASSERT(r->q.stream_capped);
+	cap = r->wall_ns - r->q.stream_busy_ns - r->q.stream_head_ns - r->q.stream_tail_ns;
+	ASSERT_EQ(r->totals.total_ns, cap);
+	ffm_analysis__free(a);
+
+	/* ... unless another thread calls the driver after that read: its work may move. */
+	o.late_launch = true;
+	o.state_dir = fresh_dir();
+	a = analyse(&o, FFM_GROUP_POINT, 1, false);
+	r = ffm_analysis__result(a);
+	ASSERT_EQ(r->q.stream_tail_ns, 0);
+	ASSERT_EQ(r->totals.total_ns, r->wall_ns - r->q.stream_busy_ns - r->q.stream_head_ns);
 	ffm_analysis__free(a);
 
 	/* The same on cuCtxSynchronize: no stream known, no cap. */
