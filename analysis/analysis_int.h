@@ -87,6 +87,7 @@ struct site_int {
 	bool host_read;		    /* a small read every iteration (ffm_verdict_site_host_read) */
 	bool explicit_sync;	    /* its driver function is a cu*Synchronize */
 	bool launch_api;	    /* ... a cuLaunch* */
+	bool setup_api;		    /* ... sets the program up or takes it down (an_setup_api) */
 	bool stream_scoped;	    /* its waits wait for one stream (a stream sync, a copy, a memset) */
 	bool async_copy;	    /* ... a cuMemcpy*Async (one that waits copies pageable memory) */
 	uint64_t prot_cur, prot_max; /* bytes protected by its latest / largest stage-3 sync */

@@ -319,10 +319,11 @@ int an_on_raw_event(struct ev_scan *sc, const struct an_raw *rr)
 	err = apply_sync_verdict(a, x, si, k, &e);
 	if (err)
 		return err;
-	if (!sync_call && e.problem != FFM_PROBLEM_NONE) {
+	if ((!sync_call || si->setup_api) && e.problem != FFM_PROBLEM_NONE) {
 		/* A call of a function that waits now and then (a lazy module load in
 		 * cuKernelGetFunction, say), which did not wait this time: no sync to remove,
-		 * and no sync where a removed wait could land. */
+		 * and no sync where a removed wait could land. A set-up call that waited keeps
+		 * its wait, whatever stage 3 saw after it: nothing to remove either. */
 		e.problem = FFM_PROBLEM_NONE;
 		e.first_use_ns = 0;
 	}

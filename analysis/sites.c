@@ -192,6 +192,26 @@ int an_scan_run(struct ffm_analysis *a, int64_t run,
 	return r;
 }
 
+/*
+ * Whether driver function @name sets the program up or takes it down: cuInit, a context's
+ * creation, retain, release, reset or destruction, a module's or library's load or unload, a
+ * link. A wait inside one is the driver's own work, which the program cannot do without, not
+ * a synchronization that a fix removes: on the H100 the CUDA runtime's first call waited
+ * 2.4 ms in cuDevicePrimaryCtxRetain, and a clean program's report listed it as an
+ * unnecessary sync, the only problem above the noise threshold.
+ */
+static bool setup_api(const char *name)
+{
+	static const char *const prefixes[] = {
+		"cuInit", "cuDevicePrimaryCtx", "cuCtxCreate", "cuCtxDestroy", "cuModuleLoad",
+		"cuModuleUnload", "cuLibraryLoad", "cuLibraryUnload", "cuLinkComplete",
+	};
+
+	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
+		if (!strncmp(name, prefixes[i], strlen(prefixes[i])))
+			return true;
+	return false;
+}
 /* Fill a site's application frame and key from its stack's frames. */
 static int describe_site(struct ffm_analysis *a, uint32_t idx)
 {
@@ -213,6 +233,7 @@ static int describe_site(struct ffm_analysis *a, uint32_t idx)
 	/* Decided once per site, not per event: the timeline scan reads them for every call. */
 	a->si[idx].explicit_sync = strstr(x->api_name, "Synchronize") != NULL;
 	a->si[idx].launch_api = !strncmp(x->api_name, "cuLaunch", 8);
+	a->si[idx].setup_api = setup_api(x->api_name);
 	a->si[idx].stream_scoped = !strcmp(x->api_name, "cuStreamSynchronize") ||
 				   x->kind == FFM_EV_TRANSFER || x->kind == FFM_EV_MEMSET;
 	a->si[idx].async_copy = x->kind == FFM_EV_TRANSFER && strstr(x->api_name, "Async");

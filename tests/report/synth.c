@@ -163,9 +163,10 @@ static int setup_stacks(struct ctx *c)
 			    &c->frames_api[a]);
 		if (!err)
 			err = ffm_store__put_api_name(c->s, (uint32_t)a,
-						      a == A_SYNC && c->o->stream_sync
-							      ? "cuStreamSynchronize"
-							      : api_names[a]);
+						      a != A_SYNC	   ? api_names[a]
+						      : c->o->sync_api	   ? c->o->sync_api
+						      : c->o->stream_sync ? "cuStreamSynchronize"
+									   : api_names[a]);
 	}
 	for (int sc = 0; sc < SYN__MAX && !err; sc++) {
 		for (int i = 0; i < 4 && sites[sc][i].func && !err; i++) {

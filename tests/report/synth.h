@@ -71,6 +71,8 @@ struct synth_opts {
 	 * cuCtxSynchronize; thread k starts k * stagger_us later (default 7 ns apart) */
 	bool stream_sync;
 	uint32_t stagger_us;
+	/* the sync API's name instead (e.g. a set-up call that waited), NULL: as above */
+	const char *sync_api;
 	/* UNNECESSARY: the thread's CPU time between the launch and its sync, µs (default 0); the
 	 * kernel ends when it did, so the sync waits that much less. synth__expected assumes 0. */
 	uint32_t pre_us;

@@ -581,6 +581,30 @@ TEST(site_seen_used_keeps_its_sync)
 	ffm_analysis__free(a);
 }
 
+TEST(a_set_up_call_that_waited_is_no_problem)
+{
+	/* The unnecessary scenario's sync is a cuDevicePrimaryCtxRetain that waited: stage 3
+	 * sees no use after it, but no fix removes a context's creation. */
+	struct synth_opts o = base(1u << SYN_UNNECESSARY);
+	const struct ffm_analysis_result *r;
+	struct ffm_analysis *a;
+
+	o.sync_api = "cuDevicePrimaryCtxRetain";
+	a = analyse(&o, FFM_GROUP_POINT, 1, false);
+	r = ffm_analysis__result(a);
+	ASSERT_EQ(site_at_line(r, 11)->n_unnecessary, 0);
+	ASSERT_EQ(r->totals.total_ns, 0);
+	ASSERT(r->totals.wait_ns >= (uint64_t)o.iters * 500 * 1000); /* still listed as time */
+	ffm_analysis__free(a);
+
+	o = base(1u << SYN_UNNECESSARY); /* the same as a sync: the scenario's saving */
+	a = analyse(&o, FFM_GROUP_POINT, 1, false);
+	r = ffm_analysis__result(a);
+	ASSERT_EQ(site_at_line(r, 11)->n_unnecessary, o.iters);
+	ASSERT_EQ(r->totals.total_ns, synth__expected(&o, SYN_UNNECESSARY));
+	ffm_analysis__free(a);
+}
+
 TEST(partial_coverage_is_reported_and_withholds_unnecessary)
 {
 	struct synth_opts o = base(1u << SYN_UNNECESSARY | 1u << SYN_MISPLACED);
