@@ -87,7 +87,7 @@ struct site_int {
 	bool host_read;		    /* a small read every iteration (ffm_verdict_site_host_read) */
 	bool explicit_sync;	    /* its driver function is a cu*Synchronize */
 	bool launch_api;	    /* ... a cuLaunch* */
-	bool setup_api;		    /* ... sets the program up or takes it down (an_setup_api) */
+	bool setup_api;		    /* ... sets the program up or takes it down (sites.c) */
 	bool stream_scoped;	    /* its waits wait for one stream (a stream sync, a copy, a memset) */
 	bool async_copy;	    /* ... a cuMemcpy*Async (one that waits copies pageable memory) */
 	uint64_t prot_cur, prot_max; /* bytes protected by its latest / largest stage-3 sync */
@@ -119,7 +119,6 @@ struct an_late {
 	uint64_t end[2];
 	uint32_t tid[2];
 };
-void an_late_note(struct an_late *l, uint32_t tid, uint64_t end);
 
 /* A wait on one stream: that stream's work was running from start to end. */
 struct busy {

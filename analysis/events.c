@@ -67,23 +67,6 @@ static int note_delay(struct site_int *si, int64_t d)
  * array and the graph shrink by the launches (most of a CUDA program's calls). Kept: explicit
  * syncs and wait-function events, any site that waited, any site with a stage 3/4 verdict.
  */
-void an_late_note(struct an_late *l, uint32_t tid, uint64_t end)
-{
-	if (tid == l->tid[0]) {
-		if (end > l->end[0])
-			l->end[0] = end;
-	} else if (end > l->end[0]) {
-		/* the old first is the latest of every thread but @tid */
-		l->end[1] = l->end[0];
-		l->tid[1] = l->tid[0];
-		l->end[0] = end;
-		l->tid[0] = tid;
-	} else if (end > l->end[1]) {
-		l->end[1] = end;
-		l->tid[1] = tid;
-	}
-}
-
 bool an_keep_site(const struct ffm_an_site *x)
 {
 	/* Decided from stage 2's per-stack totals alone, so the scan can start before stage 3's

@@ -212,6 +212,7 @@ static bool setup_api(const char *name)
 			return true;
 	return false;
 }
+
 /* Fill a site's application frame and key from its stack's frames. */
 static int describe_site(struct ffm_analysis *a, uint32_t idx)
 {

@@ -105,6 +105,24 @@ static bool slice_flush(struct slice *sl, bool done)
 	return stop;
 }
 
+/* Note an event of thread @tid that ended at @end in @l (struct an_late). */
+static void late_note(struct an_late *l, uint32_t tid, uint64_t end)
+{
+	if (tid == l->tid[0]) {
+		if (end > l->end[0])
+			l->end[0] = end;
+	} else if (end > l->end[0]) {
+		/* the old first is the latest of every thread but @tid */
+		l->end[1] = l->end[0];
+		l->tid[1] = l->tid[0];
+		l->end[0] = end;
+		l->tid[0] = tid;
+	} else if (end > l->end[1]) {
+		l->end[1] = end;
+		l->tid[1] = tid;
+	}
+}
+
 static void *scan_slice(void *arg)
 {
 	struct slice *sl = arg;
@@ -128,7 +146,7 @@ static void *scan_slice(void *arg)
 			sl->lo = se.start_ns;
 		if (se.start_ns + se.dur_ns > sl->hi)
 			sl->hi = se.start_ns + se.dur_ns;
-		an_late_note(&sl->late, se.tid, se.start_ns + se.dur_ns);
+		late_note(&sl->late, se.tid, se.start_ns + se.dur_ns);
 		if (!keep) {
 			/* A launch, left out of the model; where the next sync's hidden wait
 			 * starts (analysis/hidden.c) may be here. */
@@ -265,7 +283,7 @@ int an_scan_slices(struct ffm_analysis *a, struct ev_scan *sc, uint64_t lo, uint
 		if (sl[i].hi > sc->hi)
 			sc->hi = sl[i].hi;
 		for (int k = 0; k < 2; k++)
-			an_late_note(&sc->late, sl[i].late.tid[k], sl[i].late.end[k]);
+			late_note(&sc->late, sl[i].late.tid[k], sl[i].late.end[k]);
 		for (struct chunk *c = sl[i].head, *next; c; c = next) {
 			next = c->next;
 			free(c);
