@@ -44,6 +44,9 @@ threads4|--problem threads --threads 4
 threads8_k1000_c500|--problem threads --threads 8 --kernel-us 1000 --cpu-us 500
 threads2|--problem threads --threads 2
 threads4_shared|--problem threads --threads 4 --shared
+threads16|--problem threads --threads 16
+pool4|--problem pool --threads 4
+pool16_k1000_c500|--problem pool --threads 16 --kernel-us 1000 --cpu-us 500
 unnecessary_sync|--problem unnecessary_sync
 control|--problem control"}
 

@@ -10,11 +10,14 @@
  *                     [--threads T] [--shared] [--every E]
  *     NAME: unnecessary_sync misplaced_sync free_in_loop dup_transfer pageable_async
  *           managed_memset control host_read_memcpy host_read_cublas host_read_thrust threads
+ *           pool
  *
  * The host reads (a few bytes of GPU results read by the CPU every iteration and only logged)
  * are fixed by keeping the results on the GPU and reading them every E iterations (default 50);
  * threads runs unnecessary_sync's loop with cudaStreamSynchronize on T host threads (default
- * 4), each with its own stream (--shared: all on the legacy default stream).
+ * 4), each with its own stream (--shared: all on the legacy default stream); pool runs the
+ * same iters * T steps as tasks of a pool of T workers, each with its own stream, each taking
+ * the next task from a shared counter as pools hand out work.
  *
  * Prints PARAMS, CHECKSUM (equal with and without --fixed) and WALL_S lines like the driver-API
  * workloads, then LOOP_S (WALL_S less the context's creation, which moves by tens of ms from
@@ -408,6 +411,8 @@ struct worker {
 	cudaStream_t s;
 	unsigned *d;
 	int seed;
+	int *next;	/* pool: the shared task counter */
+	uint64_t tasks; /* pool: the tasks this worker ran */
 };
 
 static __attribute__((noinline)) void thread_step(struct worker *k, int i)
@@ -428,16 +433,40 @@ static void *thread_loop(void *arg)
 	return NULL;
 }
 
-/* unnecessary_sync's loop on T host threads that wait side by side. */
-static __attribute__((noinline)) uint64_t threads(const struct opts *o)
+/* A pool task: a step of unnecessary_sync's loop, on whichever worker took it. */
+static __attribute__((noinline)) void pool_task(struct worker *k, int i)
+{
+	launch_on(k->s, k->d, 4096, 3, i, k->o->kernel_us);
+	if (!k->o->fixed)
+		CHECK(cudaStreamSynchronize(k->s)); /* FFM-PLANT: cudart pool */
+	cpu_work(k->o->cpu_us);
+}
+
+static void *pool_loop(void *arg)
+{
+	struct worker *k = (struct worker *)arg;
+	int n = k->o->iters * k->o->threads, i;
+
+	while ((i = __atomic_fetch_add(k->next, 1, __ATOMIC_RELAXED)) < n) {
+		pool_task(k, i);
+		k->tasks++;
+	}
+	CHECK(cudaStreamSynchronize(k->s));
+	return NULL;
+}
+
+/* T host threads running @loop side by side. The checksum hashes each one's buffer, or for a
+ * pool, where which worker ran which task changes from run to run, the tasks run. */
+static uint64_t workers(const struct opts *o, void *(*loop)(void *))
 {
 	struct worker k[64];
 	pthread_t th[64];
-	uint64_t h = 0xcbf29ce484222325ULL;
+	uint64_t h = 0xcbf29ce484222325ULL, tasks = 0;
 	unsigned buf[4096];
+	int next = 0;
 
 	for (int t = 0; t < o->threads; t++) {
-		k[t] = (struct worker){ o, 0, NULL, t * 7919 };
+		k[t] = (struct worker){ o, 0, NULL, t * 7919, loop == pool_loop ? &next : NULL, 0 };
 		if (!o->shared)
 			CHECK(cudaStreamCreateWithFlags(&k[t].s, cudaStreamNonBlocking));
 		CHECK(cudaMalloc(&k[t].d, sizeof(buf)));
@@ -445,18 +474,32 @@ static __attribute__((noinline)) uint64_t threads(const struct opts *o)
 	}
 	CHECK(cudaDeviceSynchronize());
 	for (int t = 0; t < o->threads; t++)
-		if (pthread_create(&th[t], NULL, thread_loop, &k[t]))
+		if (pthread_create(&th[t], NULL, loop, &k[t]))
 			exit(1);
 	for (int t = 0; t < o->threads; t++)
 		pthread_join(th[t], NULL);
 	for (int t = 0; t < o->threads; t++) {
 		CHECK(cudaMemcpy(buf, k[t].d, sizeof(buf), cudaMemcpyDeviceToHost));
-		h = fnv(h, buf, sizeof(buf));
+		if (!k[t].next)
+			h = fnv(h, buf, sizeof(buf));
+		tasks += k[t].tasks;
 		CHECK(cudaFree(k[t].d));
 		if (k[t].s)
 			CHECK(cudaStreamDestroy(k[t].s));
 	}
-	return h;
+	return k[0].next ? fnv(h, &tasks, sizeof(tasks)) : h;
+}
+
+/* unnecessary_sync's loop on T host threads that wait side by side. */
+static __attribute__((noinline)) uint64_t threads(const struct opts *o)
+{
+	return workers(o, thread_loop);
+}
+
+/* The same steps as tasks of a pool of T workers. */
+static __attribute__((noinline)) uint64_t pool(const struct opts *o)
+{
+	return workers(o, pool_loop);
 }
 
 int main(int argc, char **argv)
@@ -470,7 +513,7 @@ int main(int argc, char **argv)
 		{ "pageable_async", pageable_async },	  { "managed_memset", managed_memset },
 		{ "control", control },
 		{ "host_read_memcpy", host_read_memcpy }, { "host_read_cublas", host_read_cublas },
-		{ "host_read_thrust", host_read_thrust }, { "threads", threads },
+		{ "host_read_thrust", host_read_thrust }, { "threads", threads }, { "pool", pool },
 	};
 	struct opts o = { 400, 500, 1000, false, 4, 50, false };
 	const char *problem = NULL;
