@@ -102,6 +102,8 @@ struct thr {
 	__u32 seen_gen;
 	__u32 gen; /* struct ffm_job_cfg.gen of the job run this state belongs to */
 	__u32 wait_epoch; /* struct ffm_proc.link_epoch at the outermost wait's entry */
+	__u32 waits_alone; /* its job's FFM_JOB_WAITS_ALONE then: read at the return without
+			    * the job's lookup, which a wait inside a call does not need else */
 	/* sp at the entry of the outermost wait and call in progress (or last ended) */
 	__u64 wait_sp, call_sp;
 	__u64 probe_ns; /* ffm_rec_call.probe_ns */
@@ -588,6 +590,7 @@ static __always_inline int wait_enter(struct pt_regs *ctx)
 		t->wait_start = bpf_ktime_get_ns();
 		t->wait_sp = PT_REGS_SP(ctx);
 		t->wait_epoch = p->link_epoch;
+		t->waits_alone = jc->flags & FFM_JOB_WAITS_ALONE;
 	}
 	return WANT_RETURN;
 }
@@ -616,18 +619,18 @@ static __always_inline void wait_leave(struct pt_regs *ctx)
 	if (--t->wait_depth)
 		return;
 	dur = now - t->wait_start;
-	jc = bpf_map_lookup_elem(&jobs, &job);
 	if (t->call_depth) {
 		/* Inside a probed API call: the call record carries the wait, and only a run
 		 * that keeps stage 1's records as they are records it on its own too. */
 		t->wait_acc += dur;
 		t->nwaits++;
-		if (!jc || !(jc->flags & FFM_JOB_WAITS_ALONE))
+		if (!t->waits_alone)
 			return;
 	} else {
 		/* A wait outside every probed call ends a synchronization of its own (stages 3-4). */
 		t->sync_gen++;
 	}
+	jc = bpf_map_lookup_elem(&jobs, &job);
 	w = bpf_map_lookup_elem(&walk_scratch, &zero);
 	if (!w || !jc)
 		return;
