@@ -5,8 +5,8 @@
 # torch_item.py run plain and --fixed (loss kept on the GPU), REPS times each, interleaved;
 # the saving is the difference of the medians of the timed loop (WALL_S), also of the
 # minimums. Then `ffmctl profile --stages 1-4` of the plain program; its estimate for the
-# .item() line (the FFM-PLANT "torch per-step sync" line) is scaled by steps / (steps +
-# warmup), the profile covering the warm-up steps too. Prints a markdown row and the report's
+# per-step read's line (.item() or the --read variant: the FFM-PLANT "torch per-step sync"
+# lines) is scaled by steps / (steps + warmup), the profile covering the warm-up steps too. Prints a markdown row and the report's
 # top problems. With --ab BLOCK it also runs REPS processes of torch_item.py --ab BLOCK (plain
 # and fixed blocks alternating inside one process, the steady measure of the saving) and
 # compares the estimate with the median of their savings per step, times the steps. The last
@@ -73,17 +73,18 @@ for l in open(times):
         t[k].append(float(v[0]))
 steps = int(re.search(r"--steps (\d+)", args).group(1)) if "--steps" in args else 1000
 warm = int(re.search(r"--warmup (\d+)", args).group(1)) if "--warmup" in args else 20
-line = next(n for n, l in enumerate(open(prog), 1) if "FFM-PLANT: torch per-step" in l)
+# The per-step read's line: one per --read variant, only the one run has problems.
+lines = {n for n, l in enumerate(open(prog), 1) if "FFM-PLANT: torch per-step" in l}
 def estimate(r):
     return steps / (steps + warm) * sum(
         p["benefit_s"] for p in r["problems"]
-        if p["call_site"].get("file", "").endswith("torch_item.py") and p["call_site"].get("line") == line)
+        if p["call_site"].get("file", "").endswith("torch_item.py") and p["call_site"].get("line") in lines)
 r = json.load(open(rep))
 est = estimate(r)
 med = st.median(t["plain"]) - st.median(t["fixed"])
 mn = min(t["plain"]) - min(t["fixed"])
 q = r["data_quality"]
-print("| config | plain (median) | fixed (median) | saved (medians / minimums) | ffm: .item() line | error (medians / minimums) | library CPU | hidden waits removed |")
+print("| config | plain (median) | fixed (median) | saved (medians / minimums) | ffm: the read's line | error (medians / minimums) | library CPU | hidden waits removed |")
 print("|---|---|---|---|---|---|---|---|")
 print("| %s | %.3f s | %.3f s | %.3f / %.3f s | %.3f s | %+.0f%% / %+.0f%% | %.3f s | %.3f s |" % (
     args or "default", st.median(t["plain"]), st.median(t["fixed"]), med, mn, est,

@@ -8,7 +8,17 @@ it is by --fixed.
 
 .item() copies the loss to the CPU and waits for the GPU: each step's CPU work (Python, launch
 overhead) can no longer overlap the previous step's GPU work. --fixed accumulates the loss on
-the GPU and reads it once at the end. Prints CHECKSUM-free but comparable output:
+the GPU and reads it once at the end.
+
+--read picks how the step hands its result to the CPU, the ways training scripts do it (each
+a sync the CPU needs at once, so "required" by the paper's rules; their fix changes the use):
+    item      last = loss.item()                       (logging)
+    cpu       last = float(loss.detach().cpu())       (logging through a host tensor)
+    tolist    loss and the output's mean, .tolist()   (logging several metrics)
+    isfinite  if not torch.isfinite(loss): raise       (a NaN guard, bool(tensor))
+Plain and fixed compute the same metric on the GPU every step; plain reads it at once, fixed
+accumulates it there (the guard: ANDs it, checked at each timer sync). Prints CHECKSUM-free
+but comparable output:
     LOSS <final loss, 6 digits>   (the same with and without --fixed)
     WALL_S <seconds of the training loop>
 --torch-profile FILE also runs torch.profiler (CUPTI-based, the peer tool) and writes, per
@@ -42,6 +52,8 @@ def main():
     ap.add_argument("--batch", type=int, default=512)
     ap.add_argument("--workers", type=int, default=0,
                     help="feed the batches through a DataLoader with this many worker processes")
+    ap.add_argument("--read", choices=("item", "cpu", "tolist", "isfinite"), default="item",
+                    help="how each step hands its result to the CPU")
     ap.add_argument("--torch-profile", metavar="FILE")
     ap.add_argument("--ab", type=int, default=0, metavar="BLOCK",
                     help="alternate plain and fixed blocks of BLOCK steps in this process")
@@ -72,26 +84,42 @@ def main():
                 for bx, by in loader:
                     yield bx.to(dev, non_blocking=True), by.to(dev, non_blocking=True)
 
+    def metric(loss, out):
+        if a.read == "tolist":
+            return torch.stack((loss.detach(), out.detach().mean()))
+        if a.read == "isfinite":
+            return torch.isfinite(loss)
+        return loss.detach()
+
     def train(steps, fixed=a.fixed):
-        total = torch.zeros((), device=dev)
+        total = None
         last = 0.0
         stamps = []
         feed = batches()
         for step in range(steps):
             bx, by = next(feed)
             opt.zero_grad(set_to_none=True)
-            loss = torch.nn.functional.mse_loss(model(bx), by)
+            out = model(bx)
+            loss = torch.nn.functional.mse_loss(out, by)
             loss.backward()
             opt.step()
+            m = metric(loss, out)
             if fixed:
-                total += loss.detach()
-            else:
-                last = loss.item()  # FFM-PLANT: torch per-step sync
+                total = m if total is None else (total & m if a.read == "isfinite" else total + m)
+            elif a.read == "item":
+                last = m.item()  # FFM-PLANT: torch per-step sync
+            elif a.read == "cpu":
+                last = float(m.cpu())  # FFM-PLANT: torch per-step sync
+            elif a.read == "tolist":
+                last = m.tolist()[0]  # FFM-PLANT: torch per-step sync
+            elif not m:  # FFM-PLANT: torch per-step sync
+                raise FloatingPointError(f"loss is not finite at step {step}")
             if (step + 1) % max(a.time_every, 1) == 0:
                 torch.cuda.synchronize()  # FFM-PLANT: torch timer sync
                 stamps.append(time.monotonic())
-        if fixed:
-            last = loss.item()
+                if fixed and a.read == "isfinite" and not total:
+                    raise FloatingPointError(f"loss is not finite before step {step}")
+        last = loss.item()
         torch.cuda.synchronize()
         return last
 
