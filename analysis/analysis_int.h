@@ -30,6 +30,12 @@ void an_pool_fini(struct strpool *p);
 /* The median of @v (sorted in place), -1 for none. */
 int64_t an_median_i64(int64_t *v, size_t n);
 
+/* A call's own time: its duration outside its waits. */
+static inline uint64_t an_own_ns(uint64_t dur_ns, uint64_t wait_ns)
+{
+	return dur_ns > wait_ns ? dur_ns - wait_ns : 0;
+}
+
 /* The most stage-1 runs the baseline reads (an_baseline_runs()). */
 #define AN_BASELINE_RUNS 8
 

@@ -62,12 +62,6 @@ struct dup_scan {
 	struct an_key_cache stacks; /* the other runs' stacks */
 };
 
-/* A call's own time: its duration outside its waits. */
-static uint64_t own_ns(uint64_t dur_ns, uint64_t wait_ns)
-{
-	return dur_ns > wait_ns ? dur_ns - wait_ns : 0;
-}
-
 static bool copy_call(const struct ffm_event *e)
 {
 	/* the sync half of a split duplicate (analysis/events.c) is a FFM_CALL_SYNC */
@@ -86,7 +80,7 @@ static int on_run_event(const struct ffm_store_event *ev, void *ctx)
 	err = an_event_key(d->a, &d->stacks, ev, &key);
 	if (err || !key || !(p = oatab_get(&d->keys, key, 0)))
 		return err;
-	return an_i64s_push(&p->cur, (int64_t)own_ns(ev->dur_ns, ev->wait_ns));
+	return an_i64s_push(&p->cur, (int64_t)an_own_ns(ev->dur_ns, ev->wait_ns));
 }
 
 static int64_t mean_of(const struct an_i64s *x)
@@ -142,7 +136,7 @@ static int collect_timeline(struct ffm_analysis *a, struct oatab *keys)
 		const struct ffm_event *e = &a->ev[i];
 		struct dup_key *p = copy_call(e) ? key_of(a, keys, e, false) : NULL;
 
-		if (p && an_i64s_push(&p->t2, (int64_t)own_ns(e->dur_ns, e->wait_ns)))
+		if (p && an_i64s_push(&p->t2, (int64_t)an_own_ns(e->dur_ns, e->wait_ns)))
 			return -ENOMEM;
 	}
 	for (size_t i = 0; i < res->n_sites && keys->n; i++) {
@@ -229,7 +223,7 @@ int an_dup_cost(struct ffm_analysis *a)
 		p = key_of(a, &d.keys, e, false);
 		if (!p || p->m2 <= 0 || p->price == p->m2)
 			continue;
-		own = own_ns(e->dur_ns, e->wait_ns);
+		own = an_own_ns(e->dur_ns, e->wait_ns);
 		now = (uint64_t)((unsigned __int128)own * (uint64_t)p->price / (uint64_t)p->m2);
 		e->dur_ns = e->dur_ns - own + now;
 		if (now < own) {

@@ -143,7 +143,7 @@ static bool same_line(const struct ffm_an_site *a, const struct ffm_an_site *b)
 static uint64_t removed_cpu(struct ffm_analysis *a, const struct thread *t,
 			    const struct site_int *si, const struct ffm_event *e, uint32_t site)
 {
-	uint64_t own = e->dur_ns > e->wait_ns ? e->dur_ns - e->wait_ns : 0;
+	uint64_t own = an_own_ns(e->dur_ns, e->wait_ns);
 	const struct ffm_event *prev;
 
 	/* The CPU side of an async copy that waited: the driver staged pageable memory through a
@@ -167,10 +167,9 @@ static uint64_t removed_cpu(struct ffm_analysis *a, const struct thread *t,
 	    prev->start_ns + prev->dur_ns > e->start_ns ||
 	    !same_line(&a->res.sites[t->last_site], &a->res.sites[site]))
 		return own;
-	own += prev->dur_ns - (prev->wait_ns < prev->dur_ns ? prev->wait_ns : prev->dur_ns);
-	if (prev->problem == FFM_PROBLEM_NONE)
-		own += prev->wait_ns < prev->dur_ns ? prev->wait_ns : prev->dur_ns;
-	return own;
+	/* the copy's call goes; its wait too where no verdict of its own removes that */
+	return own + (prev->problem == FFM_PROBLEM_NONE ? prev->dur_ns :
+						       an_own_ns(prev->dur_ns, prev->wait_ns));
 }
 
 /*
