@@ -107,6 +107,12 @@ struct site_int {
 	size_t n_obs, cap_obs;
 	uint64_t n_removed; /* occurrences a fix removes (unnecessary sync, host read) */
 	uint64_t hidden_ns; /* wait per removed occurrence that stage 2's probes hid */
+	/* the GPU ran through the stretches before its waits (hidden.c): busy from the thread's
+	 * first submission after the previous sync until each wait ended */
+	bool ran_through;
+	/* a host read that takes its line's copy along, waits and all (events.c, removed_cpu):
+	 * 1 + that copy's site, whose waits in the baseline count as the read's; 0: none */
+	uint32_t copy_site;
 };
 
 struct thread {
@@ -115,7 +121,14 @@ struct thread {
 	size_t last_ev;	   /* 1 + index in ev[] of its latest model event, 0: none yet */
 	uint32_t last_site; /* that event's site */
 	uint64_t sub_probe; /* probe cost at its first submission since its last sync, 0: none */
+	uint64_t wait_end;  /* where its latest wait ended */
+	size_t idle_ev;	    /* 1 + index in ev[] of its latest removed sync before its next
+			     * submission (whose gpu_idle_ns that sets), 0: none */
 	uint64_t wait_sum;  /* the waits of its events so far */
+	/* its latest sync occurrence noted for hidden.c: the event (as last_ev), site, index */
+	size_t obs_ev;
+	uint32_t obs_site;
+	size_t obs_idx;
 };
 
 /* The two threads whose events end latest, latest first, with the end of each one's last
@@ -269,9 +282,11 @@ uint32_t an_run_flags(const struct ffm_analysis *a, int64_t id);
  * along (analysis/hidden.c). After the scan, before the graph. */
 int an_hidden_waits(struct ffm_analysis *a);
 /* A sync occurrence of site @site on thread @t (whose wait_sum counts its wait already) ending
- * at @end, with its probe span, for an_hidden_waits(). */
-int an_note_sync(struct ffm_analysis *a, uint32_t site, const struct thread *t, uint64_t end,
-		 uint64_t wait_ns, uint64_t probe_span_ns);
+ * at @end, with its probe span, for an_hidden_waits(). With @copy (a host read that takes its
+ * copy along: site_int.copy_site) the copy's occurrence just before, if it was a sync, becomes
+ * part of this one: its wait and span added, its own left out. */
+int an_note_sync(struct ffm_analysis *a, uint32_t site, struct thread *t, uint64_t end,
+		 uint64_t wait_ns, uint64_t probe_span_ns, bool copy);
 /* The duplicate copies' own time, from the lower of the timeline's and the first-use run's
  * medians per site (analysis/dupcost.c). After the scan, before the graph. */
 int an_dup_cost(struct ffm_analysis *a);
@@ -306,6 +321,7 @@ struct an_raw {
 	uint64_t probe_ns;     /* the store's: the probes' cost to its thread before the call */
 	uint64_t sub_probe_ns; /* probe_ns of its thread's first launch left out of the model since
 				* its previous event handed over, 0: none */
+	uint64_t sub_start_ns; /* ... that launch's start, 0: none */
 };
 /* One raw event, in time order: into the model's array with its verdicts. */
 int an_on_raw_event(struct ev_scan *sc, const struct an_raw *raw);

@@ -140,8 +140,8 @@ static bool same_line(const struct ffm_an_site *a, const struct ffm_an_site *b)
  * own CPU time around the driver calls too (the sampled time at its line, per read:
  * analysis/cputime.c).
  */
-static uint64_t removed_cpu(struct ffm_analysis *a, const struct thread *t,
-			    const struct site_int *si, const struct ffm_event *e, uint32_t site)
+static uint64_t removed_cpu(struct ffm_analysis *a, const struct thread *t, struct site_int *si,
+			    const struct ffm_event *e, uint32_t site, bool *copy)
 {
 	uint64_t own = an_own_ns(e->dur_ns, e->wait_ns);
 	const struct ffm_event *prev;
@@ -167,9 +167,14 @@ static uint64_t removed_cpu(struct ffm_analysis *a, const struct thread *t,
 	    prev->start_ns + prev->dur_ns > e->start_ns ||
 	    !same_line(&a->res.sites[t->last_site], &a->res.sites[site]))
 		return own;
-	/* the copy's call goes; its wait too where no verdict of its own removes that */
-	return own + (prev->problem == FFM_PROBLEM_NONE ? prev->dur_ns :
-						       an_own_ns(prev->dur_ns, prev->wait_ns));
+	if (prev->problem != FFM_PROBLEM_NONE)
+		return own + an_own_ns(prev->dur_ns, prev->wait_ns);
+	/* the copy's call goes, its wait too, and what stage 2's probes hid of that wait
+	 * (hidden.c): a .cpu() of a CUDA tensor copies to pageable memory, so the read waits
+	 * inside the copy and its stream sync finds the GPU done */
+	si->copy_site = t->last_site + 1;
+	*copy = true;
+	return own + prev->dur_ns;
 }
 
 /*
@@ -219,10 +224,6 @@ static int split_duplicate(struct ffm_analysis *a, struct ffm_event *e)
 }
 
 /*
- * One raw event (timeline.c: the store's event kind in .kind, the tgid in .fold_id, the event id
- * in .first_use_ns), in time order: into the model's array with its verdicts.
- */
-/*
  * The probe cost thread @t paid between its first GPU submission since its last sync and the
  * call @r, when @r is a sync (and the thread starts over); 0 otherwise. Where the GPU ran
  * through that span, the program without probes reaches the sync that much earlier and waits
@@ -244,6 +245,30 @@ static uint64_t probe_span(struct thread *t, const struct an_raw *r, bool sync, 
 	return span;
 }
 
+/*
+ * The thread's first GPU submission since its latest removed sync, if @r shows it (a launch
+ * left out of the model before @r, or @r itself): how long the GPU idled after that sync's
+ * wait (ffm_event.gpu_idle_ns; the model takes it where the GPU ran through the stretch
+ * before the wait: analysis/hidden.c). A call's wait is taken to begin where the call does
+ * (a stream sync's or a copy's own CPU time before it is a few µs, a copy's staging after
+ * it more); a wait record inside the call, where there is one, says where it ended.
+ */
+static void note_next_submit(struct ffm_analysis *a, struct thread *t, const struct an_raw *r,
+			     bool submits)
+{
+	uint64_t sub = r->sub_start_ns ? r->sub_start_ns : submits ? r->e.start_ns : 0;
+
+	if (!t->idle_ev || !sub)
+		return;
+	/* 0 is "not measured": a submission after the sync's return ends later than its wait */
+	a->ev[t->idle_ev - 1].gpu_idle_ns = sub > t->wait_end ? sub - t->wait_end : 1;
+	t->idle_ev = 0;
+}
+
+/*
+ * One raw event (timeline.c: the store's event kind in .kind, the tgid in .fold_id, the event id
+ * in .first_use_ns), in time order: into the model's array with its verdicts.
+ */
 int an_on_raw_event(struct ev_scan *sc, const struct an_raw *rr)
 {
 	struct ffm_analysis *a = sc->a;
@@ -255,14 +280,17 @@ int an_on_raw_event(struct ev_scan *sc, const struct an_raw *rr)
 	struct site_int *si;
 	uint8_t xv = 0;
 	int64_t dx;
-	bool dup = false, sync_call;
-	uint64_t k;
+	bool dup = false, sync_call, submits;
+	uint64_t k, span = 0;
 	int err;
 
 	if (!t)
 		return -ENOMEM;
-	if (raw->kind == FFM_EV_WAIT && raw->start_ns < t->call_end)
-		return 0; /* inside a probed call, which carries the wait already */
+	if (raw->kind == FFM_EV_WAIT && raw->start_ns < t->call_end) {
+		/* inside a probed call, which carries the wait already */
+		t->wait_end = raw->start_ns + raw->dur_ns;
+		return 0;
+	}
 	if (raw->kind != FFM_EV_WAIT && raw->start_ns + raw->dur_ns > t->call_end)
 		t->call_end = raw->start_ns + raw->dur_ns;
 	t->wait_sum += raw->kind == FFM_EV_WAIT ? raw->dur_ns : raw->wait_ns;
@@ -288,14 +316,13 @@ int an_on_raw_event(struct ev_scan *sc, const struct an_raw *rr)
 	sync_call = raw->kind == FFM_EV_WAIT || e.wait_ns || si->explicit_sync;
 	if (sync_call)
 		e.flags |= FFM_EVENT_SYNC;
-	if (raw->kind != FFM_EV_WAIT) {
-		uint64_t span = probe_span(t, rr, sync_call, e.kind == FFM_CALL_LAUNCH ||
-					   e.kind == FFM_CALL_TRANSFER || e.kind == FFM_CALL_MEMSET);
-
-		if (sync_call && an_note_sync(a, sc->last_site, t, raw->start_ns + raw->dur_ns,
-					      e.wait_ns, span))
-			return -ENOMEM;
-	}
+	submits = e.kind == FFM_CALL_LAUNCH || e.kind == FFM_CALL_TRANSFER ||
+		  e.kind == FFM_CALL_MEMSET;
+	note_next_submit(a, t, rr, submits);
+	if (e.wait_ns)
+		t->wait_end = raw->start_ns + (e.wait_ns < raw->dur_ns ? e.wait_ns : raw->dur_ns);
+	if (raw->kind != FFM_EV_WAIT)
+		span = probe_span(t, rr, sync_call, submits);
 	if (raw->tid != t->tgid)
 		e.flags |= FFM_EVENT_WORKER;
 	err = apply_sync_verdict(a, x, si, k, &e);
@@ -324,8 +351,14 @@ int an_on_raw_event(struct ev_scan *sc, const struct an_raw *rr)
 	/* A wait for GPU work that the fix keeps (not a duplicate copy's own transfer). */
 	if (!err && si->stream_scoped && e.wait_ns && !dup)
 		err = note_busy(a, &e, t->tgid, raw->removed_ns);
-	if (!err)
-		e.removed_ns = removed_cpu(a, t, si, &e, sc->last_site);
+	if (!err) {
+		bool copy = false;
+
+		e.removed_ns = removed_cpu(a, t, si, &e, sc->last_site, &copy);
+		if (raw->kind != FFM_EV_WAIT && sync_call)
+			err = an_note_sync(a, sc->last_site, t, raw->start_ns + raw->dur_ns,
+					   e.wait_ns, span, copy);
+	}
 	if (e.problem == FFM_PROBLEM_UNNECESSARY_SYNC || e.problem == FFM_PROBLEM_HOST_READ)
 		si->n_removed++;
 	if (!err && a->o.event_verdicts && e.problem != FFM_PROBLEM_NONE) {
@@ -340,6 +373,8 @@ int an_on_raw_event(struct ev_scan *sc, const struct an_raw *rr)
 	if (!err) {
 		t->last_ev = a->n_ev;
 		t->last_site = sc->last_site;
+		if (e.problem == FFM_PROBLEM_UNNECESSARY_SYNC || e.problem == FFM_PROBLEM_HOST_READ)
+			t->idle_ev = a->n_ev;
 	}
 	return err;
 }

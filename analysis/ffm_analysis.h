@@ -183,6 +183,10 @@ struct ffm_an_quality {
 	 * per site the smaller of its probe span and its longer baseline wait, times its syncs;
 	 * and the part the removed syncs take along (their benefits include it). */
 	uint64_t hidden_wait_ns, hidden_removed_ns;
+	/* Removed syncs after which the GPU idled only until their thread's next submission (it
+	 * ran through the stretch before each: analysis/hidden.c); their benefits are at most
+	 * that idle time. */
+	uint64_t gpu_idle_syncs;
 	uint32_t baseline_runs; /* the stage-1 runs that baseline was read from */
 	/* Own time of the duplicate copies that their price over the runs that timed them takes
 	 * off the timeline's, or adds to it (analysis/dupcost.c): their benefits are that much

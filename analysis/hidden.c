@@ -49,6 +49,24 @@
  * waits), and, when the timeline is a re-trace for drift (stages/ffm_plan.h), those before
  * the stage-1 run that saw the drift.
  *
+ * A host read whose copy waits itself (a .cpu() of a CUDA tensor copies to pageable memory,
+ * so the read waits inside cuMemcpyDtoHAsync and its stream sync finds the GPU done) goes with
+ * that copy (events.c, removed_cpu): the copy's occurrence is part of the read's, its wait and
+ * span added to the sync's, and the baseline's waits at the copy's key count as the read's.
+ * Without it the read kept only the timeline's wait in the copy: on the H100 the .cpu() loop
+ * of tests/gpu/torch_item.py was priced at 0.106 s where 0.148 s with it, against a saving of
+ * 0.152 s (the median of the six profiled processes' own, 1000 steps). Where such a loop is
+ * GPU-bound the baseline's longer wait is not all time the fix recovers (.tolist() of two
+ * metrics was once priced at 0.31 s so, for a saving of 0.15-0.19 s); the next paragraph's
+ * bound applies there.
+ *
+ * The same comparison says whether the GPU ran through the stretch before a key's syncs,
+ * busy from the thread's first submission after the previous sync until the wait ended
+ * (ran_through()): then the probes' cost in that stretch delayed the CPU, not the GPU, and the
+ * wait shrank by it. A fix of such a sync cannot make the GPU's work shorter; it saves at most
+ * the time the GPU idled after the wait, until the thread's next submission (events.c,
+ * note_next_submit; stages/ffm_model.h, "GPU idle after the sync").
+ *
  * The CPU growth counts the whole gap, not only the span after the first submission: probe
  * time before it delays the GPU's work as much as the CPU's and hides nothing, so this bound
  * is loose where a loop spends much of its step before its first launch; the baseline's bound
@@ -76,8 +94,8 @@ static int64_t cpu_gap(struct an_sync_last *l, uint64_t end, uint64_t wsum)
 	return gap;
 }
 
-int an_note_sync(struct ffm_analysis *a, uint32_t site, const struct thread *t, uint64_t end,
-		 uint64_t wait_ns, uint64_t probe_span_ns)
+int an_note_sync(struct ffm_analysis *a, uint32_t site, struct thread *t, uint64_t end,
+		 uint64_t wait_ns, uint64_t probe_span_ns, bool copy)
 {
 	struct site_int *si = &a->si[site];
 	/* per site key, as in the baseline: the stacks of one line take turns in some programs */
@@ -85,8 +103,20 @@ int an_note_sync(struct ffm_analysis *a, uint32_t site, const struct thread *t, 
 
 	if (!l || ffm_grow((void **)&si->obs, &si->cap_obs, si->n_obs + 1, sizeof(*si->obs)))
 		return -ENOMEM;
+	if (copy && t->last_ev && t->obs_ev == t->last_ev) {
+		/* the copy waited, and the sync its read made after it (whose span starts at the
+		 * copy) is part of the same wait for the GPU */
+		struct an_sync_obs *o = &a->si[t->obs_site].obs[t->obs_idx];
+
+		wait_ns += (uint64_t)o->wait_ns;
+		probe_span_ns += (uint64_t)o->span_ns;
+		o->wait_ns = -1;
+	}
 	si->obs[si->n_obs++] = (struct an_sync_obs){ (int64_t)wait_ns, (int64_t)probe_span_ns,
 						     cpu_gap(l, end, t->wait_sum) };
+	t->obs_ev = a->n_ev + 1; /* the event's last_ev once pushed */
+	t->obs_site = site;
+	t->obs_idx = si->n_obs - 1;
 	return 0;
 }
 
@@ -99,6 +129,13 @@ struct per_key {
 	bool many_records;	     /* a baseline run had more wait records than occurrences */
 	struct an_i64s w2, span, c2; /* the timeline's; the medians sort each on its own */
 	uint64_t hidden_ns;
+	bool ran_through; /* the GPU ran through the stretches before its syncs (ran_through()) */
+};
+
+/* A key whose baseline waits count as another's: a copy's, its host read's (copy_site). */
+struct key_alias {
+	struct oa_key k; /* (copy's site key, 0) */
+	uint64_t to;
 };
 
 /* The baseline's waits so far per thread. */
@@ -110,6 +147,7 @@ struct base_thread {
 struct hidden_scan {
 	struct ffm_analysis *a;
 	struct oatab keys;	     /* site key -> struct per_key */
+	struct oatab aliases;	     /* site key -> struct key_alias */
 	struct oatab threads;	     /* tid -> struct base_thread, of the run being read */
 	struct oatab last;	     /* (site key, tid) -> struct an_sync_last, likewise */
 	struct an_key_cache stacks; /* the baseline runs' stacks */
@@ -121,6 +159,8 @@ static int add_site(struct per_key *p, const struct site_int *si)
 	for (size_t k = 0; k < si->n_obs; k++) {
 		const struct an_sync_obs *o = &si->obs[k];
 
+		if (o->wait_ns < 0) /* part of a read's occurrence (an_note_sync) */
+			continue;
 		if (an_i64s_push(&p->w2, o->wait_ns) || an_i64s_push(&p->span, o->span_ns) ||
 		    (o->cpu_ns >= 0 && an_i64s_push(&p->c2, o->cpu_ns)))
 			return -ENOMEM;
@@ -146,8 +186,15 @@ static int on_base_event(const struct ffm_store_event *ev, void *ctx)
 		return -ENOMEM;
 	bt->wsum += ev->dur_ns;
 	err = an_event_key(h->a, &h->stacks, ev, &key);
-	if (err || !key || !(p = oatab_get(&h->keys, key, 0)))
+	if (err || !key)
 		return err;
+	if (!(p = oatab_get(&h->keys, key, 0))) {
+		const struct key_alias *al = oatab_get(&h->aliases, key, 0);
+
+		if (!al || !(p = oatab_get(&h->keys, al->to, 0)))
+			return 0;
+		key = al->to;
+	}
 	l = oatab_find(&h->last, key, ev->tid, true);
 	if (!l)
 		return -ENOMEM;
@@ -208,6 +255,29 @@ static uint64_t hidden_of(struct per_key *p)
 	return (uint64_t)(m1 - m2 < bound ? m1 - m2 : bound);
 }
 
+/*
+ * Whether the GPU ran through the stretches before one key's syncs: busy from the thread's
+ * first submission after the previous sync until the wait ended. Then the probes' cost in
+ * that stretch delayed the CPU and not the GPU, and the wait shrank by it: the timeline's
+ * median wait is at least half the median probe span shorter than the baseline's, which
+ * waited for the GPU (FFM_MODEL_BUSY_WAIT_NS). A loop that runs its GPU dry within the
+ * stretch (a CPU-bound loop whose last kernel is long waits as long in both runs) does not
+ * pass. The stream's busy time then includes each whole stretch (analysis/groups.c,
+ * apply_stream_bound): in a GPU-bound loop a fix of its syncs saves at most the time the
+ * GPU idled between them.
+ */
+static bool ran_through(const struct per_key *p)
+{
+	int64_t m1, span;
+
+	if (!p->m1.n || !p->w2.n || !p->span.n)
+		return false;
+	m1 = an_median_i64(p->m1.v, p->m1.n);
+	span = an_median_i64(p->span.v, p->span.n);
+	return m1 >= FFM_MODEL_BUSY_WAIT_NS && span > 0 &&
+	       m1 - an_median_i64(p->w2.v, p->w2.n) >= span / 2;
+}
+
 static void free_keys(struct oatab *keys)
 {
 	for (size_t i = 0; i < keys->cap; i++) {
@@ -230,6 +300,7 @@ int an_hidden_waits(struct ffm_analysis *a)
 {
 	struct ffm_analysis_result *res = &a->res;
 	struct hidden_scan h = { .a = a, .keys = OATAB_INIT(struct per_key),
+				 .aliases = OATAB_INIT(struct key_alias),
 				 .threads = OATAB_INIT(struct base_thread),
 				 .last = OATAB_INIT(struct an_sync_last),
 				 .stacks = AN_KEY_CACHE_INIT };
@@ -247,6 +318,15 @@ int an_hidden_waits(struct ffm_analysis *a)
 			continue;
 		p = oatab_find(&h.keys, res->sites[i].key, 0, true);
 		err = p ? add_site(p, si) : -ENOMEM;
+		if (!err && si->copy_site) {
+			struct key_alias *al = oatab_find(
+				&h.aliases, res->sites[si->copy_site - 1].key, 0, true);
+
+			if (!al)
+				err = -ENOMEM;
+			else
+				al->to = res->sites[i].key;
+		}
 		wanted++;
 	}
 	if (!err && wanted) {
@@ -267,8 +347,10 @@ int an_hidden_waits(struct ffm_analysis *a)
 	for (size_t i = 0; i < h.keys.cap && !err; i++) {
 		struct per_key *p = oatab_slot(&h.keys, i);
 
-		if (p)
+		if (p) {
 			p->hidden_ns = hidden_of(p);
+			p->ran_through = ran_through(p);
+		}
 	}
 	for (size_t i = 0; i < res->n_sites && !err; i++) {
 		struct site_int *si = &a->si[i];
@@ -276,25 +358,34 @@ int an_hidden_waits(struct ffm_analysis *a)
 					    oatab_get(&h.keys, res->sites[i].key, 0) : NULL;
 
 		si->hidden_ns = p ? p->hidden_ns : 0;
+		si->ran_through = p && p->ran_through;
 		res->q.hidden_wait_ns += si->hidden_ns * si->n_obs;
 		free(si->obs);
 		si->obs = NULL;
 		si->n_obs = si->cap_obs = 0;
 	}
-	/* The removed occurrences take it along. */
-	for (size_t i = 0; i < a->n_ev && !err && res->q.hidden_wait_ns; i++) {
+	/* The removed occurrences take it along; where the GPU ran through, the model bounds
+	 * each by the GPU's idle time after it (events.c, note_next_submit). */
+	for (size_t i = 0; i < a->n_ev && !err && wanted; i++) {
 		struct ffm_event *e = &a->ev[i];
+		const struct site_int *si;
 		uint32_t site;
 
 		if (e->problem != FFM_PROBLEM_UNNECESSARY_SYNC && e->problem != FFM_PROBLEM_HOST_READ)
 			continue;
 		site = oatab_get_u32(&a->site_of, e->stack_id);
-		if (site == UINT32_MAX || !a->si[site].hidden_ns)
+		if (site == UINT32_MAX)
 			continue;
-		e->removed_ns += a->si[site].hidden_ns;
-		res->q.hidden_removed_ns += a->si[site].hidden_ns;
+		si = &a->si[site];
+		e->removed_ns += si->hidden_ns;
+		res->q.hidden_removed_ns += si->hidden_ns;
+		if (si->ran_through && e->gpu_idle_ns) {
+			e->flags |= FFM_EVENT_GPU_IDLE;
+			res->q.gpu_idle_syncs++;
+		}
 	}
 	free_keys(&h.keys);
+	oatab_free(&h.aliases);
 	oatab_free(&h.threads);
 	oatab_free(&h.last);
 	an_key_cache_fini(&h.stacks);

@@ -78,6 +78,7 @@ int ffm_an_merge(const struct ffm_analysis_result *const *res, size_t nr, struct
 		m->q.read_lib_cpu_ns += r->q.read_lib_cpu_ns;
 		m->q.hidden_wait_ns += r->q.hidden_wait_ns;
 		m->q.hidden_removed_ns += r->q.hidden_removed_ns;
+		m->q.gpu_idle_syncs += r->q.gpu_idle_syncs;
 		m->q.baseline_runs += r->q.baseline_runs; /* each node's own runs */
 		m->q.dup_trimmed_ns += r->q.dup_trimmed_ns;
 		m->q.dup_added_ns += r->q.dup_added_ns;

@@ -57,7 +57,7 @@ struct slice {
 
 struct sub_ent {
 	struct oa_key k; /* (tid, 0) */
-	uint64_t probe_ns;
+	uint64_t probe_ns, start_ns;
 };
 
 static struct chunk *chunk_get(struct scan_ctl *ctl)
@@ -149,12 +149,15 @@ static void *scan_slice(void *arg)
 		late_note(&sl->late, se.tid, se.start_ns + se.dur_ns);
 		if (!keep) {
 			/* A launch, left out of the model; where the next sync's hidden wait
-			 * starts (analysis/hidden.c) may be here. */
-			if (se.kind == FFM_EV_LAUNCH && se.probe_ns) {
+			 * starts (analysis/hidden.c), or the GPU's idle time after the last one
+			 * ends (events.c, note_next_submit), may be here. */
+			if (se.kind == FFM_EV_LAUNCH) {
 				struct sub_ent *x = oatab_find(&sl->sub_of, se.tid, 0, true);
 
 				if (x && !x->probe_ns)
 					x->probe_ns = se.probe_ns;
+				if (x && !x->start_ns)
+					x->start_ns = se.start_ns;
 			}
 			continue;
 		}
@@ -178,9 +181,10 @@ static void *scan_slice(void *arg)
 				},
 				.probe_ns = se.probe_ns,
 				.sub_probe_ns = x ? x->probe_ns : 0,
+				.sub_start_ns = x ? x->start_ns : 0,
 			};
 			if (x)
-				x->probe_ns = 0;
+				x->probe_ns = x->start_ns = 0;
 		}
 	}
 	oatab_free(&sl->sub_of);

@@ -811,6 +811,7 @@ static json_t *json_quality(const struct ffm_an_merged *m)
 			 "hidden_wait_s", json_s(s_of(q->hidden_wait_ns)),
 			 "hidden_wait_removed_s", json_s(s_of(q->hidden_removed_ns)),
 			 "hidden_wait_baseline_runs", (json_int_t)q->baseline_runs,
+			 "gpu_idle_syncs", ffm_json_u64(q->gpu_idle_syncs),
 			 "duplicate_time_trimmed_s", json_s(s_of(q->dup_trimmed_ns)),
 			 "duplicate_time_added_s", json_s(s_of(q->dup_added_ns)),
 			 "duplicate_price_runs", (json_int_t)q->dup_price_runs);

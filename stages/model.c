@@ -675,6 +675,10 @@ static void run_fig5(const struct ffm_graph *g, const uint32_t *nodes, size_t n,
 			 * before it until it returned (ffm_model.h, "GPU-busy CPU time"). */
 			if (submitted && !(g->bits[j] & NB_END) && g->dur[j] >= FFM_MODEL_BUSY_WAIT_NS)
 				idle = idle_to_submit;
+			/* ... and the GPU ran through the stretch before this one: it idles only
+			 * until the thread's next submission ("GPU idle after the sync") */
+			if (g->ev[g->nev[i]].flags & FFM_EVENT_GPU_IDLE)
+				idle = min_u64(idle, g->ev[g->nev[i]].gpu_idle_ns);
 			est = min_u64(idle, dur);
 			if (dur > est) {
 				carry_to = j;

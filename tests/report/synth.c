@@ -371,15 +371,18 @@ static int thread_timeline(struct ctx *c, uint32_t tid, uint64_t t0, uint64_t *e
 				err = err ? err : call(c, tid, sc, 3, t, 5 * US, 5 * US, (int64_t)p->use, 0);
 				t += 5 * US;
 				break;
-			case SYN_HOST_READ:
+			case SYN_HOST_READ: {
+				uint64_t cw = c->o->read_copy_waits ? p->k : 0; /* the copy's wait */
+
 				err = call(c, tid, sc, 0, t, p->l, 0, -1, 0);
 				t += p->l;
-				err = err ? err : call(c, tid, sc, 1, t, p->l, 0, -1, 0);
-				t += p->l;
-				err = err ? err : call(c, tid, sc, 2, t, p->k + READ_CALL_CPU, p->k,
-						       (int64_t)p->use, 0);
-				t += p->k + READ_CALL_CPU + p->c;
+				err = err ? err : call(c, tid, sc, 1, t, p->l + cw, cw, -1, 0);
+				t += p->l + cw;
+				err = err ? err : call(c, tid, sc, 2, t, p->k - cw + READ_CALL_CPU,
+						       p->k - cw, (int64_t)p->use, 0);
+				t += p->k - cw + READ_CALL_CPU + p->c;
 				break;
+			}
 			}
 		}
 	}

@@ -80,6 +80,9 @@ struct synth_opts {
 	 * whose call goes on copy_us after its wait (the driver's staging); 0: cuCtxSynchronize.
 	 * synth__expected assumes 0. */
 	uint32_t copy_us;
+	/* HOST_READ: the copy is made into pageable memory: it waits for the kernel itself and
+	 * its sync finds the GPU done (a .cpu() of a CUDA tensor) */
+	bool read_copy_waits;
 	/* What the probes cost a thread per stage-2+ call, µs (events.probe_ns: cumulative per
 	 * thread, before the call); 0 = not measured, as in stores of schema 7 */
 	uint32_t probe_us;
