@@ -77,6 +77,12 @@
 #include "analysis/analysis_int.h"
 
 #define AN_HIDDEN_MIN_GAPS 3
+/* The probe span below which a shrunk wait says nothing of the GPU (ran_through()): a stretch
+ * of one or two probed calls costs a few µs, less than a loop's waits move by between two
+ * runs (a simulated sequence on the 2-core CI machine: ±3 µs of 300 µs, its 2 µs span
+ * "run through" in one profile of three). At this size the drop it asks for is at least
+ * FFM_MODEL_BUSY_WAIT_NS. */
+#define AN_RAN_THROUGH_MIN_SPAN_NS (2 * FFM_MODEL_BUSY_WAIT_NS)
 /* Growth beyond this multiple of the accounted span is taken as the machine's load between the
  * two runs, not the probes' (the PyTorch loop on the H100: 4.2-6.6 times its 60-72 us). */
 #define AN_HIDDEN_GROWTH_MAX 8
@@ -260,7 +266,9 @@ static uint64_t hidden_of(struct per_key *p)
  * first submission after the previous sync until the wait ended. Then the probes' cost in
  * that stretch delayed the CPU and not the GPU, and the wait shrank by it: the timeline's
  * median wait is at least half the median probe span shorter than the baseline's, which
- * waited for the GPU (FFM_MODEL_BUSY_WAIT_NS). A loop that runs its GPU dry within the
+ * waited for the GPU (FFM_MODEL_BUSY_WAIT_NS), over a span long enough to tell
+ * (AN_RAN_THROUGH_MIN_SPAN_NS: a large process's step, not a loop of one launch). A loop
+ * that runs its GPU dry within the
  * stretch (a CPU-bound loop whose last kernel is long waits as long in both runs) does not
  * pass. The stream's busy time then includes each whole stretch (analysis/groups.c,
  * apply_stream_bound): in a GPU-bound loop a fix of its syncs saves at most the time the
@@ -274,7 +282,7 @@ static bool ran_through(const struct per_key *p)
 		return false;
 	m1 = an_median_i64(p->m1.v, p->m1.n);
 	span = an_median_i64(p->span.v, p->span.n);
-	return m1 >= FFM_MODEL_BUSY_WAIT_NS && span > 0 &&
+	return m1 >= FFM_MODEL_BUSY_WAIT_NS && span >= AN_RAN_THROUGH_MIN_SPAN_NS &&
 	       m1 - an_median_i64(p->w2.v, p->w2.n) >= span / 2;
 }
 

@@ -204,17 +204,19 @@ TEST(gpu_bound_loops_save_the_gpus_idle_time)
 {
 	static const struct {
 		enum synth_scenario sc;
-		uint32_t extra_us;
+		uint32_t probe_us, extra_us;
 		uint64_t per_us; /* the benefit per removed sync */
 		uint64_t idle_syncs;
 	} cases[] = {
 		/* the sync call's 20 µs after its wait, then C: the launch and copy after it
-		 * run beside the GPU's work */
-		{ SYN_HOST_READ, 100, 20 + 100, 1 },
+		 * run beside the GPU's work (the span: two calls) */
+		{ SYN_HOST_READ, 25, 100, 20 + 100, 1 },
 		/* C and the launch and copy until the next read (C + 2L) */
-		{ SYN_HOST_READ, 0, 100 + 2 * 50, 0 },
-		{ SYN_UNNECESSARY, 100, 100, 1 },
-		{ SYN_UNNECESSARY, 0, 100 + 50, 0 },
+		{ SYN_HOST_READ, 25, 0, 100 + 2 * 50, 0 },
+		/* a span too short to tell (6 µs) */
+		{ SYN_HOST_READ, 3, 100, 100 + 2 * 50, 0 },
+		{ SYN_UNNECESSARY, 25, 100, 100, 1 },
+		{ SYN_UNNECESSARY, 25, 0, 100 + 50, 0 },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -226,7 +228,7 @@ TEST(gpu_bound_loops_save_the_gpus_idle_time)
 		o.iters = 2 * FFM_HOST_READ_MIN_COUNT;
 		o.l_us = 50;
 		o.c_us = 100;
-		o.probe_us = 3;
+		o.probe_us = cases[i].probe_us;
 		o.base_extra_us = cases[i].extra_us;
 		removed = cases[i].sc == SYN_HOST_READ ? o.iters - o.iters / FFM_HOST_READ_EVERY :
 							 o.iters;
