@@ -128,11 +128,31 @@ static bool same_line(const struct ffm_an_site *a, const struct ffm_an_site *b)
 }
 
 /*
+ * The thread's previous model event when it is the copy that the read @e at @site made (a
+ * transfer made by the same line of the program just before: .item()'s cudaMemcpyAsync
+ * before its stream sync) and not a duplicate one; NULL otherwise.
+ */
+static const struct ffm_event *read_copy(const struct ffm_analysis *a, const struct thread *t,
+					 const struct ffm_event *e, uint32_t site)
+{
+	const struct ffm_event *prev;
+
+	if (!t->last_ev)
+		return NULL;
+	prev = &a->ev[t->last_ev - 1];
+	if (prev->kind != FFM_CALL_TRANSFER || prev->problem == FFM_PROBLEM_DUPLICATE_TRANSFER ||
+	    prev->start_ns + prev->dur_ns > e->start_ns ||
+	    !same_line(&a->res.sites[t->last_site], &a->res.sites[site]))
+		return NULL;
+	return prev;
+}
+
+/*
  * The CPU time outside the wait that fixing @e deletes with it (ffm_event.removed_ns). An
  * unnecessary explicit sync is deleted, call and all. A host read goes whole: its sync call
- * and, when the thread's previous model event is the read's copy (a transfer made by the
- * same line of the program: .item()'s cudaMemcpyAsync before its stream sync), that copy,
- * with its wait where no verdict of its own removes that (a required wait of the copy).
+ * and its copy (read_copy()), that one with its wait where no verdict of its own removes
+ * that (a required wait of the copy: what stage 2's probes hid of it goes along too, as
+ * the copy's occurrence is part of the read's in analysis/hidden.c).
  * A duplicate copy's time is its own problem's benefit already. An async copy that waited
  * (pageable memory) keeps its call but loses the CPU's part of it: its time outside the wait.
  * Other implicit syncs (a free, a synchronous copy) stay calls of the fixed program: nothing.
@@ -140,8 +160,8 @@ static bool same_line(const struct ffm_an_site *a, const struct ffm_an_site *b)
  * own CPU time around the driver calls too (the sampled time at its line, per read:
  * analysis/cputime.c).
  */
-static uint64_t removed_cpu(struct ffm_analysis *a, const struct thread *t, struct site_int *si,
-			    const struct ffm_event *e, uint32_t site, bool *copy)
+static uint64_t removed_cpu(struct ffm_analysis *a, const struct thread *t,
+			    const struct site_int *si, const struct ffm_event *e, uint32_t site)
 {
 	uint64_t own = an_own_ns(e->dur_ns, e->wait_ns);
 	const struct ffm_event *prev;
@@ -160,21 +180,11 @@ static uint64_t removed_cpu(struct ffm_analysis *a, const struct thread *t, stru
 		a->res.q.read_lib_cpu_ns += lib;
 		own += lib;
 	}
-	if (!t->last_ev)
+	prev = read_copy(a, t, e, site);
+	if (!prev)
 		return own;
-	prev = &a->ev[t->last_ev - 1];
-	if (prev->kind != FFM_CALL_TRANSFER || prev->problem == FFM_PROBLEM_DUPLICATE_TRANSFER ||
-	    prev->start_ns + prev->dur_ns > e->start_ns ||
-	    !same_line(&a->res.sites[t->last_site], &a->res.sites[site]))
-		return own;
-	if (prev->problem != FFM_PROBLEM_NONE)
-		return own + an_own_ns(prev->dur_ns, prev->wait_ns);
-	/* the copy's call goes, its wait too, and what stage 2's probes hid of that wait
-	 * (hidden.c): a .cpu() of a CUDA tensor copies to pageable memory, so the read waits
-	 * inside the copy and its stream sync finds the GPU done */
-	si->copy_site = t->last_site + 1;
-	*copy = true;
-	return own + prev->dur_ns;
+	return own + (prev->problem == FFM_PROBLEM_NONE ? prev->dur_ns :
+						       an_own_ns(prev->dur_ns, prev->wait_ns));
 }
 
 /*
@@ -351,14 +361,20 @@ int an_on_raw_event(struct ev_scan *sc, const struct an_raw *rr)
 	/* A wait for GPU work that the fix keeps (not a duplicate copy's own transfer). */
 	if (!err && si->stream_scoped && e.wait_ns && !dup)
 		err = note_busy(a, &e, t->tgid, raw->removed_ns);
-	if (!err) {
-		bool copy = false;
+	if (!err && raw->kind != FFM_EV_WAIT && sync_call) {
+		/* A read that waits inside its copy (a .cpu() of a CUDA tensor copies to pageable
+		 * memory; its stream sync then finds the GPU done): the copy's wait is the read's,
+		 * at every occurrence, whatever this one's verdict (analysis/hidden.c). */
+		const struct ffm_event *cp = si->host_read ? read_copy(a, t, &e, sc->last_site) : NULL;
+		bool copy = cp && cp->problem == FFM_PROBLEM_NONE;
 
-		e.removed_ns = removed_cpu(a, t, si, &e, sc->last_site, &copy);
-		if (raw->kind != FFM_EV_WAIT && sync_call)
-			err = an_note_sync(a, sc->last_site, t, raw->start_ns + raw->dur_ns,
-					   e.wait_ns, span, copy);
+		if (copy)
+			si->copy_site = t->last_site + 1;
+		err = an_note_sync(a, sc->last_site, t, raw->start_ns + raw->dur_ns, e.wait_ns,
+				   span, copy);
 	}
+	if (!err)
+		e.removed_ns = removed_cpu(a, t, si, &e, sc->last_site);
 	if (e.problem == FFM_PROBLEM_UNNECESSARY_SYNC || e.problem == FFM_PROBLEM_HOST_READ)
 		si->n_removed++;
 	if (!err && a->o.event_verdicts && e.problem != FFM_PROBLEM_NONE) {
