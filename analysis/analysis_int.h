@@ -29,6 +29,8 @@ const char *an_pool_dup(struct strpool *p, const char *s, const char *dflt);
 void an_pool_fini(struct strpool *p);
 /* The median of @v (sorted in place), -1 for none. */
 int64_t an_median_i64(int64_t *v, size_t n);
+/* The mean of v[] without its lowest and highest hundredth (sorts v); -1 when empty. */
+int64_t an_trimmed_mean_i64(int64_t *v, size_t n);
 
 /* A call's own time: its duration outside its waits. */
 static inline uint64_t an_own_ns(uint64_t dur_ns, uint64_t wait_ns)

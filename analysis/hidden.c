@@ -27,12 +27,16 @@
  *     one wait record per occurrence (a copy that waits once per staging chunk has gaps inside
  *     the call) and each run has AN_HIDDEN_MIN_GAPS gaps. Each thread counts its own gaps
  *     (threads that sync at one line do not interleave theirs).
- *   - The baseline run's (stage 1 probes the wait function only): the site's median wait
+ *   - The baseline run's (stage 1 probes the wait function only): the site's mean wait
  *     there, over as many occurrences as the timeline has (a sync that did not wait there has
- *     no record: it counts 0), less its median wait in the timeline. This says whether the
+ *     no record: it counts 0), less its mean wait in the timeline. This says whether the
  *     GPU did run through; on its own it moves with the machine's load between the two runs.
+ *     Means, not medians: what the fix recovers is the sum of the waits, and a loop's waits
+ *     are often two-humped (the PyTorch .item() loop on the H100: a median 8-36 us a read,
+ *     a mean 40-60 us, a quarter of the reads waiting over 60 us). The lowest and highest
+ *     hundredth are left out (a lazy load's one long wait).
  * Per site key (the same code in both runs): hidden = min(max(median probe span, CPU growth),
- * median baseline wait - median timeline wait), never below 0, and nothing without a probe
+ * mean baseline wait - mean timeline wait), never below 0, and nothing without a probe
  * span (no GPU work submitted since the previous sync, or stores of schema 7, whose calls
  * carry no probe cost). A removed sync (unnecessary, host read) takes it along with its
  * measured wait (ffm_event.removed_ns). Without a baseline run nothing is added.
@@ -43,7 +47,7 @@
  * moves from one process to the next far more than within one (the PyTorch loop on the H100:
  * a median 10 us a read in one stage-1 run, 97-274 us in the others of the same day, as the
  * process's CPU time a step moved from 1.4 to 2.0 ms), so one process's wait is a poor
- * measure of the program's. Each run gives its median wait and its median CPU gap per key;
+ * measure of the program's. Each run gives its mean wait and its median CPU gap per key;
  * the bounds use the median of those over the runs. Runs that are left out: incomplete,
  * dropped records, a failed program, sampled (adaptive stage 1 keeps only windows of the
  * waits), and, when the timeline is a re-trace for drift (stages/ffm_plan.h), those before
@@ -131,7 +135,7 @@ int an_note_sync(struct ffm_analysis *a, uint32_t site, struct thread *t, uint64
 struct per_key {
 	struct oa_key k; /* (site key, 0) */
 	struct an_i64s w1, c1;	     /* the baseline run being read */
-	struct an_i64s m1, g1;	     /* per baseline run: its median wait, its median CPU gap */
+	struct an_i64s m1, g1;	     /* per baseline run: its mean wait, its median CPU gap */
 	bool many_records;	     /* a baseline run had more wait records than occurrences */
 	struct an_i64s w2, span, c2; /* the timeline's; the medians sort each on its own */
 	uint64_t hidden_ns;
@@ -210,7 +214,7 @@ static int on_base_event(const struct ffm_store_event *ev, void *ctx)
 	return an_i64s_push(&p->w1, (int64_t)ev->dur_ns);
 }
 
-/* The end of one baseline run: its median wait (over as many occurrences as the timeline has:
+/* The end of one baseline run: its mean wait (over as many occurrences as the timeline has:
  * those without a record did not wait) and median CPU gap per key. */
 static int end_base_run(struct hidden_scan *h)
 {
@@ -225,7 +229,7 @@ static int end_base_run(struct hidden_scan *h)
 			if (an_i64s_push(&p->w1, 0))
 				return -ENOMEM;
 		}
-		if (an_i64s_push(&p->m1, an_median_i64(p->w1.v, p->w1.n)) ||
+		if (an_i64s_push(&p->m1, an_trimmed_mean_i64(p->w1.v, p->w1.n)) ||
 		    (p->c1.n >= AN_HIDDEN_MIN_GAPS &&
 		     an_i64s_push(&p->g1, an_median_i64(p->c1.v, p->c1.n))))
 			return -ENOMEM;
@@ -238,17 +242,24 @@ static int end_base_run(struct hidden_scan *h)
 	return 0;
 }
 
+/* One key's baseline wait (the median over the runs of each run's mean), the timeline's mean
+ * wait and its median probe span; false without a baseline or a timeline wait. */
+static bool key_waits(struct per_key *p, int64_t *m1, int64_t *m2, int64_t *span)
+{
+	if (!p->m1.n || !p->w2.n || !p->span.n)
+		return false;
+	*m1 = an_median_i64(p->m1.v, p->m1.n);
+	*m2 = an_trimmed_mean_i64(p->w2.v, p->w2.n);
+	*span = an_median_i64(p->span.v, p->span.n);
+	return true;
+}
+
 /* The hidden wait per occurrence of one key (see the top of the file). */
 static uint64_t hidden_of(struct per_key *p)
 {
 	int64_t m1, m2, bound;
 
-	if (!p->m1.n || !p->w2.n)
-		return 0;
-	m1 = an_median_i64(p->m1.v, p->m1.n);
-	m2 = an_median_i64(p->w2.v, p->w2.n);
-	bound = an_median_i64(p->span.v, p->span.n);
-	if (m1 <= m2 || bound <= 0)
+	if (!key_waits(p, &m1, &m2, &bound) || m1 <= m2 || bound <= 0)
 		return 0;
 	if (!p->many_records && p->g1.n && p->c2.n >= AN_HIDDEN_MIN_GAPS) {
 		int64_t growth = an_median_i64(p->c2.v, p->c2.n) - an_median_i64(p->g1.v, p->g1.n);
@@ -265,25 +276,20 @@ static uint64_t hidden_of(struct per_key *p)
  * Whether the GPU ran through the stretches before one key's syncs: busy from the thread's
  * first submission after the previous sync until the wait ended. Then the probes' cost in
  * that stretch delayed the CPU and not the GPU, and the wait shrank by it: the timeline's
- * median wait is at least half the median probe span shorter than the baseline's, which
+ * mean wait is at least half the median probe span shorter than the baseline's, which
  * waited for the GPU (FFM_MODEL_BUSY_WAIT_NS), over a span long enough to tell
  * (AN_RAN_THROUGH_MIN_SPAN_NS: a large process's step, not a loop of one launch). A loop
  * that runs its GPU dry within the
  * stretch (a CPU-bound loop whose last kernel is long waits as long in both runs) does not
- * pass. The stream's busy time then includes each whole stretch (analysis/groups.c,
- * apply_stream_bound): in a GPU-bound loop a fix of its syncs saves at most the time the
- * GPU idled between them.
+ * pass. A removed sync there saves at most the time the GPU idled after it (stages/
+ * ffm_model.h, "GPU idle after the sync").
  */
-static bool ran_through(const struct per_key *p)
+static bool ran_through(struct per_key *p)
 {
-	int64_t m1, span;
+	int64_t m1, m2, span;
 
-	if (!p->m1.n || !p->w2.n || !p->span.n)
-		return false;
-	m1 = an_median_i64(p->m1.v, p->m1.n);
-	span = an_median_i64(p->span.v, p->span.n);
-	return m1 >= FFM_MODEL_BUSY_WAIT_NS && span >= AN_RAN_THROUGH_MIN_SPAN_NS &&
-	       m1 - an_median_i64(p->w2.v, p->w2.n) >= span / 2;
+	return key_waits(p, &m1, &m2, &span) && m1 >= FFM_MODEL_BUSY_WAIT_NS &&
+	       span >= AN_RAN_THROUGH_MIN_SPAN_NS && m1 - m2 >= span / 2;
 }
 
 static void free_keys(struct oatab *keys)

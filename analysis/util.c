@@ -49,3 +49,16 @@ int64_t an_median_i64(int64_t *v, size_t n)
 	qsort(v, n, sizeof(*v), cmp_i64);
 	return v[n / 2];
 }
+
+int64_t an_trimmed_mean_i64(int64_t *v, size_t n)
+{
+	size_t cut = n / 100;
+	__int128 sum = 0;
+
+	if (!n)
+		return -1;
+	qsort(v, n, sizeof(*v), cmp_i64);
+	for (size_t i = cut; i < n - cut; i++)
+		sum += v[i];
+	return (int64_t)(sum / (__int128)(n - 2 * cut));
+}

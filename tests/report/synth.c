@@ -140,6 +140,7 @@ struct ctx {
 	uint64_t fake_event;
 	uint64_t probe_acc; /* the thread's probe cost so far (synth_opts.probe_us) */
 	uint64_t base_shift; /* stage 1: how much later its records end than the timeline's */
+	uint64_t base_waits; /* stage 1: its wait records so far */
 };
 
 static int frame(struct ctx *c, const char *bid, const char *module, uint64_t off,
@@ -236,9 +237,12 @@ static int call(struct ctx *c, uint32_t tid, int sc, int si, uint64_t start, uin
 		/* stage 1 sees only the wait function, with its own (deeper) stack */
 		ev.kind = FFM_EV_WAIT;
 		ev.start_ns = start + dur - wait + c->base_shift;
-		ev.dur_ns = wait + c->o->base_extra_us * US;
-		if (c->o->base_cpu_less_us < c->o->base_extra_us)
-			c->base_shift += (c->o->base_extra_us - c->o->base_cpu_less_us) * US;
+		ev.dur_ns = wait;
+		if (!c->o->base_extra_every || c->base_waits++ % c->o->base_extra_every == 0) {
+			ev.dur_ns += c->o->base_extra_us * US;
+			if (c->o->base_cpu_less_us < c->o->base_extra_us)
+				c->base_shift += (c->o->base_extra_us - c->o->base_cpu_less_us) * US;
+		}
 		ev.stack = c->wait_stack[sc][si];
 		return ffm_store__put_event(c->s, &ev, NULL);
 	}
@@ -318,7 +322,7 @@ static int thread_timeline(struct ctx *c, uint32_t tid, uint64_t t0, uint64_t *e
 	int err = 0;
 
 	c->probe_acc = 0;
-	c->base_shift = 0;
+	c->base_shift = c->base_waits = 0;
 	for (int sc = 0; sc < SYN__MAX && !err; sc++) {
 		if (!(c->o->scenarios & (1u << sc)))
 			continue;

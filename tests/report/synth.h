@@ -92,6 +92,9 @@ struct synth_opts {
 	 * base_extra_us; each wait record ends base_extra_us - base_cpu_less_us later than the
 	 * last one did, relative to the timeline): how much the probes slowed the thread. */
 	uint32_t base_extra_us, base_cpu_less_us;
+	/* ... only every base_extra_every-th wait record of the run is longer (0: each one): a
+	 * loop whose waits are two-humped, most short, a few long */
+	uint32_t base_extra_every;
 	/* DUP: the first-use run's (stage 4) copies take this long, µs (0 = T, the timeline's):
 	 * the timeline's copies slowed by that run's interference, or the other way round.
 	 * synth__expected assumes 0. */

@@ -144,6 +144,7 @@ TEST(removed_syncs_take_the_waits_the_probes_hid)
 		enum synth_scenario sc;
 		uint32_t probe_us, extra_us, cpu_less_us, hidden_us;
 		bool copy_waits; /* synth_opts.read_copy_waits */
+		uint32_t every;	 /* synth_opts.base_extra_every */
 	} cases[] = {
 		/* read: launch, copy, sync: the span is two calls (the first one's cost is 0:
 		 * nothing was paid before it) */
@@ -155,6 +156,9 @@ TEST(removed_syncs_take_the_waits_the_probes_hid)
 		{ SYN_HOST_READ, 3, 4, 0, 4 },	   /* the baseline bounds it */
 		{ SYN_HOST_READ, 3, 0, 0, 0 },	   /* the GPU ran dry: nothing hidden */
 		{ SYN_HOST_READ, 0, 100, 50, 0 },  /* no probe cost measured (schema 7) */
+		/* every other baseline wait 100 µs longer: the mean (the top and bottom hundredth
+		 * left out: 98 of 196), not the median (100 µs, which the span would cut to 60) */
+		{ SYN_HOST_READ, 30, 100, 100, 50, false, 2 },
 		/* the read waits inside its copy (pageable memory), which goes with it: the span
 		 * ends where that wait began (the launch's cost) */
 		{ SYN_HOST_READ, 3, 100, 0, 3, true },
@@ -180,6 +184,7 @@ TEST(removed_syncs_take_the_waits_the_probes_hid)
 		o.base_extra_us = cases[i].extra_us;
 		o.base_cpu_less_us = cases[i].cpu_less_us;
 		o.read_copy_waits = cases[i].copy_waits;
+		o.base_extra_every = cases[i].every;
 		removed = cases[i].sc == SYN_HOST_READ ? o.iters - o.iters / FFM_HOST_READ_EVERY :
 			  cases[i].sc == SYN_UNNECESSARY ? o.iters : 0;
 		want = synth__expected(&o, cases[i].sc) + removed * cases[i].hidden_us * 1000;
