@@ -55,7 +55,7 @@
  *
  * A host read whose copy waits itself (a .cpu() of a CUDA tensor copies to pageable memory,
  * so the read waits inside cuMemcpyDtoHAsync and its stream sync finds the GPU done) goes with
- * that copy (events.c, removed_cpu): the copy's occurrence is part of the read's, its wait and
+ * that copy (events.c, read_copy): the copy's occurrence is part of the read's, its wait and
  * span added to the sync's, and the baseline's waits at the copy's key count as the read's.
  * Without it the read kept only the timeline's wait in the copy: on the H100 the .cpu() loop
  * of tests/gpu/torch_item.py was priced at 0.106 s where 0.148 s with it, against a saving of
