@@ -127,9 +127,9 @@ struct thread {
 	size_t idle_ev;	    /* 1 + index in ev[] of its latest removed sync before its next
 			     * submission (whose gpu_idle_ns that sets), 0: none */
 	uint64_t wait_sum;  /* the waits of its events so far */
-	/* its latest sync occurrence noted for hidden.c: the event (as last_ev), site, index */
+	/* its latest sync occurrence noted for hidden.c: the event (as last_ev; its site is then
+	 * last_site) and the index in that site's obs */
 	size_t obs_ev;
-	uint32_t obs_site;
 	size_t obs_idx;
 };
 

@@ -116,7 +116,7 @@ int an_note_sync(struct ffm_analysis *a, uint32_t site, struct thread *t, uint64
 	if (copy && t->last_ev && t->obs_ev == t->last_ev) {
 		/* the copy waited, and the sync its read made after it (whose span starts at the
 		 * copy) is part of the same wait for the GPU */
-		struct an_sync_obs *o = &a->si[t->obs_site].obs[t->obs_idx];
+		struct an_sync_obs *o = &a->si[t->last_site].obs[t->obs_idx];
 
 		wait_ns += (uint64_t)o->wait_ns;
 		probe_span_ns += (uint64_t)o->span_ns;
@@ -125,7 +125,6 @@ int an_note_sync(struct ffm_analysis *a, uint32_t site, struct thread *t, uint64
 	si->obs[si->n_obs++] = (struct an_sync_obs){ (int64_t)wait_ns, (int64_t)probe_span_ns,
 						     cpu_gap(l, end, t->wait_sum) };
 	t->obs_ev = a->n_ev + 1; /* the event's last_ev once pushed */
-	t->obs_site = site;
 	t->obs_idx = si->n_obs - 1;
 	return 0;
 }
@@ -242,24 +241,29 @@ static int end_base_run(struct hidden_scan *h)
 	return 0;
 }
 
-/* One key's baseline wait (the median over the runs of each run's mean), the timeline's mean
- * wait and its median probe span; false without a baseline or a timeline wait. */
-static bool key_waits(struct per_key *p, int64_t *m1, int64_t *m2, int64_t *span)
+/* One key's waits: the baseline's (the median over the runs of each run's mean), the
+ * timeline's mean and its median probe span. Each sorts its array: taken once per key. */
+struct key_waits {
+	int64_t base, timeline, span;
+};
+
+/* False without a baseline or a timeline wait. */
+static bool key_waits(struct per_key *p, struct key_waits *w)
 {
 	if (!p->m1.n || !p->w2.n || !p->span.n)
 		return false;
-	*m1 = an_median_i64(p->m1.v, p->m1.n);
-	*m2 = an_trimmed_mean_i64(p->w2.v, p->w2.n);
-	*span = an_median_i64(p->span.v, p->span.n);
+	w->base = an_median_i64(p->m1.v, p->m1.n);
+	w->timeline = an_trimmed_mean_i64(p->w2.v, p->w2.n);
+	w->span = an_median_i64(p->span.v, p->span.n);
 	return true;
 }
 
 /* The hidden wait per occurrence of one key (see the top of the file). */
-static uint64_t hidden_of(struct per_key *p)
+static uint64_t hidden_of(struct per_key *p, const struct key_waits *w)
 {
-	int64_t m1, m2, bound;
+	int64_t drop = w->base - w->timeline, bound = w->span;
 
-	if (!key_waits(p, &m1, &m2, &bound) || m1 <= m2 || bound <= 0)
+	if (drop <= 0 || bound <= 0)
 		return 0;
 	if (!p->many_records && p->g1.n && p->c2.n >= AN_HIDDEN_MIN_GAPS) {
 		int64_t growth = an_median_i64(p->c2.v, p->c2.n) - an_median_i64(p->g1.v, p->g1.n);
@@ -269,7 +273,7 @@ static uint64_t hidden_of(struct per_key *p)
 		if (growth > bound)
 			bound = growth;
 	}
-	return (uint64_t)(m1 - m2 < bound ? m1 - m2 : bound);
+	return (uint64_t)(drop < bound ? drop : bound);
 }
 
 /*
@@ -279,17 +283,14 @@ static uint64_t hidden_of(struct per_key *p)
  * mean wait is at least half the median probe span shorter than the baseline's, which
  * waited for the GPU (FFM_MODEL_BUSY_WAIT_NS), over a span long enough to tell
  * (AN_RAN_THROUGH_MIN_SPAN_NS: a large process's step, not a loop of one launch). A loop
- * that runs its GPU dry within the
- * stretch (a CPU-bound loop whose last kernel is long waits as long in both runs) does not
- * pass. A removed sync there saves at most the time the GPU idled after it (stages/
- * ffm_model.h, "GPU idle after the sync").
+ * that runs its GPU dry within the stretch (a CPU-bound loop whose last kernel is long waits
+ * as long in both runs) does not pass. A removed sync there saves at most the time the GPU
+ * idled after it (stages/ffm_model.h, "GPU idle after the sync").
  */
-static bool ran_through(struct per_key *p)
+static bool ran_through(const struct key_waits *w)
 {
-	int64_t m1, m2, span;
-
-	return key_waits(p, &m1, &m2, &span) && m1 >= FFM_MODEL_BUSY_WAIT_NS &&
-	       span >= AN_RAN_THROUGH_MIN_SPAN_NS && m1 - m2 >= span / 2;
+	return w->base >= FFM_MODEL_BUSY_WAIT_NS && w->span >= AN_RAN_THROUGH_MIN_SPAN_NS &&
+	       w->base - w->timeline >= w->span / 2;
 }
 
 static void free_keys(struct oatab *keys)
@@ -361,9 +362,11 @@ int an_hidden_waits(struct ffm_analysis *a)
 	for (size_t i = 0; i < h.keys.cap && !err; i++) {
 		struct per_key *p = oatab_slot(&h.keys, i);
 
-		if (p) {
-			p->hidden_ns = hidden_of(p);
-			p->ran_through = ran_through(p);
+		struct key_waits w;
+
+		if (p && key_waits(p, &w)) {
+			p->hidden_ns = hidden_of(p, &w);
+			p->ran_through = ran_through(&w);
 		}
 	}
 	for (size_t i = 0; i < res->n_sites && !err; i++) {
