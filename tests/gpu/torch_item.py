@@ -31,6 +31,13 @@ GPU. Separate runs of the program differ by more than the fix saves (the GPU's c
 node's load move between them); a pair of blocks seconds apart does not. Prints, for the
 plain and the fixed steps alike, PLAIN_S and FIXED_S (their summed block times) and
     AB_SAVED_PER_STEP <median over the pairs of (plain block - fixed block) / BLOCK, seconds>
+and, per block, where its time went:
+    AB_BLOCK <plain|fixed> <start, epoch s> <block s> <submitted s> <in the reads s>
+"submitted" is the time until the block's last step had handed its work to the GPU (before
+the block's closing read), "in the reads" the time spent inside the per-step reads (plain).
+A fixed block whose submitted time is close to its block time was paced by the CPU.
+    AB_STEPS <plain|fixed> <each step's time, us>
+(the last one includes the block's closing read).
 """
 import argparse
 import json
@@ -95,8 +102,11 @@ def main():
         total = None
         last = 0.0
         stamps = []
+        reads = 0.0
+        marks = []
         feed = batches()
         for step in range(steps):
+            marks.append(time.monotonic())
             bx, by = next(feed)
             opt.zero_grad(set_to_none=True)
             out = model(bx)
@@ -107,7 +117,9 @@ def main():
             if fixed:
                 total = m if total is None else (total & m if a.read == "isfinite" else total + m)
             elif a.read == "item":
+                r0 = time.monotonic()
                 last = m.item()  # FFM-PLANT: torch per-step sync
+                reads += time.monotonic() - r0
             elif a.read == "cpu":
                 last = float(m.cpu())  # FFM-PLANT: torch per-step sync
             elif a.read == "tolist":
@@ -119,18 +131,23 @@ def main():
                 stamps.append(time.monotonic())
                 if fixed and a.read == "isfinite" and not total:
                     raise FloatingPointError(f"loss is not finite before step {step}")
+        submitted = time.monotonic()
         last = loss.item()
         torch.cuda.synchronize()
-        return last
+        marks.append(time.monotonic())
+        return last, submitted, reads, marks
 
     def ab(block, steps):
         plain, fixed, saved = 0.0, 0.0, []
         for pair in range(max(steps // (2 * block), 1)):
             t = {}
             for f in ((False, True) if pair % 2 == 0 else (True, False)):
-                t0 = time.monotonic()
-                train(block, f)
+                e0, t0 = time.time(), time.monotonic()
+                _, sub, reads, marks = train(block, f)
                 t[f] = time.monotonic() - t0
+                mode = "fixed" if f else "plain"
+                print(f"AB_BLOCK {mode} {e0:.6f} {t[f]:.6f} {sub - t0:.6f} {reads:.6f}")
+                print(f"AB_STEPS {mode}", " ".join("%.0f" % ((b - e) * 1e6) for e, b in zip(marks, marks[1:])))
             plain, fixed = plain + t[False], fixed + t[True]
             saved.append((t[False] - t[True]) / block)
         saved.sort()
@@ -150,7 +167,7 @@ def main():
 
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             t0 = time.monotonic()
-            last = train(a.steps)
+            last = train(a.steps)[0]
             wall = time.monotonic() - t0
         rows = []
         for e in prof.key_averages():
@@ -161,7 +178,7 @@ def main():
             json.dump({"tool": "torch.profiler", "wall_s": wall, "ops": rows}, f)
     else:
         t0 = time.monotonic()
-        last = train(a.steps)
+        last = train(a.steps)[0]
         wall = time.monotonic() - t0
     print(f"LOSS {last:.6f}")
     print(f"WALL_S {wall:.6f}")
