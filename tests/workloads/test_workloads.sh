@@ -242,6 +242,22 @@ for sched in spin yield blocking; do
 	fi
 done
 
+# threads --pool: which worker runs which task changes from run to run; the checksum must not.
+if [ -n "$run_skip" ]; then
+	skip "threads --pool: the same CHECKSUM in every run, plain and --fixed" "$run_skip"
+else
+	pool_sums=()
+	for mode in "" --fixed ""; do
+		pool_sums+=("$(LD_LIBRARY_PATH=$FAKE timeout 60 "$WL/threads" --pool 1 --threads 3 --iters 40 \
+			--kernel-us 100 --cpu-us 100 $mode 2>&1 | sed -n 's/^CHECKSUM //p')")
+	done
+	if [ -n "${pool_sums[0]}" ] && [ "$(printf '%s\n' "${pool_sums[@]}" | sort -u | wc -l)" = 1 ]; then
+		ok "threads --pool: the same CHECKSUM in every run, plain and --fixed (${pool_sums[0]})"
+	else
+		notok "threads --pool: the same CHECKSUM in every run, plain and --fixed: ${pool_sums[*]}"
+	fi
+fi
+
 # hang: the sync must last until the host releases the kernel, and then end.
 if [ -n "$run_skip" ]; then
 	skip "hang: cuCtxSynchronize lasts until the host releases ffm_hang" "$run_skip"
