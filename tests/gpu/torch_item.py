@@ -34,7 +34,8 @@ plain and the fixed steps alike, PLAIN_S and FIXED_S (their summed block times) 
 and, per block, where its time went:
     AB_BLOCK <plain|fixed> <start, epoch s> <block s> <submitted s> <in the reads s>
 "submitted" is the time until the block's last step had handed its work to the GPU (before
-the block's closing read), "in the reads" the time spent inside the per-step reads (plain).
+the block's closing read), "in the reads" the time spent inside the per-step .item() calls
+(plain blocks of --read item; 0 otherwise).
 A fixed block whose submitted time is close to its block time was paced by the CPU.
     AB_STEPS <plain|fixed> <each step's time, us>
 (the last one includes the block's closing read).
