@@ -6,8 +6,8 @@
 # the saving is the difference of the medians of the timed loop (WALL_S), also of the
 # minimums. Then `ffmctl profile --stages 1-4` of the plain program; its estimate for the
 # per-step read's line (.item() or the --read variant: the FFM-PLANT "torch per-step sync"
-# lines) is scaled by steps / (steps + warmup), the profile covering the warm-up steps too. Prints a markdown row and the report's
-# top problems. With --ab BLOCK it also runs REPS processes of torch_item.py --ab BLOCK (plain
+# lines) is scaled by steps / (steps + warmup), the profile covering the warm-up steps too.
+# Prints a markdown row and the report's top problems. With --ab BLOCK it also runs REPS processes of torch_item.py --ab BLOCK (plain
 # and fixed blocks alternating inside one process, the steady measure of the saving) and
 # compares the estimate with the median of their savings per step, times the steps. The last
 # column is the wait that stage 2's probes hid at the removed reads (analysis/hidden.c), which

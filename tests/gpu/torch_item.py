@@ -102,7 +102,6 @@ def main():
     def train(steps, fixed=a.fixed):
         total = None
         last = 0.0
-        stamps = []
         reads = 0.0
         marks = []
         feed = batches()
@@ -129,7 +128,6 @@ def main():
                 raise FloatingPointError(f"loss is not finite at step {step}")
             if (step + 1) % max(a.time_every, 1) == 0:
                 torch.cuda.synchronize()  # FFM-PLANT: torch timer sync
-                stamps.append(time.monotonic())
                 if fixed and a.read == "isfinite" and not total:
                     raise FloatingPointError(f"loss is not finite before step {step}")
         submitted = time.monotonic()

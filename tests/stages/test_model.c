@@ -727,15 +727,14 @@ static size_t random_events(struct ffm_event *ev, size_t max, bool problems)
 			else if (p == 4 && (e->flags & FFM_EVENT_SYNC)) {
 				e->problem = FFM_PROBLEM_HOST_READ;
 				e->removed_ns = rnd_below(300);
-			}
+			} else if (p == 5 && kind == FFM_CALL_LAUNCH && e->wait_ns)
+				e->problem = FFM_PROBLEM_LAUNCH_BLOCKED;
 			/* where the GPU ran through: idle at most until the next submission */
 			if ((e->problem == UNN || e->problem == FFM_PROBLEM_HOST_READ) &&
 			    rnd_below(3) == 0) {
 				e->flags |= FFM_EVENT_GPU_IDLE;
 				e->gpu_idle_ns = rnd_below(1500);
 			}
-			else if (p == 5 && kind == FFM_CALL_LAUNCH && e->wait_ns)
-				e->problem = FFM_PROBLEM_LAUNCH_BLOCKED;
 		}
 		t[tid] += e->dur_ns;
 	}
