@@ -6,8 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/ffmctl.h"
+#include "common/termsafe.h"
 #include "daemon/version.h"
 
 struct ffmctl_globals ffmctl_g;
@@ -143,6 +145,19 @@ int main(int argc, char **argv)
 	double t;
 	int c;
 
+	/* Names a job's user chose reach every output: control characters are escaped on the way
+	 * (common/termsafe.h). Only the progress line writes to the terminal directly. */
+	{
+		FILE *out = ffm_termsafe_stream(STDOUT_FILENO, isatty(STDOUT_FILENO) ? _IOLBF : _IOFBF);
+		FILE *err = ffm_termsafe_stream(STDERR_FILENO, _IONBF);
+
+		if (!out || !err) {
+			fprintf(stderr, "ffmctl: out of memory\n");
+			return EXIT_FAIL;
+		}
+		stdout = out;
+		stderr = err;
+	}
 	/* Long enough for ffmd to calibrate a new driver while starting a job (seconds). */
 	ffmctl_g.timeout_ms = 30000;
 	ffmctl_g.runtime_dir = getenv("FFM_RUNTIME_DIR");

@@ -36,6 +36,7 @@
 
 #include "analysis/ffm_analysis.h"
 #include "cli/ffmctl.h"
+#include "common/termsafe.h"
 #include "common/util.h"
 #include "daemon/apis.h"
 #include "daemon/collector.h"
@@ -436,8 +437,9 @@ static int report_to(const char *path, const char *job_id, bool json)
 	FILE *f = stdout;
 	int fd = -1, ret;
 
+	/* escaped as standard output is (common/termsafe.h): the file is read on a terminal */
 	if (path && ((fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0 ||
-		     !(f = fdopen(fd, "w")))) {
+		     !(f = ffm_termsafe_stream(fd, _IOFBF)))) {
 		ffmctl_err("profile", "cannot write the report to %s: %s (the data is in job %s)", path,
 			   strerror(errno), job_id);
 		if (fd >= 0)
@@ -445,8 +447,17 @@ static int report_to(const char *path, const char *job_id, bool json)
 		return EXIT_FAIL;
 	}
 	ret = ffmctl_report_job(f, job_id, json) == 0 ? EXIT_OK : EXIT_FAIL;
-	if (path && fclose(f) == 0 && ret == EXIT_OK)
-		fprintf(stderr, "ffm: report of job %s written to %s\n", job_id, path);
+	if (path) {
+		bool ok = fclose(f) == 0;
+
+		if (close(fd) == 0 && ok && ret == EXIT_OK)
+			fprintf(stderr, "ffm: report of job %s written to %s\n", job_id, path);
+		else if (ret == EXIT_OK) {
+			ffmctl_err("profile", "cannot write the report to %s: %s (the data is in job %s)",
+				   path, strerror(errno), job_id);
+			ret = EXIT_FAIL;
+		}
+	}
 	return ret;
 }
 

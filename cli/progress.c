@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli/ffmctl.h"
+#include "common/termsafe.h"
 #include "common/util.h"
 
 #define SHOW_AFTER_S 1.0 /* unless FFM_PROGRESS_AFTER says */
@@ -31,24 +32,32 @@ static const char *count(uint64_t n, char *buf, size_t len)
 	return buf;
 }
 
+/* The line goes straight to the terminal: its own \r and erase-line, the job id escaped. */
 static void show(struct ffmctl_progress *p, double t)
 {
 	const char *phase = atomic_load(&p->an.phase);
 	uint64_t done = atomic_load(&p->an.done), total = atomic_load(&p->an.total);
 	unsigned node = atomic_load(&p->node), nodes = atomic_load(&p->nodes);
-	char d[32], n[32], where[64] = "";
+	char d[32], n[32], where[64] = "", job[128], line[512];
+	int len;
 
 	if (nodes > 1)
 		snprintf(where, sizeof(where), " (node %u of %u)", node + 1, nodes);
-	fprintf(stderr, "\rffmctl %s: job %s%s: %s", p->verb, p->job, where,
-		phase ? phase : "opening the stores");
+	len = snprintf(line, sizeof(line), "\rffmctl %s: job %s%s: %s", p->verb,
+		       ffm_termsafe_str(p->job, job, sizeof(job)), where,
+		       phase ? phase : "opening the stores");
 	if (phase && total && done < total)
-		fprintf(stderr, ": %s of %s events (%.0f%%)", count(done, d, sizeof(d)),
-			count(total, n, sizeof(n)), 100.0 * (double)done / (double)total);
+		len += snprintf(line + len, sizeof(line) - (size_t)len, ": %s of %s events (%.0f%%)",
+				count(done, d, sizeof(d)), count(total, n, sizeof(n)),
+				100.0 * (double)done / (double)total);
 	else if (phase && !total && done)
-		fprintf(stderr, ": %s read", count(done, d, sizeof(d)));
-	fprintf(stderr, ", %.0f s\033[K", t);
-	fflush(stderr);
+		len += snprintf(line + len, sizeof(line) - (size_t)len, ": %s read",
+				count(done, d, sizeof(d)));
+	len += snprintf(line + len, sizeof(line) - (size_t)len, ", %.0f s\033[K", t);
+	if (len > (int)sizeof(line) - 1)
+		len = (int)sizeof(line) - 1;
+	if (write(STDERR_FILENO, line, (size_t)len) < 0)
+		return; /* a progress line is not worth an error */
 	p->shown = true;
 }
 
@@ -112,8 +121,8 @@ void ffmctl_progress__stop(struct ffmctl_progress *p)
 	pthread_cond_signal(&p->cv);
 	pthread_mutex_unlock(&p->mu);
 	pthread_join(p->th, NULL);
-	if (p->shown)
-		fputs("\r\033[K", stderr);
+	if (p->shown && write(STDERR_FILENO, "\r\033[K", 4) < 0)
+		p->shown = false; /* nothing to clear on a terminal that is gone */
 	pthread_cond_destroy(&p->cv);
 	pthread_mutex_destroy(&p->mu);
 	p->running = false;

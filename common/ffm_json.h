@@ -47,6 +47,28 @@ json_t *ffm_json_append(json_t *arr, json_t *v);
  * as ffm_json_append when that fails. */
 json_t *ffm_json_set(json_t *obj, const char *key, json_t *v);
 
+/*
+ * An object built from (key, value) pairs that the compiler checks: each value is a json_t *
+ * (ffm_json_int, ffm_json_u64, json_string, ...), so a key cannot lose its value as in a long
+ * json_pack format. Every value is taken (released if the object cannot be made); a NULL value
+ * (out of memory) makes the whole object NULL. Keys keep their order.
+ *     FFM_JSON_OBJ({ "a", ffm_json_int(1) }, { "b", json_true() })
+ */
+struct ffm_json_kv {
+	const char *key;
+	json_t *v;
+};
+json_t *ffm_json_object_of(const struct ffm_json_kv *kv, size_t n);
+#define FFM_JSON_OBJ(...)                                                                   \
+	ffm_json_object_of((const struct ffm_json_kv[]){ __VA_ARGS__ },                     \
+			   sizeof((const struct ffm_json_kv[]){ __VA_ARGS__ }) /            \
+				   sizeof(struct ffm_json_kv))
+/* A signed integer value. */
+static inline json_t *ffm_json_int(int64_t v)
+{
+	return json_integer((json_int_t)v);
+}
+
 /* Dump @v with FFM_JSON_FLAGS and a newline to @f, then release @v (NULL: -ENOMEM, nothing
  * written). 0, -ENOMEM or -EIO. */
 int ffm_json_print(FILE *f, json_t *v);

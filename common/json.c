@@ -135,6 +135,24 @@ json_t *ffm_json_set(json_t *obj, const char *key, json_t *v)
 	return obj;
 }
 
+json_t *ffm_json_object_of(const struct ffm_json_kv *kv, size_t n)
+{
+	json_t *o = json_object();
+	bool ok = o != NULL;
+
+	for (size_t i = 0; i < n; i++) {
+		if (!ok)
+			json_decref(kv[i].v);
+		else if (!kv[i].v || json_object_set_new(o, kv[i].key, kv[i].v) < 0)
+			ok = false; /* json_object_set_new released the value */
+	}
+	if (!ok) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
 int ffm_json_print(FILE *f, json_t *v)
 {
 	int err = 0;
