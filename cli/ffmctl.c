@@ -112,7 +112,7 @@ int ffmctl_parse_top(const char *verb, const char *arg, int *top)
 static void usage(FILE *f)
 {
 	fprintf(f, "Usage: ffmctl [--runtime-dir DIR] [--state-dir DIR] [--timeout SEC] "
-		   "[--py-library PATTERNS] [--src-library PATTERNS] [--version] VERB [ARGS]\n\n"
+		   "[--py-library PATTERNS] [--src-library PATTERNS] [--verbose] [--version] VERB [ARGS]\n\n"
 		   "Verbs:\n");
 	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
 		fprintf(f, "  %-10s %s\n", verbs[i].name, verbs[i].summary);
@@ -136,6 +136,7 @@ int main(int argc, char **argv)
 		{ "timeout", required_argument, NULL, 't' },
 		{ "py-library", required_argument, NULL, 'p' },
 		{ "src-library", required_argument, NULL, 'S' },
+		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{},
@@ -169,7 +170,7 @@ int main(int argc, char **argv)
 
 	/* '+': stop at the verb, its options are its own. */
 	opterr = 0; /* ffmctl_opt_err says it, verb and hint included */
-	while ((c = getopt_long(argc, argv, "+:hV", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:hvV", opts, NULL)) != -1) {
 		switch (c) {
 		case 'r':
 			ffmctl_g.runtime_dir = optarg;
@@ -198,6 +199,9 @@ int main(int argc, char **argv)
 				ffmctl_err(NULL, "--src-library: %s", strerror(errno));
 				return EXIT_USAGE;
 			}
+			break;
+		case 'v':
+			ffmctl_g.verbose = true;
 			break;
 		case 'h':
 			usage(stdout);

@@ -29,6 +29,7 @@ struct ffmctl_globals {
 	const char *runtime_dir; /* --runtime-dir or $FFM_RUNTIME_DIR or /run/ffm */
 	const char *state_dir;   /* --state-dir or $FFM_STATE_DIR or /var/lib/ffm */
 	int timeout_ms;          /* --timeout: how long to wait for ffmd's answer */
+	bool verbose;            /* --verbose: libbpf's own messages too (profile) */
 };
 extern struct ffmctl_globals ffmctl_g;
 

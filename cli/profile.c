@@ -20,16 +20,19 @@
  * are attached, so its first driver call is seen. Its children inherit the job. With --json
  * the command's standard output is sent to standard error: standard output is the report's.
  */
+#include <bpf/libbpf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -159,6 +162,7 @@ static int resolve_exe(const char *cmd, char *exe, size_t len)
 {
 	char *path = getenv("PATH"), *dup, *save = NULL;
 	char real[PATH_MAX];
+	struct stat st = { 0 };
 
 	snprintf(exe, len, "%s", cmd);
 	if (!strchr(cmd, '/') && path && (dup = strdup(path))) {
@@ -177,9 +181,23 @@ static int resolve_exe(const char *cmd, char *exe, size_t len)
 		ffmctl_err("profile", "cannot run '%s': %s", cmd, strerror(errno));
 		return -1;
 	}
+	if (stat(exe, &st) < 0 || !S_ISREG(st.st_mode)) {
+		ffmctl_err("profile", "cannot run '%s': %s", cmd,
+			   S_ISDIR(st.st_mode) ? "it is a directory" : "not a regular file");
+		return -1;
+	}
 	if (realpath(exe, real))
 		snprintf(exe, len, "%s", real);
 	return 0;
+}
+
+/* libbpf's own lines (a failed load says it four times over) only with --verbose: ffmctl's
+ * one line says what failed and what to do. */
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	if (!ffmctl_g.verbose || level == LIBBPF_DEBUG)
+		return 0;
+	return vfprintf(stderr, fmt, ap); /* its lines begin with "libbpf: " */
 }
 
 /* The collector, the driver the command will load (made ready), the API table, the
@@ -189,6 +207,7 @@ static int profile_open(struct profile *p)
 	char why[512] = "";
 	int err;
 
+	libbpf_set_print(libbpf_print);
 	err = ffm_collector__open(&(struct ffm_collector_opts){ .sz = sizeof(struct ffm_collector_opts),
 							       .on_record = on_record, .ctx = p },
 				  &p->col);
@@ -369,8 +388,7 @@ static int profile_stage(struct profile *p, int stage, int to)
 		ffmctl_err("profile", "failed to attach uprobes to %s: %s%s", p->drv_path, strerror(-err),
 			   caps);
 		ffm_probe_set__release(&ps);
-		ffm_jobrun__end(p->jr, 0, 0, true, last);
-		p->jr = ffm_jobrun__free(p->jr);
+		ffm_jobrun__end(p->jr, 0, 0, true, false); /* the job: fail_job */
 		return -1;
 	}
 	ffm_jobrun__arm(p->jr);
@@ -412,12 +430,33 @@ static int profile_stage(struct profile *p, int stage, int to)
 	/* the copy after the analysis is in the store */
 	if (err >= 0 && !p->err && (last || interrupted))
 		publish(p);
-	p->jr = ffm_jobrun__free(p->jr);
 	if (err < 0 || p->err) {
 		ffmctl_err("profile", "cannot finish the run: %s", strerror(-(err < 0 ? err : p->err)));
-		return -1;
+		return -1; /* the job: fail_job */
 	}
+	p->jr = ffm_jobrun__free(p->jr);
 	return 0;
+}
+
+/* A stage that failed leaves its run ended and the job open: the job ends as failed, never
+ * "running" for ever in ffmctl jobs. */
+static void fail_job(struct profile *p)
+{
+	struct ffm_store *s;
+	int err;
+
+	if (!p->jr)
+		return;
+	s = ffm_jobrun__store(p->jr);
+	err = ffm_store__job_end(s, p->job_id, FFM_JOB_FAILED, time(NULL));
+	if (!err)
+		err = ffm_store__flush(s);
+	if (err < 0)
+		ffmctl_err("profile", "cannot mark job %s failed: %s", p->job_id,
+			   ffm_store__strerror(err));
+	else
+		fprintf(stderr, "ffm: job %s ended as failed\n", p->job_id);
+	p->jr = ffm_jobrun__free(p->jr);
 }
 
 static void profile_close(struct profile *p)
@@ -566,6 +605,7 @@ int ffmctl_profile(int argc, char **argv)
 		ret = p.app_status;
 	}
 out:
+	fail_job(&p);
 	profile_close(&p);
 	return ret;
 }

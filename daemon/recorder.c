@@ -402,8 +402,11 @@ static int on_proc(struct ffm_recorder *r, const struct ffm_rec_proc *p)
 			if (err < 0)
 				return err;
 		}
-		return ffm_store__process_exit(r->o.store, r->o.run, p->hdr.tgid, p->hdr.ts_ns,
-					       (int32_t)p->exit_code);
+		/* -ENOENT: a tracked process that never exec'd anything (its exec failed) */
+		int err = ffm_store__process_exit(r->o.store, r->o.run, p->hdr.tgid, p->hdr.ts_ns,
+						  (int32_t)p->exit_code);
+
+		return err == -ENOENT ? 0 : err;
 	}
 	pe = proc_find(r, p->hdr.tgid, true);
 	if (!pe)
