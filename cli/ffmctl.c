@@ -128,6 +128,42 @@ static void usage(FILE *f)
 		   "/usr/lib/gcc/*; paths are matched with their . and .. resolved)\n");
 }
 
+static FILE *raw_stdout, *raw_stderr;
+
+/* At exit: the escaping streams flushed and closed, the plain ones back for what follows. */
+static void unescape_output(void)
+{
+	if (stdout != raw_stdout) {
+		fclose(stdout);
+		stdout = raw_stdout;
+	}
+	if (stderr != raw_stderr) {
+		fclose(stderr);
+		stderr = raw_stderr;
+	}
+}
+
+/* Names a job's user chose reach every output: control characters are escaped on the way
+ * (common/termsafe.h). Only the progress line writes to the terminal directly. */
+static int escape_output(void)
+{
+	FILE *out = ffm_termsafe_stream(STDOUT_FILENO, isatty(STDOUT_FILENO) ? _IOLBF : _IOFBF);
+	FILE *err = ffm_termsafe_stream(STDERR_FILENO, _IONBF);
+
+	if (!out || !err || atexit(unescape_output)) {
+		if (out)
+			fclose(out);
+		if (err)
+			fclose(err);
+		return -ENOMEM;
+	}
+	raw_stdout = stdout;
+	raw_stderr = stderr;
+	stdout = out;
+	stderr = err;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -146,18 +182,9 @@ int main(int argc, char **argv)
 	double t;
 	int c;
 
-	/* Names a job's user chose reach every output: control characters are escaped on the way
-	 * (common/termsafe.h). Only the progress line writes to the terminal directly. */
-	{
-		FILE *out = ffm_termsafe_stream(STDOUT_FILENO, isatty(STDOUT_FILENO) ? _IOLBF : _IOFBF);
-		FILE *err = ffm_termsafe_stream(STDERR_FILENO, _IONBF);
-
-		if (!out || !err) {
-			fprintf(stderr, "ffmctl: out of memory\n");
-			return EXIT_FAIL;
-		}
-		stdout = out;
-		stderr = err;
+	if (escape_output() < 0) {
+		fprintf(stderr, "ffmctl: out of memory\n");
+		return EXIT_FAIL;
 	}
 	/* Long enough for ffmd to calibrate a new driver while starting a job (seconds). */
 	ffmctl_g.timeout_ms = 30000;
