@@ -25,74 +25,39 @@ fi
 T=$(mktemp -d /tmp/ffm-test-report-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 
-# The schema checker: docs/report-json.md, version 2. Reads the report on stdin; extra checks
-# as Python expressions over `r` in the arguments.
+# The schema: docs/schema/report.schema.json (docs/report-json.md, version 2), by
+# tests/ops/check_json.py --strict (Debian's /usr/bin/python3 with python3-jsonschema: types
+# exact, every documented field required, no undocumented one); then the planted values, as
+# Python expressions over `r`.
+CHECK_JSON=(/usr/bin/python3 tests/ops/check_json.py --strict)
+if ! /usr/bin/python3 -c 'import jsonschema' 2>/dev/null; then
+	echo "Bail out! /usr/bin/python3 has no jsonschema module: make deps (python3-jsonschema)"
+	exit 1
+fi
 cat >"$T/check.py" <<'EOF'
 import json, sys
 r = json.load(sys.stdin)
-num = (int, float)
-def need(obj, field, types, where):
-    assert field in obj, f"{where}: no '{field}'"
-    assert isinstance(obj[field], types), f"{where}.{field}: {type(obj[field]).__name__}"
-need(r, "schema_version", int, "report"); assert r["schema_version"] == 2
-for f, t in [("job_id", str), ("key", str), ("grouping", str), ("wall_s", num),
-             ("problems_known", bool), ("stages", list), ("data_quality", dict),
-             ("problems", list), ("apis", list), ("call_sites", list), ("nodes", list),
-             ("next", str)]:
-    need(r, f, t, "report")
-assert r["grouping"] in ("point", "function", "sequence")
-need(r, "recoverable_s", num if r["problems_known"] else type(None), "report")
-need(r, "recoverable_pct", num if r["problems_known"] else type(None), "report")
-need(r, "load_imbalance", (float, int, type(None)), "report")
-for s in r["stages"]:
-    for f, t in [("node", str), ("stage", int), ("run", int), ("job_id", str), ("wall_s", num),
-                 ("ended", bool), ("partial", bool), ("aborted", bool), ("dropped", bool)]:
-        need(s, f, t, "stages[]")
-    assert s["used_as"] in (None, "baseline", "timeline", "problems", "first_use")
-dq = r["data_quality"]
-for f in ["records_lost", "incomplete_runs", "partial_syncs", "divergent_sites",
-          "unmatched_sites", "unclassified_syncs"]:
-    need(dq, f, int, "data_quality")
-need(dq, "drops", dict, "data_quality")
-def site(cs, where):
-    for f, t in [("function", str), ("file", str), ("line", int), ("module", str), ("offset", int)]:
-        need(cs, f, t, where)
 prev = None
 for p in r["problems"]:
-    for f, t in [("rank", int), ("type", str), ("types", dict), ("api", str), ("benefit_s", num),
-                 ("benefit_pct", num), ("wait_s", num), ("count", int), ("occurrences", int),
-                 ("nodes", int), ("call_site", dict), ("function", str), ("evidence", dict)]:
-        need(p, f, t, "problems[]")
-    assert p["type"] in ("unnecessary_sync", "misplaced_sync", "duplicate_transfer", "sequence")
-    site(p["call_site"], "problems[].call_site")
-    ev = p["evidence"]
-    need(ev, "wait_s", num, "evidence"); need(ev, "partial", bool, "evidence")
-    need(ev, "divergent", bool, "evidence")
-    need(ev, "first_use_s", (float, int, type(None)), "evidence")
     assert prev is None or prev >= p["benefit_s"], "problems not sorted by benefit"
     prev = p["benefit_s"]
-    if p["type"] == "sequence":
-        need(p, "members", list, "problems[]"); need(p, "sequence_id", int, "problems[]")
-        for m in p["members"]:
-            need(m, "entry", int, "members[]"); need(m, "api", str, "members[]")
-            site(m["call_site"], "members[].call_site")
-for a in r["apis"]:
-    for f, t in [("api", str), ("calls", int), ("time_s", num), ("wait_s", num), ("problems", int)]:
-        need(a, f, t, "apis[]")
-    need(a, "benefit_s", num if r["problems_known"] else type(None), "apis[]")
-for c in r["call_sites"]:
-    site(c["call_site"], "call_sites[]")
-for nd in r["nodes"]:
-    need(nd, "node", str, "nodes[]"); need(nd, "wall_s", num, "nodes[]")
-    need(nd, "recoverable_s", num, "nodes[]"); need(nd, "processes", list, "nodes[]")
-    for pr in nd["processes"]:
-        need(pr, "pid", int, "processes[]"); need(pr, "recoverable_s", num, "processes[]")
 for expr in sys.argv[1:]:
     assert eval(expr), f"failed: {expr}"
 EOF
+valid() { # valid SCHEMA FILE: the file follows docs/schema/SCHEMA.schema.json
+	"${CHECK_JSON[@]}" "$1" "$2" >"$T/valid.out" 2>&1 || { sed 's/^/# /' "$T/valid.out"; return 1; }
+}
+invalid() { # invalid SCHEMA FILE TEXT: refused, and the reasons say TEXT
+	if "${CHECK_JSON[@]}" "$1" "$2" >"$T/valid.out" 2>&1 || ! grep -qF -- "$3" "$T/valid.out"; then
+		echo "# not refused for '$3':"
+		sed 's/^/# /' "$T/valid.out"
+		return 1
+	fi
+}
 schema() { # schema FILE [python expressions over r...]
 	local f=$1
 	shift
+	valid report "$f" || return 1
 	python3 "$T/check.py" "$@" <"$f" 2>"$T/py.err" || { sed 's/^/# /' "$T/py.err"; return 1; }
 }
 
@@ -168,6 +133,56 @@ assert abs(s['predicted_s'] - 0.03) < 1e-9 and abs(s['actual_s'] - 0.03) < 1e-9,
 assert s['count_before'] == 60 and s['count_after'] == 0
 assert d['actual_s'] > 0 and d['predicted_s'] > 0
 "
+
+check "diff --json follows docs/schema/diff.schema.json" valid diff "$T/d.json"
+
+# --- the other JSON outputs of a store -------------------------------------------------------------
+"$FFMCTL" --state-dir "$T/s1" jobs --json >"$T/jobs.json"
+check "jobs --json follows docs/schema/jobs.schema.json" valid jobs "$T/jobs.json"
+"$FFMCTL" --state-dir "$T/s1" export j1 --format chrome-trace -o "$T/trace.json" &&
+	"$FFMCTL" --state-dir "$T/s1" export j1 --format hatchet -o "$T/tree.json"
+check "export: chrome-trace follows docs/schema/chrome-trace.schema.json" valid chrome-trace "$T/trace.json"
+check "export: hatchet follows docs/schema/hatchet.schema.json" valid hatchet "$T/tree.json"
+
+# --- the schema refuses what a broken writer prints (issue 41) ------------------------------------
+# bad FILE PYTHON: a copy of the report r1.json in $T/bad.json, changed by PYTHON over `r`.
+bad() {
+	python3 -c "import json, sys
+r = json.load(open(sys.argv[1]))
+$2
+json.dump(r, open(sys.argv[2], 'w'))" "$1" "$T/bad.json"
+}
+# What cli/report.c printed before commit 205ff91: one 's:o' too few in data_quality's
+# json_pack, so duplicate_time_added_s took the next argument, a pointer, and
+# duplicate_price_runs was gone.
+bad "$T/r1.json" "q = r['data_quality']; del q['duplicate_price_runs']; q['duplicate_time_added_s'] = 94360417622032"
+old_bug() {
+	invalid report "$T/bad.json" "'duplicate_price_runs' is a required property" &&
+		invalid report "$T/bad.json" "duplicate_time_added_s: 94360417622032 is greater than the maximum"
+}
+check "refused: data_quality as cli/report.c wrote it before 205ff91 (a pointer, a field lost)" old_bug
+bad "$T/r1.json" "r['data_quality']['duplicate_time_trimmed_s'] = 2500000000"
+check "refused: nanoseconds printed as seconds" invalid report "$T/bad.json" "greater than the maximum"
+bad "$T/r1.json" "r['problems'][0]['count'] = 60.0"
+check "refused: a count printed as a real" invalid report "$T/bad.json" "60.0 is not of type 'integer'"
+bad "$T/r1.json" "r['apis'][0]['wait_s'] = '0.5'"
+check "refused: seconds as a string" invalid report "$T/bad.json" "'0.5' is not of type 'number'"
+bad "$T/r1.json" "r['problems'][0]['evidence']['first_use_from_stage'] = 2"
+check "refused: a value the page does not list" invalid report "$T/bad.json" "first_use_from_stage"
+bad "$T/r1.json" "r['stages'][0]['used_as'] = None; r['data_quality']['drops']['new_reason'] = 0"
+check "--strict refuses a member the page does not document" \
+	invalid report "$T/bad.json" "'new_reason' was unexpected"
+check "without --strict the schema lets a consumer meet a newer member" \
+	/usr/bin/python3 tests/ops/check_json.py report "$T/bad.json"
+printf '{"schema_version":2,"schema_version":2}\n' >"$T/dup.json"
+check "refused: a member twice" invalid report "$T/dup.json" "duplicate member 'schema_version'"
+sed 's/"wall_s":[0-9.e+-]*/"wall_s":NaN/' "$T/r1.json" >"$T/nan.json"
+check "refused: NaN" invalid report "$T/nan.json" "NaN is not JSON"
+head -c 200 "$T/r1.json" >"$T/cut.json"
+check "refused: a report cut short" invalid report "$T/cut.json" "not one JSON value"
+bad "$T/d.json" "del r['sites'][0]['count_after']; r['actual_s'] = None"
+check "refused: a diff without a site's count_after, actual_s null" \
+	invalid diff "$T/bad.json" "'count_after' is a required property"
 
 # --- errors --------------------------------------------------------------------------------------
 "$FFMCTL" --state-dir "$T/s1" report nosuchjob >/dev/null 2>&1
