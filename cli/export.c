@@ -1,23 +1,33 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ffmctl export <jobid> --format chrome-trace|hatchet [--run ID] [--node NAME] [-o FILE]
+ * ffmctl export <jobid> --format chrome-trace|hatchet [--run ID | --all-runs] [--no-merge]
+ *                [--node NAME] [-o FILE[.gz]]
  *
  * chrome-trace  The Trace Event Format (JSON object form) that Perfetto and chrome://tracing
- *               open: one complete event ("ph":"X") per recorded driver call or CPU wait, on
- *               its run's process track (pid = the run id, named "run N (stage S, job J)")
+ *               open: complete events ("ph":"X") of the recorded driver calls and CPU waits, on
+ *               their run's process track (pid = the run id, named "run N (stage S, job J)")
  *               and thread (tid, named with its process's pid); ts/dur in microseconds from
- *               the start of the job's first exported run; names as metadata ("ph":"M")
- *               events. GPU tracks (one per process and stream, tid >= GPU_TID_BASE) hold the
+ *               the start of the first exported run; names as metadata ("ph":"M") events.
+ *               Default: one run, the one the report's numbers come from (the analysis's
+ *               run_profile: the timeline, stage 2, else the stage-1 baseline); --all-runs
+ *               every run of the job, --run ID one. otherData.runs / .selection say which.
+ *               A run of identical calls becomes one span (see joins() for the rule) with
+ *               args.count, total_us and mean_us, so a loop's thousand launches are one bar,
+ *               not a file no viewer opens; --no-merge keeps one event per call.
+ *               GPU tracks (one per process and stream, tid >= GPU_TID_BASE) hold the
  *               GPU work the timeline implies (analysis/gpu.c): spans "inferred" (an upper
  *               bound: from the call to the end of the wait that ordered it) or "measured" (a
  *               synchronous copy's time after its wait); flow events ("ph":"s"/"f") go from
- *               each call that queued work to that wait. Events the analysis calls problems
+ *               the calls that queued work to that wait (one arrow per merged span and wait,
+ *               args.calls when it stands for several). Events the analysis calls problems
  *               (the report's verdicts, analysis/ffm_analysis.h: ffm_analysis__event_verdict)
  *               carry "cname":"terrible" (red), args.problem and args.call_site_benefit_us
  *               (the report's expected benefit of fixing their call site): in the runs the
  *               report used, each event as the report counts it; in other runs, the events of
  *               a call site whose every checked occurrence was the same problem, citing the
- *               run that checked. Default: every run of the job. docs/REPORT.md documents it.
+ *               run that checked. A merged span holds calls of one verdict only
+ *               (args.problem_calls = args.count when they are problems). docs/REPORT.md
+ *               documents it.
  * hatchet       Hatchet's literal format (hatchet.GraphFrame.from_literal): a JSON list of root
  *               nodes {"frame": {"name", "type", ...}, "metrics": {...}, "children": [...]}.
  *               The tree is the call path from the outermost application frame down to the
@@ -27,18 +37,25 @@
  *               ended stage-2 run of the job, else stage 1 (the runs that time calls).
  *
  * The store is opened read-only; the output goes to FILE through a temporary file that is
- * renamed at the end, so a failed export leaves no half-written file. A job that ran on several
- * nodes (one store per node, cli/report.h) is exported one node at a time: --node NAME, with
- * the node names of ffmctl report.
+ * renamed at the end, so a failed export leaves no half-written file; a FILE whose name ends
+ * in ".gz" is written gzip-compressed (Perfetto and chrome://tracing open it as it is). Where
+ * standard error is a terminal a progress line shows (cli/progress.c); at the end one line
+ * says what was written: "wrote N events (M MB, from K calls) to FILE". A job that ran on
+ * several nodes (one store per node, cli/report.h) is exported one node at a time: --node
+ * NAME, with the node names of ffmctl report.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "analysis/ffm_analysis.h"
 #include "cli/ffmctl.h"
@@ -65,6 +82,34 @@ struct api_name {
 	char *name;
 };
 
+/* A run of identical calls of one thread, open until a call that does not join it. */
+struct span {
+	struct oa_key k;	      /* (tgid << 32 | tid, 1) */
+	struct ffm_store_event first; /* its first call */
+	struct ffm_an_event_verdict v; /* every call's (joins() compares them) */
+	uint64_t count;		      /* calls; 0: none open */
+	uint64_t end_ns;	      /* the last call's end */
+	uint64_t dur_ns, wait_ns, bytes; /* sums */
+	int64_t last_event;
+	uint64_t serial;	      /* which span it is, for merging its flow arrows */
+	char problem[256];	      /* args.problem of the first call, "" for none */
+};
+
+/* A flow arrow being written: the arrows of one merged span to one wait become one. */
+struct flow_out {
+	struct ffm_an_gpu_flow f;
+	uint64_t serial; /* the span its source is in, 0: none merged */
+	uint32_t calls;	 /* 0: no arrow pending */
+};
+
+/* Where the output goes: FILE or standard output, plain or through gzip; bytes counted. */
+struct sink {
+	FILE *raw;
+	gzFile gz;
+	uint64_t bytes; /* uncompressed, written so far */
+	int err;
+};
+
 struct exp {
 	struct ffm_store *s;
 	const char *job_id;
@@ -74,15 +119,29 @@ struct exp {
 	struct oatab apis;   /* struct api_name */
 	struct oatab stacks; /* struct stack_info */
 	struct ffm_analysis *an; /* the report's verdicts (chrome-trace) */
+	/* The runs exported, and whose they are (the report's run may be an earlier job's). */
+	struct ffm_store_run sel[MAX_RUNS];
+	int nsel;
+	const char *selection; /* otherData.selection: "timeline", "baseline", "all", "run" */
+	char sel_job[128];     /* sel[0]'s job when it is not this job's ("": it is) */
+	int64_t want;	       /* the run select_runs looks for */
+	bool no_profile;       /* the report has no run of its own yet: every run exported */
+	bool merge;
 	int64_t cur_run;
 	int cur_stage;
+	const char *cur_job;
 	uint64_t t0_ns;
 	bool first;
 	struct oatab seen; /* tracks named already ((tgid<<32|tid | run<<...): struct oa_key) */
 	struct oatab site_of; /* stack id -> 1 + index in the analysis's sites (u32) */
+	struct oatab open;    /* struct span per thread of the run */
+	uint64_t serials;
+	struct flow_out fl;
 	struct ffm_an_gpu *gpu; /* the run's GPU tracks and flows (analysis/gpu.c) */
 	struct gpu_track { uint32_t tgid; uint64_t stream; } gtracks[MAX_GPU_TRACKS];
 	int ngtracks;
+	struct ffmctl_progress *pr;
+	uint64_t written, calls; /* trace events written; recorded calls (and waits) read */
 	int err;
 };
 
@@ -203,6 +262,7 @@ static void free_exp(struct exp *e)
 	}
 	oatab_free(&e->stacks);
 	oatab_free(&e->site_of);
+	oatab_free(&e->open);
 	ffm_an_gpu__free(e->gpu);
 	ffm_analysis__free(e->an);
 	ffm_store__free(e->s);
@@ -307,6 +367,7 @@ static void sep(struct exp *e)
 {
 	fputs(e->first ? "\n" : ",\n", e->out);
 	e->first = false;
+	e->written++;
 }
 
 /* A metadata event: {"name":@what,"ph":"M","pid":run,"tid":@tid,"args":{"name":@name}}. */
@@ -332,7 +393,7 @@ static void name_run(struct exp *e)
 	char name[256];
 
 	snprintf(name, sizeof(name), "run %" PRId64 " (stage %d, job %s)", e->cur_run, e->cur_stage,
-		 e->job_id);
+		 e->cur_job);
 	meta_name(e, "process_name", 0, name);
 	meta_sort(e, "process_sort_index", 0, e->cur_run);
 }
@@ -403,19 +464,44 @@ static int on_gpu_span(const struct ffm_an_gpu_span *sp, void *ctx)
 	return ferror(e->out) ? -EIO : 0;
 }
 
-/* An arrow from a call that queued GPU work to the wait that ended it. */
-static int on_gpu_flow(const struct ffm_an_gpu_flow *f, void *ctx)
+/* Write the pending arrow, if any. */
+static void flush_flow(struct exp *e)
 {
-	struct exp *e = ctx;
+	const struct ffm_an_gpu_flow *f = &e->fl.f;
 
+	if (!e->fl.calls)
+		return;
 	sep(e);
 	fprintf(e->out, "{\"name\":\"waits for\",\"cat\":\"gpu\",\"ph\":\"s\",\"id\":%" PRId64
-		",\"ts\":%.3f,\"pid\":%" PRId64 ",\"tid\":%u}", f->from_event, us_of(e, f->from_ns),
+		",\"ts\":%.3f,\"pid\":%" PRId64 ",\"tid\":%u", f->from_event, us_of(e, f->from_ns),
 		e->cur_run, f->from_tid);
+	if (e->fl.calls > 1)
+		fprintf(e->out, ",\"args\":{\"calls\":%u}", e->fl.calls);
+	fputs("}", e->out);
 	sep(e);
 	fprintf(e->out, "{\"name\":\"waits for\",\"cat\":\"gpu\",\"ph\":\"f\",\"bp\":\"e\",\"id\":%"
 		PRId64 ",\"ts\":%.3f,\"pid\":%" PRId64 ",\"tid\":%u}", f->from_event,
 		us_of(e, f->to_ns), e->cur_run, f->to_tid);
+	e->fl.calls = 0;
+}
+
+/*
+ * An arrow from a call that queued GPU work to the wait that ended it. The arrows of the calls
+ * of one merged span to one wait are one (from its first such call, args.calls of them): the
+ * span is still open when its wait comes (the wait, another call, ends it after this).
+ */
+static int on_gpu_flow(const struct ffm_an_gpu_flow *f, void *ctx)
+{
+	struct exp *e = ctx;
+	const struct span *sp = oatab_get(&e->open, (uint64_t)f->tgid << 32 | f->from_tid, 1);
+	uint64_t serial = sp && sp->count > 1 && sp->first.start_ns <= f->from_ns ? sp->serial : 0;
+
+	if (e->fl.calls && serial && e->fl.serial == serial && e->fl.f.to_event == f->to_event) {
+		e->fl.calls++;
+		return 0;
+	}
+	flush_flow(e);
+	e->fl = (struct flow_out){ .f = *f, .serial = serial, .calls = 1 };
 	return ferror(e->out) ? -EIO : 0;
 }
 
@@ -428,39 +514,37 @@ static double site_benefit_us(const struct exp *e, int64_t stack)
 	return i && i <= r->n_sites ? r->sites[i - 1].benefit_ns / 1e3 : -1;
 }
 
-static int on_trace_event(const struct ffm_store_event *ev, void *ctx)
+/* The name of an event: its API, else (a stage-1 wait) the driver entry point, else its kind. */
+static const char *event_name(struct exp *e, const struct ffm_store_event *ev,
+			      const struct stack_info *si)
 {
-	struct exp *e = ctx;
-	struct stack_info *si = stack_get(e, ev->stack);
 	const char *name = api_name(e, ev->api);
-	struct ffm_an_event_verdict v;
-	char problem[256];
-	double benefit;
-	int err;
 
-	if (e->err)
-		return e->err;
 	if (!name)
 		name = ev->kind == 1 && si && si->driver_fn ? si->driver_fn : kind_name(ev->kind);
-	if (ffm_analysis__event_verdict(e->an, ev, &v) < 0)
-		return -EINVAL;
-	problem_text(&v, ev, problem, sizeof(problem));
-	if ((err = ffm_an_gpu__event(e->gpu, ev, api_name(e, ev->api))) < 0)
-		return err;
-	name_thread(e, ev->tgid, ev->tid);
+	return name;
+}
+
+/* The span's complete event; the span is closed (count 0) after. */
+static void write_span(struct exp *e, struct span *sp)
+{
+	const struct ffm_store_event *ev = &sp->first;
+	struct stack_info *si = stack_get(e, ev->stack);
+	double benefit;
+
 	sep(e);
 	fputs("{\"name\":", e->out);
-	put_str(e, name);
+	put_str(e, event_name(e, ev, si));
 	fprintf(e->out, ",\"cat\":\"%s%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%" PRId64
-		",\"tid\":%u", kind_name(ev->kind), problem[0] ? ",problem" : "",
-		us_of(e, ev->start_ns), ev->dur_ns / 1e3, e->cur_run, ev->tid);
-	if (problem[0])
+		",\"tid\":%u", kind_name(ev->kind), sp->problem[0] ? ",problem" : "",
+		us_of(e, ev->start_ns), (double)(sp->end_ns - ev->start_ns) / 1e3, e->cur_run, ev->tid);
+	if (sp->problem[0])
 		fputs(",\"cname\":\"terrible\"", e->out);
 	fprintf(e->out, ",\"args\":{\"run\":%" PRId64 ",\"stage\":%d,\"event\":%" PRId64
 		",\"pid\":%u,\"wait_us\":%.3f", e->cur_run, e->cur_stage, ev->id, ev->tgid,
-		ev->wait_ns / 1e3);
-	if (ev->bytes)
-		fprintf(e->out, ",\"bytes\":%" PRIu64, ev->bytes);
+		sp->wait_ns / 1e3);
+	if (sp->bytes)
+		fprintf(e->out, ",\"bytes\":%" PRIu64, sp->bytes);
 	if (ev->dir)
 		fprintf(e->out, ",\"direction\":\"%s\"", dir_name(ev->dir));
 	if (ev->stream)
@@ -469,13 +553,88 @@ static int on_trace_event(const struct ffm_store_event *ev, void *ctx)
 		fputs(",\"call_site\":", e->out);
 		put_str(e, si->site);
 	}
-	if (problem[0]) {
+	if (sp->problem[0]) {
 		fputs(",\"problem\":", e->out);
-		put_str(e, problem);
+		put_str(e, sp->problem);
 		if ((benefit = site_benefit_us(e, ev->stack)) >= 0)
 			fprintf(e->out, ",\"call_site_benefit_us\":%.3f", benefit);
 	}
+	if (sp->count > 1) {
+		fprintf(e->out, ",\"count\":%" PRIu64 ",\"last_event\":%" PRId64 ",\"total_us\":%.3f"
+			",\"mean_us\":%.3f", sp->count, sp->last_event, sp->dur_ns / 1e3,
+			sp->dur_ns / 1e3 / (double)sp->count);
+		if (sp->problem[0])
+			fprintf(e->out, ",\"problem_calls\":%" PRIu64, sp->count);
+	}
 	fputs("}}", e->out);
+	sp->count = 0;
+}
+
+/*
+ * Whether call @ev (verdict @v) joins the open span @sp of its thread, the merge rule: the
+ * same kind, API, stack (so the same call site), stream and direction; the same verdict (a
+ * problem never merges with a call that is none, nor with another kind of problem); it starts
+ * at or after the span's last call ended (nothing nests in a span); the gap before it is at
+ * most the mean duration of the span's calls so far; and the span stays at least half busy
+ * with its calls. So a merged span never bridges a time the thread spent elsewhere that is
+ * long next to the calls, and its args.total_us is at least half its length.
+ */
+static bool joins(const struct exp *e, const struct span *sp, const struct ffm_store_event *ev,
+		  const struct ffm_an_event_verdict *v)
+{
+	const struct ffm_store_event *f = &sp->first;
+
+	if (!e->merge || !sp->count || ev->kind != f->kind || ev->api != f->api ||
+	    ev->stack != f->stack || ev->stream != f->stream || ev->dir != f->dir ||
+	    v->problem != sp->v.problem || v->duplicate != sp->v.duplicate ||
+	    v->site_wide != sp->v.site_wide || ev->start_ns < sp->end_ns)
+		return false;
+	return (ev->start_ns - sp->end_ns) * sp->count <= sp->dur_ns &&
+	       ev->start_ns + ev->dur_ns - f->start_ns <= 2 * (sp->dur_ns + ev->dur_ns);
+}
+
+static int on_trace_event(const struct ffm_store_event *ev, void *ctx)
+{
+	struct exp *e = ctx;
+	struct ffm_an_event_verdict v;
+	struct span *sp;
+	int err;
+
+	if (e->err)
+		return e->err;
+	if (ffm_analysis__event_verdict(e->an, ev, &v) < 0)
+		return -EINVAL;
+	if ((err = ffm_an_gpu__event(e->gpu, ev, api_name(e, ev->api))) < 0)
+		return err;
+	flush_flow(e);
+	e->calls++;
+	if (e->pr)
+		atomic_store_explicit(&e->pr->an.done, e->calls, memory_order_relaxed);
+	name_thread(e, ev->tgid, ev->tid);
+	sp = oatab_find(&e->open, (uint64_t)ev->tgid << 32 | ev->tid, 1, true);
+	if (!sp)
+		return -ENOMEM;
+	if (joins(e, sp, ev, &v)) {
+		sp->count++;
+		sp->end_ns = ev->start_ns + ev->dur_ns;
+		sp->dur_ns += ev->dur_ns;
+		sp->wait_ns += ev->wait_ns;
+		sp->bytes += ev->bytes;
+		sp->last_event = ev->id;
+		return 0;
+	}
+	if (sp->count)
+		write_span(e, sp);
+	sp->first = *ev;
+	sp->v = v;
+	sp->count = 1;
+	sp->end_ns = ev->start_ns + ev->dur_ns;
+	sp->dur_ns = ev->dur_ns;
+	sp->wait_ns = ev->wait_ns;
+	sp->bytes = ev->bytes;
+	sp->last_event = ev->id;
+	sp->serial = ++e->serials;
+	problem_text(&v, ev, sp->problem, sizeof(sp->problem));
 	return e->err ? e->err : ferror(e->out) ? -EIO : 0;
 }
 
@@ -487,20 +646,31 @@ static int on_trace_process(const struct ffm_store_process *p, void *ctx)
 }
 
 /* One run: its process track, its threads' calls, its GPU tracks and flows. */
-static int trace_run(struct exp *e, const struct ffm_store_run *r)
+static int trace_run(struct exp *e, const struct ffm_store_run *r, const char *job)
 {
 	int err;
 
 	e->cur_run = r->id;
 	e->cur_stage = r->stage;
+	e->cur_job = job;
 	e->ngtracks = 0;
 	oatab_free(&e->seen);
 	e->seen = OATAB_INIT(struct oa_key);
+	oatab_free(&e->open);
+	e->open = OATAB_INIT(struct span);
 	ffm_an_gpu__reset(e->gpu);
 	name_run(e);
-	if ((err = ffm_store__for_each_event(e->s, r->id, on_trace_event, e)) < 0)
-		return err;
-	return ffm_store__for_each_process(e->s, r->id, on_trace_process, e);
+	err = ffm_store__for_each_event(e->s, r->id, on_trace_event, e);
+	if (err >= 0)
+		err = ffm_store__for_each_process(e->s, r->id, on_trace_process, e);
+	flush_flow(e);
+	for (size_t i = 0; i < e->open.cap; i++) {
+		struct span *sp = oatab_slot(&e->open, i);
+
+		if (sp && sp->count)
+			write_span(e, sp);
+	}
+	return err < 0 ? err : e->err;
 }
 
 /* stack id -> 1 + its site's index in the analysis's result. */
@@ -514,30 +684,109 @@ static int map_sites(struct exp *e)
 	return 0;
 }
 
-static int export_trace(struct exp *e, int64_t only_run)
+/* The run e->want of another job of the key (the report's run may be an earlier job's). */
+static int on_other_run(const struct ffm_store_run *r, void *ctx)
+{
+	struct exp *e = ctx;
+
+	if (r->id != e->want)
+		return 0;
+	e->sel[0] = *r;
+	e->sel[0].job_id = NULL;
+	snprintf(e->sel_job, sizeof(e->sel_job), "%s", r->job_id ? r->job_id : "?");
+	e->nsel = 1;
+	return 1;
+}
+
+/*
+ * The runs to export into e->sel: @only_run; every run of the job (@all); by default the run
+ * the report's numbers come from (the analysis's run_profile: the timeline, else the stage-1
+ * baseline), or every run when there is none yet.
+ */
+static int select_runs(struct exp *e, int64_t only_run, bool all)
+{
+	const struct ffm_analysis_result *res = ffm_analysis__result(e->an);
+	int err;
+
+	e->want = only_run ? only_run : all ? 0 : res->run_profile;
+	e->no_profile = !only_run && !all && !e->want;
+	e->selection = only_run ? "run" : all || !e->want ? "all" :
+		       e->want == res->run_timeline ? "timeline" : "baseline";
+	e->nsel = 0;
+	for (int i = 0; i < e->nruns; i++)
+		if (!e->want || e->runs[i].id == e->want)
+			e->sel[e->nsel++] = e->runs[i];
+	if (!e->nsel && e->want && (err = ffm_store__for_each_run(e->s, on_other_run, e)) < 0)
+		return err;
+	if (!e->nsel)
+		return -ENOENT; /* the analysis's run is gone: cannot be */
+	return 0;
+}
+
+/* Say on standard error which runs are exported. */
+static void say_runs(const struct exp *e)
+{
+	char other[160] = "";
+
+	if (e->sel_job[0])
+		snprintf(other, sizeof(other), ", of job %s", e->sel_job);
+	if (!strcmp(e->selection, "all"))
+		fprintf(stderr, "ffmctl export: job %s: all %d runs%s\n", e->job_id, e->nsel,
+			e->no_profile ? " (none is a timeline or baseline yet)" : "");
+	else if (!strcmp(e->selection, "run"))
+		fprintf(stderr, "ffmctl export: job %s: run %" PRId64 " (stage %d)\n", e->job_id,
+			e->sel[0].id, e->sel[0].stage);
+	else
+		fprintf(stderr, "ffmctl export: job %s: run %" PRId64 " (stage %d%s), the %s the "
+			"report's numbers come from; --all-runs exports all %d runs of the job\n",
+			e->job_id, e->sel[0].id, e->sel[0].stage, other, e->selection, e->nruns);
+}
+
+static int on_count(const struct ffm_store_stack_agg *a, void *ctx)
+{
+	*(uint64_t *)ctx += a->count;
+	return 0;
+}
+
+/* The header: otherData says the job, the clock, which runs and whether calls are merged. */
+static void trace_header(struct exp *e)
+{
+	fprintf(e->out, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"tool\":\"ffm\",\"job\":");
+	put_str(e, e->job_id);
+	fprintf(e->out, ",\"clock\":\"CLOCK_MONOTONIC\",\"t0_ns\":%" PRIu64 ",\"selection\":\"%s\","
+		"\"runs\":[", e->t0_ns, e->selection);
+	for (int i = 0; i < e->nsel; i++)
+		fprintf(e->out, "%s%" PRId64, i ? "," : "", e->sel[i].id);
+	fprintf(e->out, "],\"merged\":%s},\"traceEvents\":[", e->merge ? "true" : "false");
+}
+
+static int export_trace(struct exp *e, int64_t only_run, bool all)
 {
 	/* The verdicts as the job's report has them (every run of the key up to the job's last). */
 	struct ffm_analysis_opts ao = { .sz = sizeof(ao), .job_id = e->job_id,
-					.event_verdicts = true };
+					.event_verdicts = true,
+					.progress = e->pr->running ? &e->pr->an : NULL };
+	uint64_t total = 0;
 	int err;
 
 	if ((err = ffm_analysis__run(e->s, &ao, &e->an)) < 0 || (err = map_sites(e)) < 0 ||
-	    (err = ffm_an_gpu__new(on_gpu_span, on_gpu_flow, e, &e->gpu)) < 0)
+	    (err = ffm_an_gpu__new(on_gpu_span, on_gpu_flow, e, &e->gpu)) < 0 ||
+	    (err = select_runs(e, only_run, all)) < 0)
 		return err;
 	e->t0_ns = UINT64_MAX;
-	for (int i = 0; i < e->nruns; i++)
-		if ((!only_run || e->runs[i].id == only_run) && e->runs[i].start_ns < e->t0_ns)
-			e->t0_ns = e->runs[i].start_ns;
-	fprintf(e->out, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"tool\":\"ffm\",\"job\":");
-	put_str(e, e->job_id);
-	fprintf(e->out, ",\"clock\":\"CLOCK_MONOTONIC\",\"t0_ns\":%" PRIu64 "},\"traceEvents\":[", e->t0_ns);
-	e->first = true;
-	for (int i = 0; i < e->nruns; i++) {
-		if (only_run && e->runs[i].id != only_run)
-			continue;
-		if ((err = trace_run(e, &e->runs[i])) < 0)
-			return err;
+	for (int i = 0; i < e->nsel; i++) {
+		e->t0_ns = e->sel[i].start_ns < e->t0_ns ? e->sel[i].start_ns : e->t0_ns;
+		ffm_store__for_each_stack_agg(e->s, e->sel[i].id, on_count, &total);
 	}
+	atomic_store(&e->pr->an.done, 0);
+	atomic_store(&e->pr->an.total, total);
+	atomic_store(&e->pr->an.phase, "writing the trace");
+	trace_header(e);
+	e->first = true;
+	for (int i = 0; i < e->nsel; i++)
+		if ((err = trace_run(e, &e->sel[i], i == 0 && e->sel_job[0] ? e->sel_job :
+					 e->job_id)) < 0)
+			return err;
 	fputs("\n]}\n", e->out);
 	return e->err;
 }
@@ -657,6 +906,7 @@ static int on_agg(const struct ffm_store_stack_agg *a, void *ctx)
 	t->n[node].time += time;
 	t->n[node].wait += wait;
 	t->n[node].count += a->count;
+	t->e->calls += a->count;
 	for (int i = 0; i < np; i++) {
 		t->n[path[i]].time_inc += time;
 		t->n[path[i]].wait_inc += wait;
@@ -709,6 +959,7 @@ static int export_hatchet(struct exp *e, int64_t run)
 			roots = ffm_json_append(roots, hnode_json(&t, r));
 		err = ffm_json_print(e->out, roots);
 	}
+	e->written = t.len;
 	for (size_t i = 0; i < t.len; i++) {
 		free(t.n[i].name);
 		free(t.n[i].type);
@@ -719,7 +970,7 @@ static int export_hatchet(struct exp *e, int64_t run)
 	return err;
 }
 
-/* ---- verb --------------------------------------------------------------------------------- */
+/* ---- runs ---------------------------------------------------------------------------------- */
 
 static int64_t default_tree_run(const struct exp *e)
 {
@@ -774,22 +1025,124 @@ static int open_store(struct exp *e, const char *node)
 	return EXIT_USAGE;
 }
 
-int ffmctl_export(int argc, char **argv)
+/* ---- output: plain or gzip, counted --------------------------------------------------------- */
+
+static ssize_t sink_write(void *c, const char *buf, size_t n)
+{
+	struct sink *k = c;
+
+	if (k->gz ? (n && gzwrite(k->gz, buf, (unsigned)n) != (int)n) :
+		    fwrite(buf, 1, n, k->raw) != n) {
+		k->err = -EIO;
+		return -1;
+	}
+	k->bytes += n;
+	return (ssize_t)n;
+}
+
+static int sink_close(void *c)
+{
+	struct sink *k = c;
+	int r = 0;
+
+	if (k->gz)
+		r = gzclose(k->gz) == Z_OK ? 0 : -1;
+	else if (k->raw == stdout)
+		r = fflush(stdout) ? -1 : 0;
+	else if (k->raw)
+		r = fclose(k->raw) ? -1 : 0;
+	k->gz = NULL;
+	k->raw = NULL;
+	return r;
+}
+
+static bool ends_with(const char *s, const char *tail)
+{
+	size_t n = strlen(s), m = strlen(tail);
+
+	return n >= m && !strcmp(s + n - m, tail);
+}
+
+/* e->out onto @path (NULL: standard output), through gzip with @gz. 0 or -errno. */
+static int sink_open(struct exp *e, struct sink *k, const char *path, bool gz)
+{
+	int fd;
+
+	*k = (struct sink){ .raw = stdout };
+	if (path && gz) {
+		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+		if (fd < 0)
+			return -errno;
+		/* Level 6, zlib's default: a fifth of level 1's size for twice its time. */
+		k->gz = gzdopen(fd, "wb6");
+		if (!k->gz) {
+			close(fd);
+			return -ENOMEM;
+		}
+		gzbuffer(k->gz, 1u << 20);
+	} else if (path && !(k->raw = fopen(path, "we"))) {
+		return -errno;
+	}
+	e->out = fopencookie(k, "w", (cookie_io_functions_t){ .write = sink_write,
+							      .close = sink_close });
+	if (!e->out) {
+		sink_close(k);
+		return -ENOMEM;
+	}
+	setvbuf(e->out, NULL, _IOFBF, 1u << 20);
+	return 0;
+}
+
+/* "3.1 MB" (or kB, for less than 0.1 MB). */
+static const char *size_str(uint64_t bytes, char *buf, size_t len)
+{
+	if (bytes >= 100000)
+		snprintf(buf, len, "%.1f MB", bytes / 1e6);
+	else
+		snprintf(buf, len, "%.1f kB", bytes / 1e3);
+	return buf;
+}
+
+/* The last line: what was written where. */
+static void say_written(const struct exp *e, const struct sink *k, const char *format,
+			const char *output)
+{
+	struct stat st;
+	char a[32], b[32], raw[64] = "";
+	uint64_t size = k->bytes;
+
+	if (output && ends_with(output, ".gz") && !stat(output, &st)) {
+		size = (uint64_t)st.st_size;
+		snprintf(raw, sizeof(raw), ", %s uncompressed", size_str(k->bytes, b, sizeof(b)));
+	}
+	fprintf(stderr, "ffmctl export: wrote %" PRIu64 " %s (%s%s, from %" PRIu64 " calls) to %s\n",
+		e->written, strcmp(format, "hatchet") ? "events" : "nodes", size_str(size, a, sizeof(a)),
+		raw, e->calls, output ? output : "standard output");
+}
+
+/* ---- verb --------------------------------------------------------------------------------- */
+
+struct export_opts {
+	const char *format, *output, *node;
+	int64_t run;
+	bool all_runs, no_merge;
+};
+
+/* The options into @o; -1 to go on, else the exit code (said why). */
+static int parse_opts(int argc, char **argv, struct export_opts *o)
 {
 	static const struct option opts[] = {
 		{ "format", required_argument, NULL, 'f' },
 		{ "run", required_argument, NULL, 'r' },
+		{ "all-runs", no_argument, NULL, 'a' },
+		{ "no-merge", no_argument, NULL, 'm' },
 		{ "output", required_argument, NULL, 'o' },
 		{ "node", required_argument, NULL, 'n' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
-	const char *format = NULL, *output = NULL, *node = NULL;
-	char tmp[PATH_MAX];
-	struct exp *e;
-	int64_t run = 0;
 	char *end;
-	int c, err, r = EXIT_FAIL;
+	int c;
 
 	while ((c = getopt_long(argc, argv, ":f:r:o:n:h", opts, NULL)) != -1) {
 		switch (c) {
@@ -799,26 +1152,32 @@ int ffmctl_export(int argc, char **argv)
 					   optarg);
 				return EXIT_USAGE;
 			}
-			format = optarg;
+			o->format = optarg;
 			break;
 		case 'r':
 			errno = 0;
-			run = strtoll(optarg, &end, 10);
-			if (errno || end == optarg || *end || run <= 0) {
+			o->run = strtoll(optarg, &end, 10);
+			if (errno || end == optarg || *end || o->run <= 0) {
 				ffmctl_err("export", "--run wants a run id (see ffmctl report --json), not '%s'",
 					   optarg);
 				return EXIT_USAGE;
 			}
 			break;
+		case 'a':
+			o->all_runs = true;
+			break;
+		case 'm':
+			o->no_merge = true;
+			break;
 		case 'o':
-			output = optarg;
+			o->output = optarg;
 			break;
 		case 'n':
-			node = optarg;
+			o->node = optarg;
 			break;
 		case 'h':
 			printf("Usage: ffmctl export <jobid> --format chrome-trace|hatchet "
-			       "[--run ID] [--node NAME] [-o FILE]\n");
+			       "[--run ID | --all-runs] [--no-merge] [--node NAME] [-o FILE[.gz]]\n");
 			return EXIT_OK;
 		default:
 			return ffmctl_opt_err("export", c, argv);
@@ -826,76 +1185,119 @@ int ffmctl_export(int argc, char **argv)
 	}
 	if (ffmctl_one_jobid("export", argc, argv))
 		return EXIT_USAGE;
-	if (!format) {
+	if (!o->format) {
 		ffmctl_err("export", "--format chrome-trace or --format hatchet is required");
 		return EXIT_USAGE;
 	}
+	if (o->run && o->all_runs) {
+		ffmctl_err("export", "--run and --all-runs exclude each other");
+		return EXIT_USAGE;
+	}
+	return -1;
+}
+
+/* The job's runs into e->runs, @o->run checked. Returns an exit code, -1 to go on. */
+static int load_runs(struct exp *e, struct export_opts *o)
+{
+	bool found = false;
+	int err;
+
+	if ((err = ffm_store__for_each_run(e->s, on_run, e)) < 0 ||
+	    (err = ffm_store__for_each_api_name(e->s, on_api, e)) < 0) {
+		ffmctl_err("export", "reading %s: %s", ffm_store__path(e->s), ffm_store__strerror(err));
+		return EXIT_FAIL;
+	}
+	for (int i = 0; i < e->nruns; i++)
+		found |= e->runs[i].id == o->run;
+	if (o->run && !found) {
+		ffmctl_err("export", "job %s has no run %" PRId64, e->job_id, o->run);
+		return EXIT_USAGE;
+	}
+	if (!o->run && !strcmp(o->format, "hatchet") && !(o->run = default_tree_run(e))) {
+		ffmctl_err("export", "job %s has no ended stage-1 or stage-2 run to build a call tree "
+			   "from (pick one with --run)", e->job_id);
+		return EXIT_FAIL;
+	}
+	if (!e->nruns) {
+		ffmctl_err("export", "job %s has no runs yet", e->job_id);
+		return EXIT_FAIL;
+	}
+	return -1;
+}
+
+/* Write the export through a temporary file renamed at the end. 0 or -errno. */
+static int write_export(struct exp *e, const struct export_opts *o, struct sink *k)
+{
+	char tmp[PATH_MAX];
+	int err;
+
+	if (o->output && snprintf(tmp, sizeof(tmp), "%s.tmp.%d", o->output, (int)getpid()) >=
+			 (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	if ((err = sink_open(e, k, o->output ? tmp : NULL,
+				o->output && ends_with(o->output, ".gz"))) < 0) {
+		ffmctl_err("export", "cannot create %s: %s", o->output ? tmp : "the output",
+			   strerror(-err));
+		return 1; /* said */
+	}
+	if (!strcmp(o->format, "hatchet")) {
+		atomic_store(&e->pr->an.phase, "building the call tree");
+		err = export_hatchet(e, o->run);
+	} else {
+		err = export_trace(e, o->run, o->all_runs);
+	}
+	if (!err && e->err)
+		err = e->err;
+	if (fflush(e->out) || ferror(e->out) || k->err)
+		err = err ? err : k->err ? k->err : -EIO;
+	if (fclose(e->out) && !err)
+		err = -EIO;
+	e->out = NULL;
+	if (o->output && !err && rename(tmp, o->output) < 0)
+		err = -errno;
+	if (o->output && err)
+		unlink(tmp);
+	return err;
+}
+
+int ffmctl_export(int argc, char **argv)
+{
+	struct export_opts o = {};
+	struct ffmctl_progress pr;
+	struct sink k = {};
+	struct exp *e;
+	int err, r = parse_opts(argc, argv, &o);
+
+	if (r >= 0)
+		return r;
 	e = calloc(1, sizeof(*e));
 	if (!e) {
 		ffmctl_err("export", "out of memory");
 		return EXIT_FAIL;
 	}
 	e->job_id = argv[optind];
+	e->merge = !o.no_merge;
 	e->stacks = OATAB_INIT(struct stack_info);
 	e->apis = OATAB_INIT(struct api_name);
 	e->seen = OATAB_INIT(struct oa_key);
+	e->open = OATAB_INIT(struct span);
 	e->site_of = OATAB_U32_INIT;
-	r = open_store(e, node);
-	if (r != EXIT_OK)
+	r = open_store(e, o.node);
+	if (r != EXIT_OK || (r = load_runs(e, &o)) >= 0)
 		goto out;
+	ffmctl_progress__start(&pr, "export", e->job_id);
+	e->pr = &pr;
+	err = write_export(e, &o, &k);
+	ffmctl_progress__stop(&pr);
 	r = EXIT_FAIL;
-	if ((err = ffm_store__for_each_run(e->s, on_run, e)) < 0 ||
-	    (err = ffm_store__for_each_api_name(e->s, on_api, e)) < 0) {
-		ffmctl_err("export", "reading %s: %s", ffm_store__path(e->s), ffm_store__strerror(err));
-		goto out;
-	}
-	if (run) {
-		bool found = false;
-
-		for (int i = 0; i < e->nruns; i++)
-			found |= e->runs[i].id == run;
-		if (!found) {
-			ffmctl_err("export", "job %s has no run %" PRId64, e->job_id, run);
-			r = EXIT_USAGE;
-			goto out;
-		}
-	} else if (!strcmp(format, "hatchet") && !(run = default_tree_run(e))) {
-		ffmctl_err("export", "job %s has no ended stage-1 or stage-2 run to build a call tree "
-			   "from (pick one with --run)", e->job_id);
-		goto out;
-	}
-	if (!e->nruns) {
-		ffmctl_err("export", "job %s has no runs yet", e->job_id);
-		goto out;
-	}
-	if (output) {
-		snprintf(tmp, sizeof(tmp), "%s.tmp.%d", output, (int)getpid());
-		e->out = fopen(tmp, "we");
-		if (!e->out) {
-			ffmctl_err("export", "cannot create %s: %s", tmp, strerror(errno));
-			goto out;
-		}
-	} else {
-		e->out = stdout;
-	}
-	err = !strcmp(format, "hatchet") ? export_hatchet(e, run) : export_trace(e, run);
-	if (!err && e->err)
-		err = e->err;
-	if (fflush(e->out) || ferror(e->out))
-		err = err ? err : -EIO;
-	if (output) {
-		if (fclose(e->out) && !err)
-			err = -EIO;
-		if (!err && rename(tmp, output) < 0)
-			err = -errno;
-		if (err)
-			unlink(tmp);
-	}
-	if (err < 0) {
-		ffmctl_err("export", "writing the %s export of job %s failed: %s", format, e->job_id,
+	if (err < 0)
+		ffmctl_err("export", "writing the %s export of job %s failed: %s", o.format, e->job_id,
 			   ffm_store__strerror(err));
+	if (err)
 		goto out;
-	}
+	if (strcmp(o.format, "hatchet"))
+		say_runs(e);
+	say_written(e, &k, o.format, o.output);
 	r = EXIT_OK;
 out:
 	free_exp(e);

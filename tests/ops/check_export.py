@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: MIT
 """Checks an ffmctl export of tests/ops/test_export.c's store (see there for its contents).
 
-  chrome-trace FILE       every run; Trace Event Format structure; problems marked
+  chrome-trace FILE       --all-runs: every run; Trace Event Format structure; problems marked
+  chrome-trace-default FILE
+                          the default: the report's timeline run (2) only
   chrome-trace-run1 FILE  --run 1 only
   hatchet FILE            Hatchet literal format; default run = the stage-2 run
   hatchet-run1 FILE       --run 1 (stage-1 waits)
@@ -20,7 +22,21 @@ a problem with its benefit); and hatchet's LiteralReader (a list of roots, each 
 "(inc)" marking inclusive ones). Exits 1 with the reasons on stdout.
 
   chrome-trace-gpu FILE   chrome-trace-any, plus: inferred GPU spans, flow arrows, a problem
+  chrome-trace-merged FILE / chrome-trace-nomerge FILE
+                          job exp-2 of test_export.c, by default (runs of identical calls
+                          merged) and with --no-merge
+  chrome-trace-refuses FILE
+                          FILE is a valid merged trace (chrome-trace-merged); broken variants
+                          of it must each be refused: the checker is no formality
+
+A FILE that starts with gzip's magic is read through gzip (-o FILE.gz). Merged spans (cli/
+export.c, joins()): args.count (>= 2) calls, the first args.event, the last args.last_event,
+their summed time total_us (within the span) and mean_us, wait_us and bytes summed,
+problem_calls = count on a problem span; the arrows of a span's calls to one wait are one
+flow with args.calls (>= 2). otherData.selection and .runs say which runs are exported.
 """
+import copy
+import gzip
 import json
 import sys
 
@@ -43,6 +59,8 @@ PHASES = {"X", "M", "s", "f"}
 META = {"process_name": "name", "process_sort_index": "sort_index", "thread_name": "name",
         "thread_sort_index": "sort_index"}
 KEYS = {"name", "cat", "ph", "ts", "dur", "pid", "tid", "args", "id", "bp", "cname"}
+MERGED = {"count", "last_event", "total_us", "mean_us", "problem_calls"}
+SELECTIONS = {"timeline", "baseline", "all", "run"}
 COLORS = {"terrible", "bad", "good", "yellow", "olive", "grey", "white", "black"}
 GPU_TID_BASE = 0x40000000
 EPS = 0.0015  # microseconds printed with 3 decimals
@@ -82,6 +100,9 @@ def check_format(doc):
         else:
             need(isinstance(e.get("id"), (int, str)) and isinstance(e.get("cat"), str), "flow id, cat: %r" % e)
             need("bp" not in e or (e["ph"] == "f" and e["bp"] == "e"), "bp only \"e\", on f: %r" % e)
+            c = e.get("args", {}).get("calls", 2)
+            need(isinstance(c, int) and c >= 2 and set(e.get("args", {})) <= {"calls"},
+                 "a flow's args: calls >= 2 only: %r" % e)
             fl.append(e)
     # Complete events of one thread nest or are disjoint (viewers draw them as a stack).
     tracks = {}
@@ -116,9 +137,43 @@ def check_format(doc):
     return xs, ms, fl
 
 
+def check_merged(e):
+    """A CPU event's merge fields: none on one call; consistent on a merged span."""
+    a = e["args"]
+    if "count" not in a:
+        need(not (set(a) & MERGED), "merge fields without a count: %r" % e)
+        return
+    n = a["count"]
+    if not need(isinstance(n, int) and n >= 2 and num(a.get("total_us")) and num(a.get("mean_us"))
+                and isinstance(a.get("last_event"), int), "merged span fields: %r" % e):
+        return
+    need(a["last_event"] > a["event"], "last_event after event: %r" % e)
+    need(a["total_us"] <= e["dur"] + EPS, "the calls fit in their span: %r" % e)
+    # The span is at least about half busy (the merge rule: gaps at most the mean call).
+    need(2 * a["total_us"] + EPS * n >= e["dur"], "a merged span at least half busy: %r" % e)
+    need(abs(a["mean_us"] * n - a["total_us"]) <= EPS * n, "mean_us * count = total_us: %r" % e)
+    need(("problem" in a) == ("problem_calls" in a) and a.get("problem_calls", n) == n,
+         "problem_calls = count on a problem span, else absent: %r" % e)
+
+
+def calls(e):
+    return e["args"].get("count", 1)
+
+
+def check_other(doc, runs):
+    """otherData: which runs (a list of ids that holds every run with events)."""
+    od = doc.get("otherData", {})
+    need(od.get("selection") in SELECTIONS, "otherData.selection: %r" % od.get("selection"))
+    need(isinstance(od.get("merged"), bool), "otherData.merged: %r" % od.get("merged"))
+    if need(isinstance(od.get("runs"), list) and all(isinstance(r, int) for r in od["runs"]),
+            "otherData.runs: %r" % od.get("runs")):
+        need(runs <= set(od["runs"]), "runs with events %r listed in otherData.runs %r" % (runs, od["runs"]))
+
+
 def check_trace(doc, runs):
     """runs None: structure only."""
     xs, ms, fl = check_format(doc)
+    check_other(doc, {e["pid"] for e in xs})
     # ffm's layout: one process track per run, GPU tracks above every CPU tid.
     for e in xs:
         need(e["pid"] == e["args"].get("run"), "pid is the run: %r" % e)
@@ -129,6 +184,8 @@ def check_trace(doc, runs):
                  e["args"].get("timing", "").startswith(e["cat"][4:]), "GPU span says how it is timed: %r" % e)
         if "problem" in e["args"]:
             need(num(e["args"].get("call_site_benefit_us")), "a problem carries its benefit: %r" % e)
+        if not gpu:
+            check_merged(e)
     xs = [e for e in xs if not e["cat"].startswith("gpu")]
     if runs is None:
         need(len(xs) > 0, "complete events")
@@ -139,7 +196,8 @@ def check_trace(doc, runs):
     need(sorted(by_run) == runs, "runs %r, expected %r" % (sorted(by_run), runs))
     counts = {1: 3, 2: 5, 3: 4}
     for r in runs:
-        need(len(by_run.get(r, [])) == counts[r], "run %d: %d events, expected %d" % (r, len(by_run.get(r, [])), counts[r]))
+        n = sum(calls(e) for e in by_run.get(r, []))
+        need(n == counts[r], "run %d: %d calls, expected %d" % (r, n, counts[r]))
     # Times: microseconds from the first exported run's start.
     if 1 in by_run:
         first = min(by_run[1], key=lambda e: e["ts"])
@@ -148,7 +206,8 @@ def check_trace(doc, runs):
              "stage-1 waits named after the driver entry point, cat wait")
     for e in by_run.get(2, []) + by_run.get(3, []):
         if e["name"] == "cuCtxSynchronize":
-            need(close(e["dur"], 100.0) and close(e["args"]["wait_us"], 90.0), "sync 100 us, 90 waited: %r" % e)
+            need(close(e["args"].get("mean_us", e["dur"]), 100.0) and
+                 close(e["args"]["wait_us"] / calls(e), 90.0), "sync 100 us, 90 waited: %r" % e)
             need(e["args"].get("call_site") == "step (app.c:27)", "call site of the sync: %r" % e["args"])
         elif e["name"] == "cuMemcpyHtoD":
             need(e["args"].get("bytes") == 4096 and e["args"].get("direction") == "HtoD", "copy bytes/direction: %r" % e["args"])
@@ -179,6 +238,93 @@ def check_trace(doc, runs):
         # every checked occurrence of that site was unnecessary.
         need(all("at this call site (all 3 checked in run 3)" in e["args"].get("problem", "")
                  for e in by_run[1]), "run 1 waits marked by their call site: %r" % by_run[1][:1])
+
+
+def check_exp2(doc, merged):
+    """Job exp-2 of test_export.c: its timeline, run 2, has 19 calls: on thread 4000 10
+    launches of 10 us 2 us apart (one span), a sync, 3 launches 50 us apart (3 spans: the gaps
+    are long next to the calls), a sync; on thread 4001 4 copies of 50 us 5 us apart, the last
+    3 duplicates of the first (2 spans: a problem is never merged with a call that is none)."""
+    check_trace(doc, None)
+    od = doc.get("otherData", {})
+    need(od.get("selection") == "timeline" and od.get("runs") == [2] and od.get("merged") is merged,
+         "exp-2: the timeline run 2 only, merged %r: %r" % (merged, od))
+    xs = [e for e in doc.get("traceEvents", []) if e.get("ph") == "X" and not e["cat"].startswith("gpu")]
+    flows = [e for e in doc.get("traceEvents", []) if e.get("ph") == "s"]
+    need({e["pid"] for e in xs} == {2}, "exp-2: run 2 only: %r" % {e["pid"] for e in xs})
+    n = sum(calls(e) for e in xs)
+    need(n == 19, "exp-2: the counts add up to the 19 calls: %d" % n)
+
+    def named(name):
+        return sorted((e for e in xs if e["name"] == name), key=lambda e: e["ts"])
+    launches, syncs, copies = named("cuLaunchKernel"), named("cuCtxSynchronize"), named("cuMemcpyHtoD")
+    if not merged:
+        need(len(xs) == 19 and not any(set(e["args"]) & MERGED for e in xs), "--no-merge: 19 events")
+        need(len(flows) == 13 and not any("args" in f for f in flows), "--no-merge: 13 arrows")
+        return
+    need([calls(e) for e in launches] == [10, 1, 1, 1], "launches 10+1+1+1: %r" % [calls(e) for e in launches])
+    if launches:
+        a = launches[0]["args"]
+        need(close(launches[0]["ts"], 1.0) and close(launches[0]["dur"], 118.0) and
+             close(a.get("total_us", 0), 100.0) and close(a.get("mean_us", 0), 10.0),
+             "10 launches: 1 us on, 118 us long, 100 us in calls: %r" % launches[0])
+    need([calls(e) for e in syncs] == [1, 1], "syncs 1+1: %r" % [calls(e) for e in syncs])
+    need([calls(e) for e in copies] == [1, 3], "copies 1+3: %r" % [calls(e) for e in copies])
+    if len(copies) == 2:
+        c0, c1 = copies
+        need("problem" not in c0["args"] and "cname" not in c0, "first copy no problem: %r" % c0)
+        a = c1["args"]
+        need(c1.get("cname") == "terrible" and "duplicate transfer" in a.get("problem", "") and
+             a.get("problem_calls") == 3 and a.get("bytes") == 3 * 4096 and close(c1["dur"], 160.0)
+             and close(a.get("total_us", 0), 150.0), "3 duplicate copies in one red span: %r" % c1)
+    need(sorted(f.get("args", {}).get("calls", 1) for f in flows) == [1, 1, 1, 10],
+         "arrows: one for the 10 merged launches (args.calls 10), one each for the 3 others: %r" % flows)
+    need(any(f.get("args", {}).get("calls") == 10 and close(f["ts"], 1.0) for f in flows),
+         "the merged arrow starts at the first launch")
+
+
+def check_refuses(doc):
+    """Broken variants of a valid exp-2 merged trace: each must be refused."""
+    global errors
+
+    def cpu(d, name, i):
+        evs = sorted((e for e in d["traceEvents"] if e.get("ph") == "X" and e["name"] == name),
+                     key=lambda e: e["ts"])
+        return evs[i]
+
+    def flow(d):
+        return next(e for e in d["traceEvents"] if e.get("ph") == "s" and "args" in e)
+
+    def merge_copies(d):  # the first copy (no problem) taken into the duplicates' span
+        c0, c1 = cpu(d, "cuMemcpyHtoD", 0), cpu(d, "cuMemcpyHtoD", 1)
+        d["traceEvents"].remove(c0)
+        c1["args"].update(count=4, problem_calls=4, total_us=200.0, mean_us=50.0, event=c0["args"]["event"])
+        c1.update(dur=c1["ts"] + c1["dur"] - c0["ts"], ts=c0["ts"])
+    variants = {
+        "a count that does not add up": lambda d: cpu(d, "cuLaunchKernel", 0)["args"].update(count=11),
+        "count 1": lambda d: cpu(d, "cuLaunchKernel", 0)["args"].update(count=1),
+        "mean_us not total_us / count": lambda d: cpu(d, "cuLaunchKernel", 0)["args"].update(mean_us=20.0),
+        "calls longer than their span": lambda d: cpu(d, "cuLaunchKernel", 0).update(dur=90.0),
+        "a span mostly idle": lambda d: cpu(d, "cuLaunchKernel", 0).update(dur=300.0),
+        "a problem span without problem_calls": lambda d: cpu(d, "cuMemcpyHtoD", 1)["args"].pop("problem_calls"),
+        "problem_calls on a span of no problem": lambda d: cpu(d, "cuLaunchKernel", 0)["args"].update(problem_calls=10),
+        "a problem merged with a call of none": merge_copies,
+        "merge fields on one call": lambda d: cpu(d, "cuCtxSynchronize", 0)["args"].update(total_us=1.0),
+        "a flow of 1 call with args": lambda d: flow(d)["args"].update(calls=1),
+        "no otherData.selection": lambda d: d["otherData"].pop("selection"),
+        "a run not in otherData.runs": lambda d: d["otherData"].update(runs=[3]),
+    }
+    accepted = []
+    for name, f in variants.items():
+        d = copy.deepcopy(doc)
+        f(d)
+        errors = []
+        check_exp2(d, True)
+        if not errors:
+            accepted.append(name)
+    errors = ["accepted a broken trace: %s" % a for a in accepted]
+    if not accepted:
+        print("%d broken variants, each refused" % len(variants))
 
 
 METRICS = {"time (inc)", "time", "wait time (inc)", "wait time", "count (inc)", "count"}
@@ -232,12 +378,26 @@ def check_tree(doc, run1):
 
 def main():
     mode, path = sys.argv[1], sys.argv[2]
-    with open(path) as f:
+    with open(path, "rb") as f:
+        gz = f.read(2) == b"\x1f\x8b"
+    with (gzip.open(path, "rb") if gz else open(path, "rb")) as f:
         doc = json.load(f)
     if mode == "chrome-trace":
         check_trace(doc, [1, 2, 3])
+        need(doc.get("otherData", {}).get("selection") == "all", "--all-runs: selection all")
+    elif mode == "chrome-trace-default":
+        check_trace(doc, [2])
+        need(doc.get("otherData", {}).get("selection") == "timeline" and
+             doc["otherData"].get("runs") == [2], "the default: the timeline run 2: %r" % doc.get("otherData"))
     elif mode == "chrome-trace-run1":
         check_trace(doc, [1])
+        need(doc.get("otherData", {}).get("selection") == "run", "--run: selection run")
+    elif mode in ("chrome-trace-merged", "chrome-trace-nomerge"):
+        check_exp2(doc, mode == "chrome-trace-merged")
+    elif mode == "chrome-trace-refuses":
+        check_exp2(doc, True)
+        if not errors:
+            check_refuses(doc)
     elif mode == "hatchet":
         check_tree(doc, False)
     elif mode == "chrome-trace-any":
