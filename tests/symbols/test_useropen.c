@@ -1,0 +1,233 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * symbols/useropen.h: files a job's user names are opened as that user, regular files only,
+ * never blocking the caller past the deadline. Needs root (it switches to other uids).
+ */
+#include <fcntl.h>
+#include <grp.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+
+#include "symbols/useropen.h"
+#include "tests/testutil.h"
+
+#define NOBODY 65534u
+#define GROUP 65533u /* a group nobody is not in, unless given */
+
+static char dir[256];
+
+static void setup(void)
+{
+	if (geteuid() != 0)
+		SKIP("needs root (switches fs credentials)");
+	if (dir[0])
+		return;
+	snprintf(dir, sizeof(dir), "/tmp/ffm-test-useropen-XXXXXX");
+	ASSERT(mkdtemp(dir));
+	ASSERT_OK(chmod(dir, 0755));
+}
+
+static void mkfile(const char *name, const char *text, uid_t uid, gid_t gid, mode_t mode)
+{
+	char p[512];
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	unlink(p);
+	fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	ASSERT(fd >= 0);
+	ASSERT_EQ(write(fd, text, strlen(text)), (long long)strlen(text));
+	close(fd);
+	ASSERT_OK(chown(p, uid, gid));
+	ASSERT_OK(chmod(p, mode));
+}
+
+static const char *at(const char *name)
+{
+	static char p[4][512];
+	static int i;
+
+	i = (i + 1) % 4;
+	snprintf(p[i], sizeof(p[i]), "%s/%s", dir, name);
+	return p[i];
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static const struct ffm_user user = { .uid = NOBODY, .gid = NOBODY };
+
+TEST(fifo_fails_at_once)
+{
+	double t0;
+	int fd;
+
+	setup();
+	unlink(at("fifo"));
+	ASSERT_OK(mkfifo(at("fifo"), 0666));
+	t0 = now_ms();
+	fd = ffm_user_open(&user, AT_FDCWD, at("fifo"), 0, NULL);
+	ASSERT_EQ(fd, -EINVAL);
+	ASSERT_EQ(ffm_user_open(&ffm_user_root, AT_FDCWD, at("fifo"), 0, NULL), -EINVAL);
+	ASSERT_MSG(now_ms() - t0 < 100, "a FIFO took %.0f ms", now_ms() - t0);
+}
+
+TEST(link_to_root_only_file_refused)
+{
+	int fd;
+
+	setup();
+	mkfile("secret", "root only\n", 0, 0, 0600);
+	unlink(at("link"));
+	ASSERT_OK(symlink(at("secret"), at("link")));
+	ASSERT_OK(lchown(at("link"), NOBODY, NOBODY));
+	ASSERT_EQ(ffm_user_open(&user, AT_FDCWD, at("link"), 0, NULL), -EACCES);
+	ASSERT_EQ(ffm_user_open(&user, AT_FDCWD, at("secret"), 0, NULL), -EACCES);
+	/* root's own open of it still works: the refusal is the user's */
+	fd = ffm_user_open(&ffm_user_root, AT_FDCWD, at("link"), 0, NULL);
+	ASSERT(fd >= 0);
+	close(fd);
+}
+
+TEST(device_refused)
+{
+	double t0 = now_ms();
+
+	setup();
+	ASSERT_EQ(ffm_user_open(&user, AT_FDCWD, "/dev/null", 0, NULL), -EINVAL);
+	ASSERT_EQ(ffm_user_open(&ffm_user_root, AT_FDCWD, "/dev/null", 0, NULL), -EINVAL);
+	ASSERT_EQ(ffm_user_open(&user, AT_FDCWD, dir, 0, NULL), -EISDIR);
+	ASSERT(now_ms() - t0 < 100);
+}
+
+TEST(users_own_file_opens)
+{
+	struct stat st, st2;
+	char buf[64] = "";
+	int fd;
+
+	setup();
+	mkfile("mine", "the user's\n", NOBODY, NOBODY, 0600);
+	fd = ffm_user_open(&user, AT_FDCWD, at("mine"), 0, &st);
+	ASSERT_OK(fd);
+	ASSERT_EQ(read(fd, buf, sizeof(buf) - 1), 11);
+	ASSERT_STREQ(buf, "the user's\n");
+	ASSERT_OK(fstat(fd, &st2));
+	ASSERT_EQ(st.st_ino, st2.st_ino);
+	ASSERT(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+	ASSERT(fcntl(fd, F_GETFL) & O_NONBLOCK);
+	close(fd);
+	/* The switch was the helper thread's only: this thread is still root, groups unchanged. */
+	ASSERT_EQ(syscall(SYS_setfsuid, -1), 0);
+	ASSERT_EQ(syscall(SYS_setfsgid, -1), 0);
+}
+
+TEST(supplementary_groups)
+{
+	struct ffm_user g = user;
+	int fd;
+
+	setup();
+	mkfile("grp", "group's\n", 0, GROUP, 0640);
+	ASSERT_EQ(ffm_user_open(&g, AT_FDCWD, at("grp"), 0, NULL), -EACCES);
+	g.groups[g.ngroups++] = GROUP;
+	fd = ffm_user_open(&g, AT_FDCWD, at("grp"), 0, NULL);
+	ASSERT_OK(fd);
+	close(fd);
+}
+
+TEST(in_root_and_magic_links)
+{
+	int rootfd, fd;
+
+	setup();
+	mkfile("inroot", "x\n", NOBODY, NOBODY, 0644);
+	rootfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	ASSERT(rootfd >= 0);
+	fd = ffm_user_open(&user, rootfd, "/inroot", FFM_UOPEN_IN_ROOT, NULL);
+	ASSERT_OK(fd);
+	close(fd);
+	/* an absolute link resolves inside the root, not to the host's file */
+	unlink(at("abs"));
+	ASSERT_OK(symlink("/etc/passwd", at("abs")));
+	ASSERT_EQ(ffm_user_open(&user, rootfd, "/abs", FFM_UOPEN_IN_ROOT, NULL), -ENOENT);
+	ASSERT_EQ(ffm_user_open(&user, rootfd, "../../etc/passwd", FFM_UOPEN_IN_ROOT, NULL),
+		  -ENOENT);
+	close(rootfd);
+	/* a link through /proc's magic links is refused for user paths */
+	unlink(at("magic"));
+	ASSERT_OK(symlink("/proc/self/root/etc/passwd", at("magic")));
+	ASSERT_EQ(ffm_user_open(&user, AT_FDCWD, at("magic"), 0, NULL), -ELOOP);
+	fd = ffm_user_open(&ffm_user_root, AT_FDCWD, "/proc/self/exe", FFM_UOPEN_MAGICLINKS, NULL);
+	ASSERT_OK(fd);
+	close(fd);
+}
+
+static void stall(const char *path)
+{
+	if (strstr(path, "stall"))
+		usleep(600 * 1000);
+}
+
+TEST(deadline_and_stuck_bound)
+{
+	double t0, dt;
+	int fd;
+
+	setup();
+	mkfile("stall", "slow\n", NOBODY, NOBODY, 0644);
+	ffm_user_open__set_test_hook(stall);
+	t0 = now_ms();
+	fd = ffm_user_open(&user, AT_FDCWD, at("stall"), 0, NULL);
+	dt = now_ms() - t0;
+	ASSERT_EQ(fd, -ETIMEDOUT);
+	ASSERT_MSG(dt >= FFM_USER_OPEN_DEADLINE_MS - 5 && dt < FFM_USER_OPEN_DEADLINE_MS + 150,
+		   "timed out after %.0f ms", dt);
+	ASSERT_EQ(ffm_user_open_stuck(), 1);
+	/* More stuck threads up to the bound, then refused at once. */
+	ffm_user_open__set_deadline_ms(20);
+	for (int i = 1; i < FFM_USER_OPEN_MAX_STUCK; i++)
+		ASSERT_EQ(ffm_user_open(&user, AT_FDCWD, at("stall"), 0, NULL), -ETIMEDOUT);
+	ASSERT_EQ(ffm_user_open_stuck(), FFM_USER_OPEN_MAX_STUCK);
+	t0 = now_ms();
+	ASSERT_EQ(ffm_user_open(&user, AT_FDCWD, at("mine"), 0, NULL), -EAGAIN);
+	ASSERT(now_ms() - t0 < 5);
+	/* The stuck threads finish by themselves and close what they opened. */
+	usleep(900 * 1000);
+	ASSERT_EQ(ffm_user_open_stuck(), 0);
+	ffm_user_open__set_test_hook(NULL);
+	ffm_user_open__set_deadline_ms(0);
+	fd = ffm_user_open(&user, AT_FDCWD, at("stall"), 0, NULL);
+	ASSERT_OK(fd);
+	close(fd);
+}
+
+TEST(credentials_of_a_process)
+{
+	struct ffm_user u;
+
+	setup();
+	ASSERT_OK(ffm_user_of_pid(NULL, getpid(), &u));
+	ASSERT_EQ(u.uid, 0);
+	ASSERT_EQ(u.gid, 0);
+	ASSERT_EQ(ffm_user_of_pid("/nonexistent", getpid(), &u), -ESRCH);
+	ASSERT_EQ(u.uid, NOBODY);
+}
+
+TEST(cleanup)
+{
+	char cmd[600];
+
+	if (!dir[0])
+		SKIP("nothing made");
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	ASSERT_OK(system(cmd));
+}
+
+TEST_MAIN()
