@@ -8,7 +8,8 @@
 # short; test_export.c covers stage-2 calls and problems on a synthetic store.) Also: profile
 # exits with the program's status and the report says the program failed; -j is --json. And
 # every stage of a workload with kernels: a valid trace with GPU tracks and flows, and the
-# checker refuses broken variants of it.
+# checker refuses broken variants of it. By default the trace holds the timeline run only
+# (--all-runs: every run), its merged spans count every call (--no-merge: one event a call).
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 . tests/ops/lib.sh
@@ -46,7 +47,7 @@ import json, sys
 ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e["ph"] == "X"]
 stages = {e["args"]["stage"] for e in ev}
 waits = [e for e in ev if e["args"]["stage"] == 1 and e["name"] == "cuCtxSynchronize"]
-sys.exit(0 if stages == {1} and len(waits) >= 400 else 1)
+sys.exit(0 if stages == {1} and sum(e["args"].get("count", 1) for e in waits) >= 400 else 1)
 PY
 then ok "trace: the stage-1 waits (>= 400 in cuCtxSynchronize)"; else notok "trace: the stage-1 waits"; fi
 
@@ -60,6 +61,31 @@ if LD_LIBRARY_PATH=$B/fakecuda "$B/ffmctl" --state-dir "$T/state" profile --quie
 	ok "export of stages 1-4: GPU tracks, flows, a process per run: $(tail -n 1 "$T/check")"
 else
 	notok "export of stages 1-4 with GPU tracks"; cat "$T/profile3.log" "$T/err" "$T/check" 2>/dev/null | diag
+fi
+# The default is the report's timeline (the stage-2 run) alone; --all-runs has the 4 runs; the
+# merged spans' counts add up to the calls --no-merge writes one event each for.
+if ctl export prof-gpu --format chrome-trace --all-runs -o "$T/gpu-all.json" 2>/dev/null &&
+	ctl export prof-gpu --format chrome-trace --no-merge -o "$T/gpu-nm.json" 2>/dev/null &&
+	python3 - "$T/gpu.json" "$T/gpu-all.json" "$T/gpu-nm.json" >"$T/check" 2>&1 <<'PY'
+import json, sys
+def cpu(path):
+    d = json.load(open(path))
+    return d, [e for e in d["traceEvents"] if e["ph"] == "X" and not e["cat"].startswith("gpu")]
+(d, ev), (da, eva), (dn, evn) = (cpu(p) for p in sys.argv[1:4])
+runs = {e["pid"] for e in ev}
+assert d["otherData"]["selection"] == "timeline" and d["otherData"]["runs"] == sorted(runs), d["otherData"]
+assert {e["args"]["stage"] for e in ev} == {2}, "the default: stage 2 only"
+assert sorted({e["args"]["stage"] for e in eva}) == [1, 2, 3, 4], "--all-runs: the 4 stages"
+assert da["otherData"]["selection"] == "all" and len(da["otherData"]["runs"]) == 4
+n = sum(e["args"].get("count", 1) for e in ev)
+assert not dn["otherData"]["merged"] and not any("count" in e["args"] for e in evn)
+assert n == len(evn), "merged counts %d, calls %d" % (n, len(evn))
+print("timeline run %s: %d calls in %d spans; --all-runs: %d events" % (sorted(runs), n, len(ev), len(eva)))
+PY
+then
+	ok "export default: the timeline run only, --all-runs every run, counts add up: $(tail -n 1 "$T/check")"
+else
+	notok "export default: the timeline run only"; diag <"$T/check"
 fi
 # The checker is no formality: each broken variant of that trace is refused.
 python3 - "$T/gpu.json" "$T" <<'PY'
@@ -80,8 +106,10 @@ variant("unnamed-thread", lambda ev: ev.remove(next(e for e in ev if e.get("name
 variant("bad-phase", lambda ev: ev.append({"name": "x", "ph": "Q", "pid": 1, "tid": 1, "ts": 0}))
 variant("negative-dur", lambda ev: next(e for e in ev if e["ph"] == "X").update(dur=-1))
 variant("pid-not-run", lambda ev: next(e for e in ev if e["ph"] == "X").update(pid=99999))
+variant("count-1", lambda ev: next(e for e in ev if e["ph"] == "X" and e["cat"] == "launch")["args"].update(
+    count=1, total_us=0.0, mean_us=0.0, last_event=1 << 40))
 PY
-for v in overlap unpaired-flow unnamed-thread bad-phase negative-dur pid-not-run; do
+for v in overlap unpaired-flow unnamed-thread bad-phase negative-dur pid-not-run count-1; do
 	if python3 tests/ops/check_export.py chrome-trace-any "$T/bad-$v.json" >"$T/check" 2>&1; then
 		notok "the trace checker refuses a trace with $v"
 	else
