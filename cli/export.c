@@ -1073,7 +1073,8 @@ static int sink_open(struct exp *e, struct sink *k, const char *path, bool gz)
 		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
 		if (fd < 0)
 			return -errno;
-		/* Level 6, zlib's default: a fifth of level 1's size for twice its time. */
+		/* Level 6, zlib's default: 4.1 MB of a 67 MB trace in 0.7 s (level 1: 5.8 MB in
+		 * 0.24 s; 9: 3.9 MB in 2 s). docs/REPORT.md has the figures. */
 		k->gz = gzdopen(fd, "wb6");
 		if (!k->gz) {
 			close(fd);
