@@ -92,6 +92,8 @@ struct span {
 	uint64_t dur_ns, wait_ns, bytes; /* sums */
 	int64_t last_event;
 	uint64_t serial;	      /* which span it is, for merging its flow arrows */
+	uint64_t outer_end;	      /* the latest end of the thread's calls before the span */
+	uint64_t limit;		      /* the span ends by then (inside a call that encloses it) */
 	char problem[256];	      /* args.problem of the first call, "" for none */
 };
 
@@ -576,8 +578,9 @@ static void write_span(struct exp *e, struct span *sp)
  * problem never merges with a call that is none, nor with another kind of problem); it starts
  * at or after the span's last call ended (nothing nests in a span); the gap before it is at
  * most the mean duration of the span's calls so far; and the span stays at least half busy
- * with its calls. So a merged span never bridges a time the thread spent elsewhere that is
- * long next to the calls, and its args.total_us is at least half its length.
+ * with its calls; and it stays inside any earlier call of the thread that encloses its first
+ * (spans nest or are disjoint). So a merged span never bridges a time the thread spent
+ * elsewhere that is long next to the calls, and its args.total_us is at least half its length.
  */
 static bool joins(const struct exp *e, const struct span *sp, const struct ffm_store_event *ev,
 		  const struct ffm_an_event_verdict *v)
@@ -590,7 +593,8 @@ static bool joins(const struct exp *e, const struct span *sp, const struct ffm_s
 	    v->site_wide != sp->v.site_wide || ev->start_ns < sp->end_ns)
 		return false;
 	return (ev->start_ns - sp->end_ns) * sp->count <= sp->dur_ns &&
-	       ev->start_ns + ev->dur_ns - f->start_ns <= 2 * (sp->dur_ns + ev->dur_ns);
+	       ev->start_ns + ev->dur_ns - f->start_ns <= 2 * (sp->dur_ns + ev->dur_ns) &&
+	       ev->start_ns + ev->dur_ns <= sp->limit;
 }
 
 static int on_trace_event(const struct ffm_store_event *ev, void *ctx)
@@ -623,8 +627,11 @@ static int on_trace_event(const struct ffm_store_event *ev, void *ctx)
 		sp->last_event = ev->id;
 		return 0;
 	}
-	if (sp->count)
+	if (sp->count) {
+		sp->outer_end = sp->end_ns > sp->outer_end ? sp->end_ns : sp->outer_end;
 		write_span(e, sp);
+	}
+	sp->limit = sp->outer_end > ev->start_ns ? sp->outer_end : UINT64_MAX;
 	sp->first = *ev;
 	sp->v = v;
 	sp->count = 1;
@@ -1192,6 +1199,10 @@ static int parse_opts(int argc, char **argv, struct export_opts *o)
 	}
 	if (o->run && o->all_runs) {
 		ffmctl_err("export", "--run and --all-runs exclude each other");
+		return EXIT_USAGE;
+	}
+	if ((o->all_runs || o->no_merge) && strcmp(o->format, "chrome-trace")) {
+		ffmctl_err("export", "--all-runs and --no-merge are options of --format chrome-trace");
 		return EXIT_USAGE;
 	}
 	return -1;

@@ -241,10 +241,12 @@ def check_trace(doc, runs):
 
 
 def check_exp2(doc, merged):
-    """Job exp-2 of test_export.c: its timeline, run 2, has 19 calls: on thread 4000 10
+    """Job exp-2 of test_export.c: its timeline, run 2, has 22 calls: on thread 4000 10
     launches of 10 us 2 us apart (one span), a sync, 3 launches 50 us apart (3 spans: the gaps
     are long next to the calls), a sync; on thread 4001 4 copies of 50 us 5 us apart, the last
-    3 duplicates of the first (2 spans: a problem is never merged with a call that is none)."""
+    3 duplicates of the first (2 spans: a problem is never merged with a call that is none);
+    on thread 4002 a sync and two waits, one inside its end, one after it (3 spans: a span
+    that would overlap the sync partly is not made)."""
     check_trace(doc, None)
     od = doc.get("otherData", {})
     need(od.get("selection") == "timeline" and od.get("runs") == [2] and od.get("merged") is merged,
@@ -253,13 +255,13 @@ def check_exp2(doc, merged):
     flows = [e for e in doc.get("traceEvents", []) if e.get("ph") == "s"]
     need({e["pid"] for e in xs} == {2}, "exp-2: run 2 only: %r" % {e["pid"] for e in xs})
     n = sum(calls(e) for e in xs)
-    need(n == 19, "exp-2: the counts add up to the 19 calls: %d" % n)
+    need(n == 22, "exp-2: the counts add up to the 22 calls: %d" % n)
 
     def named(name):
         return sorted((e for e in xs if e["name"] == name), key=lambda e: e["ts"])
     launches, syncs, copies = named("cuLaunchKernel"), named("cuCtxSynchronize"), named("cuMemcpyHtoD")
     if not merged:
-        need(len(xs) == 19 and not any(set(e["args"]) & MERGED for e in xs), "--no-merge: 19 events")
+        need(len(xs) == 22 and not any(set(e["args"]) & MERGED for e in xs), "--no-merge: 22 events")
         need(len(flows) == 13 and not any("args" in f for f in flows), "--no-merge: 13 arrows")
         return
     need([calls(e) for e in launches] == [10, 1, 1, 1], "launches 10+1+1+1: %r" % [calls(e) for e in launches])
@@ -268,7 +270,8 @@ def check_exp2(doc, merged):
         need(close(launches[0]["ts"], 1.0) and close(launches[0]["dur"], 118.0) and
              close(a.get("total_us", 0), 100.0) and close(a.get("mean_us", 0), 10.0),
              "10 launches: 1 us on, 118 us long, 100 us in calls: %r" % launches[0])
-    need([calls(e) for e in syncs] == [1, 1], "syncs 1+1: %r" % [calls(e) for e in syncs])
+    need([calls(e) for e in syncs] == [1, 1, 1, 1, 1], "syncs and waits each apart: %r" % [calls(e) for e in syncs])
+    need(len(xs) == 11, "22 calls in 11 spans: %d" % len(xs))
     need([calls(e) for e in copies] == [1, 3], "copies 1+3: %r" % [calls(e) for e in copies])
     if len(copies) == 2:
         c0, c1 = copies

@@ -23,9 +23,13 @@
  *   run 2, stage 2 (the timeline): thread 4000: 10 cuLaunchKernel on S_LAUNCH, 10 us each, 2 us
  *                   apart; a cuCtxSynchronize (100 us, 90 waited); 3 launches 50 us apart; a
  *                   sync. Thread 4001: 4 cuMemcpyHtoD on S_COPY, 50 us each, 5 us apart.
+ *                   Thread 4002: a sync of 100 us, two waits 2 us apart, the first inside
+ *                   the sync's last 10 us, the second just after it (not merged: the span
+ *                   would overlap the sync partly).
  *   run 3, stage 3: the 4 copies again, the last 3 duplicates of the first (xfer_hashes)
  * The trace has one span of the 10 launches (args.count 10) with one arrow to the sync (args.
- * calls 10), the 3 spaced launches apart, and the copies as 1 + 3 (the duplicates, red).
+ * calls 10), the 3 spaced launches apart, the copies as 1 + 3 (the duplicates, red), and
+ * thread 4002's calls apart: 22 calls in 11 spans.
  */
 #include <ftw.h>
 #include <sys/stat.h>
@@ -215,7 +219,10 @@ static void build_store2(void)
 		   stack_launch, 4000);
 	ev(s, run, FFM_EV_API, API_SYNC, t + 450000, 100000, 90000, 0, stack_sync, 4000);
 	exp2_copies(s, run, t, false);
-	ASSERT_OK(ffm_store__run_end(s, run, t + 1000000, 0.001, 0, 0));
+	ev(s, run, FFM_EV_API, API_SYNC, t + 900000, 100000, 0, 0, stack_sync, 4002);
+	ev(s, run, FFM_EV_WAIT, 0, t + 990000, 8000, 8000, 0, stack_sync, 4002);
+	ev(s, run, FFM_EV_WAIT, 0, t + 1000000, 8000, 8000, 0, stack_sync, 4002);
+	ASSERT_OK(ffm_store__run_end(s, run, t + 2000000, 0.001, 0, 0));
 
 	t += 10000000;
 	run = begin_run(s, 3, t);
@@ -287,9 +294,9 @@ TEST(chrome_trace_merges_runs_of_identical_calls)
 	ASSERT_EQ(sh("%s --state-dir %s export exp-2 --format chrome-trace -o %s/m.json 2>%s/m.err",
 		     ffmctl, dir, dir, dir), 0);
 	check("chrome-trace-merged", "m.json");
-	/* One line says what was written: the trace events, from the 19 calls. */
+	/* One line says what was written: the trace events, from the 22 calls. */
 	ASSERT_EQ(sh("sed 's/^/# /' %s/m.err; grep -Eq '^ffmctl export: wrote [0-9]+ events "
-		     "\\([0-9.]+ kB, from 19 calls\\) to %s/m.json$' %s/m.err", dir, dir, dir), 0);
+		     "\\([0-9.]+ kB, from 22 calls\\) to %s/m.json$' %s/m.err", dir, dir, dir), 0);
 	ASSERT_EQ(sh("%s --state-dir %s export exp-2 --format chrome-trace --no-merge -o %s/nm.json "
 		     "2>/dev/null", ffmctl, dir, dir), 0);
 	check("chrome-trace-nomerge", "nm.json");
@@ -306,7 +313,7 @@ TEST(chrome_trace_gz_is_gzip)
 	ASSERT_EQ(sh("[ \"$(head -c 2 %s/m.json.gz | od -An -tx1 | tr -d ' ')\" = 1f8b ] && "
 		     "gzip -t %s/m.json.gz && gzip -dc %s/m.json.gz > %s/unz.json", dir, dir, dir, dir), 0);
 	check("chrome-trace-merged", "m.json.gz");
-	ASSERT_EQ(sh("grep -q 'uncompressed, from 19 calls) to %s/m.json.gz' %s/gz.err", dir, dir), 0);
+	ASSERT_EQ(sh("grep -q 'uncompressed, from 22 calls) to %s/m.json.gz' %s/gz.err", dir, dir), 0);
 	ASSERT_EQ(sh("%s --state-dir %s export exp-2 --format hatchet -o %s/h.json.gz 2>/dev/null && "
 		     "gzip -dc %s/h.json.gz | python3 -c 'import json,sys; json.load(sys.stdin)'",
 		     ffmctl, dir, dir, dir), 0);
