@@ -43,7 +43,9 @@ struct ffm_addr_space_opts {
 
 /*
  * The file-backed mappings of @pid. -ESRCH when the process does not exist, -EACCES when its
- * maps may not be read. The mappings are kept after the process exits.
+ * maps may not be read. The mappings are kept after the process exits, and so are its user's
+ * fs credentials and its root directory: its files are opened as its user, inside its root
+ * (symbols/useropen.h; nobody's rights when its credentials cannot be read).
  */
 int ffm_addr_space__new(pid_t pid, const struct ffm_addr_space_opts *opts,
 			struct ffm_addr_space **ret);
@@ -124,7 +126,8 @@ struct ffm_sym_inline {
 /*
  * Symbolize @pc of @as. @retaddr: pc is a return address (frames 1..n), so the call
  * instruction (pc-1) is looked up. -ENOENT when pc is in no file-backed mapping, -ENOEXEC /
- * -ENOENT / -EACCES when the module file cannot be used.
+ * -ENOENT / -EACCES / -EINVAL (not a regular file) when the module file cannot be used,
+ * -ETIMEDOUT / -EAGAIN when its file system did not answer in time.
  */
 int ffm_symbolizer__symbolize(struct ffm_symbolizer *s, struct ffm_addr_space *as, uint64_t pc,
 			      bool retaddr, const struct ffm_sym **ret);

@@ -18,6 +18,7 @@
 #include "symbols/elfutil.h"
 #include "symbols/ffm_maps.h"
 #include "symbols/ffm_python.h"
+#include "symbols/useropen.h"
 
 /*
  * Offsets per (major, minor), from the headers of release builds of that version (offsetof
@@ -283,15 +284,18 @@ static int check_file(pid_t pid, const char *proc_root, const struct ffm_map *m,
 {
 	char path[PATH_MAX], ver[32];
 	struct ffm_elf *e = NULL;
+	struct ffm_user u;
 	int err, named = name_minor(m->path);
 	struct syms s;
 	uint64_t bias;
 
-	/* The file the process maps, not whatever the path names now. */
+	/* The file the process maps, not whatever the path names now; opened as the process's
+	 * user, regular only, without blocking (symbols/useropen.h). */
 	snprintf(path, sizeof(path), "%s/%d/map_files/%llx-%llx", proc_dir(proc_root), (int)pid,
 		 (unsigned long long)m->start, (unsigned long long)m->end);
-	err = ffm_elf_open(path, &e);
-	if (err < 0)
+	ffm_user_of_pid(proc_dir(proc_root), pid, &u);
+	err = ffm_user_open(&u, AT_FDCWD, path, FFM_UOPEN_MAGICLINKS, NULL);
+	if (err < 0 || ffm_elf_open_fd(err, &e) < 0)
 		return 0;
 	err = read_syms(e, &s);
 	if (err < 0 || !s.runtime) {

@@ -2,25 +2,48 @@
 /*
  * Address spaces, modules (one libdwfl Dwfl per module file, addresses = ELF vaddrs), the
  * symbol cache and the CFI unwinder. See ffm_stack.h for the contract.
+ *
+ * Files a process's user names (ffmd runs as root): every file opened for a process's module
+ * is opened by symbols/useropen.h as that process's user (fs credentials kept from its status
+ * when the address space is made), regular files only, without blocking past a deadline:
+ *   - the module: /proc/PID/map_files/<range> (the mapped file itself), else its path inside
+ *     the process's root (an O_PATH fd of /proc/PID/root kept by the address space, so also
+ *     after the process exits; same inode as maps says), else its path in ffmd's own
+ *     namespace, accepted only when device and inode both are what maps says;
+ *   - its separate debug file: libdwfl's standard find_debuginfo (a plain open as root of the
+ *     paths .gnu_debuglink names) is replaced by find_debuginfo below: the build-id under the
+ *     debug directories, then the debuglink candidates (the binary's directory, its .debug/,
+ *     /usr/lib/debug/<directory>), inside the process's root, each accepted only when its
+ *     build-id is the module's (or, for a module without one, its CRC32 is the debuglink's);
+ *     a dwz alt file the same way by the build-id .gnu_debugaltlink gives;
+ *   - libdw's own lookups, which open as root with a plain open (a dwz alt file it was not
+ *     given, split DWARF .dwo files), are never reached: a module whose DWARF would need
+ *     either is used without DWARF (symbols from its symbol tables only).
+ * symbolize_file's paths come from ffm's own caller and are opened with root's rights (still
+ * regular files only, without blocking).
  */
 #include <dwarf.h>
 #include <elfutils/libdw.h>
+#include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "common/oatab.h"
 #include "symbols/elfutil.h"
 #include "symbols/ffm_driver.h"
 #include "symbols/ffm_stack.h"
+#include "symbols/useropen.h"
 
 /* ------------------------------------------------------------------ address space */
 
@@ -31,6 +54,8 @@ struct ffm_addr_space {
 	struct ffm_map *maps; /* file-backed only, sorted by start */
 	size_t n;
 	uint64_t last_miss_refresh_ns;
+	struct ffm_user user; /* whose rights its files are opened with */
+	int rootfd;           /* O_PATH of the process's root directory, -1 when unknown */
 };
 
 static uint64_t now_ns(void)
@@ -62,6 +87,55 @@ int ffm_addr_space__refresh(struct ffm_addr_space *as)
 	return 0;
 }
 
+/*
+ * ffmd's own root, opened once: a process whose root is the same mount and directory shares it
+ * (an fd per address space would be one per process a job ever ran).
+ */
+static int host_root = -1;
+static struct statx host_root_stx;
+static pthread_once_t host_root_once = PTHREAD_ONCE_INIT;
+
+static void host_root_open(void)
+{
+	int fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd >= 0 &&
+	    statx(fd, "", AT_EMPTY_PATH, STATX_INO | STATX_MNT_ID, &host_root_stx) == 0 &&
+	    (host_root_stx.stx_mask & STATX_MNT_ID))
+		host_root = fd;
+	else if (fd >= 0)
+		close(fd);
+}
+
+/* @fd (an O_PATH of a process's root, taken) or the shared host root when it is the same. */
+static int root_fd(int fd)
+{
+	struct statx stx;
+
+	pthread_once(&host_root_once, host_root_open);
+	if (fd >= 0 && host_root >= 0 &&
+	    statx(fd, "", AT_EMPTY_PATH, STATX_INO | STATX_MNT_ID, &stx) == 0 &&
+	    (stx.stx_mask & STATX_MNT_ID) && stx.stx_mnt_id == host_root_stx.stx_mnt_id &&
+	    stx.stx_ino == host_root_stx.stx_ino &&
+	    stx.stx_dev_major == host_root_stx.stx_dev_major &&
+	    stx.stx_dev_minor == host_root_stx.stx_dev_minor) {
+		close(fd);
+		return host_root;
+	}
+	return fd;
+}
+
+static void root_close(int fd)
+{
+	if (fd >= 0 && fd != host_root)
+		close(fd);
+}
+
+static int root_dup(int fd)
+{
+	return fd < 0 || fd == host_root ? fd : fcntl(fd, F_DUPFD_CLOEXEC, 3);
+}
+
 int ffm_addr_space__new(pid_t pid, const struct ffm_addr_space_opts *opts,
 			struct ffm_addr_space **ret)
 {
@@ -75,6 +149,7 @@ int ffm_addr_space__new(pid_t pid, const struct ffm_addr_space_opts *opts,
 	if (!as)
 		return -ENOMEM;
 	as->pid = pid;
+	as->rootfd = -1;
 	snprintf(p, sizeof(p), "%s/%d/maps", proc, (int)pid);
 	as->maps_path = strdup(opts && opts->maps_path ? opts->maps_path : p);
 	as->proc_root = strdup(proc);
@@ -87,6 +162,10 @@ int ffm_addr_space__new(pid_t pid, const struct ffm_addr_space_opts *opts,
 		ffm_addr_space__free(as);
 		return err;
 	}
+	/* Unreadable credentials: nobody's rights (never root's). */
+	ffm_user_of_pid(proc, pid, &as->user);
+	snprintf(p, sizeof(p), "%s/%d/root", proc, (int)pid);
+	as->rootfd = root_fd(open(p, O_PATH | O_DIRECTORY | O_CLOEXEC));
 	*ret = as;
 	return 0;
 }
@@ -133,6 +212,7 @@ struct ffm_addr_space *ffm_addr_space__free(struct ffm_addr_space *as)
 	if (!as)
 		return NULL;
 	ffm_maps_free(as->maps, as->n);
+	root_close(as->rootfd);
 	free(as->maps_path);
 	free(as->proc_root);
 	free(as);
@@ -144,13 +224,24 @@ struct ffm_addr_space *ffm_addr_space__free(struct ffm_addr_space *as)
 struct module {
 	char *path;
 	uint64_t dev, ino;
+	uint64_t file_dev; /* the device fstat gave (maps' may be an overlay's) */
 	struct ffm_elf *elf;
+	/* Whose rights its debug files are looked up with, and where (see the top comment). */
+	struct ffm_symbolizer *s;
+	struct ffm_user user;
+	int rootfd; /* a dup of the address space's, -1: ffmd's own namespace */
+	bool debug_tried;
+	char *debug_dir;  /* directory of the debug file found (its dwz alt file may be there) */
+	char *alt_name;   /* .gnu_debugaltlink of the file with the DWARF, NULL when none */
+	char alt_id[FFM_BUILD_ID_HEX_MAX];
+	bool alt_found, dw_checked, dw_safe;
 	Dwfl *dwfl;
 	Dwfl_Module *mod;
 	bool cfi_done;
 	Dwarf_CFI *eh_cfi, *dw_cfi;
 	Dwarf_Addr eh_bias, dw_bias;
-	int err; /* a module that could not be opened: remembered, not retried */
+	int err; /* a module that could not be opened: remembered, not retried (but see retry_due) */
+	uint64_t err_ns;
 	/* Function symbols sorted by address (libdwfl 0.188's addrinfo scans linearly). */
 	bool syms_done;
 	size_t nsyms;
@@ -206,12 +297,21 @@ static struct module *module_free(struct module *m)
 		return NULL;
 	if (m->dwfl)
 		dwfl_end(m->dwfl);
+	root_close(m->rootfd);
+	free(m->debug_dir);
+	free(m->alt_name);
 	free(m->syms);
 	ffm_elf_close(m->elf);
 	free(m->path);
 	free(m);
 	return NULL;
 }
+
+static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
+			  Dwarf_Addr base, const char *file_name, const char *debuglink,
+			  GElf_Word crc, char **debuginfo_file_name);
+static int no_find_elf(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+		       char **file_name, Elf **elfp);
 
 int ffm_symbolizer__new(const struct ffm_symbolizer_opts *opts, struct ffm_symbolizer **ret)
 {
@@ -228,8 +328,8 @@ int ffm_symbolizer__new(const struct ffm_symbolizer_opts *opts, struct ffm_symbo
 		return -ENOMEM;
 	}
 	s->no_lines = opts && opts->no_lines;
-	s->cb.find_elf = dwfl_build_id_find_elf;
-	s->cb.find_debuginfo = dwfl_standard_find_debuginfo;
+	s->cb.find_elf = no_find_elf;
+	s->cb.find_debuginfo = find_debuginfo;
 	s->cb.section_address = dwfl_offline_section_address;
 	s->cb.debuginfo_path = &s->debuginfo_path;
 	*ret = s;
@@ -264,10 +364,300 @@ void ffm_symbolizer__stats(const struct ffm_symbolizer *s, uint64_t *hits, uint6
 	*modules = s->nmods;
 }
 
-static int module_open(struct ffm_symbolizer *s, int fd, const char *path, struct module **ret)
+/* ------------------------------------------------------------------ debug files */
+
+static struct module *module_new(void)
 {
 	struct module *m = calloc(1, sizeof(*m));
+
+	if (m)
+		m->rootfd = -1;
+	return m;
+}
+
+/* Open @path (a path of the process's namespace) as the module's user. */
+static int open_in_proc(const struct module *m, const char *path, struct stat *st)
+{
+	if (m->rootfd >= 0)
+		return ffm_user_open(&m->user, m->rootfd, path, FFM_UOPEN_IN_ROOT, st);
+	return ffm_user_open(&m->user, AT_FDCWD, path, 0, st);
+}
+
+static void to_hex(const uint8_t *id, size_t len, char *hex, size_t cap)
+{
+	hex[0] = 0;
+	for (size_t i = 0; i < len && 2 * i + 2 < cap; i++)
+		snprintf(hex + 2 * i, 3, "%02x", id[i]);
+}
+
+/* .gnu_debugaltlink of @elf: the alt file's name and build-id (hex). */
+static void elf_altlink(Elf *elf, char **name, char *idhex)
+{
+	size_t shstrndx;
+	Elf_Scn *scn = NULL;
+
+	*name = NULL;
+	idhex[0] = 0;
+	if (elf_getshdrstrndx(elf, &shstrndx) < 0)
+		return;
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		const char *sname;
+		Elf_Data *d;
+		const char *nul;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS ||
+		    !(sname = elf_strptr(elf, shstrndx, sh.sh_name)) ||
+		    strcmp(sname, ".gnu_debugaltlink") || !(d = elf_rawdata(scn, NULL)) ||
+		    !d->d_buf || !(nul = memchr(d->d_buf, 0, d->d_size)))
+			continue;
+		to_hex((const uint8_t *)nul + 1, d->d_size - (size_t)(nul + 1 - (char *)d->d_buf),
+		       idhex, FFM_BUILD_ID_HEX_MAX);
+		*name = strdup(d->d_buf);
+		return;
+	}
+}
+
+static uint32_t file_crc(int fd)
+{
+	unsigned char buf[1 << 16];
+	uLong crc = crc32(0, NULL, 0);
+	off_t off = 0;
+	ssize_t n;
+
+	while ((n = pread(fd, buf, sizeof(buf), off)) > 0) {
+		crc = crc32(crc, buf, (uInt)n);
+		off += n;
+	}
+	return (uint32_t)crc;
+}
+
+/*
+ * Whether the file at @fd is the one wanted: its build-id is @id (hex) when @id is set, else
+ * its CRC32 is @crc. An accepted debug file's dwz alt link is recorded in @m.
+ */
+static bool debug_matches(struct module *m, int fd, const char *id, uint32_t crc, bool debug)
+{
+	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	char hex[FFM_BUILD_ID_HEX_MAX];
+	const void *bid;
+	ssize_t n;
+	bool ok;
+
+	if (!e)
+		return false;
+	n = elf_kind(e) == ELF_K_ELF ? dwelf_elf_gnu_build_id(e, &bid) : -1;
+	hex[0] = 0;
+	if (n > 0)
+		to_hex(bid, (size_t)n, hex, sizeof(hex));
+	if (elf_kind(e) != ELF_K_ELF)
+		ok = false;
+	else if (id && *id)
+		ok = !strcmp(hex, id);
+	else
+		ok = file_crc(fd) == crc;
+	if (ok && debug) {
+		free(m->alt_name);
+		elf_altlink(e, &m->alt_name, m->alt_id);
+	}
+	elf_end(e);
+	return ok;
+}
+
+/* Try one candidate: fd when accepted (*out = its name), else -1. */
+static int try_debug(struct module *m, const char *path, bool in_proc, const char *id,
+		     uint32_t crc, bool debug, char **out)
+{
 	struct stat st;
+	int fd = in_proc ? open_in_proc(m, path, &st)
+			 : ffm_user_open(&m->user, AT_FDCWD, path, 0, &st);
+
+	if (fd < 0)
+		return -1;
+	/* the module itself is not its own debug file */
+	if (((uint64_t)st.st_ino == m->ino && (uint64_t)st.st_dev == m->file_dev) ||
+	    !debug_matches(m, fd, id, crc, debug)) {
+		close(fd);
+		return -1;
+	}
+	*out = strdup(path);
+	if (!*out) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* The debug directories of the configuration (elfutils syntax), one at a time. */
+static const char *next_dir(const char **p, char *buf, size_t len)
+{
+	const char *c = *p, *end;
+
+	if (!c)
+		return NULL;
+	end = strchr(c, ':');
+	snprintf(buf, len, "%.*s", (int)(end ? end - c : (ptrdiff_t)strlen(c)), c);
+	*p = end ? end + 1 : NULL;
+	return buf[0] == '+' || buf[0] == '-' ? buf + 1 : buf;
+}
+
+/* By build-id under the absolute debug directories: the process's root first, then ffmd's. */
+static int find_by_build_id(struct module *m, const char *id, bool debug, char **out)
+{
+	char buf[PATH_MAX], path[PATH_MAX];
+	const char *p = m->s->debuginfo_path, *d;
+	int fd;
+
+	if (strlen(id) < 4)
+		return -1;
+	while ((d = next_dir(&p, buf, sizeof(buf)))) {
+		if (d[0] != '/')
+			continue;
+		snprintf(path, sizeof(path), "%s/.build-id/%.2s/%s.debug", d, id, id + 2);
+		if ((fd = try_debug(m, path, true, id, 0, debug, out)) >= 0)
+			return fd;
+		if (m->rootfd >= 0 && (fd = try_debug(m, path, false, id, 0, debug, out)) >= 0)
+			return fd;
+	}
+	return -1;
+}
+
+/* The .gnu_debuglink candidates: next to the binary, in its .debug/, under /usr/lib/debug. */
+static int find_by_debuglink(struct module *m, const char *link, uint32_t crc, char **out)
+{
+	char buf[PATH_MAX], dir[PATH_MAX], path[PATH_MAX];
+	const char *p = m->s->debuginfo_path, *d, *slash = strrchr(m->path, '/');
+	int fd;
+
+	if (!slash || strchr(link, '/'))
+		return -1;
+	snprintf(dir, sizeof(dir), "%.*s", (int)(slash - m->path), m->path);
+	while ((d = next_dir(&p, buf, sizeof(buf)))) {
+		int n;
+
+		if (!d[0])
+			n = snprintf(path, sizeof(path), "%s/%s", dir, link);
+		else if (d[0] != '/')
+			n = snprintf(path, sizeof(path), "%s/%s/%s", dir, d, link);
+		else
+			n = snprintf(path, sizeof(path), "%s%s/%s", d, dir, link);
+		if (n < 0 || (size_t)n >= sizeof(path))
+			continue;
+		if ((fd = try_debug(m, path, true, m->elf->build_id, crc, true, out)) >= 0)
+			return fd;
+	}
+	return -1;
+}
+
+/* A dwz alt file: by its build-id, else by its name (relative: to the debug file's directory). */
+static int find_alt(struct module *m, char **out)
+{
+	char path[PATH_MAX];
+	int fd = find_by_build_id(m, m->alt_id, false, out);
+
+	if (fd < 0 && m->alt_id[0] && (m->alt_name[0] == '/' || m->debug_dir)) {
+		if (m->alt_name[0] == '/')
+			snprintf(path, sizeof(path), "%s", m->alt_name);
+		else
+			snprintf(path, sizeof(path), "%s/%s", m->debug_dir, m->alt_name);
+		fd = try_debug(m, path, true, m->alt_id, 0, false, out);
+	}
+	m->alt_found = fd >= 0;
+	return fd;
+}
+
+/*
+ * libdwfl's find_debuginfo callback (libdwfl.h): it owns the fd returned and frees
+ * *debuginfo_file_name; -1 with errno when nothing fits (then *debuginfo_file_name must stay
+ * NULL, or libdwfl opens that name itself). Also called for the dwz alt file of the file that
+ * has the DWARF (the alt file's name, CRC 0).
+ */
+static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
+			  Dwarf_Addr base, const char *file_name, const char *debuglink,
+			  GElf_Word crc, char **debuginfo_file_name)
+{
+	struct module *m = userdata ? *userdata : NULL;
+	char *name = NULL, *slash;
+	int fd = -1;
+
+	(void)mod, (void)modname, (void)base, (void)file_name;
+	if (!m)
+		goto none;
+	if (crc == 0 && debuglink && m->alt_name && !strcmp(debuglink, m->alt_name)) {
+		fd = find_alt(m, &name);
+		goto out;
+	}
+	if (m->debug_tried)
+		goto none;
+	m->debug_tried = true;
+	if (m->elf->build_id[0])
+		fd = find_by_build_id(m, m->elf->build_id, true, &name);
+	if (fd < 0 && debuglink)
+		fd = find_by_debuglink(m, debuglink, crc, &name);
+	if (fd >= 0 && (slash = strrchr(name, '/')))
+		m->debug_dir = strndup(name, (size_t)(slash - name));
+out:
+	if (fd >= 0) {
+		*debuginfo_file_name = name;
+		return fd;
+	}
+none:
+	errno = ENOENT;
+	return -1;
+}
+
+/* libdwfl never needs to find a module's main file: each is reported with its fd. */
+static int no_find_elf(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+		       char **file_name, Elf **elfp)
+{
+	(void)mod, (void)userdata, (void)modname, (void)base, (void)file_name, (void)elfp;
+	errno = ENOENT;
+	return -1;
+}
+
+/*
+ * Whether the module's DWARF may be used: libdw looks up a dwz alt file it was not given and
+ * split DWARF (.dwo) files itself, with a plain open as root; such a module goes without.
+ */
+static bool module_dwarf_safe(struct module *m)
+{
+	Dwarf_Addr bias;
+	Dwarf *dw;
+	Dwarf_CU *cu = NULL;
+	uint8_t ut;
+
+	if (m->dw_checked)
+		return m->dw_safe;
+	m->dw_checked = true;
+	dw = dwfl_module_getdwarf(m->mod, &bias); /* runs find_debuginfo */
+	root_close(m->rootfd);
+	m->rootfd = -1;
+	if (!dw)
+		return false;
+	{
+		const char *alt;
+		const void *id;
+
+		if (dwelf_dwarf_gnu_debugaltlink(dw, &alt, &id) > 0 && !m->alt_found)
+			return false;
+	}
+	while (dwarf_get_units(dw, cu, &cu, NULL, &ut, NULL, NULL) == 0)
+		if (ut == DW_UT_skeleton || ut == DW_UT_split_compile || ut == DW_UT_split_type)
+			return false;
+	m->dw_safe = true;
+	return true;
+}
+
+/* ------------------------------------------------------------------ module files */
+
+#define MODULE_RETRY_NS (10ull * 1000000000ull)
+
+/* A module over @fd (taken), opened for @u with the process root @rootfd (-1: ffmd's own). */
+static int module_open(struct ffm_symbolizer *s, int fd, const char *path, const struct stat *st,
+		       const struct ffm_user *u, int rootfd, struct module **ret)
+{
+	struct module *m = module_new();
+	void **ud;
 	int err, fd2;
 
 	*ret = NULL;
@@ -275,10 +665,11 @@ static int module_open(struct ffm_symbolizer *s, int fd, const char *path, struc
 		close(fd);
 		return -ENOMEM;
 	}
-	if (fstat(fd, &st) == 0) {
-		m->dev = st.st_dev;
-		m->ino = st.st_ino;
-	}
+	m->dev = m->file_dev = st->st_dev;
+	m->ino = st->st_ino;
+	m->s = s;
+	m->user = *u;
+	m->rootfd = root_dup(rootfd);
 	fd2 = dup(fd);
 	err = ffm_elf_open_fd(fd, &m->elf);
 	if (err) {
@@ -295,6 +686,7 @@ static int module_open(struct ffm_symbolizer *s, int fd, const char *path, struc
 		module_free(m);
 		return -ENOMEM;
 	}
+	elf_altlink(m->elf->elf, &m->alt_name, m->alt_id);
 	dwfl_report_begin(m->dwfl);
 	/* base 0 + add_p_vaddr: module addresses are the ELF file's own vaddrs (bias 0). */
 	m->mod = dwfl_report_elf(m->dwfl, path, path, fd2, 0, true);
@@ -303,6 +695,9 @@ static int module_open(struct ffm_symbolizer *s, int fd, const char *path, struc
 		module_free(m);
 		return -ENOEXEC;
 	}
+	/* find_debuginfo's userdata */
+	if (dwfl_module_info(m->mod, &ud, NULL, NULL, NULL, NULL, NULL, NULL))
+		*ud = m;
 	*ret = m;
 	return 0;
 }
@@ -318,53 +713,94 @@ static int add_module(struct ffm_symbolizer *s, struct module *m)
 	return 0;
 }
 
+/*
+ * The mapped file, as the process's user: map_files while the process lives, else its path
+ * in the process's root (same inode), else in ffmd's namespace (same device and inode).
+ */
+static int open_mapped(const struct ffm_addr_space *as, const struct ffm_map *map,
+		       struct stat *st)
+{
+	char p[PATH_MAX];
+	int err = -ENOENT;
+
+	for (int c = 0; c < 3; c++) {
+		int fd;
+
+		if (c == 0) {
+			snprintf(p, sizeof(p), "%s/%d/map_files/%" PRIx64 "-%" PRIx64,
+				 as->proc_root, (int)as->pid, map->start, map->end);
+			fd = ffm_user_open(&as->user, AT_FDCWD, p, FFM_UOPEN_MAGICLINKS, st);
+		} else if (c == 1) {
+			if (as->rootfd < 0)
+				continue;
+			fd = ffm_user_open(&as->user, as->rootfd, map->path, FFM_UOPEN_IN_ROOT, st);
+		} else {
+			fd = ffm_user_open(&as->user, AT_FDCWD, map->path, 0, st);
+		}
+		if (fd < 0) {
+			if (err == -ENOENT)
+				err = fd;
+			continue;
+		}
+		/* maps' dev may be the overlay's while fstat gives the lower one: ino in the
+		 * process's own view; in ffmd's namespace both must match */
+		if ((uint64_t)st->st_ino == map->ino &&
+		    (c < 2 || (uint64_t)st->st_dev == map->dev))
+			return fd;
+		close(fd); /* replaced on disk: not the mapped file */
+	}
+	return err;
+}
+
+/*
+ * A failed module's slot when it is time to try again: a file system that did not answer in
+ * time (or too many stuck opens) may answer later; other failures are final.
+ */
+static struct module **retry_due(struct ffm_symbolizer *s, size_t i)
+{
+	struct module *m = s->mods[i];
+
+	if (m->err != -ETIMEDOUT && m->err != -EAGAIN)
+		return NULL;
+	if (now_ns() - m->err_ns < MODULE_RETRY_NS)
+		return NULL;
+	return &s->mods[i];
+}
+
 /* The module of a mapping; opened (and cached per dev/ino) on first use. */
 static int module_for_map(struct ffm_symbolizer *s, const struct ffm_addr_space *as,
 			  const struct ffm_map *map, struct module **ret)
 {
-	char cand[3][PATH_MAX];
-	int err = -ENOENT;
+	struct module **failed = NULL;
+	struct stat st;
+	struct module *m;
+	int err, fd;
 
 	if (s->last && s->last->dev == map->dev && s->last->ino == map->ino && !s->last->err) {
 		*ret = s->last;
 		return 0;
 	}
 	for (size_t i = 0; i < s->nmods; i++) {
-		struct module *m = s->mods[i];
-
+		m = s->mods[i];
 		/* maps' dev may be the overlay's while stat gives the lower one: ino + path. */
 		if (m->ino == map->ino && (m->dev == map->dev || !strcmp(m->path, map->path))) {
-			if (m->err)
+			if (m->err && !(failed = retry_due(s, i)))
 				return m->err;
+			if (m->err)
+				break;
 			s->last = m;
 			*ret = m;
 			return 0;
 		}
 	}
-	snprintf(cand[0], sizeof(cand[0]), "%s/%d/map_files/%" PRIx64 "-%" PRIx64, as->proc_root,
-		 (int)as->pid, map->start, map->end);
-	snprintf(cand[1], sizeof(cand[1]), "%s/%d/root%s", as->proc_root, (int)as->pid, map->path);
-	snprintf(cand[2], sizeof(cand[2]), "%s", map->path);
-	for (int c = 0; c < 3; c++) {
-		int fd = ffm_open_regular(cand[c]);
-		struct stat st;
-		struct module *m;
-
-		if (fd < 0) {
-			if (err == -ENOENT)
-				err = fd;
-			continue;
-		}
-		if (fstat(fd, &st) < 0 || (uint64_t)st.st_ino != map->ino) {
-			close(fd);
-			continue; /* replaced on disk: not the mapped file */
-		}
-		err = module_open(s, fd, map->path, &m);
-		if (err)
-			break;
+	fd = open_mapped(as, map, &st);
+	err = fd < 0 ? fd : module_open(s, fd, map->path, &st, &as->user, as->rootfd, &m);
+	if (!err) {
 		m->dev = map->dev; /* identify by what maps says */
-		err = add_module(s, m);
-		if (err) {
+		if (failed) {
+			module_free(*failed);
+			*failed = m;
+		} else if ((err = add_module(s, m))) {
 			module_free(m);
 			return err;
 		}
@@ -373,21 +809,22 @@ static int module_for_map(struct ffm_symbolizer *s, const struct ffm_addr_space 
 		return 0;
 	}
 	/* Remember the failure so a stack full of its pcs does not retry each time. */
-	{
-		struct module *m = calloc(1, sizeof(*m));
-
-		if (m) {
-			m->dev = map->dev;
-			m->ino = map->ino;
-			m->path = strdup(map->path);
-			m->err = err;
-			if (!m->path || add_module(s, m))
-				module_free(m);
-		}
+	if (failed) {
+		(*failed)->err = err;
+		(*failed)->err_ns = now_ns();
+	} else if ((m = module_new())) {
+		m->dev = map->dev;
+		m->ino = map->ino;
+		m->path = strdup(map->path);
+		m->err = err;
+		m->err_ns = now_ns();
+		if (!m->path || add_module(s, m))
+			module_free(m);
 	}
 	return err;
 }
 
+/* A file ffm's own caller names: root's rights, still regular files only, never blocking. */
 static int module_for_path(struct ffm_symbolizer *s, const char *path, struct module **ret)
 {
 	struct stat st;
@@ -402,10 +839,10 @@ static int module_for_path(struct ffm_symbolizer *s, const char *path, struct mo
 			*ret = s->mods[i];
 			return 0;
 		}
-	fd = ffm_open_regular(path);
+	fd = ffm_user_open(&ffm_user_root, AT_FDCWD, path, FFM_UOPEN_MAGICLINKS, &st);
 	if (fd < 0)
 		return fd;
-	err = module_open(s, fd, path, &m);
+	err = module_open(s, fd, path, &st, &ffm_user_root, -1, &m);
 	if (err)
 		return err;
 	err = add_module(s, m);
@@ -661,7 +1098,7 @@ static int symbolize_in(struct ffm_symbolizer *s, struct module *m, uint64_t off
 		name = ms->name;
 		symoff = addr - ms->addr;
 	}
-	if (!name && !s->no_lines) {
+	if (!name && !s->no_lines && module_dwarf_safe(m)) {
 		name = dwarf_func_name(m->mod, addr);
 		symoff = 0;
 	}
@@ -689,7 +1126,7 @@ static int symbolize_in(struct ffm_symbolizer *s, struct module *m, uint64_t off
 			e->folded = strdup(buf);
 		e->sym.folded = e->folded ? e->folded : e->sym.function;
 	}
-	if (!s->no_lines) {
+	if (!s->no_lines && module_dwarf_safe(m)) {
 		Dwfl_Line *l = dwfl_module_getsrc(m->mod, addr);
 		int line = 0;
 

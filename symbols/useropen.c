@@ -174,7 +174,8 @@ static int open_as(struct job *j)
 		how.resolve |= RESOLVE_NO_MAGICLINKS;
 	if (j->flags & FFM_UOPEN_IN_ROOT)
 		how.resolve |= RESOLVE_IN_ROOT;
-	pfd = (int)syscall(SYS_openat2, j->dirfd, j->path, &how, sizeof(how));
+	pfd = (int)syscall(SYS_openat2, j->dirfd >= 0 ? j->dirfd : AT_FDCWD, j->path, &how,
+			   sizeof(how));
 	if (pfd < 0)
 		return -errno;
 	if (fstat(pfd, &j->st) < 0) {

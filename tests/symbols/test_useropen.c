@@ -123,6 +123,12 @@ TEST(users_own_file_opens)
 	ASSERT(fcntl(fd, F_GETFD) & FD_CLOEXEC);
 	ASSERT(fcntl(fd, F_GETFL) & O_NONBLOCK);
 	close(fd);
+	/* a path relative to the caller's working directory */
+	ASSERT_OK(chdir(dir));
+	fd = ffm_user_open(&user, AT_FDCWD, "mine", 0, NULL);
+	ASSERT_OK(chdir("/"));
+	ASSERT_OK(fd);
+	close(fd);
 	/* The switch was the helper thread's only: this thread is still root, groups unchanged. */
 	ASSERT_EQ(syscall(SYS_setfsuid, -1), 0);
 	ASSERT_EQ(syscall(SYS_setfsgid, -1), 0);
