@@ -360,6 +360,14 @@ TEST(errors_are_specific_and_leave_no_file)
 	ASSERT_EQ(sh("ls %s | grep -q -e '^x.json' -e tmp", dir), 1);
 	ASSERT_EQ(sh("%s --state-dir %s export exp-1 --format chrome-trace -o %s/nodir/x.json.gz "
 		     "2>/dev/null", ffmctl, dir, dir), 1);
+	/* A link planted at the temporary name (FILE.tmp.PID: exec keeps the shell's pid) is not
+	 * written through: the export fails, the link's target is not created. */
+	for (int gz = 0; gz < 2; gz++) {
+		ASSERT_EQ(sh("ln -s %s/victim %s/p.json%s.tmp.$$ && exec %s --state-dir %s export exp-1 "
+			     "--format chrome-trace -o %s/p.json%s 2>/dev/null", dir, dir,
+			     gz ? ".gz" : "", ffmctl, dir, dir, gz ? ".gz" : ""), 1);
+		ASSERT_EQ(sh("ls %s | grep -q -e '^victim' -e '^p.json%s$'", dir, gz ? ".gz" : ""), 1);
+	}
 }
 
 TEST_MAIN()
