@@ -10,7 +10,8 @@
  *               the start of the first exported run; names as metadata ("ph":"M") events.
  *               Default: one run, the one the report's numbers come from (the analysis's
  *               run_profile: the timeline, stage 2, else the stage-1 baseline); --all-runs
- *               every run of the job, --run ID one. otherData.runs / .selection say which.
+ *               every run of the job, --run ID one. otherData.runs / .selection say which,
+ *               otherData.merged whether runs of identical calls were merged.
  *               A run of identical calls becomes one span (see joins() for the rule) with
  *               args.count, total_us and mean_us, so a loop's thousand launches are one bar,
  *               not a file no viewer opens; --no-merge keeps one event per call.
@@ -36,13 +37,14 @@
  *               values are non-zero only on driver-function leaves. Default run: the latest
  *               ended stage-2 run of the job, else stage 1 (the runs that time calls).
  *
- * The store is opened read-only; the output goes to FILE through a temporary file that is
- * renamed at the end, so a failed export leaves no half-written file; a FILE whose name ends
- * in ".gz" is written gzip-compressed (Perfetto and chrome://tracing open it as it is). Where
- * standard error is a terminal a progress line shows (cli/progress.c); at the end one line
- * says what was written: "wrote N events (M MB, from K calls) to FILE". A job that ran on
- * several nodes (one store per node, cli/report.h) is exported one node at a time: --node
- * NAME, with the node names of ffmctl report.
+ * The store is opened read-only; the output goes to FILE through a temporary file (created,
+ * O_EXCL: never one planted there) that is renamed at the end, so a failed export leaves no
+ * half-written file; a FILE whose name ends in ".gz" is written gzip-compressed (Perfetto and
+ * chrome://tracing open it as it is). Where standard error is a terminal a progress line
+ * shows (cli/progress.c); at the end standard error says which runs were exported and what
+ * was written: "wrote N events (M MB, from K calls) to FILE". A job that ran on several nodes
+ * (one store per node, cli/report.h) is exported one node at a time: --node NAME, with the
+ * node names of ffmctl report.
  */
 #include <errno.h>
 #include <fcntl.h>
