@@ -13,6 +13,10 @@ pass=0 fail=0 skip=0
 failed_names=()
 logdir=$O/test-logs
 mkdir -p "$logdir"
+# The shell tests' JSON outputs, checked against docs/schema/ (tests/ops/lib.sh, ctl): the
+# invalid ones and every check, counted at the end.
+json_bad=$O/json-invalid.log json_done=$O/json-checked.log
+rm -f "$json_bad" "$json_done"
 
 run_one() {
 	local t=$1 name log rc
@@ -60,6 +64,17 @@ for t in "${tests[@]}"; do
 	run_one "$t"
 done
 
+if [ -s "$json_done" ]; then
+	echo "json: $(awk '{ n++; ms += $2 } END { printf "%d outputs checked against docs/schema/ in %.1f s", n, ms / 1000 }' "$json_done")"
+fi
+if [ -s "$json_bad" ]; then
+	bad=$(wc -l <"$json_bad")
+	echo "FAIL json: $bad JSON output(s) of ffmctl not valid against their schema (docs/schema/;"
+	echo "    tests/ops/check_json.py --strict FILE shows why; docs/report-json.md says what holds):"
+	cut -c 1-1000 "$json_bad" | sed 's/^/    /'
+	fail=$((fail + bad))
+	failed_names+=(json-schema)
+fi
 echo
 [ ${#failed_names[@]} = 0 ] || echo "failed: ${failed_names[*]}"
 echo "$pass passed, $fail failed, $skip skipped"

@@ -2,9 +2,11 @@
 # SPDX-License-Identifier: MIT
 """Validates one JSON output of ffmctl against its schema in docs/schema/.
 
-  check_json.py [--strict] SCHEMA FILE    FILE - is standard input; SCHEMA is a name (report,
-                                          diff, status, jobs, job, calibrate, chrome-trace,
-                                          hatchet: docs/schema/NAME.schema.json) or a path
+  check_json.py [--strict] SCHEMA FILE
+
+SCHEMA is a name (report, diff, status, jobs, job, calibrate, chrome-trace, hatchet: the file
+docs/schema/NAME.schema.json) or a path; FILE - is standard input; gzip (export -o FILE.gz) is
+read through.
 
 Exit 0: valid; 1: not valid, the reasons on standard output (one line each, at most 10);
 2: usage, or a schema that cannot be read; 3: no jsonschema module (Debian's python3-jsonschema,
@@ -19,7 +21,7 @@ more than a consumer may assume:
     "additionalProperties" of its own): a member the page does not document is an error, so a
     new field cannot reach a release without its line in the documentation and the schema.
 """
-import copy
+import gzip
 import json
 import os
 import sys
@@ -98,9 +100,11 @@ def main(argv):
     except (OSError, ValueError, KeyError, StopIteration) as e:
         usage("cannot read the schema %s: %s" % (args[0], e or "no such schema"))
     try:
-        text = sys.stdin.read() if args[1] == "-" else open(args[1], encoding="utf-8").read()
-        doc = json.loads(text, object_pairs_hook=no_dup, parse_constant=no_constant)
-    except (OSError, ValueError) as e:
+        raw = sys.stdin.buffer.read() if args[1] == "-" else open(args[1], "rb").read()
+        if raw[:2] == b"\x1f\x8b":  # export -o FILE.gz
+            raw = gzip.decompress(raw)
+        doc = json.loads(raw.decode("utf-8"), object_pairs_hook=no_dup, parse_constant=no_constant)
+    except (OSError, ValueError, EOFError) as e:
         print("not one JSON value: %s" % e)
         return 1
     base = validators.validator_for(schema)

@@ -82,8 +82,9 @@ stop_ffmd() {
 	FFMD_PID=
 	return $rc
 }
-ctl() { "$B/ffmctl" --runtime-dir "$T/run" --state-dir "$T/state" "$@"; }
-
+# ffmctl on this test's daemon and state; the JSON it prints is checked (tests/ops/jsoncheck.sh).
+ctl() { ffmctl_checked "$B/ffmctl" --runtime-dir "$T/run" --state-dir "$T/state" "$@"; }
+. tests/ops/jsoncheck.sh
 # The cgroup v2 hierarchy (pure v2 at /sys/fs/cgroup, or hybrid's /sys/fs/cgroup/unified).
 cgroup2_root() {
 	local m
