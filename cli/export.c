@@ -5,8 +5,9 @@
  *
  * chrome-trace  The Trace Event Format (JSON object form) that Perfetto and chrome://tracing
  *               open: complete events ("ph":"X") of the recorded driver calls and CPU waits, on
- *               their run's process track (pid = the run id, named "run N (stage S, job J)")
- *               and thread (tid, named with its process's pid); ts/dur in microseconds from
+ *               their run's process track (pid = the run id, named "run N (stage S, job J)",
+ *               ": the report's timeline" added on that run) and thread (tid, named with its
+ *               process's pid); ts/dur in microseconds from
  *               the start of the first exported run; names as metadata ("ph":"M") events.
  *               Default: one run, the one the report's numbers come from (the analysis's
  *               run_profile: the timeline, stage 2, else the stage-1 baseline); --all-runs
@@ -130,6 +131,8 @@ struct exp {
 	char sel_job[128];     /* sel[0]'s job when it is not this job's ("": it is) */
 	int64_t want;	       /* the run select_runs looks for */
 	bool no_profile;       /* the report has no run of its own yet: every run exported */
+	int64_t profile_run;   /* the run the report's numbers come from (0: none) */
+	const char *role;      /* ... "timeline" or "baseline" */
 	bool merge;
 	int64_t cur_run;
 	int cur_stage;
@@ -394,10 +397,12 @@ static void meta_sort(struct exp *e, const char *what, uint32_t tid, int64_t ind
 /* The run's process track (pid = run id), named once per run. */
 static void name_run(struct exp *e)
 {
+	bool report = e->cur_run == e->profile_run;
 	char name[256];
 
-	snprintf(name, sizeof(name), "run %" PRId64 " (stage %d, job %s)", e->cur_run, e->cur_stage,
-		 e->cur_job);
+	/* The run the report's numbers come from says so, whichever runs are exported. */
+	snprintf(name, sizeof(name), "run %" PRId64 " (stage %d, job %s%s%s)", e->cur_run,
+		 e->cur_stage, e->cur_job, report ? ": the report's " : "", report ? e->role : "");
 	meta_name(e, "process_name", 0, name);
 	meta_sort(e, "process_sort_index", 0, e->cur_run);
 }
@@ -717,10 +722,11 @@ static int select_runs(struct exp *e, int64_t only_run, bool all)
 	const struct ffm_analysis_result *res = ffm_analysis__result(e->an);
 	int err;
 
+	e->profile_run = res->run_profile;
+	e->role = res->run_profile == res->run_timeline ? "timeline" : "baseline";
 	e->want = only_run ? only_run : all ? 0 : res->run_profile;
 	e->no_profile = !only_run && !all && !e->want;
-	e->selection = only_run ? "run" : all || !e->want ? "all" :
-		       e->want == res->run_timeline ? "timeline" : "baseline";
+	e->selection = only_run ? "run" : all || !e->want ? "all" : e->role;
 	e->nsel = 0;
 	for (int i = 0; i < e->nruns; i++)
 		if (!e->want || e->runs[i].id == e->want)

@@ -193,6 +193,11 @@ def check_trace(doc, runs):
     by_run = {}
     for e in xs:
         by_run.setdefault(e["args"]["run"], []).append(e)
+    # The report's timeline (run 2) says so on its track, whichever runs are exported.
+    pname = {e["pid"]: e["args"].get("name", "") for e in ms if e["name"] == "process_name"}
+    for r in runs:
+        need(pname.get(r, "").endswith(": the report's timeline)") == (r == 2),
+             "run %d's track name: %r" % (r, pname.get(r)))
     need(sorted(by_run) == runs, "runs %r, expected %r" % (sorted(by_run), runs))
     counts = {1: 3, 2: 5, 3: 4}
     for r in runs:
