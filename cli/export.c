@@ -7,8 +7,8 @@
  *               open: complete events ("ph":"X") of the recorded driver calls and CPU waits, on
  *               their run's process track (pid = the run id, named "run N (stage S, job J)",
  *               ": the report's timeline" added on that run) and thread (tid, named with its
- *               process's pid); ts/dur in microseconds from
- *               the start of the first exported run; names as metadata ("ph":"M") events.
+ *               process's pid); ts/dur in microseconds from the start of the first exported
+ *               run; names as metadata ("ph":"M") events.
  *               Default: one run, the one the report's numbers come from (the analysis's
  *               run_profile: the timeline, stage 2, else the stage-1 baseline); --all-runs
  *               every run of the job, --run ID one. otherData.runs / .selection say which,
