@@ -118,6 +118,51 @@ struct job {
 
 static pthread_mutex_t stuck_lock = PTHREAD_MUTEX_INITIALIZER;
 static int stuck;
+
+/*
+ * Per user, the time the caller spent waiting on slow opens (SLOW_MS or more) in a window of
+ * WINDOW_MS: past BUDGET_MS that user's opens fail at once (-EAGAIN) until the window ends. A
+ * file system that answers just before each deadline then costs the caller at most BUDGET_MS
+ * per user per window, not a deadline per file. Under stuck_lock.
+ */
+#define SLOW_MS 100
+#define BUDGET_MS 1000
+#define WINDOW_MS 10000
+static struct slow {
+	uint32_t uid;
+	bool used;
+	uint64_t start_ms, spent_ms;
+} slow_tab[16];
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* @uid's entry (its window restarted when over), else the entry to reuse. */
+static struct slow *slow_of(uint32_t uid, uint64_t now)
+{
+	struct slow *e = NULL, *oldest = &slow_tab[0];
+
+	for (size_t i = 0; i < sizeof(slow_tab) / sizeof(slow_tab[0]) && !e; i++) {
+		if (slow_tab[i].used && slow_tab[i].uid == uid)
+			e = &slow_tab[i];
+		else if (!slow_tab[i].used || slow_tab[i].start_ms < oldest->start_ms)
+			oldest = &slow_tab[i];
+	}
+	if (!e) {
+		e = oldest;
+		*e = (struct slow){ .uid = uid, .used = true, .start_ms = now };
+	}
+	if (now - e->start_ms >= WINDOW_MS) {
+		e->start_ms = now;
+		e->spent_ms = 0;
+	}
+	return e;
+}
 static unsigned deadline_ms = FFM_USER_OPEN_DEADLINE_MS;
 static void (*test_hook)(const char *path);
 
@@ -281,18 +326,32 @@ static int start_helper(struct job *j)
 	return -err;
 }
 
+static void charge_slow(uint32_t uid, uint64_t t0)
+{
+	uint64_t now = mono_ms();
+
+	if (now - t0 < SLOW_MS)
+		return;
+	pthread_mutex_lock(&stuck_lock);
+	slow_of(uid, now)->spent_ms += now - t0;
+	pthread_mutex_unlock(&stuck_lock);
+}
+
 int ffm_user_open(const struct ffm_user *u, int dirfd, const char *path, unsigned flags,
 		  struct stat *st)
 {
 	struct timespec until;
+	uint64_t t0;
 	struct job *j;
 	int err = 0, fd;
 	bool last;
 
 	if (!path || !*path)
 		return -ENOENT;
+	t0 = mono_ms();
 	pthread_mutex_lock(&stuck_lock);
-	err = stuck >= FFM_USER_OPEN_MAX_STUCK ? -EAGAIN : 0;
+	err = stuck >= FFM_USER_OPEN_MAX_STUCK || slow_of(u->uid, t0)->spent_ms >= BUDGET_MS
+		      ? -EAGAIN : 0;
 	pthread_mutex_unlock(&stuck_lock);
 	if (err)
 		return err;
@@ -326,6 +385,7 @@ int ffm_user_open(const struct ffm_user *u, int dirfd, const char *path, unsigne
 	pthread_mutex_unlock(&j->lock);
 	if (last)
 		job_put(j);
+	charge_slow(u->uid, t0);
 	return fd;
 }
 

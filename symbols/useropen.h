@@ -25,6 +25,9 @@
  * and the thread is left to finish and close what it opened itself. At most
  * FFM_USER_OPEN_MAX_STUCK such threads may be out at once; beyond that opens fail at once with
  * -EAGAIN, so a stalled file system costs the caller one deadline per stuck thread, no more.
+ * And per user: once the caller has waited 1 s in a 10 s window on that user's slow opens
+ * (100 ms or more each), the user's opens fail at once with -EAGAIN until the window ends (a
+ * server that answers just before each deadline cannot stall the caller file after file).
  *
  * FUSE (f_type FUSE_SUPER_MAGIC): the user's server could stall any later read, and the file is
  * mmapped and read by libelf/libdw on the caller's thread. Such a file is copied by the helper
@@ -72,7 +75,8 @@ enum {
 /*
  * Open @path (relative to @dirfd, or AT_FDCWD) read-only as @u. Returns the fd or -errno:
  * -EINVAL not a regular file (-EISDIR a directory), -EACCES/-EPERM/-ELOOP/-ENOENT as the
- * kernel says for @u, -ETIMEDOUT past the deadline, -EAGAIN too many stuck opens, -EFBIG a
+ * kernel says for @u, -ETIMEDOUT past the deadline, -EAGAIN too many stuck opens or @u's
+ * slow-open budget spent, -EFBIG a
  * FUSE file over the copy limit. @st (optional): the stat of the file opened (for a FUSE copy,
  * of the original file, not of the memfd).
  */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * symbols/useropen.h: files a job's user names are opened as that user, regular files only,
- * never blocking the caller past the deadline. Needs root (it switches to other uids).
+ * never blocking the caller past the deadline, within a per-user budget of slow opens. Needs
+ * root (it switches to other uids).
  */
 #include <fcntl.h>
 #include <grp.h>
@@ -214,6 +215,39 @@ TEST(deadline_and_stuck_bound)
 	ffm_user_open__set_test_hook(NULL);
 	ffm_user_open__set_deadline_ms(0);
 	fd = ffm_user_open(&user, AT_FDCWD, at("stall"), 0, NULL);
+	ASSERT_OK(fd);
+	close(fd);
+}
+
+static void slow(const char *path)
+{
+	if (strstr(path, "slowly"))
+		usleep(150 * 1000);
+}
+
+TEST(slow_budget_per_user)
+{
+	const struct ffm_user other = { .uid = 65000, .gid = 65000 };
+	const struct ffm_user slowpoke = { .uid = 65001, .gid = 65001 };
+	double t0;
+	int fd, n = 0;
+
+	setup();
+	mkfile("slowly", "slow\n", 0, 0, 0644);
+	ffm_user_open__set_test_hook(slow);
+	/* 150 ms each, under the deadline: charged until the 1 s budget is spent */
+	while ((fd = ffm_user_open(&slowpoke, AT_FDCWD, at("slowly"), 0, NULL)) >= 0 && n < 20) {
+		close(fd);
+		n++;
+	}
+	ffm_user_open__set_test_hook(NULL);
+	ASSERT_EQ(fd, -EAGAIN);
+	ASSERT_MSG(n >= 6 && n <= 8, "%d slow opens before the refusal", n);
+	t0 = now_ms();
+	ASSERT_EQ(ffm_user_open(&slowpoke, AT_FDCWD, at("slowly"), 0, NULL), -EAGAIN);
+	ASSERT(now_ms() - t0 < 5);
+	/* another user is not affected */
+	fd = ffm_user_open(&other, AT_FDCWD, at("slowly"), 0, NULL);
 	ASSERT_OK(fd);
 	close(fd);
 }
