@@ -6,6 +6,11 @@
  */
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/fuse.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/syscall.h>
@@ -250,6 +255,196 @@ TEST(slow_budget_per_user)
 	fd = ffm_user_open(&other, AT_FDCWD, at("slowly"), 0, NULL);
 	ASSERT_OK(fd);
 	close(fd);
+}
+
+/* ------------------------------------------------------------------ a FUSE file system */
+
+/*
+ * A tiny FUSE server on the raw /dev/fuse protocol (no libfuse here), in a child process:
+ * "file" (FUSE_BYTES of a pattern) and "stall" (a lookup never answered: a stalled server).
+ */
+#define FUSE_BYTES (300 * 1024)
+
+static void fuse_reply(int fd, uint64_t unique, int error, const void *data, size_t len)
+{
+	char buf[sizeof(struct fuse_out_header) + 128 * 1024];
+	struct fuse_out_header *h = (void *)buf;
+
+	if (len > sizeof(buf) - sizeof(*h))
+		len = sizeof(buf) - sizeof(*h);
+	h->len = (uint32_t)(sizeof(*h) + (error ? 0 : len));
+	h->error = error;
+	h->unique = unique;
+	if (!error && len)
+		memcpy(buf + sizeof(*h), data, len);
+	if (write(fd, buf, h->len) < 0)
+		_exit(0);
+}
+
+static void fuse_attr_of(uint64_t node, struct fuse_attr *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->ino = node;
+	a->nlink = 1;
+	a->blksize = 4096;
+	a->mode = node == FUSE_ROOT_ID ? S_IFDIR | 0755 : S_IFREG | 0644;
+	a->size = node == FUSE_ROOT_ID ? 0 : FUSE_BYTES;
+}
+
+static void fuse_serve(int fd)
+{
+	static char in[FUSE_MIN_READ_BUFFER + 128 * 1024];
+
+	alarm(60); /* bounded, whatever the test does */
+	for (;;) {
+		ssize_t n = read(fd, in, sizeof(in));
+		struct fuse_in_header *h = (void *)in;
+		void *arg = in + sizeof(*h);
+
+		if (n < (ssize_t)sizeof(*h)) {
+			if (n < 0 && errno == EINTR)
+				continue;
+			_exit(0);
+		}
+		switch (h->opcode) {
+		case FUSE_INIT: {
+			struct fuse_init_in *ii = arg;
+			struct fuse_init_out o = { .major = FUSE_KERNEL_VERSION,
+						   .max_readahead = ii->max_readahead,
+						   .max_write = 4096 };
+
+			o.minor = ii->minor < FUSE_KERNEL_MINOR_VERSION ? ii->minor
+									: FUSE_KERNEL_MINOR_VERSION;
+			fuse_reply(fd, h->unique, 0, &o, sizeof(o));
+			break;
+		}
+		case FUSE_LOOKUP: {
+			struct fuse_entry_out o = { .nodeid = 2 };
+
+			if (!strcmp(arg, "stall"))
+				break; /* never answered */
+			if (strcmp(arg, "file")) {
+				fuse_reply(fd, h->unique, -ENOENT, NULL, 0);
+				break;
+			}
+			fuse_attr_of(2, &o.attr);
+			fuse_reply(fd, h->unique, 0, &o, sizeof(o));
+			break;
+		}
+		case FUSE_GETATTR: {
+			struct fuse_attr_out o = { 0 };
+
+			fuse_attr_of(h->nodeid, &o.attr);
+			fuse_reply(fd, h->unique, 0, &o, sizeof(o));
+			break;
+		}
+		case FUSE_OPEN: {
+			struct fuse_open_out o = { .fh = 1 };
+
+			fuse_reply(fd, h->unique, 0, &o, sizeof(o));
+			break;
+		}
+		case FUSE_READ: {
+			struct fuse_read_in *r = arg;
+			static char data[128 * 1024];
+			size_t len = r->size < sizeof(data) ? r->size : sizeof(data);
+
+			if (r->offset >= FUSE_BYTES)
+				len = 0;
+			else if (len > FUSE_BYTES - r->offset)
+				len = FUSE_BYTES - r->offset;
+			for (size_t i = 0; i < len; i++)
+				data[i] = (char)('a' + (r->offset + i) % 26);
+			fuse_reply(fd, h->unique, 0, data, len);
+			break;
+		}
+		case FUSE_STATFS: {
+			struct fuse_statfs_out o = { .st = { .bsize = 4096, .namelen = 255 } };
+
+			fuse_reply(fd, h->unique, 0, &o, sizeof(o));
+			break;
+		}
+		case FUSE_FORGET:
+		case FUSE_BATCH_FORGET:
+		case FUSE_INTERRUPT:
+			break;
+		case FUSE_FLUSH:
+		case FUSE_RELEASE:
+			fuse_reply(fd, h->unique, 0, NULL, 0);
+			break;
+		default:
+			fuse_reply(fd, h->unique, -ENOSYS, NULL, 0);
+		}
+	}
+}
+
+/* Mount it on @mnt; the server's pid, or SKIP where FUSE cannot be mounted. */
+static pid_t fuse_start(const char *mnt)
+{
+	char opts[128];
+	pid_t pid;
+	int fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+
+	if (fd < 0)
+		SKIP("no /dev/fuse: %s", strerror(errno));
+	snprintf(opts, sizeof(opts), "fd=%d,rootmode=40000,user_id=0,group_id=0,allow_other", fd);
+	if (mount("ffm-test", mnt, "fuse.ffm-test", MS_NOSUID | MS_NODEV, opts) < 0) {
+		close(fd);
+		SKIP("cannot mount FUSE: %s", strerror(errno));
+	}
+	pid = fork();
+	ASSERT(pid >= 0);
+	if (pid == 0)
+		fuse_serve(fd);
+	close(fd);
+	return pid;
+}
+
+static void fuse_stop(const char *mnt, pid_t pid)
+{
+	umount2(mnt, MNT_DETACH);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
+TEST(fuse_copied_and_stalls_bounded)
+{
+	struct stat st, mst;
+	struct statfs sf;
+	char mnt[512], buf[64];
+	double t0, dt;
+	pid_t srv;
+	int fd;
+
+	setup();
+	snprintf(mnt, sizeof(mnt), "%s/fuse", dir);
+	mkdir(mnt, 0755);
+	srv = fuse_start(mnt);
+	/* The file comes back as a copy (a memfd): later reads never reach the server. */
+	fd = ffm_user_open(&user, AT_FDCWD, at("fuse/file"), 0, &st);
+	if (fd < 0)
+		fuse_stop(mnt, srv);
+	ASSERT_OK(fd);
+	ASSERT_EQ(st.st_ino, 2);
+	ASSERT_OK(fstat(fd, &mst));
+	ASSERT_OK(fstatfs(fd, &sf));
+	ASSERT((uint32_t)sf.f_type != 0x65735546u);
+	ASSERT_EQ(mst.st_size, FUSE_BYTES);
+	ASSERT_EQ(pread(fd, buf, 4, 26 * 1000 + 1), 4);
+	ASSERT(!memcmp(buf, "bcde", 4));
+	close(fd);
+	/* A lookup the server never answers: failed at the deadline. */
+	t0 = now_ms();
+	fd = ffm_user_open(&user, AT_FDCWD, at("fuse/stall"), 0, NULL);
+	dt = now_ms() - t0;
+	ASSERT_EQ(ffm_user_open_stuck(), 1);
+	fuse_stop(mnt, srv); /* the stuck thread's lookup then fails, and the thread ends */
+	ASSERT_EQ(fd, -ETIMEDOUT);
+	ASSERT_MSG(dt < FFM_USER_OPEN_DEADLINE_MS + 150, "stalled open took %.0f ms", dt);
+	for (int i = 0; i < 100 && ffm_user_open_stuck(); i++)
+		usleep(10000);
+	ASSERT_EQ(ffm_user_open_stuck(), 0);
+	rmdir(mnt);
 }
 
 TEST(credentials_of_a_process)
