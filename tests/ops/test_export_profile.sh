@@ -117,6 +117,26 @@ for v in overlap unpaired-flow unnamed-thread bad-phase negative-dur pid-not-run
 	fi
 done
 
+# On a terminal (script(1)) the export shows its progress on stderr, cleared, then which run
+# and what it wrote; elsewhere only those two lines.
+if command -v script >/dev/null; then
+	"$B/tests/ffm-synth" --state "$T/pstate" --key pk --job pj --stages 4 --iters 2000 --fast >/dev/null 2>&1
+	E=("$B/ffmctl" --state-dir "$T/pstate" export pj --format chrome-trace)
+	script -qec "FFM_PROGRESS_AFTER=0 ${E[*]} -o $T/tty.json" /dev/null >"$T/tty.err" 2>&1
+	FFM_PROGRESS_AFTER=0 "${E[@]}" -o "$T/plain.json" 2>"$T/plain.err"
+	if tr '\r' '\n' <"$T/tty.err" | grep -q $'^ffmctl export: job pj: [a-z0-9 ,:.%()]*, [0-9]* s\e\[K' &&
+		grep -q "^ffmctl export: wrote [0-9]* events ([0-9.]* [kM]B, from [0-9]* calls) to $T/tty.json" "$T/tty.err" &&
+		[ "$(wc -l <"$T/plain.err")" = 2 ] && ! grep -q $'\r' "$T/plain.err" &&
+		grep -q "^ffmctl export: job pj: run [0-9]* (stage 2), the timeline" "$T/plain.err" &&
+		cmp -s "$T/tty.json" "$T/plain.json"; then
+		ok "export on a terminal: progress, cleared, then the run and what was written"
+	else
+		notok "export's progress"; { cat -v "$T/tty.err" | tail -c 600; cat "$T/plain.err"; } | diag
+	fi
+else
+	skip "export's progress" "no script(1)"
+fi
+
 # The program's exit status is profile's, and the report says the program failed.
 LD_LIBRARY_PATH=$B/fakecuda "$B/ffmctl" --state-dir "$T/state" profile --stages 1 --job-id prof-2 -- \
 	sh -c "'$B/workloads/unnecessary_sync' --iters 20 >/dev/null; exit 3" >"$T/profile2.log" 2>&1
