@@ -65,7 +65,9 @@ for t in "${tests[@]}"; do
 done
 
 if [ -s "$json_done" ]; then
-	echo "json: $(awk '{ n++; ms += $2 } END { printf "%d outputs checked against docs/schema/ in %.1f s", n, ms / 1000 }' "$json_done")"
+	awk '{ n++; ms += $2 }
+		END { printf "json: %d outputs checked against docs/schema/ in %.1f s\n", n, ms / 1000 }' \
+		"$json_done"
 fi
 if [ -s "$json_bad" ]; then
 	bad=$(wc -l <"$json_bad")

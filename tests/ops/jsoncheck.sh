@@ -21,19 +21,19 @@ case $B in
 *) FFM_JSON_LOG=$PWD/$B/json-invalid.log ;;
 esac
 FFM_JSON_DONE=${FFM_JSON_LOG%/*}/json-checked.log
-JSON_CHECK=(/usr/bin/python3 "$PWD/tests/ops/check_json.py" --strict)
+FFM_JSON_VALIDATOR=(/usr/bin/python3 "$PWD/tests/ops/check_json.py" --strict)
 
 # ffmctl_checked FFMCTL ARGS...: run FFMCTL ARGS (the binary, never a function) and check the
 # JSON that ARGS ask for.
 ffmctl_checked() {
 	local bin=$1
 	shift
-	json_ask "$@"
-	if [ -z "$JSON_SCHEMA" ] || [ "${FFM_JSON_CHECK:-1}" = 0 ]; then
+	_ffm_json_ask "$@"
+	if [ -z "$_FFM_JSON_SCHEMA" ] || [ "${FFM_JSON_CHECK:-1}" = 0 ]; then
 		command "$bin" "$@"
 		return
 	fi
-	local rc out=$JSON_FILE
+	local rc out=$_FFM_JSON_FILE
 	if [ -n "$out" ]; then
 		command "$bin" "$@"
 		rc=$?
@@ -45,9 +45,9 @@ ffmctl_checked() {
 	fi
 	# a failed call may print nothing; what it prints is checked all the same
 	if [ -f "$out" ] && { [ "$rc" = 0 ] || [ -s "$out" ]; }; then
-		json_check "$JSON_SCHEMA" "$out" "${bin##*/}" "$@"
+		_ffm_json_check "$_FFM_JSON_SCHEMA" "$out" "${bin##*/}" "$@"
 	fi
-	[ -n "$JSON_FILE" ] || rm -f "$out"
+	[ -n "$_FFM_JSON_FILE" ] || rm -f "$out"
 	return "$rc"
 }
 # "$B/ffmctl" ARGS in the tests: the binary through ffmctl_checked (bash allows a '/' in a
@@ -58,11 +58,12 @@ for _p in "$B/ffmctl" "$PWD/$B/ffmctl"; do
 done
 unset _p
 
-# json_check SCHEMA FILE WHAT...: validate FILE; an invalid one is logged (never fails the caller).
-json_check() {
+# _ffm_json_check SCHEMA FILE WHAT...: validate FILE; an invalid one is logged (never fails the
+# caller). The helpers' names start with _ffm_json_ so that a test's own cannot hide them.
+_ffm_json_check() {
 	local schema=$1 file=$2 msg t0=${EPOCHREALTIME/[.,]/}
 	shift 2
-	msg=$("${JSON_CHECK[@]}" "$schema" "$file" 2>&1)
+	msg=$("${FFM_JSON_VALIDATOR[@]}" "$schema" "$file" 2>&1)
 	local rc=$? t1=${EPOCHREALTIME/[.,]/}
 	echo "$schema $(((t1 - t0) / 1000))" >>"$FFM_JSON_DONE"
 	[ "$rc" = 0 ] && return 0
@@ -72,11 +73,11 @@ json_check() {
 	return 0
 }
 
-# json_ask FFMCTL-ARGS...: JSON_SCHEMA = the schema of the JSON those arguments ask for (empty:
-# none), JSON_FILE = the file it goes to (empty: standard output).
-json_ask() {
+# _ffm_json_ask FFMCTL-ARGS...: _FFM_JSON_SCHEMA = the schema of the JSON those arguments ask for
+# (empty: none), _FFM_JSON_FILE = the file it goes to (empty: standard output).
+_ffm_json_ask() {
 	local verb= json=0 help=0 fmt= out= a
-	JSON_SCHEMA= JSON_FILE=
+	_FFM_JSON_SCHEMA= _FFM_JSON_FILE=
 	while [ $# -gt 0 ]; do
 		a=$1
 		shift
@@ -101,10 +102,10 @@ json_ask() {
 	done
 	[ "$help" = 0 ] || return 0
 	case $verb in
-	report | diff | status | jobs | job | calibrate) [ "$json" = 1 ] && JSON_SCHEMA=$verb ;;
-	profile) [ "$json" = 1 ] && JSON_SCHEMA=report && JSON_FILE=$out ;;
-	export) case $fmt in chrome-trace | hatchet) JSON_SCHEMA=$fmt JSON_FILE=$out ;; esac ;;
+	report | diff | status | jobs | job | calibrate) [ "$json" = 1 ] && _FFM_JSON_SCHEMA=$verb ;;
+	profile) [ "$json" = 1 ] && _FFM_JSON_SCHEMA=report && _FFM_JSON_FILE=$out ;;
+	export) case $fmt in chrome-trace | hatchet) _FFM_JSON_SCHEMA=$fmt _FFM_JSON_FILE=$out ;; esac ;;
 	esac
-	case $JSON_FILE in /dev/*) JSON_SCHEMA= JSON_FILE= ;; esac
+	case $_FFM_JSON_FILE in /dev/*) _FFM_JSON_SCHEMA= _FFM_JSON_FILE= ;; esac
 	return 0
 }

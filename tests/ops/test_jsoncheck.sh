@@ -41,7 +41,8 @@ check "a failing call keeps its exit status (1) and prints nothing to check" \
 ctl report j1 >/dev/null
 ctl report j1 -j --help >/dev/null
 ctl export j1 --format hatchet -o /dev/null 2>/dev/null
-check "calls that ask for no JSON (text, --help, -o /dev/null) are not checked" test "$(checked)" = 2
+check "calls that ask for no JSON (text, --help, -o /dev/null) are not checked" \
+	test "$(checked)" = 2
 ctl export j1 --format chrome-trace -o "$T/t.json.gz" 2>/dev/null
 ctl export j1 --format hatchet 2>/dev/null | head -c 10 >/dev/null
 check "export's -o FILE.gz and its standard output, read only in part, are checked" \
@@ -57,16 +58,21 @@ EOF
 chmod +x "$T/fake"
 out=$(echo "from stdin" | OUT='[{"job":"x"}]' RC=3 ffmctl_checked "$T/fake" jobs --json)
 rc=$?
-check "standard input reaches ffmctl, its exit status (3) and output come back" \
-	bash -c "[ $rc = 3 ] && [ '$out' = '[{\"job\":\"x\"}]' ] && [ \"\$(cat '$T/stdin.txt')\" = 'from stdin' ]"
+stdin_ok() {
+	[ "$rc" = 3 ] && [ "$out" = '[{"job":"x"}]' ] && [ "$(cat "$T/stdin.txt")" = 'from stdin' ]
+}
+check "standard input reaches ffmctl, its exit status (3) and output come back" stdin_ok
 
 # --- an invalid output is logged ----------------------------------------------------------------
 check "... and that invalid jobs list is one line of the log, naming the test, call and reason" \
-	grep -q "^test_jsoncheck.sh: fake jobs --json : not valid against docs/schema/jobs.schema.json.*'key' is a required property" "$T/invalid.log"
-OUT='{"schema_version":2}' RC=0 ffmctl_checked "$T/fake" --state-dir x report j1 -j >/dev/null </dev/null
+	grep -q "^test_jsoncheck.sh: fake jobs --json : not valid against docs/schema/jobs.schema.json.*$(
+	)'key' is a required property" "$T/invalid.log"
+OUT='{"schema_version":2}' RC=0 ffmctl_checked "$T/fake" --state-dir x report j1 -j >/dev/null \
+	</dev/null
 OUT='not json' RC=0 ffmctl_checked "$T/fake" status --json >/dev/null </dev/null
 check "a report without its fields and a status that is no JSON: two more lines" \
-	bash -c "[ \$(wc -l <'$T/invalid.log') = 3 ] && grep -q 'report.*data_quality' '$T/invalid.log' && grep -q 'status.*not one JSON value' '$T/invalid.log'"
+	bash -c "[ \$(wc -l <'$T/invalid.log') = 3 ] && grep -q 'report.*data_quality' '$T/invalid.log' &&
+		grep -q 'status.*not one JSON value' '$T/invalid.log'"
 FFM_JSON_CHECK=0 OUT='not json' RC=0 ffmctl_checked "$T/fake" status --json >/dev/null </dev/null
 check "FFM_JSON_CHECK=0 checks nothing" test "$(wc -l <"$T/invalid.log")" = 3
 
