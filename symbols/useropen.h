@@ -12,7 +12,8 @@
  * drops the file-system capabilities (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER...)
  * from the thread's effective set, so the kernel's own checks decide: modes, ACLs, search
  * rights on every directory, links followed as that user. Root's processes (uid 0) keep
- * root's credentials but everything else below applies to them too.
+ * root's credentials but everything else below applies to them too. A caller that is not root
+ * (ffmctl profile run by a user) keeps its own credentials: it has no rights to lend.
  *
  * In the thread: an O_PATH open (no side effect of a device's open, no FIFO wait), S_ISREG,
  * then the reopen O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC through /proc/self/fd (the file
