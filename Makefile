@@ -230,7 +230,8 @@ demo: all
 # /usr/local/cuda, which Debian does not package; the rest are Debian packages.
 DEB_PKGS := make gcc g++ clang llvm libbpf-dev bpftool libelf-dev libdw-dev libsqlite3-dev \
 	    libjansson-dev libsystemd-dev zlib1g-dev libzstd-dev liblzma-dev libbz2-dev pkg-config \
-	    sqlite3 systemd python3 python3-jsonschema binutils scdoc man-db strace
+	    sqlite3 systemd python3 python3-jsonschema binutils scdoc man-db strace \
+	    slurmctld slurmd slurm-client munge
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
 		grep -q 'install ok installed' || echo $$p; done); \

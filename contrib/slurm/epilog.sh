@@ -8,19 +8,24 @@
 #
 # The banner: the Epilog's output goes to slurmd's log, not to the job, and the Epilog does
 # not see the job's environment. So it is requested through what the Epilog does see, and
-# written to the job's stdout file (SLURM_JOB_STDOUT, Slurm >= 23.02) *as the job's user*, so
-# that root never writes through a path the user controls:
-#   sbatch --extra ffm_banner=1 ...   (or --comment ffm_banner=1): this job
+# written to the job's stdout file *as the job's user*, so that root never writes through a
+# path the user controls:
+#   sbatch --comment ffm_banner=1 ...  (or --extra ffm_banner=1, Slurm >= 23.02): this job
 #   FFM_BANNER=1 in the Epilog's environment: every job (a site default)
 #   FFM_BANNER_FILE=PATH: write the banner there instead (generic schedulers, tests), "-" for
 #   stdout.
 # The banner is built from `ffmctl report <jobid>` (at most FFM_BANNER_LINES lines, default 24).
+# The job's stdout file: SLURM_JOB_STDOUT when it is an absolute path without patterns; Slurm
+# 22.05 gives it as sbatch got it (/dir/%x-%j.out), and not at all for the default
+# slurm-%j.out, so then `scontrol show job` (the job is still known, COMPLETING) names the
+# expanded path (StdOut=). Batch jobs only: an salloc/srun job has no stdout file.
 #
 # A failing Epilog sets the node DOWN (Slurm's rule): this script always exits 0 and logs
 # (syslog tag ffm-epilog, and stderr).
 
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 FFMCTL=${FFMCTL:-ffmctl}
+SCONTROL=${SCONTROL:-scontrol}
 FFM_TIMEOUT=${FFM_TIMEOUT:-20}
 FFM_BANNER_LINES=${FFM_BANNER_LINES:-24}
 
@@ -63,7 +68,16 @@ banner() {
 	echo "###############################################################################"
 }
 
-dest=${FFM_BANNER_FILE:-${SLURM_JOB_STDOUT:-}}
+job_stdout() {
+	case ${SLURM_JOB_STDOUT:-} in
+	*%*) ;;
+	/*) echo "$SLURM_JOB_STDOUT"; return ;;
+	esac
+	timeout "$FFM_TIMEOUT" "$SCONTROL" show job "$job" 2>/dev/null | sed -n 's/^ *StdOut=//p' |
+		head -n 1
+}
+
+dest=${FFM_BANNER_FILE:-$(job_stdout)}
 if [ "$dest" = - ]; then
 	banner
 	exit 0
@@ -71,7 +85,8 @@ fi
 case $dest in
 /*) ;;
 *)
-	log "job $job: banner requested but no absolute output path (SLURM_JOB_STDOUT='$dest', Slurm >= 23.02 sets it)"
+	log "job $job: banner requested but no output file (SLURM_JOB_STDOUT" \
+		"'${SLURM_JOB_STDOUT:-}', scontrol's StdOut '$dest'; not a batch job?)"
 	exit 0
 	;;
 esac

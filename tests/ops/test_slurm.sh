@@ -28,7 +28,7 @@ start_ffmd || { notok "ffmd starts"; echo "1..$n"; exit 1; }
 
 export FFMCTL=$PWD/$B/ffmctl FFM_RUNTIME_DIR=$T/run FFM_STATE_DIR=$T/state
 export SLURM_JOB_UID=$NOBODY SLURM_JOB_GID=$NOGROUP SLURM_JOB_USER=nobody SLURMD_NODENAME=testnode
-job1=9$$1 job2=9$$2 job3=9$$3
+job1=9$$1 job2=9$$2 job3=9$$3 job4=9$$4
 status_job() { # status_job ID PYTHON_EXPR(j): true when the active job ID satisfies it
 	"$FFMCTL" status --json | python3 -c '
 import json, sys
@@ -112,6 +112,28 @@ sys.exit(0 if a and b and a["key"] == b["key"] == "slurm-test" and a["state"] ==
 else
 	notok "ffmctl jobs lists both"; "$FFMCTL" jobs | diag
 fi
+
+# --- Slurm 22.05: SLURM_JOB_STDOUT unexpanded (%x-%j.out), or absent (default slurm-%j.out) -------
+# The epilog asks scontrol (a stub here, printing what `scontrol show job` prints) for StdOut=.
+cat >"$T/scontrol" <<EOF
+#!/bin/sh
+[ "\$*" = "show job $job4" ] || exit 1
+echo "   WorkDir=$T"
+echo "   StdOut=$T/out 4.out"
+EOF
+chmod 755 "$T/scontrol"
+for pat in "$T/%x-%j.out" ""; do
+	: >"$T/out 4.out"
+	chown "$NOBODY:$NOGROUP" "$T/out 4.out"
+	SLURM_JOB_ID=$job4 FFM_JOB_CGROUP=$CGROUP/job_$job2 contrib/slurm/prolog.sh 2>/dev/null
+	SLURM_JOB_ID=$job4 SLURM_JOB_COMMENT="ffm_banner=1" SLURM_JOB_STDOUT=$pat SCONTROL=$T/scontrol \
+		contrib/slurm/epilog.sh 2>"$T/ep4.err"
+	if grep -q "^# job $job4 on testnode" "$T/out 4.out" && [ ! -e "$T/%x-%j.out" ]; then
+		ok "SLURM_JOB_STDOUT '${pat##*/}': the banner goes to scontrol's expanded StdOut"
+	else
+		notok "banner with SLURM_JOB_STDOUT '$pat'"; diag <"$T/ep4.err"; ls "$T" | diag
+	fi
+done
 
 # --- a stdout path the user may not write ---------------------------------------------------------
 rootfile=$T/root-owned
