@@ -18,7 +18,8 @@
 #
 # Which key (runs of one key escalate through the FFM stages):
 #   FFM_KEY                          set for the Prolog by the site (e.g. per partition)
-#   ffm_key=K in --extra / --comment what the user gave: sbatch --extra ffm_key=nightly-sim
+#   ffm_key=K in --extra / --comment what the user gave: sbatch --comment ffm_key=nightly-sim
+#                                    (--extra: Slurm >= 23.02)
 #   $SLURM_JOB_USER/$SLURM_JOB_NAME  where the Prolog has SLURM_JOB_NAME
 #   none: ffmd makes the job id the key (the job starts at stage 1, nothing escalates)
 # The Prolog never sees the job's own environment (Slurm's rule), hence --extra/--comment.

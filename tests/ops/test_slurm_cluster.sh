@@ -40,7 +40,7 @@ FAKE=$PWD/$B/fakecuda
 TU=ffmslurm1
 make_users "$TU"
 TUID=$(id -u "$TU") TGID=$(id -g "$TU")
-t0=$(date +%s)
+t0=$EPOCHREALTIME
 
 S=$T/slurm
 export SLURM_CONF=$S/etc/slurm.conf
@@ -84,6 +84,8 @@ bail() {
 	for f in "$S"/log/*; do echo "# --- $f"; tail -n 20 "$f" | diag; done
 	exit 1
 }
+elapsed() { python3 -c 'import sys; print("%.1f" % (float(sys.argv[2]) - float(sys.argv[1])))' \
+	"$t0" "$EPOCHREALTIME"; }
 ctld_up() { scontrol ping 2>/dev/null | grep -q "is UP"; }
 node_idle() { [ "$(sinfo -h -n "$NODE" -o %T 2>/dev/null)" = idle ]; }
 
@@ -160,6 +162,7 @@ slurmd -D -N "$NODE" >"$S/log/slurmd.out" 2>&1 &
 PIDS+=($!)
 if wait_for 20 node_idle; then
 	ok "one-node cluster up: munged, slurmctld, slurmd on 127.0.0.1 (ports $CTLD_PORT, $SLURMD_PORT)"
+	echo "# up $(elapsed) s after the test user's creation"
 else
 	sinfo -N | diag
 	bail "slurmd did not register"
@@ -262,6 +265,6 @@ if stop_cluster && ! ps -o pid= -p "${pids// /,}" >/dev/null; then
 else
 	notok "the cluster stopped on TERM"
 fi
-echo "# $(($(date +%s) - t0)) s from the user's creation to the cluster's stop"
+echo "# $(elapsed) s from the test user's creation to the cluster's stop"
 echo "1..$n"
 finish
