@@ -13,13 +13,16 @@
 #   - the user reads the job's report with ffmctl, without sudo;
 #   - the banner is appended to the job's output file (%x-%j.out: Slurm 22.05 hands the Epilog
 #     the unexpanded pattern, the Epilog asks scontrol), still owned by the user;
+#   - the key's next job is its second run, at stage 2;
 #   - a job cancelled by its user (scancel) while it runs ends its ffm job; without ffm_banner
 #     its output is left alone;
 #   - every daemon the test started is gone at the end (and at any exit: the trap).
 # Process tracking: proctrack/linuxproc, so the Prolog finds no cgroup v2 directory job_<id> and
 # selects the job's processes by the job's uid (a user of the test's own, exact here). Slurm
-# 22.05's cgroup/v2 plugin wants a pure cgroup v2 host and a slurmd in a delegated cgroup
-# (systemd), which a test cannot count on; tests/ops/test_slurm.sh covers the cgroup path.
+# 22.05's cgroup/v2 plugin refuses a hybrid hierarchy (slurmd: "Hybrid mode is not supported")
+# and, on a pure v2 host, makes its scope through the host's systemd, which a test must not
+# touch; a cgroup/v1 job cgroup is no directory ffmd matches. tests/ops/test_slurm.sh covers
+# the Prolog's cgroup path with a real cgroup v2 directory.
 # Slurm 22.05 (Debian 12) has no sbatch --extra (23.02): the request goes in --comment, which
 # the Prolog and Epilog see as SLURM_JOB_COMMENT.
 # Skips (77) without root, without the Slurm and munge packages (make deps), or when the
