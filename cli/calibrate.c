@@ -120,6 +120,9 @@ int ffmctl_calibrate(int argc, char **argv)
 	/* The file is opened and checked once, then calibrated as that open file. As root, only
 	 * a trusted file is run (daemon/driver_setup.h); another user runs it with their own
 	 * privileges, and their result is not cached where ffmd would take it. */
+	/* As root, ffmd's trusted_driver_dirs too (the default config's); none if it is bad. */
+	if (geteuid() == 0 && ffm_driver_trust_config(NULL, why, sizeof(why)) < 0)
+		fprintf(stderr, "ffmctl calibrate: warning: no trusted_driver_dirs: %s\n", why);
 	fd = ffm_driver_file_open(driver, &trusted, why, sizeof(why));
 	if (fd < 0) {
 		ffmctl_err("calibrate", "cannot open %s: %s", driver, why);
@@ -127,7 +130,8 @@ int ffmctl_calibrate(int argc, char **argv)
 	}
 	if (!trusted && geteuid() == 0) {
 		ffmctl_err("calibrate", "refusing to run %s as root: it is %s (calibrate a root-owned "
-			   "copy: install -o root -m 0644 %s COPY; the result serves every file of the "
+			   "copy in a root-owned directory of a file system mounted without nosuid: "
+			   "install -o root -m 0644 %s COPY; the result serves every file of the "
 			   "same build-id)", driver, why, driver);
 		close(fd);
 		return EXIT_FAIL;

@@ -10,6 +10,8 @@
  *     ringbuf_wakeup_kib = 8192
  *     probe_scope = process # or system (read at start only; see README, "Overhead")
  *     metrics_dir = /var/lib/node_exporter/textfile_collector  # off when unset (start only)
+ *     trusted_driver_dirs = /opt/nvidia/lib:/srv/drivers # root's drivers there are trusted
+ *                           # on any file system, nosuid mounts included (start only)
  *     sample_budget = 0.1%  # adaptive stage 1's budget of a process's time; 0: trace all
  *     wait_cost_us = 2.8    # what one traced wait costs a process on this node
  *
@@ -165,6 +167,8 @@ static int set_value(struct ffmd_config *cfg, struct ffmd_rule *rule, const char
 		return copy(cfg->runtime_dir, sizeof(cfg->runtime_dir), val);
 	if (!rule && !strcmp(name, "metrics_dir"))
 		return copy(cfg->metrics_dir, sizeof(cfg->metrics_dir), val);
+	if (!rule && !strcmp(name, "trusted_driver_dirs"))
+		return copy(cfg->trusted_driver_dirs, sizeof(cfg->trusted_driver_dirs), val);
 	if (!rule && !strcmp(name, "admin_group"))
 		return copy(cfg->admin_group, sizeof(cfg->admin_group), val);
 	if (!rule && !strcmp(name, "flush_ms"))
@@ -213,7 +217,7 @@ int ffmd_config_load(struct ffmd_config *cfg, const char *path, char *err, size_
 	FILE *f;
 
 	memset(cfg, 0, sizeof(*cfg));
-	strcpy(cfg->state_dir, "/var/lib/ffm");
+	strcpy(cfg->state_dir, FFMD_DEFAULT_STATE_DIR);
 	strcpy(cfg->runtime_dir, "/run/ffm");
 	cfg->flush_ms = 200;
 	cfg->wakeup_kib = 8192;

@@ -34,12 +34,20 @@ struct ffm_selector {
 const char *ffm_selector_name(enum ffm_sel_type t);
 int ffm_selector_type(const char *name, enum ffm_sel_type *t);
 
+#define FFMD_DEFAULT_CONFIG "/etc/ffm/ffmd.conf"
+#define FFMD_DEFAULT_STATE_DIR "/var/lib/ffm"
+#define FFM_MAX_TRUSTED_DIRS 16
+#define FFM_TRUSTED_DIRS_MAX 4096 /* the setting's length */
+
 struct ffmd_config {
 	char config_path[4096];   /* the file read ("" = none); SIGHUP reads it again */
 	char state_dir[4096];
 	char runtime_dir[4096];
 	char admin_group[64];     /* members may start/end jobs and see all of them */
 	char metrics_dir[4096];   /* Prometheus textfile directory ("" = no metrics) */
+	/* directories whose root-owned drivers are trusted on any file system (driver_setup.h) */
+	char trusted_driver_dirs[FFM_TRUSTED_DIRS_MAX];
+	bool create_state_dir;    /* --create: make a missing state directory */
 	uint32_t flush_ms;        /* store flush period */
 	uint32_t wakeup_kib;      /* ring buffer bytes pending before BPF wakes ffmd */
 	uint32_t ringbuf_kib;     /* ring buffer size (power of two, >= 64); 0 = default 64 MiB */

@@ -1,14 +1,18 @@
 /* SPDX-License-Identifier: MIT */
+#include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include "daemon/config.h"
 #include "daemon/driver_setup.h"
 #include "store/ffm_store.h"
 #include "symbols/ffm_calibrate.h"
@@ -44,15 +48,156 @@ int ffm_calib_probe_path(char *buf, size_t len)
 #define FUSE_SUPER_MAGIC 0x65735546
 #endif
 
-/* Whether the open file @fd is trusted (driver_setup.h); @why says why not. */
-static bool file_trusted(int fd, char *why, size_t why_len)
+/* trusted_driver_dirs: each directory as it was when ffmd (or ffmctl) started, by identity. */
+static struct trusted_dir {
+	dev_t dev;
+	ino_t ino;
+} trusted_dirs[FFM_MAX_TRUSTED_DIRS];
+static int ntrusted_dirs;
+
+/* A trusted directory: root's, writable by nobody else, not on FUSE. */
+static bool dir_ok(int fd, struct stat *st)
 {
+	struct statfs sf;
+
+	return fstat(fd, st) == 0 && fstatfs(fd, &sf) == 0 && S_ISDIR(st->st_mode) &&
+	       st->st_uid == 0 && !(st->st_mode & (S_IWGRP | S_IWOTH)) &&
+	       (uint32_t)sf.f_type != FUSE_SUPER_MAGIC;
+}
+
+int ffm_driver_trust_dirs(const char *list, char *why, size_t why_len)
+{
+	char buf[FFM_TRUSTED_DIRS_MAX], *save = NULL;
+
+	ntrusted_dirs = 0;
+	if (why_len)
+		why[0] = 0;
+	snprintf(buf, sizeof(buf), "%s", list ? list : "");
+	for (char *dir = strtok_r(buf, ": \t,", &save); dir; dir = strtok_r(NULL, ": \t,", &save)) {
+		int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		struct stat st;
+
+		if (ntrusted_dirs == FFM_MAX_TRUSTED_DIRS) {
+			snprintf(why, why_len, "more than %d trusted_driver_dirs", FFM_MAX_TRUSTED_DIRS);
+			return -E2BIG;
+		}
+		if (fd < 0 || !dir_ok(fd, &st)) {
+			int err = fd < 0 ? -errno : -EPERM;
+
+			if (fd < 0)
+				snprintf(why, why_len, "trusted_driver_dirs: %s: %s", dir, strerror(-err));
+			else
+				snprintf(why, why_len, "trusted_driver_dirs: %s must be a directory of root's "
+					 "that no one else may write, not on FUSE (it is uid %u's, mode %03o)",
+					 dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 0777));
+			if (fd >= 0)
+				close(fd);
+			ntrusted_dirs = 0;
+			return err;
+		}
+		trusted_dirs[ntrusted_dirs++] = (struct trusted_dir){ st.st_dev, st.st_ino };
+		close(fd);
+	}
+	return 0;
+}
+
+int ffm_driver_trust_config(const char *config_path, char *why, size_t why_len)
+{
+	static struct ffmd_config cfg; /* a megabyte of rules: not on the stack */
+	int err;
+
+	if (!config_path)
+		config_path = FFMD_DEFAULT_CONFIG;
+	if (access(config_path, F_OK) < 0)
+		return ffm_driver_trust_dirs(NULL, why, why_len);
+	if ((err = ffmd_config_load(&cfg, config_path, why, why_len)) < 0)
+		return err;
+	return ffm_driver_trust_dirs(cfg.trusted_driver_dirs, why, why_len);
+}
+
+/* Whether the directory @dir holds @st itself (not a link to it) and is a trusted directory. */
+static bool in_trusted_dir(const char *dir, const char *base, const struct stat *st)
+{
+	struct stat ds, fs;
+	bool found = false;
+	int fd;
+
+	if (!ntrusted_dirs || !*base || (fd = open(*dir ? dir : "/", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return false;
+	if (fstat(fd, &ds) == 0 && ds.st_uid == 0 && !(ds.st_mode & (S_IWGRP | S_IWOTH)) &&
+	    fstatat(fd, base, &fs, AT_SYMLINK_NOFOLLOW) == 0 && fs.st_dev == st->st_dev &&
+	    fs.st_ino == st->st_ino)
+		for (int i = 0; i < ntrusted_dirs && !found; i++)
+			found = trusted_dirs[i].dev == ds.st_dev && trusted_dirs[i].ino == ds.st_ino;
+	close(fd);
+	return found;
+}
+
+/* Whether the open file @fd (opened as @path) lies in one of trusted_driver_dirs: by the path
+ * it was opened by, or by the kernel's name of the open file. */
+static bool file_in_trusted_dir(int fd, const char *path, const struct stat *st)
+{
+	char buf[PATH_MAX], self[64], *slash;
+	ssize_t n;
+
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass == 0) {
+			snprintf(buf, sizeof(buf), "%s", path);
+		} else {
+			snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+			if ((n = readlink(self, buf, sizeof(buf) - 1)) <= 0)
+				return false;
+			buf[n] = 0;
+		}
+		if (!(slash = strrchr(buf, '/')))
+			continue;
+		*slash = 0;
+		if (in_trusted_dir(buf, slash + 1, st))
+			return true;
+	}
+	return false;
+}
+
+/* The mount point of the open file @fd as ffmd sees it, in @buf ("" when not found). */
+static void mount_point(int fd, char *buf, size_t len)
+{
+	char line[PATH_MAX + 256];
+	struct statx stx;
+	FILE *f;
+
+	buf[0] = 0;
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx) < 0 || !(stx.stx_mask & STATX_MNT_ID) ||
+	    !(f = fopen("/proc/self/mountinfo", "re")))
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long id;
+		char mp[PATH_MAX];
+
+		if (sscanf(line, "%llu %*u %*s %*s %4095s", &id, mp) == 2 && id == stx.stx_mnt_id) {
+			if (strlen(mp) < len) /* octal escapes (\040) left as they are */
+				strcpy(buf, mp);
+			break;
+		}
+	}
+	fclose(f);
+}
+
+/*
+ * Whether the open file @fd (opened as @path) is trusted (driver_setup.h); @why says why not.
+ * The file system must be one root vouches for: owner and mode inside a file system its user
+ * built (an image root mounted nosuid for them, as a setuid container runtime does; FUSE) say
+ * nothing. A file in one of trusted_driver_dirs is exempt from that (not from owner and mode).
+ */
+static bool file_trusted(int fd, const char *path, char *why, size_t why_len)
+{
+	char mp[256];
+	struct statvfs sv;
 	struct statfs sf;
 	struct stat st;
 
 	if (why_len)
 		why[0] = 0;
-	if (fstat(fd, &st) < 0 || fstatfs(fd, &sf) < 0) {
+	if (fstat(fd, &st) < 0 || fstatfs(fd, &sf) < 0 || fstatvfs(fd, &sv) < 0) {
 		snprintf(why, why_len, "cannot stat it: %s", strerror(errno));
 		return false;
 	}
@@ -64,10 +209,18 @@ static bool file_trusted(int fd, char *why, size_t why_len)
 		snprintf(why, why_len, "writable by %s", st.st_mode & S_IWOTH ? "anyone" : "its group");
 		return false;
 	}
+	if (file_in_trusted_dir(fd, path, &st))
+		return true;
 	/* A FUSE file system's server (any user, through fusermount) says who owns its files
 	 * and may change their bytes at will. */
 	if ((uint32_t)sf.f_type == FUSE_SUPER_MAGIC) {
-		snprintf(why, why_len, "on a FUSE file system");
+		snprintf(why, why_len, "on a FUSE file system, whose owners its server chooses");
+		return false;
+	}
+	if (sv.f_flag & ST_NOSUID) {
+		mount_point(fd, mp, sizeof(mp));
+		snprintf(why, why_len, "on a file system mounted nosuid%s%.120s%s, whose owners its "
+			 "builder chose", mp[0] ? " (" : "", mp, mp[0] ? ")" : "");
 		return false;
 	}
 	return true;
@@ -82,7 +235,7 @@ int ffm_driver_file_open(const char *path, bool *trusted, char *why, size_t why_
 		snprintf(why, why_len, "%s", fd == -EINVAL ? "not a regular file" : strerror(-fd));
 		return fd;
 	}
-	*trusted = file_trusted(fd, why, why_len);
+	*trusted = file_trusted(fd, path, why, why_len);
 	return fd;
 }
 
@@ -90,7 +243,7 @@ int ffm_driver_ready(const char *path, const char *state_dir, unsigned flags,
 		     struct ffm_ready_driver *out, char *why, size_t why_len)
 {
 	struct ffm_calibration *cal = NULL;
-	char probe[PATH_MAX] = "", fdpath[64], untrusted[128] = "", cache[PATH_MAX];
+	char probe[PATH_MAX] = "", fdpath[64], untrusted[256] = "", cache[PATH_MAX];
 	int err, fd;
 
 	memset(out, 0, sizeof(*out));
@@ -121,8 +274,10 @@ int ffm_driver_ready(const char *path, const char *state_dir, unsigned flags,
 		cal = ffm_calibration__free(cal);
 		if (!out->trusted && !(flags & FFM_READY_RUN_UNTRUSTED)) {
 			snprintf(why, why_len, "not calibrated: the file is %s, and ffm runs only root's "
-				 "files (no verified calibration of build-id %.40s is cached; calibrate a "
-				 "root-owned copy of it with ffmctl calibrate --driver COPY)",
+				 "files on file systems root trusts (no verified calibration of build-id "
+				 "%.40s is cached; copy it into a root-owned directory of a file system "
+				 "mounted without nosuid, or of trusted_driver_dirs, and calibrate the copy: "
+				 "ffmctl calibrate --driver COPY)",
 				 untrusted, ffm_driver__build_id(out->drv));
 			err = -EPERM;
 			goto fail;

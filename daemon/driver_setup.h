@@ -6,8 +6,12 @@
  *
  * Which files are run (docs/SECURITY.md). Calibrating runs the file: ffm-calib-probe loads it
  * with the caller's privileges. A file is *trusted* when it is a regular file owned by root,
- * writable by nobody else, on a file system whose ownership its users cannot choose (not
- * FUSE). Only a trusted file is calibrated; any other (a copy in a user's directory, a user's
+ * writable by nobody else, on a file system root vouches for: not FUSE (its server chooses the
+ * owners) and not mounted nosuid (a user's file system image that root mounted for them, as a
+ * setuid container runtime does: its owners and modes are whatever its builder chose), unless
+ * the file lies in one of the directories of trusted_driver_dirs (ffmd.conf: root's
+ * directories, writable by nobody else, known by identity from the start on, so a mount over
+ * one is not it). Only a trusted file is calibrated; any other (a copy in a user's directory, a user's
  * container) is never run: it is used only if a verified calibration of its build-id is cached,
  * which only trusted files write. The file is opened once, checked on the open file and handed
  * to the calibration as that file (/proc/PID/fd/N), so a path swapped between the check and
@@ -47,6 +51,15 @@ void ffm_ready_driver__release(struct ffm_ready_driver *d);
  * trusted ("" for a trusted one).
  */
 int ffm_driver_file_open(const char *path, bool *trusted, char *why, size_t why_len);
+
+/*
+ * The allow-list of trusted driver directories (":", "," or blank separated; NULL or "" none),
+ * replacing the previous one: each must be root's, writable by nobody else and not on FUSE
+ * (-EPERM, -errno with @why). ffm_driver_trust_config: that of the config file @config_path
+ * (NULL: the default one, none when it does not exist), as ffmctl calibrate takes it.
+ */
+int ffm_driver_trust_dirs(const char *list, char *why, size_t why_len);
+int ffm_driver_trust_config(const char *config_path, char *why, size_t why_len);
 
 /* The calibration program (ffm-calib-probe): $FFM_CALIB_PROG, beside our own executable (a build
  * tree or an install's bin), or the libexec directory; -ENOENT when not found. */
