@@ -2,7 +2,8 @@
 /*
  * The control socket: a local user's connection, the request it sends, the response. Owns who
  * may do what (root and the admin group start and end jobs and see everything; a user sees
- * their own jobs and drivers), the limits on connections and on logging refusals, turning a
+ * their own jobs and drivers: decided from the peer's credentials when it connected, never
+ * from its pid), the limits on connections and on logging refusals, turning a
  * job-start request into a job_spec, and the JSON of the responses (the status). What a job
  * is, and starting and ending one, is jobs.c's.
  *
@@ -49,11 +50,17 @@ static size_t json_body(json_t *v, char *out, size_t len)
 	return n > 0 ? (size_t)n : 0;
 }
 
-static bool is_admin(struct ffmd *d, const struct ucred *c)
+/*
+ * Whether the peer of the connection @fd, whose SO_PEERCRED is @c, is root or in the admin
+ * group: its primary and supplementary groups as they were when it connected (SO_PEERCRED,
+ * SO_PEERGROUPS), never looked up by pid later (the process that connected may be gone and
+ * its pid another's by the time a request comes).
+ */
+static bool peer_is_admin(struct ffmd *d, int fd, const struct ucred *c)
 {
-	char path[64], line[1024];
+	gid_t some[64], *groups = some;
+	socklen_t len = sizeof(some);
 	bool member = false;
-	FILE *f;
 
 	if (c->uid == 0)
 		return true;
@@ -61,21 +68,15 @@ static bool is_admin(struct ffmd *d, const struct ucred *c)
 		return false;
 	if (c->gid == d->admin_gid)
 		return true;
-	/* Supplementary groups of the peer, from /proc (SO_PEERCRED has only the primary). */
-	snprintf(path, sizeof(path), "/proc/%d/status", c->pid);
-	f = fopen(path, "re");
-	if (!f)
-		return false;
-	while (!member && fgets(line, sizeof(line), f)) {
-		unsigned long g;
-		int k;
-
-		if (strncmp(line, "Groups:", 7))
-			continue;
-		for (const char *p = line + 7; sscanf(p, "%lu%n", &g, &k) == 1; p += k)
-			member |= (gid_t)g == d->admin_gid;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0) {
+		if (errno != ERANGE || !(groups = malloc(len)) ||
+		    getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0)
+			len = 0; /* not known: not an admin */
 	}
-	fclose(f);
+	for (size_t i = 0; i < len / sizeof(gid_t); i++)
+		member |= groups[i] == d->admin_gid;
+	if (groups != some)
+		free(groups);
 	return member;
 }
 
@@ -175,9 +176,10 @@ static json_t *status_rule(struct ffmd *d, const struct rule *ru)
  * only: its path may tell what that user runs and where), the jobs it may see (all of them for
  * root and the admins), the rules (root and the admins only).
  */
-static size_t status_json(struct ffmd *d, const struct ucred *c, char *out, size_t len)
+static size_t status_json(struct ffmd *d, const struct conn *conn, char *out, size_t len)
 {
-	bool admin = is_admin(d, c);
+	const struct ucred *c = &conn->cred;
+	bool admin = conn->admin;
 	json_t *drivers = json_array(), *jobs = json_array(), *rules = json_array();
 
 	for (int i = 0; i < MAX_DRIVERS; i++) {
@@ -365,10 +367,10 @@ void handle_request(struct ffmd *d, struct conn *c)
 			msg = "pong";
 			break;
 		case FFM_VERB_STATUS:
-			status_json(d, &c->cred, body, sizeof(body));
+			status_json(d, c, body, sizeof(body));
 			break;
 		case FFM_VERB_JOB_START:
-			if (!is_admin(d, &c->cred)) {
+			if (!c->admin) {
 				err = -EACCES;
 				msg = "permission denied: only root or the admin group may start jobs";
 				break;
@@ -379,7 +381,7 @@ void handle_request(struct ffmd *d, struct conn *c)
 			const char *id = ffm_proto_arg(&req, "job");
 			struct job *j = id ? job_find(d, id) : NULL;
 
-			if (!is_admin(d, &c->cred)) {
+			if (!c->admin) {
 				err = -EACCES;
 				msg = "permission denied: only root or the admin group may end jobs";
 			} else if (!j) {
@@ -412,6 +414,7 @@ void accept_conn(struct ffmd *d)
 	socklen_t sl = sizeof(struct ucred);
 	struct conn *c = NULL;
 	struct ucred cred;
+	bool admin;
 
 	if (fd < 0)
 		return;
@@ -419,6 +422,7 @@ void accept_conn(struct ffmd *d)
 		close(fd);
 		return;
 	}
+	admin = peer_is_admin(d, fd, &cred);
 	for (int i = 0; i < MAX_CONNS; i++) {
 		if (d->conns[i].fd < 0) {
 			nfree++;
@@ -433,12 +437,13 @@ void accept_conn(struct ffmd *d)
 	 * admins', so that no local user can lock the scheduler's prolog out by holding
 	 * connections open. */
 	if (!c || (cred.uid != 0 && (mine >= MAX_CONNS_PER_USER ||
-				     (nfree <= RESERVED_CONNS && !is_admin(d, &cred))))) {
+				     (nfree <= RESERVED_CONNS && !admin)))) {
 		close(fd);
 		return;
 	}
 	c->fd = fd;
 	c->cred = cred;
+	c->admin = admin;
 	c->deadline = ffm_now_s() + FFM_PROTO_TIMEOUT_MS / 1000.0;
 	epoll_ctl(d->ep, EPOLL_CTL_ADD, fd,
 		  &(struct epoll_event){ .events = EPOLLIN, .data.u64 = TAG_CONN | (uint64_t)(c - d->conns) << 8 });

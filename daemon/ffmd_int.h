@@ -163,7 +163,8 @@ struct route {
 struct conn {
 	int fd;
 	double deadline;
-	struct ucred cred;
+	struct ucred cred; /* the peer at connect time (SO_PEERCRED) */
+	bool admin;        /* root or the admin group at connect time (SO_PEERGROUPS) */
 };
 
 struct ffmd {
@@ -203,6 +204,7 @@ struct ffmd {
 	double last_tick, last_watchdog;
 	unsigned long long watchdog_usec;
 	char sock_path[PATH_MAX];
+	int lock_fds[2];          /* the runtime and the node's state directory, locked for life */
 	/* This node's store root (store/ffm_store.h, FFM_STATE_ROOT: the state directory, or
 	 * nodes/<host>/ once nodes/ exists), and ffmd's own files in it. */
 	char node_root[PATH_MAX];

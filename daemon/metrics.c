@@ -26,6 +26,7 @@ struct mjob {
 
 struct ffm_metrics {
 	int dfd;
+	gid_t gid; /* the directory's group: the file's readers (the exporter's group) */
 	bool up;
 	uint64_t seq;
 	struct mjob jobs[MAX_JOBS];
@@ -63,6 +64,7 @@ int ffm_metrics__open(const char *dir, struct ffm_metrics **ret, char *why, size
 		return -ENOMEM;
 	}
 	m->dfd = fd;
+	m->gid = st.st_gid;
 	m->up = true;
 	*ret = m;
 	return 0;
@@ -240,10 +242,13 @@ int ffm_metrics__write(struct ffm_metrics *m)
 
 	/* Nobody else writes this directory (checked at open): a leftover is ours. */
 	unlinkat(m->dfd, tmp, 0);
-	fd = openat(m->dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	fd = openat(m->dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
-	if (fchmod(fd, 0644) < 0 || !(f = fdopen(fd, "w"))) {
+	/* Every job's id, key and owner: root's and the directory's group's only (the exporter
+	 * reads it through that group), never everyone's. */
+	if (fchown(fd, (uid_t)-1, m->gid) < 0 || fchmod(fd, FFM_METRICS_MODE) < 0 ||
+	    !(f = fdopen(fd, "w"))) {
 		err = -errno;
 		close(fd);
 		unlinkat(m->dfd, tmp, 0);

@@ -6,7 +6,9 @@
  * whenever they change: a temporary file in the directory renamed over it, so the collector
  * never reads half a file. The directory is opened once, at start (O_NOFOLLOW): it must be
  * root's and writable by nobody else, so nobody can plant a file or link in it; files are
- * written through that descriptor only (docs/SECURITY.md). The metric list is in
+ * written through that descriptor only (docs/SECURITY.md). The file is 0640, of the directory's
+ * group: it names every job, its key and its owner, which only root, that group (give the
+ * directory the exporter's group) and the admins may read. The metric list is in
  * systemd/README.md.
  */
 #ifndef FFM_METRICS_H
@@ -19,6 +21,7 @@
 #include "store/ffm_store.h"
 
 #define FFM_METRICS_FILE "ffm.prom"
+#define FFM_METRICS_MODE 0640
 
 struct ffm_metrics;
 

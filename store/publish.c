@@ -24,7 +24,11 @@
 
 #include "store/store_int.h"
 
-#define DONE_DIR_MODE 0751 /* the owners go through it to their own directory */
+/* done/ lists to root and the directory's group only; each owner may go through it to their
+ * own directory by an ACL entry of theirs (search only), so that nobody without jobs learns
+ * who had some. */
+#define DONE_DIR_MODE 0750
+#define ACL_MAX_USERS 1024
 #define OWNER_DIR_MODE 0750
 #define COPY_MODE 0640
 
@@ -67,6 +71,86 @@ static int subdir(int at, const char *name, mode_t mode)
 		return -errno;
 	fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	return fd < 0 ? -errno : fd;
+}
+
+/* Add search (@perm) for @uid to the access ACL of the directory @fd of @mode, keeping the
+ * named users and groups it has: entries sorted by tag, then id, the mask their union with the
+ * group's. */
+static int add_user(int fd, mode_t mode, uint32_t uid, uint16_t perm)
+{
+	struct acl_e { uint16_t tag, perm; uint32_t id; } __attribute__((packed));
+	size_t size = 4 + (ACL_MAX_USERS + 8) * sizeof(struct acl_e), k = 0, nold;
+	unsigned char *raw = malloc(size), *oraw = malloc(size); /* the version word, then entries */
+	struct acl_e *e = raw ? (struct acl_e *)(raw + 4) : NULL, *old = oraw ? (struct acl_e *)(oraw + 4) : NULL;
+	uint16_t mask = (mode >> 3) & 7;
+	uint32_t version = 2;
+	bool placed = false;
+	ssize_t n;
+	int err = 0;
+
+	if (!old || !e) {
+		err = -ENOMEM;
+		goto out;
+	}
+	if ((n = fgetxattr(fd, "system.posix_acl_access", oraw, size)) < 0 && errno != ENODATA) {
+		err = -errno;
+		goto out;
+	}
+	nold = n > 4 ? ((size_t)n - 4) / sizeof(struct acl_e) : 0;
+	e[k++] = (struct acl_e){ 0x01, (mode >> 6) & 7, UINT32_MAX };          /* ACL_USER_OBJ */
+	for (size_t i = 0; i <= nold; i++) {
+		bool user = i < nold && old[i].tag == 0x02;
+
+		if (user && old[i].id == uid && (old[i].perm & perm) == perm)
+			goto out; /* there already */
+		if (!placed && (i == nold || old[i].tag > 0x02 || (user && old[i].id > uid))) {
+			e[k++] = (struct acl_e){ 0x02, perm, uid };                   /* ACL_USER */
+			mask |= perm;
+			placed = true;
+		}
+		if (i < nold && old[i].tag == 0x04) /* ACL_GROUP_OBJ, then the named groups */
+			e[k++] = (struct acl_e){ 0x04, (mode >> 3) & 7, UINT32_MAX };
+		if ((user && old[i].id != uid) || (i < nold && old[i].tag == 0x08)) {
+			if (k >= ACL_MAX_USERS) {
+				err = -ENOSPC;
+				goto out;
+			}
+			e[k++] = old[i];
+			mask |= old[i].perm;
+		}
+	}
+	if (!nold) /* no ACL yet */
+		e[k++] = (struct acl_e){ 0x04, (mode >> 3) & 7, UINT32_MAX };
+	e[k++] = (struct acl_e){ 0x10, mask, UINT32_MAX };                     /* ACL_MASK */
+	e[k++] = (struct acl_e){ 0x20, mode & 7, UINT32_MAX };                 /* ACL_OTHER */
+	memcpy(raw, &version, 4);
+	if (fsetxattr(fd, "system.posix_acl_access", raw, 4 + k * sizeof(e[0]), 0) < 0)
+		err = -errno;
+out:
+	free(oraw);
+	free(raw);
+	return err;
+}
+
+/* done/ in the store root @rootfd, opened: made if missing, its mode (earlier releases made
+ * it 0751: anyone could test done/<uid>) and the owner @uid's way through it put right. */
+static int done_dir(int rootfd, uint32_t uid, bool *reach)
+{
+	struct stat st;
+	int fd = subdir(rootfd, "done", DONE_DIR_MODE), err;
+
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, &st) < 0 ||
+	    ((st.st_mode & 07777 & ~S_ISGID) != DONE_DIR_MODE &&
+	     fchmod(fd, DONE_DIR_MODE | (st.st_mode & S_ISGID)) < 0)) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	/* Without it the copy is still made: the caller says its owner cannot reach it. */
+	*reach = !uid || add_user(fd, DONE_DIR_MODE, uid, 1) == 0;
+	return fd;
 }
 
 /* The owner whose copy this is: the key row's uid, when every job of the store is theirs;
@@ -127,7 +211,7 @@ int ffm_store__publish(const char *live, const char *root, uint32_t *owner)
 	int rootfd = -1, donefd = -1, dfd = -1, err;
 	sqlite3 *db = NULL;
 	uint32_t uid = 0;
-	bool acl = false;
+	bool acl = false, reach = false;
 
 	if (!live || !root || !owner)
 		return -EINVAL;
@@ -149,7 +233,7 @@ int ffm_store__publish(const char *live, const char *root, uint32_t *owner)
 		err = -errno;
 		goto out;
 	}
-	if ((donefd = subdir(rootfd, "done", DONE_DIR_MODE)) < 0) {
+	if ((donefd = done_dir(rootfd, uid, &reach)) < 0) {
 		err = donefd;
 		goto out;
 	}
@@ -164,7 +248,7 @@ int ffm_store__publish(const char *live, const char *root, uint32_t *owner)
 	err = snapshot(db, tmp_path);
 	if (!err)
 		err = seal(dfd, tmp, uid, &acl);
-	if (!err && uid && !acl)
+	if (!err && uid && (!acl || !reach))
 		err = -ENOTSUP;
 	if (!err || err == -ENOTSUP) {
 		/* The owner's way to their directory: an ACL too (the copy alone is no use). */
