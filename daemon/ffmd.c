@@ -3,12 +3,15 @@
  * ffmd: ffm's system-wide collector. Runs in the foreground (systemd's Type=notify service
  * runs the same program with the standard directories):
  *
- *     ffmd [--config FILE] [--state-dir DIR] [--runtime-dir DIR] [--verbose]
+ *     ffmd [--config FILE] [--state-dir DIR] [--runtime-dir DIR] [--create] [--verbose]
  *
- * Command-line values override the config file's. SIGHUP re-reads the config file (rules are
+ * Command-line values override the config file's. A state directory that does not exist is
+ * made only if it is the default or with --create. One ffmd per runtime directory and per
+ * node's state: a second one refuses to start, naming the running one's pid. SIGHUP re-reads the config file (rules are
  * replaced, active jobs go on); SIGTERM/SIGINT stop. Exit codes: 0 clean stop, 1 failure, 2 usage.
  */
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -17,13 +20,16 @@
 #include "daemon/server.h"
 #include "daemon/version.h"
 
-#define DEFAULT_CONFIG "/etc/ffm/ffmd.conf"
+#define DEFAULT_CONFIG FFMD_DEFAULT_CONFIG
 
 static void usage(FILE *f)
 {
-	fprintf(f, "Usage: ffmd [--config FILE] [--state-dir DIR] [--runtime-dir DIR] [--verbose] [--version]\n"
+	fprintf(f, "Usage: ffmd [--config FILE] [--state-dir DIR] [--runtime-dir DIR] [--create] [--verbose]\n"
+		   "            [--version]\n"
 		   "  --config FILE       default " DEFAULT_CONFIG " (if it exists)\n"
-		   "  --state-dir DIR     job stores and calibrations (default /var/lib/ffm)\n"
+		   "  --state-dir DIR     job stores and calibrations (default " FFMD_DEFAULT_STATE_DIR ")\n"
+		   "  --create            make the state directory if it does not exist (the default\n"
+		   "                      one is made anyway)\n"
 		   "  --runtime-dir DIR   control socket (default /run/ffm)\n");
 }
 
@@ -33,6 +39,7 @@ int main(int argc, char **argv)
 		{ "config", required_argument, NULL, 'c' },
 		{ "state-dir", required_argument, NULL, 's' },
 		{ "runtime-dir", required_argument, NULL, 'r' },
+		{ "create", no_argument, NULL, 'C' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -42,10 +49,11 @@ int main(int argc, char **argv)
 	struct ffmd_config cfg;
 	struct ffmd *d = NULL;
 	char err[512] = "";
+	bool create = false;
 	int c, r;
 
 	opterr = 0; /* said below, as "ffmd: ..." whatever the path it was started by */
-	while ((c = getopt_long(argc, argv, ":c:s:r:vhV", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":c:s:r:CvhV", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
 			config = optarg;
@@ -55,6 +63,9 @@ int main(int argc, char **argv)
 			break;
 		case 'r':
 			runtime = optarg;
+			break;
+		case 'C':
+			create = true;
 			break;
 		case 'v':
 			ffm_log_level = LOG_DEBUG;
@@ -95,6 +106,7 @@ int main(int argc, char **argv)
 		return 2;
 	if (runtime && snprintf(cfg.runtime_dir, sizeof(cfg.runtime_dir), "%s", runtime) >= (int)sizeof(cfg.runtime_dir))
 		return 2;
+	cfg.create_state_dir = create;
 	r = ffmd__new(&cfg, &d);
 	if (r < 0)
 		return 1;

@@ -34,12 +34,17 @@
  *     group's lookup at SIGHUP when it changed (NSS).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/file.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -49,6 +54,7 @@
 
 #include "daemon/analyzer.h"
 #include "daemon/apis.h"
+#include "daemon/driver_setup.h"
 #include "daemon/ffmd_int.h"
 #include "daemon/jobrun.h"
 #include "daemon/log.h"
@@ -112,6 +118,167 @@ static void log_no_admin_group(const struct ffmd_config *cfg, const char *then)
 		"existing group or its gid, or remove the setting%s",
 		cfg->config_path, cfg->config_path[0] ? ": " : "", cfg->admin_group, where,
 		cfg->admin_group, then);
+}
+
+/* @st of @path is fit for ffmd (see dir_check); @top: the directory itself, not one above. */
+static bool dir_fit(const struct stat *st, bool top)
+{
+	if (top ? st->st_uid != geteuid() : st->st_uid != geteuid() && st->st_uid != 0)
+		return false;
+	return !(st->st_mode & (S_IWGRP | S_IWOTH)) || (!top && (st->st_mode & S_ISVTX));
+}
+
+/*
+ * The state or runtime directory @dir (@what names it) is fit for ffmd: its own (euid),
+ * writable by nobody else, and so is each directory above it unless sticky (/tmp), so that no
+ * one else can plant a file or a link in it, or rename it away and put theirs in its place.
+ * A directory a user made (0777) is refused, saying what to do.
+ */
+static int dir_check(const char *what, const char *dir)
+{
+	char real[PATH_MAX], *slash;
+	struct stat st;
+	bool top = true;
+
+	if (!realpath(dir, real)) {
+		log_err("%s directory %s: %s", what, dir, strerror(errno));
+		return -errno;
+	}
+	for (;;) {
+		const char *p = real[0] ? real : "/";
+
+		if (stat(p, &st) < 0) {
+			log_err("%s directory %s: %s: %s", what, dir, p, strerror(errno));
+			return -errno;
+		}
+		if (!dir_fit(&st, top)) {
+			log_err("%s directory %s: %s%s is uid %u's, mode %04o; it must be uid %u's and "
+				"writable by nobody else (chown %u %s; chmod go-w %s), or choose another",
+				what, dir, top ? "" : "the directory above it, ", p, (unsigned)st.st_uid,
+				(unsigned)(st.st_mode & 07777), (unsigned)geteuid(), (unsigned)geteuid(), p, p);
+			return -EPERM;
+		}
+		if (!real[0])
+			return 0;
+		slash = strrchr(real, '/');
+		*slash = 0; /* "" for "/" */
+		top = false;
+	}
+}
+
+/*
+ * Lock @dir (ffmd.lock in it, flock) for ffmd's life: one ffmd per runtime directory (its
+ * socket) and per node of a state directory (its journal, holds and stores). Another ffmd
+ * holding it: -EBUSY, saying its pid (written in the file by whoever holds the lock).
+ */
+static int dir_lock(const char *what, const char *dir, int *fdp)
+{
+	char path[PATH_MAX], pid[32] = "";
+	ssize_t n;
+	int fd;
+
+	if (snprintf(path, sizeof(path), "%s/ffmd.lock", dir) >= (int)sizeof(path))
+		return -ENAMETOOLONG;
+	fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, 0644);
+	if (fd < 0) {
+		log_err("cannot open the lock file %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		int err = errno;
+
+		n = pread(fd, pid, sizeof(pid) - 1, 0);
+		pid[n > 0 ? n : 0] = 0;
+		pid[strcspn(pid, "\n")] = 0;
+		close(fd);
+		if (err != EWOULDBLOCK) {
+			log_err("cannot lock %s: %s", path, strerror(err));
+			return -err;
+		}
+		log_err("another ffmd (pid %s) runs on the %s directory %s: stop it first, or give "
+			"this one other directories", pid[0] ? pid : "unknown", what, dir);
+		return -EBUSY;
+	}
+	n = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+	if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)n, 0) != n)
+		log_warn("cannot write ffmd's pid into %s: %s", path, strerror(errno));
+	*fdp = fd;
+	return 0;
+}
+
+/*
+ * The state and runtime directories, checked and locked. A missing state directory is made
+ * only when it is the default one (the unit's StateDirectory= makes it anyway) or with
+ * --create: a typo in --state-dir must not make a fresh, empty state somewhere.
+ */
+static int dirs_setup(struct ffmd *d, const struct ffmd_config *cfg)
+{
+	struct stat st;
+	int err;
+
+	if (stat(cfg->state_dir, &st) < 0 && errno == ENOENT && !cfg->create_state_dir &&
+	    strcmp(cfg->state_dir, FFMD_DEFAULT_STATE_DIR)) {
+		log_err("state directory %s does not exist: create it (mkdir -m 0751 %s), or start "
+			"ffmd with --create", cfg->state_dir, cfg->state_dir);
+		return -ENOENT;
+	}
+	/* 0751: the owners of jobs go through to their stores' copies (done/<uid>/, an ACL). */
+	if ((err = ffm_mkdir_p(cfg->state_dir, 0751)) < 0 || (err = ffm_mkdir_p(cfg->runtime_dir, 0755)) < 0) {
+		log_err("cannot create %s or %s: %s", cfg->state_dir, cfg->runtime_dir, strerror(-err));
+		return err;
+	}
+	if ((err = dir_check("state", cfg->state_dir)) < 0 ||
+	    (err = dir_check("runtime", cfg->runtime_dir)) < 0)
+		return err;
+	return dir_lock("runtime", cfg->runtime_dir, &d->lock_fds[0]);
+}
+
+static void *bind_thread(void *arg)
+{
+	struct ffmd *d = arg;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	intptr_t err = 0;
+
+	/* This thread's own umask, not the process's (other threads create files meanwhile). */
+	if (unshare(CLONE_FS) == 0)
+		umask(0);
+	strcpy(sa.sun_path, d->sock_path);
+	if (bind(d->lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		err = -errno;
+	return (void *)err;
+}
+
+/*
+ * The control socket, 0666 whatever the umask: anyone may connect; what they may do is decided
+ * per request from the peer's credentials at connect time. The mode is the socket's own
+ * (fchmod before bind, bound with a umask of 0 by a thread of its own): no chmod by path,
+ * which would follow a link planted in its place.
+ */
+static int listen_socket(struct ffmd *d, const char *runtime_dir)
+{
+	void *ret = NULL;
+	pthread_t t;
+	int err;
+
+	if (strlen(runtime_dir) + 1 + strlen(FFM_PROTO_SOCKET) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+		log_err("runtime directory path too long for a socket: %s", runtime_dir);
+		return -ENAMETOOLONG;
+	}
+	snprintf(d->sock_path, sizeof(d->sock_path), "%s/" FFM_PROTO_SOCKET, runtime_dir);
+	d->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	/* The runtime directory is ours and locked: a socket there is a dead ffmd's. */
+	unlink(d->sock_path);
+	if (d->lfd < 0 || fchmod(d->lfd, 0666) < 0)
+		err = -errno;
+	else if ((err = pthread_create(&t, NULL, bind_thread, d)) == 0 && (err = pthread_join(t, &ret)) == 0)
+		err = (int)(intptr_t)ret;
+	else
+		err = -err;
+	if (err == 0 && listen(d->lfd, 16) < 0)
+		err = -errno;
+	if (err < 0)
+		log_err("cannot listen on %s: %s", d->sock_path, strerror(-err));
+	return err;
 }
 
 /* The job a record belongs to (index in jobs[]), or -1. */
@@ -302,6 +469,8 @@ static int apply_config(struct ffmd *d, const struct ffmd_config *cfg)
 		log_warn("reload: the ring buffer settings change only at a restart, ignoring them");
 	if (strcmp(cfg->metrics_dir, d->cfg.metrics_dir))
 		log_warn("reload: metrics_dir changes only at a restart, ignoring it");
+	if (strcmp(cfg->trusted_driver_dirs, d->cfg.trusted_driver_dirs))
+		log_warn("reload: trusted_driver_dirs changes only at a restart, ignoring it");
 	if (strcmp(cfg->admin_group, d->cfg.admin_group)) {
 		gid_t gid = 0;
 		bool found = cfg->admin_group[0] && group_gid(cfg->admin_group, &gid) == 0;
@@ -380,7 +549,6 @@ static int workers_start(struct ffmd *d, const struct ffmd_config *cfg)
 
 int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct ffm_driver_list *sys = NULL;
 	char journal[PATH_MAX];
 	sigset_t mask;
@@ -393,6 +561,7 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 		return -ENOMEM;
 	d->cfg = *cfg;
 	d->ep = d->lfd = d->sfd = d->tfd = -1;
+	d->lock_fds[0] = d->lock_fds[1] = -1;
 	for (int i = 0; i < MAX_CONNS; i++)
 		d->conns[i].fd = -1;
 	if (cfg->admin_group[0]) {
@@ -403,11 +572,8 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 		}
 		d->have_admin_gid = true;
 	}
-	/* 0751: the owners of jobs go through to their stores' copies (done/<uid>/, an ACL). */
-	if ((err = ffm_mkdir_p(cfg->state_dir, 0751)) < 0 || (err = ffm_mkdir_p(cfg->runtime_dir, 0755)) < 0) {
-		log_err("cannot create %s or %s: %s", cfg->state_dir, cfg->runtime_dir, strerror(-err));
+	if ((err = dirs_setup(d, cfg)) < 0)
 		goto fail;
-	}
 	/* One ffmd per node: its journal and holds beside this node's stores, so that nodes
 	 * sharing a state directory never share them. */
 	{
@@ -423,6 +589,17 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 		}
 		if ((err = ffm_mkdir_p(d->node_root, 0751)) < 0) {
 			log_err("cannot create %s: %s", d->node_root, strerror(-err));
+			goto fail;
+		}
+		/* Before anything of the node's is read or written (the holds, just below). */
+		if ((err = dir_lock("state", d->node_root, &d->lock_fds[1])) < 0)
+			goto fail;
+	}
+	{
+		char why[FFM_TRUSTED_DIRS_MAX + 256];
+
+		if ((err = ffm_driver_trust_dirs(cfg->trusted_driver_dirs, why, sizeof(why))) < 0) {
+			log_err("%s%s%s", cfg->config_path, cfg->config_path[0] ? ": " : "", why);
 			goto fail;
 		}
 	}
@@ -472,22 +649,8 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 		ffm_driver_list__free(sys);
 	}
 
-	if (strlen(cfg->runtime_dir) + 1 + strlen(FFM_PROTO_SOCKET) >= sizeof(sa.sun_path)) {
-		log_err("runtime directory path too long for a socket: %s", cfg->runtime_dir);
-		err = -ENAMETOOLONG;
+	if ((err = listen_socket(d, cfg->runtime_dir)) < 0)
 		goto fail;
-	}
-	snprintf(d->sock_path, sizeof(d->sock_path), "%s/" FFM_PROTO_SOCKET, cfg->runtime_dir);
-	strcpy(sa.sun_path, d->sock_path);
-	d->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	unlink(d->sock_path);
-	if (d->lfd < 0 || bind(d->lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(d->lfd, 16) < 0) {
-		err = -errno;
-		log_err("cannot listen on %s: %s", d->sock_path, strerror(errno));
-		goto fail;
-	}
-	/* Anyone may connect; what they may do is decided per request from SO_PEERCRED. */
-	chmod(d->sock_path, 0666);
 
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);
@@ -626,6 +789,9 @@ struct ffmd *ffmd__free(struct ffmd *d)
 		close(d->lfd);
 		unlink(d->sock_path);
 	}
+	for (int i = 0; i < 2; i++)
+		if (d->lock_fds[i] >= 0)
+			close(d->lock_fds[i]); /* last: the socket is gone when the next ffmd locks */
 	for (int i = 0, fds[] = { d->sfd, d->tfd, d->ep }; i < 3; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);

@@ -235,6 +235,8 @@ static void daemon_start(struct dmn *d, const char *name, const char *conf_text)
 		snprintf(d->log, sizeof(d->log), "%s/ffmd.log", d->dir);
 		snprintf(d->conf, sizeof(d->conf), "%s/ffmd.conf", d->dir);
 		ASSERT(mkdir(d->dir, 0755) == 0);
+		/* ffmd makes no state directory but its default one (or with --create). */
+		ASSERT(mkdir(d->state, 0751) == 0);
 	}
 	if (conf_text)
 		write_conf(d->conf, conf_text);

@@ -247,7 +247,7 @@ else
 	else
 		notok "profile's refusal (rc $rc)"; echo "$out" | diag
 	fi
-	mkdir -p "$T/run"
+	mkdir -p "$T/state" "$T/run"
 	out=$(timeout 20 setpriv --bounding-set=-all,+perfmon "$B/ffmd" --state-dir "$T/state" \
 		--runtime-dir "$T/run" 2>&1); rc=$?
 	if [ $rc != 0 ] && [[ $out == *"cannot load the BPF collector: "*": ffmd needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN); this process lacks CAP_BPF"* ]]; then
