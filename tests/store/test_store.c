@@ -176,6 +176,7 @@ TEST(create_and_reopen)
 	"DELETE FROM sync_use_flags WHERE bit = 4;"
 
 /* What v8 added: the events' probe_ns column, in both views that show it. */
+#define DROP_V9 "DELETE FROM drop_reasons WHERE id >= 4;"
 #define DROP_V8                                                                                   \
 	"DROP VIEW calls; DROP VIEW events_v; ALTER TABLE events DROP COLUMN probe_ns;"            \
 	"CREATE VIEW events_v AS SELECT id, run, info & 255 AS kind, (info >> 8) & 255 AS dir,"    \
@@ -228,7 +229,7 @@ TEST(migrate_from_v3)
 	put_events(s, run, 50, 7000);
 	ASSERT_OK(ffm_store__flush(s));
 	s = ffm_store__free(s);
-	sql(path, "BEGIN;" DROP_V8 DROP_V7 DROP_V6 DROP_V5 DROP_V4 "UPDATE meta SET value = '3' WHERE name = 'schema_version';"
+	sql(path, "BEGIN;" DROP_V9 DROP_V8 DROP_V7 DROP_V6 DROP_V5 DROP_V4 "UPDATE meta SET value = '3' WHERE name = 'schema_version';"
 		  "PRAGMA user_version = 3; COMMIT;");
 	ASSERT_OK(ffm_store__open(path, &ropts, &s));
 	ASSERT_EQ(ffm_store__schema_version(s), 3);
@@ -265,7 +266,7 @@ TEST(migrate_from_v6_watched_bytes)
 	}
 	ASSERT_OK(ffm_store__flush(s));
 	s = ffm_store__free(s);
-	sql(path, "BEGIN;" DROP_V8 DROP_V7 "UPDATE meta SET value = '6' WHERE name = 'schema_version';"
+	sql(path, "BEGIN;" DROP_V9 DROP_V8 DROP_V7 "UPDATE meta SET value = '6' WHERE name = 'schema_version';"
 		  "PRAGMA user_version = 6; COMMIT;");
 	ASSERT_OK(ffm_store__open(path, &wopts, &s));
 	ASSERT_EQ(ffm_store__schema_version(s), FFM_STORE_SCHEMA_VERSION);
@@ -311,7 +312,7 @@ TEST(probe_ns_and_v7_files)
 	s = ffm_store__free(s);
 	ASSERT_EQ(sql_int(path, "SELECT sum(probe_ns = 1500) FROM calls"), 1);
 
-	sql(path, "BEGIN;" DROP_V8 "UPDATE meta SET value = '7' WHERE name = 'schema_version';"
+	sql(path, "BEGIN;" DROP_V9 DROP_V8 "UPDATE meta SET value = '7' WHERE name = 'schema_version';"
 		  "PRAGMA user_version = 7; COMMIT;");
 	ASSERT_OK(ffm_store__open(path, &ropts, &s));
 	ASSERT_EQ(ffm_store__schema_version(s), 7);
@@ -434,7 +435,7 @@ TEST(migrate_from_v1)
 	put_events(s, run, 100, 5000);
 	ASSERT_OK(ffm_store__flush(s));
 	s = ffm_store__free(s);
-	sql(path, "BEGIN;" DROP_V8 DROP_V7 DROP_V6 DROP_V5 DROP_V4 "DROP TABLE xfer_hashes; DROP TABLE sync_uses;"
+	sql(path, "BEGIN;" DROP_V9 DROP_V8 DROP_V7 DROP_V6 DROP_V5 DROP_V4 "DROP TABLE xfer_hashes; DROP TABLE sync_uses;"
 		  "UPDATE meta SET value = '1' WHERE name = 'schema_version';"
 		  "PRAGMA user_version = 1; COMMIT;");
 
@@ -1353,9 +1354,12 @@ TEST(published_copies)
 	n = getxattr(path, "system.posix_acl_access", acl, sizeof(acl));
 	ASSERT_EQ(n, 44);
 	ASSERT(acl[12] == 2 && acl[14] == 4 && acl[16] == (4242 & 0xff) && acl[17] == (4242 >> 8));
+	/* done/ lists to root and the group only; the owner may go through it (search only) */
 	snprintf(side, sizeof(side), "%s/done", d);
 	ASSERT_OK(stat(side, &st));
-	ASSERT_EQ(st.st_mode & 07777, 02751);
+	ASSERT_EQ(st.st_mode & 07777, 02750);
+	ASSERT(getxattr(side, "system.posix_acl_access", acl, sizeof(acl)) == 44);
+	ASSERT(acl[12] == 2 && acl[14] == 1 && acl[16] == (4242 & 0xff) && acl[17] == (4242 >> 8));
 	snprintf(side, sizeof(side), "%s/done/4242", d);
 	ASSERT_OK(stat(side, &st));
 	ASSERT_EQ(st.st_mode & 07777, 02750);
