@@ -122,7 +122,9 @@ static bool in_trusted_dir(const char *dir, const char *base, const struct stat 
 	bool found = false;
 	int fd;
 
-	if (!ntrusted_dirs || !*base || (fd = open(*dir ? dir : "/", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+	if (!ntrusted_dirs || !*base)
+		return false;
+	if ((fd = open(*dir ? dir : "/", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
 		return false;
 	if (fstat(fd, &ds) == 0 && ds.st_uid == 0 && !(ds.st_mode & (S_IWGRP | S_IWOTH)) &&
 	    fstatat(fd, base, &fs, AT_SYMLINK_NOFOLLOW) == 0 && fs.st_dev == st->st_dev &&

@@ -7,8 +7,8 @@
  *
  * Command-line values override the config file's. A state directory that does not exist is
  * made only if it is the default or with --create. One ffmd per runtime directory and per
- * node's state: a second one refuses to start, naming the running one's pid. SIGHUP re-reads the config file (rules are
- * replaced, active jobs go on); SIGTERM/SIGINT stop. Exit codes: 0 clean stop, 1 failure, 2 usage.
+ * node's state: a second one refuses to start, naming the running one's pid. SIGHUP re-reads
+ * the config file (rules are replaced, active jobs go on); SIGTERM/SIGINT stop. Exit codes: 0 clean stop, 1 failure, 2 usage.
  */
 #include <getopt.h>
 #include <stdbool.h>

@@ -223,7 +223,8 @@ static int dirs_setup(struct ffmd *d, const struct ffmd_config *cfg)
 		return -ENOENT;
 	}
 	/* 0751: the owners of jobs go through to their stores' copies (done/<uid>/, an ACL). */
-	if ((err = ffm_mkdir_p(cfg->state_dir, 0751)) < 0 || (err = ffm_mkdir_p(cfg->runtime_dir, 0755)) < 0) {
+	if ((err = ffm_mkdir_p(cfg->state_dir, 0751)) < 0 ||
+	    (err = ffm_mkdir_p(cfg->runtime_dir, 0755)) < 0) {
 		log_err("cannot create %s or %s: %s", cfg->state_dir, cfg->runtime_dir, strerror(-err));
 		return err;
 	}
@@ -260,7 +261,8 @@ static int listen_socket(struct ffmd *d, const char *runtime_dir)
 	pthread_t t;
 	int err;
 
-	if (strlen(runtime_dir) + 1 + strlen(FFM_PROTO_SOCKET) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+	if (strlen(runtime_dir) + 1 + strlen(FFM_PROTO_SOCKET) >=
+	    sizeof(((struct sockaddr_un *)0)->sun_path)) {
 		log_err("runtime directory path too long for a socket: %s", runtime_dir);
 		return -ENAMETOOLONG;
 	}
@@ -270,7 +272,8 @@ static int listen_socket(struct ffmd *d, const char *runtime_dir)
 	unlink(d->sock_path);
 	if (d->lfd < 0 || fchmod(d->lfd, 0666) < 0)
 		err = -errno;
-	else if ((err = pthread_create(&t, NULL, bind_thread, d)) == 0 && (err = pthread_join(t, &ret)) == 0)
+	else if ((err = pthread_create(&t, NULL, bind_thread, d)) == 0 &&
+		 (err = pthread_join(t, &ret)) == 0)
 		err = (int)(intptr_t)ret;
 	else
 		err = -err;
