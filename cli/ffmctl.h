@@ -30,6 +30,7 @@ struct ffmctl_globals {
 	const char *state_dir;   /* --state-dir or $FFM_STATE_DIR or /var/lib/ffm */
 	int timeout_ms;          /* --timeout: how long to wait for ffmd's answer */
 	bool verbose;            /* --verbose: libbpf's own messages too (profile) */
+	bool json;               /* -j/--json before the verb: the verb's --json (as bpftool) */
 };
 extern struct ffmctl_globals ffmctl_g;
 
@@ -38,8 +39,14 @@ extern struct ffmctl_globals ffmctl_g;
 int ffmctl_profile(int argc, char **argv);
 int ffmctl_report(int argc, char **argv);
 int ffmctl_diff(int argc, char **argv);
-/* Print the report of a job to @o (shared by report and profile); 0 or -errno. */
-int ffmctl_report_job(FILE *o, const char *job_id, bool json);
+/* How to continue a profile (its key and command): the report's "next" names the command. */
+struct ffmctl_next {
+	const char *key;
+	char *const *cmd; /* NULL-terminated */
+};
+/* Print the report of a job to @o (shared by report and profile; @next may be NULL); 0 or
+ * -errno. */
+int ffmctl_report_job(FILE *o, const char *job_id, bool json, const struct ffmctl_next *next);
 
 int ffmctl_calibrate(int argc, char **argv);
 

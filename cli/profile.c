@@ -339,6 +339,33 @@ static void save_results(struct profile *p)
 			   "affected)", p->job_id, ffm_store__strerror(err));
 }
 
+/* What a stage probes, in words: libcuda's internal wait function (where every synchronization
+ * waits, the only probe of stage 1) and the driver functions whose calls are recorded, each with
+ * its versioned variants (cuMemcpyHtoD, cuMemcpyHtoD_v2). */
+static void print_probes(const struct ffm_probe_set *ps, int stage, int to, bool monitor)
+{
+	size_t wait = 0, points = 0;
+
+	for (size_t i = 0; i < ps->n; i++) {
+		size_t k = 0;
+
+		wait += ps->p[i].wait;
+		/* a transfer's hashing twin (stage 3) is a second probe on the same entry point */
+		while (k < i && (ps->p[k].wait || ps->p[k].offset != ps->p[i].offset))
+			k++;
+		points += !ps->p[i].wait && k == i;
+	}
+	fprintf(stderr, "ffm: stage %d of %d (%s%s): probes on %s", stage, to, stage_names[stage],
+		monitor ? "; monitoring" : "", wait ? "libcuda's internal wait function" : "");
+	if (ps->napis)
+		fprintf(stderr, "%s%u driver function%s (%zu entry point%s with their versioned "
+			"variants)", wait ? " and " : "", ps->napis, ffmctl_s(ps->napis), points,
+			ffmctl_s(points));
+	else if (wait)
+		fprintf(stderr, " only: it sees every wait, not the calls");
+	fputc('\n', stderr);
+}
+
 /*
  * One stage: a run of the job (daemon/jobrun.h: the key's plan picks the probes), the stage's
  * probes attached to the driver, the command run once, the run ended. 0, or -1 (said).
@@ -393,10 +420,7 @@ static int profile_stage(struct profile *p, int stage, int to)
 	}
 	ffm_jobrun__arm(p->jr);
 	if (!p->quiet)
-		fprintf(stderr, "ffm: stage %d of %d (%s%s): %zu probe%s on %u entry point%s\n",
-			stage, to, stage_names[stage],
-			ffm_jobrun__plan(p->jr)->reason == FFM_PLAN_MONITOR ? "; monitoring" : "",
-			ps.n, ffmctl_s(ps.n), ps.napis, ffmctl_s(ps.napis));
+		print_probes(&ps, stage, to, ffm_jobrun__plan(p->jr)->reason == FFM_PLAN_MONITOR);
 
 	wall = run_command(p, &status);
 	if (wall < 0) {
@@ -470,8 +494,9 @@ static void profile_close(struct profile *p)
 	ffm_collector__free(p->col);
 }
 
-/* The report of @job_id on stdout, or into @path (-o, as nsys profile -o: created or truncated). */
-static int report_to(const char *path, const char *job_id, bool json)
+/* The report of @job_id on stdout, or into @path (-o, as nsys profile -o: created or truncated);
+ * its "next" names the command that continues the profile (@nx). */
+static int report_to(const char *path, const char *job_id, bool json, const struct ffmctl_next *nx)
 {
 	FILE *f = stdout;
 	int fd = -1, ret;
@@ -485,7 +510,7 @@ static int report_to(const char *path, const char *job_id, bool json)
 			close(fd);
 		return EXIT_FAIL;
 	}
-	ret = ffmctl_report_job(f, job_id, json) == 0 ? EXIT_OK : EXIT_FAIL;
+	ret = ffmctl_report_job(f, job_id, json, nx) == 0 ? EXIT_OK : EXIT_FAIL;
 	if (path) {
 		bool ok = fclose(f) == 0;
 
@@ -499,6 +524,28 @@ static int report_to(const char *path, const char *job_id, bool json)
 	}
 	return ret;
 }
+
+static const char PROFILE_HELP[] =
+	"Usage: ffmctl profile [--stages A-B | --next] [--key K] [--job-id ID] [--json] [--quiet] "
+	"[-o FILE] -- CMD [ARGS...]\n"
+	"\n"
+	"Run CMD once per stage with no daemon, each stage measuring in more detail what the\n"
+	"ones before found, then print the report. Needs root, or CAP_BPF and CAP_PERFMON.\n"
+	"\n"
+	"Options:\n"
+	"  --stages A-B      the stages to run, N or A-B within 1-4 (default 1-4): 1 finds the\n"
+	"                    calls that wait, 2 times every sync and transfer, 3 watches the\n"
+	"                    data the syncs protect, 4 times its first use\n"
+	"  --next            run CMD once, at the stage the plan of the key named by --key\n"
+	"                    gives its next run (as ffmd would for the next job of the key)\n"
+	"  --key K           continue job key K, whose earlier runs the stages build on\n"
+	"                    (default: a key of this profile's own, profile-JOBID); the\n"
+	"                    report's next: line names the command that continues it\n"
+	"  --job-id ID       the job's id (default: a new one, printed at the end)\n"
+	"  -j, --json        the report as JSON; CMD's standard output goes to standard error\n"
+	"  -q, --quiet       no progress messages\n"
+	"  -o, --output FILE\n"
+	"                    write the report to FILE instead of standard output\n";
 
 int ffmctl_profile(int argc, char **argv)
 {
@@ -517,7 +564,7 @@ int ffmctl_profile(int argc, char **argv)
 	bool stages_arg = false, next = false;
 	const char *key_arg = NULL, *job_arg = NULL, *out_arg = NULL;
 	struct sigaction sa = { .sa_handler = on_sigint };
-	struct profile p = { .ep = -1 };
+	struct profile p = { .ep = -1, .json = ffmctl_g.json };
 
 	while ((c = getopt_long(argc, argv, "+:s:k:i:jqo:h", opts, NULL)) != -1) {
 		switch (c) {
@@ -547,7 +594,7 @@ int ffmctl_profile(int argc, char **argv)
 			out_arg = optarg;
 			break;
 		case 'h':
-			printf("Usage: ffmctl profile [--stages A-B | --next] [--key K] [--job-id ID] [--json] [--quiet] [-o FILE] -- CMD [ARGS...]\n");
+			fputs(PROFILE_HELP, stdout);
 			return EXIT_OK;
 		default:
 			return ffmctl_opt_err("profile", c, argv);
@@ -596,7 +643,7 @@ int ffmctl_profile(int argc, char **argv)
 		ffmctl_err("profile", "interrupted; what was recorded is in job %s", p.job_id);
 		goto out;
 	}
-	ret = report_to(out_arg, p.job_id, p.json);
+	ret = report_to(out_arg, p.job_id, p.json, &(struct ffmctl_next){ p.key, p.cmd });
 	if (!p.json && !out_arg)
 		printf("\njob id: %s (ffmctl report %s)\n", p.job_id, p.job_id);
 	if (ret == EXIT_OK && p.app_status) {

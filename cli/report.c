@@ -1,14 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * ffmctl report <jobid> [--json] [--group point|function|sequence] [--subsequence ID:FROM:TO]
- *               [--top N]
+ *               [--top N] [--noise PCT]
  *
  * The problems the runs of a job's key found, sorted by expected benefit (Figure 5 of the paper;
  * every number and verdict comes from analysis/ffm_analysis.h), each with its type, count,
- * driver function and the application's call site; per driver function the time spent in it
+ * driver function, the application's call site and its fix (the call to delete, move or use
+ * instead: "what each problem is, and its fix" below); per driver function the time spent in it
  * next to the benefit of fixing it (the paper's Table 2); and what the data is worth (drops,
- * partial coverage, run-to-run differences). Until stage 3 has run it shows what stages 1 and 2
- * know (time per driver function and call site) and which run will tell more. A job that ran on
+ * partial coverage, run-to-run differences: one remark a line, each with what to do, those that
+ * change no figure by the noise threshold counted in one line). Until stage 3 has run it shows
+ * what stages 1 and 2 know (time per driver function and call site) and which run will tell
+ * more; after a profile's first stages, the command that runs the others. A job that ran on
  * several nodes (one store per node, see cli/report.h) is merged: problems by call-site
  * identity, plus a per-node and per-process breakdown with the load imbalance of recoverable
  * time (max/mean - 1).
@@ -234,6 +237,156 @@ static const char *type_text(unsigned p)
 	}
 }
 
+/* ---- what each problem is, and its fix ------------------------------------------------------ */
+
+/* What a driver call is, for the words of its problems: which of them synchronize implicitly,
+ * and why (CUDA's "API synchronization behavior"), and which way a copy goes. */
+enum api_kind {
+	API_SYNC, API_FREE, API_FREE_HOST, API_COPY, API_COPY_ASYNC, API_MEMSET, API_OTHER
+};
+
+static enum api_kind api_kind(const char *api)
+{
+	if (!strncmp(api, "cuMemFreeHost", 13))
+		return API_FREE_HOST;
+	if (!strncmp(api, "cuMemFree", 9) && !strstr(api, "Async"))
+		return API_FREE;
+	if (!strncmp(api, "cuMemcpy", 8))
+		return strstr(api, "Async") ? API_COPY_ASYNC : API_COPY;
+	if (!strncmp(api, "cuMemset", 8))
+		return API_MEMSET;
+	if (strstr(api, "Synchronize") || !strncmp(api, "cuStreamQuery", 13) ||
+	    !strncmp(api, "cuEventQuery", 12))
+		return API_SYNC;
+	return API_OTHER;
+}
+
+enum copy_dir { DIR_UNKNOWN, DIR_TO_GPU, DIR_TO_HOST, DIR_ON_GPU };
+
+static enum copy_dir copy_dir(const char *api)
+{
+	if (strstr(api, "HtoD") || strstr(api, "HtoA"))
+		return DIR_TO_GPU;
+	if (strstr(api, "DtoH") || strstr(api, "AtoH"))
+		return DIR_TO_HOST;
+	if (strstr(api, "DtoD") || strstr(api, "DtoA") || strstr(api, "AtoD") ||
+	    strstr(api, "AtoA") || strstr(api, "Peer"))
+		return DIR_ON_GPU;
+	return DIR_UNKNOWN;
+}
+
+/* Why a call that is not a sync waited, and what makes it not wait (NULL: an explicit sync). */
+static const char *no_wait_fix(const char *api)
+{
+	switch (api_kind(api)) {
+	case API_SYNC:
+		return NULL;
+	case API_FREE:
+		return "cuMemFree waits for all of the GPU's work: allocate the buffer once, "
+		       "outside the loop, and reuse it, or free it in stream order with "
+		       "cuMemFreeAsync (cudaFreeAsync)";
+	case API_FREE_HOST:
+		return "cuMemFreeHost waits for all of the GPU's work: keep pinned buffers for "
+		       "the whole run and free them at its end";
+	case API_COPY_ASYNC:
+		return "an async copy waits when its host memory is pageable: allocate that buffer "
+		       "pinned (cuMemAllocHost, cudaMallocHost) or pin it (cuMemHostRegister, "
+		       "cudaHostRegister)";
+	case API_COPY:
+		return "a synchronous copy waits for the GPU: use its Async form on a stream "
+		       "(cuMemcpy*Async, cudaMemcpyAsync) with pinned host memory";
+	case API_MEMSET:
+		return "a memset of managed (or pinned host) memory waits for the GPU: reset the "
+		       "buffer with a kernel on its stream, or with cuMemsetD*Async "
+		       "(cudaMemsetAsync)";
+	default:
+		return "this call waits for the GPU: call it where the GPU is idle (out of the "
+		       "loop), or use its stream-ordered (Async) form";
+	}
+}
+
+/* The fix of problem type @p at site @s, in @buf. */
+static const char *fix_text(unsigned p, const struct ffm_an_site *s, char *buf, size_t len)
+{
+	const char *nw = no_wait_fix(s->api_name);
+
+	switch (p) {
+	case FFM_PROBLEM_UNNECESSARY_SYNC:
+		if (!nw)
+			return "delete the sync; where another stream's work must wait for this "
+			       "one, record an event after it (cuEventRecord, cudaEventRecord) and "
+			       "make that stream wait on it (cuStreamWaitEvent, "
+			       "cudaStreamWaitEvent)";
+		return nw;
+	case FFM_PROBLEM_MISPLACED_SYNC:
+		if (!nw)
+			return "move the sync down to just before that first use";
+		snprintf(buf, len, "%s; then synchronize the stream just before that first use",
+			 nw);
+		return buf;
+	case FFM_PROBLEM_DUPLICATE_TRANSFER:
+		switch (copy_dir(s->api_name)) {
+		case DIR_TO_GPU:
+			return "keep the data on the GPU: copy it once (before the loop) and "
+			       "reuse the device buffer; copy again only after the host changes it";
+		case DIR_TO_HOST:
+			return "keep the host's copy: the GPU's data did not change since it was "
+			       "last copied back; copy again only after a kernel changes it";
+		default:
+			return "copy once and reuse the destination; copy again only after the "
+			       "source changes";
+		}
+	case FFM_PROBLEM_HOST_READ:
+		snprintf(buf, len, "keep the values on the GPU and read them every %u iterations "
+			 "(the saving shown): the fix changes when the value is used, not just the "
+			 "call", FFM_HOST_READ_EVERY);
+		return buf;
+	case FFM_PROBLEM_LAUNCH_BLOCKED:
+		return "fewer, larger kernels or a CUDA graph (cuGraphLaunch, cudaGraphLaunch); "
+		       "no time is credited";
+	}
+	return "";
+}
+
+/* What an unnecessary sync at @s is: what waited, and why nothing needed it. */
+static const char *unnecessary_text(const struct ffm_an_site *s)
+{
+	enum api_kind k = api_kind(s->api_name);
+
+	if (k == API_COPY || k == API_COPY_ASYNC) {
+		switch (copy_dir(s->api_name)) {
+		case DIR_TO_GPU:
+			return "the CPU waited in this copy to the GPU, and nothing it does before "
+			       "the next sync needs the copy or the GPU's earlier work done";
+		case DIR_TO_HOST:
+			return "the CPU waited in this copy back from the GPU, and reads none of "
+			       "the copied data before the next sync";
+		default:
+			return "the CPU waited in this copy, and uses nothing the GPU wrote before "
+			       "the next sync";
+		}
+	}
+	if (k == API_SYNC)
+		return "the CPU reads no data the GPU wrote between this sync and the next";
+	return "this call waited for the GPU, and the CPU reads no data the GPU wrote before "
+	       "the next sync";
+}
+
+/* "the same bytes copied to the GPU", for a duplicate at @s. */
+static const char *dup_text(const struct ffm_an_site *s)
+{
+	switch (copy_dir(s->api_name)) {
+	case DIR_TO_GPU:
+		return "the same bytes copied from the host to the same GPU buffer again";
+	case DIR_TO_HOST:
+		return "the same bytes copied back from the GPU to the same host buffer again";
+	case DIR_ON_GPU:
+		return "the same bytes copied to the same GPU buffer again";
+	default:
+		return "the same bytes copied to the same destination again";
+	}
+}
+
 /* ---- merging nodes ---------------------------------------------------------------------- */
 
 /* Every node's analysis merged into one (analysis/merge.c). */
@@ -274,6 +427,80 @@ static const char *next_step(uint32_t done, bool have_problems)
 	if (!(done & (1u << 4)))
 		return "the next run records stage 4 (time from each required sync to the first use of its data); until then first-use times come from stage 3, whose hashing slows the CPU side";
 	return "all stages have run; further runs of this key only monitor (stage 1) and re-trace when the behaviour changes";
+}
+
+/* The first stage the next run records (0: all have run), as next_step() says it. */
+static int next_stage(uint32_t done, bool have_problems)
+{
+	if (!(done & (1u << 1)) && !(done & (1u << 2)))
+		return 1;
+	if (!(done & (1u << 2)))
+		return 2;
+	if (!have_problems)
+		return 3;
+	return done & (1u << 4) ? 0 : 4;
+}
+
+/* @s as one shell word. */
+static void shell_word(FILE *o, const char *s)
+{
+	static const char plain[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+				    "0123456789_./:=,+@%-";
+
+	if (*s && strspn(s, plain) == strlen(s)) {
+		fputs(s, o);
+		return;
+	}
+	fputc('\'', o);
+	for (; *s; s++) {
+		if (*s == '\'')
+			fputs("'\\''", o);
+		else
+			fputc(*s, o);
+	}
+	fputc('\'', o);
+}
+
+/* The command that continues a profile with the stages not run yet; 0: none (all have run). */
+static int next_command(FILE *o, uint32_t done, bool have_problems, const struct ffmctl_next *nx)
+{
+	const char *dflt = getenv("FFM_STATE_DIR");
+	int from = next_stage(done, have_problems);
+
+	if (!nx || !from)
+		return 0;
+	fputs("ffmctl ", o);
+	if (strcmp(ffmctl_g.state_dir, dflt && *dflt ? dflt : "/var/lib/ffm")) {
+		fputs("--state-dir ", o);
+		shell_word(o, ffmctl_g.state_dir);
+		fputc(' ', o);
+	}
+	fprintf(o, from == 4 ? "profile --stages 4 --key " : "profile --stages %d-4 --key ", from);
+	shell_word(o, nx->key);
+	fputs(" --", o);
+	for (char *const *a = nx->cmd; *a; a++) {
+		fputc(' ', o);
+		shell_word(o, *a);
+	}
+	return 1;
+}
+
+/* next_command() as a JSON string, or null. */
+static json_t *json_next_command(uint32_t done, bool have_problems, const struct ffmctl_next *nx)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	json_t *v = NULL;
+	int n;
+
+	if (!f)
+		return NULL;
+	n = next_command(f, done, have_problems, nx);
+	if (!fclose(f))
+		v = n ? json_stringn(buf, len) : json_null();
+	free(buf);
+	return v;
 }
 
 /* ---- subsequence ------------------------------------------------------------------------ */
@@ -339,6 +566,101 @@ static int compute_subseq(struct ffmctl_job_stores *js, const char *job_id,
 	return 0;
 }
 
+/* ---- call sites that read the same --------------------------------------------------------- */
+
+/* Two call sites can read the same (driver function, function at file:line) and be two stacks:
+ * two calls on one line, one line reached from two callers, or through two library paths.
+ * Their frames, compared, say which. */
+#define TWIN_DEPTH 64
+
+struct twin_frame {
+	char name[160], module[128];
+	uint64_t offset;
+	uint32_t inlined;
+};
+
+struct twin_stack {
+	struct twin_frame f[TWIN_DEPTH];
+	size_t n;
+};
+
+static int on_twin_frame(const struct ffm_store_frame *f, uint32_t depth, void *ctx)
+{
+	struct twin_stack *t = ctx;
+	struct twin_frame *x;
+	const char *fn = f->demangled ? f->demangled : f->func ? f->func : "?";
+	const char *mod = f->module ? strrchr(f->module, '/') : NULL;
+
+	(void)depth;
+	if (t->n == TWIN_DEPTH)
+		return 0;
+	x = &t->f[t->n++];
+	mod = mod ? mod + 1 : f->module ? f->module : "?";
+	if (f->file && *f->file)
+		snprintf(x->name, sizeof(x->name), "%s at %s:%u", fn, f->file, f->line);
+	else
+		snprintf(x->name, sizeof(x->name), "%s (%s+%#" PRIx64 ")", fn, mod, f->offset);
+	snprintf(x->module, sizeof(x->module), "%s", f->module ? f->module : "");
+	x->offset = f->offset;
+	x->inlined = f->inlined;
+	return 0;
+}
+
+static bool same_frame(const struct twin_frame *a, const struct twin_frame *b)
+{
+	return a->offset == b->offset && a->inlined == b->inlined && !strcmp(a->module, b->module);
+}
+
+static bool same_words(const struct ffm_an_site *a, const struct ffm_an_site *b)
+{
+	return a->python == b->python && a->line == b->line && !strcmp(a->api_name, b->api_name) &&
+	       !strcmp(a->function, b->function) && !strcmp(a->file, b->file) &&
+	       (a->file[0] || (a->offset == b->offset && !strcmp(a->module, b->module)));
+}
+
+/*
+ * When another listed site of @r reads as site @i does: what tells @i apart from it, in @buf
+ * (true); false when none does.
+ */
+static bool site_twin(struct ffm_store *s, const struct ffm_analysis_result *r, size_t i,
+		      char *buf, size_t len)
+{
+	const struct ffm_an_site *x = &r->sites[i];
+	struct twin_stack *a, *b;
+	size_t j, k, app;
+
+	for (j = 0; j < r->n_sites; j++)
+		if (j != i && r->sites[j].in_timeline && r->sites[j].count &&
+		    same_words(x, &r->sites[j]))
+			break;
+	if (j == r->n_sites)
+		return false;
+	snprintf(buf, len, "stack %" PRId64 ", not %" PRId64, x->stack, r->sites[j].stack);
+	a = calloc(2, sizeof(*a));
+	if (!a)
+		return true;
+	b = a + 1;
+	if (ffm_store__for_each_frame(s, x->stack, on_twin_frame, a) < 0 ||
+	    ffm_store__for_each_frame(s, r->sites[j].stack, on_twin_frame, b) < 0)
+		goto out;
+	for (app = 0; app < a->n && a->f[app].offset != x->offset; app++)
+		;
+	for (k = 0; k < a->n && k < b->n && same_frame(&a->f[k], &b->f[k]); k++)
+		;
+	if (k == a->n) /* this stack is the other's inner part: the other goes on outward */
+		snprintf(buf, len, "its stack ends there; the other's goes on to %s",
+			 k < b->n ? b->f[k].name : "?");
+	else if (k == app)
+		snprintf(buf, len, "another call on the same line: at %s+%#" PRIx64,
+			 strrchr(a->f[k].module, '/') ? strrchr(a->f[k].module, '/') + 1
+						      : a->f[k].module, a->f[k].offset);
+	else
+		snprintf(buf, len, "%s %s", k < app ? "through" : "called from", a->f[k].name);
+out:
+	free(a);
+	return true;
+}
+
 /* ---- text --------------------------------------------------------------------------------- */
 
 static void print_runs(FILE *o, const struct ffm_analysis_result *r)
@@ -360,15 +682,34 @@ static void print_runs(FILE *o, const struct ffm_analysis_result *r)
 	fputc('\n', o);
 }
 
-/* One remark of the data quality line; *n counts them. */
-static void __attribute__((format(printf, 3, 4))) remark(FILE *o, int *n, const char *fmt, ...)
+/*
+ * The data quality: one remark a line, in plain words, with what the user can do. A remark is
+ * shown where it changes a number above by the noise threshold or more, or where its effect
+ * cannot be measured (lost records, failed or incomplete runs, the GPU's cap); the others are
+ * counted in one line (--noise 0 shows them).
+ */
+struct remarks {
+	FILE *o;
+	int shown, hidden;
+	bool all; /* --noise 0 */
+};
+
+static void __attribute__((format(printf, 3, 4)))
+remark(struct remarks *r, bool show, const char *fmt, ...)
 {
 	va_list ap;
 
+	if (!show && !r->all) {
+		r->hidden++;
+		return;
+	}
+	if (!r->shown++)
+		fprintf(r->o, "data quality:\n");
+	fprintf(r->o, "  - ");
 	va_start(ap, fmt);
-	vfprintf(o, fmt, ap);
+	vfprintf(r->o, fmt, ap);
 	va_end(ap);
-	(*n)++;
+	fputc('\n', r->o);
 }
 
 /*
@@ -392,97 +733,201 @@ static uint64_t partial_benefit(const struct ffm_an_merged *m, double *least)
 	return b;
 }
 
-static void print_quality(FILE *o, const struct ffm_an_merged *m)
+/* The benefit of the problems at call sites where the runs disagree. */
+static uint64_t divergent_benefit(const struct ffm_an_merged *m)
+{
+	uint64_t b = 0;
+
+	for (size_t i = 0; i < m->n_groups; i++)
+		b += m->groups[i].g.divergent ? m->groups[i].g.benefit_ns : 0;
+	return b;
+}
+
+/* The used runs that are incomplete, one remark per reason (its flags). */
+static void incomplete_runs(struct remarks *rm, const struct ffmctl_job_stores *js)
+{
+	const uint32_t any = FFM_RUN_PARTIAL | FFM_RUN_ABORTED | FFM_RUN_DROPPED;
+
+	for (uint32_t want = 1; want <= any; want++) {
+		char list[512] = "";
+		size_t len = 0, n = 0;
+
+		if (want & ~any)
+			continue;
+		for (size_t ni = 0; ni < js->n; ni++) {
+			const struct ffm_analysis_result *r = ffm_analysis__result(js->v[ni].an);
+
+			for (size_t i = 0; i < r->n_runs; i++) {
+				const struct ffm_an_run *x = &r->runs[i];
+
+				if (!x->role || (x->flags & any) != want || len >= sizeof(list))
+					continue;
+				len += (size_t)snprintf(list + len, sizeof(list) - len,
+					"%sstage %d run %" PRId64 "%s%s", n++ ? ", " : "", x->stage,
+					x->id, js->n > 1 ? " on " : "",
+					js->n > 1 ? js->v[ni].name : "");
+			}
+		}
+		if (!n)
+			continue;
+		remark(rm, true, "%s %s incomplete:%s%s%s%s%s; a complete run of the stage is used "
+		       "instead once there is one: run the job again", list, n == 1 ? "is" : "are",
+		       want & FFM_RUN_PARTIAL ? " only part of the protected data could be watched"
+					      : "",
+		       want & FFM_RUN_PARTIAL && want & ~FFM_RUN_PARTIAL ? ";" : "",
+		       want & FFM_RUN_ABORTED ? " the recording stopped before the program did (or "
+						"began after it)" : "",
+		       want & FFM_RUN_ABORTED && want & FFM_RUN_DROPPED ? ";" : "",
+		       want & FFM_RUN_DROPPED ? " records were lost" : "");
+	}
+}
+
+/* What the collection left out: records lost, stacks cut short, the job's bounds. */
+static void lost_remarks(struct remarks *rm, const struct ffm_an_quality *q)
+{
+	const uint64_t *d = q->drops;
+	uint64_t lost = d[FFM_DROP_RINGBUF_FULL] + d[FFM_DROP_MAP_FULL] + d[FFM_DROP_OTHER];
+	uint64_t deep = d[FFM_DROP_STACK_TOO_DEEP];
+
+	if (lost)
+		remark(rm, true, "%" PRIu64 " record%s lost (%" PRIu64 " with the ring buffer "
+		       "full, %" PRIu64 " with a map full, %" PRIu64 " other): the calls they "
+		       "held are missing from the figures; give ffmd a larger ring buffer "
+		       "(ringbuf_kib in ffmd.conf) and run the job again", lost, ffmctl_s(lost),
+		       d[FFM_DROP_RINGBUF_FULL], d[FFM_DROP_MAP_FULL], d[FFM_DROP_OTHER]);
+	if (deep)
+		remark(rm, false, "%" PRIu64 " call stack%s deeper than ffm records %s cut short: "
+		       "%s call site%s named by the frames kept", deep, ffmctl_s(deep),
+		       deep == 1 ? "was" : "were", deep == 1 ? "its" : "their",
+		       deep == 1 ? " is" : "s are");
+}
+
+static void print_quality(FILE *o, const struct ffmctl_job_stores *js,
+			  const struct ffm_an_merged *m, double noise_pct)
 {
 	const struct ffm_an_quality *q = &m->q;
-	uint64_t lost = q->drops[FFM_DROP_RINGBUF_FULL] + q->drops[FFM_DROP_MAP_FULL] +
-			q->drops[FFM_DROP_OTHER];
+	uint64_t noise_ns = (uint64_t)(noise_pct / 100.0 * (double)m->wall_sum_ns);
+	uint64_t fixed = q->stream_busy_ns + q->stream_head_ns + q->stream_tail_ns;
+	uint64_t rest = m->wall_sum_ns > fixed ? m->wall_sum_ns - fixed : 0;
+	uint64_t unc = q->unclassified_syncs;
+	struct remarks rm = { .o = o, .all = noise_pct <= 0 };
 	double least;
-	uint64_t pb = partial_benefit(m, &least);
-	int n = 0;
+	uint64_t pb = partial_benefit(m, &least), db = divergent_benefit(m);
 
-	fprintf(o, "data quality:");
-	if (lost)
-		remark(o, &n, " %" PRIu64 " record%s lost (ring buffer %" PRIu64 ", maps full %" PRIu64
-		       ", other %" PRIu64 ");", lost, ffmctl_s(lost), q->drops[FFM_DROP_RINGBUF_FULL],
-		       q->drops[FFM_DROP_MAP_FULL], q->drops[FFM_DROP_OTHER]);
+	lost_remarks(&rm, q);
 	if (q->failed_runs)
-		remark(o, &n, " the program failed in %u of the runs used (exit status %d): its measurements may not be what it does when it works;",
+		remark(&rm, true, "the program failed in %u of the runs used (exit status %d): "
+		       "what it does when it works may differ; fix the failure and run it again",
 		       q->failed_runs, q->failed_status);
-	if (q->drops[FFM_DROP_STACK_TOO_DEEP])
-		remark(o, &n, " %" PRIu64 " stack%s cut short;", q->drops[FFM_DROP_STACK_TOO_DEEP],
-		       ffmctl_s(q->drops[FFM_DROP_STACK_TOO_DEEP]));
-	if (q->incomplete_runs)
-		remark(o, &n, " %u of the runs used %s incomplete (partial, aborted or lossy);",
-		       q->incomplete_runs, q->incomplete_runs == 1 ? "is" : "are");
-	if (q->partial_syncs) {
-		char site[128] = "";
-
-		if (q->site_misplaced_syncs)
-			snprintf(site, sizeof(site), "; %" PRIu64 " saw no use and are misplaced as the rest of their call site, at its median delay",
-				 q->site_misplaced_syncs);
-		remark(o, &n, " partial coverage: %" PRIu64 " sync verdicts watched only part of the protected data (%" PRIu64 " of them saw no use and are not called unnecessary%s);",
-		       q->partial_syncs, q->withheld_syncs, site);
-	}
-	if (pb && least >= 0)
-		remark(o, &n, " %.6f s of the benefits below rest on unnecessary syncs whose data was watched in part (at least %.1f%% of it over their syncs, no use seen): a use of bytes never watched would make them required;",
-		       s_of(pb), 100 * least);
-	if (q->divergent_sites)
-		remark(o, &n, " run-to-run differences at %u call site%s (counts differ by more than %d%% between stage 2 and stages 3/4: majority verdicts used);",
-		       q->divergent_sites, ffmctl_s(q->divergent_sites), FFM_JOIN_TOLERANCE_PCT);
-	if (q->unmatched_sites)
-		remark(o, &n, " %u call site%s of stages 3/4 %s not in the timeline;", q->unmatched_sites,
-		       ffmctl_s(q->unmatched_sites), q->unmatched_sites == 1 ? "is" : "are");
-	if (q->unclassified_syncs)
-		remark(o, &n, " %" PRIu64 " sync%s (%.6f s waited) %s no stage-3 verdict;", q->unclassified_syncs,
-		       ffmctl_s(q->unclassified_syncs), s_of(q->unclassified_wait_ns),
-		       q->unclassified_syncs == 1 ? "has" : "have");
+	incomplete_runs(&rm, js);
 	if (q->stream_capped)
-		remark(o, &n, " GPU-bound: one stream was busy at least %.6f s (the waits on it), with %.6f s of CPU work before its first work and %.6f s after its last, which no fix on the CPU side shortens: benefits are capped at the rest of the wall time;",
-		       s_of(q->stream_busy_ns), s_of(q->stream_head_ns), s_of(q->stream_tail_ns));
-	fprintf(o, "%s\n", n ? "" : " good (no drops, full coverage, runs agree)");
+		remark(&rm, true, "%.6f s of the wall time is out of these fixes' reach: %.6f s "
+		       "of CPU work before the GPU's first work, %.6f s of GPU work on its "
+		       "busiest stream, %.6f s of CPU work after its last; the benefits are capped "
+		       "at the rest (%.6f s); only faster set-up, tear-down or GPU work shortens "
+		       "that part", s_of(fixed), s_of(q->stream_head_ns), s_of(q->stream_busy_ns),
+		       s_of(q->stream_tail_ns), s_of(rest));
+	if (pb && least >= 0)
+		remark(&rm, pb >= noise_ns, "%.6f s of the recoverable time rests on syncs whose "
+		       "protected data was watched only in part (at least %.1f%% of it, no use "
+		       "seen): if the CPU reads the rest of that data before the next sync, they "
+		       "are required; check the problems marked 'coverage partial' below",
+		       s_of(pb), 100 * least);
+	if (q->withheld_syncs)
+		remark(&rm, false, "%" PRIu64 " sync%s saw no use in the part of their data that "
+		       "was watched: they count as required, not unnecessary (no benefit is "
+		       "claimed for them)", q->withheld_syncs, ffmctl_s(q->withheld_syncs));
+	if (q->site_misplaced_syncs)
+		remark(&rm, false, "%" PRIu64 " sync%s with no use seen count as misplaced, as the "
+		       "rest of their call site, at its median delay", q->site_misplaced_syncs,
+		       ffmctl_s(q->site_misplaced_syncs));
+	if (q->divergent_sites)
+		remark(&rm, db >= noise_ns && db, "the runs disagree at %u call site%s (%.6f s of "
+		       "the recoverable time): their call counts differ by more than %d%% between "
+		       "stage 2 and stages 3/4, and each site's majority verdict is used; if the "
+		       "program's work differs from run to run, give each input its own job key",
+		       q->divergent_sites, ffmctl_s(q->divergent_sites), s_of(db),
+		       FFM_JOIN_TOLERANCE_PCT);
+	if (unc)
+		remark(&rm, q->unclassified_wait_ns >= noise_ns, "%" PRIu64 " sync%s (%.6f s "
+		       "waited) got no verdict: stage 3 did not see %s, so %s wait is not in the "
+		       "recoverable time; a new stage-3 run of the key may classify %s", unc,
+		       ffmctl_s(unc), s_of(q->unclassified_wait_ns), unc == 1 ? "it" : "them",
+		       unc == 1 ? "its" : "their", unc == 1 ? "it" : "them");
+	if (q->unmatched_sites)
+		remark(&rm, false, "%u call site%s that stages 3/4 saw %s not in the timeline "
+		       "(stage 2): their verdicts are not used", q->unmatched_sites,
+		       ffmctl_s(q->unmatched_sites), q->unmatched_sites == 1 ? "is" : "are");
+	if (!rm.shown && !rm.hidden)
+		fprintf(o, "data quality: good (no drops, full coverage, runs agree)\n");
+	else if (rm.hidden)
+		fprintf(o, "%s%d %sremark%s change%s no figure by %g%% of the wall time or more "
+			"(--noise 0 shows %s)\n", rm.shown ? "  - " : "data quality: good enough: ",
+			rm.hidden, rm.shown ? "more " : "", ffmctl_s((uint64_t)rm.hidden),
+			rm.hidden == 1 ? "s" : "", noise_pct, rm.hidden == 1 ? "it" : "them");
+}
+
+/* One problem type of a group: what it is, then how to fix it. */
+static void __attribute__((format(printf, 5, 6)))
+evidence(FILE *o, unsigned p, const struct ffm_an_site *x, const char *name, const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+
+	fprintf(o, "       %s: ", name);
+	va_start(ap, fmt);
+	vfprintf(o, fmt, ap);
+	va_end(ap);
+	fprintf(o, "\n         fix: %s\n", fix_text(p, x, buf, sizeof(buf)));
 }
 
 static void print_evidence(FILE *o, const struct ffmctl_job_stores *js,
 			   const struct ffm_an_mgroup *mg, const struct ffm_an_site *x)
 {
 	const struct ffm_analysis_result *r = ffm_analysis__result(js->v[mg->node].an);
-	char buf[1024];
+	const uint64_t *n = mg->g.n_type;
+	char buf[1024], use[1024] = "";
 
 	fprintf(o, "       %.6f s waited in these calls; fixing them saves %.6f s", s_of(mg->g.wait_ns),
 		s_of(mg->g.benefit_ns));
-	if (mg->g.wait_ns > mg->g.benefit_ns && mg->g.n_type[FFM_PROBLEM_UNNECESSARY_SYNC])
+	if (mg->g.wait_ns > mg->g.benefit_ns && n[FFM_PROBLEM_UNNECESSARY_SYNC])
 		fprintf(o, " (later waits absorb the rest: the GPU work is still there)");
 	else if (mg->g.benefit_ns > mg->g.wait_ns)
 		fprintf(o, " (with the CPU time of the calls the fix deletes)");
 	fputc('\n', o);
-	if (mg->g.n_type[FFM_PROBLEM_UNNECESSARY_SYNC])
-		fprintf(o, "       unnecessary: no data the GPU wrote is read by the CPU before the next sync (%" PRIu64 " call%s)\n",
-			mg->g.n_type[FFM_PROBLEM_UNNECESSARY_SYNC], ffmctl_s(mg->g.n_type[FFM_PROBLEM_UNNECESSARY_SYNC]));
-	if (mg->g.n_type[FFM_PROBLEM_MISPLACED_SYNC] && x->use_delay_ns >= 0) {
-		fprintf(o, "       misplaced: the first use of the protected data comes %.3f ms after the sync (median)",
-			x->use_delay_ns / 1e6);
+	if (n[FFM_PROBLEM_UNNECESSARY_SYNC])
+		evidence(o, FFM_PROBLEM_UNNECESSARY_SYNC, x, "unnecessary",
+			 "%s (%" PRIu64 " call%s)", unnecessary_text(x),
+			 n[FFM_PROBLEM_UNNECESSARY_SYNC],
+			 ffmctl_s(n[FFM_PROBLEM_UNNECESSARY_SYNC]));
+	if (n[FFM_PROBLEM_MISPLACED_SYNC] && x->use_delay_ns >= 0) {
 		if (x->use_function)
-			fprintf(o, ", at %s%s%s:%u", x->use_function, x->use_file[0] ? " at " : "",
-				x->use_file, x->use_line);
-		fprintf(o, ": move the sync there%s\n",
-			x->delays_from_stage3 ? " (time from stage 3, stage 4 will refine it)" : "");
+			snprintf(use, sizeof(use), ", at %s%s%s:%u", x->use_function,
+				 x->use_file[0] ? " at " : "", x->use_file, x->use_line);
+		evidence(o, FFM_PROBLEM_MISPLACED_SYNC, x, "misplaced",
+			 "the first use of the protected data comes %.3f ms after the sync "
+			 "(median)%s%s", x->use_delay_ns / 1e6, use, x->delays_from_stage3 ?
+			 " (time from stage 3, stage 4 will refine it)" : "");
 	}
-	if (mg->g.n_type[FFM_PROBLEM_DUPLICATE_TRANSFER]) {
-		fprintf(o, "       duplicate: the same bytes to the same destination again (%" PRIu64 " of %" PRIu64 " transfer%s)",
-			mg->g.n_type[FFM_PROBLEM_DUPLICATE_TRANSFER], x->count, ffmctl_s(x->count));
+	if (n[FFM_PROBLEM_DUPLICATE_TRANSFER]) {
+		buf[0] = 0;
 		if (x->first_xfer_site >= 0) {
-			ffmctl_site_str(&r->sites[x->first_xfer_site], buf, sizeof(buf));
-			fprintf(o, "; first sent by %s", buf);
+			ffmctl_site_str(&r->sites[x->first_xfer_site], use, sizeof(use));
+			snprintf(buf, sizeof(buf), "; first sent by %s", use);
 		}
-		fputc('\n', o);
+		evidence(o, FFM_PROBLEM_DUPLICATE_TRANSFER, x, "duplicate",
+			 "%s (%" PRIu64 " of %" PRIu64 " transfer%s)%s", dup_text(x),
+			 n[FFM_PROBLEM_DUPLICATE_TRANSFER], x->count, ffmctl_s(x->count), buf);
 	}
-	if (mg->g.n_type[FFM_PROBLEM_HOST_READ])
-		fprintf(o, "       host read: the CPU reads %" PRIu64 " byte%s of GPU results at once after every one of these syncs; keep them on the GPU and read them every %u iterations (the saving shown): the fix changes when the value is used, not just the call\n",
-			x->read_bytes, ffmctl_s(x->read_bytes), FFM_HOST_READ_EVERY);
-	if (mg->g.n_type[FFM_PROBLEM_LAUNCH_BLOCKED])
-		fprintf(o, "       launch blocked: %" PRIu64 " launch%s waited for the GPU (its queue was full); fewer, larger kernels or a CUDA graph help, no time is credited\n",
-			mg->g.n_type[FFM_PROBLEM_LAUNCH_BLOCKED], mg->g.n_type[FFM_PROBLEM_LAUNCH_BLOCKED] == 1 ? "" : "es");
+	if (n[FFM_PROBLEM_HOST_READ])
+		evidence(o, FFM_PROBLEM_HOST_READ, x, "host read",
+			 "the CPU reads %" PRIu64 " byte%s of GPU results at once after every "
+			 "one of these syncs", x->read_bytes, ffmctl_s(x->read_bytes));
+	if (n[FFM_PROBLEM_LAUNCH_BLOCKED])
+		evidence(o, FFM_PROBLEM_LAUNCH_BLOCKED, x, "launch blocked",
+			 "%" PRIu64 " launch%s waited for the GPU (its queue was full)",
+			 n[FFM_PROBLEM_LAUNCH_BLOCKED],
+			 n[FFM_PROBLEM_LAUNCH_BLOCKED] == 1 ? "" : "es");
 	if (mg->g.partial && mg->g.coverage_known)
 		fprintf(o, "       coverage partial: %.1f%% of the protected data was watched at least once over these syncs; a use of the rest only would go unseen\n",
 			100 * mg->g.coverage);
@@ -569,9 +1014,37 @@ static void print_joint(FILE *o, const struct ffm_an_merged *m)
 		sum > m->rec_ns ? ": threads that wait side by side save the wall time once, and removed waits that land on one later sync count once" : ": removing one sync lets a later fix recover more (see --group sequence)");
 }
 
+/* The call sites as stages 1/2 measured them (the single node's), @top at most. */
+static void print_sites(FILE *o, const struct ffmctl_job_stores *js, const struct ffm_an_merged *m,
+			int aw, int top)
+{
+	const struct ffm_analysis_result *r0 = ffm_analysis__result(js->v[0].an);
+	char buf[1024];
+
+	fprintf(o, "\ncall sites by time waited%s%s:\n", m->have_problems ? "" : " (known so far)",
+		r0->sampled ? "; sampled (adaptive stage 1): counts and times estimated from windows, +- one standard error" : "");
+	for (size_t i = 0, shown = 0; i < r0->n_sites && (int)shown < top; i++) {
+		const struct ffm_an_site *x = &r0->sites[i];
+
+		if (!x->in_timeline || !x->count)
+			continue;
+		shown++;
+		ffmctl_site_str(x, buf, sizeof(buf));
+		fprintf(o, "  %-*s %8" PRIu64 "x  time %10.6f s  waited %10.6f s  %s", aw,
+			x->api_name, x->count, s_of(x->dur_ns), s_of(x->wait_ns), buf);
+		if (x->sampled)
+			fprintf(o, "  [sampled: +-%.0f calls, +-%.6f s]", x->count_se, s_of((uint64_t)x->wait_se_ns));
+		if (x->benefit_ns)
+			fprintf(o, "  [benefit %.6f s]", s_of(x->benefit_ns));
+		if (site_twin(js->v[0].store, r0, i, buf, sizeof(buf)))
+			fprintf(o, "  [%s]", buf);
+		fputc('\n', o);
+	}
+}
+
 static void print_text(FILE *o, const char *job_id, const struct ffmctl_job_stores *js,
 		       const struct ffm_an_merged *m, enum ffm_grouping grouping, int top,
-		       const struct subseq *q, double noise_pct)
+		       const struct subseq *q, double noise_pct, const struct ffmctl_next *nx)
 {
 	uint64_t noise_ns = (uint64_t)(noise_pct / 100.0 * (double)m->wall_sum_ns);
 	const struct ffm_analysis_result *r0 = ffm_analysis__result(js->v[0].an);
@@ -593,7 +1066,7 @@ static void print_text(FILE *o, const char *job_id, const struct ffmctl_job_stor
 			js->n > 1 ? ", node-seconds over all nodes" : "");
 	else
 		fprintf(o, "recoverable: not known yet (no stage-3 run: no problem is classified)\n");
-	print_quality(o, m);
+	print_quality(o, js, m, noise_pct);
 
 	if (m->have_problems) {
 		fprintf(o, "\nproblems by expected benefit (grouped by %s):\n",
@@ -662,27 +1135,8 @@ static void print_text(FILE *o, const char *job_id, const struct ffmctl_job_stor
 			fprintf(o, "%12s %7s\n", "?", "");
 	}
 
-	if (!m->have_problems || js->n == 1) {
-		/* The call sites as stages 1/2 measured them (the single node's). */
-		fprintf(o, "\ncall sites by time waited%s%s:\n", m->have_problems ? "" : " (known so far)",
-			r0->sampled ? "; sampled (adaptive stage 1): counts and times estimated from windows, +- one standard error" : "");
-		for (size_t i = 0, shown = 0; i < r0->n_sites && (int)shown < top; i++) {
-			const struct ffm_an_site *x = &r0->sites[i];
-
-			if (!x->in_timeline || !x->count)
-				continue;
-			shown++;
-			ffmctl_site_str(x, buf, sizeof(buf));
-			fprintf(o, "  %-*s %8" PRIu64 "x  time %10.6f s  waited %10.6f s  %s", aw,
-				x->api_name, x->count, s_of(x->dur_ns), s_of(x->wait_ns), buf);
-			if (x->sampled)
-				fprintf(o, "  [sampled: +-%.0f calls, +-%.6f s]", x->count_se, s_of((uint64_t)x->wait_se_ns));
-			if (x->benefit_ns)
-				fprintf(o, "  [benefit %.6f s]", s_of(x->benefit_ns));
-			fputc('\n', o);
-		}
-	}
-
+	if (!m->have_problems || js->n == 1)
+		print_sites(o, js, m, aw, top);
 	if (js->n > 1 || m->n_procs > 1) {
 		fprintf(o, "\nper node and process (recoverable time; load imbalance = max/mean - 1):\n");
 		for (size_t ni = 0; ni < js->n; ni++) {
@@ -706,6 +1160,11 @@ static void print_text(FILE *o, const char *job_id, const struct ffmctl_job_stor
 			fprintf(o, "  load imbalance over processes: %.1f%%\n", 100 * m->proc_imbalance);
 	}
 	fprintf(o, "\nnext: %s\n", next_step(m->stages_done, m->have_problems));
+	if (nx && next_stage(m->stages_done, m->have_problems)) {
+		fputs("  to run it: ", o);
+		next_command(o, m->stages_done, m->have_problems, nx);
+		fputc('\n', o);
+	}
 }
 
 /* ---- JSON --------------------------------------------------------------------------------- */
@@ -729,6 +1188,30 @@ static json_t *json_types(const uint64_t *n_type)
 	for (unsigned t = 1; t < FFM_PROBLEM__MAX; t++)
 		if (n_type[t])
 			o = ffm_json_set(o, ffm_an_problem_name(t), ffm_json_u64(n_type[t]));
+	return o;
+}
+
+/* Per problem type of a group, its fix (as the text's "fix:" lines): at the first member of a
+ * line or sequence with that type, else at the group's site. */
+static json_t *json_fixes(const struct ffmctl_job_stores *js, const struct ffm_an_mgroup *mg,
+			  const struct ffm_an_site *x, bool members)
+{
+	json_t *o = json_object();
+	char buf[512];
+
+	for (unsigned t = 1; t < FFM_PROBLEM__MAX; t++) {
+		const struct ffm_an_site *s = x;
+
+		if (!mg->g.n_type[t])
+			continue;
+		for (uint32_t k = 0; members && k < mg->g.n_members; k++)
+			if (ffm_an_site_problem(pattern_site(js, mg, k)) == t) {
+				s = pattern_site(js, mg, k);
+				break;
+			}
+		o = ffm_json_set(o, ffm_an_problem_name(t),
+				 json_string(fix_text(t, s, buf, sizeof(buf))));
+	}
 	return o;
 }
 
@@ -861,9 +1344,11 @@ static json_t *json_problem(const struct ffmctl_job_stores *js, const struct ffm
 	const char *type = seq ? "sequence" : ffm_an_problem_name(ffm_an_main_problem(mg->g.n_type));
 
 	/* o*: a sequence's id and members, a line's sites, left out for the other groupings */
-	return json_pack("{s:I,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:o,s:o,s:o,s:o*,s:o*,s:o*,s:o*,s:o*}",
+	return json_pack("{s:I,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:o,s:o,s:o,"
+			 "s:o*,s:o*,s:o*,s:o*,s:o*}",
 			 "rank", (json_int_t)i + 1, "type", type,
 			 "types", json_types(mg->g.n_type),
+			 "fixes", json_fixes(js, mg, x, seq || line),
 			 "api", ffm_json_string(x->api_name),
 			 "benefit_s", json_s(s_of(mg->g.benefit_ns)),
 			 "benefit_pct", ffm_json_fixed(pct(mg->g.benefit_ns, m->wall_sum_ns), 4),
@@ -903,6 +1388,7 @@ static json_t *json_apis(const struct ffm_an_merged *m)
 static json_t *json_call_sites(const struct ffmctl_job_stores *js, int top)
 {
 	json_t *a = json_array();
+	char buf[512];
 	int shown = 0;
 
 	for (size_t ni = 0; ni < js->n; ni++) {
@@ -926,6 +1412,9 @@ static json_t *json_call_sites(const struct ffmctl_job_stores *js, int top)
 
 			if (o && x->coverage_known)
 				json_object_set_new(o, "coverage", ffm_json_fixed(x->coverage, 4));
+			/* another call site that reads the same: what tells this one apart */
+			if (o && site_twin(js->v[ni].store, r, i, buf, sizeof(buf)))
+				json_object_set_new(o, "differs_by", json_string(buf));
 			/* adaptive stage 1: estimates, with one standard error */
 			if (o && x->sampled)
 				json_object_update_new(o, json_pack("{s:b,s:o,s:o}", "sampled", 1,
@@ -972,7 +1461,7 @@ static json_t *json_nodes(const struct ffmctl_job_stores *js)
 /* docs/report-json.md: the schema. */
 static int print_json(FILE *o, const char *job_id, const struct ffmctl_job_stores *js,
 		      const struct ffm_an_merged *m, enum ffm_grouping grouping, int top,
-		      const struct subseq *q)
+		      const struct subseq *q, const struct ffmctl_next *nx)
 {
 	const struct ffm_analysis_result *r0 = ffm_analysis__result(js->v[0].an);
 	bool known = m->have_problems;
@@ -1006,13 +1495,15 @@ static int print_json(FILE *o, const char *job_id, const struct ffmctl_job_store
 			"sequence_benefit_s", json_s(s_of(q->whole_ns)),
 			"occurrences", ffm_json_u64(q->occurrences)));
 	v = ffm_json_set(v, "next", json_string(next_step(m->stages_done, m->have_problems)));
+	v = ffm_json_set(v, "next_command",
+			 json_next_command(m->stages_done, m->have_problems, nx));
 	return ffm_json_print(o, v);
 }
 
 /* ---- the verb ----------------------------------------------------------------------------- */
 
 static int report(FILE *o, const char *job_id, bool json, enum ffm_grouping grouping, int top,
-		  double noise_pct, struct subseq *q)
+		  double noise_pct, struct subseq *q, const struct ffmctl_next *nx)
 {
 	struct ffmctl_job_stores js;
 	struct ffm_an_merged m = { 0 };
@@ -1061,11 +1552,11 @@ static int report(FILE *o, const char *job_id, bool json, enum ffm_grouping grou
 			goto out;
 	}
 	if (json) {
-		err = print_json(o, job_id, &js, &m, grouping, top, q);
+		err = print_json(o, job_id, &js, &m, grouping, top, q, nx);
 		if (err < 0)
 			ffmctl_err("report", "cannot write the JSON: %s", strerror(-err));
 	} else {
-		print_text(o, job_id, &js, &m, grouping, top, q, noise_pct);
+		print_text(o, job_id, &js, &m, grouping, top, q, noise_pct, nx);
 	}
 	if (fflush(o) && !err)
 		err = -errno;
@@ -1076,10 +1567,33 @@ out:
 	return err;
 }
 
-int ffmctl_report_job(FILE *o, const char *job_id, bool json)
+int ffmctl_report_job(FILE *o, const char *job_id, bool json, const struct ffmctl_next *next)
 {
-	return report(o, job_id, json, FFM_GROUP_POINT, 20, FFM_REPORT_NOISE_PCT, NULL);
+	return report(o, job_id, json, FFM_GROUP_POINT, 20, FFM_REPORT_NOISE_PCT, NULL, next);
 }
+
+static const char REPORT_HELP[] =
+	"Usage: ffmctl report <jobid> [--json] [--group point|function|sequence] [--subsequence "
+	"ID:FROM:TO] [--top N] [--noise PCT]\n"
+	"\n"
+	"What to fix in job <jobid> (ffmctl jobs lists them), by the time fixing each problem\n"
+	"saves, with the call site, evidence and fix of each; the time per driver function; the\n"
+	"data quality; which run of the job's key tells more.\n"
+	"\n"
+	"Options:\n"
+	"  -j, --json        the report as JSON for tools (docs/report-json.md); lists every\n"
+	"                    problem, whatever --noise says\n"
+	"  --group point|function|sequence\n"
+	"                    one problem per line of code (point, the default), per function\n"
+	"                    (function), or per sequence of problems between two required\n"
+	"                    syncs, identical sequences (a loop's iterations) counted as one\n"
+	"  --subsequence ID:FROM:TO\n"
+	"                    the benefit of fixing only entries FROM to TO (1-based) of\n"
+	"                    sequence ID as --group sequence numbers them, from the stored runs\n"
+	"  --top N           show the first N problems and call sites (default 20)\n"
+	"  --noise PCT       fold the problems, and the data-quality remarks, that change the\n"
+	"                    wall time by less than PCT percent each into one line (default\n"
+	"                    0.1; 0 shows everything)\n";
 
 int ffmctl_report(int argc, char **argv)
 {
@@ -1094,7 +1608,7 @@ int ffmctl_report(int argc, char **argv)
 	};
 	enum ffm_grouping grouping = FFM_GROUP_POINT;
 	struct subseq q = { 0 };
-	bool json = false, group_set = false;
+	bool json = ffmctl_g.json, group_set = false;
 	int c, top = 20;
 	double noise = FFM_REPORT_NOISE_PCT;
 	char *end;
@@ -1137,8 +1651,7 @@ int ffmctl_report(int argc, char **argv)
 			}
 			break;
 		case 'h':
-			printf("Usage: ffmctl report <jobid> [--json] [--group point|function|sequence] "
-			       "[--subsequence ID:FROM:TO] [--top N] [--noise PCT]\n");
+			fputs(REPORT_HELP, stdout);
 			return EXIT_OK;
 		default:
 			return ffmctl_opt_err("report", c, argv);
@@ -1153,5 +1666,6 @@ int ffmctl_report(int argc, char **argv)
 	}
 	if (ffmctl_one_jobid("report", argc, argv))
 		return EXIT_USAGE;
-	return report(stdout, argv[optind], json, grouping, top, noise, &q) == 0 ? EXIT_OK : EXIT_FAIL;
+	return report(stdout, argv[optind], json, grouping, top, noise, &q, NULL) == 0 ? EXIT_OK
+										      : EXIT_FAIL;
 }

@@ -4,7 +4,8 @@
  * shell tests and benchmark.
  *   ffm-synth --state DIR --key K --job ID [--node NAME] [--stages N] [--iters N]
  *             [--scenarios unnecessary,misplaced,dup,control,sequence] [--threads N] [--tgid N]
- *             [--fast] [--expected]
+ *             [--fast] [--expected] [--sync-api NAME] [--copy-us N] [--run-flags N]
+ *             [--exit-status N]
  * --expected prints "scenario expected_benefit_s planted_line" per scenario instead of writing.
  */
 #include <errno.h>
@@ -27,7 +28,12 @@ int main(int argc, char **argv)
 		{ "scenarios", required_argument, NULL, 'c' },
 		{ "threads", required_argument, NULL, 't' }, { "tgid", required_argument, NULL, 'p' },
 		{ "k-us", required_argument, NULL, 'K' },  { "fast", no_argument, NULL, 'f' },
-		{ "expected", no_argument, NULL, 'e' },	   {},
+		{ "expected", no_argument, NULL, 'e' },
+		{ "sync-api", required_argument, NULL, 'A' },
+		{ "copy-us", required_argument, NULL, 'C' },
+		{ "run-flags", required_argument, NULL, 'F' },
+		{ "exit-status", required_argument, NULL, 'X' },
+		{},
 	};
 	struct synth_opts o = { .stages = 4, .iters = 100, .scenarios = 1u << SYN_UNNECESSARY };
 	bool expected = false;
@@ -46,6 +52,10 @@ int main(int argc, char **argv)
 		case 'K': o.k_us = (uint32_t)atoi(optarg); break;
 		case 'f': o.fast = true; break;
 		case 'e': expected = true; break;
+		case 'A': o.sync_api = optarg; break;
+		case 'C': o.copy_us = (uint32_t)atoi(optarg); break;
+		case 'F': o.run_flags = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 'X': o.exit_status = atoi(optarg); break;
 		case 'c': {
 			char *dup = strdup(optarg), *save = NULL;
 
