@@ -20,6 +20,7 @@
 #include "daemon/resolve.h"
 #include "store/ffm_store.h"
 #include "symbols/ffm_calibrate.h"
+#include "symbols/ffm_driver.h"
 #include "common/ffm_json.h"
 
 static void print_text(const struct ffm_calibration *c)
@@ -60,6 +61,39 @@ static void print_text(const struct ffm_calibration *c)
 	       ffm_calibration__from_cache(c) ? " (cached result)" : "");
 }
 
+/* That @path (shown as @shown) is a libcuda, an ELF file that exports cuInit: 0, or -1 (said). */
+static int check_libcuda(const char *path, const char *shown)
+{
+	struct ffm_driver_opts o = { .sz = sizeof(o), .display_path = shown };
+	struct ffm_driver *d = NULL;
+	struct ffm_driver_sym sym;
+	int err = ffm_driver__open(path, &o, &d);
+
+	if (!err)
+		err = ffm_driver__lookup(d, "cuInit", &sym) < 0 ? -ESRCH : 0;
+	ffm_driver__free(d);
+	if (!err)
+		return 0;
+	ffmctl_err("calibrate", "%s is not libcuda: %s (the NVIDIA driver's library is "
+		   "libcuda.so.1; without --driver, the one a program would load is taken)", shown,
+		   err == -ENOEXEC ? "not an ELF file" :
+		   err == -ENODATA ? "an ELF file with no dynamic symbols" :
+		   err == -ESRCH ? "it exports no cuInit" : strerror(-err));
+	return -1;
+}
+
+static const char CALIBRATE_HELP[] =
+	"Usage: ffmctl calibrate [--driver PATH] [--json] [--force]\n"
+	"\n"
+	"Find and verify libcuda's internal wait function; the result is cached per build-id in\n"
+	"STATE_DIR/drivers/.\n"
+	"\n"
+	"Options:\n"
+	"  --driver PATH   the libcuda file to calibrate (default: the libcuda.so.1 a\n"
+	"                  program's loader would pick); a file that is not libcuda is refused\n"
+	"  -j, --json      the result and its evidence as JSON\n"
+	"  --force         calibrate again even when a verified result is cached\n";
+
 int ffmctl_calibrate(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -70,7 +104,7 @@ int ffmctl_calibrate(int argc, char **argv)
 		{},
 	};
 	const char *driver = NULL;
-	bool json = false, force = false;
+	bool json = ffmctl_g.json, force = false;
 	char probe[PATH_MAX];
 	char found[PATH_MAX];
 	struct ffm_calibration *c = NULL;
@@ -90,9 +124,7 @@ int ffmctl_calibrate(int argc, char **argv)
 			force = true;
 			break;
 		case 'h':
-			printf("Usage: ffmctl calibrate [--driver PATH] [--json] [--force]\n"
-			       "Find and verify libcuda's internal wait function; the result is cached "
-			       "per build-id in STATE_DIR/drivers/.\n");
+			fputs(CALIBRATE_HELP, stdout);
 			return EXIT_OK;
 		default:
 			return ffmctl_opt_err("calibrate", ch, argv);
@@ -128,6 +160,12 @@ int ffmctl_calibrate(int argc, char **argv)
 		ffmctl_err("calibrate", "cannot open %s: %s", driver, why);
 		return EXIT_FAIL;
 	}
+	/* read, never run: said before anything else about the file */
+	snprintf(fdpath, sizeof(fdpath), "/proc/%d/fd/%d", (int)getpid(), fd);
+	if (check_libcuda(fdpath, driver) < 0) {
+		close(fd);
+		return EXIT_FAIL;
+	}
 	if (!trusted && geteuid() == 0) {
 		ffmctl_err("calibrate", "refusing to run %s as root: it is %s (calibrate a root-owned "
 			   "copy in a root-owned directory of a file system mounted without nosuid: "
@@ -136,7 +174,6 @@ int ffmctl_calibrate(int argc, char **argv)
 		close(fd);
 		return EXIT_FAIL;
 	}
-	snprintf(fdpath, sizeof(fdpath), "/proc/%d/fd/%d", (int)getpid(), fd);
 	if (ffm_state_path(ffmctl_g.state_dir, FFM_STATE_DRIVERS, NULL, cache, sizeof(cache)) < 0)
 		cache[0] = 0;
 	struct ffm_calibrate_opts o = {

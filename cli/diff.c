@@ -223,6 +223,16 @@ static int print_json(const struct side *b, const struct side *a, int stage,
 		"actual_s", ffm_json_fixed(b->wall_s - a->wall_s, 9), "sites", sites));
 }
 
+static const char DIFF_HELP[] =
+	"Usage: ffmctl diff <jobid-before> <jobid-after> [--json] [--top N]\n"
+	"\n"
+	"Did the fix do what the report said? Per call site, the benefit the first job's report\n"
+	"predicted next to the change the second job measured; the same for the wall time.\n"
+	"\n"
+	"Options:\n"
+	"  -j, --json   the comparison as JSON for tools (docs/report-json.md, \"Diff\")\n"
+	"  --top N      show the first N call sites (default 20)\n";
+
 int ffmctl_diff(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -234,7 +244,7 @@ int ffmctl_diff(int argc, char **argv)
 	struct side b = { 0 }, a = { 0 };
 	struct ffm_an_diff_row *rows = NULL;
 	size_t n = 0;
-	bool json = false;
+	bool json = ffmctl_g.json;
 	int c, top = 20, stage, err, ret = EXIT_FAIL;
 
 	while ((c = getopt_long(argc, argv, ":jt:h", opts, NULL)) != -1) {
@@ -247,7 +257,7 @@ int ffmctl_diff(int argc, char **argv)
 				return EXIT_USAGE;
 			break;
 		case 'h':
-			printf("Usage: ffmctl diff <jobid-before> <jobid-after> [--json] [--top N]\n");
+			fputs(DIFF_HELP, stdout);
 			return EXIT_OK;
 		default:
 			return ffmctl_opt_err("diff", c, argv);

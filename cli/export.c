@@ -1150,6 +1150,25 @@ struct export_opts {
 	bool all_runs, no_merge;
 };
 
+static const char EXPORT_HELP[] =
+	"Usage: ffmctl export <jobid> --format chrome-trace|hatchet [--run ID | --all-runs] "
+	"[--no-merge] [--node NAME] [-o FILE[.gz]]\n"
+	"\n"
+	"A job's recorded events for other tools (docs/REPORT.md documents both formats).\n"
+	"\n"
+	"Options:\n"
+	"  --format chrome-trace|hatchet\n"
+	"                  chrome-trace: the Trace Event Format Perfetto opens, one track per\n"
+	"                  run, problems in red; hatchet: the call tree for Hatchet\n"
+	"  --run ID        export this run only (default: the run the report's figures come\n"
+	"                  from)\n"
+	"  --all-runs      chrome-trace: every run of the job, one process track each\n"
+	"  --no-merge      chrome-trace: one event per call (default: a run of identical calls\n"
+	"                  of a thread is one span with its count)\n"
+	"  --node NAME     the node whose store to export, for a job that ran on several\n"
+	"  -o, --output FILE\n"
+	"                  write to FILE instead of standard output; gzip when it ends in .gz\n";
+
 /* The options into @o; -1 to go on, else the exit code (said why). */
 static int parse_opts(int argc, char **argv, struct export_opts *o)
 {
@@ -1198,8 +1217,7 @@ static int parse_opts(int argc, char **argv, struct export_opts *o)
 			o->node = optarg;
 			break;
 		case 'h':
-			printf("Usage: ffmctl export <jobid> --format chrome-trace|hatchet "
-			       "[--run ID | --all-runs] [--no-merge] [--node NAME] [-o FILE[.gz]]\n");
+			fputs(EXPORT_HELP, stdout);
 			return EXIT_OK;
 		default:
 			return ffmctl_opt_err("export", c, argv);

@@ -79,6 +79,7 @@ int ffmctl_json_opts(const char *verb, const char *usage, int argc, char **argv,
 	};
 	int c;
 
+	*json |= ffmctl_g.json;
 	while ((c = getopt_long(argc, argv, ":jh", opts, NULL)) == 'j')
 		*json = true;
 	if (c == 'h') {
@@ -109,15 +110,31 @@ int ffmctl_parse_top(const char *verb, const char *arg, int *top)
 	return 0;
 }
 
+static const char GLOBAL_HELP[] =
+	"\n"
+	"Options, before the verb:\n"
+	"  --runtime-dir DIR     where ffmd's control socket is\n"
+	"  --state-dir DIR       where the job stores and driver calibrations are\n"
+	"  --timeout SEC         how long to wait for ffmd's answer, up to 3600 (default 30)\n"
+	"  --py-library PATTERNS, --src-library PATTERNS\n"
+	"                        the library files that never name a call site (below)\n"
+	"  -j, --json            the verb's --json (ffmctl -j report JOB, as in bpftool); a\n"
+	"                        verb's own -j is short for its --json too\n"
+	"  -v, --verbose         libbpf's own messages too (profile)\n"
+	"  -V, --version         the release, and the versions of the store, protocol, BPF ABI\n"
+	"man ffmctl has the details.\n";
+
 static void usage(FILE *f)
 {
 	fprintf(f, "Usage: ffmctl [--runtime-dir DIR] [--state-dir DIR] [--timeout SEC] "
-		   "[--py-library PATTERNS] [--src-library PATTERNS] [--verbose] [--version] VERB [ARGS]\n\n"
+		   "[--py-library PATTERNS] [--src-library PATTERNS] [-j|--json] [--verbose] "
+		   "[--version] VERB [ARGS]\n\n"
 		   "Verbs:\n");
 	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
 		fprintf(f, "  %-10s %s\n", verbs[i].name, verbs[i].summary);
-	fprintf(f, "  %-10s %s\n", "help", "this list, or a verb's usage: ffmctl help VERB");
-	fprintf(f, "\n-j is short for --json, as in bpftool. man ffmctl has the details.\n");
+	fprintf(f, "  %-10s %s\n", "help", "this list, or a verb's usage and options: ffmctl "
+		   "help VERB");
+	fputs(GLOBAL_HELP, f);
 	fprintf(f, "\nEnvironment: FFM_RUNTIME_DIR (default /run/ffm), FFM_STATE_DIR (default /var/lib/ffm),\n"
 		   "FFM_PY_LIBRARY (= --py-library: ':'-separated fnmatch patterns of the Python files that\n"
 		   "are installed libraries, never a Python program's call site; default: site-packages,\n"
@@ -173,6 +190,7 @@ int main(int argc, char **argv)
 		{ "py-library", required_argument, NULL, 'p' },
 		{ "src-library", required_argument, NULL, 'S' },
 		{ "verbose", no_argument, NULL, 'v' },
+		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{},
@@ -197,7 +215,7 @@ int main(int argc, char **argv)
 
 	/* '+': stop at the verb, its options are its own. */
 	opterr = 0; /* ffmctl_opt_err says it, verb and hint included */
-	while ((c = getopt_long(argc, argv, "+:hvV", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:hjvV", opts, NULL)) != -1) {
 		switch (c) {
 		case 'r':
 			ffmctl_g.runtime_dir = optarg;
@@ -229,6 +247,9 @@ int main(int argc, char **argv)
 			break;
 		case 'v':
 			ffmctl_g.verbose = true;
+			break;
+		case 'j':
+			ffmctl_g.json = true;
 			break;
 		case 'h':
 			usage(stdout);

@@ -27,6 +27,26 @@
 	"Usage: ffmctl job start <jobid> [--key K] [--stage 1..4] [--user UID] [--json]\n"         \
 	"                        (--cgroup PATH | --pid PID | --uid UID | --exe PATH)...\n"
 #define JOB_END_USAGE "Usage: ffmctl job end <jobid> [--json]\n"
+#define JOB_HELP \
+	"\n" \
+	"Tell ffmd that a scheduler job begins or ends on this node (a prolog's and an " \
+	"epilog's\n" \
+	"call); root and ffmd's admin_group may. The selectors say which processes are the " \
+	"job's;\n" \
+	"each may repeat, at least one is needed.\n" \
+	"\n" \
+	"Options of start:\n" \
+	"  --key K         the job key whose runs go through the stages (default: the job id)\n" \
+	"  --stage 1..4    run this stage instead of the key's next one\n" \
+	"  --user UID      the job's owner, who may read it (default: the uid of --uid, else\n" \
+	"                  the owner of a --pid process when root starts the job, else the\n" \
+	"                  caller)\n" \
+	"  --cgroup PATH   selector: the processes in this cgroup (v2) and below it\n" \
+	"  --pid PID       selector: this process and those it starts\n" \
+	"  --uid UID       selector: the processes of this user that start a program from now\n" \
+	"                  on\n" \
+	"  --exe PATH      selector: the processes that execute this file\n" \
+	"  -j, --json      ffmd's answer as JSON (start and end)\n"
 
 /* A decimal id (uid or pid) in min..max; the text itself is sent, so "007" is refused. */
 static int check_id(const char *s, unsigned long min, unsigned long max)
@@ -112,7 +132,7 @@ static int job_start(int argc, char **argv)
 	static char paths[FFM_PROTO_MAX_ARGS][PATH_MAX];
 	struct ffm_proto_arg args[FFM_PROTO_MAX_ARGS];
 	size_t nargs = 1, nsel = 0, npaths = 0;
-	bool json = false;
+	bool json = ffmctl_g.json;
 	int c;
 
 #define ADD(n, v)                                                                                  \
@@ -170,7 +190,7 @@ static int job_start(int argc, char **argv)
 			json = true;
 			break;
 		case 'h':
-			printf(JOB_START_USAGE);
+			fputs(JOB_START_USAGE JOB_HELP, stdout);
 			return EXIT_OK;
 		default:
 			return ffmctl_opt_err("job start", c, argv);
@@ -192,7 +212,7 @@ static int job_end(int argc, char **argv)
 {
 	struct ffm_proto_arg arg = { .name = "job" };
 	bool json = false;
-	int r = ffmctl_json_opts("job end", JOB_END_USAGE, argc, argv, &json, true);
+	int r = ffmctl_json_opts("job end", JOB_END_USAGE JOB_HELP, argc, argv, &json, true);
 
 	if (r >= 0)
 		return r;
@@ -207,7 +227,7 @@ int ffmctl_job(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-		fputs(JOB_START_USAGE JOB_END_USAGE, stdout);
+		fputs(JOB_START_USAGE JOB_END_USAGE JOB_HELP, stdout);
 		return EXIT_OK;
 	}
 	if (!strcmp(argv[1], "start"))

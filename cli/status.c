@@ -4,8 +4,9 @@
  *                          wait-function offset, probes attached) and the active jobs (processes,
  *                          stage, events/s, drops). Asks ffmd; a user sees only their own jobs.
  * ffmctl jobs [--json]     every job recorded under the state directory, read from the stores
- *                          (no daemon needed): id, key, user, runs, stages done, state; newest
- *                          last.
+ *                          (no daemon needed): id, key, user, runs, stages done, state, and
+ *                          its command (the program its first run's first process ran, else
+ *                          the key's); newest last.
  *
  * status --json prints ffmd's answer as it came; the text form is rendered from it.
  */
@@ -135,6 +136,15 @@ static void print_jobs(const json_t *jobs)
 	}
 }
 
+static const char STATUS_HELP[] =
+	"Usage: ffmctl status [--json]\n"
+	"\n"
+	"What ffmd does now: the libcuda files it knows, the active jobs (owner, stage, events,\n"
+	"events/s, drops, processes), its probe mode and scope. A user sees only their own jobs.\n"
+	"\n"
+	"Options:\n"
+	"  -j, --json   ffmd's answer as JSON, as it came\n";
+
 int ffmctl_status(int argc, char **argv)
 {
 	struct ffm_reply *rep;
@@ -143,7 +153,7 @@ int ffmctl_status(int argc, char **argv)
 	bool json = false;
 	int r;
 
-	r = ffmctl_json_opts("status", "Usage: ffmctl status [--json]\n", argc, argv, &json, false);
+	r = ffmctl_json_opts("status", STATUS_HELP, argc, argv, &json, false);
 	if (r >= 0)
 		return r;
 	if (!(rep = ffmctl_call("status", FFM_VERB_STATUS, NULL, 0)))
@@ -192,6 +202,8 @@ int ffmctl_status(int argc, char **argv)
 
 struct job_row {
 	char *job_id, *key, *node;
+	char *exe;     /* the program its first process ran (NULL: none recorded) */
+	int64_t first_run;
 	uint32_t uid, runs, stages_done;
 	int32_t state;
 	int64_t start_unix, end_unix;
@@ -204,6 +216,7 @@ struct jobs_ctx {
 	const char *key;  /* of the store being listed */
 	const char *node; /* ... and its node (nodes/<node>/keys/), NULL for <state>/keys/ */
 	bool per_node;	  /* a store of a node's was listed */
+	size_t first;	  /* the first row of the store being listed */
 };
 
 static int on_job(const struct ffm_store_job_info *j, void *ctx)
@@ -229,6 +242,47 @@ static int on_job(const struct ffm_store_job_info *j, void *ctx)
 	return 0;
 }
 
+/* The first run of each job listed from this store (@c->rows from @c->first on). */
+static int on_run(const struct ffm_store_run *r, void *ctx)
+{
+	struct jobs_ctx *c = ctx;
+
+	for (size_t i = c->first; i < c->n && r->job_id; i++)
+		if (!c->rows[i].first_run && !strcmp(c->rows[i].job_id, r->job_id))
+			c->rows[i].first_run = r->id;
+	return 0;
+}
+
+/* The first process of a run (start order) with a program name. */
+static int on_process(const struct ffm_store_process *p, void *ctx)
+{
+	char **exe = ctx;
+
+	if (!p->exe || !*p->exe)
+		return 0;
+	*exe = strdup(p->exe);
+	return *exe ? 1 : -ENOMEM;
+}
+
+/* Each job's command: its first run's first process's program, else the key's. */
+static int job_commands(struct ffm_store *s, struct jobs_ctx *c)
+{
+	struct ffm_store_key k = {};
+	int r = ffm_store__for_each_run(s, on_run, c);
+
+	for (size_t i = c->first; i < c->n && r >= 0; i++) {
+		if (c->rows[i].first_run)
+			r = ffm_store__for_each_process(s, c->rows[i].first_run, on_process,
+							&c->rows[i].exe);
+		if (r == 1)
+			r = 0;
+		if (r >= 0 && !c->rows[i].exe && !ffm_store__key(s, &k) && k.exe && *k.exe &&
+		    !(c->rows[i].exe = strdup(k.exe)))
+			r = -ENOMEM;
+	}
+	return r;
+}
+
 static int on_store(const struct ffm_state_store *st, void *ctx)
 {
 	struct jobs_ctx *c = ctx;
@@ -245,7 +299,10 @@ static int on_store(const struct ffm_state_store *st, void *ctx)
 	c->key = st->key;
 	c->node = st->node;
 	c->per_node |= st->node != NULL;
+	c->first = c->n;
 	r = ffm_store__for_each_job(s, on_job, c);
+	if (r >= 0)
+		r = job_commands(s, c);
 	ffm_store__free(s);
 	if (r == -ENOMEM)
 		return r;
@@ -294,13 +351,14 @@ static json_t *job_json(const struct job_row *j)
 	for (int s = 1; s <= FFM_STORE_MAX_STAGE; s++)
 		if (j->stages_done & (1u << s))
 			stages = ffm_json_append(stages, json_integer(s));
-	return json_pack("{s:o,s:o,s:I,s:o,s:I,s:o,s:s,s:I,s:I,s:o}",
+	return json_pack("{s:o,s:o,s:I,s:o,s:I,s:o,s:s,s:I,s:I,s:o,s:o}",
 			 "job", ffm_json_string(j->job_id), "key", ffm_json_string(j->key),
 			 "uid", (json_int_t)j->uid,
 			 "user", ffm_json_string(user_name(j->uid, user, sizeof(user))),
 			 "runs", (json_int_t)j->runs, "stages_done", stages,
 			 "state", state_name(j->state), "start_unix", (json_int_t)j->start_unix,
-			 "end_unix", (json_int_t)j->end_unix, "node", ffm_json_string(j->node));
+			 "end_unix", (json_int_t)j->end_unix, "node", ffm_json_string(j->node),
+			 "exe", j->exe ? ffm_json_string(j->exe) : json_null());
 }
 
 static int print_jobs_json(const struct jobs_ctx *c)
@@ -312,13 +370,23 @@ static int print_jobs_json(const struct jobs_ctx *c)
 	return ffm_json_print(stdout, list);
 }
 
+static const char JOBS_HELP[] =
+	"Usage: ffmctl jobs [--json]\n"
+	"\n"
+	"Every job recorded under the state directory, newest last, read from the stores (no\n"
+	"daemon needed): job, key, owner, runs, stages done, state, start time, node (for a\n"
+	"per-node state directory) and the command its first process ran.\n"
+	"\n"
+	"Options:\n"
+	"  -j, --json   the list as JSON\n";
+
 int ffmctl_jobs(int argc, char **argv)
 {
 	struct jobs_ctx c = {};
 	bool json = false;
 	int r, err;
 
-	r = ffmctl_json_opts("jobs", "Usage: ffmctl jobs [--json]\n", argc, argv, &json, false);
+	r = ffmctl_json_opts("jobs", JOBS_HELP, argc, argv, &json, false);
 	if (r >= 0)
 		return r;
 	/* every store of the state directory, every node's (none yet: nothing recorded) */
@@ -342,7 +410,7 @@ int ffmctl_jobs(int argc, char **argv)
 		printf("no jobs recorded under %s\n", ffmctl_g.state_dir);
 	} else {
 		/* Columns as wide as their longest id (the same word as status: OWNER). */
-		int jw = 16, kw = 20, ow = 10;
+		int jw = 16, kw = 20, ow = 10, nw = 8;
 		char user[64];
 
 		for (size_t i = 0; i < c.n; i++) {
@@ -350,10 +418,14 @@ int ffmctl_jobs(int argc, char **argv)
 			kw = col_width(kw, strlen(c.rows[i].key));
 			ow = col_width(ow, strlen(user_name(c.rows[i].uid, user, sizeof(user))));
 		}
-		printf("%-*s %-*s %-*s %4s %-7s %-9s %s", jw, "JOB", kw, "KEY", ow, "OWNER", "RUNS",
-		       "STAGES", "STATE", "STARTED");
+		for (size_t i = 0; i < c.n; i++)
+			nw = col_width(nw, strlen(c.rows[i].node));
+		printf("%-*s %-*s %-*s %4s %-7s %-9s %-19s", jw, "JOB", kw, "KEY", ow, "OWNER",
+		       "RUNS", "STAGES", "STATE", "STARTED");
 		/* a column of nodes once a store of a node's is listed */
-		printf(c.per_node ? "             NODE\n" : "\n");
+		if (c.per_node)
+			printf(" %-*s", nw, "NODE");
+		printf(" COMMAND\n");
 		for (size_t i = 0; i < c.n; i++) {
 			const struct job_row *j = &c.rows[i];
 			char stages[32], when[32];
@@ -363,12 +435,12 @@ int ffmctl_jobs(int argc, char **argv)
 			stages_text(j->stages_done, stages, sizeof(stages));
 			if (!localtime_r(&t, &tm) || !strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm))
 				snprintf(when, sizeof(when), "%" PRId64, j->start_unix);
-			printf("%-*s %-*s %-*s %4u %-7s %-9s %s", jw, j->job_id, kw, j->key, ow,
+			printf("%-*s %-*s %-*s %4u %-7s %-9s %-19s", jw, j->job_id, kw, j->key, ow,
 			       user_name(j->uid, user, sizeof(user)), j->runs, stages, state_name(j->state),
 			       when);
-			if (c.per_node) /* dates are 19 wide */
-				printf("%*s %s", 19 - (int)strnlen(when, 19), "", j->node);
-			printf("\n");
+			if (c.per_node)
+				printf(" %-*s", nw, j->node);
+			printf(" %s\n", j->exe ? j->exe : "-");
 		}
 	}
 	if (c.unreadable)
@@ -381,6 +453,7 @@ out:
 		free(c.rows[i].job_id);
 		free(c.rows[i].key);
 		free(c.rows[i].node);
+		free(c.rows[i].exe);
 	}
 	free(c.rows);
 	return r;

@@ -9,8 +9,8 @@
 #   - report merges mj's nodes; diff compares mj and mj2 over both nodes;
 #   - export of solo writes its one node's trace; export of mj asks for --node and, given one,
 #     writes only that node's processes; an unknown --node is a usage error naming the nodes;
-#   - jobs lists every job of every node (text with a NODE column, JSON with each row's node);
-#     in the single-node layout its text is as before (no NODE column);
+#   - jobs lists every job of every node (text with a NODE column, JSON with each row's node),
+#     then each job's command; in the single-node layout no NODE column;
 #   - a job no store holds still gets "no store holds it" from each verb.
 set -u -o pipefail
 cd "$(dirname "$0")/../.." || exit 2
@@ -106,14 +106,15 @@ else
 	notok "jobs --json on a shared state directory"; diag <"$T/err"
 fi
 ctl jobs >"$T/j.txt" 2>&1
-if head -n 1 "$T/j.txt" | grep -q ' STARTED  *NODE$' && [ "$(grep -c ' gpu0[12]$' "$T/j.txt")" = 5 ]; then
+if head -n 1 "$T/j.txt" | grep -q ' STARTED  *NODE  *COMMAND$' &&
+	[ "$(grep -c ' gpu0[12]  *[^ ]*$' "$T/j.txt")" = 5 ]; then
 	ok "jobs: a NODE column, one row per job and node"
 else
 	notok "jobs text on a shared state directory"; diag <"$T/j.txt"
 fi
 synth --state "$T/single" --key k1 --job one --iters 5 --stages 1
 "$FFMCTL" --state-dir "$T/single" jobs >"$T/j1.txt" 2>&1
-if head -n 1 "$T/j1.txt" | grep -q ' STARTED$' && [ "$(wc -l <"$T/j1.txt")" = 2 ]; then
+if head -n 1 "$T/j1.txt" | grep -q ' STARTED  *COMMAND$' && [ "$(wc -l <"$T/j1.txt")" = 2 ]; then
 	ok "jobs in the single-node layout: no NODE column"
 else
 	notok "jobs text in the single-node layout"; diag <"$T/j1.txt"
