@@ -211,7 +211,9 @@ json_t *ffmctl_json_site(const struct ffm_an_site *x)
 {
 	return json_pack("{s:o,s:o,s:I,s:o,s:o,s:b}", "function", ffm_json_string(x->function),
 			 "file", ffm_json_string(x->file), "line", (json_int_t)x->line,
-			 "module", ffm_json_string(x->module), "offset", ffm_json_u64(x->offset),
+			 "module", ffm_json_string(x->module),
+			 /* a Python line's offset is a 64-bit key, not a file offset */
+			 "offset", x->python ? ffm_json_int(0) : ffm_json_u64(x->offset),
 			 "python", x->python);
 }
 
