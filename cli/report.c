@@ -831,9 +831,9 @@ static void print_quality(FILE *o, const struct ffmctl_job_stores *js,
 		       s_of(q->stream_tail_ns), s_of(rest));
 	if (pb && least >= 0)
 		remark(&rm, pb >= noise_ns, "%.6f s of the recoverable time rests on syncs whose "
-		       "protected data was watched only in part (at least %.1f%% of it, no use "
-		       "seen): if the CPU reads the rest of that data before the next sync, they "
-		       "are required; check the problems marked 'coverage partial' below",
+		       "protected data was watched only in part (as little as %.3g%% of it, no "
+		       "use seen): if the CPU reads the rest of that data before the next sync, "
+		       "they are required; check the problems marked 'coverage partial' below",
 		       s_of(pb), 100 * least);
 	if (q->withheld_syncs)
 		remark(&rm, false, "%" PRIu64 " sync%s saw no use in the part of their data that "
