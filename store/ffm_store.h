@@ -54,7 +54,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FFM_STORE_SCHEMA_VERSION 8
+#define FFM_STORE_SCHEMA_VERSION 9
 #define FFM_STORE_MAX_STAGE 5
 
 struct ffm_store;
@@ -208,7 +208,11 @@ enum ffm_drop_reason {
 	FFM_DROP_STACK_TOO_DEEP = 1,
 	FFM_DROP_MAP_FULL = 2,
 	FFM_DROP_OTHER = 3,
-	FFM_DROP__MAX = 4,
+	/* (schema v9) what a run's bounds left out (daemon/recorder.h, struct ffm_run_limits): */
+	FFM_DROP_STACK_CAP = 4,   /* new stacks not stored: the calls on them have no stack */
+	FFM_DROP_STORE_CAP = 5,   /* records not stored: the job's or its user's store bytes */
+	FFM_DROP_PROCS_QUOTA = 6, /* processes not tracked: their user's quota was full */
+	FFM_DROP__MAX = 7,
 };
 
 struct ffm_store_drops {

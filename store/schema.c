@@ -266,6 +266,10 @@ static const char step_v8[] =
 	"  e.probe_ns FROM events_v e LEFT JOIN event_kinds k ON k.id = e.kind"
 	"  LEFT JOIN directions d ON d.id = e.dir LEFT JOIN api_names a ON a.id = e.api;";
 
+/* v9: the drops a run's bounds cause (enum ffm_drop_reason 4-6). */
+static const char step_v9[] =
+	"INSERT INTO drop_reasons VALUES(4,'stack_cap'),(5,'store_cap'),(6,'procs_quota');";
+
 const char *const ffm_store_migrations[FFM_STORE_SCHEMA_VERSION] = {
 	step_v1,
 	step_v2,
@@ -275,4 +279,5 @@ const char *const ffm_store_migrations[FFM_STORE_SCHEMA_VERSION] = {
 	step_v6,
 	step_v7,
 	step_v8,
+	step_v9,
 };
