@@ -36,8 +36,9 @@
  * 11: FFM_REC_PYCODE; struct ffm_py_layout: the code object fields, cf_shim
  * 12: ffm_rec_hit.sync_done_ns
  * 13: ffm_rec_call.probe_ns (what the probes cost the calling thread)
- * 14: FFM_JOB_WAITS_ALONE; FFM_PY_CHAIN_OBJECT and ffm_py_layout.lasti_shift (3.9, 3.10) */
-#define FFM_ABI_VERSION 14
+ * 14: FFM_JOB_WAITS_ALONE; FFM_PY_CHAIN_OBJECT and ffm_py_layout.lasti_shift (3.9, 3.10)
+ * 15: the per-user quota of tracked processes: ffm_proc.quota_uid, FFM_REC_DROP_QUOTA */
+#define FFM_ABI_VERSION 15
 
 #define FFM_MAX_JOBS 64           /* job slots active at once */
 #define FFM_MAX_PROCS 16384       /* tracked processes */
@@ -151,6 +152,7 @@ enum ffm_rec_drop {
 	FFM_REC_DROP_THREADS = 4,   /* no thread state (no memory): a call's entry was not recorded */
 	FFM_REC_DROP_UNMATCHED = 5, /* a return without its entry (attached mid-call) */
 	FFM_REC_DROP_HASH = 6,      /* a transfer was not hashed (unreadable bytes, too many pending) */
+	FFM_REC_DROP_QUOTA = 7,     /* its user's quota of tracked processes full: not tracked */
 	FFM_REC_DROP__MAX = 8,
 };
 
@@ -161,14 +163,17 @@ struct ffm_rec_drops {
 /* A tracked process: value of the procs map (key: tgid). */
 struct ffm_proc {
 	__u32 job;       /* job slot */
-	__u32 flags;
+	__u32 flags;     /* FFM_PROC_CHARGED */
 	__u64 lib_start; /* libcuda text range in this process, learned at the first probe */
 	__u64 lib_end;
 	/* Bumped by user space each time it puts the process's wait probe back (adaptive stage
 	 * 1): a wait entered under an earlier link, whose return no probe saw, is forgotten. */
 	__u32 link_epoch;
-	__u32 _pad;
+	/* FFM_PROC_CHARGED: the user whose quota of tracked processes (bpf/procs.bpf.h,
+	 * procs_per_user) this entry counts in, until it is removed */
+	__u32 quota_uid;
 };
+#define FFM_PROC_CHARGED 1u
 
 /* A file as the kernel names it: s_dev (MKDEV: major << 20 | minor) and inode number. Keys of
  * the exe rules (checked at exec, in BPF) and of the drivers map (libcuda files user space has

@@ -11,6 +11,62 @@
 
 /* ---- processes --------------------------------------------------------------------------- */
 
+/*
+ * The per-user quota of tracked processes: one user's fork flood must not fill the procs map
+ * (FFM_MAX_PROCS entries, shared by every job) and leave another user's job untracked. A new
+ * entry is charged to the real uid of the process that execs or forks it; past procs_per_user
+ * (0: none) it is refused and counted as FFM_REC_DROP_QUOTA in the job it would have joined.
+ * The default is FFM_USER_PROCS_DEFAULT (daemon/collector.h says why).
+ */
+const volatile __u32 procs_per_user = 512;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, FFM_MAX_PROCS);
+	__type(key, __u32);   /* uid */
+	__type(value, __u32); /* its charged entries in procs */
+} user_procs SEC(".maps");
+
+/* Charge a new procs entry @np to the current user; false: the quota is full (counted). */
+static __always_inline bool procs_charge(struct ffm_proc *np, __u32 job)
+{
+	__u32 uid = (__u32)bpf_get_current_uid_gid(), zero = 0, *n;
+
+	np->flags &= ~FFM_PROC_CHARGED;
+	np->quota_uid = 0;
+	if (!procs_per_user)
+		return true;
+	n = bpf_map_lookup_elem(&user_procs, &uid);
+	if (!n) {
+		bpf_map_update_elem(&user_procs, &uid, &zero, BPF_NOEXIST);
+		n = bpf_map_lookup_elem(&user_procs, &uid);
+		if (!n)
+			return true; /* no room: the procs map's own bound applies */
+	}
+	/* Checked, then added (BPF here has no fetching atomics): CPUs forking at the same
+	 * instant may each pass the check, and overshoot the quota by as many. */
+	if (*n >= procs_per_user) {
+		count_drop(job, FFM_REC_DROP_QUOTA);
+		return false;
+	}
+	__sync_fetch_and_add(n, 1);
+	np->flags |= FFM_PROC_CHARGED;
+	np->quota_uid = uid;
+	return true;
+}
+
+/* The entry @p leaves procs (or never got in): its user's count goes down. */
+static __always_inline void procs_uncharge(const struct ffm_proc *p)
+{
+	__u32 uid = p->quota_uid, *n;
+
+	if (!(p->flags & FFM_PROC_CHARGED))
+		return;
+	n = bpf_map_lookup_elem(&user_procs, &uid);
+	if (n && *n)
+		__sync_fetch_and_add(n, -1);
+}
+
 static __always_inline struct ffm_rec_proc *reserve_proc(__u32 type, __u32 tgid, __u32 tid, __u32 job,
 							 __u32 ppid, __u32 exit_code)
 {
@@ -127,7 +183,10 @@ int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid, struct linux_binp
 	if (job < 0)
 		return 0;
 	np.job = job;
+	if (!procs_charge(&np, job))
+		return 0;
 	if (bpf_map_update_elem(&procs, &tgid, &np, BPF_NOEXIST)) {
+		procs_uncharge(&np);
 		count_drop(job, FFM_REC_DROP_PROCS);
 		return 0;
 	}
@@ -363,7 +422,10 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 		return 0;
 	/* The child shares the parent's mappings until it execs. */
 	np = *p;
+	if (!procs_charge(&np, p->job))
+		return 0;
 	if (bpf_map_update_elem(&procs, &ctgid, &np, BPF_NOEXIST)) {
+		procs_uncharge(&np);
 		count_drop(p->job, FFM_REC_DROP_PROCS);
 		return 0;
 	}
@@ -401,6 +463,7 @@ int BPF_PROG(on_exit, struct task_struct *task)
 		return 0;
 	bpf_map_delete_elem(&pyprocs, &tgid);
 	emit_proc(FFM_REC_EXIT, tgid, tid, p->job, 0, BPF_CORE_READ(task, exit_code));
+	procs_uncharge(p);
 	bpf_map_delete_elem(&procs, &tgid);
 	return 0;
 }

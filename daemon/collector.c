@@ -11,6 +11,7 @@
 #include <string.h>
 #include <stdio.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -50,7 +51,18 @@ struct ffm_collector {
 	bool per_process; /* probes attach per process (see ffm_collector__per_process) */
 	bool bare;     /* the benchmark's do-nothing program loaded */
 	uint32_t job_gen; /* last struct ffm_job_cfg.gen given */
+	/* A consume call's bounds (ffm_collector__consume, __drain): the ring's positions,
+	 * mapped read-only, the records taken so far, the deadline or the drain's target. */
+	const volatile uint64_t *cons_pos, *prod_pos;
+	size_t page;
+	uint32_t consume_ms;
+	uint64_t taken, deadline_ns, drain_to;
+	bool bounded; /* a bound was reached: on_sample stopped the consumption */
 };
+
+/* What on_sample returns to stop ring_buffer__consume once a bound is reached (libbpf 1.1:
+ * a negative return stops it after that record, which counts as consumed). */
+#define FFM_CONSUME_BOUND (-ECANCELED)
 
 /*
  * uprobe_multi links (Linux 6.6): one link holds every offset of one program in one file, and
@@ -111,6 +123,21 @@ static size_t rec_size(uint32_t type)
 	}
 }
 
+/* Whether the consume call in progress stops after this record of @size bytes. */
+static bool consume_bounded(struct ffm_collector *c, size_t size)
+{
+	c->taken++;
+	if (c->drain_to) {
+		/* the consumer position after this record: its header and data, 8-aligned */
+		uint64_t end = *c->cons_pos + ((size + BPF_RINGBUF_HDR_SZ + 7) & ~7ull);
+
+		c->bounded = end >= c->drain_to;
+	} else if (!(c->taken & 15)) {
+		c->bounded = ffm_now_ns() >= c->deadline_ns;
+	}
+	return c->bounded;
+}
+
 static int on_sample(void *ctx, void *data, size_t size)
 {
 	struct ffm_collector *c = ctx;
@@ -122,7 +149,13 @@ static int on_sample(void *ctx, void *data, size_t size)
 	want = rec_size(h->type);
 	if (!want || size < want)
 		return 0; /* not ours or truncated: ignore rather than misread */
-	return c->on_record ? c->on_record(c->ctx, data, size) : 0;
+	if (c->on_record) {
+		int err = c->on_record(c->ctx, data, size);
+
+		if (err < 0)
+			return err;
+	}
+	return consume_bounded(c, size) ? FFM_CONSUME_BOUND : 0;
 }
 
 /* FFM_PROBE_MODE=session|multi|single: the first attempt of ffm_collector__open (a
@@ -227,6 +260,27 @@ static int mount_tracefs(void)
 
 static void calib_trap(struct ffm_collector *c);
 
+/* The ring's consumer and producer positions, read-only, for ffm_collector__drain (without
+ * them a drain is one bounded consume). */
+static void map_positions(struct ffm_collector *c)
+{
+	int fd = bpf_map__fd(c->skel->maps.events);
+	void *cp, *pp;
+
+	c->page = (size_t)sysconf(_SC_PAGESIZE);
+	cp = mmap(NULL, c->page, PROT_READ, MAP_SHARED, fd, 0);
+	pp = mmap(NULL, c->page, PROT_READ, MAP_SHARED, fd, (off_t)c->page);
+	if (cp == MAP_FAILED || pp == MAP_FAILED) {
+		if (cp != MAP_FAILED)
+			munmap(cp, c->page);
+		if (pp != MAP_FAILED)
+			munmap(pp, c->page);
+		return;
+	}
+	c->cons_pos = cp;
+	c->prod_pos = pp;
+}
+
 int ffm_collector__open(const struct ffm_collector_opts *opts, struct ffm_collector **ret)
 {
 	struct ffm_collector *c;
@@ -239,6 +293,7 @@ int ffm_collector__open(const struct ffm_collector_opts *opts, struct ffm_collec
 	c->on_record = opts ? opts->on_record : NULL;
 	c->bare = opts && opts->bare_probes;
 	c->ctx = opts ? opts->ctx : NULL;
+	c->consume_ms = opts && opts->consume_ms ? opts->consume_ms : FFM_CONSUME_MS;
 	c->ncpus = libbpf_num_possible_cpus();
 	if (c->ncpus <= 0) {
 		err = c->ncpus ? c->ncpus : -EINVAL;
@@ -262,6 +317,9 @@ int ffm_collector__open(const struct ffm_collector_opts *opts, struct ffm_collec
 			c->skel->rodata->ringbuf_wakeup_bytes = opts->wakeup_bytes;
 		if (opts && opts->exclude_self)
 			c->skel->rodata->self_tgid = (uint32_t)getpid();
+		if (opts && opts->procs_per_user)
+			c->skel->rodata->procs_per_user = opts->procs_per_user < FFM_MAX_PROCS ?
+							   opts->procs_per_user : 0;
 		if (opts && opts->ringbuf_bytes) {
 			uint32_t b = opts->ringbuf_bytes;
 
@@ -336,6 +394,7 @@ int ffm_collector__open(const struct ffm_collector_opts *opts, struct ffm_collec
 		err = -errno;
 		goto fail;
 	}
+	map_positions(c);
 	/* Not fatal: without it a call's probe cost is its programs' run time only. */
 	calib_trap(c);
 	*ret = c;
@@ -377,6 +436,10 @@ struct ffm_collector *ffm_collector__free(struct ffm_collector *c)
 	if (c->skel)
 		release_held(c);
 	ring_buffer__free(c->rb);
+	if (c->cons_pos)
+		munmap((void *)c->cons_pos, c->page);
+	if (c->prod_pos)
+		munmap((void *)c->prod_pos, c->page);
 	ffm_bpf__destroy(c->skel);
 	free(c);
 	return NULL;
@@ -408,9 +471,45 @@ int ffm_collector__fd(const struct ffm_collector *c)
 	return ring_buffer__epoll_fd(c->rb);
 }
 
+/* One ring_buffer__consume under the bounds set: the records taken, or -errno. */
+static int consume_once(struct ffm_collector *c)
+{
+	int n;
+
+	c->taken = 0;
+	c->bounded = false;
+	n = ring_buffer__consume(c->rb);
+	if (n == FFM_CONSUME_BOUND && c->bounded)
+		n = 0;
+	return n < 0 ? n : (int)c->taken;
+}
+
 int ffm_collector__consume(struct ffm_collector *c)
 {
-	return ring_buffer__consume(c->rb);
+	c->drain_to = 0;
+	c->deadline_ns = ffm_now_ns() + (uint64_t)c->consume_ms * 1000000;
+	return consume_once(c);
+}
+
+int ffm_collector__drain(struct ffm_collector *c)
+{
+	uint64_t target;
+	int n, total = 0;
+
+	if (!c->prod_pos) /* not mapped: as much as a consume call takes */
+		return ffm_collector__consume(c);
+	target = __atomic_load_n(c->prod_pos, __ATOMIC_ACQUIRE);
+	while (__atomic_load_n(c->cons_pos, __ATOMIC_ACQUIRE) < target) {
+		c->drain_to = target;
+		n = consume_once(c);
+		if (n <= 0) { /* an error, or a record reserved and not yet submitted */
+			total = n < 0 ? n : total;
+			break;
+		}
+		total += n;
+	}
+	c->drain_to = 0;
+	return total;
 }
 
 /* The program for @p's entry (@ret false) or return; a session program is both. NULL: an
@@ -628,21 +727,46 @@ int ffm_collector__set_job(struct ffm_collector *c, uint32_t slot, const struct 
 
 int ffm_collector__track_pid(struct ffm_collector *c, pid_t pid, uint32_t slot)
 {
-	struct ffm_proc p = { .job = slot };
+	int fd = bpf_map__fd(c->skel->maps.procs);
+	struct ffm_proc p = { .job = slot }, old;
 	uint32_t tgid = pid;
 
 	if (slot >= FFM_MAX_JOBS || pid <= 0)
 		return -EINVAL;
 	if (c->skel->rodata->self_tgid && tgid == c->skel->rodata->self_tgid)
 		return -EPERM; /* see ffm_collector_opts.exclude_self */
-	return bpf_map_update_elem(bpf_map__fd(c->skel->maps.procs), &tgid, &p, BPF_ANY) ? -errno : 0;
+	/* A process ffmd names is not charged to its user's quota; one BPF charged stays so. */
+	if (bpf_map_lookup_elem(fd, &tgid, &old) == 0 && old.flags & FFM_PROC_CHARGED) {
+		p.flags = FFM_PROC_CHARGED;
+		p.quota_uid = old.quota_uid;
+	}
+	return bpf_map_update_elem(fd, &tgid, &p, BPF_ANY) ? -errno : 0;
+}
+
+/* The entry @p left procs: its user's count of tracked processes goes down (as BPF's at exit). */
+static void quota_uncharge(struct ffm_collector *c, const struct ffm_proc *p)
+{
+	int fd = bpf_map__fd(c->skel->maps.user_procs);
+	uint32_t uid = p->quota_uid, n;
+
+	if (!(p->flags & FFM_PROC_CHARGED) || bpf_map_lookup_elem(fd, &uid, &n) || !n)
+		return;
+	n--;
+	bpf_map_update_elem(fd, &uid, &n, BPF_EXIST);
 }
 
 int ffm_collector__untrack_pid(struct ffm_collector *c, pid_t pid)
 {
+	int fd = bpf_map__fd(c->skel->maps.procs);
 	uint32_t tgid = pid;
+	struct ffm_proc p;
+	bool had = bpf_map_lookup_elem(fd, &tgid, &p) == 0;
 
-	return bpf_map_delete_elem(bpf_map__fd(c->skel->maps.procs), &tgid) ? -errno : 0;
+	if (bpf_map_delete_elem(fd, &tgid))
+		return -errno;
+	if (had)
+		quota_uncharge(c, &p);
+	return 0;
 }
 
 int ffm_collector__pid_slot(struct ffm_collector *c, pid_t pid)

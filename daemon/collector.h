@@ -52,7 +52,18 @@ struct ffm_collector_opts {
 	 * this process (-EPERM; the caller skips its children in /proc scans). Not for ffmctl
 	 * profile, which tracks its own child. */
 	bool exclude_self;
+	/* A consume call returns after this long (0: FFM_CONSUME_MS), so that a flood of
+	 * records never holds the caller's loop; the rest stays for the next call. */
+	uint32_t consume_ms;
+	/* Tracked processes one user may have in all jobs together (bpf/procs.bpf.h); 0: the
+	 * default, FFM_USER_PROCS_DEFAULT; FFM_MAX_PROCS or more: no quota but the map's size. */
+	uint32_t procs_per_user;
 };
+
+#define FFM_CONSUME_MS 50
+/* Half of what ffmd can give probes of their own (daemon/links.c, 1024 processes), so that
+ * one user's processes never take them all; a 32nd of the procs map. */
+#define FFM_USER_PROCS_DEFAULT 512
 
 #define FFM_RINGBUF_MIN_BYTES (64u << 10)
 
@@ -78,8 +89,13 @@ int ffm_collector__wait_prog_stats(const struct ffm_collector *c, uint64_t *run_
 
 /* The ring buffer's epoll fd (readable when records are pending). */
 int ffm_collector__fd(const struct ffm_collector *c);
-/* Consume all pending records; returns how many, or -errno. */
+/* Consume pending records for at most opts.consume_ms: returns how many, or -errno. The ring
+ * buffer's fd stays readable while records remain. */
 int ffm_collector__consume(struct ffm_collector *c);
+/* Consume every record sent before this call, however long it takes (the end of a job: its
+ * last records are in the buffer, behind any other job's); records sent meanwhile are left.
+ * Returns how many, or -errno. */
+int ffm_collector__drain(struct ffm_collector *c);
 
 /* One probe point in a driver file. Return probes are attached only to true function entries:
  * exported symbols and a verified wait function (a return probe elsewhere corrupts the traced
