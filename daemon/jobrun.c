@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -29,7 +30,68 @@ struct ffm_jobrun {
 	uint32_t unmeasured;     /* processes whose calls were not measured (set_unmeasured) */
 	bool interrupted;        /* part of the job ran unseen (set_interrupted) */
 	char root[4096 + 256];   /* the store root of this node (FFM_STATE_ROOT) */
+	struct ffm_run_limits lim;
+	/* store growth: bytes at the start, added since (last measured), when measured */
+	uint64_t base_bytes, added, nrec, measured_ns;
+	bool full;
+	struct ffm_jobrun *next_active; /* the runs of this process, for a user's bytes */
 };
+
+/* Every run of this process between begin and free (ffmd's loop, or ffmctl profile's: one
+ * thread), so that a user's bytes are the sum of their runs'. */
+static struct ffm_jobrun *active_runs;
+
+#define MEASURE_EVERY 256	     /* records between looks at the clock */
+#define MEASURE_NS 500000000ull /* a store's size is read at most this often */
+
+/* The store's bytes on disk: the file and its write-ahead log. */
+static uint64_t store_bytes(struct ffm_jobrun *jr)
+{
+	const char *path = ffm_store__path(jr->store);
+	char wal[4096 + 8];
+	struct stat st;
+	uint64_t n = 0;
+
+	if (!path)
+		return 0;
+	if (stat(path, &st) == 0)
+		n += (uint64_t)st.st_size;
+	snprintf(wal, sizeof(wal), "%s-wal", path);
+	if (stat(wal, &st) == 0)
+		n += (uint64_t)st.st_size;
+	return n;
+}
+
+static uint64_t user_added(uint32_t uid)
+{
+	uint64_t n = 0;
+
+	for (struct ffm_jobrun *r = active_runs; r; r = r->next_active)
+		if (r->o.uid == uid)
+			n += r->added;
+	return n;
+}
+
+/* Measure the store now and then; past the run's or its user's bytes, stop storing. */
+static void measure_store(struct ffm_jobrun *jr)
+{
+	uint64_t now, size;
+
+	if (jr->full || (++jr->nrec % MEASURE_EVERY) || (!jr->lim.store_bytes &&
+							  !jr->lim.user_store_bytes))
+		return;
+	now = ffm_now_ns();
+	if (now - jr->measured_ns < MEASURE_NS)
+		return;
+	jr->measured_ns = now;
+	size = store_bytes(jr);
+	jr->added = size > jr->base_bytes ? size - jr->base_bytes : 0;
+	if ((jr->lim.store_bytes && jr->added >= jr->lim.store_bytes) ||
+	    (jr->lim.user_store_bytes && user_added(jr->o.uid) >= jr->lim.user_store_bytes)) {
+		jr->full = true;
+		ffm_recorder__full(jr->rec);
+	}
+}
 
 void ffm_jobrun__set_unmeasured(struct ffm_jobrun *jr, uint32_t nprocs)
 {
@@ -150,6 +212,8 @@ int ffm_jobrun__begin(const struct ffm_jobrun_opts *opts, struct ffm_jobrun **re
 	if (!jr)
 		return -ENOMEM;
 	jr->o = *opts;
+	jr->lim = opts->limits ? *opts->limits : FFM_RUN_LIMITS_DEFAULT;
+	jr->o.limits = &jr->lim;
 	snprintf(jr->job_id, sizeof(jr->job_id), "%s", opts->job_id);
 	jr->o.job_id = jr->job_id;
 	dir = jr->root;
@@ -239,9 +303,13 @@ int ffm_jobrun__begin(const struct ffm_jobrun_opts *opts, struct ffm_jobrun **re
 	}
 	if (jr->plan.probes & FFM_PROBE_CPU_SAMPLE)
 		ro.cpu_sample_hz = cpu_sample_hz();
+	ro.limits = &jr->lim;
 	err = ffm_recorder__new(&ro, &jr->rec);
 	if (err < 0)
 		goto fail;
+	jr->base_bytes = store_bytes(jr);
+	jr->next_active = active_runs;
+	active_runs = jr;
 	*ret = jr;
 	return 0;
 fail:
@@ -306,6 +374,7 @@ const char *const *ffm_jobrun__sync_names(const struct ffm_jobrun *jr, size_t *n
 
 int ffm_jobrun__record(struct ffm_jobrun *jr, const void *rec, size_t size)
 {
+	measure_store(jr);
 	return ffm_recorder__record(jr->rec, rec, size);
 }
 
@@ -329,6 +398,7 @@ int ffm_jobrun__end(struct ffm_jobrun *jr, double wall_s, int exit_status, bool 
 			[FFM_REC_DROP_PROCS] = FFM_DROP_MAP_FULL,
 			[FFM_REC_DROP_THREADS] = FFM_DROP_MAP_FULL,
 			[FFM_REC_DROP_UNMATCHED] = FFM_DROP_OTHER,
+			[FFM_REC_DROP_QUOTA] = FFM_DROP_PROCS_QUOTA,
 		};
 
 		for (int i = 0; i < FFM_REC_DROP__MAX; i++) {
@@ -348,6 +418,14 @@ int ffm_jobrun__end(struct ffm_jobrun *jr, double wall_s, int exit_status, bool 
 		return err;
 	if (st.unknown_keys) {
 		ffm_store__add_drops(jr->store, jr->run, FFM_DROP_OTHER, st.unknown_keys);
+		flags |= FFM_RUN_DROPPED;
+	}
+	/* The run's bounds: stacks left out cost the calls their stack only; records not
+	 * stored are lost. */
+	if (st.stacks_capped)
+		ffm_store__add_drops(jr->store, jr->run, FFM_DROP_STACK_CAP, st.stacks_capped);
+	if (st.not_stored) {
+		ffm_store__add_drops(jr->store, jr->run, FFM_DROP_STORE_CAP, st.not_stored);
 		flags |= FFM_RUN_DROPPED;
 	}
 	if (aborted)
@@ -392,6 +470,11 @@ struct ffm_jobrun *ffm_jobrun__free(struct ffm_jobrun *jr)
 {
 	if (!jr)
 		return NULL;
+	for (struct ffm_jobrun **p = &active_runs; *p; p = &(*p)->next_active)
+		if (*p == jr) {
+			*p = jr->next_active;
+			break;
+		}
 	ffm_recorder__free(jr->rec);
 	ffm_memtrace__free(jr->mt);
 	ffm_store__free(jr->store);

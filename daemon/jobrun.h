@@ -38,6 +38,8 @@ struct ffm_jobrun_opts {
 	/* The key's store, when another run of the key is open in this process (NULL: open
 	 * it): shared, referenced until ffm_jobrun__free. */
 	struct ffm_store *store;
+	/* What the run may take (daemon/recorder.h); NULL: FFM_RUN_LIMITS_DEFAULT. Copied. */
+	const struct ffm_run_limits *limits;
 };
 
 struct ffm_jobrun;
@@ -50,6 +52,8 @@ struct ffm_store *ffm_jobrun__store(struct ffm_jobrun *jr);
 const char *ffm_jobrun__root(const struct ffm_jobrun *jr);
 /* The public functions stage 1 of this key saw waiting (valid until free). */
 const char *const *ffm_jobrun__sync_names(const struct ffm_jobrun *jr, size_t *n);
+/* One record; now and then the store's growth is measured against the run's and its user's
+ * bytes (ffm_run_limits.store_bytes, user_store_bytes): past either, the run stops storing. */
 int ffm_jobrun__record(struct ffm_jobrun *jr, const void *rec, size_t size);
 struct ffm_recorder *ffm_jobrun__recorder(struct ffm_jobrun *jr);
 /* Stages 3-4: first-use and transfer-hash state (NULL in other stages). */

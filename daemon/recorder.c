@@ -9,6 +9,7 @@
 
 #include "bpf/ffm.h"
 #include "common/oatab.h"
+#include "common/util.h"
 #include "daemon/apis.h"
 #include "daemon/collector.h"
 #include "daemon/memtrace.h"
@@ -47,6 +48,14 @@ struct ffm_recorder {
 	struct ffm_frame frames[MAX_FRAMES];
 	struct ffm_store_frame sframes[MAX_STORE_FRAMES + FFM_PY_FRAMES];
 	struct ffm_pytrack *py; /* the Python frames of its processes */
+	struct oatab named;	/* struct oa_key (a: store api id): names given to the store */
+	struct ffm_run_limits lim;
+	uint64_t stored_stacks, codes;
+	double tokens;   /* new stacks the rate allows now (limits.stacks_per_s) */
+	uint64_t tok_ns; /* when tokens was last filled */
+	bool full;       /* the store reached its bytes: records are counted, not stored */
+	char *cut[(MAX_STORE_FRAMES + FFM_PY_FRAMES) * 5]; /* copies cut to string_bytes */
+	int ncut;
 };
 
 /* ---- stack keys, processes, threads ------------------------------------------------------ */
@@ -101,6 +110,16 @@ static bool is_driver_frame(const struct ffm_recorder *r, const struct ffm_sym *
 	return ffm_module_owner(s->module) == FFM_MODULE_DRIVER;
 }
 
+/* Give the store the name of api @id once per run: each put_api_name commits the open batch
+ * (store/jobs.c), and a flood of new stacks must not cost a commit each. */
+static void name_api(struct ffm_recorder *r, uint32_t id, const char *name)
+{
+	if (oatab_find(&r->named, id, 0, false))
+		return;
+	if (ffm_store__put_api_name(r->o.store, id, name) == 0)
+		oatab_find(&r->named, id, 0, true);
+}
+
 /* Store api id of the public driver function a symbol names (interned in the store). */
 static uint32_t api_of_symbol(struct ffm_recorder *r, const char *name)
 {
@@ -111,7 +130,7 @@ static uint32_t api_of_symbol(struct ffm_recorder *r, const char *name)
 		return 0;
 	ffm_api_base_name(name, base, sizeof(base));
 	id = ffm_store_api_id(base);
-	ffm_store__put_api_name(r->o.store, id, base);
+	name_api(r, id, base);
 	return id;
 }
 
@@ -143,6 +162,69 @@ static int put_sym_frames(struct ffm_store_frame *frames, int m, int max, const 
 	return m;
 }
 
+/* Whether a new stack may be stored now (limits.stacks, stacks_per_s): a token bucket. */
+static bool stack_admitted(struct ffm_recorder *r)
+{
+	const struct ffm_run_limits *l = &r->lim;
+
+	if (l->stacks && r->stored_stacks >= l->stacks)
+		return false;
+	if (l->stacks_per_s) {
+		uint64_t now = ffm_now_ns();
+		double burst = (double)l->stacks_per_s * FFM_STACK_BURST_S;
+
+		r->tokens += (double)(now - r->tok_ns) / 1e9 * l->stacks_per_s;
+		r->tok_ns = now;
+		if (r->tokens > burst)
+			r->tokens = burst;
+		if (r->tokens < 1)
+			return false;
+		r->tokens -= 1;
+	}
+	r->stored_stacks++;
+	return true;
+}
+
+/* *@sp cut to limits.string_bytes (at a UTF-8 character's start, "..." appended), as a copy
+ * kept until cuts_free. */
+static void cut_string(struct ffm_recorder *r, const char **sp)
+{
+	size_t max = r->lim.string_bytes, n;
+	char *c;
+
+	if (!*sp || !max || strnlen(*sp, max + 1) <= max ||
+	    r->ncut == (int)(sizeof(r->cut) / sizeof(r->cut[0])))
+		return;
+	n = max > 3 ? max - 3 : max;
+	while (n > 0 && ((unsigned char)(*sp)[n] & 0xc0) == 0x80)
+		n--;
+	c = malloc(n + 4);
+	if (!c)
+		return;
+	memcpy(c, *sp, n);
+	memcpy(c + n, "...", 4);
+	r->cut[r->ncut++] = c;
+	*sp = c;
+	r->st.strings_cut++;
+}
+
+static void cut_frames(struct ffm_recorder *r, struct ffm_store_frame *f, int n)
+{
+	for (int i = 0; i < n; i++) {
+		cut_string(r, &f[i].module);
+		cut_string(r, &f[i].func);
+		cut_string(r, &f[i].demangled);
+		cut_string(r, &f[i].folded);
+		cut_string(r, &f[i].file);
+	}
+}
+
+static void cuts_free(struct ffm_recorder *r)
+{
+	while (r->ncut)
+		free(r->cut[--r->ncut]);
+}
+
 static int on_stack(struct ffm_recorder *r, const struct ffm_rec_stack *s)
 {
 	struct ffm_stack_snapshot snap = {
@@ -158,6 +240,16 @@ static int on_stack(struct ffm_recorder *r, const struct ffm_rec_stack *s)
 	r->st.stacks++;
 	if (!ke)
 		return -ENOMEM;
+	/* Past a bound nothing of the stack is looked at: its calls are stored without it. */
+	if (r->full || !stack_admitted(r)) {
+		ke->stack = 0;
+		ke->api = 0;
+		if (r->full)
+			r->st.not_stored++;
+		else
+			r->st.stacks_capped++;
+		return 0;
+	}
 	if (as)
 		n = ffm_stack__unwind(r->o.sym, as, &snap, r->frames, MAX_FRAMES);
 	if (n <= 0) {
@@ -187,8 +279,10 @@ static int on_stack(struct ffm_recorder *r, const struct ffm_rec_stack *s)
 		api = api_of_symbol(r, r->sframes[outer_lib].func);
 	nall = ffm_pytrack__frames(r->py, s, r->sframes, nall, MAX_STORE_FRAMES + FFM_PY_FRAMES);
 	if (nall > 0) {
+		cut_frames(r, r->sframes, nall);
 		err = ffm_store__put_stack(r->o.store, ffm_store_stack_hash(r->sframes, nall),
 					   r->sframes, nall, &stack_id);
+		cuts_free(r);
 		if (err < 0)
 			return err;
 	}
@@ -230,7 +324,7 @@ static uint32_t store_api(struct ffm_recorder *r, uint32_t api)
 		return 0;
 	if (!r->api_ids[api]) {
 		r->api_ids[api] = ffm_store_api_id(d->name);
-		ffm_store__put_api_name(r->o.store, r->api_ids[api], d->name);
+		name_api(r, r->api_ids[api], d->name);
 	}
 	return r->api_ids[api];
 }
@@ -279,8 +373,13 @@ static int on_wait(struct ffm_recorder *r, const struct ffm_rec_wait *w)
 		.run = r->o.run, .kind = FFM_EV_WAIT, .tgid = w->hdr.tgid, .tid = w->hdr.tid,
 		.start_ns = w->start_ns, .dur_ns = w->dur_ns, .wait_ns = w->dur_ns,
 	};
-	int err = note_thread(r, w->hdr.tgid, w->hdr.tid);
+	int err;
 
+	if (r->full) {
+		r->st.not_stored++;
+		return 0;
+	}
+	err = note_thread(r, w->hdr.tgid, w->hdr.tid);
 	if (err < 0)
 		return err;
 	r->st.waits++;
@@ -303,8 +402,13 @@ static int on_call(struct ffm_recorder *r, const struct ffm_rec_call *c)
 		.flags = (uint32_t)c->ret, /* CUresult: nonzero = the call failed */
 		.probe_ns = c->probe_ns,
 	};
-	int err = note_thread(r, c->hdr.tgid, c->hdr.tid);
+	int err;
 
+	if (r->full) {
+		r->st.not_stored++;
+		return 0;
+	}
+	err = note_thread(r, c->hdr.tgid, c->hdr.tid);
 	if (err < 0)
 		return err;
 	r->st.calls++;
@@ -367,6 +471,10 @@ static int on_memtrace(struct ffm_recorder *r, const void *rec)
 
 	if (!r->o.memtrace)
 		return 0;
+	if (r->full) {
+		r->st.not_stored++;
+		return 0;
+	}
 	switch (h->type) {
 	case FFM_REC_XFER:
 		return ffm_memtrace__on_xfer(r->o.memtrace, rec);
@@ -437,7 +545,11 @@ int ffm_recorder__record(struct ffm_recorder *r, const void *rec, size_t size)
 	case FFM_REC_HIT: return on_memtrace(r, rec);
 	case FFM_REC_SAMPLE: return on_sample(r, rec);
 	case FFM_REC_PYCODE:
-		ffm_pytrack__code(r->py, rec);
+		/* Past the bound a code object's frames are read from the process each time. */
+		if (!r->lim.code_objects || r->codes < r->lim.code_objects) {
+			r->codes++;
+			ffm_pytrack__code(r->py, rec);
+		}
 		return 0;
 	default: return 0;
 	}
@@ -454,6 +566,11 @@ int ffm_recorder__new(const struct ffm_recorder_opts *opts, struct ffm_recorder 
 	if (!r)
 		return -ENOMEM;
 	r->o = *opts;
+	r->lim = opts->limits ? *opts->limits : FFM_RUN_LIMITS_DEFAULT;
+	r->o.limits = NULL;
+	r->tokens = (double)r->lim.stacks_per_s * FFM_STACK_BURST_S;
+	r->tok_ns = ffm_now_ns();
+	r->named = OATAB_INIT(struct oa_key);
 	r->keys = OATAB_INIT(struct key_ent);
 	r->procs = OATAB_INIT(struct proc_ent);
 	r->tids = OATAB_INIT(struct oa_key);
@@ -481,6 +598,7 @@ struct ffm_recorder *ffm_recorder__free(struct ffm_recorder *r)
 	oatab_free(&r->procs);
 	oatab_free(&r->keys);
 	oatab_free(&r->tids);
+	oatab_free(&r->named);
 	ffm_pytrack__free(r->py);
 	free(r->api_ids);
 	free(r);
@@ -490,4 +608,9 @@ struct ffm_recorder *ffm_recorder__free(struct ffm_recorder *r)
 void ffm_recorder__stats(const struct ffm_recorder *r, struct ffm_recorder_stats *out)
 {
 	*out = r->st;
+}
+
+void ffm_recorder__full(struct ffm_recorder *r)
+{
+	r->full = true;
 }

@@ -25,6 +25,26 @@ struct ffm_symbolizer;
 struct ffm_apis;
 struct ffm_memtrace;
 
+/*
+ * What one run may take (a job's user controls all of it: a flood of new stacks, long names,
+ * a growing store must not stall ffmd nor fill its disk). Past a bound the run degrades and
+ * counts: new stacks are not stored (FFM_DROP_STACK_CAP; their calls are, without a stack),
+ * nor, past the store bytes, any record (FFM_DROP_STORE_CAP). 0 in a field: no bound.
+ */
+struct ffm_run_limits {
+	uint32_t stacks;        /* new stacks stored per run */
+	uint32_t stacks_per_s;  /* ... per second, with bursts of FFM_STACK_BURST_S seconds' worth */
+	uint32_t string_bytes;  /* bytes kept of each name or file of a frame (cut with "...") */
+	uint32_t code_objects;  /* Python code objects remembered per run (more: read each time) */
+	uint64_t store_bytes;   /* what the run may add to its store (file and WAL) */
+	uint64_t user_store_bytes; /* what the active runs of one user may add together */
+};
+#define FFM_STACK_BURST_S 5
+#define FFM_RUN_LIMITS_DEFAULT                                                                     \
+	((struct ffm_run_limits){ .stacks = 20000, .stacks_per_s = 1000, .string_bytes = 2048,     \
+				  .code_objects = 65536, .store_bytes = 512ull << 20,              \
+				  .user_store_bytes = 1024ull << 20 })
+
 struct ffm_recorder_opts {
 	size_t sz;
 	struct ffm_store *store;         /* borrowed */
@@ -36,10 +56,14 @@ struct ffm_recorder_opts {
 	const char *driver_build_id;     /* identifies libcuda frames; NULL = by file name */
 	struct ffm_memtrace *memtrace;   /* borrowed; stages 3-4, NULL otherwise */
 	unsigned cpu_sample_hz;          /* CPU samples of Python threads (stage 2), 0: none */
+	const struct ffm_run_limits *limits; /* NULL: FFM_RUN_LIMITS_DEFAULT */
 };
 
 struct ffm_recorder_stats {
 	uint64_t waits, calls, stacks, unknown_keys;
+	uint64_t stacks_capped;   /* new stacks not stored (limits.stacks or stacks_per_s) */
+	uint64_t not_stored;      /* records not stored: the store is full (ffm_recorder__full) */
+	uint64_t strings_cut;     /* frame names and files cut to limits.string_bytes */
 };
 
 struct ffm_recorder;
@@ -49,6 +73,9 @@ struct ffm_recorder *ffm_recorder__free(struct ffm_recorder *r);
 /* One record (of this recorder's job slot); -errno only for store failures. */
 int ffm_recorder__record(struct ffm_recorder *r, const void *rec, size_t size);
 void ffm_recorder__stats(const struct ffm_recorder *r, struct ffm_recorder_stats *out);
+/* The run's store reached its bytes (the caller measures): from now on records are counted,
+ * not stored, except the processes' starts and ends. */
+void ffm_recorder__full(struct ffm_recorder *r);
 /* The run ends: what is summed until then (CPU samples) into the store. */
 int ffm_recorder__end(struct ffm_recorder *r);
 
