@@ -15,6 +15,16 @@
  *     sample_budget = 0.1%  # adaptive stage 1's budget of a process's time; 0: trace all
  *     wait_cost_us = 2.8    # what one traced wait costs a process on this node
  *
+ *     # resource bounds per job and user (0: none; see ffmd.conf(5) and docs/SECURITY.md)
+ *     job_stacks = 20000         # new stacks a job's run stores
+ *     job_stacks_per_s = 1000    # ... per second (bursts of 5 s' worth)
+ *     job_code_objects = 65536   # Python code objects a run remembers
+ *     frame_string_bytes = 2048  # bytes kept of a frame's name or file
+ *     job_store_mib = 512        # what a run may add to its store
+ *     user_store_mib = 1024      # what one user's active runs may add together
+ *     user_procs = 512           # processes one user may have tracked (start only)
+ *     consume_ms = 50            # longest one read of the ring buffer holds the loop
+ *
  *     [rule gpu-users]
  *     uid = 1000            # selectors as in `ffmctl job start`: uid, cgroup, exe (repeatable)
  *     key = nightly         # optional; default: uid + executable + arguments
@@ -36,6 +46,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "daemon/collector.h"
 #include "daemon/config.h"
 
 static char *trim(char *s)
@@ -154,6 +165,53 @@ fail:
 	return NULL;
 }
 
+/* ---- resource bounds per job and user ------------------------------------------------------ */
+
+/* A bound in MiB into bytes. */
+static int parse_mib(const char *v, uint64_t *out)
+{
+	uint32_t m;
+	int err = parse_u32(v, 1u << 24, &m);
+
+	if (!err)
+		*out = (uint64_t)m << 20;
+	return err;
+}
+
+/* A bound of the global section: 0, -ENOENT (not one), -EINVAL. */
+static int set_bound(struct ffmd_config *cfg, const char *name, const char *val)
+{
+	struct ffm_run_limits *l = &cfg->limits;
+
+	if (!strcmp(name, "job_stacks"))
+		return parse_u32(val, UINT32_MAX, &l->stacks);
+	if (!strcmp(name, "job_stacks_per_s"))
+		return parse_u32(val, 1000000, &l->stacks_per_s);
+	if (!strcmp(name, "job_code_objects"))
+		return parse_u32(val, UINT32_MAX, &l->code_objects);
+	if (!strcmp(name, "frame_string_bytes"))
+		return parse_u32(val, 1u << 20, &l->string_bytes) ||
+		       (l->string_bytes && l->string_bytes < 16) ? -EINVAL : 0;
+	if (!strcmp(name, "job_store_mib"))
+		return parse_mib(val, &l->store_bytes);
+	if (!strcmp(name, "user_store_mib"))
+		return parse_mib(val, &l->user_store_bytes);
+	if (!strcmp(name, "user_procs"))
+		return parse_u32(val, FFM_MAX_PROCS, &cfg->user_procs);
+	if (!strcmp(name, "consume_ms"))
+		return parse_u32(val, 1000, &cfg->consume_ms) || !cfg->consume_ms ? -EINVAL : 0;
+	return -ENOENT;
+}
+
+static void bounds_default(struct ffmd_config *cfg)
+{
+	cfg->limits = FFM_RUN_LIMITS_DEFAULT;
+	cfg->consume_ms = FFM_CONSUME_MS;
+	cfg->user_procs = FFM_USER_PROCS_DEFAULT;
+}
+
+/* ---- settings ------------------------------------------------------------------------------ */
+
 /* Setting @name = @val of the global section (@rule NULL) or of @rule: 0, -ENOENT for a name
  * that is no setting there, or -errno for a bad value. */
 static int set_value(struct ffmd_config *cfg, struct ffmd_rule *rule, const char *name, const char *val)
@@ -189,7 +247,7 @@ static int set_value(struct ffmd_config *cfg, struct ffmd_rule *rule, const char
 		return parse_u32(val, 1u << 20, &cfg->ringbuf_kib) || cfg->ringbuf_kib < 64 ||
 		       (cfg->ringbuf_kib & (cfg->ringbuf_kib - 1)) ? -EINVAL : 0;
 	if (!rule)
-		return -ENOENT;
+		return set_bound(cfg, name, val);
 	if (!strcmp(name, "key"))
 		return copy(rule->key, sizeof(rule->key), val);
 	if (!strcmp(name, "stage")) {
@@ -223,6 +281,7 @@ int ffmd_config_load(struct ffmd_config *cfg, const char *path, char *err, size_
 	cfg->wakeup_kib = 8192;
 	cfg->sample_budget = 0.001;
 	cfg->wait_cost_us = 2.8;
+	bounds_default(cfg);
 	if (!path)
 		return 0;
 	if (copy(cfg->config_path, sizeof(cfg->config_path), path) < 0) {

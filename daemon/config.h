@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "bpf/ffm.h"
+#include "daemon/recorder.h"
 
 /*
  * A [rule NAME] holds one of the FFM_MAX_JOBS BPF job slots for as long as it is configured,
@@ -54,6 +55,12 @@ struct ffmd_config {
 	bool system_scope;        /* probe_scope = system: uprobes system-wide, not per process */
 	double sample_budget;     /* adaptive stage 1: fraction of a process's time (0: trace all) */
 	double wait_cost_us;      /* one traced wait's cost to a process on this node */
+	/* Resource bounds per job and user (daemon/config.c's second table; docs/SECURITY.md):
+	 * what a job's run may take (the stores' bytes in MiB in the file), how long one consume
+	 * of the ring buffer may hold the loop, how many processes one user may have tracked. */
+	struct ffm_run_limits limits;
+	uint32_t consume_ms;
+	uint32_t user_procs;
 	/* [rule NAME] sections: processes matching them become jobs of their own. */
 	struct ffmd_rule {
 		char name[64];

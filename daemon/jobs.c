@@ -277,7 +277,7 @@ int job_create(struct ffmd *d, const struct job_spec *sp, struct job **ret, cons
 {
 	struct ffm_jobrun_opts jo = { .sz = sizeof(jo), .state_dir = d->cfg.state_dir,
 				      .override_stage = sp->override_stage, .collector = d->col,
-				      .sym = d->sym, .apis = d->apis };
+				      .sym = d->sym, .apis = d->apis, .limits = &d->cfg.limits };
 	struct job *j;
 	int slot, err;
 
@@ -434,8 +434,9 @@ int job_end(struct ffmd *d, struct job *j, bool aborted)
 	double wall = ffm_now_s() - j->start;
 	int err;
 
-	/* Records still in the ring buffer belong to this run. */
-	ffm_collector__consume(d->col);
+	/* Records still in the ring buffer belong to this run, however many of another job's
+	 * are before them: all that were sent until now. */
+	ffm_collector__drain(d->col);
 	if (j->nunmeasured)
 		ffm_jobrun__set_unmeasured(j->jr, j->nunmeasured);
 	err = ffm_jobrun__end(j->jr, wall, j->exit_status, aborted, true);

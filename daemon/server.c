@@ -611,7 +611,9 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 				  .on_record = on_record, .ctx = d,
 				  .wakeup_bytes = cfg->wakeup_kib * 1024,
 				  .ringbuf_bytes = cfg->ringbuf_kib * 1024, .map_guard = true,
-				  .per_process = !cfg->system_scope, .exclude_self = true }, &d->col);
+				  .per_process = !cfg->system_scope, .exclude_self = true,
+				  .consume_ms = cfg->consume_ms,
+				  .procs_per_user = cfg->user_procs ? cfg->user_procs : FFM_MAX_PROCS }, &d->col);
 	if (err < 0) {
 		char caps[256] = "";
 
