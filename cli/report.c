@@ -802,6 +802,19 @@ static void lost_remarks(struct remarks *rm, const struct ffm_an_quality *q)
 		       "%s call site%s named by the frames kept", deep, ffmctl_s(deep),
 		       deep == 1 ? "was" : "were", deep == 1 ? "its" : "their",
 		       deep == 1 ? " is" : "s are");
+	/* What the job's bounds left out (ffmd.conf(5), RESOURCE BOUNDS). */
+	if (d[FFM_DROP_STACK_CAP])
+		remark(rm, true, "%" PRIu64 " new stack%s not stored (the job's bound: job_stacks, "
+		       "job_stacks_per_s in ffmd.conf): the calls on them count without a call site",
+		       d[FFM_DROP_STACK_CAP], ffmctl_s(d[FFM_DROP_STACK_CAP]));
+	if (d[FFM_DROP_STORE_CAP])
+		remark(rm, true, "%" PRIu64 " record%s not stored: the job's store reached its bound "
+		       "(job_store_mib, or its user's user_store_mib in ffmd.conf); the figures miss "
+		       "them", d[FFM_DROP_STORE_CAP], ffmctl_s(d[FFM_DROP_STORE_CAP]));
+	if (d[FFM_DROP_PROCS_QUOTA])
+		remark(rm, true, "%" PRIu64 " process%s not tracked: the user's quota of tracked "
+		       "processes was full (user_procs in ffmd.conf); their calls are missing",
+		       d[FFM_DROP_PROCS_QUOTA], d[FFM_DROP_PROCS_QUOTA] == 1 ? "" : "es");
 }
 
 static void print_quality(FILE *o, const struct ffmctl_job_stores *js,
