@@ -15,6 +15,9 @@
 
 /* Looks at a process's stack records before its state is given up as not settling. */
 #define MAX_TRIES 16
+/* Checks that refuse the layout before it is given up: a thread held in the middle of making
+ * a frame or thread state looks the same to each of one check's rounds (ffm_py_verify). */
+#define MAX_REFUSALS 3
 /* Threads given a CPU sampler per run: each is a perf event fd. */
 #define MAX_SAMPLED_THREADS 256
 
@@ -28,7 +31,7 @@ enum py_state {
 struct proc {
 	struct oa_key k; /* a: tgid */
 	enum py_state state;
-	uint32_t tries;
+	uint32_t tries, refusals;
 	struct ffm_py_build *b;
 	struct ffm_py_decoder *dec;
 };
@@ -74,7 +77,7 @@ static void proc_reset(struct proc *p)
 	free(p->b);
 	p->b = NULL;
 	p->state = PY_UNKNOWN;
-	p->tries = 0;
+	p->tries = p->refusals = 0;
 }
 
 struct ffm_pytrack *ffm_pytrack__free(struct ffm_pytrack *t)
@@ -154,8 +157,8 @@ static void check(struct ffm_pytrack *t, struct proc *p, uint32_t tgid)
 	char why[512];
 	int err = ffm_py_verify((pid_t)tgid, t->proc_root, p->b, why, sizeof(why));
 
-	if (err == -EAGAIN)
-		return;
+	if (err == -EAGAIN || (err == -EPROTO && ++p->refusals < MAX_REFUSALS))
+		return; /* checked again at its next stack record */
 	if (err < 0) {
 		give_up(t, p, tgid, err == -EPROTO ? why : NULL);
 		return;

@@ -51,8 +51,13 @@ int ffm_py_detect(pid_t pid, const char *proc_root, struct ffm_py_build *b, char
 /*
  * Check @b against the live process: the main interpreter's thread states point back to it,
  * their thread ids are addresses of the process, and their frame chains lead to objects of
- * type code. 0: checked; -EAGAIN: not yet checkable (the interpreter is not initialized or no
- * thread runs Python code); -EPROTO: the layout does not fit (@why); other -errno: unreadable.
+ * type code. The process runs on while it is read: a check that fails is made again at once
+ * (a few times), and fails only when it read the very same state each time. 0: checked;
+ * -EAGAIN: not yet checkable (the interpreter is not initialized, no thread runs Python code,
+ * or what the check read changed between its failures: frames or thread states being made or
+ * freed); -EPROTO: the layout does not fit (@why), as far as this moment shows (a thread held
+ * in the middle of such a change looks the same each time: decide on more than one moment);
+ * other -errno: unreadable.
  */
 int ffm_py_verify(pid_t pid, const char *proc_root, const struct ffm_py_build *b, char *why,
 		  size_t len);

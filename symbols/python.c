@@ -369,6 +369,39 @@ int ffm_py_detect(pid_t pid, const char *proc_root, struct ffm_py_build *b, char
 
 /* ---- the check against the live process --------------------------------------------------- */
 
+/*
+ * The check reads a process that runs on: a thread pushes and pops frames, makes and frees
+ * thread states, switches data stack chunks while the check reads them, and a read caught in
+ * such a moment fits no layout. So what a refused check read is remembered (a hash of each
+ * address it read in the thread state that did not fit, and what it held), and a refusal
+ * stands only when the check, made again at once, read the very same: state that changed
+ * between two refusals was a moment, not the layout (-EAGAIN: checked again later).
+ */
+#define VERIFY_ROUNDS 3
+
+struct reader {
+	int fd;
+	uint64_t seen; /* FNV-1a of (address, value or unreadable) of the reads */
+};
+
+static int rd_u64(struct reader *r, uint64_t addr, uint64_t *v)
+{
+	int err = mem_u64(r->fd, addr, v);
+	uint64_t rec[2] = { addr, err < 0 ? ~0ULL : *v };
+
+	r->seen = ffm_fnv1a(r->seen, rec, sizeof(rec));
+	return err;
+}
+
+static int rd_u8(struct reader *r, uint64_t addr, uint8_t *v)
+{
+	int err = mem_read(r->fd, addr, v, 1);
+	uint64_t rec[2] = { addr, err < 0 ? ~0ULL : *v };
+
+	r->seen = ffm_fnv1a(r->seen, rec, sizeof(rec));
+	return err;
+}
+
 static bool in_maps(const struct ffm_map *maps, size_t n, uint64_t a)
 {
 	for (size_t i = 0; i < n; i++)
@@ -378,28 +411,28 @@ static bool in_maps(const struct ffm_map *maps, size_t n, uint64_t a)
 }
 
 /* Walk one thread state's frames: 1 when a code object was found, 0 none, -EPROTO. */
-static int check_frames(int fd, const struct ffm_py_build *b, uint64_t ts)
+static int check_frames(struct reader *r, const struct ffm_py_build *b, uint64_t ts)
 {
 	const struct ffm_py_offsets *o = b->off;
 	uint64_t fr = 0, code, type;
 	int found = 0;
 
-	if (mem_u64(fd, ts + o->ts_frame, &fr) < 0)
+	if (rd_u64(r, ts + o->ts_frame, &fr) < 0)
 		return -EPROTO;
-	if (fr && o->chain == FFM_PY_CHAIN_CFRAME && mem_u64(fd, fr + o->cf_frame, &fr) < 0)
+	if (fr && o->chain == FFM_PY_CHAIN_CFRAME && rd_u64(r, fr + o->cf_frame, &fr) < 0)
 		return -EPROTO;
 	for (int i = 0; fr && i < MAX_FRAMES; i++) {
 		uint8_t owner = 0;
 
-		if (mem_u64(fd, fr + o->fr_code, &code) < 0 ||
-		    (o->owner_cstack != 0xff && mem_read(fd, fr + o->fr_owner, &owner, 1) < 0))
+		if (rd_u64(r, fr + o->fr_code, &code) < 0 ||
+		    (o->owner_cstack != 0xff && rd_u8(r, fr + o->fr_owner, &owner) < 0))
 			return -EPROTO; /* no shim frames (0xff): owner stays 0 */
 		if (code && owner != o->owner_cstack) {
-			if (mem_u64(fd, code + FFM_PY_OB_TYPE, &type) < 0 || type != b->code_type)
+			if (rd_u64(r, code + FFM_PY_OB_TYPE, &type) < 0 || type != b->code_type)
 				return -EPROTO;
 			found = 1;
 		}
-		if (mem_u64(fd, fr + o->fr_previous, &fr) < 0)
+		if (rd_u64(r, fr + o->fr_previous, &fr) < 0)
 			return -EPROTO;
 	}
 	return found;
@@ -407,70 +440,89 @@ static int check_frames(int fd, const struct ffm_py_build *b, uint64_t ts)
 
 /* A thread's data stack: none before its first frame, else datastack_top inside the chunk in
  * use (_PyStackChunk: previous, size, top, data[]). 0 or -EPROTO. */
-static int check_datastack(int fd, const struct ffm_py_offsets *o, uint64_t ts)
+static int check_datastack(struct reader *r, const struct ffm_py_offsets *o, uint64_t ts)
 {
 	uint64_t chunk = 0, top = 0, size = 0;
 
-	if (mem_u64(fd, ts + o->ts_chunk, &chunk) < 0 || mem_u64(fd, ts + o->ts_top, &top) < 0)
+	if (rd_u64(r, ts + o->ts_chunk, &chunk) < 0 || rd_u64(r, ts + o->ts_top, &top) < 0)
 		return -EPROTO;
 	if (!chunk)
 		return top ? -EPROTO : 0;
-	if (mem_u64(fd, chunk + 8, &size) < 0 || size > MAX_CHUNK)
+	if (rd_u64(r, chunk + 8, &size) < 0 || size > MAX_CHUNK)
 		return -EPROTO;
 	return top >= chunk + CHUNK_DATA && top <= chunk + size ? 0 : -EPROTO;
 }
 
-static int verify_threads(int fd, const struct ffm_py_build *b, const struct ffm_map *maps,
-			  size_t n, char *why, size_t len)
+/* One check of the main interpreter's thread states: 0, -EAGAIN, -EPROTO, -EFAULT. */
+static int verify_threads(struct reader *r, const struct ffm_py_build *b,
+			  const struct ffm_map *maps, size_t n)
 {
 	const struct ffm_py_offsets *o = b->off;
 	uint64_t interp = 0, ts = 0, back, tid;
 	int frames = 0, err;
 
-	if (mem_u64(fd, b->bpf.interp, &interp) < 0)
-		return -EFAULT;
+	if (mem_u64(r->fd, b->bpf.interp, &interp) < 0)
+		return -EFAULT; /* _PyRuntime is the file's own data: the process is gone */
 	if (!interp)
 		return -EAGAIN; /* not initialized yet */
-	if (mem_u64(fd, interp + o->is_threads, &ts) < 0)
-		goto bad;
+	if (rd_u64(r, interp + o->is_threads, &ts) < 0)
+		return -EPROTO;
 	for (int i = 0; ts && i < MAX_THREADS; i++) {
-		if (mem_u64(fd, ts + o->ts_interp, &back) < 0 || back != interp ||
-		    mem_u64(fd, ts + o->ts_thread_id, &tid) < 0 || !in_maps(maps, n, tid))
-			goto bad;
-		err = check_frames(fd, b, ts);
-		if (err >= 0 && o->chain != FFM_PY_CHAIN_OBJECT && check_datastack(fd, o, ts) < 0)
+		r->seen = ffm_fnv1a(FFM_FNV1A_INIT, &ts, sizeof(ts)); /* a refusal: this thread's */
+		if (rd_u64(r, ts + o->ts_interp, &back) < 0 || back != interp ||
+		    rd_u64(r, ts + o->ts_thread_id, &tid) < 0 || !in_maps(maps, n, tid))
+			return -EPROTO;
+		err = check_frames(r, b, ts);
+		if (err >= 0 && o->chain != FFM_PY_CHAIN_OBJECT && check_datastack(r, o, ts) < 0)
 			err = -EPROTO;
 		if (err < 0)
-			goto bad;
+			return err;
 		frames += err;
-		if (mem_u64(fd, ts + o->ts_next, &ts) < 0)
-			goto bad;
+		if (rd_u64(r, ts + o->ts_next, &ts) < 0)
+			return -EPROTO;
 	}
 	return frames ? 0 : -EAGAIN;
-bad:
-	snprintf(why, len, "%s: the interpreter's thread states or frames do not fit the layout",
-		 b->path);
-	return -EPROTO;
+}
+
+/* One round: the mappings as they are now (a new thread's stack is a new mapping), a check. */
+static int verify_round(pid_t pid, const char *proc_root, const struct ffm_py_build *b,
+			struct reader *r)
+{
+	struct ffm_map *maps = NULL;
+	size_t n = 0;
+	int err = read_maps(pid, proc_root, &maps, &n, NULL, 0);
+
+	if (err < 0)
+		return err;
+	r->seen = FFM_FNV1A_INIT;
+	err = verify_threads(r, b, maps, n);
+	ffm_maps_free(maps, n);
+	return err;
 }
 
 int ffm_py_verify(pid_t pid, const char *proc_root, const struct ffm_py_build *b, char *why,
 		  size_t len)
 {
-	struct ffm_map *maps = NULL;
-	size_t n = 0;
-	int fd, err;
+	struct reader r = { .fd = mem_open(pid, proc_root) };
+	uint64_t first = 0;
+	bool moved = false;
+	int err = -EPROTO;
 
-	err = read_maps(pid, proc_root, &maps, &n, why, len);
-	if (err < 0)
-		return err;
-	fd = mem_open(pid, proc_root);
-	if (fd < 0) {
-		ffm_maps_free(maps, n);
-		return fd;
+	if (len)
+		why[0] = 0;
+	if (r.fd < 0)
+		return r.fd == -ENOENT ? -ESRCH : r.fd;
+	for (int i = 0; i < VERIFY_ROUNDS && err == -EPROTO; i++) {
+		err = verify_round(pid, proc_root, b, &r);
+		moved |= i && r.seen != first;
+		first = i ? first : r.seen;
 	}
-	err = verify_threads(fd, b, maps, n, why, len);
-	close(fd);
-	ffm_maps_free(maps, n);
+	close(r.fd);
+	if (err == -EPROTO && moved)
+		return -EAGAIN; /* refused on what changed in between: a moment, not the layout */
+	if (err == -EPROTO)
+		snprintf(why, len, "%s: the interpreter's thread states or frames do not fit the "
+			 "layout", b->path);
 	return err;
 }
 

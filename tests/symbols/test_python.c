@@ -315,7 +315,7 @@ static void check_live(const char *py, pid_t pid, FILE *in)
 {
 	unsigned long long code, notcode;
 	struct ffm_py_decoder *d = NULL;
-	struct ffm_py_build b;
+	struct ffm_py_build b, bad;
 	struct ffm_py_loc loc;
 	char why[512], file[512];
 	int lasti, line, err = -EAGAIN;
@@ -329,6 +329,13 @@ static void check_live(const char *py, pid_t pid, FILE *in)
 			usleep(20000);
 	}
 	ASSERT_MSG(err == 0, "%s: verify: %d %s", py, err, why);
+	/* A layout that does not fit stays refused (frames that lead to no code object), however
+	 * often the check is made again. */
+	bad = b;
+	bad.code_type = b.str_type;
+	err = ffm_py_verify(pid, NULL, &bad, why, sizeof(why));
+	ASSERT_MSG(err == -EPROTO && strstr(why, "do not fit the layout"),
+		   "%s: a wrong code type: %d %s", py, err, why);
 	ASSERT_OK(ffm_py_decoder__new(pid, NULL, &b, &d));
 	err = ffm_py_decoder__frame(d, code, lasti, &loc);
 	if (err == 0 && (strcmp(loc.file, file) ||
@@ -393,6 +400,80 @@ TEST(live_interpreter_detected_checked_decoded)
 		fclose(in);
 	}
 	if (!tried)
+		SKIP("no CPython 3.9+ on PATH");
+}
+
+/* Calls, generators and threads that come and go, all the time: frames are pushed and popped
+ * and thread states made and freed while the check reads them. */
+static const char busy_script[] =
+	"import sys, threading\n"
+	"if sys.version_info < (3, 9): sys.exit(1)\n"
+	"def f(n): return f(n - 1) + 1 if n else 0\n"
+	"def g(k):\n"
+	"    for i in range(k): yield f(i % 40)\n"
+	"def work(k):\n"
+	"    for _ in range(k): sum(g(60))\n"
+	"print(1, flush=True)\n"
+	"for _ in range(40):\n"
+	"    ts = [threading.Thread(target=work, args=(3,)) for _ in range(3)]\n"
+	"    [t.start() for t in ts]; work(3); [t.join() for t in ts]\n";
+
+/* Checks of @py's interpreter from its exec (the start-up) until it exits, as fast as they
+ * go; those that said -EPROTO (the layout does not fit) into *@bad, all into *@n. */
+static void verify_all_along(const char *py, int *bad, int *n, char *why, size_t len)
+{
+	struct ffm_py_build b;
+	int fd, st, found = 0;
+	pid_t pid = spawn_py(py, busy_script, &fd);
+
+	while (waitpid(pid, &st, WNOHANG) == 0) {
+		int err;
+
+		if (found <= 0)
+			found = ffm_py_detect(pid, NULL, &b, why, len);
+		if (found <= 0)
+			continue;
+		err = ffm_py_verify(pid, NULL, &b, why, len);
+		if (err == -EPROTO && kill(pid, 0) == 0 && waitpid(pid, &st, WNOHANG) == 0) {
+			if (!*bad)
+				printf("# %s: %s\n", py, why);
+			++*bad;
+		}
+		++*n;
+	}
+	close(fd);
+}
+
+/* A check that cannot decide yet (the interpreter starting, a frame or thread state being made
+ * or freed while it is read) says -EAGAIN, never that the layout does not fit: a refusal is
+ * final for the process (issue 38, defect 9a). */
+TEST(verify_never_refuses_an_interpreter_at_work)
+{
+	char seen[32][256];
+	size_t nseen = 0;
+
+	if (geteuid() != 0)
+		SKIP("needs root (reads /proc/PID/mem of a child)");
+	for (size_t k = 0; k < npythons; k++) {
+		char exe[256], why[512] = "";
+		int bad = 0, n = 0;
+		bool dup = false;
+
+		if (run_py(pythons[k], "import os, sys; print(os.path.realpath(sys.executable), end=\"\"); "
+			   "sys.exit(sys.version_info < (3, 9))", exe, sizeof(exe)) < 0)
+			continue;
+		for (size_t i = 0; i < nseen && !dup; i++)
+			dup = !strcmp(seen[i], exe);
+		if (dup || nseen == 32)
+			continue; /* the same build by another name (a link, pyenv's shim) */
+		snprintf(seen[nseen++], sizeof(seen[0]), "%s", exe);
+		for (int run = 0; run < 3; run++)
+			verify_all_along(pythons[k], &bad, &n, why, sizeof(why));
+		printf("# %s: %d of %d checks refused the layout\n", pythons[k], bad, n);
+		ASSERT_MSG(bad == 0, "%s: %d of %d checks of a busy interpreter refused: %s",
+			   pythons[k], bad, n, why);
+	}
+	if (!nseen)
 		SKIP("no CPython 3.9+ on PATH");
 }
 
