@@ -257,11 +257,13 @@ static void job_release(struct ffmd *d, struct job *j)
 
 	for (int i = 0; i < n; i++)
 		ffm_collector__untrack_pid(d->col, pids[i]);
+	/* Out of selectors_resync's sight first: a job still in use would take back the selectors
+	 * it just dropped (it wins over a rule), and the rule they pass to never matched again. */
+	j->used = false;
 	selectors_drop(d, j->sel, j->rule[0] ? 0 : j->nsel, j->slot);
 	ffm_jobrun__disarm(j->jr);
 	routes_drop_job(d, (int)(j - d->jobs));
 	j->jr = ffm_jobrun__free(j->jr);
-	j->used = false;
 }
 
 int job_slot_free(const struct ffmd *d)
