@@ -8,9 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/statvfs.h>
 #include <sys/vfs.h>
 #include <unistd.h>
+
+#define LOOP_MAJOR 7 /* Documentation/admin-guide/devices.txt */
+#define NBD_MAJOR 43
 
 #include "daemon/config.h"
 #include "daemon/driver_setup.h"
@@ -187,8 +191,8 @@ static void mount_point(int fd, char *buf, size_t len)
 /*
  * Whether the open file @fd (opened as @path) is trusted (driver_setup.h); @why says why not.
  * The file system must be one root vouches for: owner and mode inside a file system its user
- * built (an image root mounted nosuid for them, as a setuid container runtime does; FUSE) say
- * nothing. A file in one of trusted_driver_dirs is exempt from that (not from owner and mode).
+ * built (an image on a loop device that a setuid container runtime mounted for them; FUSE)
+ * say nothing. A file in one of trusted_driver_dirs is exempt from that (not from owner and mode).
  */
 static bool file_trusted(int fd, const char *path, char *why, size_t why_len)
 {
@@ -219,10 +223,15 @@ static bool file_trusted(int fd, const char *path, char *why, size_t why_len)
 		snprintf(why, why_len, "on a FUSE file system, whose owners its server chooses");
 		return false;
 	}
-	if (sv.f_flag & ST_NOSUID) {
+	/* An image a user built, mounted for them by a setuid container runtime, sits on a loop
+	 * (or network block) device. A nosuid mount alone is not one: the NVIDIA container
+	 * toolkit bind-mounts the node's own driver nosuid into every GPU container. */
+	if (major(st.st_dev) == LOOP_MAJOR || major(st.st_dev) == NBD_MAJOR) {
 		mount_point(fd, mp, sizeof(mp));
-		snprintf(why, why_len, "on a file system mounted nosuid%s%.120s%s, whose owners its "
-			 "builder chose", mp[0] ? " (" : "", mp, mp[0] ? ")" : "");
+		snprintf(why, why_len, "on a file system image%s%.120s%s (a %s device%s), whose owners "
+			 "its builder chose", mp[0] ? " (" : "", mp, mp[0] ? ")" : "",
+			 major(st.st_dev) == LOOP_MAJOR ? "loop" : "network block",
+			 sv.f_flag & ST_NOSUID ? ", mounted nosuid" : "");
 		return false;
 	}
 	return true;
@@ -277,8 +286,8 @@ int ffm_driver_ready(const char *path, const char *state_dir, unsigned flags,
 		if (!out->trusted && !(flags & FFM_READY_RUN_UNTRUSTED)) {
 			snprintf(why, why_len, "not calibrated: the file is %s, and ffm runs only root's "
 				 "files on file systems root trusts (no verified calibration of build-id "
-				 "%.40s is cached; copy it into a root-owned directory of a file system "
-				 "mounted without nosuid, or of trusted_driver_dirs, and calibrate the copy: "
+				 "%.40s is cached; copy it into a root-owned directory of the node's own file "
+				 "systems, or of trusted_driver_dirs, and calibrate the copy: "
 				 "ffmctl calibrate --driver COPY)",
 				 untrusted, ffm_driver__build_id(out->drv));
 			err = -EPERM;
