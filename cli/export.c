@@ -1084,12 +1084,14 @@ static bool ends_with(const char *s, const char *tail)
  * instead of being written through (ffmctl may run as root, in a directory others write).
  * 0 or -errno.
  */
-static int sink_open(struct exp *e, struct sink *k, const char *path, bool gz)
+static int sink_open(struct exp *e, struct sink *k, const char *path, bool gz, bool direct)
 {
 	int fd = -1;
 
 	*k = (struct sink){ .raw = stdout };
-	if (path && (fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+	/* direct: an existing device or FIFO (-o /dev/null), written as it is */
+	if (path && (fd = open(path, direct ? O_WRONLY | O_CLOEXEC | O_NOCTTY
+					    : O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
 			       0666)) < 0)
 		return -errno;
 	if (path && gz) {
@@ -1273,14 +1275,20 @@ static int load_runs(struct exp *e, struct export_opts *o)
 static int write_export(struct exp *e, const struct export_opts *o, struct sink *k)
 {
 	char tmp[PATH_MAX];
+	struct stat st;
+	/* Not a file to replace (-o /dev/null, a FIFO): renaming over it would put a regular
+	 * file in the device's place. */
+	bool direct = o->output && stat(o->output, &st) == 0 && !S_ISREG(st.st_mode) &&
+		      !S_ISDIR(st.st_mode);
+	const char *path = direct ? o->output : tmp;
 	int err;
 
 	if (o->output && snprintf(tmp, sizeof(tmp), "%s.tmp.%d", o->output, (int)getpid()) >=
 			 (int)sizeof(tmp))
 		return -ENAMETOOLONG;
-	if ((err = sink_open(e, k, o->output ? tmp : NULL,
-				o->output && ends_with(o->output, ".gz"))) < 0) {
-		ffmctl_err("export", "cannot create %s: %s", o->output ? tmp : "the output",
+	if ((err = sink_open(e, k, o->output ? path : NULL,
+				o->output && ends_with(o->output, ".gz"), direct)) < 0) {
+		ffmctl_err("export", "cannot create %s: %s", o->output ? path : "the output",
 			   strerror(-err));
 		return 1; /* said */
 	}
@@ -1297,9 +1305,9 @@ static int write_export(struct exp *e, const struct export_opts *o, struct sink 
 	if (fclose(e->out) && !err)
 		err = -EIO;
 	e->out = NULL;
-	if (o->output && !err && rename(tmp, o->output) < 0)
+	if (o->output && !direct && !err && rename(tmp, o->output) < 0)
 		err = -errno;
-	if (o->output && err)
+	if (o->output && !direct && err)
 		unlink(tmp);
 	return err;
 }

@@ -41,6 +41,7 @@ check "a failing call keeps its exit status (1) and prints nothing to check" \
 ctl report j1 >/dev/null
 ctl report j1 -j --help >/dev/null
 ctl export j1 --format hatchet -o /dev/null 2>/dev/null
+check "export -o /dev/null leaves /dev/null a device (no rename over it)" test -c /dev/null
 check "calls that ask for no JSON (text, --help, -o /dev/null) are not checked" \
 	test "$(checked)" = 2
 ctl export j1 --format chrome-trace -o "$T/t.json.gz" 2>/dev/null
