@@ -132,7 +132,7 @@ static bool consume_bounded(struct ffm_collector *c, size_t size)
 		uint64_t end = *c->cons_pos + ((size + BPF_RINGBUF_HDR_SZ + 7) & ~7ull);
 
 		c->bounded = end >= c->drain_to;
-	} else if (!(c->taken & 15)) {
+	} else if (c->deadline_ns && !(c->taken & 15)) {
 		c->bounded = ffm_now_ns() >= c->deadline_ns;
 	}
 	return c->bounded;
@@ -293,7 +293,7 @@ int ffm_collector__open(const struct ffm_collector_opts *opts, struct ffm_collec
 	c->on_record = opts ? opts->on_record : NULL;
 	c->bare = opts && opts->bare_probes;
 	c->ctx = opts ? opts->ctx : NULL;
-	c->consume_ms = opts && opts->consume_ms ? opts->consume_ms : FFM_CONSUME_MS;
+	c->consume_ms = opts ? opts->consume_ms : 0;
 	c->ncpus = libbpf_num_possible_cpus();
 	if (c->ncpus <= 0) {
 		err = c->ncpus ? c->ncpus : -EINVAL;
@@ -487,7 +487,7 @@ static int consume_once(struct ffm_collector *c)
 int ffm_collector__consume(struct ffm_collector *c)
 {
 	c->drain_to = 0;
-	c->deadline_ns = ffm_now_ns() + (uint64_t)c->consume_ms * 1000000;
+	c->deadline_ns = c->consume_ms ? ffm_now_ns() + (uint64_t)c->consume_ms * 1000000 : 0;
 	return consume_once(c);
 }
 

@@ -52,8 +52,9 @@ struct ffm_collector_opts {
 	 * this process (-EPERM; the caller skips its children in /proc scans). Not for ffmctl
 	 * profile, which tracks its own child. */
 	bool exclude_self;
-	/* A consume call returns after this long (0: FFM_CONSUME_MS), so that a flood of
-	 * records never holds the caller's loop; the rest stays for the next call. */
+	/* A consume call returns after this many milliseconds, so that a flood of records never
+	 * holds the caller's loop (ffmd: consume_ms, FFM_CONSUME_MS); the rest stays for the
+	 * next call. 0: no bound (ffmctl profile, whose loop serves its own program only). */
 	uint32_t consume_ms;
 	/* Tracked processes one user may have in all jobs together (bpf/procs.bpf.h); 0: the
 	 * default, FFM_USER_PROCS_DEFAULT; FFM_MAX_PROCS or more: no quota but the map's size. */
@@ -89,8 +90,8 @@ int ffm_collector__wait_prog_stats(const struct ffm_collector *c, uint64_t *run_
 
 /* The ring buffer's epoll fd (readable when records are pending). */
 int ffm_collector__fd(const struct ffm_collector *c);
-/* Consume pending records for at most opts.consume_ms: returns how many, or -errno. The ring
- * buffer's fd stays readable while records remain. */
+/* Consume pending records, for at most opts.consume_ms if set: returns how many, or -errno.
+ * The ring buffer's fd stays readable while records remain. */
 int ffm_collector__consume(struct ffm_collector *c);
 /* Consume every record sent before this call, however long it takes (the end of a job: its
  * last records are in the buffer, behind any other job's); records sent meanwhile are left.

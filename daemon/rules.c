@@ -168,7 +168,7 @@ static void rule_remove(struct ffmd *d, struct rule *ru)
 	ru->used = false; /* out of selectors_resync's sight */
 	selectors_drop(d, ru->r.sel, ru->r.nsel, ru->slot);
 	ru->used = true;
-	ffm_collector__consume(d->col);
+	ffm_collector__drain(d->col); /* all sent until now, however much is in front */
 	rule_adopt_waiting(d, ru);
 	ffm_collector__set_job(d->col, ru->slot, &off);
 	d->rule_slots &= ~(1ull << ru->slot);
