@@ -169,7 +169,8 @@ static int dir_check(const char *what, const char *dir)
 /*
  * Lock @dir (ffmd.lock in it, flock) for ffmd's life: one ffmd per runtime directory (its
  * socket) and per node of a state directory (its journal, holds and stores). Another ffmd
- * holding it: -EBUSY, saying its pid (written in the file by whoever holds the lock).
+ * holding it (for 2 s: one that is going away lets go): -EBUSY, saying its pid (written in
+ * the file by whoever holds the lock).
  */
 static int dir_lock(const char *what, const char *dir, int *fdp)
 {
@@ -184,8 +185,14 @@ static int dir_lock(const char *what, const char *dir, int *fdp)
 		log_err("cannot open the lock file %s: %s", path, strerror(errno));
 		return -errno;
 	}
-	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+	/* An ffmd killed a moment ago lets go once the kernel has closed its files: 2 s. */
+	for (int i = 0; flock(fd, LOCK_EX | LOCK_NB) < 0; i++) {
 		int err = errno;
+
+		if (err == EWOULDBLOCK && i < 40) {
+			usleep(50 * 1000);
+			continue;
+		}
 
 		n = pread(fd, pid, sizeof(pid) - 1, 0);
 		pid[n > 0 ? n : 0] = 0;
