@@ -23,7 +23,7 @@ command -v python3 >/dev/null || { echo "# python3 not found"; exit 77; }
 make_users ffmfl1 ffmfl2
 U1=$(id -u ffmfl1) U2=$(id -u ffmfl2)
 FLOOD_S=${FFM_FLOOD_SECS:-8}
-STACKS=400 STORE_MIB=8 STRING=256
+STACKS=400 STORE_MIB=4 STRING=256
 cat >"$T/ffmd.conf" <<EOF
 job_stacks = $STACKS
 job_stacks_per_s = 200
@@ -113,6 +113,7 @@ else
 	size=0 stacks=0 capped=0 longest=0
 fi
 echo "# flood: ${made:-?} functions; store $size bytes, $stacks stacks, $capped not stored, longest string $longest"
+[ "${stacks:-0}" -lt "$STACKS" ] && grep -i "python\|interpreter" "$T/ffmd.log" | tail -n 5 | diag
 [ -n "$db" ] && python3 -c 'import sqlite3,sys; print("# flood drops:", sqlite3.connect(sys.argv[1]).execute(
 	"SELECT group_concat(reason_name || \"=\" || count) FROM drops_v").fetchone()[0])' "$db"
 # The store's bound is checked twice a second: a batch's worth (a few MiB) may pass it.
