@@ -31,8 +31,8 @@ struct ffm_jobrun {
 	bool interrupted;        /* part of the job ran unseen (set_interrupted) */
 	char root[4096 + 256];   /* the store root of this node (FFM_STATE_ROOT) */
 	struct ffm_run_limits lim;
-	/* store growth: bytes at the start, added since (last measured), when measured */
-	uint64_t base_bytes, added, nrec, measured_ns;
+	/* store growth: bytes at the start, added since (last measured), records seen */
+	uint64_t base_bytes, added, nrec;
 	bool full;
 	struct ffm_jobrun *next_active; /* the runs of this process, for a user's bytes */
 };
@@ -41,8 +41,9 @@ struct ffm_jobrun {
  * thread), so that a user's bytes are the sum of their runs'. */
 static struct ffm_jobrun *active_runs;
 
-#define MEASURE_EVERY 256	     /* records between looks at the clock */
-#define MEASURE_NS 500000000ull /* a store's size is read at most this often */
+/* Records between two reads of a store's size (two stat calls): it may pass its bytes by this
+ * many records and the batch not yet committed (store/ffm_store.h, Durability). */
+#define MEASURE_EVERY 256
 
 /* The store's bytes on disk: the file and its write-ahead log. */
 static uint64_t store_bytes(struct ffm_jobrun *jr)
@@ -75,15 +76,11 @@ static uint64_t user_added(uint32_t uid)
 /* Measure the store now and then; past the run's or its user's bytes, stop storing. */
 static void measure_store(struct ffm_jobrun *jr)
 {
-	uint64_t now, size;
+	uint64_t size;
 
 	if (jr->full || (++jr->nrec % MEASURE_EVERY) || (!jr->lim.store_bytes &&
 							  !jr->lim.user_store_bytes))
 		return;
-	now = ffm_now_ns();
-	if (now - jr->measured_ns < MEASURE_NS)
-		return;
-	jr->measured_ns = now;
 	size = store_bytes(jr);
 	jr->added = size > jr->base_bytes ? size - jr->base_bytes : 0;
 	if ((jr->lim.store_bytes && jr->added >= jr->lim.store_bytes) ||
