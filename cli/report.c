@@ -803,18 +803,21 @@ static void lost_remarks(struct remarks *rm, const struct ffm_an_quality *q)
 		       deep == 1 ? "was" : "were", deep == 1 ? "its" : "their",
 		       deep == 1 ? " is" : "s are");
 	/* What the job's bounds left out (ffmd.conf(5), RESOURCE BOUNDS). */
-	if (d[FFM_DROP_STACK_CAP])
+	uint64_t stacks = d[FFM_DROP_STACK_CAP], recs = d[FFM_DROP_STORE_CAP];
+	uint64_t procs = d[FFM_DROP_PROCS_QUOTA];
+
+	if (stacks)
 		remark(rm, true, "%" PRIu64 " new stack%s not stored (the job's bound: job_stacks, "
-		       "job_stacks_per_s in ffmd.conf): the calls on them count without a call site",
-		       d[FFM_DROP_STACK_CAP], ffmctl_s(d[FFM_DROP_STACK_CAP]));
-	if (d[FFM_DROP_STORE_CAP])
-		remark(rm, true, "%" PRIu64 " record%s not stored: the job's store reached its bound "
-		       "(job_store_mib, or its user's user_store_mib in ffmd.conf); the figures miss "
-		       "them", d[FFM_DROP_STORE_CAP], ffmctl_s(d[FFM_DROP_STORE_CAP]));
-	if (d[FFM_DROP_PROCS_QUOTA])
+		       "job_stacks_per_s in ffmd.conf): the calls on them count without a call "
+		       "site", stacks, ffmctl_s(stacks));
+	if (recs)
+		remark(rm, true, "%" PRIu64 " record%s not stored: the job's store reached its "
+		       "bound (job_store_mib, or its user's user_store_mib in ffmd.conf); the "
+		       "figures miss them", recs, ffmctl_s(recs));
+	if (procs)
 		remark(rm, true, "%" PRIu64 " process%s not tracked: the user's quota of tracked "
 		       "processes was full (user_procs in ffmd.conf); their calls are missing",
-		       d[FFM_DROP_PROCS_QUOTA], d[FFM_DROP_PROCS_QUOTA] == 1 ? "" : "es");
+		       procs, procs == 1 ? "" : "es");
 }
 
 static void print_quality(FILE *o, const struct ffmctl_job_stores *js,
@@ -1289,9 +1292,9 @@ static json_t *json_quality(const struct ffm_an_merged *m)
 					{ "stack_depth", ffm_json_u64(q->drops[1]) },
 					{ "map_full", ffm_json_u64(q->drops[2]) },
 					{ "other", ffm_json_u64(q->drops[3]) },
-					{ "stack_cap", ffm_json_u64(q->drops[FFM_DROP_STACK_CAP]) },
-					{ "store_cap", ffm_json_u64(q->drops[FFM_DROP_STORE_CAP]) },
-					{ "procs_quota", ffm_json_u64(q->drops[FFM_DROP_PROCS_QUOTA]) }) },
+					{ "stack_cap", ffm_json_u64(q->drops[4]) },
+					{ "store_cap", ffm_json_u64(q->drops[5]) },
+					{ "procs_quota", ffm_json_u64(q->drops[6]) }) },
 		{ "incomplete_runs", ffm_json_int(q->incomplete_runs) },
 		{ "failed_runs", ffm_json_int(q->failed_runs) },
 		{ "failed_exit_status", ffm_json_int(q->failed_status) },

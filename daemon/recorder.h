@@ -33,7 +33,7 @@ struct ffm_memtrace;
  */
 struct ffm_run_limits {
 	uint32_t stacks;        /* new stacks stored per run */
-	uint32_t stacks_per_s;  /* ... per second, with bursts of FFM_STACK_BURST_S seconds' worth */
+	uint32_t stacks_per_s;  /* ... per second, in bursts of FFM_STACK_BURST_S seconds' worth */
 	uint32_t string_bytes;  /* bytes kept of each name or file of a frame (cut with "...") */
 	uint32_t code_objects;  /* Python code objects remembered per run (more: read each time) */
 	uint64_t store_bytes;   /* what the run may add to its store (file and WAL) */
