@@ -36,165 +36,6 @@
  * clean program lists none, and the list stays about what is worth fixing. */
 #define FFM_REPORT_NOISE_PCT 0.1
 
-/* ---- the job's stores ------------------------------------------------------------------- */
-
-struct node_of_job {
-	const char *job_id;
-	char node[256];
-};
-
-static int on_job(const struct ffm_store_job_info *j, void *ctx)
-{
-	struct node_of_job *nj = ctx;
-
-	if (j->job_id && !strcmp(j->job_id, nj->job_id) && j->node)
-		snprintf(nj->node, sizeof(nj->node), "%s", j->node);
-	return 0;
-}
-
-struct open_ctx {
-	struct ffmctl_job_stores *js;
-	const char *job_id;
-};
-
-static int add_store(struct ffm_store *s, const char *node, void *ctx)
-{
-	struct open_ctx *c = ctx;
-	struct ffmctl_job_stores *js = c->js;
-	struct ffmctl_node *v;
-
-	if (FFM_GROW(js->v, js->cap, js->n + 1)) {
-		ffm_store__free(s);
-		return -ENOMEM;
-	}
-	v = &js->v[js->n++];
-	v->store = s;
-	if (node) {
-		snprintf(v->name, sizeof(v->name), "%s", node);
-	} else {
-		struct node_of_job nj = { .job_id = c->job_id };
-
-		ffm_store__for_each_job(s, on_job, &nj);
-		snprintf(v->name, sizeof(v->name), "%s", nj.node[0] ? nj.node : "local");
-	}
-	return 0;
-}
-
-static int cmp_node(const void *a, const void *b)
-{
-	return strcmp(((const struct ffmctl_node *)a)->name, ((const struct ffmctl_node *)b)->name);
-}
-
-int ffmctl_job_stores__open(const char *state_dir, const char *job_id,
-			    struct ffmctl_job_stores *out)
-{
-	struct ffm_store_opts so = { .sz = sizeof(so), .read_only = true };
-	struct open_ctx c = { .js = out, .job_id = job_id };
-	int err;
-
-	memset(out, 0, sizeof(*out));
-	err = ffm_state_open_job(state_dir, job_id, &so, add_store, &c);
-	if (err < 0) {
-		ffmctl_job_stores__close(out);
-		return err;
-	}
-	if (!out->n)
-		return -ENOENT;
-	qsort(out->v, out->n, sizeof(*out->v), cmp_node);
-	return 0;
-}
-
-/* ---- a job no store holds ------------------------------------------------------------- */
-
-#define MAX_REFUSED_NAMED 20
-
-struct refused {
-	char *path[MAX_REFUSED_NAMED];
-	int err[MAX_REFUSED_NAMED];
-	size_t n, more;
-};
-
-static int on_store_file(const struct ffm_state_store *st, void *ctx)
-{
-	struct refused *r = ctx;
-
-	if (st->err >= 0)
-		return 0;
-	if (r->n == MAX_REFUSED_NAMED) {
-		r->more++;
-		return 0;
-	}
-	if (!(r->path[r->n] = strdup(st->path)))
-		return -ENOMEM;
-	r->err[r->n++] = st->err;
-	return 0;
-}
-
-static const char *refusal(int err)
-{
-	switch (err) {
-	case -ENOENT:
-		return "an ffm store without its key row";
-	case -EACCES:
-	case -EPERM:
-		return geteuid() ? "permission denied" : "permission denied (run as root or as a member of ffmd's admin group)";
-	}
-	return ffm_store__strerror(err);
-}
-
-const char *ffmctl_access_hint(void)
-{
-	/* docs/SECURITY.md, rule 5: an owner reads the published copies of their jobs. */
-	return geteuid() ? " (you read the jobs you own once a run of them has ended, if the state "
-			   "directory and done/ let you through (mode 0751) and its file system "
-			   "takes POSIX ACLs; to read every job, ask ffmd's admin to add you to "
-			   "admin_group)" : "";
-}
-
-void ffmctl_no_job_err(const char *verb, const char *state_dir, const char *job_id, int err)
-{
-	struct refused r = {};
-
-	if (err != -ENOENT) {
-		ffmctl_err(verb, "no job '%s' under %s: %s%s", job_id, state_dir, refusal(err),
-			   err == -EACCES || err == -EPERM ? ffmctl_access_hint() : "");
-		return;
-	}
-	/*
-	 * The lookup skips store files it cannot use, so "no store holds it" is only what the
-	 * usable ones say: name each refused file and why, the job's data may be in one.
-	 */
-	ffm_state_for_each_store(state_dir, on_store_file, &r);
-	if (!r.n) {
-		ffmctl_err(verb, "no job '%s' under %s: no store holds it%s (ffmctl jobs lists the "
-			   "recorded ones; --state-dir reads another directory)", job_id, state_dir,
-			   geteuid() ? " that you may read" : "");
-		if (geteuid())
-			ffmctl_err(verb, "a user reads only the jobs they own, once a run of them has "
-				   "ended; root and ffmd's admin_group read every job");
-		return;
-	}
-	ffmctl_err(verb, "no job '%s' under %s: no usable store holds it, and %zu store%s could "
-		   "not be read (the job may be in one):", job_id, state_dir, r.n + r.more,
-		   r.n + r.more == 1 ? "" : "s");
-	for (size_t i = 0; i < r.n; i++) {
-		ffmctl_err(verb, "%s: %s", r.path[i], refusal(r.err[i]));
-		free(r.path[i]);
-	}
-	if (r.more)
-		ffmctl_err(verb, "... and %zu more", r.more);
-}
-
-void ffmctl_job_stores__close(struct ffmctl_job_stores *js)
-{
-	for (size_t i = 0; i < js->n; i++) {
-		ffm_analysis__free(js->v[i].an);
-		ffm_store__free(js->v[i].store);
-	}
-	free(js->v);
-	memset(js, 0, sizeof(*js));
-}
-
 /* ---- formatting ------------------------------------------------------------------------- */
 
 void ffmctl_site_str(const struct ffm_an_site *x, char *buf, size_t len)
@@ -236,156 +77,6 @@ static const char *type_text(unsigned p)
 	case FFM_PROBLEM_HOST_READ: return "host read every iteration";
 	case FFM_PROBLEM_LAUNCH_BLOCKED: return "launch blocked";
 	default: return "none";
-	}
-}
-
-/* ---- what each problem is, and its fix ------------------------------------------------------ */
-
-/* What a driver call is, for the words of its problems: which of them synchronize implicitly,
- * and why (CUDA's "API synchronization behavior"), and which way a copy goes. */
-enum api_kind {
-	API_SYNC, API_FREE, API_FREE_HOST, API_COPY, API_COPY_ASYNC, API_MEMSET, API_OTHER
-};
-
-static enum api_kind api_kind(const char *api)
-{
-	if (!strncmp(api, "cuMemFreeHost", 13))
-		return API_FREE_HOST;
-	if (!strncmp(api, "cuMemFree", 9) && !strstr(api, "Async"))
-		return API_FREE;
-	if (!strncmp(api, "cuMemcpy", 8))
-		return strstr(api, "Async") ? API_COPY_ASYNC : API_COPY;
-	if (!strncmp(api, "cuMemset", 8))
-		return API_MEMSET;
-	if (strstr(api, "Synchronize") || !strncmp(api, "cuStreamQuery", 13) ||
-	    !strncmp(api, "cuEventQuery", 12))
-		return API_SYNC;
-	return API_OTHER;
-}
-
-enum copy_dir { DIR_UNKNOWN, DIR_TO_GPU, DIR_TO_HOST, DIR_ON_GPU };
-
-static enum copy_dir copy_dir(const char *api)
-{
-	if (strstr(api, "HtoD") || strstr(api, "HtoA"))
-		return DIR_TO_GPU;
-	if (strstr(api, "DtoH") || strstr(api, "AtoH"))
-		return DIR_TO_HOST;
-	if (strstr(api, "DtoD") || strstr(api, "DtoA") || strstr(api, "AtoD") ||
-	    strstr(api, "AtoA") || strstr(api, "Peer"))
-		return DIR_ON_GPU;
-	return DIR_UNKNOWN;
-}
-
-/* Why a call that is not a sync waited, and what makes it not wait (NULL: an explicit sync). */
-static const char *no_wait_fix(const char *api)
-{
-	switch (api_kind(api)) {
-	case API_SYNC:
-		return NULL;
-	case API_FREE:
-		return "cuMemFree waits for all of the GPU's work: allocate the buffer once, "
-		       "outside the loop, and reuse it, or free it in stream order with "
-		       "cuMemFreeAsync (cudaFreeAsync)";
-	case API_FREE_HOST:
-		return "cuMemFreeHost waits for all of the GPU's work: keep pinned buffers for "
-		       "the whole run and free them at its end";
-	case API_COPY_ASYNC:
-		return "an async copy waits when its host memory is pageable: allocate that buffer "
-		       "pinned (cuMemAllocHost, cudaMallocHost) or pin it (cuMemHostRegister, "
-		       "cudaHostRegister)";
-	case API_COPY:
-		return "a synchronous copy waits for the GPU: use its Async form on a stream "
-		       "(cuMemcpy*Async, cudaMemcpyAsync) with pinned host memory";
-	case API_MEMSET:
-		return "a memset of managed (or pinned host) memory waits for the GPU: reset the "
-		       "buffer with a kernel on its stream, or with cuMemsetD*Async "
-		       "(cudaMemsetAsync)";
-	default:
-		return "this call waits for the GPU: call it where the GPU is idle (out of the "
-		       "loop), or use its stream-ordered (Async) form";
-	}
-}
-
-/* The fix of problem type @p at site @s, in @buf. */
-static const char *fix_text(unsigned p, const struct ffm_an_site *s, char *buf, size_t len)
-{
-	const char *nw = no_wait_fix(s->api_name);
-
-	switch (p) {
-	case FFM_PROBLEM_UNNECESSARY_SYNC:
-		if (!nw)
-			return "delete the sync; where another stream's work must wait for this "
-			       "one, record an event after it (cuEventRecord, cudaEventRecord) and "
-			       "make that stream wait on it (cuStreamWaitEvent, "
-			       "cudaStreamWaitEvent)";
-		return nw;
-	case FFM_PROBLEM_MISPLACED_SYNC:
-		if (!nw)
-			return "move the sync down to just before that first use";
-		snprintf(buf, len, "%s; then synchronize the stream just before that first use",
-			 nw);
-		return buf;
-	case FFM_PROBLEM_DUPLICATE_TRANSFER:
-		switch (copy_dir(s->api_name)) {
-		case DIR_TO_GPU:
-			return "keep the data on the GPU: copy it once (before the loop) and "
-			       "reuse the device buffer; copy again only after the host changes it";
-		case DIR_TO_HOST:
-			return "keep the host's copy: the GPU's data did not change since it was "
-			       "last copied back; copy again only after a kernel changes it";
-		default:
-			return "copy once and reuse the destination; copy again only after the "
-			       "source changes";
-		}
-	case FFM_PROBLEM_HOST_READ:
-		snprintf(buf, len, "keep the values on the GPU and read them every %u iterations "
-			 "(the saving shown): the fix changes when the value is used, not just the "
-			 "call", FFM_HOST_READ_EVERY);
-		return buf;
-	case FFM_PROBLEM_LAUNCH_BLOCKED:
-		return "fewer, larger kernels or a CUDA graph (cuGraphLaunch, cudaGraphLaunch); "
-		       "no time is credited";
-	}
-	return "";
-}
-
-/* What an unnecessary sync at @s is: what waited, and why nothing needed it. */
-static const char *unnecessary_text(const struct ffm_an_site *s)
-{
-	enum api_kind k = api_kind(s->api_name);
-
-	if (k == API_COPY || k == API_COPY_ASYNC) {
-		switch (copy_dir(s->api_name)) {
-		case DIR_TO_GPU:
-			return "the CPU waited in this copy to the GPU, and nothing it does before "
-			       "the next sync needs the copy or the GPU's earlier work done";
-		case DIR_TO_HOST:
-			return "the CPU waited in this copy back from the GPU, and reads none of "
-			       "the copied data before the next sync";
-		default:
-			return "the CPU waited in this copy, and uses nothing the GPU wrote before "
-			       "the next sync";
-		}
-	}
-	if (k == API_SYNC)
-		return "the CPU reads no data the GPU wrote between this sync and the next";
-	return "this call waited for the GPU, and the CPU reads no data the GPU wrote before "
-	       "the next sync";
-}
-
-/* "the same bytes copied to the GPU", for a duplicate at @s. */
-static const char *dup_text(const struct ffm_an_site *s)
-{
-	switch (copy_dir(s->api_name)) {
-	case DIR_TO_GPU:
-		return "the same bytes copied from the host to the same GPU buffer again";
-	case DIR_TO_HOST:
-		return "the same bytes copied back from the GPU to the same host buffer again";
-	case DIR_ON_GPU:
-		return "the same bytes copied to the same GPU buffer again";
-	default:
-		return "the same bytes copied to the same destination again";
 	}
 }
 
@@ -896,7 +587,7 @@ evidence(FILE *o, unsigned p, const struct ffm_an_site *x, const char *name, con
 	va_start(ap, fmt);
 	vfprintf(o, fmt, ap);
 	va_end(ap);
-	fprintf(o, "\n         fix: %s\n", fix_text(p, x, buf, sizeof(buf)));
+	fprintf(o, "\n         fix: %s\n", ffmctl_fix_text(p, x, buf, sizeof(buf)));
 }
 
 static void print_evidence(FILE *o, const struct ffmctl_job_stores *js,
@@ -915,7 +606,7 @@ static void print_evidence(FILE *o, const struct ffmctl_job_stores *js,
 	fputc('\n', o);
 	if (n[FFM_PROBLEM_UNNECESSARY_SYNC])
 		evidence(o, FFM_PROBLEM_UNNECESSARY_SYNC, x, "unnecessary",
-			 "%s (%" PRIu64 " call%s)", unnecessary_text(x),
+			 "%s (%" PRIu64 " call%s)", ffmctl_unnecessary_text(x),
 			 n[FFM_PROBLEM_UNNECESSARY_SYNC],
 			 ffmctl_s(n[FFM_PROBLEM_UNNECESSARY_SYNC]));
 	if (n[FFM_PROBLEM_MISPLACED_SYNC] && x->use_delay_ns >= 0) {
@@ -934,7 +625,7 @@ static void print_evidence(FILE *o, const struct ffmctl_job_stores *js,
 			snprintf(buf, sizeof(buf), "; first sent by %s", use);
 		}
 		evidence(o, FFM_PROBLEM_DUPLICATE_TRANSFER, x, "duplicate",
-			 "%s (%" PRIu64 " of %" PRIu64 " transfer%s)%s", dup_text(x),
+			 "%s (%" PRIu64 " of %" PRIu64 " transfer%s)%s", ffmctl_dup_text(x),
 			 n[FFM_PROBLEM_DUPLICATE_TRANSFER], x->count, ffmctl_s(x->count), buf);
 	}
 	if (n[FFM_PROBLEM_HOST_READ])
@@ -1228,7 +919,7 @@ static json_t *json_fixes(const struct ffmctl_job_stores *js, const struct ffm_a
 				break;
 			}
 		o = ffm_json_set(o, ffm_an_problem_name(t),
-				 json_string(fix_text(t, s, buf, sizeof(buf))));
+				 json_string(ffmctl_fix_text(t, s, buf, sizeof(buf))));
 	}
 	return o;
 }

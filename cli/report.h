@@ -44,4 +44,9 @@ void ffmctl_site_str(const struct ffm_an_site *x, char *buf, size_t len);
 /* {"function":...,"file":...,"line":...,"module":...,"offset":...}; NULL when out of memory. */
 json_t *ffmctl_json_site(const struct ffm_an_site *x);
 
+/* cli/words.c: the words of a problem of type @p at @s, and of its fix (into @buf). */
+const char *ffmctl_fix_text(unsigned p, const struct ffm_an_site *s, char *buf, size_t len);
+const char *ffmctl_unnecessary_text(const struct ffm_an_site *s);
+const char *ffmctl_dup_text(const struct ffm_an_site *s);
+
 #endif
