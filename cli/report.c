@@ -731,7 +731,8 @@ static void print_sites(FILE *o, const struct ffmctl_job_stores *js, const struc
 	char buf[1024];
 
 	fprintf(o, "\ncall sites by time waited%s%s:\n", m->have_problems ? "" : " (known so far)",
-		r0->sampled ? "; sampled (adaptive stage 1): counts and times estimated from windows, +- one standard error" : "");
+		r0->sampled ? "; sampled (adaptive stage 1): counts and times estimated from "
+			      "windows, +- one standard error" : "");
 	for (size_t i = 0, shown = 0; i < r0->n_sites && (int)shown < top; i++) {
 		const struct ffm_an_site *x = &r0->sites[i];
 

@@ -8,7 +8,8 @@
  * Command-line values override the config file's. A state directory that does not exist is
  * made only if it is the default or with --create. One ffmd per runtime directory and per
  * node's state: a second one refuses to start, naming the running one's pid. SIGHUP re-reads
- * the config file (rules are replaced, active jobs go on); SIGTERM/SIGINT stop. Exit codes: 0 clean stop, 1 failure, 2 usage.
+ * the config file (rules are replaced, active jobs go on); SIGTERM/SIGINT stop. Exit codes:
+ * 0 clean stop, 1 failure, 2 usage.
  */
 #include <getopt.h>
 #include <stdbool.h>
@@ -24,8 +25,8 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "Usage: ffmd [--config FILE] [--state-dir DIR] [--runtime-dir DIR] [--create] [--verbose]\n"
-		   "            [--version]\n"
+	fprintf(f, "Usage: ffmd [--config FILE] [--state-dir DIR] [--runtime-dir DIR] [--create]\n"
+		   "            [--verbose] [--version]\n"
 		   "  --config FILE       default " DEFAULT_CONFIG " (if it exists)\n"
 		   "  --state-dir DIR     job stores and calibrations (default " FFMD_DEFAULT_STATE_DIR ")\n"
 		   "  --create            make the state directory if it does not exist (the default\n"

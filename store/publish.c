@@ -81,7 +81,8 @@ static int add_user(int fd, mode_t mode, uint32_t uid, uint16_t perm)
 	struct acl_e { uint16_t tag, perm; uint32_t id; } __attribute__((packed));
 	size_t size = 4 + (ACL_MAX_USERS + 8) * sizeof(struct acl_e), k = 0, nold;
 	unsigned char *raw = malloc(size), *oraw = malloc(size); /* the version word, then entries */
-	struct acl_e *e = raw ? (struct acl_e *)(raw + 4) : NULL, *old = oraw ? (struct acl_e *)(oraw + 4) : NULL;
+	struct acl_e *e = raw ? (struct acl_e *)(raw + 4) : NULL;
+	struct acl_e *old = oraw ? (struct acl_e *)(oraw + 4) : NULL;
 	uint16_t mask = (mode >> 3) & 7;
 	uint32_t version = 2;
 	bool placed = false;
