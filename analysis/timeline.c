@@ -319,13 +319,7 @@ static int on_process(const struct ffm_store_process *p, void *ctx)
 	x = &res->procs[res->n_procs++];
 	*x = (struct ffm_an_proc){ .tgid = p->tgid, .start_ns = p->start_ns, .end_ns = p->end_ns };
 	x->exe = an_pool_dup(&ps->a->pool, p->exe, "?");
-	if (!x->exe)
-		return -ENOMEM;
-	if (p->start_ns && p->start_ns < ps->lo)
-		ps->lo = p->start_ns;
-	if (p->end_ns > ps->hi)
-		ps->hi = p->end_ns;
-	return 0;
+	return x->exe ? 0 : -ENOMEM;
 }
 
 struct ffm_an_proc *an_proc_of(struct ffm_analysis_result *res, uint32_t tgid)
@@ -340,7 +334,7 @@ struct ffm_an_proc *an_proc_of(struct ffm_analysis_result *res, uint32_t tgid)
 int an_load_timeline(struct ffm_analysis *a)
 {
 	struct ffm_analysis_result *res = &a->res;
-	struct proc_scan ps = { .a = a, .lo = UINT64_MAX };
+	struct proc_scan ps = { .a = a };
 	struct ev_scan sc = { .a = a, .last_site = UINT32_MAX };
 	struct ffm_graph_opts go = { 0 };
 	uint64_t total = 0;
@@ -365,13 +359,22 @@ int an_load_timeline(struct ffm_analysis *a)
 	if (err)
 		return err < 0 ? err : -EIO;
 	{
-		uint64_t lo = ps.lo, hi = ps.hi;
+		uint64_t lo = ps.lo, hi = ps.hi, run_lo = 0, run_hi = 0;
 
-		for (size_t i = 0; i < res->n_runs && (lo == UINT64_MAX || !hi); i++)
+		for (size_t i = 0; i < res->n_runs; i++)
 			if (res->runs[i].id == res->run_timeline) {
-				lo = res->runs[i].start_ns;
-				hi = res->runs[i].end_ns;
+				run_lo = res->runs[i].start_ns;
+				run_hi = res->runs[i].end_ns;
 			}
+		/* The processes' lifetime, as the run's stored wall time (one definition: a
+		 * process that did not exit ends with the run). */
+		err = ffm_store__run_procs_span(a->s, res->run_timeline, run_hi, &ps.lo, &ps.hi);
+		if (err)
+			return err;
+		if (!ps.hi || !ps.lo)
+			ps.lo = UINT64_MAX;
+		lo = ps.lo == UINT64_MAX ? run_lo : ps.lo;
+		hi = ps.hi ? ps.hi : run_hi;
 		err = an_scan_slices(a, &sc, lo == UINT64_MAX ? 0 : lo, hi);
 		if (!err)
 			err = an_hidden_waits(a);

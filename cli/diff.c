@@ -83,13 +83,11 @@ static int side_analyse(struct side *s, bool before, int stage)
 		if (err)
 			return err;
 		r = ffm_analysis__result(s->meas[i]);
-		for (size_t k = 0; k < r->n_runs; k++)
-			if (r->runs[k].id == r->run_profile) {
-				/* several nodes: the job's wall time is the longest node's */
-				if (r->runs[k].wall_s > s->wall_s)
-					s->wall_s = r->runs[k].wall_s;
-				s->run = r->run_profile;
-			}
+		/* The analysis's wall time, as the report's; several nodes: the longest node's */
+		if (r->run_profile && r->wall_ns / 1e9 > s->wall_s)
+			s->wall_s = r->wall_ns / 1e9;
+		if (r->run_profile)
+			s->run = r->run_profile;
 	}
 	return 0;
 }

@@ -380,7 +380,7 @@ int ffm_jobrun__end(struct ffm_jobrun *jr, double wall_s, int exit_status, bool 
 {
 	struct ffm_rec_drops d = {};
 	struct ffm_recorder_stats st;
-	uint64_t end_ns = ffm_now_ns();
+	uint64_t end_ns = ffm_now_ns(), lo, hi;
 	uint32_t flags = 0;
 	int err;
 
@@ -444,6 +444,11 @@ int ffm_jobrun__end(struct ffm_jobrun *jr, double wall_s, int exit_status, bool 
 		if (err < 0)
 			return err;
 	}
+	/* The wall time is the processes' lifetime, not the job's: a scheduler's job starts
+	 * before its program and ends after it. */
+	if (ffm_store__flush(jr->store) >= 0 &&
+	    ffm_store__run_procs_span(jr->store, jr->run, end_ns, &lo, &hi) == 0 && hi > lo)
+		wall_s = (double)(hi - lo) / 1e9;
 	err = ffm_store__run_end(jr->store, jr->run, end_ns, wall_s, exit_status, flags);
 	if (err < 0)
 		return err;

@@ -598,6 +598,12 @@ int ffm_store__get_run(struct ffm_store *s, int64_t run, struct ffm_store_run *o
 /* The time (ns, the runs' clock) of the last thing @run recorded: its last event's end or
  * process start or exit; 0 when it recorded nothing. */
 int ffm_store__run_last_ns(struct ffm_store *s, int64_t run, uint64_t *out);
+/* The lifetime of @run's processes (ns, the runs' clock): from the first one's start to the
+ * last one's exit, a process that did not exit ending at @end_ns (an image that exec replaced:
+ * where the next began); 0 and 0 without processes.
+ * A run's wall time (ffm_store_run.wall_s) is this span where the run has processes. */
+int ffm_store__run_procs_span(struct ffm_store *s, int64_t run, uint64_t end_ns, uint64_t *lo,
+			      uint64_t *hi);
 /* Events of a run in (start_ns, id) order, streamed: memory does not grow with the run. */
 int ffm_store__for_each_event(struct ffm_store *s, int64_t run, ffm_store_event_cb cb, void *ctx);
 /* The share, in parts per million, of @run's wait time at call sites where no earlier run of

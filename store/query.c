@@ -175,6 +175,32 @@ int ffm_store__run_last_ns(struct ffm_store *s, int64_t run, uint64_t *out)
 			 run, (int64_t *)out);
 }
 
+int ffm_store__run_procs_span(struct ffm_store *s, int64_t run, uint64_t end_ns, uint64_t *lo,
+			      uint64_t *hi)
+{
+	sqlite3_stmt *st;
+	/* A row without an exit whose tgid has a later row was an image that exec replaced
+	 * (sh, then env, then the program): it ended where the next began. */
+	int rc, err = prepare(s, "SELECT coalesce(min(nullif(start_ns, 0)), 0),"
+			      " coalesce(max(CASE WHEN end_ns != 0 THEN end_ns ELSE coalesce("
+			      "  (SELECT min(q.start_ns) FROM processes q WHERE q.run = ?1"
+			      "   AND q.tgid = p.tgid AND q.id > p.id), ?2) END), 0)"
+			      " FROM processes p WHERE run = ?1", &st);
+
+	*lo = *hi = 0;
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, run);
+	sqlite3_bind_int64(st, 2, (int64_t)end_ns);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		*lo = (uint64_t)sqlite3_column_int64(st, 0);
+		*hi = (uint64_t)sqlite3_column_int64(st, 1);
+	}
+	sqlite3_finalize(st);
+	return rc == SQLITE_ROW ? 0 : ffm_store_err(s->db, rc);
+}
+
 static int history_row(sqlite3_stmt *st, void *arg)
 {
 	struct ffm_store_stage_history *out = ((struct cb_arg *)arg)->ctx;
