@@ -26,7 +26,7 @@
 #define JOB_START_USAGE                                                                            \
 	"Usage: ffmctl job start <jobid> [--key K] [--stage 1..4] [--user UID] [--json]\n"         \
 	"                        (--cgroup PATH | --pid PID | --uid UID | --exe PATH)...\n"
-#define JOB_END_USAGE "Usage: ffmctl job end <jobid> [--json]\n"
+#define JOB_END_USAGE "Usage: ffmctl job end <jobid> [--wait SEC] [--json]\n"
 #define JOB_HELP \
 	"\n" \
 	"Tell ffmd that a scheduler job begins or ends on this node (a prolog's and an " \
@@ -46,7 +46,13 @@
 	"  --uid UID       selector: the processes of this user that start a program from now\n" \
 	"                  on\n" \
 	"  --exe PATH      selector: the processes that execute this file\n" \
-	"  -j, --json      ffmd's answer as JSON (start and end)\n"
+	"  -j, --json      ffmd's answer as JSON (start and end)\n" \
+	"\n" \
+	"Options of end:\n" \
+	"  --wait SEC      wait this long at most for the job's report to be in place for its\n" \
+	"                  owner (its analysis stored and copied; default: three quarters of\n" \
+	"                  --timeout; 0: do not wait); after that, end says the report is being\n" \
+	"                  written, and the owner's ffmctl report waits for it\n"
 
 /* A decimal id (uid or pid) in min..max; the text itself is sent, so "007" is refused. */
 static int check_id(const char *s, unsigned long min, unsigned long max)
@@ -102,9 +108,12 @@ static int call_and_print(const char *verb, enum ffm_verb v, const struct ffm_pr
 		if (v == FFM_VERB_JOB_START)
 			printf("job %s started: key %s, stage %d, run %.0f\n", id, key, stage,
 			       ffm_json_get_num(body, "run", 0));
-		else
+		else if (ffm_json_get_bool(body, "published", true))
 			printf("job %s ended: key %s, stage %d (see: ffmctl report %s)\n", id, key,
 			       stage, id);
+		else
+			printf("job %s ended: key %s, stage %d; its report is being written (ffmctl "
+			       "report %s waits for it)\n", id, key, stage, id);
 	} else {
 		/* An answer without the expected body is still ffmd's "ok". */
 		printf("%s\n", rep->message);
@@ -210,14 +219,49 @@ static int job_start(int argc, char **argv)
 
 static int job_end(int argc, char **argv)
 {
-	struct ffm_proto_arg arg = { .name = "job" };
-	bool json = false;
-	int r = ffmctl_json_opts("job end", JOB_END_USAGE JOB_HELP, argc, argv, &json, true);
+	static const struct option opts[] = {
+		{ "wait", required_argument, NULL, 'w' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{},
+	};
+	struct ffm_proto_arg args[2] = { { .name = "job" }, { .name = "wait_ms" } };
+	/* By default within our own timeout, with a quarter of it left for the answer. */
+	long wait_ms = ffmctl_g.timeout_ms / 4 * 3;
+	bool json = ffmctl_g.json;
+	char wait[24], *end;
+	double w;
+	int c, r;
 
-	if (r >= 0)
+	while ((c = getopt_long(argc, argv, ":w:jh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'w':
+			w = strtod(optarg, &end);
+			if (end == optarg || *end || !(w >= 0 && w <= 3600)) {
+				ffmctl_err("job end", "--wait wants seconds in [0, 3600], not '%s'", optarg);
+				return EXIT_USAGE;
+			}
+			wait_ms = (long)(w * 1000);
+			/* the answer comes within the wait: our timeout covers it */
+			if (wait_ms + 2000 > ffmctl_g.timeout_ms)
+				ffmctl_g.timeout_ms = (int)wait_ms + 2000;
+			break;
+		case 'j':
+			json = true;
+			break;
+		case 'h':
+			fputs(JOB_END_USAGE JOB_HELP, stdout);
+			return EXIT_OK;
+		default:
+			return ffmctl_opt_err("job end", c, argv);
+		}
+	}
+	if ((r = ffmctl_one_jobid("job end", argc, argv)))
 		return r;
-	arg.value = argv[optind];
-	return call_and_print("job end", FFM_VERB_JOB_END, &arg, 1, json);
+	args[0].value = argv[optind];
+	snprintf(wait, sizeof(wait), "%ld", wait_ms);
+	args[1].value = wait;
+	return call_and_print("job end", FFM_VERB_JOB_END, args, 2, json);
 }
 
 int ffmctl_job(int argc, char **argv)

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/client.h"
 #include "cli/ffmctl.h"
 #include "cli/report.h"
 #include "common/util.h"
@@ -60,8 +61,25 @@ static int cmp_node(const void *a, const void *b)
 	return strcmp(((const struct ffmctl_node *)a)->name, ((const struct ffmctl_node *)b)->name);
 }
 
-int ffmctl_job_stores__open(const char *state_dir, const char *job_id,
-			    struct ffmctl_job_stores *out)
+/* Whether ffmd says that job @job_id's copy for its readers is being made (its status's
+ * "publishing", which names the caller's jobs only); false when ffmd does not answer. */
+static bool being_published(const char *job_id)
+{
+	struct ffm_reply *rep = NULL;
+	json_t *body = NULL, *v;
+	bool found = false;
+	size_t i;
+
+	if (ffm_client__call(ffmctl_g.runtime_dir, FFM_VERB_STATUS, NULL, 0, 2000, &rep) == 0 &&
+	    !rep->status && (body = ffm_json_parse(rep->body, rep->body_len, NULL)))
+		json_array_foreach(json_object_get(body, "publishing"), i, v)
+			found |= json_is_string(v) && !strcmp(json_string_value(v), job_id);
+	json_decref(body);
+	ffm_reply__free(rep);
+	return found;
+}
+
+static int open_once(const char *state_dir, const char *job_id, struct ffmctl_job_stores *out)
 {
 	struct ffm_store_opts so = { .sz = sizeof(so), .read_only = true };
 	struct open_ctx c = { .js = out, .job_id = job_id };
@@ -77,6 +95,26 @@ int ffmctl_job_stores__open(const char *state_dir, const char *job_id,
 		return -ENOENT;
 	qsort(out->v, out->n, sizeof(*out->v), cmp_node);
 	return 0;
+}
+
+int ffmctl_job_stores__open(const char *state_dir, const char *job_id,
+			    struct ffmctl_job_stores *out)
+{
+	int err = open_once(state_dir, job_id, out);
+	/* A job that just ended: its copy comes once its analysis is stored. Wait for it as
+	 * long as for an answer of ffmd, 30 s at most. */
+	double until = ffm_now_s() + (ffmctl_g.timeout_ms < 30000 ? ffmctl_g.timeout_ms : 30000) / 1e3;
+
+	if (err != -ENOENT || !being_published(job_id))
+		return err;
+	while (ffm_now_s() < until) {
+		usleep(100000);
+		if ((err = open_once(state_dir, job_id, out)) != -ENOENT)
+			return err;
+		if (!being_published(job_id))
+			return open_once(state_dir, job_id, out);
+	}
+	return -EINPROGRESS;
 }
 
 /* ---- a job no store holds ------------------------------------------------------------- */
@@ -130,6 +168,11 @@ void ffmctl_no_job_err(const char *verb, const char *state_dir, const char *job_
 {
 	struct refused r = {};
 
+	if (err == -EINPROGRESS) {
+		ffmctl_err(verb, "job %s ended; its report is being written, try again in a moment",
+			   job_id);
+		return;
+	}
 	if (err != -ENOENT) {
 		ffmctl_err(verb, "no job '%s' under %s: %s%s", job_id, state_dir, refusal(err),
 			   err == -EACCES || err == -EPERM ? ffmctl_access_hint() : "");

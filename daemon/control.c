@@ -9,6 +9,12 @@
  *
  * Runs on the loop. A request is one datagram, read when epoll says it is there; the daemon
  * never waits on a client (a connection that sends nothing in time is closed by tick()).
+ *
+ * A job-end is answered once the job's copy for its readers is in place (its analysis stored,
+ * then the copy: jobs.c, publisher.c), so that its owner's report right after it finds the
+ * job; the loop does not wait for that: the connection is kept, and answered when the
+ * publisher hands the copy back (copies_take) or when the request's wait is over (its wait_ms,
+ * at most MAX_END_WAIT_MS), then saying that the copy is still being written.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -31,6 +37,8 @@
 
 #define MAX_CONNS_PER_USER 4
 #define RESERVED_CONNS 8
+#define DEFAULT_END_WAIT_MS 10000 /* a job-end without wait_ms */
+#define MAX_END_WAIT_MS 60000
 
 /*
  * @v (taken) as a response body in @out: compact JSON on one line. 15 significant digits
@@ -181,6 +189,7 @@ static size_t status_json(struct ffmd *d, const struct conn *conn, char *out, si
 	const struct ucred *c = &conn->cred;
 	bool admin = conn->admin;
 	json_t *drivers = json_array(), *jobs = json_array(), *rules = json_array();
+	json_t *copying = json_array(); /* jobs ended whose copy is being made */
 
 	for (int i = 0; i < MAX_DRIVERS; i++) {
 		struct drv *dv = &d->drvs[i];
@@ -194,13 +203,18 @@ static size_t status_json(struct ffmd *d, const struct conn *conn, char *out, si
 	for (int i = 0; admin && i < FFM_MAX_RULES; i++)
 		if (d->rules[i].used)
 			json_array_append_new(rules, status_rule(d, &d->rules[i]));
-	return json_body(json_pack("{s:i,s:s,s:s,s:b,s:b,s:o,s:o,s:o,s:I,s:I,s:{s:o,s:o,s:o,s:o}}",
+	for (size_t i = 0; i < sizeof(d->copies) / sizeof(d->copies[0]); i++)
+		if (d->copies[i].id[0] && (admin || d->copies[i].owner == c->uid))
+			json_array_append_new(copying, ffm_json_string(d->copies[i].id));
+	return json_body(json_pack("{s:i,s:s,s:s,s:b,s:b,s:o,s:o,s:o,s:o,s:I,s:I,"
+				   "s:{s:o,s:o,s:o,s:o}}",
 				   "version", FFM_PROTO_VERSION,
 				   "probe_mode", ffm_collector__probe_mode(d->col),
 				   "probe_scope", ffm_collector__per_process(d->col) ? "process" : "system",
 				   "map_guard", ffm_collector__map_guard(d->col),
 				   "wait_guard", ffm_collector__wait_guard(d->col),
 				   "drivers", drivers, "jobs", jobs, "rules", rules,
+				   "publishing", copying,
 				   "processes_seen", (json_int_t)d->procs_total,
 				   "processes_held", (json_int_t)d->held_total,
 				   "sampling", "budget_pct", ffm_json_fixed(d->cfg.sample_budget * 100, 4),
@@ -340,12 +354,105 @@ static void log_refused(const struct conn *c, const char *msg)
 		peers[k].quiet++;
 }
 
+/* Send @c its response (status @err, one-line @msg, @body) and close it. */
+static void respond(struct ffmd *d, struct conn *c, int err, const char *msg, const char *body)
+{
+	static char resp[FFM_PROTO_MAX_RESPONSE];
+	int n = snprintf(resp, sizeof(resp), "FFM/%d %d %s\n%s", FFM_PROTO_VERSION, err ? -err : 0,
+			 msg, body);
+
+	/* A peer gone (EPIPE, ECONNRESET) or a full buffer (EAGAIN) loses its own answer only. */
+	if (send(c->fd, resp, n < (int)sizeof(resp) ? (size_t)n : sizeof(resp) - 1,
+		 MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno != EPIPE && errno != ECONNRESET &&
+	    errno != EAGAIN)
+		log_warn("cannot answer uid %u: %s", c->cred.uid, strerror(errno));
+	if (!c->waiting) /* a waiting connection is out of the epoll set already */
+		epoll_ctl(d->ep, EPOLL_CTL_DEL, c->fd, NULL);
+	close(c->fd);
+	c->fd = -1;
+	c->waiting = false;
+}
+
+/* The answer of a job-end: @published, the job's copy for its readers is in place. */
+static void answer_end(struct ffmd *d, struct conn *c, bool published)
+{
+	char body[1024];
+
+	json_body(json_pack("{s:o,s:o,s:i,s:b}", "job", ffm_json_string(c->job),
+			    "key", ffm_json_string(c->key), "stage", c->stage, "published", published),
+		  body, sizeof(body));
+	respond(d, c, 0, published ? "ended" : "ended; its report is being written", body);
+}
+
+void answer_waiting(struct ffmd *d, bool all)
+{
+	double t = ffm_now_s();
+
+	for (int i = 0; i < MAX_CONNS; i++) {
+		struct conn *c = &d->conns[i];
+
+		if (c->fd < 0 || !c->waiting)
+			continue;
+		if (!copy_pending(d, c->job))
+			answer_end(d, c, true);
+		else if (all || t > c->deadline)
+			answer_end(d, c, false);
+	}
+}
+
+void copies_take(struct ffmd *d)
+{
+	uint64_t ticket;
+
+	if (publish_take(&ticket))
+		copies_made(d, ticket);
+	answer_waiting(d, false);
+}
+
+/* job-end job=ID [wait_ms=N]: the job ended, and the answer kept for its copy, N ms at most
+ * (DEFAULT_END_WAIT_MS without it, 0: at once); 1 when the answer waits. */
+static int job_end_request(struct ffmd *d, struct conn *c, const struct ffm_request *req,
+			   const char **msg)
+{
+	const char *id = ffm_proto_arg(req, "job"), *w = ffm_proto_arg(req, "wait_ms");
+	struct job *j = id ? job_find(d, id) : NULL;
+	long wait_ms = DEFAULT_END_WAIT_MS;
+	char *end;
+	int err;
+
+	if (!c->admin) {
+		*msg = "permission denied: only root or the admin group may end jobs";
+		return -EACCES;
+	}
+	if (w && (wait_ms = strtol(w, &end, 10), !*w || *end || wait_ms < 0 || wait_ms > 3600000)) {
+		*msg = "wait_ms must be milliseconds, 0..3600000";
+		return -EINVAL;
+	}
+	if (!j) {
+		*msg = "no active job with this id";
+		return -ENOENT;
+	}
+	snprintf(c->job, sizeof(c->job), "%s", j->id);
+	snprintf(c->key, sizeof(c->key), "%s", j->key);
+	c->stage = j->stage;
+	err = job_end(d, j, false);
+	if (err) {
+		*msg = "the job ended, but its store could not be finished";
+		return err;
+	}
+	if (!wait_ms || !copy_pending(d, c->job))
+		return 0;
+	c->waiting = true;
+	c->deadline = ffm_now_s() + (wait_ms < MAX_END_WAIT_MS ? wait_ms : MAX_END_WAIT_MS) / 1e3;
+	epoll_ctl(d->ep, EPOLL_CTL_DEL, c->fd, NULL); /* the peer says nothing more */
+	return 1;
+}
+
 void handle_request(struct ffmd *d, struct conn *c)
 {
 	static char msgbuf[FFM_PROTO_MAX_REQUEST + 1];
 	static struct ffm_request req;
 	static char body[FFM_PROTO_MAX_RESPONSE - 512];
-	char resp[FFM_PROTO_MAX_RESPONSE];
 	const char *msg = "ok";
 	ssize_t n;
 	int err = 0;
@@ -356,8 +463,12 @@ void handle_request(struct ffmd *d, struct conn *c)
 	n = recv(c->fd, msgbuf, sizeof(msgbuf), MSG_DONTWAIT | MSG_TRUNC);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
-	if (n <= 0)
-		goto close;
+	if (n <= 0) {
+		epoll_ctl(d->ep, EPOLL_CTL_DEL, c->fd, NULL);
+		close(c->fd);
+		c->fd = -1;
+		return;
+	}
 	if ((size_t)n > FFM_PROTO_MAX_REQUEST) {
 		err = -E2BIG;
 		msg = "request too long";
@@ -377,35 +488,20 @@ void handle_request(struct ffmd *d, struct conn *c)
 			}
 			err = job_start(d, &req, &c->cred, body, sizeof(body), &msg);
 			break;
-		case FFM_VERB_JOB_END: {
-			const char *id = ffm_proto_arg(&req, "job");
-			struct job *j = id ? job_find(d, id) : NULL;
-
-			if (!c->admin) {
-				err = -EACCES;
-				msg = "permission denied: only root or the admin group may end jobs";
-			} else if (!j) {
-				err = -ENOENT;
-				msg = "no active job with this id";
-			} else {
-				json_body(json_pack("{s:o,s:o,s:i}", "job", ffm_json_string(j->id), "key", ffm_json_string(j->key),
-						    "stage", j->stage),
-					  body, sizeof(body));
-				err = job_end(d, j, false);
-				msg = err ? "the job ended, but its store could not be finished" : "ended";
+		case FFM_VERB_JOB_END:
+			err = job_end_request(d, c, &req, &msg);
+			if (err == 1)
+				return; /* answered once the copy is in place (answer_waiting) */
+			if (!err) {
+				answer_end(d, c, !copy_pending(d, c->job));
+				return;
 			}
 			break;
-		}
 		}
 	}
 	if (err)
 		log_refused(c, msg);
-	n = snprintf(resp, sizeof(resp), "FFM/%d %d %s\n%s", FFM_PROTO_VERSION, err ? -err : 0, msg, body);
-	send(c->fd, resp, n < (ssize_t)sizeof(resp) ? (size_t)n : sizeof(resp) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
-close:
-	epoll_ctl(d->ep, EPOLL_CTL_DEL, c->fd, NULL);
-	close(c->fd);
-	c->fd = -1;
+	respond(d, c, err, msg, body);
 }
 
 void accept_conn(struct ffmd *d)
@@ -444,6 +540,7 @@ void accept_conn(struct ffmd *d)
 	c->fd = fd;
 	c->cred = cred;
 	c->admin = admin;
+	c->waiting = false;
 	c->deadline = ffm_now_s() + FFM_PROTO_TIMEOUT_MS / 1000.0;
 	epoll_ctl(d->ep, EPOLL_CTL_ADD, fd,
 		  &(struct epoll_event){ .events = EPOLLIN, .data.u64 = TAG_CONN | (uint64_t)(c - d->conns) << 8 });

@@ -39,7 +39,8 @@
 #define LINGER_S 30.0 /* probes stay attached this long after the last job that needed them */
 
 /* What an epoll event is about (the low byte of its data; TAG_CONN: the connection above it). */
-enum { TAG_RING = 1, TAG_LISTEN, TAG_SIGNAL, TAG_TIMER, TAG_CONN, TAG_READY, TAG_ANALYSED };
+enum { TAG_RING = 1, TAG_LISTEN, TAG_SIGNAL, TAG_TIMER, TAG_CONN, TAG_READY, TAG_ANALYSED,
+       TAG_PUBLISHED };
 
 /*
  * A libcuda file in use, by device and inode. PENDING while the readier makes it ready off the
@@ -162,9 +163,20 @@ struct route {
 
 struct conn {
 	int fd;
-	double deadline;
+	double deadline;   /* waiting: when the answer goes without the copy */
 	struct ucred cred; /* the peer at connect time (SO_PEERCRED) */
 	bool admin;        /* root or the admin group at connect time (SO_PEERGROUPS) */
+	bool waiting;      /* a job-end answered once the job's copy is in place (control.c) */
+	char job[128], key[128];
+	int stage;
+};
+
+/* A job ended whose copy for its readers is not in place yet: its analysis runs (ticket 0), or
+ * its copy is queued (the publisher's ticket). */
+struct pending_copy {
+	char id[128];
+	uint32_t owner;
+	uint64_t ticket;
 };
 
 struct ffmd {
@@ -191,6 +203,7 @@ struct ffmd {
 	double attach_sum_s;      /* adaptive stage 1's attaches: time taken, and their number */
 	uint64_t attach_count;
 	struct conn conns[MAX_CONNS];
+	struct pending_copy copies[FFM_MAX_JOBS * 2]; /* id[0] == 0: free; full: the oldest goes */
 	int ep, lfd, sfd, tfd;
 	gid_t admin_gid;
 	bool have_admin_gid;
@@ -260,8 +273,13 @@ int journal_read(const char *path, void (*fn)(struct ffmd *d, const struct journ
 
 /* ---- publisher.c ---- */
 /* Queue the store at @path of the store root @root for its copy (ffm_store__publish); @why
- * names it in the log ("job 12"). */
-void publish(const char *path, const char *root, const char *why);
+ * names it in the log ("job 12"). Its ticket (0: not queued), which publish_take hands back
+ * once the copy is made. */
+uint64_t publish(const char *path, const char *root, const char *why);
+/* Readable while a finished copy waits to be taken (the loop's TAG_PUBLISHED). */
+int publish_fd(void);
+/* The newest ticket whose copy is made (every older one's is too); false if none since. */
+bool publish_take(uint64_t *ticket);
 /* Queue each store of @root whose copy is missing or older than the store. */
 void publish_stale(const char *root);
 /* Wait (at most 60 s) for the queue to empty, then end the thread. */
@@ -322,6 +340,9 @@ int job_create(struct ffmd *d, const struct job_spec *sp, struct job **ret, cons
 int job_end(struct ffmd *d, struct job *j, bool aborted);
 void end_finished_jobs(struct ffmd *d);
 void analyses_take(struct ffmd *d); /* the analyzer's results (the loop's TAG_ANALYSED) */
+/* Whether job @id's copy for its readers is still being made (its analysis, then the copy). */
+bool copy_pending(const struct ffmd *d, const char *id);
+void copies_made(struct ffmd *d, uint64_t ticket); /* publish_take's ticket: those forgotten */
 void metrics_write(struct ffmd *d);
 void journal_resume(struct ffmd *d);
 
@@ -332,5 +353,9 @@ int rules_reload(struct ffmd *d, const struct ffmd_config *cfg);
 /* ---- control.c ---- */
 void accept_conn(struct ffmd *d);
 void handle_request(struct ffmd *d, struct conn *c);
+/* Answer the job-end requests whose copy is in place, or past their wait (@all: every one). */
+void answer_waiting(struct ffmd *d, bool all);
+/* The publisher's finished copies (the loop's TAG_PUBLISHED): their jobs' waiting requests. */
+void copies_take(struct ffmd *d);
 
 #endif

@@ -14,7 +14,8 @@
  * journal.
  *
  * At its end a job's store is queued for the publisher (publisher.c: the copy that its owner
- * and other hosts read).
+ * and other hosts read), once its analysis is stored; until the copy is made the job is in
+ * d->copies (a job-end request waits for it, the status names it: control.c).
  *
  * Owns the jobs table, the BPF selectors of jobs and rules, and resuming; not the requests
  * (control.c parses them), the rules (rules.c) nor the drivers of the processes it tracks
@@ -382,12 +383,51 @@ void metrics_write(struct ffmd *d)
 }
 
 /* The job's store copied for its readers, by the publisher's thread (publisher.c). */
-static void publish_job(const char *id, const char *path, const char *root)
+static uint64_t publish_job(const char *id, const char *path, const char *root)
 {
 	char why[sizeof(((struct job *)0)->id) + 8];
 
 	snprintf(why, sizeof(why), "job %s", id);
-	publish(path, root, why);
+	return publish(path, root, why);
+}
+
+static struct pending_copy *copy_find(const struct ffmd *d, const char *id)
+{
+	for (size_t i = 0; i < sizeof(d->copies) / sizeof(d->copies[0]); i++)
+		if (d->copies[i].id[0] && !strcmp(d->copies[i].id, id))
+			return (struct pending_copy *)&d->copies[i];
+	return NULL;
+}
+
+bool copy_pending(const struct ffmd *d, const char *id)
+{
+	return copy_find(d, id) != NULL;
+}
+
+/* Job @id's copy will be made (@ticket: queued; 0: after its analysis). A full table (more
+ * jobs ended than analyses and copies can follow) gives an entry up, in turn: that job is then
+ * not waited for. */
+static void copy_expect(struct ffmd *d, const char *id, uint32_t owner, uint64_t ticket)
+{
+	static size_t next;
+	const size_t n = sizeof(d->copies) / sizeof(d->copies[0]);
+	struct pending_copy *c = copy_find(d, id);
+
+	for (size_t i = 0; !c && i < n; i++)
+		if (!d->copies[i].id[0])
+			c = &d->copies[i];
+	if (!c)
+		c = &d->copies[next++ % n];
+	snprintf(c->id, sizeof(c->id), "%s", id);
+	c->owner = owner;
+	c->ticket = ticket;
+}
+
+void copies_made(struct ffmd *d, uint64_t ticket)
+{
+	for (size_t i = 0; i < sizeof(d->copies) / sizeof(d->copies[0]); i++)
+		if (d->copies[i].id[0] && d->copies[i].ticket && d->copies[i].ticket <= ticket)
+			d->copies[i].id[0] = 0;
 }
 
 /* The run's analysis, into the key's store off the loop (daemon/analyzer.h); not as ffmd stops.
@@ -411,8 +451,15 @@ void analyses_take(struct ffmd *d)
 	bool changed = false;
 
 	while (ffm_analyzer__take(d->analyzer, &res) == 0) {
+		struct pending_copy *c = copy_find(d, res.job_id);
+		uint64_t ticket = 0;
+
 		if (res.path[0]) /* the copy readers open, with the analysis in it */
-			publish_job(res.job_id, res.path, res.root);
+			ticket = publish_job(res.job_id, res.path, res.root);
+		if (c && ticket)
+			c->ticket = ticket;
+		else if (c) /* no copy comes */
+			c->id[0] = 0;
 		if (res.err < 0) {
 			log_warn("job %s: cannot store its analysis: %s", res.job_id,
 				 ffm_store__strerror(res.err));
@@ -446,8 +493,14 @@ int job_end(struct ffmd *d, struct job *j, bool aborted)
 		 wall, j->events, j->held, j->procs, j->nunmeasured ? ", some not measured: " : "",
 		 j->nunmeasured ? "their driver could not be used" : "", err < 0 ? ", store error" : "");
 	/* The copy readers open: after the analysis is stored, else (a stop) now. */
-	if (err >= 0 && !job_analyse(d, j))
-		publish_job(j->id, ffm_store__path(ffm_jobrun__store(j->jr)), ffm_jobrun__root(j->jr));
+	if (err >= 0) {
+		bool later = job_analyse(d, j);
+		uint64_t ticket = later ? 0 : publish_job(j->id, ffm_store__path(ffm_jobrun__store(j->jr)),
+							  ffm_jobrun__root(j->jr));
+
+		if (later || ticket)
+			copy_expect(d, j->id, j->owner, ticket);
+	}
 	if (d->metrics) {
 		ffm_metrics__job(d->metrics, j->id, j->key, j->owner, j->stage, false);
 		metrics_write(d);

@@ -9,6 +9,11 @@
  * What queues: a job's end (jobs.c), a run a restart closed (jobs.c), and ffmd's start, for each
  * store of this node whose copy is missing or older than the store (a copy that a stop or a
  * crash cut short). A stop waits for the queue to empty, 60 s at most.
+ *
+ * Each queued copy has a ticket (publish's result; a store already queued shares its ticket),
+ * and the thread hands each finished one back to the loop (publish_fd, publish_take), which
+ * answers the requests that wait for a job's copy (jobs.c, control.c): the loop never waits
+ * for the thread.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -17,8 +22,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "daemon/ffmd_int.h"
 #include "daemon/log.h"
@@ -29,6 +36,7 @@
 struct item {
 	struct item *next;
 	char *path, *root, *why;
+	uint64_t ticket;
 };
 
 static struct {
@@ -37,7 +45,11 @@ static struct {
 	pthread_t th;
 	bool started, stop, busy;
 	struct item *head, *tail;
-} pub = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+	uint64_t last_ticket; /* the newest given out */
+	uint64_t done;        /* the newest copy finished and not yet taken (copies go in order) */
+	bool have_done;
+	int efd;              /* readable while a finished copy waits to be taken */
+} pub = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .efd = -1 };
 
 static void item_free(struct item *it)
 {
@@ -81,8 +93,12 @@ static void *publisher(void *arg)
 		pub.busy = true;
 		pthread_mutex_unlock(&pub.mu);
 		publish_one(it);
-		item_free(it);
 		pthread_mutex_lock(&pub.mu);
+		pub.done = it->ticket;
+		pub.have_done = true;
+		if (pub.efd >= 0 && eventfd_write(pub.efd, 1) < 0)
+			log_err("%s: cannot tell the loop its copy is made: %s", it->why, strerror(errno));
+		item_free(it);
 		pub.busy = false;
 		pthread_cond_broadcast(&pub.cv);
 	}
@@ -90,36 +106,63 @@ static void *publisher(void *arg)
 	return NULL;
 }
 
-static bool queued(const char *path)
+/* The ticket of the item of @path that waits in the queue, 0 if none. */
+static uint64_t queued(const char *path)
 {
 	for (struct item *it = pub.head; it; it = it->next)
 		if (!strcmp(it->path, path))
-			return true;
-	return false;
+			return it->ticket;
+	return 0;
 }
 
-void publish(const char *path, const char *root, const char *why)
+int publish_fd(void)
+{
+	pthread_mutex_lock(&pub.mu);
+	if (pub.efd < 0 && (pub.efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
+		log_err("cannot make the publisher's eventfd: %s", strerror(errno));
+	pthread_mutex_unlock(&pub.mu);
+	return pub.efd;
+}
+
+bool publish_take(uint64_t *ticket)
+{
+	eventfd_t x;
+	bool any;
+
+	if (pub.efd >= 0)
+		(void)eventfd_read(pub.efd, &x); /* EAGAIN: nothing new, which have_done says too */
+	pthread_mutex_lock(&pub.mu);
+	any = pub.have_done;
+	*ticket = pub.done;
+	pub.have_done = false;
+	pthread_mutex_unlock(&pub.mu);
+	return any;
+}
+
+uint64_t publish(const char *path, const char *root, const char *why)
 {
 	struct item *it = calloc(1, sizeof(*it));
+	uint64_t ticket = 0;
 	bool running;
 
 	if (!it || !(it->path = strdup(path)) || !(it->root = strdup(root)) ||
 	    !(it->why = strdup(why))) {
 		log_err("%s: cannot publish %s for its readers: out of memory", why, path);
 		item_free(it);
-		return;
+		return 0;
 	}
 	pthread_mutex_lock(&pub.mu);
 	if (!pub.started && !pub.stop)
 		pub.started = pthread_create(&pub.th, NULL, publisher, NULL) == 0;
 	running = pub.started && !pub.stop;
-	if (!running || queued(path)) {
+	if (!running || (ticket = queued(path))) {
 		pthread_mutex_unlock(&pub.mu);
 		if (!running)
 			log_err("%s: cannot publish %s for its readers: no publisher thread", why, path);
 		item_free(it);
-		return;
+		return ticket;
 	}
+	it->ticket = ticket = ++pub.last_ticket;
 	if (pub.tail)
 		pub.tail->next = it;
 	else
@@ -127,6 +170,7 @@ void publish(const char *path, const char *root, const char *why)
 	pub.tail = it;
 	pthread_cond_signal(&pub.cv);
 	pthread_mutex_unlock(&pub.mu);
+	return ticket;
 }
 
 void publish_wait(void)

@@ -439,8 +439,9 @@ static void tick(struct ffmd *d)
 	if ((d->idle_since && t - d->idle_since >= LINGER_S) ||
 	    (d->detail_idle_since && t - d->detail_idle_since >= LINGER_S))
 		update_attachments(d);
+	answer_waiting(d, false); /* job-ends whose wait for the copy is over */
 	for (int i = 0; i < MAX_CONNS; i++)
-		if (d->conns[i].fd >= 0 && t > d->conns[i].deadline) {
+		if (d->conns[i].fd >= 0 && !d->conns[i].waiting && t > d->conns[i].deadline) {
 			/* Sent nothing in time: close it, the daemon never waits on a client. */
 			epoll_ctl(d->ep, EPOLL_CTL_DEL, d->conns[i].fd, NULL);
 			close(d->conns[i].fd);
@@ -686,6 +687,9 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 		  &(struct epoll_event){ .events = EPOLLIN, .data.u64 = TAG_READY });
 	epoll_ctl(d->ep, EPOLL_CTL_ADD, ffm_analyzer__fd(d->analyzer),
 		  &(struct epoll_event){ .events = EPOLLIN, .data.u64 = TAG_ANALYSED });
+	if (publish_fd() >= 0)
+		epoll_ctl(d->ep, EPOLL_CTL_ADD, publish_fd(),
+			  &(struct epoll_event){ .events = EPOLLIN, .data.u64 = TAG_PUBLISHED });
 	d->watchdog_usec = ffm_watchdog_usec();
 	d->last_tick = d->last_watchdog = ffm_now_s();
 
@@ -738,6 +742,9 @@ int ffmd__run(struct ffmd *d)
 				drivers_take(d);
 			} else if (tag == TAG_ANALYSED) {
 				analyses_take(d);
+				answer_waiting(d, false); /* a job whose copy will not come */
+			} else if (tag == TAG_PUBLISHED) {
+				copies_take(d);
 			} else if (tag == TAG_TIMER) {
 				uint64_t x;
 
@@ -774,6 +781,8 @@ struct ffmd *ffmd__free(struct ffmd *d)
 	if (d->journal[0])
 		journal_write(d);
 	publish_wait(); /* the copies of the stores of the jobs just ended */
+	copies_take(d);
+	answer_waiting(d, true); /* the job-ends still waiting: their copy comes at the next start */
 	for (int i = 0; i < MAX_PLINKS; i++)
 		if (d->plinks[i].pid)
 			plink_free(d, &d->plinks[i]);
