@@ -76,7 +76,9 @@ int ffm_analysis__run(struct ffm_store *s, const struct ffm_analysis_opts *opts,
 		goto fail;
 	if (a->res.run_timeline && profile_run == a->res.run_timeline) {
 		an_phase(a, "reading the timeline");
-		err = an_load_cpu_samples(a);
+		err = an_site_kernels(a);
+		if (!err)
+			err = an_load_cpu_samples(a);
 		if (!err)
 			err = an_load_timeline(a); /* stage 3/4 verdicts included */
 		if (err)

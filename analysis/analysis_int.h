@@ -236,6 +236,8 @@ struct ffm_an_api *an_api_slot(struct ffm_analysis *a, uint32_t api);
 int an_on_api_name(uint32_t api, const char *name, void *ctx);
 /* The site of @stack, created (and described from its frames) on first use. */
 int an_site_for(struct ffm_analysis *a, int64_t stack, uint32_t api, uint32_t kind, uint32_t *ret);
+/* The kernels the timeline's launch sites launched, by name (ffm_an_site.kernel). */
+int an_site_kernels(struct ffm_analysis *a);
 int an_on_agg(const struct ffm_store_stack_agg *g, void *ctx);
 /* The sites of sampled run @run get estimates for the spans it sampled (sampled.c). */
 int an_apply_samples(struct ffm_analysis *a, int64_t run);

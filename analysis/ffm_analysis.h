@@ -114,6 +114,10 @@ struct ffm_an_site {
 	int64_t first_xfer_stack; /* duplicates: the first transfer of the content (0 = unknown) */
 	int first_xfer_site;	  /* its site index, -1 = not a site of this store */
 	bool python; /* named by a Python frame: file, line, function (qualified name) */
+	/* launches: the kernel launched most here (demangled), NULL when not named; how many
+	 * other kernels this site launched too */
+	const char *kernel;
+	uint32_t other_kernels;
 };
 
 /* A group of problems (enum ffm_grouping). Point: one site; fold: one function; sequence: a
@@ -342,6 +346,8 @@ struct ffm_an_gpu_span {
 			      * process's exit */
 	uint64_t bytes;	     /* measured copy or memset: its size */
 	bool inferred;	     /* an upper bound from the waits (else measured) */
+	uint64_t kernel;     /* the first launch's kernel handle (ffm_an_kernels__name), 0: none */
+	bool other_kernels;  /* launches of other kernels are in it too */
 };
 
 /* A call that handed work to the GPU, and the wait (of the same process) that ended it. */
@@ -364,6 +370,12 @@ int ffm_an_gpu__event(struct ffm_an_gpu *g, const struct ffm_store_event *ev, co
 /* After the run's events: work of @tgid no wait ended is bounded by its exit at @end_ns (0:
  * unknown, the work is left out). */
 int ffm_an_gpu__process_end(struct ffm_an_gpu *g, uint32_t tgid, uint64_t end_ns);
+/* The kernel names of a run (store table kernels), demangled, by (process, handle). */
+struct ffm_an_kernels;
+int ffm_an_kernels__load(struct ffm_store *s, int64_t run, struct ffm_an_kernels **ret);
+/* The name of kernel @handle of process @tgid, NULL when the program's getter did not name it. */
+const char *ffm_an_kernels__name(const struct ffm_an_kernels *k, uint32_t tgid, uint64_t handle);
+struct ffm_an_kernels *ffm_an_kernels__free(struct ffm_an_kernels *k);
 /* Forget every track (before the next run). */
 void ffm_an_gpu__reset(struct ffm_an_gpu *g);
 struct ffm_an_gpu *ffm_an_gpu__free(struct ffm_an_gpu *g);

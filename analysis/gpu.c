@@ -21,11 +21,14 @@
 #include <string.h>
 
 #include "analysis/ffm_analysis.h"
+#include "common/oatab.h"
 #include "common/util.h"
+#include "symbols/ffm_stack.h"
 
 struct pending {
 	int64_t event;
 	uint64_t start_ns;
+	uint64_t kernel; /* a launch's kernel handle */
 	uint32_t tid;
 };
 
@@ -106,6 +109,12 @@ static int close_track(struct ffm_an_gpu *g, struct track *t, uint64_t end_ns,
 
 	if (!t->n)
 		return 0;
+	for (size_t i = 0; i < t->n; i++) {
+		if (!s.kernel)
+			s.kernel = t->p[i].kernel;
+		else if (t->p[i].kernel && t->p[i].kernel != s.kernel)
+			s.other_kernels = true;
+	}
 	for (size_t i = 0; by && g->on_flow && !err && i < t->n; i++) {
 		struct ffm_an_gpu_flow f = {
 			.from_event = t->p[i].event, .from_ns = t->p[i].start_ns,
@@ -167,7 +176,8 @@ int ffm_an_gpu__event(struct ffm_an_gpu *g, const struct ffm_store_event *ev, co
 		if (FFM_GROW(t->p, t->cap, t->n + 1) < 0)
 			return -ENOMEM;
 		t->p[t->n++] = (struct pending){ .event = ev->id, .start_ns = ev->start_ns,
-						 .tid = ev->tid };
+						 .tid = ev->tid,
+						 .kernel = ev->kind == FFM_EV_LAUNCH ? ev->src : 0 };
 		return 0;
 	}
 	/* A synchronous copy or memset: measured, the call's time after its wait. */
@@ -192,4 +202,69 @@ void ffm_an_gpu__reset(struct ffm_an_gpu *g)
 	for (size_t i = 0; i < g->n; i++)
 		free(g->t[i].p);
 	g->n = 0;
+}
+
+/* ---- kernel names ------------------------------------------------------------------------ */
+
+struct kname {
+	struct oa_key k; /* a: handle, b: tgid */
+	char *name;
+};
+
+struct ffm_an_kernels {
+	struct oatab t;
+};
+
+static int on_kernel(uint32_t tgid, uint64_t handle, const char *name, void *ctx)
+{
+	struct ffm_an_kernels *k = ctx;
+	struct kname *e;
+	char *dm;
+
+	if (!name || !(e = oatab_find(&k->t, handle, tgid, true)))
+		return name ? -ENOMEM : 0;
+	free(e->name);
+	dm = ffm_demangle(name); /* NULL: not a C++ name, or no demangler */
+	e->name = dm ? dm : strdup(name);
+	return e->name ? 0 : -ENOMEM;
+}
+
+int ffm_an_kernels__load(struct ffm_store *s, int64_t run, struct ffm_an_kernels **ret)
+{
+	struct ffm_an_kernels *k = calloc(1, sizeof(*k));
+	int err;
+
+	*ret = NULL;
+	if (!k)
+		return -ENOMEM;
+	k->t = OATAB_INIT(struct kname);
+	err = ffm_store__for_each_kernel(s, run, on_kernel, k);
+	if (err) {
+		ffm_an_kernels__free(k);
+		return err < 0 ? err : -EIO;
+	}
+	*ret = k;
+	return 0;
+}
+
+const char *ffm_an_kernels__name(const struct ffm_an_kernels *k, uint32_t tgid, uint64_t handle)
+{
+	const struct kname *e = k && handle ? oatab_get(&k->t, handle, tgid) : NULL;
+
+	return e ? e->name : NULL;
+}
+
+struct ffm_an_kernels *ffm_an_kernels__free(struct ffm_an_kernels *k)
+{
+	if (!k)
+		return NULL;
+	for (size_t i = 0; i < k->t.cap; i++) {
+		struct kname *e = oatab_slot(&k->t, i);
+
+		if (e)
+			free(e->name);
+	}
+	oatab_free(&k->t);
+	free(k);
+	return NULL;
 }

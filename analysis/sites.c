@@ -5,6 +5,7 @@
 
 #include "analysis/analysis_int.h"
 #include "symbols/ffm_driver.h"
+#include "symbols/ffm_stack.h"
 
 /*
  * A site is named by its first frame outside the driver and, when there are, outside NVIDIA's
@@ -268,6 +269,34 @@ static int describe_site(struct ffm_analysis *a, uint32_t idx)
 out:
 	free(fs);
 	return err;
+}
+
+/* A kernel @name that the launches of @stack launched @n times (most first). */
+static int on_site_kernel(int64_t stack, const char *name, uint64_t n, void *ctx)
+{
+	struct ffm_analysis *a = ctx;
+	uint32_t i = oatab_get_u32(&a->site_of, (uint64_t)stack);
+	struct ffm_an_site *x;
+	char *dm;
+
+	(void)n;
+	if (i == UINT32_MAX || !name)
+		return 0;
+	x = &a->res.sites[i];
+	if (x->kernel) {
+		x->other_kernels++;
+		return 0;
+	}
+	dm = ffm_demangle(name); /* NULL: not a C++ name, or no demangler */
+	x->kernel = an_pool_dup(&a->pool, dm ? dm : name, "?");
+	free(dm);
+	return x->kernel ? 0 : -ENOMEM;
+}
+
+int an_site_kernels(struct ffm_analysis *a)
+{
+	return a->res.run_timeline ?
+		ffm_store__for_each_site_kernel(a->s, a->res.run_timeline, on_site_kernel, a) : 0;
 }
 
 int an_site_for(struct ffm_analysis *a, int64_t stack, uint32_t api, uint32_t kind,

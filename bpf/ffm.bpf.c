@@ -1119,6 +1119,32 @@ static __always_inline void hash_at_exit(struct thr *t, struct xfer_req *q, __u6
 	}
 }
 
+/* A name getter's return (FFM_KIND_NAME, @how an enum ffm_name_how): the handle and the name
+ * the program got, read now, while the name is the program's to read. */
+static __always_inline void emit_func(__u64 id, __u32 job, struct thr *t, __u32 how, __u64 now)
+{
+	struct ffm_rec_func *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+	__u64 out = 0, name;
+	long n = 0;
+
+	if (!r) {
+		count_drop(job, FFM_REC_DROP_RINGBUF);
+		return;
+	}
+	fill_hdr(&r->hdr, FFM_REC_FUNC, id, job, now);
+	if (t->outp)
+		bpf_probe_read_user(&out, sizeof(out), (void *)t->outp);
+	r->handle = how == FFM_NAME_OUT ? t->dst : out;
+	r->alias = how == FFM_NAME_ALIAS ? t->dst : 0;
+	r->_pad = 0;
+	name = how == FFM_NAME_ARG ? t->src : how == FFM_NAME_OUT ? out : 0;
+	r->name[0] = 0;
+	if (name)
+		n = bpf_probe_read_user_str(r->name, sizeof(r->name), (void *)name);
+	r->name_len = n > 1 ? (__u32)(n - 1) : 0;
+	bpf_ringbuf_submit(r, rb_flags());
+}
+
 static __always_inline int do_api_exit(struct pt_regs *ctx, const bool hashing)
 {
 	__u64 now = bpf_ktime_get_ns(), end;
@@ -1147,6 +1173,12 @@ static __always_inline int do_api_exit(struct pt_regs *ctx, const bool hashing)
 	kind = FFM_COOKIE_KIND(t->cookie);
 	dir = FFM_COOKIE_DIR(t->cookie);
 	ret = PT_REGS_RC(ctx);
+	if (kind == FFM_KIND_NAME) {
+		if (ret == 0) /* CUDA_SUCCESS: the out argument holds what the getter gave */
+			emit_func(id, job, t, dir, now);
+		t->probe_ns += probe_trap_ns + (bpf_ktime_get_ns() - now);
+		return 0;
+	}
 	/* The definition of "a synchronization" that stages 3-4 share with user space. */
 	sync = t->nwaits || kind == FFM_KIND_SYNC;
 	if (sync)

@@ -37,8 +37,9 @@
  * 12: ffm_rec_hit.sync_done_ns
  * 13: ffm_rec_call.probe_ns (what the probes cost the calling thread)
  * 14: FFM_JOB_WAITS_ALONE; FFM_PY_CHAIN_OBJECT and ffm_py_layout.lasti_shift (3.9, 3.10)
- * 15: the per-user quota of tracked processes: ffm_proc.quota_uid, FFM_REC_DROP_QUOTA */
-#define FFM_ABI_VERSION 15
+ * 15: the per-user quota of tracked processes: ffm_proc.quota_uid, FFM_REC_DROP_QUOTA
+ * 16: FFM_REC_FUNC, FFM_KIND_NAME (kernel names at their getters' returns) */
+#define FFM_ABI_VERSION 16
 
 #define FFM_MAX_JOBS 64           /* job slots active at once */
 #define FFM_MAX_PROCS 16384       /* tracked processes */
@@ -64,6 +65,7 @@ enum ffm_rec_type {
 	FFM_REC_RELEASE = 11, /* a tracked process enters a context release (adaptive stage 1) */
 	FFM_REC_SAMPLE = 12,  /* stage 2: a CPU sample of a Python thread (struct ffm_rec_sample) */
 	FFM_REC_PYCODE = 13,  /* a code object a new stack's Python frames run (struct ffm_rec_pycode) */
+	FFM_REC_FUNC = 14,    /* a kernel's handle and name, at its getter's return (struct ffm_rec_func) */
 };
 
 /* The probe classes; the attach cookie carries one (see FFM_COOKIE). */
@@ -76,6 +78,19 @@ enum ffm_api_kind {
 	FFM_KIND_MEMSET = 5,
 	FFM_KIND_LAUNCH = 6,
 	FFM_KIND_OTHER = 7,
+	/* A getter of a kernel's handle or name (probed with the launches): no call record, a
+	 * FFM_REC_FUNC at its return; the cookie's dir says where handle and name are. */
+	FFM_KIND_NAME = 8,
+};
+
+/* Where a name getter (FFM_KIND_NAME) has them: the cookie's dir field. */
+enum ffm_name_how {
+	FFM_NAME_ARG = 1,   /* handle out through outp, the name at the src argument
+			     * (cuModuleGetFunction, cuLibraryGetKernel) */
+	FFM_NAME_ALIAS = 2, /* handle out through outp, the handle it is another form of at the dst
+			     * argument (cuKernelGetFunction) */
+	FFM_NAME_OUT = 3,   /* the name's pointer out through outp, the handle at the dst argument
+			     * (cuKernelGetName, cuFuncGetName) */
 };
 
 enum ffm_rec_dir {
@@ -218,6 +233,18 @@ struct ffm_rec_wait {
 };
 
 /* FFM_REC_CALL: ts_ns is the return. */
+/* FFM_REC_FUNC: a kernel's handle (CUfunction or CUkernel) and its name, as the program got
+ * it; at most FFM_FUNC_NAME - 1 bytes of the name (a longer one is cut, name_len says so). */
+#define FFM_FUNC_NAME 256
+struct ffm_rec_func {
+	struct ffm_rec_hdr hdr;
+	__u64 handle;
+	__u64 alias;	 /* FFM_NAME_ALIAS: the handle whose name @handle has; else 0 */
+	__u32 name_len;	 /* bytes in name, without its NUL (0: none, an alias) */
+	__u32 _pad;
+	char name[FFM_FUNC_NAME];
+};
+
 struct ffm_rec_call {
 	struct ffm_rec_hdr hdr;
 	__u64 start_ns;

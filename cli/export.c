@@ -145,6 +145,7 @@ struct exp {
 	uint64_t serials;
 	struct flow_out fl;
 	struct ffm_an_gpu *gpu; /* the run's GPU tracks and flows (analysis/gpu.c) */
+	struct ffm_an_kernels *kernels; /* the run's kernel names */
 	struct gpu_track { uint32_t tgid; uint64_t stream; } gtracks[MAX_GPU_TRACKS];
 	int ngtracks;
 	struct ffmctl_progress *pr;
@@ -271,6 +272,7 @@ static void free_exp(struct exp *e)
 	oatab_free(&e->site_of);
 	oatab_free(&e->open);
 	ffm_an_gpu__free(e->gpu);
+	ffm_an_kernels__free(e->kernels);
 	ffm_analysis__free(e->an);
 	ffm_store__free(e->s);
 }
@@ -450,8 +452,18 @@ static int on_gpu_span(const struct ffm_an_gpu_span *sp, void *ctx)
 	struct exp *e = ctx;
 	uint32_t tid = gpu_tid(e, sp->tgid, sp->stream);
 
+	const char *kernel = ffm_an_kernels__name(e->kernels, sp->tgid, sp->kernel);
+	char name[1024]; /* a longer demangled name is cut */
+
 	sep(e);
-	if (sp->inferred)
+	if (sp->inferred && kernel) {
+		/* the kernel's name: what a user looks for on the track */
+		snprintf(name, sizeof(name), "%s%s (%u call%s)", kernel,
+			 sp->other_kernels ? " and others" : "", sp->calls, sp->calls == 1 ? "" : "s");
+		fputs("{\"name\":", e->out);
+		put_str(e, name);
+		fputs(",\"cat\":\"gpu,inferred\"", e->out);
+	} else if (sp->inferred)
 		fprintf(e->out, "{\"name\":\"GPU work of %u call%s\",\"cat\":\"gpu,inferred\"", sp->calls,
 			sp->calls == 1 ? "" : "s");
 	else
@@ -469,6 +481,10 @@ static int on_gpu_span(const struct ffm_an_gpu_span *sp, void *ctx)
 		fputs("\"process exit\"", e->out);
 	if (sp->bytes)
 		fprintf(e->out, ",\"bytes\":%" PRIu64, sp->bytes);
+	if (kernel) {
+		fputs(",\"kernel\":", e->out);
+		put_str(e, kernel);
+	}
 	fputs("}}", e->out);
 	return ferror(e->out) ? -EIO : 0;
 }
@@ -673,6 +689,10 @@ static int trace_run(struct exp *e, const struct ffm_store_run *r, const char *j
 	oatab_free(&e->open);
 	e->open = OATAB_INIT(struct span);
 	ffm_an_gpu__reset(e->gpu);
+	e->kernels = ffm_an_kernels__free(e->kernels);
+	err = ffm_an_kernels__load(e->s, r->id, &e->kernels);
+	if (err < 0)
+		return err;
 	name_run(e);
 	err = ffm_store__for_each_event(e->s, r->id, on_trace_event, e);
 	if (err >= 0)

@@ -50,12 +50,26 @@ void ffmctl_site_str(const struct ffm_an_site *x, char *buf, size_t len)
 
 json_t *ffmctl_json_site(const struct ffm_an_site *x)
 {
-	return json_pack("{s:o,s:o,s:I,s:o,s:o,s:b}", "function", ffm_json_string(x->function),
+	return json_pack("{s:o,s:o,s:I,s:o,s:o,s:b,s:o*,s:o*}", "function", ffm_json_string(x->function),
 			 "file", ffm_json_string(x->file), "line", (json_int_t)x->line,
 			 "module", ffm_json_string(x->module),
 			 /* a Python line's offset is a 64-bit key, not a file offset */
 			 "offset", x->python ? ffm_json_int(0) : ffm_json_u64(x->offset),
-			 "python", x->python);
+			 "python", x->python,
+			 /* launches: the kernel launched here, when the program's getter named it */
+			 "kernel", x->kernel ? ffm_json_string(x->kernel) : NULL,
+			 "other_kernels", x->kernel ? ffm_json_u64(x->other_kernels) : NULL);
+}
+
+/* A launch site's kernel, as the report's rows show it (nothing when not named). */
+static void print_kernel(FILE *o, const struct ffm_an_site *x)
+{
+	if (!x->kernel)
+		return;
+	fprintf(o, "  [kernel %s", x->kernel);
+	if (x->other_kernels)
+		fprintf(o, " and %u other%s", x->other_kernels, x->other_kernels == 1 ? "" : "s");
+	fputc(']', o);
 }
 
 static double s_of(uint64_t ns)
@@ -742,6 +756,7 @@ static void print_sites(FILE *o, const struct ffmctl_job_stores *js, const struc
 		ffmctl_site_str(x, buf, sizeof(buf));
 		fprintf(o, "  %-*s %8" PRIu64 "x  time %10.6f s  waited %10.6f s  %s", aw,
 			x->api_name, x->count, s_of(x->dur_ns), s_of(x->wait_ns), buf);
+		print_kernel(o, x);
 		if (x->sampled)
 			fprintf(o, "  [sampled: +-%.0f calls, +-%.6f s]", x->count_se, s_of((uint64_t)x->wait_se_ns));
 		if (x->benefit_ns)
@@ -811,9 +826,11 @@ static void print_text(FILE *o, const char *job_id, const struct ffmctl_job_stor
 				snprintf(buf, sizeof(buf), "%s", x->folded);
 			else
 				ffmctl_site_str(x, buf, sizeof(buf));
-			fprintf(o, "  %2zu  %.6f s  %5.1f%%  %-25s %7" PRIu64 "x  %-*s %s\n", i + 1,
+			fprintf(o, "  %2zu  %.6f s  %5.1f%%  %-25s %7" PRIu64 "x  %-*s %s", i + 1,
 				s_of(mg->g.benefit_ns), pct(mg->g.benefit_ns, m->wall_sum_ns),
 				type_text(ffm_an_main_problem(mg->g.n_type)), mg->g.count, aw, x->api_name, buf);
+			print_kernel(o, x);
+			fputc('\n', o);
 			print_evidence(o, js, mg, x);
 			if (grouping == FFM_GROUP_POINT && mg->g.n_members > 1)
 				print_line_sites(o, js, mg);

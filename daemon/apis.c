@@ -67,12 +67,18 @@ static const struct ffm_api_desc builtin[] = {
 	{ "cuMemsetD2D8", FFM_KIND_MEMSET, 0, 0, 1 },
 	{ "cuMemsetD2D16", FFM_KIND_MEMSET, 0, 0, 1 },
 	{ "cuMemsetD2D32", FFM_KIND_MEMSET, 0, 0, 1 },
-	/* launches */
-	{ "cuLaunchKernel", FFM_KIND_LAUNCH },
-	{ "cuLaunchKernelEx", FFM_KIND_LAUNCH },
-	{ "cuLaunchCooperativeKernel", FFM_KIND_LAUNCH },
+	/* launches: the kernel's handle (CUfunction, or a CUkernel cast to one) as src */
+	{ "cuLaunchKernel", FFM_KIND_LAUNCH, 0, 0, 0, 1 },
+	{ "cuLaunchKernelEx", FFM_KIND_LAUNCH, 0, 0, 0, 2 },
+	{ "cuLaunchCooperativeKernel", FFM_KIND_LAUNCH, 0, 0, 0, 1 },
 	{ "cuLaunchHostFunc", FFM_KIND_LAUNCH, 0, 0, 0, 0, 1 },
 	{ "cuGraphLaunch", FFM_KIND_LAUNCH, 0, 0, 0, 0, 2 },
+	/* kernel names, as the program gets a kernel's handle (probed with the launches) */
+	{ "cuModuleGetFunction", FFM_KIND_NAME, FFM_NAME_ARG, 0, 0, 3, 0, 0, 1 },
+	{ "cuLibraryGetKernel", FFM_KIND_NAME, FFM_NAME_ARG, 0, 0, 3, 0, 0, 1 },
+	{ "cuKernelGetFunction", FFM_KIND_NAME, FFM_NAME_ALIAS, 0, 2, 0, 0, 0, 1 },
+	{ "cuKernelGetName", FFM_KIND_NAME, FFM_NAME_OUT, 0, 2, 0, 0, 0, 1 },
+	{ "cuFuncGetName", FFM_KIND_NAME, FFM_NAME_OUT, 0, 2, 0, 0, 0, 1 },
 };
 #undef M
 

@@ -118,6 +118,7 @@ static size_t rec_size(uint32_t type)
 	case FFM_REC_HIT: return sizeof(struct ffm_rec_hit);
 	case FFM_REC_SAMPLE: return sizeof(struct ffm_rec_sample);
 	case FFM_REC_PYCODE: return sizeof(struct ffm_rec_pycode);
+	case FFM_REC_FUNC: return sizeof(struct ffm_rec_func);
 	case FFM_REC_MAP: return sizeof(struct ffm_rec_map);
 	default: return 0;
 	}

@@ -119,7 +119,8 @@ int ffm_probe_set__build(struct ffm_probe_set *ps, const struct ffm_driver *d, s
 	}
 	for (size_t id = 1; id < ffm_apis__count(apis); id++) {
 		const struct ffm_api_desc *desc = ffm_apis__get(apis, id);
-		uint32_t need = desc->kind <= FFM_KIND_OTHER ? kind_probe[desc->kind] : 0;
+		uint32_t need = desc->kind <= FFM_KIND_OTHER ? kind_probe[desc->kind] :
+				desc->kind == FFM_KIND_NAME ? FFM_PROBE_LAUNCH : 0;
 
 		/* Explicit syncs are also probed from the static table when stage 1 gave its
 		 * list: an explicit sync whose GPU work was already done never waits, so stage

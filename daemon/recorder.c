@@ -38,6 +38,11 @@ struct proc_ent {
 	struct ffm_addr_space *as;
 };
 
+struct kernel_ent {
+	struct oa_key k; /* a: handle, b: tgid */
+	char name[FFM_FUNC_NAME];
+};
+
 struct ffm_recorder {
 	struct ffm_recorder_opts o;
 	struct oatab keys;  /* struct key_ent */
@@ -49,6 +54,7 @@ struct ffm_recorder {
 	struct ffm_store_frame sframes[MAX_STORE_FRAMES + FFM_PY_FRAMES];
 	struct ffm_pytrack *py; /* the Python frames of its processes */
 	struct oatab named;	/* struct oa_key (a: store api id): names given to the store */
+	struct oatab kernels;	/* struct kernel_ent: kernel names given to the store */
 	struct ffm_run_limits lim;
 	uint64_t stored_stacks, codes;
 	double tokens;   /* new stacks the rate allows now (limits.stacks_per_s) */
@@ -529,6 +535,42 @@ static int on_proc(struct ffm_recorder *r, const struct ffm_rec_proc *p)
 	});
 }
 
+/* A kernel's handle and name as the program got it (FFM_REC_FUNC): kept per process, so that
+ * another form of the handle (cuKernelGetFunction's) gets its name; stored once. */
+static int on_func(struct ffm_recorder *r, const struct ffm_rec_func *f)
+{
+	char name[FFM_FUNC_NAME];
+	struct kernel_ent *e;
+
+	if (!f->handle || r->full)
+		return 0;
+	if (f->alias) {
+		const struct kernel_ent *from = oatab_get(&r->kernels, f->alias, f->hdr.tgid);
+
+		if (!from)
+			return 0; /* the handle it is another form of was not named */
+		memcpy(name, from->name, sizeof(name));
+	} else {
+		size_t n = f->name_len < sizeof(name) ? f->name_len : sizeof(name) - 1;
+
+		if (!n)
+			return 0;
+		memcpy(name, f->name, n);
+		name[n] = 0;
+	}
+	e = oatab_get(&r->kernels, f->handle, f->hdr.tgid);
+	if (e && !strcmp(e->name, name))
+		return 0;
+	if (!e && r->kernels.n >= FFM_MAX_KERNEL_NAMES) {
+		r->st.kernels_capped++;
+		return 0;
+	}
+	if (!(e = oatab_find(&r->kernels, f->handle, f->hdr.tgid, true)))
+		return -ENOMEM;
+	memcpy(e->name, name, sizeof(name));
+	return ffm_store__put_kernel(r->o.store, r->o.run, f->hdr.tgid, f->handle, name);
+}
+
 int ffm_recorder__record(struct ffm_recorder *r, const void *rec, size_t size)
 {
 	const struct ffm_rec_hdr *h = rec;
@@ -544,6 +586,7 @@ int ffm_recorder__record(struct ffm_recorder *r, const void *rec, size_t size)
 	case FFM_REC_RANGE:
 	case FFM_REC_HIT: return on_memtrace(r, rec);
 	case FFM_REC_SAMPLE: return on_sample(r, rec);
+	case FFM_REC_FUNC: return on_func(r, rec);
 	case FFM_REC_PYCODE:
 		/* Past the bound a code object's frames are read from the process each time. */
 		if (!r->lim.code_objects || r->codes < r->lim.code_objects) {
@@ -571,6 +614,7 @@ int ffm_recorder__new(const struct ffm_recorder_opts *opts, struct ffm_recorder 
 	r->tokens = (double)r->lim.stacks_per_s * FFM_STACK_BURST_S;
 	r->tok_ns = ffm_now_ns();
 	r->named = OATAB_INIT(struct oa_key);
+	r->kernels = OATAB_INIT(struct kernel_ent);
 	r->keys = OATAB_INIT(struct key_ent);
 	r->procs = OATAB_INIT(struct proc_ent);
 	r->tids = OATAB_INIT(struct oa_key);
@@ -599,6 +643,7 @@ struct ffm_recorder *ffm_recorder__free(struct ffm_recorder *r)
 	oatab_free(&r->keys);
 	oatab_free(&r->tids);
 	oatab_free(&r->named);
+	oatab_free(&r->kernels);
 	ffm_pytrack__free(r->py);
 	free(r->api_ids);
 	free(r);

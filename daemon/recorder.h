@@ -64,7 +64,12 @@ struct ffm_recorder_stats {
 	uint64_t stacks_capped;   /* new stacks not stored (limits.stacks or stacks_per_s) */
 	uint64_t not_stored;      /* records not stored: the store is full (ffm_recorder__full) */
 	uint64_t strings_cut;     /* frame names and files cut to limits.string_bytes */
+	uint64_t kernels_capped;  /* kernel names not kept: FFM_MAX_KERNEL_NAMES a run */
 };
+
+/* Kernel names a run keeps (FFM_REC_FUNC), each at most FFM_FUNC_NAME - 1 bytes: a program
+ * that makes handles in a loop fills no more than this. */
+#define FFM_MAX_KERNEL_NAMES 4096
 
 struct ffm_recorder;
 

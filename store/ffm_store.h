@@ -54,7 +54,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FFM_STORE_SCHEMA_VERSION 9
+#define FFM_STORE_SCHEMA_VERSION 10
 #define FFM_STORE_MAX_STAGE 5
 
 struct ffm_store;
@@ -482,6 +482,19 @@ int ffm_store__run_end(struct ffm_store *s, int64_t run, uint64_t end_ns, double
 
 /* Name of an api id (insert or replace). */
 int ffm_store__put_api_name(struct ffm_store *s, uint32_t api, const char *name);
+/* The name of kernel handle @handle of process @tgid in @run (insert or replace). */
+int ffm_store__put_kernel(struct ffm_store *s, int64_t run, uint32_t tgid, uint64_t handle,
+			  const char *name);
+typedef int (*ffm_store_kernel_cb)(uint32_t tgid, uint64_t handle, const char *name, void *ctx);
+typedef int (*ffm_store_site_kernel_cb)(int64_t stack, const char *name, uint64_t launches,
+					void *ctx);
+/* Per call stack of @run's launches, the kernels they launched by name (most launched first);
+ * nothing when the run has no kernel names. */
+int ffm_store__for_each_site_kernel(struct ffm_store *s, int64_t run, ffm_store_site_kernel_cb cb,
+				    void *ctx);
+/* Each kernel name of @run; a nonzero return of @cb stops and is returned. */
+int ffm_store__for_each_kernel(struct ffm_store *s, int64_t run, ffm_store_kernel_cb cb,
+			       void *ctx);
 
 /* Batched puts (see Durability). */
 int ffm_store__put_process(struct ffm_store *s, const struct ffm_store_process *p);

@@ -133,6 +133,22 @@ int ffm_store__run_end(struct ffm_store *s, int64_t run, uint64_t end_ns, double
 	return step_now(s, st, NULL);
 }
 
+int ffm_store__put_kernel(struct ffm_store *s, int64_t run, uint32_t tgid, uint64_t handle,
+			  const char *name)
+{
+	sqlite3_stmt *st;
+	int err = prepare_now(s, "INSERT OR REPLACE INTO kernels(run, tgid, handle, name)"
+			      " VALUES(?1, ?2, ?3, ?4)", &st);
+
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, run);
+	sqlite3_bind_int64(st, 2, tgid);
+	sqlite3_bind_int64(st, 3, (int64_t)handle);
+	bind_text(st, 4, name);
+	return step_now(s, st, NULL);
+}
+
 int ffm_store__put_api_name(struct ffm_store *s, uint32_t api, const char *name)
 {
 	sqlite3_stmt *st;

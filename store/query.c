@@ -622,6 +622,45 @@ int ffm_store__for_each_process(struct ffm_store *s, int64_t run, ffm_store_proc
 		       &run, process_row, (void *)cb, ctx);
 }
 
+static int kernel_row(sqlite3_stmt *st, void *arg)
+{
+	struct cb_arg *a = arg;
+
+	return ((ffm_store_kernel_cb)a->cb)((uint32_t)col(st, 0), (uint64_t)col(st, 1),
+					    col_text(st, 2), a->ctx);
+}
+
+int ffm_store__for_each_kernel(struct ffm_store *s, int64_t run, ffm_store_kernel_cb cb,
+			       void *ctx)
+{
+	return rows_of(s, "SELECT tgid, handle, name FROM kernels WHERE run = ?1", &run,
+		       kernel_row, (void *)cb, ctx);
+}
+
+static int site_kernel_row(sqlite3_stmt *st, void *arg)
+{
+	struct cb_arg *a = arg;
+
+	return ((ffm_store_site_kernel_cb)a->cb)(col(st, 0), col_text(st, 1), (uint64_t)col(st, 2),
+						 a->ctx);
+}
+
+_Static_assert(FFM_EV_LAUNCH == 7, "the site kernels' query names the kind by its value");
+int ffm_store__for_each_site_kernel(struct ffm_store *s, int64_t run, ffm_store_site_kernel_cb cb,
+				    void *ctx)
+{
+	int64_t any = 0;
+
+	/* A run without names costs one lookup, not a scan of its events. */
+	if (one_value(s, "SELECT count(*) FROM (SELECT 1 FROM kernels WHERE run = ?1 LIMIT 1)", run,
+		      &any) < 0 || !any)
+		return 0;
+	return rows_of(s, "SELECT e.stack, k.name, count(*) AS n FROM events e JOIN kernels k"
+		       " ON k.run = e.run AND k.tgid = e.pid >> 32 AND k.handle = e.src"
+		       " WHERE e.run = ?1 AND (e.info & 255) = 7 GROUP BY e.stack, k.name"
+		       " ORDER BY e.stack, n DESC", &run, site_kernel_row, (void *)cb, ctx);
+}
+
 struct one_frame {
 	ffm_store_frame_cb cb;
 	void *ctx;

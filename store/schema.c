@@ -270,6 +270,13 @@ static const char step_v8[] =
 static const char step_v9[] =
 	"INSERT INTO drop_reasons VALUES(4,'stack_cap'),(5,'store_cap'),(6,'procs_quota');";
 
+/* v10: kernel names per process of a run, as the program got each kernel's handle (its
+ * CUfunction or CUkernel: cuModuleGetFunction, cuLibraryGetKernel, ...); a launch event's src
+ * is the handle it launched. */
+static const char step_v10[] =
+	"CREATE TABLE kernels(run INTEGER NOT NULL, tgid INTEGER NOT NULL, handle INTEGER NOT NULL,"
+	"  name TEXT NOT NULL, PRIMARY KEY (run, tgid, handle)) WITHOUT ROWID;";
+
 const char *const ffm_store_migrations[FFM_STORE_SCHEMA_VERSION] = {
 	step_v1,
 	step_v2,
@@ -280,4 +287,5 @@ const char *const ffm_store_migrations[FFM_STORE_SCHEMA_VERSION] = {
 	step_v7,
 	step_v8,
 	step_v9,
+	step_v10,
 };

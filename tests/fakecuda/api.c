@@ -1649,7 +1649,7 @@ CUresult cuMemsetD32Async_ptsz(CUdeviceptr dstDevice, unsigned int ui, size_t N,
 
 /* ---- modules and launches ---- */
 
-static CUresult module_load(CUmodule *module, const void *image)
+static CUresult module_load(CUmodule *module, const void *image, enum fk_type type)
 {
 	struct fk_ctx *ctx;
 	struct fk_module *m;
@@ -1658,7 +1658,7 @@ static CUresult module_load(CUmodule *module, const void *image)
 	if (!module || !image)
 		return CUDA_ERROR_INVALID_VALUE;
 	CHECK(fk_module_load_ptx(image, &m));
-	if (fk_handle_add(m, FK_T_MODULE) < 0)
+	if (fk_handle_add(m, type) < 0)
 		goto nomem;
 	for (int i = 0; i < m->nfuncs; i++) {
 		if (fk_handle_add(&m->funcs[i], FK_T_FUNCTION) < 0) {
@@ -1677,7 +1677,7 @@ nomem:
 
 CUresult cuModuleLoadData(CUmodule *module, const void *image)
 {
-	return module_load(module, image);
+	return module_load(module, image, FK_T_MODULE);
 }
 
 CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
@@ -1686,7 +1686,7 @@ CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int nu
 	/* JIT options change nothing here: there is no JIT. */
 	if (numOptions && (!options || !optionValues))
 		return CUDA_ERROR_INVALID_VALUE;
-	return module_load(module, image);
+	return module_load(module, image, FK_T_MODULE);
 }
 
 CUresult cuModuleLoad(CUmodule *module, const char *fname)
@@ -1714,7 +1714,7 @@ CUresult cuModuleLoad(CUmodule *module, const char *fname)
 		return CUDA_ERROR_FILE_NOT_FOUND;
 	}
 	buf[n] = '\0';
-	r = module_load(module, buf);
+	r = module_load(module, buf, FK_T_MODULE);
 	free(buf);
 	return r;
 }
@@ -1735,12 +1735,72 @@ CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
 	return CUDA_SUCCESS;
 }
 
-CUresult cuModuleUnload(CUmodule hmod)
+/* The CUDA runtime's way since CUDA 12: a library per fatbin, a CUkernel per entry (which
+ * cuLaunchKernel takes as a CUfunction), its CUfunction from cuKernelGetFunction. Here a
+ * library is a module, and a kernel is its function. */
+CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions,
+			   void **jitOptionsValues, unsigned int numJitOptions,
+			   CUlibraryOption *libraryOptions, void **libraryOptionValues,
+			   unsigned int numLibraryOptions)
 {
-	struct fk_module *m = (struct fk_module *)hmod;
+	if ((numJitOptions && (!jitOptions || !jitOptionsValues)) ||
+	    (numLibraryOptions && (!libraryOptions || !libraryOptionValues)))
+		return CUDA_ERROR_INVALID_VALUE;
+	return module_load((CUmodule *)library, code, FK_T_LIBRARY);
+}
+
+CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
+{
+	struct fk_function *fn;
 
 	CHECK_INIT();
-	if (!fk_handle_is(m, FK_T_MODULE))
+	if (!fk_handle_is(library, FK_T_LIBRARY))
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (!pKernel || !name)
+		return CUDA_ERROR_INVALID_VALUE;
+	fn = fk_module_find((struct fk_module *)library, name);
+	if (!fn)
+		return CUDA_ERROR_NOT_FOUND;
+	*pKernel = (CUkernel)fn;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
+{
+	CHECK_INIT();
+	if (!fk_handle_is(kernel, FK_T_FUNCTION))
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (!pFunc)
+		return CUDA_ERROR_INVALID_VALUE;
+	*pFunc = (CUfunction)kernel;
+	return CUDA_SUCCESS;
+}
+
+static CUresult func_name(const char **name, const void *f)
+{
+	CHECK_INIT();
+	if (!fk_handle_is(f, FK_T_FUNCTION))
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (!name)
+		return CUDA_ERROR_INVALID_VALUE;
+	*name = ((const struct fk_function *)f)->name;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuKernelGetName(const char **name, CUkernel hfunc)
+{
+	return func_name(name, hfunc);
+}
+
+CUresult cuFuncGetName(const char **name, CUfunction hfunc)
+{
+	return func_name(name, hfunc);
+}
+
+static CUresult unload(struct fk_module *m, enum fk_type type)
+{
+	CHECK_INIT();
+	if (!fk_handle_is(m, type))
 		return CUDA_ERROR_INVALID_HANDLE;
 	fk_handle_del(m);
 	for (int i = 0; i < m->nfuncs; i++)
@@ -1748,6 +1808,16 @@ CUresult cuModuleUnload(CUmodule hmod)
 	/* Queued launches hold copies of what they need from the module. */
 	fk_module_free(m);
 	return CUDA_SUCCESS;
+}
+
+CUresult cuModuleUnload(CUmodule hmod)
+{
+	return unload((struct fk_module *)hmod, FK_T_MODULE);
+}
+
+CUresult cuLibraryUnload(CUlibrary library)
+{
+	return unload((struct fk_module *)library, FK_T_LIBRARY);
 }
 
 /* Kernel arguments from the `extra` array: one buffer, each parameter naturally aligned. */

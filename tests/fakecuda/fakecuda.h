@@ -65,7 +65,8 @@ enum fk_type {
 	FK_T_STREAM,
 	FK_T_EVENT,
 	FK_T_MODULE,
-	FK_T_FUNCTION,
+	FK_T_FUNCTION, /* a CUfunction, and a CUkernel: cuLaunchKernel takes either */
+	FK_T_LIBRARY,  /* a CUlibrary: a module loaded by cuLibraryLoadData */
 };
 
 /* Knobs read from the environment at cuInit (README.md documents them). */

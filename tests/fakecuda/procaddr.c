@@ -148,6 +148,12 @@ static const struct proc {
 	P(cuModuleLoadDataEx, 2010, cuModuleLoadDataEx),
 	P(cuModuleGetFunction, 2000, cuModuleGetFunction),
 	P(cuModuleUnload, 2000, cuModuleUnload),
+	P(cuLibraryLoadData, 12000, cuLibraryLoadData),
+	P(cuLibraryGetKernel, 12000, cuLibraryGetKernel),
+	P(cuLibraryUnload, 12000, cuLibraryUnload),
+	P(cuKernelGetFunction, 12000, cuKernelGetFunction),
+	P(cuKernelGetName, 12030, cuKernelGetName),
+	P(cuFuncGetName, 12030, cuFuncGetName),
 	L(cuLaunchKernel, 4000, cuLaunchKernel),
 	T(cuLaunchKernel, 7000, cuLaunchKernel_ptsz),
 #undef P

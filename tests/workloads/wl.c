@@ -253,8 +253,16 @@ void wl_init(struct wl *w, const char *name, int argc, char **argv, const struct
 	CK(cuCtxSetCurrent(w->ctx));
 	CK(cuModuleLoadData(&w->mod, wl_ptx));
 	CK(cuModuleGetFunction(&w->fn_spin, w->mod, "ffm_spin"));
-	CK(cuModuleGetFunction(&w->fn_work, w->mod, "ffm_work"));
 	CK(cuModuleGetFunction(&w->fn_hang, w->mod, "ffm_hang"));
+	/* ffm_work as the CUDA runtime (12, 13) gets its kernels: a library, its CUkernel, the
+	 * kernel's CUfunction in this context (ffm names the kernel from either getter). */
+	{
+		CUkernel k;
+
+		CK(cuLibraryLoadData(&w->lib, wl_ptx, NULL, NULL, 0, NULL, NULL, 0));
+		CK(cuLibraryGetKernel(&k, w->lib, "ffm_work"));
+		CK(cuKernelGetFunction(&w->fn_work, k));
+	}
 }
 
 void wl_finish(struct wl *w, uint64_t checksum)
@@ -263,6 +271,7 @@ void wl_finish(struct wl *w, uint64_t checksum)
 	if (w->loop_t1_ns > w->loop_t0_ns)
 		printf("LOOP_S %.6f\n", (double)(w->loop_t1_ns - w->loop_t0_ns) / 1e9);
 	CK(cuModuleUnload(w->mod));
+	CK(cuLibraryUnload(w->lib));
 	CK(cuDevicePrimaryCtxRelease(w->dev));
 	printf("WALL_S %.6f\n", (double)(wl_now_ns() - w->t0_ns) / 1e9);
 	fflush(stdout);

@@ -47,6 +47,7 @@ struct wl {
 	CUdevice dev;
 	CUcontext ctx;
 	CUmodule mod;
+	CUlibrary lib; /* ffm_work's: the CUDA runtime's way (cuLibraryLoadData, cuLibraryGetKernel) */
 	CUfunction fn_spin, fn_work, fn_hang;
 	uint64_t t0_ns, loop_t0_ns, loop_t1_ns;
 };
