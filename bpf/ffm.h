@@ -65,7 +65,7 @@ enum ffm_rec_type {
 	FFM_REC_RELEASE = 11, /* a tracked process enters a context release (adaptive stage 1) */
 	FFM_REC_SAMPLE = 12,  /* stage 2: a CPU sample of a Python thread (struct ffm_rec_sample) */
 	FFM_REC_PYCODE = 13,  /* a code object a new stack's Python frames run (struct ffm_rec_pycode) */
-	FFM_REC_FUNC = 14,    /* a kernel's handle and name, at its getter's return (struct ffm_rec_func) */
+	FFM_REC_FUNC = 14,    /* a kernel's handle and name at its getter's return (ffm_rec_func) */
 };
 
 /* The probe classes; the attach cookie carries one (see FFM_COOKIE). */

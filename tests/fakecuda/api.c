@@ -1719,20 +1719,26 @@ CUresult cuModuleLoad(CUmodule *module, const char *fname)
 	return r;
 }
 
-CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
+/* Entry @name of module @m, a handle of @type (a module or a library), in *@out. */
+static CUresult get_function(void **out, const void *m, enum fk_type type, const char *name)
 {
 	struct fk_function *fn;
 
 	CHECK_INIT();
-	if (!fk_handle_is(hmod, FK_T_MODULE))
+	if (!fk_handle_is(m, type))
 		return CUDA_ERROR_INVALID_HANDLE;
-	if (!hfunc || !name)
+	if (!out || !name)
 		return CUDA_ERROR_INVALID_VALUE;
-	fn = fk_module_find((struct fk_module *)hmod, name);
+	fn = fk_module_find((struct fk_module *)m, name);
 	if (!fn)
 		return CUDA_ERROR_NOT_FOUND;
-	*hfunc = (CUfunction)fn;
+	*out = fn;
 	return CUDA_SUCCESS;
+}
+
+CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
+{
+	return get_function((void **)hfunc, hmod, FK_T_MODULE, name);
 }
 
 /* The CUDA runtime's way since CUDA 12: a library per fatbin, a CUkernel per entry (which
@@ -1751,18 +1757,7 @@ CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *j
 
 CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
 {
-	struct fk_function *fn;
-
-	CHECK_INIT();
-	if (!fk_handle_is(library, FK_T_LIBRARY))
-		return CUDA_ERROR_INVALID_HANDLE;
-	if (!pKernel || !name)
-		return CUDA_ERROR_INVALID_VALUE;
-	fn = fk_module_find((struct fk_module *)library, name);
-	if (!fn)
-		return CUDA_ERROR_NOT_FOUND;
-	*pKernel = (CUkernel)fn;
-	return CUDA_SUCCESS;
+	return get_function((void **)pKernel, library, FK_T_LIBRARY, name);
 }
 
 CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)

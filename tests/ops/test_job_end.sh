@@ -34,6 +34,15 @@ program() {
 	python3 -c 'import sys; print(float(sys.argv[2]) - float(sys.argv[1]))' "$t0" "$t1"
 }
 wall() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["wall_s"])' "$1"; }
+# lifetime WHAT PROG WALL: ok when the report's wall time WALL is the program's PROG, not more.
+lifetime() {
+	if python3 -c 'import sys; p, w = map(float, sys.argv[1:]); sys.exit(not (0.5 * p <= w <= p + 0.3))' \
+		"${2:-0}" "${3:-99}"; then
+		ok "the wall time of $1 is the program's lifetime, not the job's"
+	else
+		notok "the wall time of $1 (${3:-?} s) is not the program's (${2:-?} s)"
+	fi
+}
 
 start_ffmd || { echo "Bail out! ffmd did not start"; exit 1; }
 
@@ -56,12 +65,7 @@ fi
 ctl report e1 --json >"$T/root1.json" 2>"$T/err" # root reads the live store: item 5 alone
 w1=$(wall "$T/root1.json" 2>/dev/null)
 echo "# program ${prog} s, job ~$(python3 -c "print(${prog:-0} + 3)") s, report's wall ${w1:-?} s"
-if python3 -c 'import sys; p, w = map(float, sys.argv[1:]); sys.exit(not (0.5 * p <= w <= p + 0.3))' \
-	"${prog:-0}" "${w1:-99}"; then
-	ok "the wall time is the program's lifetime, not the job's"
-else
-	notok "the wall time (${w1:-?} s) is not the program's (${prog:-?} s)"
-fi
+lifetime "a stage-1 job" "$prog" "$w1"
 
 # ---- a job-end whose wait is over before the copy: report waits for it ------------------------
 ctl job start e2 --key kend --uid "$U" --user "$U" --stage 2 >/dev/null ||
@@ -82,12 +86,7 @@ fi
 ctl report e2 --json >"$T/root2.json" 2>"$T/err"
 w2=$(wall "$T/root2.json" 2>/dev/null)
 echo "# stage 2: program ${prog} s, report's wall ${w2:-?} s"
-if python3 -c 'import sys; p, w = map(float, sys.argv[1:]); sys.exit(not (0.5 * p <= w <= p + 0.3))' \
-	"${prog:-0}" "${w2:-99}"; then
-	ok "the wall time of a stage-2 job is the program's lifetime"
-else
-	notok "the stage-2 wall time (${w2:-?} s) is not the program's (${prog:-?} s)"
-fi
+lifetime "a stage-2 job" "$prog" "$w2"
 
 # ---- report and diff: one wall time ------------------------------------------------------------
 ctl job start e3 --key kend --uid "$U" --user "$U" --stage 2 >/dev/null ||

@@ -160,8 +160,8 @@ want="  to run it: ffmctl --state-dir $T/p profile --stages 3-4 --key $key -- $W
 grep -A1 '^next: the next run records stage 3' "$T/p12.out" | grep -qxF -- "$want"
 check "after --stages 1-2, next: gives the exact command that continues" test $? = 0
 check "two call-site rows that read the same say what tells them apart" has "$T/p12.out" \
-	'cuLaunchKernel .* wl_work at tests/workloads/wl.c:[0-9]+  \[called from step at tests/workloads/free_in_loop.c:28\]$' \
-	'cuLaunchKernel .* wl_work at tests/workloads/wl.c:[0-9]+  \[called from step at tests/workloads/free_in_loop.c:29\]$'
+	'cuLaunchKernel .* wl_work at tests/workloads/wl.c:[0-9]+  \[kernel ffm_work\]  \[called from step at tests/workloads/free_in_loop.c:28\]$' \
+	'cuLaunchKernel .* wl_work at tests/workloads/wl.c:[0-9]+  \[kernel ffm_work\]  \[called from step at tests/workloads/free_in_loop.c:29\]$'
 cmd=${want#  to run it: ffmctl }
 eval "prof p34 -j $cmd"
 rc=$?
