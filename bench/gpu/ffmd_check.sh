@@ -154,8 +154,10 @@ PY
 		ctl job end "gpu-parent-$how" >/dev/null
 		stopped=$(ps -e -o stat=,pid=,comm= | awk '$1 ~ /^T/ {print $2 "/" $3}' | tr '\n' ' ')
 		seen=$(grep -c "Stopped" "$OUT/parent_$how.out")
-		syncs=$(python3 -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute("SELECT count(*) FROM events_v WHERE kind = 1").fetchone()[0])' \
-			"$S/state/keys/gpu-parent-$how.db" 2>&1)
+		# The job runs as a test user, so its store is keys/<key>@<uid>.db; opened read-only (a
+		# plain connect would create an empty file where none is).
+		syncs=$(python3 -c 'import glob,sqlite3,sys; print(sum(sqlite3.connect("file:%s?mode=ro" % f, uri=True).execute("SELECT count(*) FROM events_v WHERE kind = 1").fetchone()[0] for f in glob.glob(sys.argv[1])))' \
+			"$S/state/keys/gpu-parent-$how*.db" 2>&1)
 		echo "parent $how: exit status $rc, stopped now: [${stopped}], stops reported: $seen, waits stored: $syncs" >>"$OUT/parents.txt"
 	done
 	ctl status --json >"$OUT/ffmd_status_parents.json"
