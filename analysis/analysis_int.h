@@ -319,13 +319,20 @@ struct ev_scan {
 	struct an_late late;
 	uint64_t expected; /* events of the sites kept (for opts.progress) */
 };
-/* A timeline event as the scan hands it over (timeline.c says what its fields hold). */
+/* A timeline event as the scan hands it over (the store's columns the model's event needs). */
 struct an_raw {
-	struct ffm_event e;
-	uint64_t probe_ns;     /* the store's: the probes' cost to its thread before the call */
+	uint64_t start_ns, dur_ns;
+	uint64_t wait_ns;      /* its wait: a wait record's whole duration */
+	int64_t stack;	       /* the store's stack id */
+	int64_t event;	       /* the store's event id */
+	uint64_t stream;       /* the call's stream argument (0: none) */
+	uint64_t probe_ns;     /* the probes' cost to its thread before the call */
 	uint64_t sub_probe_ns; /* probe_ns of its thread's first launch left out of the model since
 				* its previous event handed over, 0: none */
 	uint64_t sub_start_ns; /* ... that launch's start, 0: none */
+	uint32_t tid, tgid;
+	uint32_t api;	       /* the driver function's id */
+	uint32_t kind;	       /* the store's enum ffm_event_kind */
 };
 /* One raw event, in time order: into the model's array with its verdicts. */
 int an_on_raw_event(struct ev_scan *sc, const struct an_raw *raw);

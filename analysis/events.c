@@ -266,7 +266,7 @@ static uint64_t probe_span(struct thread *t, const struct an_raw *r, bool sync, 
 static void note_next_submit(struct ffm_analysis *a, struct thread *t, const struct an_raw *r,
 			     bool submits)
 {
-	uint64_t sub = r->sub_start_ns ? r->sub_start_ns : submits ? r->e.start_ns : 0;
+	uint64_t sub = r->sub_start_ns ? r->sub_start_ns : submits ? r->start_ns : 0;
 
 	if (!t->idle_ev || !sub)
 		return;
@@ -275,17 +275,15 @@ static void note_next_submit(struct ffm_analysis *a, struct thread *t, const str
 	t->idle_ev = 0;
 }
 
-/*
- * One raw event (timeline.c: the store's event kind in .kind, the tgid in .fold_id, the event id
- * in .first_use_ns), in time order: into the model's array with its verdicts.
- */
-int an_on_raw_event(struct ev_scan *sc, const struct an_raw *rr)
+/* One raw event, in time order: into the model's array with its verdicts. */
+int an_on_raw_event(struct ev_scan *sc, const struct an_raw *raw)
 {
 	struct ffm_analysis *a = sc->a;
 	struct ffm_analysis_result *res = &a->res;
-	const struct ffm_event *raw = &rr->e;
-	struct thread *t = thread_of(a, raw->tid, raw->fold_id);
-	struct ffm_event e = *raw;
+	struct thread *t = thread_of(a, raw->tid, raw->tgid);
+	struct ffm_event e = { .start_ns = raw->start_ns, .dur_ns = raw->dur_ns,
+			       .wait_ns = raw->wait_ns, .stack_id = (uint64_t)raw->stack,
+			       .tid = raw->tid, .api_id = raw->api };
 	struct ffm_an_site *x;
 	struct site_int *si;
 	uint8_t xv = 0;
@@ -304,11 +302,11 @@ int an_on_raw_event(struct ev_scan *sc, const struct an_raw *rr)
 	if (raw->kind != FFM_EV_WAIT && raw->start_ns + raw->dur_ns > t->call_end)
 		t->call_end = raw->start_ns + raw->dur_ns;
 	t->wait_sum += raw->kind == FFM_EV_WAIT ? raw->dur_ns : raw->wait_ns;
-	if ((int64_t)raw->stack_id != sc->last_stack || sc->last_site == UINT32_MAX) {
-		err = an_site_for(a, (int64_t)raw->stack_id, raw->api_id, raw->kind, &sc->last_site);
+	if (raw->stack != sc->last_stack || sc->last_site == UINT32_MAX) {
+		err = an_site_for(a, raw->stack, raw->api, raw->kind, &sc->last_site);
 		if (err)
 			return err;
-		sc->last_stack = (int64_t)raw->stack_id;
+		sc->last_stack = raw->stack;
 		/* a stack the per-stack totals did not list: model it */
 		if (!a->si[sc->last_site].n2)
 			a->si[sc->last_site].keep = true;
@@ -321,18 +319,16 @@ int an_on_raw_event(struct ev_scan *sc, const struct an_raw *rr)
 
 	e.fold_id = x->fold_id;
 	e.kind = call_kind(raw->kind);
-	e.first_use_ns = 0;
-	e.removed_ns = 0;
 	sync_call = raw->kind == FFM_EV_WAIT || e.wait_ns || si->explicit_sync;
 	if (sync_call)
 		e.flags |= FFM_EVENT_SYNC;
 	submits = e.kind == FFM_CALL_LAUNCH || e.kind == FFM_CALL_TRANSFER ||
 		  e.kind == FFM_CALL_MEMSET;
-	note_next_submit(a, t, rr, submits);
+	note_next_submit(a, t, raw, submits);
 	if (e.wait_ns)
 		t->wait_end = raw->start_ns + (e.wait_ns < raw->dur_ns ? e.wait_ns : raw->dur_ns);
 	if (raw->kind != FFM_EV_WAIT)
-		span = probe_span(t, rr, sync_call, submits);
+		span = probe_span(t, raw, sync_call, submits);
 	if (raw->tid != t->tgid)
 		e.flags |= FFM_EVENT_WORKER;
 	err = apply_sync_verdict(a, x, si, k, &e);
@@ -360,7 +356,7 @@ int an_on_raw_event(struct ev_scan *sc, const struct an_raw *rr)
 		e.problem = FFM_PROBLEM_DUPLICATE_TRANSFER;
 	/* A wait for GPU work that the fix keeps (not a duplicate copy's own transfer). */
 	if (!err && si->stream_scoped && e.wait_ns && !dup)
-		err = note_busy(a, &e, t->tgid, raw->removed_ns);
+		err = note_busy(a, &e, t->tgid, raw->stream);
 	if (!err && raw->kind != FFM_EV_WAIT && sync_call) {
 		/* A read that waits inside its copy (a .cpu() of a CUDA tensor copies to pageable
 		 * memory; its stream sync then finds the GPU done): the copy's wait is the read's,
@@ -378,7 +374,7 @@ int an_on_raw_event(struct ev_scan *sc, const struct an_raw *rr)
 	if (e.problem == FFM_PROBLEM_UNNECESSARY_SYNC || e.problem == FFM_PROBLEM_HOST_READ)
 		si->n_removed++;
 	if (!err && a->o.event_verdicts && e.problem != FFM_PROBLEM_NONE) {
-		struct an_evv v = { .run = res->run_timeline, .event = (int64_t)raw->first_use_ns,
+		struct an_evv v = { .run = res->run_timeline, .event = raw->event,
 				    .delay = e.first_use_ns ? (int64_t)e.first_use_ns : -1,
 				    .si = sc->last_site, .what = e.problem, .dup = dup };
 

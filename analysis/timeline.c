@@ -9,9 +9,7 @@
 /*
  * The timeline is read in P time slices in parallel (SQLite's row decoding is most of a big
  * report's time), each slice by a thread with its own read-only connection, into chunks of "raw"
- * events (struct an_raw: struct ffm_event with the store's event kind in .kind, the tgid in
- * .fold_id, the event id in .first_use_ns and the stream in .removed_ns, which
- * an_on_raw_event() replaces with the model's values, and the call's probe cost). The
+ * events (struct an_raw: the model's event with the store's fields it lacks beside it). The
  * calling thread meanwhile turns the chunks into model events in time order (slice by slice,
  * chunk by chunk, as they arrive) and hands each chunk back for reuse, so the scan and the
  * conversion overlap and few chunk pages are ever faulted in. The slices only drop events of
@@ -28,7 +26,7 @@ struct chunk {
 };
 
 /* Chunks queued and not yet consumed, at most: while the calling thread loads stage 3's
- * verdicts the slices run ahead, by at most this much memory (128 × 1.75 MiB). */
+ * verdicts the slices run ahead, by at most this much memory (128 × 2.75 MiB). */
 #define MAX_QUEUED 128
 
 struct scan_ctl {
@@ -172,16 +170,13 @@ static void *scan_slice(void *arg)
 			struct an_raw *r = &sl->cur->ev[sl->cur->n++];
 
 			*r = (struct an_raw){
-				.e = {
-					.start_ns = se.start_ns, .dur_ns = se.dur_ns,
-					.wait_ns = se.kind == FFM_EV_WAIT ? se.dur_ns : se.wait_ns,
-					.stack_id = (uint64_t)se.stack, .tid = se.tid,
-					.fold_id = se.tgid, .api_id = se.api, .kind = (uint8_t)se.kind,
-					.first_use_ns = (uint64_t)se.id, .removed_ns = se.stream,
-				},
+				.start_ns = se.start_ns, .dur_ns = se.dur_ns,
+				.wait_ns = se.kind == FFM_EV_WAIT ? se.dur_ns : se.wait_ns,
+				.stack = se.stack, .event = se.id, .stream = se.stream,
 				.probe_ns = se.probe_ns,
 				.sub_probe_ns = x ? x->probe_ns : 0,
 				.sub_start_ns = x ? x->start_ns : 0,
+				.tid = se.tid, .tgid = se.tgid, .api = se.api, .kind = se.kind,
 			};
 			if (x)
 				x->probe_ns = x->start_ns = 0;
