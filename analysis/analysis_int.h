@@ -157,6 +157,13 @@ struct seq_ref {
 	uint32_t first;     /* its first member's index among the problem nodes */
 };
 
+/* The sequences of --group sequence, kept with the graph for ffm_analysis__subsequence(). */
+struct an_seqs {
+	struct seq_ref *v;
+	size_t n;
+	uint64_t *pattern_key; /* pattern index (creation order) -> merge key */
+};
+
 /* One event's verdict (opts.event_verdicts), looked up by (run, event). */
 struct an_evv {
 	int64_t run, event;
@@ -166,6 +173,21 @@ struct an_evv {
 	uint8_t what;	     /* timeline: enum ffm_problem; stage 3/4: enum ffm_seen / ffm_dup_kind */
 	bool sync;	     /* a sync row (else a transfer row) */
 	bool dup;	     /* timeline: also a duplicate transfer */
+};
+
+/* The model's input, from the timeline scan and the verdicts applied to its events (timeline.c,
+ * events.c): read by the graph, the model, the grouping and the stream bound. */
+struct an_timeline {
+	struct ffm_event *ev; /* in time order */
+	size_t n_ev, cap_ev;
+	struct thread *thr;   /* every thread seen, in order of first event */
+	size_t n_thr, cap_thr;
+	struct oatab thr_of;  /* tid -> index in thr */
+	struct busy *busy;    /* waits on one stream, for ffm_an_quality.stream_busy_ns */
+	size_t n_busy, cap_busy;
+	uint64_t run_start_ns; /* the timeline run's start (its processes' first), for the bound */
+	uint64_t run_end_ns;   /* ... and its end (its processes' last) */
+	struct an_late late;   /* the timeline's threads that called the driver last */
 };
 
 struct ffm_analysis {
@@ -180,30 +202,17 @@ struct ffm_analysis {
 	size_t cap_apis;
 	struct oatab fold_of; /* folded-name hash -> fold id */
 	uint32_t n_folds;
-	struct thread *thr;
-	size_t n_thr, cap_thr;
-	struct busy *busy; /* waits on one stream, for ffm_an_quality.stream_busy_ns */
-	size_t n_busy, cap_busy;
-	uint64_t run_start_ns; /* the timeline run's start (its processes' first), for the bound */
-	uint64_t run_end_ns;   /* ... and its end (its processes' last) */
-	struct an_late late;   /* the timeline's threads that called the driver last */
+	struct an_timeline tl; /* the scan's and the verdicts' output */
 	struct oatab cpu_of; /* Python anchor -> index in cpu[] (analysis/cputime.c) */
 	uint64_t *cpu;	     /* CPU time sampled under the anchor, outside driver calls */
 	size_t n_cpu, cap_cpu;
-	struct oatab thr_of;
 	struct oatab keep_of; /* stack id -> an_keep_site(), the scan threads' read-only copy */
 	struct oatab sync_last; /* (site key, tid) -> struct an_sync_last (analysis/hidden.c) */
 	int64_t base_runs[AN_BASELINE_RUNS]; /* an_baseline_runs(), once it has chosen */
 	size_t n_base_runs;
 	bool base_chosen;
-	/* the timeline */
-	struct ffm_event *ev;
-	size_t n_ev, cap_ev;
 	struct ffm_graph *g;
-	/* sequences (keep_graph) */
-	struct seq_ref *seqs;
-	size_t n_seqs;
-	uint64_t *pattern_key; /* pattern index (creation order) -> merge key */
+	struct an_seqs seqs; /* sequences (keep_graph), for ffm_analysis__subsequence() */
 	/* event verdicts (opts.event_verdicts), sorted by (run, event) once complete */
 	struct an_evv *evv;
 	size_t n_evv, cap_evv;
@@ -254,8 +263,6 @@ int an_evv_add(struct ffm_analysis *a, const struct an_evv *e);
 int an_evv_sort(struct ffm_analysis *a);
 
 /* ---- the timeline and the model's input (timeline.c, events.c) ----------------------------- */
-
-bool an_keep_site(const struct ffm_an_site *x);
 
 /* The site key (ffm_an_site.key) of @stack with driver function @api, without a site. */
 int an_site_key(struct ffm_analysis *a, int64_t stack, uint32_t api, uint64_t *key);
@@ -311,14 +318,6 @@ int an_load_cpu_samples(struct ffm_analysis *a);
 /* ... for one anchor (0: none). */
 uint64_t an_cpu_at(const struct ffm_analysis *a, uint64_t anchor);
 
-struct ev_scan {
-	struct ffm_analysis *a;
-	int64_t last_stack;
-	uint32_t last_site;
-	uint64_t lo, hi; /* span of every event, dropped ones included */
-	struct an_late late;
-	uint64_t expected; /* events of the sites kept (for opts.progress) */
-};
 /* A timeline event as the scan hands it over (the store's columns the model's event needs). */
 struct an_raw {
 	uint64_t start_ns, dur_ns;
@@ -334,19 +333,91 @@ struct an_raw {
 	uint32_t api;	       /* the driver function's id */
 	uint32_t kind;	       /* the store's enum ffm_event_kind */
 };
-/* One raw event, in time order: into the model's array with its verdicts. */
-int an_on_raw_event(struct ev_scan *sc, const struct an_raw *raw);
-int an_scan_slices(struct ffm_analysis *a, struct ev_scan *sc, uint64_t lo, uint64_t hi);
-int an_load_timeline(struct ffm_analysis *a);
 struct ffm_an_proc *an_proc_of(struct ffm_analysis_result *res, uint32_t tgid);
 
-/* ---- the model's results (groups.c) -------------------------------------------------------- */
+/* ---- the passes, in the order analysis.c runs them (docs/DESIGN.md) ------------------------ */
 
-int an_run_model(struct ffm_analysis *a);
-int an_evidence(struct ffm_analysis *a);
-int an_sort_sites(struct ffm_analysis *a);
-int an_cmp_api(const void *x, const void *y);
+/* Load runs and sites (load.c): res.key, runs, apis, the profile run's sites. */
+int an_load_runs_and_sites(struct ffm_analysis *a);
+/* Whether the profile run is the timeline (the scan and the model run). */
+bool an_has_timeline(const struct ffm_analysis *a);
+
+/* Scan the timeline (timeline.c): every kept event of the timeline run to @sink, in time
+ * order; res.procs, res.events, tl.run_start_ns, tl.run_end_ns, tl.late. */
+struct an_scan_sink {
+	/* once, while the slices start reading: @expected events will be handed over */
+	int (*start)(void *ctx, uint64_t expected);
+	int (*event)(void *ctx, const struct an_raw *raw); /* non-zero stops the scan */
+	void *ctx;
+};
+int an_scan_timeline(struct ffm_analysis *a, const struct an_scan_sink *sink);
+
+/* Apply verdicts (events.c, verdicts.c, hidden.c, dupcost.c): the scan's events into a->tl
+ * with stage 3/4's verdict of each occurrence; then what the probes hid and what the
+ * duplicate copies cost (an_apply_finish). */
+struct an_apply {
+	struct ffm_analysis *a;
+	int64_t last_stack; /* the previous event's stack and site */
+	uint32_t last_site;
+};
+struct an_scan_sink an_apply_sink(struct an_apply *ap, struct ffm_analysis *a);
+int an_apply_finish(struct ffm_analysis *a);
+
+/* Build the graph (graph.c) of the timeline's events. */
+int an_build_graph(const struct an_timeline *tl, struct ffm_graph **g);
+
+/* Run the model (model.c): each problem node's benefit; per site its problem counts and point
+ * benefit, per process and driver function what fixing their problems saves. */
+struct an_model_in {
+	const struct ffm_graph *g;
+	const struct an_timeline *tl;
+	const struct oatab *site_of; /* stack id -> site */
+	const struct oatab *api_of;  /* api id -> index in res.apis */
+};
+/* The problem nodes in the graph's order: each one's site and problem type. */
+#define AN_NODE_SPLIT 0x80u /* in prob: the sync half of a split duplicate, a second problem */
+struct an_nodes {
+	uint32_t *site;
+	uint8_t *prob;
+	size_t n;
+};
+struct an_model_out {
+	struct an_nodes nodes;
+	struct ffm_group *points; /* the model's point groups (one per site with problems) */
+	size_t n_points;
+};
+int an_run_model(const struct an_model_in *in, struct ffm_analysis_result *res,
+		 struct an_model_out *out);
+void an_model_out_fini(struct an_model_out *out);
+/* The model over bucket b's nodes into out[b] (n[b]: how many; optional): a node goes to the
+ * bucket of its site (@site_bucket, UINT32_MAX: none). */
+int an_bucket_benefits(const struct ffm_graph *g, const struct an_nodes *nodes,
+		       const uint32_t *site_bucket, size_t nb, uint64_t *out, uint32_t *n);
+
+/* Group (groups.c): res.groups in the requested grouping, unsorted; @seqs with keep_seqs. */
+struct an_group_in {
+	const struct ffm_graph *g;
+	const struct oatab *site_of;
+	const struct an_model_out *model;
+	enum ffm_grouping grouping;
+	bool keep_seqs;
+};
+int an_group(const struct an_group_in *in, struct ffm_analysis_result *res, struct an_seqs *seqs);
 /* A member's coverage (ffm_an_site.coverage) into a group's: the least one known. */
 void an_group_coverage(struct ffm_an_group *gr, bool known, double coverage);
+
+/* Bound (bound.c): every benefit capped by the busiest stream; frees tl->busy. */
+void an_stream_bound(struct an_timeline *tl, struct ffm_analysis_result *res);
+
+/* Collect evidence (evidence.c): first uses, first transfers, use delays of the sites. */
+int an_evidence(struct ffm_analysis *a);
+
+/* Sort (sort.c): groups, sites (references renumbered), apis, event verdicts. */
+int an_sort(struct ffm_analysis *a);
+/* The driver functions' order: by time waited, then time, then name (also merge.c's). */
+int an_cmp_api(const void *x, const void *y);
+
+/* The graph and the events, unless opts.keep_graph keeps them (analysis.c). */
+void an_drop_graph(struct ffm_analysis *a);
 
 #endif

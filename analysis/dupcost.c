@@ -126,14 +126,14 @@ static int collect_timeline(struct ffm_analysis *a, struct oatab *keys)
 {
 	struct ffm_analysis_result *res = &a->res;
 
-	for (size_t i = 0; i < a->n_ev; i++) {
-		const struct ffm_event *e = &a->ev[i];
+	for (size_t i = 0; i < a->tl.n_ev; i++) {
+		const struct ffm_event *e = &a->tl.ev[i];
 
 		if (e->problem == FFM_PROBLEM_DUPLICATE_TRANSFER && !key_of(a, keys, e, true))
 			return -ENOMEM;
 	}
-	for (size_t i = 0; i < a->n_ev && keys->n; i++) {
-		const struct ffm_event *e = &a->ev[i];
+	for (size_t i = 0; i < a->tl.n_ev && keys->n; i++) {
+		const struct ffm_event *e = &a->tl.ev[i];
 		struct dup_key *p = copy_call(e) ? key_of(a, keys, e, false) : NULL;
 
 		if (p && an_i64s_push(&p->t2, (int64_t)an_own_ns(e->dur_ns, e->wait_ns)))
@@ -210,8 +210,8 @@ int an_dup_cost(struct ffm_analysis *a)
 			most = (uint32_t)p->means.n + 1;
 		price_of(p);
 	}
-	for (size_t i = 0; i < a->n_ev && !err && d.keys.n; i++) {
-		struct ffm_event *e = &a->ev[i];
+	for (size_t i = 0; i < a->tl.n_ev && !err && d.keys.n; i++) {
+		struct ffm_event *e = &a->tl.ev[i];
 		struct tid_shift *sh = oatab_get(&shifts, e->tid, 0);
 		struct dup_key *p;
 		uint64_t own, now;

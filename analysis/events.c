@@ -10,15 +10,15 @@
 
 static struct thread *thread_of(struct ffm_analysis *a, uint32_t tid, uint32_t tgid)
 {
-	uint32_t i = oatab_get_u32(&a->thr_of, tid);
+	uint32_t i = oatab_get_u32(&a->tl.thr_of, tid);
 
 	if (i != UINT32_MAX)
-		return &a->thr[i];
-	if (ffm_grow((void **)&a->thr, &a->cap_thr, a->n_thr + 1, sizeof(*a->thr)) ||
-	    oatab_put_u32(&a->thr_of, tid, (uint32_t)a->n_thr))
+		return &a->tl.thr[i];
+	if (ffm_grow((void **)&a->tl.thr, &a->tl.cap_thr, a->tl.n_thr + 1, sizeof(*a->tl.thr)) ||
+	    oatab_put_u32(&a->tl.thr_of, tid, (uint32_t)a->tl.n_thr))
 		return NULL;
-	a->thr[a->n_thr] = (struct thread){ .tid = tid, .tgid = tgid };
-	return &a->thr[a->n_thr++];
+	a->tl.thr[a->tl.n_thr] = (struct thread){ .tid = tid, .tgid = tgid };
+	return &a->tl.thr[a->tl.n_thr++];
 }
 
 static uint8_t call_kind(uint32_t ev_kind)
@@ -37,17 +37,17 @@ static uint8_t call_kind(uint32_t ev_kind)
 
 static int push_event(struct ffm_analysis *a, const struct ffm_event *e)
 {
-	if (a->n_ev == a->cap_ev) {
+	if (a->tl.n_ev == a->tl.cap_ev) {
 		/* Only a split (dup + sync on one transfer) gets here: grow by an eighth. */
-		size_t ncap = a->cap_ev + a->cap_ev / 8 + 64;
-		struct ffm_event *n = realloc(a->ev, ncap * sizeof(*n));
+		size_t ncap = a->tl.cap_ev + a->tl.cap_ev / 8 + 64;
+		struct ffm_event *n = realloc(a->tl.ev, ncap * sizeof(*n));
 
 		if (!n)
 			return -ENOMEM;
-		a->ev = n;
-		a->cap_ev = ncap;
+		a->tl.ev = n;
+		a->tl.cap_ev = ncap;
 	}
-	a->ev[a->n_ev++] = *e;
+	a->tl.ev[a->tl.n_ev++] = *e;
 	return 0;
 }
 
@@ -57,23 +57,6 @@ static int note_delay(struct site_int *si, int64_t d)
 		return -ENOMEM;
 	si->delays[si->n_delays++] = d;
 	return 0;
-}
-
-/*
- * Whether a site's events go into the model. A call that neither waits nor has a problem is CPU
- * time between syncs to Figure 5, whether it is a CLaunch or CWork node: both count as time the
- * GPU may idle, nothing else reads them. Left out, they become part of the gap the model fills
- * with CWork, with the same durations, so every benefit is exactly the same while the event
- * array and the graph shrink by the launches (most of a CUDA program's calls). Kept: explicit
- * syncs and wait-function events, any site that waited, any site with a stage 3/4 verdict.
- */
-bool an_keep_site(const struct ffm_an_site *x)
-{
-	/* Decided from stage 2's per-stack totals alone, so the scan can start before stage 3's
-	 * verdicts are loaded: every sync can get a sync verdict, every copy or memset a
-	 * duplicate one. */
-	return x->kind == FFM_EV_API || x->kind == FFM_EV_WAIT || x->wait_ns ||
-	       x->kind == FFM_EV_TRANSFER || x->kind == FFM_EV_MEMSET;
 }
 
 /* The sync verdict of occurrence @k of site @x applied to @e (see ffm_verdict.h). */
@@ -139,7 +122,7 @@ static const struct ffm_event *read_copy(const struct ffm_analysis *a, const str
 
 	if (!t->last_ev)
 		return NULL;
-	prev = &a->ev[t->last_ev - 1];
+	prev = &a->tl.ev[t->last_ev - 1];
 	if (prev->kind != FFM_CALL_TRANSFER || prev->problem == FFM_PROBLEM_DUPLICATE_TRANSFER ||
 	    prev->start_ns + prev->dur_ns > e->start_ns ||
 	    !same_line(&a->res.sites[t->last_site], &a->res.sites[site]))
@@ -188,7 +171,7 @@ static uint64_t removed_cpu(struct ffm_analysis *a, const struct thread *t,
 }
 
 /*
- * A wait of @e on one stream (@stream: the call's stream argument) into a->busy. The legacy
+ * A wait of @e on one stream (@stream: the call's stream argument) into a->tl.busy. The legacy
  * stream has two handles (0, CU_STREAM_LEGACY); the per-thread default stream is one per thread.
  */
 static int note_busy(struct ffm_analysis *a, const struct ffm_event *e, uint32_t tgid,
@@ -202,9 +185,9 @@ static int note_busy(struct ffm_analysis *a, const struct ffm_event *e, uint32_t
 	k = ffm_fnv1a(ffm_fnv1a(FFM_FNV1A_INIT, &tgid, sizeof(tgid)), &stream, sizeof(stream));
 	if (stream == 2) /* CU_STREAM_PER_THREAD */
 		k = ffm_fnv1a(k, &e->tid, sizeof(e->tid));
-	if (ffm_grow((void **)&a->busy, &a->cap_busy, a->n_busy + 1, sizeof(*a->busy)))
+	if (ffm_grow((void **)&a->tl.busy, &a->tl.cap_busy, a->tl.n_busy + 1, sizeof(*a->tl.busy)))
 		return -ENOMEM;
-	a->busy[a->n_busy++] = (struct busy){ .stream = k, .start = end - wait, .end = end,
+	a->tl.busy[a->tl.n_busy++] = (struct busy){ .stream = k, .start = end - wait, .end = end,
 					      .tgid = tgid, .tid = e->tid,
 					      .required = e->problem == FFM_PROBLEM_NONE };
 	return 0;
@@ -271,13 +254,14 @@ static void note_next_submit(struct ffm_analysis *a, struct thread *t, const str
 	if (!t->idle_ev || !sub)
 		return;
 	/* 0 is "not measured": a submission after the sync's return ends later than its wait */
-	a->ev[t->idle_ev - 1].gpu_idle_ns = sub > t->wait_end ? sub - t->wait_end : 1;
+	a->tl.ev[t->idle_ev - 1].gpu_idle_ns = sub > t->wait_end ? sub - t->wait_end : 1;
 	t->idle_ev = 0;
 }
 
 /* One raw event, in time order: into the model's array with its verdicts. */
-int an_on_raw_event(struct ev_scan *sc, const struct an_raw *raw)
+static int on_raw_event(void *ctx, const struct an_raw *raw)
 {
+	struct an_apply *sc = ctx;
 	struct ffm_analysis *a = sc->a;
 	struct ffm_analysis_result *res = &a->res;
 	struct thread *t = thread_of(a, raw->tid, raw->tgid);
@@ -383,10 +367,57 @@ int an_on_raw_event(struct ev_scan *sc, const struct an_raw *raw)
 	if (!err)
 		err = push_event(a, &e);
 	if (!err) {
-		t->last_ev = a->n_ev;
+		t->last_ev = a->tl.n_ev;
 		t->last_site = sc->last_site;
 		if (e.problem == FFM_PROBLEM_UNNECESSARY_SYNC || e.problem == FFM_PROBLEM_HOST_READ)
-			t->idle_ev = a->n_ev;
+			t->idle_ev = a->tl.n_ev;
 	}
 	return err;
+}
+
+/* Before the first event, while the slices read: stage 3/4's verdicts, the event array. */
+static int apply_start(void *ctx, uint64_t expected)
+{
+	struct an_apply *ap = ctx;
+	struct ffm_analysis *a = ap->a;
+	int err;
+
+	a->tl.cap_ev = expected + expected / 64 + 64;
+	a->tl.ev = malloc(a->tl.cap_ev * sizeof(*a->tl.ev));
+	if (!a->tl.ev)
+		return -ENOMEM;
+	an_phase(a, "reading the verdicts of stages 3 and 4");
+	err = an_load_verdicts(a);
+	return err;
+}
+
+struct an_scan_sink an_apply_sink(struct an_apply *ap, struct ffm_analysis *a)
+{
+	*ap = (struct an_apply){ .a = a, .last_site = UINT32_MAX };
+	return (struct an_scan_sink){ .start = apply_start, .event = on_raw_event, .ctx = ap };
+}
+
+int an_apply_finish(struct ffm_analysis *a)
+{
+	struct ffm_analysis_result *res = &a->res;
+	int err = an_hidden_waits(a);
+
+	if (!err)
+		err = an_dup_cost(a);
+	if (err)
+		return err;
+	res->modelled_events = a->tl.n_ev;
+	/* The verdicts are in the events now: give their memory back before the graph. */
+	for (size_t i = 0; i < res->n_sites; i++) {
+		an_verdicts_fini(&a->si[i].s3);
+		an_verdicts_fini(&a->si[i].s4);
+		an_verdicts_fini(&a->si[i].x3);
+	}
+	for (size_t i = 0; i < a->tl.n_thr; i++) {
+		struct ffm_an_proc *p = an_proc_of(res, a->tl.thr[i].tgid);
+
+		if (p)
+			p->threads++;
+	}
+	return 0;
 }

@@ -124,7 +124,7 @@ int an_note_sync(struct ffm_analysis *a, uint32_t site, struct thread *t, uint64
 	}
 	si->obs[si->n_obs++] = (struct an_sync_obs){ (int64_t)wait_ns, (int64_t)probe_span_ns,
 						     cpu_gap(l, end, t->wait_sum) };
-	t->obs_ev = a->n_ev + 1; /* the event's last_ev once pushed */
+	t->obs_ev = a->tl.n_ev + 1; /* the event's last_ev once pushed */
 	t->obs_idx = si->n_obs - 1;
 	return 0;
 }
@@ -383,8 +383,8 @@ int an_hidden_waits(struct ffm_analysis *a)
 	}
 	/* The removed occurrences take it along; where the GPU ran through, the model bounds
 	 * each by the GPU's idle time after it (events.c, note_next_submit). */
-	for (size_t i = 0; i < a->n_ev && !err && wanted; i++) {
-		struct ffm_event *e = &a->ev[i];
+	for (size_t i = 0; i < a->tl.n_ev && !err && wanted; i++) {
+		struct ffm_event *e = &a->tl.ev[i];
 		const struct site_int *si;
 		uint32_t site;
 

@@ -13,7 +13,7 @@
  * calling thread meanwhile turns the chunks into model events in time order (slice by slice,
  * chunk by chunk, as they arrive) and hands each chunk back for reuse, so the scan and the
  * conversion overlap and few chunk pages are ever faulted in. The slices only drop events of
- * sites the model does not need (an_keep_site(): decided before the scan, read-only while the
+ * sites the model does not need (keep_site(): decided before the scan, read-only while the
  * threads run); everything that depends on order (occurrence counts, nested waits) happens in
  * the calling thread.
  */
@@ -190,24 +190,124 @@ static void *scan_slice(void *arg)
 	return NULL;
 }
 
-int an_scan_slices(struct ffm_analysis *a, struct ev_scan *sc, uint64_t lo, uint64_t hi)
+/* What the consumer learns of the whole scan: the span of every event (dropped ones
+ * included), the threads that called the driver last, how many events the slices read. */
+struct scan_sum {
+	uint64_t lo, hi;
+	struct an_late late;
+	uint64_t scanned;
+};
+
+static void stop_slices(struct scan_ctl *ctl)
 {
-	struct scan_ctl ctl = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
-	unsigned n = a->o.scan_threads;
-	struct slice *sl;
+	pthread_mutex_lock(&ctl->mu);
+	ctl->stop = true;
+	pthread_cond_broadcast(&ctl->cv);
+	pthread_mutex_unlock(&ctl->mu);
+}
+
+/* The next chunk of slice @sl, NULL when it has ended. */
+static struct chunk *next_chunk(struct scan_ctl *ctl, struct slice *sl)
+{
+	struct chunk *c;
+
+	pthread_mutex_lock(&ctl->mu);
+	while (!sl->head && !sl->done)
+		pthread_cond_wait(&ctl->cv, &ctl->mu);
+	c = sl->head;
+	if (c) {
+		sl->head = c->next;
+		if (!sl->head)
+			sl->tail = NULL;
+		ctl->queued--;
+		pthread_cond_broadcast(&ctl->cv);
+	}
+	pthread_mutex_unlock(&ctl->mu);
+	return c;
+}
+
+/* Every chunk to the sink in time order: slice by slice, chunk by chunk. */
+static int consume(struct ffm_analysis *a, struct scan_ctl *ctl, struct slice *sl, unsigned n,
+		   const struct an_scan_sink *sink)
+{
 	int err = 0;
+
+	for (unsigned i = 0; i < n && !err; i++) {
+		struct chunk *c;
+
+		while (!err && (c = next_chunk(ctl, &sl[i]))) {
+			for (size_t k = 0; k < c->n && !err; k++)
+				err = sink->event(sink->ctx, &c->ev[k]);
+			an_progress_add(a, c->n, 0);
+			pthread_mutex_lock(&ctl->mu);
+			c->next = ctl->free;
+			ctl->free = c;
+			if (err)
+				ctl->stop = true;
+			pthread_mutex_unlock(&ctl->mu);
+		}
+	}
+	return err;
+}
+
+/* Join the slices, add up what they saw into @sum, free their chunks. */
+static int join_slices(struct scan_ctl *ctl, struct slice *sl, unsigned n, struct scan_sum *sum,
+		       int err)
+{
+	for (unsigned i = 0; i < n; i++) {
+		if (sl[i].started)
+			pthread_join(sl[i].th, NULL);
+		if (!err && sl[i].err)
+			err = sl[i].err;
+		sum->scanned += sl[i].scanned;
+		if (sl[i].lo < sum->lo)
+			sum->lo = sl[i].lo;
+		if (sl[i].hi > sum->hi)
+			sum->hi = sl[i].hi;
+		for (int k = 0; k < 2; k++)
+			late_note(&sum->late, sl[i].late.tid[k], sl[i].late.end[k]);
+		for (struct chunk *c = sl[i].head, *next; c; c = next) {
+			next = c->next;
+			free(c);
+		}
+		free(sl[i].cur);
+	}
+	for (struct chunk *c = ctl->free, *next; c; c = next) {
+		next = c->next;
+		free(c);
+	}
+	return err;
+}
+
+/* How many slices: opts.scan_threads, else by the events expected and the CPUs. */
+static unsigned slice_count(const struct ffm_analysis *a, uint64_t expected, uint64_t lo,
+			    uint64_t hi)
+{
+	unsigned n = a->o.scan_threads;
 
 	if (!n) {
 		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+		/* the event array's capacity, as sized for the model before the scan */
+		uint64_t cap = expected + expected / 64 + 64;
 
 		/* More than one slice pays off for big runs only (a connection each). */
-		n = a->cap_ev < 1000000 ? 1 : cpus > 4 ? 4 : cpus > 1 ? (unsigned)cpus : 1;
+		n = cap < 1000000 ? 1 : cpus > 4 ? 4 : cpus > 1 ? (unsigned)cpus : 1;
 	}
 	if (n > 64)
 		n = 64;
 	if (hi <= lo + n)
 		n = 1;
-	sl = calloc(n, sizeof(*sl));
+	return n;
+}
+
+static int scan_slices(struct ffm_analysis *a, const struct an_scan_sink *sink, uint64_t expected,
+		       uint64_t lo, uint64_t hi, struct scan_sum *sum)
+{
+	struct scan_ctl ctl = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+	unsigned n = slice_count(a, expected, lo, hi);
+	struct slice *sl = calloc(n, sizeof(*sl));
+	int err = 0;
+
 	if (!sl)
 		return -ENOMEM;
 	for (unsigned i = 0; i < n; i++) {
@@ -226,73 +326,16 @@ int an_scan_slices(struct ffm_analysis *a, struct ev_scan *sc, uint64_t lo, uint
 			sl[i].started = true;
 		}
 	}
-	/* Stage 3/4's verdicts load while the slices read the timeline. */
-	an_phase(a, "reading the verdicts of stages 3 and 4");
-	err = an_load_verdicts(a);
+	/* What the sink needs before the first event loads while the slices read. */
+	if (sink->start)
+		err = sink->start(sink->ctx, expected);
 	an_phase(a, "reading the timeline");
-	an_progress_add(a, 0, sc->expected);
-	if (err) {
-		pthread_mutex_lock(&ctl.mu);
-		ctl.stop = true;
-		pthread_cond_broadcast(&ctl.cv);
-		pthread_mutex_unlock(&ctl.mu);
-	}
-	/* Consume in time order: slice by slice, chunk by chunk. */
-	for (unsigned i = 0; i < n && !err; i++) {
-		for (;;) {
-			struct chunk *c;
-
-			pthread_mutex_lock(&ctl.mu);
-			while (!sl[i].head && !sl[i].done)
-				pthread_cond_wait(&ctl.cv, &ctl.mu);
-			c = sl[i].head;
-			if (c) {
-				sl[i].head = c->next;
-				if (!sl[i].head)
-					sl[i].tail = NULL;
-				ctl.queued--;
-				pthread_cond_broadcast(&ctl.cv);
-			}
-			pthread_mutex_unlock(&ctl.mu);
-			if (!c)
-				break;
-			for (size_t k = 0; k < c->n && !err; k++)
-				err = an_on_raw_event(sc, &c->ev[k]);
-			an_progress_add(a, c->n, 0);
-			pthread_mutex_lock(&ctl.mu);
-			c->next = ctl.free;
-			ctl.free = c;
-			if (err)
-				ctl.stop = true;
-			pthread_mutex_unlock(&ctl.mu);
-			if (err)
-				break;
-		}
-		if (err)
-			break;
-	}
-	for (unsigned i = 0; i < n; i++) {
-		if (sl[i].started)
-			pthread_join(sl[i].th, NULL);
-		if (!err && sl[i].err)
-			err = sl[i].err;
-		a->res.events += sl[i].scanned;
-		if (sl[i].lo < sc->lo)
-			sc->lo = sl[i].lo;
-		if (sl[i].hi > sc->hi)
-			sc->hi = sl[i].hi;
-		for (int k = 0; k < 2; k++)
-			late_note(&sc->late, sl[i].late.tid[k], sl[i].late.end[k]);
-		for (struct chunk *c = sl[i].head, *next; c; c = next) {
-			next = c->next;
-			free(c);
-		}
-		free(sl[i].cur);
-	}
-	for (struct chunk *c = ctl.free, *next; c; c = next) {
-		next = c->next;
-		free(c);
-	}
+	an_progress_add(a, 0, expected);
+	if (err)
+		stop_slices(&ctl);
+	else
+		err = consume(a, &ctl, sl, n, sink);
+	err = join_slices(&ctl, sl, n, sum, err);
 	free(sl);
 	return err;
 }
@@ -317,106 +360,83 @@ static int on_process(const struct ffm_store_process *p, void *ctx)
 	return x->exe ? 0 : -ENOMEM;
 }
 
-struct ffm_an_proc *an_proc_of(struct ffm_analysis_result *res, uint32_t tgid)
+/*
+ * Whether a site's events go into the model. A call that neither waits nor has a problem is CPU
+ * time between syncs to Figure 5, whether it is a CLaunch or CWork node: both count as time the
+ * GPU may idle, nothing else reads them. Left out, they become part of the gap the model fills
+ * with CWork, with the same durations, so every benefit is exactly the same while the event
+ * array and the graph shrink by the launches (most of a CUDA program's calls). Kept: explicit
+ * syncs and wait-function events, any site that waited, any site with a stage 3/4 verdict.
+ */
+static bool keep_site(const struct ffm_an_site *x)
 {
-	/* The latest process of that tgid (a tgid may be reused within a run). */
-	for (size_t i = res->n_procs; i-- > 0;)
-		if (res->procs[i].tgid == tgid)
-			return &res->procs[i];
-	return NULL;
+	/* Decided from stage 2's per-stack totals alone, so the scan can start before stage 3's
+	 * verdicts are loaded: every sync can get a sync verdict, every copy or memset a
+	 * duplicate one. */
+	return x->kind == FFM_EV_API || x->kind == FFM_EV_WAIT || x->wait_ns ||
+	       x->kind == FFM_EV_TRANSFER || x->kind == FFM_EV_MEMSET;
 }
 
-int an_load_timeline(struct ffm_analysis *a)
+/* The sites whose events the slices hand over (keep_site()); how many events that makes. */
+static int keep_sites(struct ffm_analysis *a, uint64_t *total)
 {
 	struct ffm_analysis_result *res = &a->res;
-	struct proc_scan ps = { .a = a };
-	struct ev_scan sc = { .a = a, .last_site = UINT32_MAX };
-	struct ffm_graph_opts go = { 0 };
-	uint64_t total = 0;
-	int err;
 
+	*total = 0;
 	for (size_t i = 0; i < res->n_sites; i++) {
-		a->si[i].keep = an_keep_site(&res->sites[i]);
+		int err;
+
+		a->si[i].keep = keep_site(&res->sites[i]);
 		if (a->si[i].keep)
-			total += a->si[i].n2;
+			*total += a->si[i].n2;
 		err = oatab_put_u32(&a->keep_of, (uint64_t)res->sites[i].stack, a->si[i].keep);
 		if (err)
 			return err;
 	}
-	sc.lo = UINT64_MAX;
-	sc.expected = total;
-	a->cap_ev = total + total / 64 + 64;
-	a->ev = malloc(a->cap_ev * sizeof(*a->ev));
-	if (!a->ev)
-		return -ENOMEM;
+	return 0;
+}
+
+int an_scan_timeline(struct ffm_analysis *a, const struct an_scan_sink *sink)
+{
+	struct ffm_analysis_result *res = &a->res;
+	struct proc_scan ps = { .a = a };
+	struct scan_sum sum = { .lo = UINT64_MAX };
+	uint64_t total, lo, hi, run_lo = 0, run_hi = 0;
+	int err = keep_sites(a, &total);
+
+	if (err)
+		return err;
 	/* The slices split the run's time: its processes' span, else the run's own. */
 	err = ffm_store__for_each_process(a->s, res->run_timeline, on_process, &ps);
 	if (err)
 		return err < 0 ? err : -EIO;
-	{
-		uint64_t lo = ps.lo, hi = ps.hi, run_lo = 0, run_hi = 0;
-
-		for (size_t i = 0; i < res->n_runs; i++)
-			if (res->runs[i].id == res->run_timeline) {
-				run_lo = res->runs[i].start_ns;
-				run_hi = res->runs[i].end_ns;
-			}
-		/* The processes' lifetime, as the run's stored wall time (one definition: a
-		 * process that did not exit ends with the run). */
-		err = ffm_store__run_procs_span(a->s, res->run_timeline, run_hi, &ps.lo, &ps.hi);
-		if (err)
-			return err;
-		if (!ps.hi || !ps.lo)
-			ps.lo = UINT64_MAX;
-		lo = ps.lo == UINT64_MAX ? run_lo : ps.lo;
-		hi = ps.hi ? ps.hi : run_hi;
-		err = an_scan_slices(a, &sc, lo == UINT64_MAX ? 0 : lo, hi);
-		if (!err)
-			err = an_hidden_waits(a);
-		if (!err)
-			err = an_dup_cost(a);
-		if (err)
-			return err;
-	}
-	res->modelled_events = a->n_ev;
-	/* The verdicts are in the events now: give their memory back before the graph. */
-	for (size_t i = 0; i < res->n_sites; i++) {
-		an_verdicts_fini(&a->si[i].s3);
-		an_verdicts_fini(&a->si[i].s4);
-		an_verdicts_fini(&a->si[i].x3);
-	}
+	for (size_t i = 0; i < res->n_runs; i++)
+		if (res->runs[i].id == res->run_timeline) {
+			run_lo = res->runs[i].start_ns;
+			run_hi = res->runs[i].end_ns;
+		}
+	/* The processes' lifetime, as the run's stored wall time (one definition: a process that
+	 * did not exit ends with the run). */
+	err = ffm_store__run_procs_span(a->s, res->run_timeline, run_hi, &ps.lo, &ps.hi);
+	if (err)
+		return err;
+	if (!ps.hi || !ps.lo)
+		ps.lo = UINT64_MAX;
+	lo = ps.lo == UINT64_MAX ? run_lo : ps.lo;
+	hi = ps.hi ? ps.hi : run_hi;
+	err = scan_slices(a, sink, total, lo == UINT64_MAX ? 0 : lo, hi, &sum);
+	res->events += sum.scanned;
+	if (err)
+		return err;
 	for (size_t i = 0; i < res->n_procs; i++) {
 		struct ffm_an_proc *p = &res->procs[i];
 
 		if (!p->end_ns)
 			p->end_ns = ps.hi;
 	}
-	for (size_t i = 0; i < a->n_thr; i++) {
-		struct ffm_an_proc *p = an_proc_of(res, a->thr[i].tgid);
-
-		if (p)
-			p->threads++;
-	}
 	/* The run: its processes' lifetimes, at least every event's span. */
-	go.run_start_ns = ps.lo < sc.lo ? ps.lo : sc.lo != UINT64_MAX ? sc.lo : 0;
-	go.run_end_ns = ps.hi > sc.hi ? ps.hi : sc.hi;
-	a->run_start_ns = go.run_start_ns;
-	a->run_end_ns = go.run_end_ns;
-	a->late = sc.late;
-	an_phase(a, "modelling");
-	err = ffm_graph__build(a->ev, a->n_ev, &go, &a->g);
-	if (err)
-		return err;
-	err = an_run_model(a);
-	if (err)
-		return err;
-	err = an_evidence(a);
-	if (err)
-		return err;
-	if (!a->o.keep_graph) {
-		a->g = ffm_graph__free(a->g);
-		free(a->ev);
-		a->ev = NULL;
-	}
+	a->tl.run_start_ns = ps.lo < sum.lo ? ps.lo : sum.lo != UINT64_MAX ? sum.lo : 0;
+	a->tl.run_end_ns = ps.hi > sum.hi ? ps.hi : sum.hi;
+	a->tl.late = sum.late;
 	return 0;
 }

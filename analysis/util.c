@@ -62,3 +62,12 @@ int64_t an_trimmed_mean_i64(int64_t *v, size_t n)
 		sum += v[i];
 	return (int64_t)(sum / (__int128)(n - 2 * cut));
 }
+
+struct ffm_an_proc *an_proc_of(struct ffm_analysis_result *res, uint32_t tgid)
+{
+	/* The latest process of that tgid (a tgid may be reused within a run). */
+	for (size_t i = res->n_procs; i-- > 0;)
+		if (res->procs[i].tgid == tgid)
+			return &res->procs[i];
+	return NULL;
+}

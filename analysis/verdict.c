@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* The verdict rules (see ffm_verdict.h): pure functions, no state. */
+/* The verdict rules (see ffm_verdict.h) and the names of problems and groups
+ * (ffm_analysis.h): pure functions, no state. */
+#include "analysis/ffm_analysis.h"
 #include "analysis/ffm_verdict.h"
 #include "stages/ffm_model.h"
 
@@ -125,4 +127,47 @@ uint8_t ffm_verdict_majority_dup(const size_t cnt[4])
 		if (cnt[c] > cnt[best])
 			best = c;
 	return best;
+}
+
+const char *ffm_an_grouping_name(enum ffm_grouping g)
+{
+	return g == FFM_GROUP_FOLD ? "function" : g == FFM_GROUP_SEQUENCE ? "sequence" : "point";
+}
+
+const char *ffm_an_problem_name(unsigned problem)
+{
+	static const char *const names[FFM_PROBLEM__MAX] = {
+		[FFM_PROBLEM_UNNECESSARY_SYNC] = "unnecessary_sync",
+		[FFM_PROBLEM_MISPLACED_SYNC] = "misplaced_sync",
+		[FFM_PROBLEM_DUPLICATE_TRANSFER] = "duplicate_transfer",
+		[FFM_PROBLEM_HOST_READ] = "host_read_every_iteration",
+		[FFM_PROBLEM_LAUNCH_BLOCKED] = "launch_blocked",
+	};
+
+	return problem < FFM_PROBLEM__MAX && names[problem] ? names[problem] : "none";
+}
+
+/* The most frequent type, but a host read names any group it is in: its fix (read the value
+ * every N iterations) is what the group's other calls, such as the copy before it, need too. */
+unsigned ffm_an_main_problem(const uint64_t *n_type)
+{
+	unsigned best = FFM_PROBLEM_NONE;
+
+	if (n_type[FFM_PROBLEM_HOST_READ])
+		return FFM_PROBLEM_HOST_READ;
+	for (unsigned t = 1; t < FFM_PROBLEM__MAX; t++)
+		if (n_type[t] > (best ? n_type[best] : 0))
+			best = t;
+	if (n_type[FFM_PROBLEM_DUPLICATE_TRANSFER] &&
+	    2 * n_type[FFM_PROBLEM_DUPLICATE_TRANSFER] >= n_type[best])
+		return FFM_PROBLEM_DUPLICATE_TRANSFER;
+	return best;
+}
+
+unsigned ffm_an_site_problem(const struct ffm_an_site *x)
+{
+	uint64_t n[FFM_PROBLEM__MAX] = { 0, x->n_unnecessary, x->n_misplaced, x->n_dup,
+					 x->n_host_read, x->n_launch_blocked };
+
+	return ffm_an_main_problem(n);
 }
