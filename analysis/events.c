@@ -258,6 +258,39 @@ static void note_next_submit(struct ffm_analysis *a, struct thread *t, const str
 	t->idle_ev = 0;
 }
 
+/* The problem of occurrence @k of site @site: stage 3/4's verdict, then the rules for calls that
+ * did not wait, set-up calls and launches that waited; *dup: it is a duplicate transfer. */
+static int event_problem(struct ffm_analysis *a, uint32_t site, uint64_t k, bool sync_call,
+			 struct ffm_event *e, bool *dup)
+{
+	struct ffm_an_site *x = &a->res.sites[site];
+	struct site_int *si = &a->si[site];
+	uint8_t xv = 0;
+	int64_t dx;
+	int err;
+
+	err = apply_sync_verdict(a, x, si, k, e);
+	if (err)
+		return err;
+	if ((!sync_call || si->setup_api) && e->problem != FFM_PROBLEM_NONE) {
+		/* A call of a function that waits now and then (a lazy module load in
+		 * cuKernelGetFunction, say), which did not wait this time: no sync to remove,
+		 * and no sync where a removed wait could land. A set-up call that waited keeps
+		 * its wait, whatever stage 3 saw after it: nothing to remove either. */
+		e->problem = FFM_PROBLEM_NONE;
+		e->first_use_ns = 0;
+	}
+	/* A launch that waited found the GPU's queue full: not a sync to remove. */
+	if (e->wait_ns && (e->kind == FFM_CALL_LAUNCH || si->launch_api))
+		e->problem = FFM_PROBLEM_LAUNCH_BLOCKED;
+	if ((e->kind == FFM_CALL_TRANSFER || e->kind == FFM_CALL_MEMSET) &&
+	    an_verdict_at(&si->x3, k, si->n2, &xv, &dx)) {
+		x->n_xclassified++;
+		*dup = xv == FFM_DUP_SAME_DST;
+	}
+	return 0;
+}
+
 /* One raw event, in time order: into the model's array with its verdicts. */
 static int on_raw_event(void *ctx, const struct an_raw *raw)
 {
@@ -270,8 +303,6 @@ static int on_raw_event(void *ctx, const struct an_raw *raw)
 			       .tid = raw->tid, .api_id = raw->api };
 	struct ffm_an_site *x;
 	struct site_int *si;
-	uint8_t xv = 0;
-	int64_t dx;
 	bool dup = false, sync_call, submits;
 	uint64_t k, span = 0;
 	int err;
@@ -315,25 +346,9 @@ static int on_raw_event(void *ctx, const struct an_raw *raw)
 		span = probe_span(t, raw, sync_call, submits);
 	if (raw->tid != t->tgid)
 		e.flags |= FFM_EVENT_WORKER;
-	err = apply_sync_verdict(a, x, si, k, &e);
+	err = event_problem(a, sc->last_site, k, sync_call, &e, &dup);
 	if (err)
 		return err;
-	if ((!sync_call || si->setup_api) && e.problem != FFM_PROBLEM_NONE) {
-		/* A call of a function that waits now and then (a lazy module load in
-		 * cuKernelGetFunction, say), which did not wait this time: no sync to remove,
-		 * and no sync where a removed wait could land. A set-up call that waited keeps
-		 * its wait, whatever stage 3 saw after it: nothing to remove either. */
-		e.problem = FFM_PROBLEM_NONE;
-		e.first_use_ns = 0;
-	}
-	/* A launch that waited found the GPU's queue full: not a sync to remove. */
-	if (e.wait_ns && (e.kind == FFM_CALL_LAUNCH || si->launch_api))
-		e.problem = FFM_PROBLEM_LAUNCH_BLOCKED;
-	if ((e.kind == FFM_CALL_TRANSFER || e.kind == FFM_CALL_MEMSET) &&
-	    an_verdict_at(&si->x3, k, si->n2, &xv, &dx)) {
-		x->n_xclassified++;
-		dup = xv == FFM_DUP_SAME_DST;
-	}
 	if (dup && e.problem != FFM_PROBLEM_NONE)
 		err = split_duplicate(a, &e);
 	else if (dup)

@@ -34,6 +34,106 @@ static double imbalance(const uint64_t *v, size_t n)
 	return sum > 0 ? (double)max / (sum / n) - 1 : 0;
 }
 
+/* Node @r's data-quality counts into @m's. */
+static void merge_quality(struct ffm_an_merged *m, const struct ffm_analysis_result *r)
+{
+	for (int d = 0; d < FFM_DROP__MAX; d++)
+		m->q.drops[d] += r->q.drops[d];
+	m->q.incomplete_runs += r->q.incomplete_runs;
+	if (r->q.failed_runs && !m->q.failed_runs)
+		m->q.failed_status = r->q.failed_status;
+	m->q.failed_runs += r->q.failed_runs;
+	m->q.partial_syncs += r->q.partial_syncs;
+	m->q.withheld_syncs += r->q.withheld_syncs;
+	m->q.site_misplaced_syncs += r->q.site_misplaced_syncs;
+	m->q.divergent_sites += r->q.divergent_sites;
+	m->q.unmatched_sites += r->q.unmatched_sites;
+	m->q.unclassified_syncs += r->q.unclassified_syncs;
+	m->q.unclassified_wait_ns += r->q.unclassified_wait_ns;
+	if (r->q.stream_busy_ns > m->q.stream_busy_ns) {
+		m->q.stream_busy_ns = r->q.stream_busy_ns;
+		m->q.stream_head_ns = r->q.stream_head_ns;
+		m->q.stream_tail_ns = r->q.stream_tail_ns;
+	}
+	m->q.stream_capped |= r->q.stream_capped;
+	m->q.read_lib_cpu_ns += r->q.read_lib_cpu_ns;
+	m->q.hidden_wait_ns += r->q.hidden_wait_ns;
+	m->q.hidden_removed_ns += r->q.hidden_removed_ns;
+	m->q.gpu_idle_syncs += r->q.gpu_idle_syncs;
+	m->q.baseline_runs += r->q.baseline_runs; /* each node's own runs */
+	m->q.dup_trimmed_ns += r->q.dup_trimmed_ns;
+	m->q.dup_added_ns += r->q.dup_added_ns;
+	if (r->q.dup_price_runs > m->q.dup_price_runs)
+		m->q.dup_price_runs = r->q.dup_price_runs;
+}
+
+/* Node @ni's groups into @m's, by key. */
+static int merge_groups(struct ffm_an_merged *m, const struct ffm_analysis_result *r, size_t ni,
+			size_t *cap)
+{
+	for (size_t i = 0; i < r->n_groups; i++) {
+		const struct ffm_an_group *g = &r->groups[i];
+		struct ffm_an_mgroup *mg = NULL;
+
+		for (size_t j = 0; j < m->n_groups; j++)
+			if (m->groups[j].g.key == g->key) {
+				mg = &m->groups[j];
+				break;
+			}
+		if (!mg) {
+			if (FFM_GROW(m->groups, *cap, m->n_groups + 1))
+				return -ENOMEM;
+			mg = &m->groups[m->n_groups++];
+			mg->g = *g;
+			mg->node = ni;
+			mg->nodes = 1;
+			continue;
+		}
+		mg->nodes++;
+		mg->g.problems |= g->problems;
+		mg->g.count += g->count;
+		mg->g.occurrences += g->occurrences;
+		for (int t = 0; t < FFM_PROBLEM__MAX; t++)
+			mg->g.n_type[t] += g->n_type[t];
+		mg->g.wait_ns += g->wait_ns;
+		mg->g.benefit_ns += g->benefit_ns;
+		mg->g.partial |= g->partial;
+		mg->g.divergent |= g->divergent;
+		an_group_coverage(&mg->g, g->coverage_known, g->coverage);
+	}
+	return 0;
+}
+
+/* Node @r's driver functions into @m's, by name. */
+static int merge_apis(struct ffm_an_merged *m, const struct ffm_analysis_result *r, size_t *cap)
+{
+	for (size_t i = 0; i < r->n_apis; i++) {
+		const struct ffm_an_api *a = &r->apis[i];
+		struct ffm_an_api *ma = NULL;
+
+		if (!a->calls && !a->problems)
+			continue;
+		for (size_t j = 0; j < m->n_apis; j++)
+			if (!strcmp(m->apis[j].name, a->name)) {
+				ma = &m->apis[j];
+				break;
+			}
+		if (!ma) {
+			if (FFM_GROW(m->apis, *cap, m->n_apis + 1))
+				return -ENOMEM;
+			ma = &m->apis[m->n_apis++];
+			ma->api = a->api;
+			ma->name = a->name;
+		}
+		ma->calls += a->calls;
+		ma->dur_ns += a->dur_ns;
+		ma->wait_ns += a->wait_ns;
+		ma->benefit_ns += a->benefit_ns;
+		ma->problems += a->problems;
+	}
+	return 0;
+}
+
 int ffm_an_merge(const struct ffm_analysis_result *const *res, size_t nr, struct ffm_an_merged *m)
 {
 	uint64_t *node_rec = calloc(nr + 1, sizeof(*node_rec)), *proc_rec = NULL;
@@ -56,93 +156,12 @@ int ffm_an_merge(const struct ffm_analysis_result *const *res, size_t nr, struct
 		for (size_t i = 0; i < r->n_runs; i++)
 			if (r->runs[i].ended)
 				m->stages_done |= 1u << r->runs[i].stage;
-		for (int d = 0; d < FFM_DROP__MAX; d++)
-			m->q.drops[d] += r->q.drops[d];
-		m->q.incomplete_runs += r->q.incomplete_runs;
-		if (r->q.failed_runs && !m->q.failed_runs)
-			m->q.failed_status = r->q.failed_status;
-		m->q.failed_runs += r->q.failed_runs;
-		m->q.partial_syncs += r->q.partial_syncs;
-		m->q.withheld_syncs += r->q.withheld_syncs;
-		m->q.site_misplaced_syncs += r->q.site_misplaced_syncs;
-		m->q.divergent_sites += r->q.divergent_sites;
-		m->q.unmatched_sites += r->q.unmatched_sites;
-		m->q.unclassified_syncs += r->q.unclassified_syncs;
-		m->q.unclassified_wait_ns += r->q.unclassified_wait_ns;
-		if (r->q.stream_busy_ns > m->q.stream_busy_ns) {
-			m->q.stream_busy_ns = r->q.stream_busy_ns;
-			m->q.stream_head_ns = r->q.stream_head_ns;
-			m->q.stream_tail_ns = r->q.stream_tail_ns;
-		}
-		m->q.stream_capped |= r->q.stream_capped;
-		m->q.read_lib_cpu_ns += r->q.read_lib_cpu_ns;
-		m->q.hidden_wait_ns += r->q.hidden_wait_ns;
-		m->q.hidden_removed_ns += r->q.hidden_removed_ns;
-		m->q.gpu_idle_syncs += r->q.gpu_idle_syncs;
-		m->q.baseline_runs += r->q.baseline_runs; /* each node's own runs */
-		m->q.dup_trimmed_ns += r->q.dup_trimmed_ns;
-		m->q.dup_added_ns += r->q.dup_added_ns;
-		if (r->q.dup_price_runs > m->q.dup_price_runs)
-			m->q.dup_price_runs = r->q.dup_price_runs;
-
-		for (size_t i = 0; i < r->n_groups; i++) {
-			const struct ffm_an_group *g = &r->groups[i];
-			struct ffm_an_mgroup *mg = NULL;
-
-			for (size_t j = 0; j < m->n_groups; j++)
-				if (m->groups[j].g.key == g->key) {
-					mg = &m->groups[j];
-					break;
-				}
-			if (!mg) {
-				if (FFM_GROW(m->groups, cap_groups, m->n_groups + 1)) {
-					err = -ENOMEM;
-					goto out;
-				}
-				mg = &m->groups[m->n_groups++];
-				mg->g = *g;
-				mg->node = ni;
-				mg->nodes = 1;
-				continue;
-			}
-			mg->nodes++;
-			mg->g.problems |= g->problems;
-			mg->g.count += g->count;
-			mg->g.occurrences += g->occurrences;
-			for (int t = 0; t < FFM_PROBLEM__MAX; t++)
-				mg->g.n_type[t] += g->n_type[t];
-			mg->g.wait_ns += g->wait_ns;
-			mg->g.benefit_ns += g->benefit_ns;
-			mg->g.partial |= g->partial;
-			mg->g.divergent |= g->divergent;
-			an_group_coverage(&mg->g, g->coverage_known, g->coverage);
-		}
-		for (size_t i = 0; i < r->n_apis; i++) {
-			const struct ffm_an_api *a = &r->apis[i];
-			struct ffm_an_api *ma = NULL;
-
-			if (!a->calls && !a->problems)
-				continue;
-			for (size_t j = 0; j < m->n_apis; j++)
-				if (!strcmp(m->apis[j].name, a->name)) {
-					ma = &m->apis[j];
-					break;
-				}
-			if (!ma) {
-				if (FFM_GROW(m->apis, cap_apis, m->n_apis + 1)) {
-					err = -ENOMEM;
-					goto out;
-				}
-				ma = &m->apis[m->n_apis++];
-				ma->api = a->api;
-				ma->name = a->name;
-			}
-			ma->calls += a->calls;
-			ma->dur_ns += a->dur_ns;
-			ma->wait_ns += a->wait_ns;
-			ma->benefit_ns += a->benefit_ns;
-			ma->problems += a->problems;
-		}
+		merge_quality(m, r);
+		err = merge_groups(m, r, ni, &cap_groups);
+		if (!err)
+			err = merge_apis(m, r, &cap_apis);
+		if (err)
+			goto out;
 	}
 	/* NULL when there is nothing to merge: qsort(NULL, 0) is UB */
 	if (m->n_groups)

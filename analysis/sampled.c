@@ -151,7 +151,8 @@ static int apply_one(struct ffm_analysis *a, struct sctx *c, const struct sent *
 	ew = ew < e->span_w ? e->span_w : ew;
 	x->count = (uint64_t)llround((double)x->count - e->span_n + en);
 	x->wait_ns = (uint64_t)llround((double)x->wait_ns - e->span_w + ew);
-	x->dur_ns = (uint64_t)llround((double)x->dur_ns - e->span_w + ew); /* a wait's duration is its wait */
+	/* a wait's duration is its wait */
+	x->dur_ns = (uint64_t)llround((double)x->dur_ns - e->span_w + ew);
 	x->count_se = sqrt(x->count_se * x->count_se + sen * sen);
 	x->wait_se_ns = sqrt(x->wait_se_ns * x->wait_se_ns + sew * sew);
 	x->sampled = true;
