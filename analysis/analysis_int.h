@@ -88,7 +88,7 @@ struct site_int {
 	struct verdicts s3, s4, x3; /* stage 3 syncs, stage 4 syncs, stage 3 transfers */
 	uint64_t n2;		    /* timeline occurrences (stack_agg) */
 	uint64_t seen;		    /* ... scanned so far */
-	bool keep;		    /* its events go into the model (see an_keep_site()) */
+	bool keep;		    /* its events go into the model (see keep_site(), timeline.c) */
 	bool misplaced;		    /* its used syncs are misplaced (ffm_verdict_site_misplaced) */
 	int64_t site_delay;	    /* ... by this median first-use delay (-1: not misplaced) */
 	bool any_used3;		    /* stage 3 saw a use after at least one of its syncs */
@@ -135,7 +135,7 @@ struct thread {
 
 /* The two threads whose events end latest, latest first, with the end of each one's last
  * event (dropped events included): whether another thread than one still calls the driver
- * after a time (analysis/groups.c, tail_after). */
+ * after a time (analysis/bound.c, tail_after). */
 struct an_late {
 	uint64_t end[2];
 	uint32_t tid[2];
@@ -206,7 +206,7 @@ struct ffm_analysis {
 	struct oatab cpu_of; /* Python anchor -> index in cpu[] (analysis/cputime.c) */
 	uint64_t *cpu;	     /* CPU time sampled under the anchor, outside driver calls */
 	size_t n_cpu, cap_cpu;
-	struct oatab keep_of; /* stack id -> an_keep_site(), the scan threads' read-only copy */
+	struct oatab keep_of; /* stack id -> keep_site(), the scan threads' read-only copy */
 	struct oatab sync_last; /* (site key, tid) -> struct an_sync_last (analysis/hidden.c) */
 	int64_t base_runs[AN_BASELINE_RUNS]; /* an_baseline_runs(), once it has chosen */
 	size_t n_base_runs;

@@ -1,50 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ffm_analysis.h — the analysis of one key's store: it picks the runs, turns stage 2's timeline
- * into the model's events (stages/ffm_model.h), annotates them with the verdicts of stages 3 and
- * 4 (analysis/ffm_verdict.h), runs Figure 5 and the groupings, and hands its users plain results.
- * It is the single source of every verdict: `ffmctl report`, `diff` and `export` take theirs from
- * here (export per event: ffm_analysis__event_verdict()), never decide one themselves. Library
- * rules: returns -errno, never prints, keeps no globals.
- *
- * Why a library of its own, beside the model and not in stages/: docs/DESIGN.md. Its sections
- * are one file each: runs.c and sites.c (the store), timeline.c (reading the timeline),
- * events.c (the model's input), verdict.c (the rules) and verdicts.c (applying them), groups.c
- * (the model's results and groupings), merge.c (several nodes, two jobs), lookup.c (per-event
- * verdicts), analysis.c (the entry points).
- *
- * Which runs
- *   The runs of the key up to the last run of the report's job (what was known when that job
- *   ended; opts->job_only: that job's runs only, for `ffmctl diff`'s after side). Per stage the
- *   latest ended run, a complete one (no PARTIAL/ABORTED flag) over a newer incomplete one.
- *   Stage 2's run is the timeline; without one, stage 1's run gives per-site wait totals and no
- *   problems can be modelled.
- *
- * Events (stage 2 -> struct ffm_event)
- *   API calls: explicit/other API -> FFM_CALL_SYNC, transfer/memset/launch -> CLaunch kinds,
- *   alloc/free as such. FFM_EVENT_SYNC when the call is an API of the synchronizing kind (stage 1
- *   found it waiting, or it is an explicit sync) or it waited at all (wait_ns > 0). Wait-function
- *   events (only recorded outside probed calls) become syncs of their own unless they lie inside
- *   a call of the same thread. Fold key: the folded name of the stack's application frame (the
- *   first frame outside libcuda that has a source line, else the first outside libcuda).
- *   The event array is sized from stage 2's per-stack counts before the scan, so memory is the
- *   model's (56 bytes an event + the graph), never a doubling buffer.
- *
- * Verdicts (stages 3/4 -> problems; the rules, and why, in analysis/ffm_verdict.h)
- *   sync_uses rows of one sync occurrence (same event id: one row per protected range) form one
- *   verdict: unnecessary, misplaced, required, or withheld (no use seen where an unseen use is
- *   likely: calling a required sync unnecessary is the costly mistake). Stage 4's delays replace
- *   stage 3's (stage 3's watch-and-hash run inflates them); without stage 4 stage 3's delays are
- *   used and the report says so. xfer_hashes FFM_DUP_SAME_DST = duplicate transfer.
- *   Join: stage 3/4 rows to stage 2 events by stack id, occurrence by occurrence
- *   (ffm_verdict_join); a site whose counts differ too much gets its majority verdict (median
- *   delay) everywhere and is flagged divergent ("run-to-run differences"). A transfer that is
- *   both a duplicate and an unnecessary/misplaced sync is split in two model events (its copy
- *   part and its wait), so both fixes are modelled.
- *
- * Identity across runs and stores: a site's key hashes its application frames (build-id or
- * module name, file offset) and API name, not store ids: the same call path in another run,
- * another job of the key or another node's store has the same key.
+ * ffm_analysis.h — the analysis of one key's store: picks the runs, turns stage 2's timeline into
+ * the model's events with the verdicts of stages 3 and 4 (analysis/ffm_verdict.h), runs the
+ * model and the groupings, and hands its users plain results. The single source of every
+ * verdict: report, diff and export take theirs from here. Returns -errno, never prints, keeps no
+ * globals. Its passes, and which runs, events and verdicts it uses: docs/DESIGN.md, "The
+ * analysis's passes".
  */
 #ifndef FFM_ANALYSIS_H
 #define FFM_ANALYSIS_H
@@ -210,7 +171,7 @@ struct ffm_analysis_result {
 	uint64_t wall_ns;   /* the timeline's (process span), else the baseline's wall_s */
 	struct ffm_totals totals;
 	uint64_t events;	  /* timeline events scanned */
-	uint64_t modelled_events; /* ... that the model needs (see keep_site in analysis.c) */
+	uint64_t modelled_events; /* ... that the model needs (see keep_site in timeline.c) */
 	uint64_t problem_nodes;
 	struct ffm_an_site *sites; /* the profile run's sites, by time (wait, then duration) */
 	size_t n_sites;
@@ -362,7 +323,8 @@ typedef int (*ffm_an_gpu_span_cb)(const struct ffm_an_gpu_span *s, void *ctx);
 typedef int (*ffm_an_gpu_flow_cb)(const struct ffm_an_gpu_flow *f, void *ctx);
 struct ffm_an_gpu;
 
-/* A tracker; callbacks may be NULL; a nonzero return of one is returned by the call that made it. */
+/* A tracker; callbacks may be NULL; a nonzero return of one is returned by the call that made
+ * it. */
 int ffm_an_gpu__new(ffm_an_gpu_span_cb on_span, ffm_an_gpu_flow_cb on_flow, void *ctx,
 		    struct ffm_an_gpu **ret);
 /* Feed one run's events in (start_ns, id) order; @api: the event's API name (NULL: none). */

@@ -1,50 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * ffm_verdict.h — the rules that turn what stages 3 and 4 saw into verdicts: pure functions of
- * their arguments (no store, no state), the only place where "unnecessary", "misplaced" and
- * "withheld" are decided. The analysis (ffm_analysis.h) applies them to the timeline; the report,
- * the diff and the export all get their verdicts from the analysis, never from these rules
- * applied on their own, so that no two outputs can disagree. tests/analysis checks them by
- * tables.
- *
- * What one sync occurrence's rows say (enum ffm_seen): one sync_uses row per protected range;
- * the occurrence is used if any range is used (at the earliest use). No use seen but
- * FFM_SYNC_USE_PARTIAL (not every range watched: a range none of whose windows was in place in
- * the syncing thread when the sync ended, a watchpoint the kernel refused or set too late, counts
- * as not watched) is UNKNOWN: an unseen use is likely. A use seen by a window set after the
- * sync ended (FFM_SYNC_USE_LATE) is a use, at a time unknown: its delay (only a bound of the
- * first use's) is not the row's, so it never makes a site misplaced. No use seen with every range watched, but
- * only part of its bytes (the row's watched_bytes: stage 3's windows, 8-byte hardware
- * watchpoints that move over the range from one issue to the next; rows of older stores: the
- * first 8 bytes) is NONE_PART: a use of other bytes goes unseen, so the call site decides (a site whose windows saw a use after any of its syncs needs
- * its sync: it cannot be removed for some iterations only; a site never seen used is
- * unnecessary). How much of its range the windows covered over the site's syncs
- * (ffm_verdict_coverage: the share watched at least once) is the caveat the report prints with
- * such a verdict: a use confined to bytes never watched would make it required.
- *
- * Misplaced is decided per call site (ffm_verdict_site_misplaced): its used syncs are misplaced
- * when the site's median first-use delay and its mean wait are both FFM_MISPLACED_FLOOR_NS or more
- * AND the delay is at least 1/FFM_MISPLACED_WAIT_DIV of the mean wait or FFM_MISPLACED_ABS_NS.
- * Why: the paper only says "a large time gap". Any real gap is a real saving in the model; the
- * floor keeps measurement noise out (a watchpoint trap costs ~15 µs, the probes a few µs: a sync
- * used "at once" measures well under 20 µs), the relative part keeps a gap that recovers a sliver
- * of a long wait from being called the problem (moving a 10 ms wait by 30 µs is not the fix)
- * unless the gap is long in absolute terms (≥ 1 ms per occurrence adds up), and judging the
- * site's typical occurrence keeps single noisy measurements at a required sync from adding up to
- * a phantom problem. An occurrence of a misplaced site is misplaced when its own delay is > 0
- * and it waited (the model credits min(delay, wait)). One whose use went unseen (UNKNOWN, or
- * NONE_PART at a used site) and that waited takes its site's verdict, at the site's median
- * delay: the fix moves the line's sync for every iteration, and a loop that reads h[i] has
- * its use seen only in the iterations whose window lands on element i.
- *
- * Host read every iteration (ffm_verdict_site_host_read): a site whose syncs are required
- * because the CPU reads the data at once, but the data is a few bytes (at most
- * FFM_HOST_READ_MAX_BYTES protected per occurrence: a loss printed with .item(), a cuBLAS dot
- * product in host pointer mode, a convergence flag) and the site syncs at least
- * FFM_HOST_READ_MIN_COUNT times. Such a read stalls the loop at every step; the fix keeps the
- * values on the GPU and reads them every N iterations. It changes when the value is used, not
- * just the call, so it is its own problem type, never "unnecessary". The model removes N-1 of
- * every N occurrences (ffm_verdict_host_read_removed), the N-th stays required.
+ * their arguments (no store, no state), the only place where "unnecessary", "misplaced",
+ * "withheld" and a host read are decided. The analysis applies them; no output applies them on
+ * its own. Each rule and why: docs/ACCURACY.md, "The verdict rules". Tested by tables
+ * (tests/analysis/test_verdicts.c).
  */
 #ifndef FFM_ANALYSIS_VERDICT_H
 #define FFM_ANALYSIS_VERDICT_H
