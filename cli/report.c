@@ -30,6 +30,7 @@
 #include "cli/ffmctl.h"
 #include "cli/report.h"
 #include "common/util.h"
+#include "stages/ffm_plan.h"
 
 #define REPORT_SCHEMA_VERSION 2
 /* Text output folds problems worth less than this share of the wall time into one line: a
@@ -123,29 +124,75 @@ static const struct ffm_an_site *pattern_site(const struct ffmctl_job_stores *js
 	return &ffm_analysis__result(js->v[mg->node].an)->sites[mg->g.seq_sites[m]];
 }
 
-static const char *next_step(uint32_t done, bool have_problems)
+/*
+ * What ffmd will do at the key's next run, asked of the stage plan (stages/ffm_plan.h) with what
+ * each node's store knows of the key's runs: the earliest stage any node still needs, monitoring
+ * only when every node monitors. Stage 0: no store could say.
+ */
+static struct ffm_plan next_plan(const struct ffmctl_job_stores *js)
 {
-	if (!(done & (1u << 1)) && !(done & (1u << 2)))
-		return "the next run of this job key records stage 1 (which calls synchronize and how long they wait)";
-	if (!(done & (1u << 2)))
-		return "the next run records stage 2 (every sync and transfer, timed, with call sites)";
-	if (!have_problems)
-		return "the next run records stage 3 (which syncs protect data the CPU uses, which transfers repeat): then the problems and their expected benefit are shown";
-	if (!(done & (1u << 4)))
-		return "the next run records stage 4 (time from each required sync to the first use of its data); until then first-use times come from stage 3, whose hashing slows the CPU side";
-	return "all stages have run; further runs of this key only monitor (stage 1) and re-trace when the behaviour changes";
+	struct ffm_plan best = { 0 }, p;
+
+	for (size_t ni = 0; ni < js->n; ni++) {
+		if (ffm_plan__of_key(js->v[ni].store, &p) < 0)
+			continue;
+		if (!best.stage || best.reason == FFM_PLAN_MONITOR ||
+		    (p.reason != FFM_PLAN_MONITOR && p.stage < best.stage))
+			best = p;
+	}
+	return best;
 }
 
-/* The first stage the next run records (0: all have run), as next_step() says it. */
-static int next_stage(uint32_t done, bool have_problems)
+/* The stages of @bits, "1", "3 and 4". */
+static void stage_list(uint32_t bits, char *buf, size_t len)
 {
-	if (!(done & (1u << 1)) && !(done & (1u << 2)))
-		return 1;
-	if (!(done & (1u << 2)))
-		return 2;
-	if (!have_problems)
-		return 3;
-	return done & (1u << 4) ? 0 : 4;
+	size_t off = 0;
+
+	buf[0] = '\0';
+	for (unsigned s = FFM_STAGE_BASELINE; s < FFM_STAGE__MAX && off < len; s++)
+		if (bits & FFM_STAGE_BIT(s))
+			off += (size_t)snprintf(buf + off, len - off, "%s%u",
+						!off ? "" : (bits >> (s + 1)) ? ", " : " and ", s);
+}
+
+/* The "next:" line of @p: the stage's sentence, then why it repeats or what was given up. */
+static const char *next_step(const struct ffm_plan *p, char *buf, size_t len)
+{
+	static const char *const what[FFM_STAGE__MAX] = {
+		"the store could not say which stage the next run records",
+		"the next run of this job key records stage 1 (which calls synchronize and how long "
+		"they wait)",
+		"the next run records stage 2 (every sync and transfer, timed, with call sites)",
+		"the next run records stage 3 (which syncs protect data the CPU uses, which transfers "
+		"repeat): then the problems and their expected benefit are shown",
+		"the next run records stage 4 (time from each required sync to the first use of its "
+		"data); until then first-use times come from stage 3, whose hashing slows the CPU side",
+	};
+	const char *s = p->stage < FFM_STAGE__MAX ? what[p->stage] : what[0];
+	char skipped[32];
+	size_t off;
+
+	if (p->reason == FFM_PLAN_MONITOR)
+		s = "all stages have run; further runs of this key only monitor (stage 1) and "
+		    "re-trace when the behaviour changes";
+	else if (p->reason == FFM_PLAN_DRIFT)
+		s = "the behaviour changed since stages 2-4 ran: the next run re-traces them from "
+		    "stage 2 (every sync and transfer, timed, with call sites)";
+	off = (size_t)snprintf(buf, len, "%s", s);
+	if (p->reason == FFM_PLAN_RETRY && off < len)
+		off += (size_t)snprintf(buf + off, len - off,
+					"; again, since its last run did not complete");
+	stage_list(p->skipped, skipped, sizeof(skipped));
+	if (p->skipped && off < len)
+		snprintf(buf + off, len - off, "; given up: stage%s %s (its runs failed %d times)",
+			 p->skipped & (p->skipped - 1) ? "s" : "", skipped, FFM_PLAN_MAX_FAILURES);
+	return buf;
+}
+
+/* The first stage the next run records (0: none, only monitoring), as next_step() says it. */
+static int next_stage(const struct ffm_plan *p)
+{
+	return p->reason == FFM_PLAN_MONITOR ? 0 : (int)p->stage;
 }
 
 /* @s as one shell word. */
@@ -169,10 +216,10 @@ static void shell_word(FILE *o, const char *s)
 }
 
 /* The command that continues a profile with the stages not run yet; 0: none (all have run). */
-static int next_command(FILE *o, uint32_t done, bool have_problems, const struct ffmctl_next *nx)
+static int next_command(FILE *o, const struct ffm_plan *p, const struct ffmctl_next *nx)
 {
 	const char *dflt = getenv("FFM_STATE_DIR");
-	int from = next_stage(done, have_problems);
+	int from = next_stage(p);
 
 	if (!nx || !from)
 		return 0;
@@ -193,7 +240,7 @@ static int next_command(FILE *o, uint32_t done, bool have_problems, const struct
 }
 
 /* next_command() as a JSON string, or null. */
-static json_t *json_next_command(uint32_t done, bool have_problems, const struct ffmctl_next *nx)
+static json_t *json_next_command(const struct ffm_plan *p, const struct ffmctl_next *nx)
 {
 	char *buf = NULL;
 	size_t len = 0;
@@ -203,7 +250,7 @@ static json_t *json_next_command(uint32_t done, bool have_problems, const struct
 
 	if (!f)
 		return NULL;
-	n = next_command(f, done, have_problems, nx);
+	n = next_command(f, p, nx);
 	if (!fclose(f))
 		v = n ? json_stringn(buf, len) : json_null();
 	free(buf);
@@ -767,6 +814,20 @@ static void print_sites(FILE *o, const struct ffmctl_job_stores *js, const struc
 	}
 }
 
+/* The "next:" line and the command that runs it. */
+static void print_next(FILE *o, const struct ffmctl_job_stores *js, const struct ffmctl_next *nx)
+{
+	struct ffm_plan plan = next_plan(js);
+	char next[512];
+
+	fprintf(o, "\nnext: %s\n", next_step(&plan, next, sizeof(next)));
+	if (nx && next_stage(&plan)) {
+		fputs("  to run it: ", o);
+		next_command(o, &plan, nx);
+		fputc('\n', o);
+	}
+}
+
 static void print_text(FILE *o, const char *job_id, const struct ffmctl_job_stores *js,
 		       const struct ffm_an_merged *m, enum ffm_grouping grouping, int top,
 		       const struct subseq *q, double noise_pct, const struct ffmctl_next *nx)
@@ -886,12 +947,7 @@ static void print_text(FILE *o, const char *job_id, const struct ffmctl_job_stor
 		if (m->proc_imbalance >= 0)
 			fprintf(o, "  load imbalance over processes: %.1f%%\n", 100 * m->proc_imbalance);
 	}
-	fprintf(o, "\nnext: %s\n", next_step(m->stages_done, m->have_problems));
-	if (nx && next_stage(m->stages_done, m->have_problems)) {
-		fputs("  to run it: ", o);
-		next_command(o, m->stages_done, m->have_problems, nx);
-		fputc('\n', o);
-	}
+	print_next(o, js, nx);
 }
 
 /* ---- JSON --------------------------------------------------------------------------------- */
@@ -1194,8 +1250,10 @@ static int print_json(FILE *o, const char *job_id, const struct ffmctl_job_store
 		      const struct subseq *q, const struct ffmctl_next *nx)
 {
 	const struct ffm_analysis_result *r0 = ffm_analysis__result(js->v[0].an);
+	struct ffm_plan plan = next_plan(js);
 	bool known = m->have_problems;
 	json_t *problems = json_array(), *v;
+	char next[512];
 
 	for (size_t i = 0; i < m->n_groups && (int)i < top; i++)
 		problems = ffm_json_append(problems, json_problem(js, m, i, grouping));
@@ -1224,9 +1282,8 @@ static int print_json(FILE *o, const char *job_id, const struct ffmctl_job_store
 			"benefit_s", json_s(s_of(q->benefit_ns)),
 			"sequence_benefit_s", json_s(s_of(q->whole_ns)),
 			"occurrences", ffm_json_u64(q->occurrences)));
-	v = ffm_json_set(v, "next", json_string(next_step(m->stages_done, m->have_problems)));
-	v = ffm_json_set(v, "next_command",
-			 json_next_command(m->stages_done, m->have_problems, nx));
+	v = ffm_json_set(v, "next", json_string(next_step(&plan, next, sizeof(next))));
+	v = ffm_json_set(v, "next_command", json_next_command(&plan, nx));
 	return ffm_json_print(o, v);
 }
 

@@ -21,6 +21,7 @@
 #include "cli/client.h"
 #include "cli/ffmctl.h"
 #include "cli/report.h"
+#include "stages/ffm_plan.h"
 #include "store/ffm_store.h"
 #include "common/ffm_json.h"
 #include "common/util.h"
@@ -337,7 +338,7 @@ static void stages_text(uint32_t done, char *buf, size_t len)
 
 	buf[0] = 0;
 	for (int s = 1; s <= FFM_STORE_MAX_STAGE && off < len; s++)
-		if (done & (1u << s))
+		if (done & FFM_STAGE_BIT(s))
 			off += (size_t)snprintf(buf + off, len - off, "%s%d", off ? "," : "", s);
 	if (!off)
 		snprintf(buf, len, "-");
@@ -349,7 +350,7 @@ static json_t *job_json(const struct job_row *j)
 	char user[64];
 
 	for (int s = 1; s <= FFM_STORE_MAX_STAGE; s++)
-		if (j->stages_done & (1u << s))
+		if (j->stages_done & FFM_STAGE_BIT(s))
 			stages = ffm_json_append(stages, json_integer(s));
 	return json_pack("{s:o,s:o,s:I,s:o,s:I,s:o,s:s,s:I,s:I,s:o,s:o}",
 			 "job", ffm_json_string(j->job_id), "key", ffm_json_string(j->key),

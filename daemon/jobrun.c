@@ -164,38 +164,13 @@ static int add_sync_name(uint32_t api, const char *name, void *ctx)
 	return 0;
 }
 
-/*
- * Drift (stages/ffm_plan.h): the key's latest stage-1 run came after its latest stage-2 run (a
- * monitoring run, adaptive stage 1 tracing in full from a new call site on) and waited at
- * least DRIFT_PPM of its wait time at call sites no earlier run of the key waited at.
- */
-#define DRIFT_PPM 10000 /* 1% */
-static bool drifted(struct ffm_store *s, const struct ffm_store_stage_history *h)
-{
-	int64_t ppm = 0;
-
-	if (!h->last_run[1] || !h->last_run[2] || h->last_run[1] < h->last_run[2])
-		return false;
-	return ffm_store__new_wait_share(s, h->last_run[1], &ppm) == 0 && ppm >= DRIFT_PPM;
-}
-
-/* Whether the key's latest stage-3 run saw a transfer repeat itself, once stage 4 is done
- * (its monitoring runs then time the copies, stages/ffm_plan.h); an error reads as no. */
-static bool has_duplicates(struct ffm_store *s, const struct ffm_store_stage_history *h)
-{
-	int64_t any = 0;
-
-	return h->last_run[FFM_STAGE_MEMORY] && h->runs[FFM_STAGE_SYNC_USE] &&
-	       ffm_store__dup_transfers(s, h->last_run[FFM_STAGE_MEMORY], &any) == 0 && any;
-}
-
 int ffm_jobrun__begin(const struct ffm_jobrun_opts *opts, struct ffm_jobrun **ret)
 {
 	struct ffm_store_opts so = { .sz = sizeof(so), .create = true, .tool_version = "ffm 0.1" };
 	struct ffm_store_key key = { .key = opts->key, .uid = opts->uid, .exe = opts->exe,
 				     .args_hash = opts->args_hash };
 	struct ffm_store_stage_history hist;
-	struct ffm_plan_input in = { .override_stage = opts->override_stage };
+	struct ffm_plan_input in;
 	struct ffm_recorder_opts ro = { .sz = sizeof(ro), .collector = opts->collector, .sym = opts->sym,
 					.apis = opts->apis, .proc_root = opts->proc_root,
 					.driver_build_id = opts->driver_build_id };
@@ -230,21 +205,9 @@ int ffm_jobrun__begin(const struct ffm_jobrun_opts *opts, struct ffm_jobrun **re
 	if (err < 0)
 		goto fail;
 
-	err = ffm_store__stage_history(jr->store, &hist);
+	err = ffm_plan__input(jr->store, opts->override_stage, &in, &hist);
 	if (err < 0)
 		goto fail;
-	for (int s = 1; s < FFM_STAGE__MAX && s <= FFM_STORE_MAX_STAGE; s++) {
-		/* A run the collector's restart cut short is no failure of its stage: a stage is
-		 * given up only after runs that could not cover it on their own. */
-		uint32_t failed = hist.partial[s] - hist.interrupted[s];
-
-		if (hist.runs[s] > hist.partial[s])
-			in.completed |= FFM_STAGE_BIT(s);
-		else
-			in.failures[s] = failed > 255 ? 255 : failed;
-	}
-	in.drift = drifted(jr->store, &hist);
-	in.time_copies = has_duplicates(jr->store, &hist);
 	err = ffm_plan__next(&in, &jr->plan);
 	if (err < 0)
 		goto fail;

@@ -84,7 +84,7 @@ struct ffm_plan_input {
 	uint32_t completed; /* FFM_STAGE_BIT(s) for each stage with a complete run */
 	/* partial/aborted runs of each stage since its last complete run (index = stage) */
 	uint8_t failures[FFM_STAGE__MAX];
-	bool time_copies;   /* the key's stage-3 run found duplicate transfers (daemon/jobrun.c):
+	bool time_copies;   /* the key's stage-3 run found duplicate transfers (stages/plan_key.c):
 			     * monitoring runs time the copies too */
 	bool drift;         /* the store saw the job's behaviour change since stages 2-4 ran (daemon/
 			     * jobrun.c: a monitoring run waited >= 1% at call sites new to the key) */
@@ -112,5 +112,17 @@ static inline bool ffm_plan__times_copies(const struct ffm_plan *p)
 
 /* The probe set of a stage run normally (stage-1 list available); 0 for an unknown stage. */
 uint32_t ffm_plan__probes(enum ffm_stage stage);
+
+/* ---- the plan of a key, from its store (stages/plan_key.c) ---- */
+struct ffm_store;
+struct ffm_store_stage_history;
+
+/* The plan's input from what the key's store @s knows of its runs: complete stages, failures
+ * (runs the collector's restart cut short aside), drift, duplicate copies; @hist gets the
+ * store's stage history. ffmd plans a run from it, the CLI says what that run will be. */
+int ffm_plan__input(struct ffm_store *s, int override_stage, struct ffm_plan_input *in,
+		    struct ffm_store_stage_history *hist);
+/* The plan of the key's next run without an override: ffm_plan__input, then ffm_plan__next. */
+int ffm_plan__of_key(struct ffm_store *s, struct ffm_plan *out);
 
 #endif /* FFM_PLAN_H */
