@@ -219,7 +219,8 @@ static size_t status_json(struct ffmd *d, const struct conn *conn, char *out, si
 				   "processes_held", (json_int_t)d->held_total,
 				   "sampling", "budget_pct", ffm_json_fixed(d->cfg.sample_budget * 100, 4),
 				   "wait_cost_us", ffm_json_fixed(d->cfg.wait_cost_us, 2),
-				   "attach_ms", ffm_json_fixed(d->attach_count ? 1e3 * d->attach_sum_s / (double)d->attach_count : 0, 2),
+				   "attach_ms", ffm_json_fixed(d->attach_count ? 1e3 * d->attach_sum_s /
+								(double)d->attach_count : 0, 2),
 				   "detach_ms", ffm_json_fixed(1e3 * detach_mean_s(d), 2)),
 			 out, len);
 }
@@ -308,7 +309,8 @@ static int job_start(struct ffmd *d, const struct ffm_request *req, const struct
 	err = job_create(d, &sp, &j, msg);
 	if (err < 0)
 		return err;
-	json_body(json_pack("{s:o,s:o,s:i,s:I}", "job", ffm_json_string(j->id), "key", ffm_json_string(j->key), "stage", j->stage,
+	json_body(json_pack("{s:o,s:o,s:i,s:I}", "job", ffm_json_string(j->id), "key",
+			    ffm_json_string(j->key), "stage", j->stage,
 			    "run", (json_int_t)ffm_jobrun__run_id(j->jr)),
 		  body, blen);
 	*msg = "started";
@@ -367,7 +369,7 @@ static void respond(struct ffmd *d, struct conn *c, int err, const char *msg, co
 	    errno != EAGAIN)
 		log_warn("cannot answer uid %u: %s", c->cred.uid, strerror(errno));
 	if (!c->waiting) /* a waiting connection is out of the epoll set already */
-		epoll_ctl(d->ep, EPOLL_CTL_DEL, c->fd, NULL);
+		ep_del(d, c->fd);
 	close(c->fd);
 	c->fd = -1;
 	c->waiting = false;
@@ -444,7 +446,7 @@ static int job_end_request(struct ffmd *d, struct conn *c, const struct ffm_requ
 		return 0;
 	c->waiting = true;
 	c->deadline = ffm_now_s() + (wait_ms < MAX_END_WAIT_MS ? wait_ms : MAX_END_WAIT_MS) / 1e3;
-	epoll_ctl(d->ep, EPOLL_CTL_DEL, c->fd, NULL); /* the peer says nothing more */
+	ep_del(d, c->fd); /* the peer says nothing more */
 	return 1;
 }
 
@@ -464,7 +466,7 @@ void handle_request(struct ffmd *d, struct conn *c)
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
 	if (n <= 0) {
-		epoll_ctl(d->ep, EPOLL_CTL_DEL, c->fd, NULL);
+		ep_del(d, c->fd);
 		close(c->fd);
 		c->fd = -1;
 		return;
@@ -502,6 +504,24 @@ void handle_request(struct ffmd *d, struct conn *c)
 	if (err)
 		log_refused(c, msg);
 	respond(d, c, err, msg, body);
+}
+
+int ep_add(struct ffmd *d, int fd, uint64_t tag)
+{
+	if (epoll_ctl(d->ep, EPOLL_CTL_ADD, fd,
+		      &(struct epoll_event){ .events = EPOLLIN, .data.u64 = tag }) < 0) {
+		int err = -errno;
+
+		log_err("cannot watch descriptor %d: %s", fd, strerror(-err));
+		return err;
+	}
+	return 0;
+}
+
+void ep_del(struct ffmd *d, int fd)
+{
+	if (epoll_ctl(d->ep, EPOLL_CTL_DEL, fd, NULL) < 0)
+		log_warn("cannot stop watching descriptor %d: %s", fd, strerror(errno));
 }
 
 void accept_conn(struct ffmd *d)
@@ -542,6 +562,8 @@ void accept_conn(struct ffmd *d)
 	c->admin = admin;
 	c->waiting = false;
 	c->deadline = ffm_now_s() + FFM_PROTO_TIMEOUT_MS / 1000.0;
-	epoll_ctl(d->ep, EPOLL_CTL_ADD, fd,
-		  &(struct epoll_event){ .events = EPOLLIN, .data.u64 = TAG_CONN | (uint64_t)(c - d->conns) << 8 });
+	if (ep_add(d, fd, TAG_CONN | (uint64_t)(c - d->conns) << 8) < 0) {
+		close(fd);
+		c->fd = -1;
+	}
 }

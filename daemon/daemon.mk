@@ -18,3 +18,11 @@ $(O)/bench/bench_overhead_child: bench/bench_overhead_child.c
 	$(Q)$(CC) $(FFM_CPPFLAGS) $(CPPFLAGS) $(CFLAGS) $(FFM_CFLAGS) -o $@ $< -ldl
 
 EXTRA_PROGS += $(BENCH_OVERHEAD)
+
+# The route table's lookups per record (not a test): build/bench/bench_routes [routes] [lookups]
+$(O)/bench/bench_routes: $(O)/daemon/bench/bench_routes.o $(FFM_LIBS)
+	$(call msg,LINK,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(FFM_LIBS) $(SYS_LIBS)
+
+EXTRA_PROGS += $(O)/bench/bench_routes

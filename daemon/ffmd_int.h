@@ -23,6 +23,7 @@
 #include <sys/types.h>
 
 #include "bpf/ffm.h"
+#include "common/oatab.h"
 #include "common/util.h"
 #include "daemon/collector.h"
 #include "daemon/config.h"
@@ -155,10 +156,11 @@ struct rule {
 	uint64_t jobs_made;
 };
 
-/* A process that BPF put into a rule's slot, and the job it belongs to now. */
-struct route {
-	uint32_t tgid;
-	int32_t job; /* index in jobs[], -1: free */
+/* The processes that BPF put into a rule's slot, and the job each belongs to now: tgid ->
+ * index in jobs[] (tables.c). */
+struct routes {
+	struct oatab t;
+	uint32_t live; /* routes not dropped; at most MAX_ROUTES */
 };
 
 struct conn {
@@ -187,7 +189,7 @@ struct ffmd {
 	struct job jobs[FFM_MAX_JOBS];
 	struct rule rules[FFM_MAX_RULES];
 	uint64_t rule_slots;     /* bit per slot owned by a rule */
-	struct route routes[MAX_ROUTES];
+	struct routes routes;
 	struct drv drvs[MAX_DRIVERS];
 	struct plink plinks[MAX_PLINKS];
 	struct {
@@ -256,6 +258,8 @@ int job_of_rec(struct ffmd *d, const struct ffm_rec_hdr *h);
 struct rule *rule_of_slot(struct ffmd *d, uint32_t slot);
 struct plink *plink_find(struct ffmd *d, pid_t pid, const struct drv *dv);
 bool any_job(const struct ffmd *d);
+int routes_init(struct ffmd *d);
+void routes_free(struct ffmd *d);
 int route_find(const struct ffmd *d, uint32_t tgid);
 void route_add(struct ffmd *d, uint32_t tgid, int job);
 void routes_drop_job(struct ffmd *d, int job);
@@ -351,6 +355,10 @@ int rule_adopt(struct ffmd *d, struct rule *ru, uint32_t tgid, uint32_t uid, con
 int rules_reload(struct ffmd *d, const struct ffmd_config *cfg);
 
 /* ---- control.c ---- */
+/* The loop's epoll set: watch @fd for input with @tag (enum TAG_*), logged when refused;
+ * stop watching it (logged when refused: the descriptor is closed next either way). */
+int ep_add(struct ffmd *d, int fd, uint64_t tag);
+void ep_del(struct ffmd *d, int fd);
 void accept_conn(struct ffmd *d);
 void handle_request(struct ffmd *d, struct conn *c);
 /* Answer the job-end requests whose copy is in place, or past their wait (@all: every one). */

@@ -443,7 +443,7 @@ static void tick(struct ffmd *d)
 	for (int i = 0; i < MAX_CONNS; i++)
 		if (d->conns[i].fd >= 0 && !d->conns[i].waiting && t > d->conns[i].deadline) {
 			/* Sent nothing in time: close it, the daemon never waits on a client. */
-			epoll_ctl(d->ep, EPOLL_CTL_DEL, d->conns[i].fd, NULL);
+			ep_del(d, d->conns[i].fd);
 			close(d->conns[i].fd);
 			d->conns[i].fd = -1;
 		}
@@ -451,16 +451,22 @@ static void tick(struct ffmd *d)
 		ffm_notify("WATCHDOG=1");
 		d->last_watchdog = t;
 	}
-	snprintf(status, sizeof(status), "STATUS=%d job%s, %.0f events/s", njobs, njobs == 1 ? "" : "s", rate);
+	snprintf(status, sizeof(status), "STATUS=%d job%s, %.0f events/s", njobs,
+		 njobs == 1 ? "" : "s", rate);
 	ffm_notify(status);
 }
 
 /* The tick: store flush, rates, watchdog, every @ms (0: 200). */
-static void set_timer(struct ffmd *d, long ms)
+static int set_timer(struct ffmd *d, long ms)
 {
 	struct timespec t = { (ms ? ms : 200) / 1000, ((ms ? ms : 200) % 1000) * 1000000 };
 
-	timerfd_settime(d->tfd, 0, &(struct itimerspec){ .it_interval = t, .it_value = t }, NULL);
+	if (timerfd_settime(d->tfd, 0, &(struct itimerspec){ .it_interval = t, .it_value = t },
+			    NULL) < 0) {
+		log_err("cannot set the flush timer: %s", strerror(errno));
+		return -errno;
+	}
+	return 0;
 }
 
 /*
@@ -502,10 +508,8 @@ static int apply_config(struct ffmd *d, const struct ffmd_config *cfg)
 	/* Adaptive stage 1: processes that start sampling from now on follow the new values. */
 	d->cfg.sample_budget = cfg->sample_budget;
 	d->cfg.wait_cost_us = cfg->wait_cost_us;
-	if (cfg->flush_ms != d->cfg.flush_ms) {
-		set_timer(d, cfg->flush_ms);
+	if (cfg->flush_ms != d->cfg.flush_ms && set_timer(d, cfg->flush_ms) == 0)
 		d->cfg.flush_ms = cfg->flush_ms;
-	}
 	err = rules_reload(d, cfg);
 	update_attachments(d);
 	return err;
@@ -558,16 +562,13 @@ static int workers_start(struct ffmd *d, const struct ffmd_config *cfg)
 	return 0;
 }
 
-int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
+/* A struct ffmd with nothing open yet (every descriptor -1), its admin group looked up. */
+static int ffmd_alloc(const struct ffmd_config *cfg, struct ffmd **ret)
 {
-	struct ffm_driver_list *sys = NULL;
-	char journal[PATH_MAX];
-	sigset_t mask;
-	struct ffmd *d;
+	struct ffmd *d = calloc(1, sizeof(*d));
 	int err;
 
 	*ret = NULL;
-	d = calloc(1, sizeof(*d));
 	if (!d)
 		return -ENOMEM;
 	d->cfg = *cfg;
@@ -575,61 +576,73 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 	d->lock_fds[0] = d->lock_fds[1] = -1;
 	for (int i = 0; i < MAX_CONNS; i++)
 		d->conns[i].fd = -1;
+	*ret = d;
+	if ((err = routes_init(d)) < 0)
+		return err;
 	if (cfg->admin_group[0]) {
 		if (group_gid(cfg->admin_group, &d->admin_gid) < 0) {
 			log_no_admin_group(cfg, "; ffmd does not start without it");
-			err = -ENOENT;
-			goto fail;
+			return -ENOENT;
 		}
 		d->have_admin_gid = true;
 	}
-	if ((err = dirs_setup(d, cfg)) < 0)
-		goto fail;
-	/* One ffmd per node: its journal and holds beside this node's stores, so that nodes
-	 * sharing a state directory never share them. */
-	{
-		char host[256] = "";
+	return 0;
+}
 
-		gethostname(host, sizeof(host) - 1);
-		if (ffm_state_path(cfg->state_dir, FFM_STATE_ROOT, host, d->node_root, sizeof(d->node_root)) < 0 ||
-		    ffm_state_path(cfg->state_dir, FFM_STATE_HOLDS, host, d->holds_path, sizeof(d->holds_path)) < 0 ||
-		    ffm_state_path(cfg->state_dir, FFM_STATE_JOURNAL, host, journal, sizeof(journal)) < 0) {
-			err = -ENAMETOOLONG;
-			log_err("state directory %s: path too long", cfg->state_dir);
-			goto fail;
-		}
-		if ((err = ffm_mkdir_p(d->node_root, 0751)) < 0) {
-			log_err("cannot create %s: %s", d->node_root, strerror(-err));
-			goto fail;
-		}
-		/* Before anything of the node's is read or written (the holds, just below). */
-		if ((err = dir_lock("state", d->node_root, &d->lock_fds[1])) < 0)
-			goto fail;
-	}
-	{
-		char why[FFM_TRUSTED_DIRS_MAX + 256];
+/* One ffmd per node: its journal (@journal) and holds beside this node's stores, so that nodes
+ * sharing a state directory never share them; the node's directory locked. */
+static int node_setup(struct ffmd *d, const struct ffmd_config *cfg, char *journal, size_t len)
+{
+	char host[256] = "";
+	int err;
 
-		if ((err = ffm_driver_trust_dirs(cfg->trusted_driver_dirs, why, sizeof(why))) < 0) {
-			log_err("%s%s%s", cfg->config_path, cfg->config_path[0] ? ": " : "", why);
-			goto fail;
-		}
+	if (gethostname(host, sizeof(host) - 1) < 0) {
+		log_err("cannot read the host name: %s", strerror(errno));
+		return -errno;
 	}
-	holds_resume(d);
-	err = ffm_collector__open(&(struct ffm_collector_opts){ .sz = sizeof(struct ffm_collector_opts),
-				  .on_record = on_record, .ctx = d,
-				  .wakeup_bytes = cfg->wakeup_kib * 1024,
-				  .ringbuf_bytes = cfg->ringbuf_kib * 1024, .map_guard = true,
-				  .per_process = !cfg->system_scope, .exclude_self = true,
-				  .consume_ms = cfg->consume_ms,
-				  .procs_per_user = cfg->user_procs ? cfg->user_procs : FFM_MAX_PROCS }, &d->col);
+	if (ffm_state_path(cfg->state_dir, FFM_STATE_ROOT, host, d->node_root,
+			   sizeof(d->node_root)) < 0 ||
+	    ffm_state_path(cfg->state_dir, FFM_STATE_HOLDS, host, d->holds_path,
+			   sizeof(d->holds_path)) < 0 ||
+	    ffm_state_path(cfg->state_dir, FFM_STATE_JOURNAL, host, journal, len) < 0) {
+		log_err("state directory %s: path too long", cfg->state_dir);
+		return -ENAMETOOLONG;
+	}
+	if ((err = ffm_mkdir_p(d->node_root, 0751)) < 0) {
+		log_err("cannot create %s: %s", d->node_root, strerror(-err));
+		return err;
+	}
+	/* Before anything of the node's is read or written (the holds, next). */
+	return dir_lock("state", d->node_root, &d->lock_fds[1]);
+}
+
+static int trust_setup(const struct ffmd_config *cfg)
+{
+	char why[FFM_TRUSTED_DIRS_MAX + 256];
+	int err = ffm_driver_trust_dirs(cfg->trusted_driver_dirs, why, sizeof(why));
+
+	if (err < 0)
+		log_err("%s%s%s", cfg->config_path, cfg->config_path[0] ? ": " : "", why);
+	return err;
+}
+
+/* The BPF collector loaded, and what this kernel lets it do said. */
+static int collector_setup(struct ffmd *d, const struct ffmd_config *cfg)
+{
+	char caps[256] = "";
+	int err = ffm_collector__open(&(struct ffm_collector_opts){
+		.sz = sizeof(struct ffm_collector_opts), .on_record = on_record, .ctx = d,
+		.wakeup_bytes = cfg->wakeup_kib * 1024, .ringbuf_bytes = cfg->ringbuf_kib * 1024,
+		.map_guard = true, .per_process = !cfg->system_scope, .exclude_self = true,
+		.consume_ms = cfg->consume_ms,
+		.procs_per_user = cfg->user_procs ? cfg->user_procs : FFM_MAX_PROCS }, &d->col);
+
 	if (err < 0) {
-		char caps[256] = "";
-
 		if (err == -EPERM || err == -EACCES)
 			ffm_caps_hint(FFM_COLLECTOR_OPEN_CAPS, UINT64_MAX, caps, sizeof(caps));
-		log_err("cannot load the BPF collector: %s%s%s", strerror(-err), caps[0] ? ": ffmd " : "",
-			caps);
-		goto fail;
+		log_err("cannot load the BPF collector: %s%s%s", strerror(-err),
+			caps[0] ? ": ffmd " : "", caps);
+		return err;
 	}
 	if (!ffm_collector__map_guard(d->col))
 		log_warn("no map guard (the kernel's syscalls:sys_enter_mmap tracepoint): a process that "
@@ -639,64 +652,88 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 			 "Linux 6.13+): a parent that starts waiting for stopped children while ffm holds "
 			 "one may see it stopped for a moment");
 	log_info("uprobes: %s, %s", ffm_collector__probe_mode(d->col),
-		 ffm_collector__per_process(d->col) ? "per job process (others get no breakpoint)"
-						    : "system-wide (processes outside the jobs trap and return)");
-	detacher_start(d);
-	if ((err = workers_start(d, cfg)) < 0)
-		goto fail;
+		 ffm_collector__per_process(d->col)
+			 ? "per job process (others get no breakpoint)"
+			 : "system-wide (processes outside the jobs trap and return)");
 	if (cfg->ringbuf_kib && cfg->wakeup_kib >= cfg->ringbuf_kib)
-		log_warn("ringbuf_wakeup_kib (%u) >= ringbuf_kib (%u): BPF never wakes ffmd, which reads records every 100 ms only",
-			 cfg->wakeup_kib, cfg->ringbuf_kib);
-	if ((err = ffm_apis__new(&d->apis)) < 0 || (err = ffm_symbolizer__new(NULL, &d->sym)) < 0)
-		goto fail;
+		log_warn("ringbuf_wakeup_kib (%u) >= ringbuf_kib (%u): BPF never wakes ffmd, which "
+			 "reads records every 100 ms only", cfg->wakeup_kib, cfg->ringbuf_kib);
+	return 0;
+}
 
-	/* The system's drivers are made ready (calibrated) now, attached when a job starts. */
-	if (ffm_driver_find_system(NULL, &sys) == 0) {
-		for (size_t i = 0; i < sys->n; i++) {
-			struct drv *dv = driver_get(d, sys->locs[i].open_path ? sys->locs[i].open_path :
-						    sys->locs[i].path, true);
+/* The system's drivers are made ready (calibrated) now, attached when a job starts. */
+static void system_drivers(struct ffmd *d)
+{
+	struct ffm_driver_list *sys = NULL;
 
-			if (dv)
-				dv->system = true;
-		}
-		ffm_driver_list__free(sys);
+	if (ffm_driver_find_system(NULL, &sys) < 0)
+		return;
+	for (size_t i = 0; i < sys->n; i++) {
+		const struct ffm_driver_loc *l = &sys->locs[i];
+		struct drv *dv = driver_get(d, l->open_path ? l->open_path : l->path, true);
+
+		if (dv)
+			dv->system = true;
 	}
+	ffm_driver_list__free(sys);
+}
 
-	if ((err = listen_socket(d, cfg->runtime_dir)) < 0)
-		goto fail;
+/* Signals, the flush timer and every descriptor the loop waits on, in one epoll set. */
+static int loop_setup(struct ffmd *d, const struct ffmd_config *cfg)
+{
+	sigset_t mask;
+	int err;
 
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGHUP);
-	sigprocmask(SIG_BLOCK, &mask, NULL);
-	signal(SIGPIPE, SIG_IGN);
+	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0 || signal(SIGPIPE, SIG_IGN) == SIG_ERR)
+		return -errno;
 	d->sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	d->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	d->ep = epoll_create1(EPOLL_CLOEXEC);
-	if (d->sfd < 0 || d->tfd < 0 || d->ep < 0) {
-		err = -errno;
-		goto fail;
-	}
-	set_timer(d, cfg->flush_ms);
-	epoll_ctl(d->ep, EPOLL_CTL_ADD, ffm_collector__fd(d->col), &(struct epoll_event){ .events = EPOLLIN, .data.u64 = TAG_RING });
-	epoll_ctl(d->ep, EPOLL_CTL_ADD, d->lfd, &(struct epoll_event){ .events = EPOLLIN, .data.u64 = TAG_LISTEN });
-	epoll_ctl(d->ep, EPOLL_CTL_ADD, d->sfd, &(struct epoll_event){ .events = EPOLLIN, .data.u64 = TAG_SIGNAL });
-	epoll_ctl(d->ep, EPOLL_CTL_ADD, d->tfd, &(struct epoll_event){ .events = EPOLLIN, .data.u64 = TAG_TIMER });
-	epoll_ctl(d->ep, EPOLL_CTL_ADD, ffm_readier__fd(d->readier),
-		  &(struct epoll_event){ .events = EPOLLIN, .data.u64 = TAG_READY });
-	epoll_ctl(d->ep, EPOLL_CTL_ADD, ffm_analyzer__fd(d->analyzer),
-		  &(struct epoll_event){ .events = EPOLLIN, .data.u64 = TAG_ANALYSED });
-	if (publish_fd() >= 0)
-		epoll_ctl(d->ep, EPOLL_CTL_ADD, publish_fd(),
-			  &(struct epoll_event){ .events = EPOLLIN, .data.u64 = TAG_PUBLISHED });
+	if (d->sfd < 0 || d->tfd < 0 || d->ep < 0)
+		return -errno;
+	if ((err = set_timer(d, cfg->flush_ms)) < 0)
+		return err;
+	if ((err = ep_add(d, ffm_collector__fd(d->col), TAG_RING)) < 0 ||
+	    (err = ep_add(d, d->lfd, TAG_LISTEN)) < 0 || (err = ep_add(d, d->sfd, TAG_SIGNAL)) < 0 ||
+	    (err = ep_add(d, d->tfd, TAG_TIMER)) < 0 ||
+	    (err = ep_add(d, ffm_readier__fd(d->readier), TAG_READY)) < 0 ||
+	    (err = ep_add(d, ffm_analyzer__fd(d->analyzer), TAG_ANALYSED)) < 0)
+		return err;
+	if (publish_fd() >= 0 && (err = ep_add(d, publish_fd(), TAG_PUBLISHED)) < 0)
+		return err;
 	d->watchdog_usec = ffm_watchdog_usec();
 	d->last_tick = d->last_watchdog = ffm_now_s();
+	return 0;
+}
 
+/* Start-up, one step a line: each step logs its own failure. */
+int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
+{
+	char journal[PATH_MAX];
+	struct ffmd *d;
+	int err;
+
+	if ((err = ffmd_alloc(cfg, &d)) < 0 || (err = dirs_setup(d, cfg)) < 0 ||
+	    (err = node_setup(d, cfg, journal, sizeof(journal))) < 0 ||
+	    (err = trust_setup(cfg)) < 0)
+		goto fail;
+	holds_resume(d);
+	if ((err = collector_setup(d, cfg)) < 0)
+		goto fail;
+	detacher_start(d);
+	if ((err = workers_start(d, cfg)) < 0 || (err = ffm_apis__new(&d->apis)) < 0 ||
+	    (err = ffm_symbolizer__new(NULL, &d->sym)) < 0)
+		goto fail;
+	system_drivers(d);
+	if ((err = listen_socket(d, cfg->runtime_dir)) < 0 || (err = loop_setup(d, cfg)) < 0)
+		goto fail;
 	/* Rules from the config, then the jobs a crash interrupted. */
 	d->cfg.nrules = 0;
-	err = apply_config(d, cfg);
-	if (err < 0)
+	if ((err = apply_config(d, cfg)) < 0)
 		goto fail;
 	/* Set only now: until the journal is read back, nothing may rewrite it. */
 	snprintf(d->journal, sizeof(d->journal), "%s", journal);
@@ -705,6 +742,7 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 	*ret = d;
 	return 0;
 fail:
+	*ret = NULL;
 	ffmd__free(d);
 	return err;
 }
@@ -821,6 +859,7 @@ struct ffmd *ffmd__free(struct ffmd *d)
 	ffm_symbolizer__free(d->sym);
 	ffm_apis__free(d->apis);
 	ffm_collector__free(d->col);
+	routes_free(d);
 	free(d);
 	return NULL;
 }

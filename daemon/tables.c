@@ -86,31 +86,79 @@ bool any_job(const struct ffmd *d)
 	return false;
 }
 
+/* Routes by tgid in an oatab (common/oatab.h: no deletion): a dropped route keeps its entry
+ * with ROUTE_DROPPED until the table is rebuilt with its live routes only. */
+#define ROUTE_DROPPED (UINT32_MAX - 1)
+
+int routes_init(struct ffmd *d)
+{
+	d->routes = (struct routes){ .t = OATAB_U32_INIT };
+	return oatab_reserve(&d->routes.t, 64);
+}
+
+void routes_free(struct ffmd *d)
+{
+	oatab_free(&d->routes.t);
+	d->routes.live = 0;
+}
+
 int route_find(const struct ffmd *d, uint32_t tgid)
 {
-	for (int i = 0; i < MAX_ROUTES; i++)
-		if (d->routes[i].tgid == tgid)
-			return d->routes[i].job;
-	return -1;
+	uint32_t j = oatab_get_u32(&d->routes.t, tgid);
+
+	return j < FFM_MAX_JOBS ? (int)j : -1;
 }
 
 void route_add(struct ffmd *d, uint32_t tgid, int job)
 {
-	for (int i = 0; i < MAX_ROUTES; i++)
-		if (!d->routes[i].tgid) {
-			d->routes[i].tgid = tgid;
-			d->routes[i].job = job;
-			return;
-		}
+	uint32_t was = oatab_get_u32(&d->routes.t, tgid);
+
+	if (was < FFM_MAX_JOBS) {
+		oatab_put_u32(&d->routes.t, tgid, (uint32_t)job); /* an entry's value: no insert */
+		return;
+	}
 	/* Only records written before a move use routes, so a full table loses those of
 	 * the newest processes; say so rather than misfile them. */
-	log_warn("more than %d processes waiting to be moved to their jobs; records of %u before the move are dropped",
-		 MAX_ROUTES, tgid);
+	if (d->routes.live >= MAX_ROUTES || oatab_put_u32(&d->routes.t, tgid, (uint32_t)job) < 0) {
+		log_warn("more than %d processes waiting to be moved to their jobs; records of %u "
+			 "before the move are dropped", MAX_ROUTES, tgid);
+		return;
+	}
+	d->routes.live++;
+}
+
+/* A table of the live routes only, once dropped ones outnumber them (a failed rebuild keeps the
+ * old table: lookups stay right, it only stays larger). */
+static void routes_compact(struct ffmd *d)
+{
+	struct routes nr = { .t = OATAB_U32_INIT };
+
+	if (d->routes.t.n <= 2 * (size_t)d->routes.live + 64)
+		return;
+	for (size_t i = 0; i < d->routes.t.cap; i++) {
+		const struct oa_u32 *e = oatab_slot(&d->routes.t, i);
+
+		if (!e || e->v >= FFM_MAX_JOBS)
+			continue;
+		if (oatab_put_u32(&nr.t, e->k.a, e->v) < 0) {
+			oatab_free(&nr.t);
+			return;
+		}
+		nr.live++;
+	}
+	oatab_free(&d->routes.t);
+	d->routes = nr;
 }
 
 void routes_drop_job(struct ffmd *d, int job)
 {
-	for (int i = 0; i < MAX_ROUTES; i++)
-		if (d->routes[i].tgid && d->routes[i].job == job)
-			d->routes[i].tgid = 0;
+	for (size_t i = 0; i < d->routes.t.cap; i++) {
+		struct oa_u32 *e = oatab_slot(&d->routes.t, i);
+
+		if (e && e->v == (uint32_t)job) {
+			e->v = ROUTE_DROPPED;
+			d->routes.live--;
+		}
+	}
+	routes_compact(d);
 }
