@@ -122,7 +122,8 @@ endef
 $(foreach d,$(LIBDIRS),$(eval $(call lib_template,$(d))))
 
 # Link order, each library before the ones it uses: daemon uses analysis, store, stages,
-# symbols; analysis uses stages, store, symbols; every one may use common.
+# symbols; analysis uses stages, store, symbols; stages uses store (the plan of a key, from
+# its store); every one may use common.
 FFM_LIBS := $(O)/libdaemon.a $(O)/libanalysis.a $(O)/libstages.a $(O)/libstore.a \
 	    $(O)/libsymbols.a $(O)/libcommon.a
 

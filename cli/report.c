@@ -699,7 +699,8 @@ static void print_evidence(FILE *o, const struct ffmctl_job_stores *js,
 			 n[FFM_PROBLEM_LAUNCH_BLOCKED],
 			 n[FFM_PROBLEM_LAUNCH_BLOCKED] == 1 ? "" : "es");
 	if (mg->g.partial && mg->g.coverage_known)
-		fprintf(o, "       coverage partial: %.1f%% of the protected data was watched at least once over these syncs; a use of the rest only would go unseen\n",
+		fprintf(o, "       coverage partial: %.1f%% of the protected data was watched at least "
+			"once over these syncs; a use of the rest only would go unseen\n",
 			100 * mg->g.coverage);
 	else if (mg->g.partial)
 		fprintf(o, "       coverage partial: only part of the protected data could be watched\n");
@@ -763,7 +764,8 @@ static void print_noise(FILE *o, const struct ffm_an_merged *m, size_t from, dou
 
 	for (size_t i = from; i < m->n_groups; i++)
 		sum += m->groups[i].g.benefit_ns;
-	fprintf(o, "  ... %zu more problem%s worth less than %g%% of the wall time each, %.6f s together (--noise 0 lists them)\n",
+	fprintf(o, "  ... %zu more problem%s worth less than %g%% of the wall time each, %.6f s "
+		"together (--noise 0 lists them)\n",
 		m->n_groups - from, ffmctl_s(m->n_groups - from), noise_pct, s_of(sum));
 }
 
@@ -778,10 +780,13 @@ static void print_joint(FILE *o, const struct ffm_an_merged *m)
 		sum += m->groups[i].g.benefit_ns;
 	if (m->n_groups < 2 || sum == m->rec_ns)
 		return;
-	fprintf(o, "  together: fixing all %zu saves %.6f s, %.6f s %s than their own benefits added up (%.6f s)%s\n",
+	fprintf(o, "  together: fixing all %zu saves %.6f s, %.6f s %s than their own benefits added "
+		"up (%.6f s)%s\n",
 		m->n_groups, s_of(m->rec_ns), s_of(sum > m->rec_ns ? sum - m->rec_ns : m->rec_ns - sum),
 		sum > m->rec_ns ? "less" : "more", s_of(sum),
-		sum > m->rec_ns ? ": threads that wait side by side save the wall time once, and removed waits that land on one later sync count once" : ": removing one sync lets a later fix recover more (see --group sequence)");
+		sum > m->rec_ns ? ": threads that wait side by side save the wall time once, and "
+				  "removed waits that land on one later sync count once"
+				: ": removing one sync lets a later fix recover more (see --group sequence)");
 }
 
 /* The call sites as stages 1/2 measured them (the single node's), @top at most. */
@@ -812,6 +817,53 @@ static void print_sites(FILE *o, const struct ffmctl_job_stores *js, const struc
 			fprintf(o, "  [%s]", buf);
 		fputc('\n', o);
 	}
+}
+
+/* Time and benefit per driver function: what a profiler shows beside what fixing saves. */
+static void print_apis(FILE *o, const struct ffm_an_merged *m, int fw)
+{
+	fprintf(o, "\ntime spent vs expected benefit per driver function (what a profiler shows, "
+		"what fixing saves):\n");
+	fprintf(o, "  %-*s %9s %11s %11s %7s %12s %7s\n", fw, "driver function", "calls",
+		"time (s)", "waited (s)", "% wall", "benefit (s)", "% wall");
+	for (size_t i = 0; i < m->n_apis; i++) {
+		const struct ffm_an_api *a = &m->apis[i];
+
+		fprintf(o, "  %-*s %9" PRIu64 " %11.6f %11.6f %6.1f%% ", fw, a->name, a->calls,
+			s_of(a->dur_ns), s_of(a->wait_ns), pct(a->wait_ns, m->wall_sum_ns));
+		if (m->have_problems)
+			fprintf(o, "%12.6f %6.1f%%\n", s_of(a->benefit_ns),
+				pct(a->benefit_ns, m->wall_sum_ns));
+		else
+			fprintf(o, "%12s %7s\n", "?", "");
+	}
+}
+
+/* Per node and process (several of either): recoverable time and the load imbalance. */
+static void print_nodes(FILE *o, const struct ffmctl_job_stores *js, const struct ffm_an_merged *m)
+{
+	if (js->n == 1 && m->n_procs <= 1)
+		return;
+	fprintf(o, "\nper node and process (recoverable time; load imbalance = max/mean - 1):\n");
+	for (size_t ni = 0; ni < js->n; ni++) {
+		const struct ffm_analysis_result *r = ffm_analysis__result(js->v[ni].an);
+
+		fprintf(o, "  node %-20s wall %.3f s  recoverable %.6f s (%.1f%%)\n", js->v[ni].name,
+			s_of(r->wall_ns), s_of(r->totals.total_ns),
+			pct(r->totals.total_ns, r->wall_ns));
+		for (size_t i = 0; i < r->n_procs; i++) {
+			const struct ffm_an_proc *p = &r->procs[i];
+
+			if (!p->threads)
+				continue;
+			fprintf(o, "    pid %-8u %-30s wall %.3f s  recoverable %.6f s\n", p->tgid,
+				p->exe, s_of(p->end_ns - p->start_ns), s_of(p->benefit_ns));
+		}
+	}
+	if (m->imbalance >= 0)
+		fprintf(o, "  load imbalance over nodes: %.1f%%\n", 100 * m->imbalance);
+	if (m->proc_imbalance >= 0)
+		fprintf(o, "  load imbalance over processes: %.1f%%\n", 100 * m->proc_imbalance);
 }
 
 /* The "next:" line and the command that runs it. */
@@ -900,7 +952,9 @@ static void print_text(FILE *o, const char *job_id, const struct ffmctl_job_stor
 			fprintf(o, "  ... %zu more (--top N)\n", m->n_groups - (size_t)top);
 		print_joint(o, m);
 		if (q && q->want && q->mg) {
-			fprintf(o, "\nsubsequence %u:%u-%u: fixing entries %u to %u of sequence %u saves %.6f s (%.1f%%) over %" PRIu64 " occurrence%s; the whole sequence: %.6f s\n",
+			fprintf(o, "\nsubsequence %u:%u-%u: fixing entries %u to %u of sequence %u "
+				"saves %.6f s (%.1f%%) over %" PRIu64 " occurrence%s; the whole "
+				"sequence: %.6f s\n",
 				q->id, q->from, q->to, q->from, q->to, q->id, s_of(q->benefit_ns),
 				pct(q->benefit_ns, m->wall_sum_ns), q->occurrences, ffmctl_s(q->occurrences),
 				s_of(q->whole_ns));
@@ -908,45 +962,11 @@ static void print_text(FILE *o, const char *job_id, const struct ffmctl_job_stor
 		}
 	}
 
-	fprintf(o, "\ntime spent vs expected benefit per driver function (what a profiler shows, what fixing saves):\n");
-	fprintf(o, "  %-*s %9s %11s %11s %7s %12s %7s\n", fw, "driver function", "calls",
-		"time (s)", "waited (s)", "% wall", "benefit (s)", "% wall");
-	for (size_t i = 0; i < m->n_apis; i++) {
-		const struct ffm_an_api *a = &m->apis[i];
-
-		fprintf(o, "  %-*s %9" PRIu64 " %11.6f %11.6f %6.1f%% ", fw, a->name, a->calls,
-			s_of(a->dur_ns), s_of(a->wait_ns), pct(a->wait_ns, m->wall_sum_ns));
-		if (m->have_problems)
-			fprintf(o, "%12.6f %6.1f%%\n", s_of(a->benefit_ns),
-				pct(a->benefit_ns, m->wall_sum_ns));
-		else
-			fprintf(o, "%12s %7s\n", "?", "");
-	}
+	print_apis(o, m, fw);
 
 	if (!m->have_problems || js->n == 1)
 		print_sites(o, js, m, aw, top);
-	if (js->n > 1 || m->n_procs > 1) {
-		fprintf(o, "\nper node and process (recoverable time; load imbalance = max/mean - 1):\n");
-		for (size_t ni = 0; ni < js->n; ni++) {
-			const struct ffm_analysis_result *r = ffm_analysis__result(js->v[ni].an);
-
-			fprintf(o, "  node %-20s wall %.3f s  recoverable %.6f s (%.1f%%)\n", js->v[ni].name,
-				s_of(r->wall_ns), s_of(r->totals.total_ns),
-				pct(r->totals.total_ns, r->wall_ns));
-			for (size_t i = 0; i < r->n_procs; i++) {
-				const struct ffm_an_proc *p = &r->procs[i];
-
-				if (!p->threads)
-					continue;
-				fprintf(o, "    pid %-8u %-30s wall %.3f s  recoverable %.6f s\n", p->tgid,
-					p->exe, s_of(p->end_ns - p->start_ns), s_of(p->benefit_ns));
-			}
-		}
-		if (m->imbalance >= 0)
-			fprintf(o, "  load imbalance over nodes: %.1f%%\n", 100 * m->imbalance);
-		if (m->proc_imbalance >= 0)
-			fprintf(o, "  load imbalance over processes: %.1f%%\n", 100 * m->proc_imbalance);
-	}
+	print_nodes(o, js, m);
 	print_next(o, js, nx);
 }
 
