@@ -1,36 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * ffm_plan.h — the FFM stage plan: which stage the next run of a job key gets, and what a stage
- * probes. Pure functions over plain structs (the store supplies the history, the daemon consumes
- * the probe set); no I/O, no globals, -errno on bad input.
- *
- * Decisions where the paper is silent
- *   - Order 1 → 2 → 3 → 4: the next run gets the lowest stage without a complete run.
- *   - A partial or aborted run (job killed, timeout, crash, lost records) does not complete its
- *     stage: the next run repeats it. After FFM_PLAN_MAX_FAILURES such runs of one stage without a
- *     complete one, the plan gives the stage up so one stage the job cannot survive (memory
- *     tracing is the costly one) never blocks the rest:
- *       stage 1 given up → stage 2 probes the static list of synchronizing entry points instead
- *                          of the stage-1 list (FFM_PROBE_SYNC_STATIC);
- *       stage 2 given up → stages 3 and 4 still run (they probe what they need themselves), the
- *                          analysis then lacks per-call timing;
- *       stage 3 given up → stage 4 is skipped too (it times the accesses stage 3 found).
- *   - After stage 4 (all stages complete or given up) the analysis runs from stored data, and
- *     further runs get stage 1's probe set as *monitoring* (reason FFM_PLAN_MONITOR): it is the
- *     cheapest set (one probe pair per wait, nothing per launch/copy), keeps the wall time fresh
- *     and lets the store compare waits per call site with the stored runs. Re-running stage 2 on
- *     every production run would add ~1 µs to every launch and copy forever. One exception: a
- *     key whose stage 3 found duplicate transfers (in->time_copies) also gets FFM_PROBE_TRANSFER
- *     and FFM_PROBE_MEMSET in its monitoring runs, stage 1's records kept as they are besides.
- *     A duplicate's benefit is the copy's own time, which moves from one process to the next
- *     far more than within one (a 4 MiB pageable copy on the H100: 354-556 us a copy in three
- *     processes of one hour); each monitoring run times the copies once more, and the analysis
- *     prices them at the median over the runs (analysis/dupcost.c). One probe pair a copy
- *     (docs/OVERHEAD.md), on keys whose report already lists a copy worth deleting. When the store sees
- *     drift (in->drift), the plan re-traces: stage 2, and out->invalidate tells the store to forget
- *     stages 2-4 so that 3 and 4 follow with addresses of the new behaviour.
- *   - An override (--stage N, 1..4) always wins, even when earlier stages have not run (reason
- *     FFM_PLAN_OVERRIDE; FFM_PROBE_SYNC_STATIC stands in for a missing stage-1 list).
+ * probes. ffm_plan__next is a pure function over plain structs (no I/O, no globals, -errno on
+ * bad input); ffm_plan__input reads its input from a key's store, for ffmd and the CLI alike.
+ * The rules (order, retries, giving up, monitoring, drift, overrides) and why: docs/DESIGN.md,
+ * "The stage plan".
  */
 #ifndef FFM_PLAN_H
 #define FFM_PLAN_H
@@ -86,8 +60,8 @@ struct ffm_plan_input {
 	uint8_t failures[FFM_STAGE__MAX];
 	bool time_copies;   /* the key's stage-3 run found duplicate transfers (stages/plan_key.c):
 			     * monitoring runs time the copies too */
-	bool drift;         /* the store saw the job's behaviour change since stages 2-4 ran (daemon/
-			     * jobrun.c: a monitoring run waited >= 1% at call sites new to the key) */
+	bool drift;         /* the store saw the job's behaviour change since stages 2-4 ran
+			     * (stages/plan_key.c: waits >= 1% at call sites new to the key) */
 	int override_stage; /* --stage N: 1..4; 0 = none */
 };
 

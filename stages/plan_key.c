@@ -6,11 +6,8 @@
 #include "stages/ffm_plan.h"
 #include "store/ffm_store.h"
 
-/*
- * Drift: the key's latest stage-1 run came after its latest stage-2 run (a monitoring run,
- * adaptive stage 1 tracing in full from a new call site on) and waited at least DRIFT_PPM of its
- * wait time at call sites no earlier run of the key waited at.
- */
+/* Drift (docs/DESIGN.md, "The stage plan"): the key's latest stage-1 run came after its latest
+ * stage-2 run and waited at least DRIFT_PPM of its wait time at call sites new to the key. */
 #define DRIFT_PPM 10000 /* 1% */
 static bool drifted(struct ffm_store *s, const struct ffm_store_stage_history *h)
 {
