@@ -71,7 +71,8 @@ static bool job_stage1(const struct ffmd *d, int job)
 static void put(struct ffmd *d, struct psample *ps, uint32_t tgid, uint32_t kind, uint64_t a,
 		uint64_t b, uint64_t on)
 {
-	struct ffm_store_sample x = { .tgid = tgid, .kind = kind, .start_ns = a, .end_ns = b, .on_ns = on };
+	struct ffm_store_sample x = { .tgid = tgid, .kind = kind, .start_ns = a, .end_ns = b,
+				      .on_ns = on };
 	int err;
 
 	if (ps->job < 0 || d->jobs[ps->job].jr != ps->jr)

@@ -7,7 +7,8 @@
 
 /* Argument positions follow cuda.h (CUDA 13). Args past the sixth live on the stack and are
  * not recorded (cuLaunchKernel's stream is its 10th argument). */
-#define M(n, dir, bytes, dst, src, stream) { n, FFM_KIND_MEMCPY, dir, bytes, dst, src, stream, 0, 0 }
+#define M(n, dir, bytes, dst, src, stream)                                                         \
+	{ n, FFM_KIND_MEMCPY, dir, bytes, dst, src, stream, 0, 0 }
 static const struct ffm_api_desc builtin[] = {
 	{ "ffm_wait", FFM_KIND_WAIT },
 	/* explicit synchronization */

@@ -541,7 +541,8 @@ struct attach_job {
 	const struct ffm_probe *probes;
 	pid_t pid;
 	struct ffm_attachment *a;
-	size_t first, step; /* links[first], links[first + step], ...: link k is probe k/2, return if odd */
+	/* links[first], links[first + step], ...: link k is probe k/2, return if odd */
+	size_t first, step;
 	int err;
 };
 
@@ -920,7 +921,8 @@ int ffm_collector__driver_forget(struct ffm_collector *c, uint64_t kdev, uint64_
 	return map_set(bpf_map__fd(c->skel->maps.drivers), &k, false);
 }
 
-int ffm_collector__set_linked(struct ffm_collector *c, pid_t pid, uint64_t kdev, uint64_t ino, bool on)
+int ffm_collector__set_linked(struct ffm_collector *c, pid_t pid, uint64_t kdev, uint64_t ino,
+			      bool on)
 {
 	struct ffm_link_key k = { .tgid = (uint32_t)pid, .dev = kdev, .ino = ino };
 

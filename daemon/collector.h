@@ -8,9 +8,9 @@
  * scope, the default where the kernel allows it: processes outside the jobs get no breakpoint
  * at all) or system-wide (every process that maps the inode traps; the BPF side returns at once
  * for those outside every job, and on Linux 6.12+ (uprobe sessions) spares them the return
- * probe). docs/OVERHEAD.md says what each costs. A process joins a job through a rule checked in BPF at exec
- * (uid, cgroup and its ancestors, executable inode), by pid (ffm_collector__track_pid), or by
- * being forked from a member: none of these has a window in which a call could be missed.
+ * probe). docs/OVERHEAD.md says what each costs. A process joins a job through a rule checked in
+ * BPF at exec (uid, cgroup and its ancestors, executable inode), by pid (ffm_collector__track_pid),
+ * or by being forked from a member: none of these has a window in which a call could be missed.
  */
 #ifndef FFM_COLLECTOR_H
 #define FFM_COLLECTOR_H
@@ -154,9 +154,9 @@ int ffm_collector__rule_slot(struct ffm_collector *c, const struct ffm_rule *r);
 bool ffm_collector__map_guard(const struct ffm_collector *c);
 int ffm_collector__driver_known(struct ffm_collector *c, uint64_t kdev, uint64_t ino);
 /*
- * The wait guard (bpf/ffm.bpf.c, on_wait: the sched_process_wait tracepoint, Linux 6.13+): a process
- * stopped for ffm is listed with its parent (set_held @on, before the stop; BPF's own stops list
- * themselves); when that parent starts a wait that reports stopped children, the process is
+ * The wait guard (bpf/ffm.bpf.c, on_wait: the sched_process_wait tracepoint, Linux 6.13+): a
+ * process stopped for ffm is listed with its parent (set_held @on, before the stop; BPF's own stops
+ * list themselves); when that parent starts a wait that reports stopped children, the process is
  * continued first and unlisted, so that the parent never sees the stop. set_held(@on false)
  * unlists: 1 if it was listed, 0 if the guard had let it go already.
  */
@@ -175,7 +175,8 @@ uint64_t ffm_kernel_dev(dev_t dev);
  * probes comes as a FFM_REC_FORK with FFM_PROC_STOPPED: attach the child's, then SIGCONT.
  */
 bool ffm_collector__per_process(const struct ffm_collector *c);
-int ffm_collector__set_linked(struct ffm_collector *c, pid_t pid, uint64_t kdev, uint64_t ino, bool on);
+int ffm_collector__set_linked(struct ffm_collector *c, pid_t pid, uint64_t kdev, uint64_t ino,
+			      bool on);
 
 /* Drops of @slot (FFM_MAX_JOBS: records of no job), summed over CPUs. */
 int ffm_collector__drops(struct ffm_collector *c, uint32_t slot, struct ffm_rec_drops *out);

@@ -214,7 +214,8 @@ static void bounds_default(struct ffmd_config *cfg)
 
 /* Setting @name = @val of the global section (@rule NULL) or of @rule: 0, -ENOENT for a name
  * that is no setting there, or -errno for a bad value. */
-static int set_value(struct ffmd_config *cfg, struct ffmd_rule *rule, const char *name, const char *val)
+static int set_value(struct ffmd_config *cfg, struct ffmd_rule *rule, const char *name,
+		     const char *val)
 {
 	struct ffm_selector *sel;
 	uint32_t u;

@@ -294,7 +294,9 @@ int ffm_driver_ready(const char *path, const char *state_dir, unsigned flags,
 			goto fail;
 		}
 		if (ffm_calib_probe_path(probe, sizeof(probe)) < 0) {
-			snprintf(why, why_len, "the calibration program ffm-calib-probe was not found (set FFM_CALIB_PROG)");
+			snprintf(why, why_len,
+				 "the calibration program ffm-calib-probe was not found (set "
+				 "FFM_CALIB_PROG)");
 			err = -ENOENT;
 			goto fail;
 		}

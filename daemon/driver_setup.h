@@ -14,8 +14,8 @@
  * one is not it). Only a trusted file is calibrated; any other (a copy in a user's directory,
  * a user's container) is never run: it is used only if a verified calibration of its build-id
  * is cached, which only trusted files write. The file is opened once, checked on the open
- * file and handed to the calibration as that file (/proc/PID/fd/N), so a path swapped between the check and
- * the run changes nothing. Opening never blocks (a FIFO by the driver's name is refused).
+ * file and handed to the calibration as that file (/proc/PID/fd/N), so a path swapped between the
+ * check and the run changes nothing. Opening never blocks (a FIFO by the driver's name is refused).
  */
 #ifndef FFM_DRIVER_SETUP_H
 #define FFM_DRIVER_SETUP_H

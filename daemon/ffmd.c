@@ -103,9 +103,11 @@ int main(int argc, char **argv)
 		log_err("bad configuration: %s", err);
 		return 1;
 	}
-	if (state && snprintf(cfg.state_dir, sizeof(cfg.state_dir), "%s", state) >= (int)sizeof(cfg.state_dir))
+	if (state && snprintf(cfg.state_dir, sizeof(cfg.state_dir), "%s", state) >=
+			 (int)sizeof(cfg.state_dir))
 		return 2;
-	if (runtime && snprintf(cfg.runtime_dir, sizeof(cfg.runtime_dir), "%s", runtime) >= (int)sizeof(cfg.runtime_dir))
+	if (runtime && snprintf(cfg.runtime_dir, sizeof(cfg.runtime_dir), "%s", runtime) >=
+			   (int)sizeof(cfg.runtime_dir))
 		return 2;
 	cfg.create_state_dir = create;
 	r = ffmd__new(&cfg, &d);

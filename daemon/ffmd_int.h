@@ -10,7 +10,8 @@
  * jobrun, store...), never into one below, so no two files depend on each other.
  *
  * Everything here runs on ffmd's one loop thread but for the readier (daemon/readier.c), the
- * analyzer (daemon/analyzer.c) and the detacher (links.c), which touch none of these tables; server.c says what may take long.
+ * analyzer (daemon/analyzer.c) and the detacher (links.c), which touch none of these tables;
+ * server.c says what may take long.
  */
 #ifndef FFM_FFMD_INT_H
 #define FFM_FFMD_INT_H
@@ -272,7 +273,8 @@ struct journal_line {
 	struct job_spec *sp; /* a job line: id, key, owner, stage, rule; the selectors still valid */
 	int64_t run;         /* the run a crash interrupted */
 };
-int journal_read(const char *path, void (*fn)(struct ffmd *d, const struct journal_line *l, void *ctx),
+int journal_read(const char *path,
+		 void (*fn)(struct ffmd *d, const struct journal_line *l, void *ctx),
 		 struct ffmd *d, void *ctx);
 
 /* ---- publisher.c ---- */
@@ -351,7 +353,8 @@ void metrics_write(struct ffmd *d);
 void journal_resume(struct ffmd *d);
 
 /* ---- rules.c ---- */
-int rule_adopt(struct ffmd *d, struct rule *ru, uint32_t tgid, uint32_t uid, const struct ffm_rec_proc *p);
+int rule_adopt(struct ffmd *d, struct rule *ru, uint32_t tgid, uint32_t uid,
+	       const struct ffm_rec_proc *p);
 int rules_reload(struct ffmd *d, const struct ffmd_config *cfg);
 
 /* ---- control.c ---- */

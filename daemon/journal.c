@@ -117,7 +117,8 @@ void journal_write(struct ffmd *d)
  * gone or another one now (start time), or a cgroup that is gone, is left out. -errno when
  * the journal cannot be opened (none: -ENOENT).
  */
-int journal_read(const char *path, void (*fn)(struct ffmd *d, const struct journal_line *l, void *ctx),
+int journal_read(const char *path,
+		 void (*fn)(struct ffmd *d, const struct journal_line *l, void *ctx),
 		 struct ffmd *d, void *ctx)
 {
 	char line[65536];

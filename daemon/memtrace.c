@@ -827,7 +827,8 @@ int ffm_memtrace__new(const struct ffm_memtrace_opts *opts, struct ffm_memtrace 
 	struct ffm_memtrace *m;
 
 	*ret = NULL;
-	if (!opts || !opts->store || (opts->stage != FFM_STAGE_MEMORY && opts->stage != FFM_STAGE_SYNC_USE))
+	if (!opts || !opts->store ||
+	    (opts->stage != FFM_STAGE_MEMORY && opts->stage != FFM_STAGE_SYNC_USE))
 		return -EINVAL;
 	m = calloc(1, sizeof(*m));
 	if (!m)
@@ -878,7 +879,7 @@ void ffm_memtrace__stats(const struct ffm_memtrace *m, struct ffm_memtrace_stats
 	*out = m->st;
 }
 
-/* ---- the run ---------------------------------------------------------------------------------- */
+/* ---- the run ----------------------------------------------------------------------------- */
 
 static int divergent(struct ffm_store *s, int64_t run, int64_t ref)
 {

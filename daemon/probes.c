@@ -77,15 +77,18 @@ static int add_releases(struct ffm_probe_set *ps, const struct ffm_driver *d)
 	return 0;
 }
 
-int ffm_probe_set__build(struct ffm_probe_set *ps, const struct ffm_driver *d, struct ffm_apis *apis,
-			 uint32_t probes, uint64_t wait_off, const char *const *sync_names,
-			 size_t nsync)
+int ffm_probe_set__build(struct ffm_probe_set *ps, const struct ffm_driver *d,
+			 struct ffm_apis *apis, uint32_t probes, uint64_t wait_off,
+			 const char *const *sync_names, size_t nsync)
 {
 	int err;
 
 	memset(ps, 0, sizeof(*ps));
 	if ((probes & FFM_PROBE_WAIT) && wait_off) {
-		struct ffm_probe p = { .offset = wait_off, .cookie = FFM_COOKIE(FFM_API_WAIT, FFM_KIND_WAIT, 0, 0, 0, 0, 0, 0, 0), .wait = true };
+		struct ffm_probe p = {
+			.offset = wait_off, .wait = true,
+			.cookie = FFM_COOKIE(FFM_API_WAIT, FFM_KIND_WAIT, 0, 0, 0, 0, 0, 0, 0),
+		};
 
 		err = push(ps, &p);
 		if (err < 0)

@@ -25,9 +25,9 @@ struct ffm_probe_set {
  * wait function entry is at file offset @wait_off (0: no wait probe). @sync_names: the public
  * functions stage 1 saw waiting (may be NULL/0), interned into @apis as synchronizing.
  */
-int ffm_probe_set__build(struct ffm_probe_set *ps, const struct ffm_driver *d, struct ffm_apis *apis,
-			 uint32_t probes, uint64_t wait_off, const char *const *sync_names,
-			 size_t nsync);
+int ffm_probe_set__build(struct ffm_probe_set *ps, const struct ffm_driver *d,
+			 struct ffm_apis *apis, uint32_t probes, uint64_t wait_off,
+			 const char *const *sync_names, size_t nsync);
 void ffm_probe_set__release(struct ffm_probe_set *ps);
 
 #endif

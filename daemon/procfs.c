@@ -45,8 +45,10 @@ int proc_stat(pid_t pid, char *state, pid_t *ppid, unsigned long long *start)
 	rp = strrchr(buf, ')'); /* comm may hold spaces and parentheses */
 	/* After ") ": state(3) ppid pgrp session tty_nr tpgid flags minflt cminflt majflt
 	 * cmajflt utime stime cutime cstime priority nice num_threads itrealvalue starttime(22) */
-	if (!rp || sscanf(rp + 2, "%c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
-			  state, &pp, start) != 3)
+	if (!rp ||
+	    sscanf(rp + 2,
+		   "%c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+		   state, &pp, start) != 3)
 		return -EPROTO;
 	if (ppid)
 		*ppid = pp;
@@ -142,8 +144,8 @@ int parse_pid(const char *s, pid_t *out)
 }
 
 /*
- * The libcuda @pid uses: the one it maps (returns 1), else the one its loader will pick (0). A path through
- * /proc/PID/root is shortened to the plain path when that root is ours: the /proc path dies
+ * The libcuda @pid uses: the one it maps (returns 1), else the one its loader will pick (0). A path
+ * through /proc/PID/root is shortened to the plain path when that root is ours: the /proc path dies
  * with the process, and the driver outlives it.
  */
 int driver_path_of(pid_t pid, char *out, size_t len)

@@ -35,7 +35,8 @@
 
 static bool rule_same(const struct ffmd_rule *a, const struct ffmd_rule *b)
 {
-	if (strcmp(a->name, b->name) || strcmp(a->key, b->key) || a->stage != b->stage || a->nsel != b->nsel)
+	if (strcmp(a->name, b->name) || strcmp(a->key, b->key) || a->stage != b->stage ||
+	    a->nsel != b->nsel)
 		return false;
 	for (int i = 0; i < a->nsel; i++)
 		if (a->sel[i].type != b->sel[i].type || strcmp(a->sel[i].value, b->sel[i].value))
