@@ -58,6 +58,13 @@ struct {
 	__type(value, struct ffm_rec_drops);
 } drops SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FFM_MAX_JOBS + 1);
+	__type(key, __u32);
+	__type(value, struct ffm_bpf_price);
+} bpf_price SEC(".maps");
+
 /* Rules that make a newly exec'd process part of a job: value = job slot. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -185,6 +192,20 @@ static __always_inline void count_drop(__u32 job, __u32 reason)
 	d = bpf_map_lookup_elem(&drops, &job);
 	if (d && reason < FFM_REC_DROP__MAX)
 		d->n[reason]++;
+}
+
+/* A program that ran for a job's process since @t0: its time to the job (struct ffm_bpf_price). */
+static __always_inline void charge(__u32 job, __u64 t0)
+{
+	struct ffm_bpf_price *c;
+
+	if (job >= FFM_MAX_JOBS)
+		job = FFM_MAX_JOBS;
+	c = bpf_map_lookup_elem(&bpf_price, &job);
+	if (c) {
+		c->ns += bpf_ktime_get_ns() - t0;
+		c->runs++;
+	}
 }
 
 static __always_inline __u64 rb_flags(void)

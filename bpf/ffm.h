@@ -175,6 +175,13 @@ struct ffm_rec_drops {
 	__u64 n[FFM_REC_DROP__MAX];
 };
 
+/* Per job slot (index FFM_MAX_JOBS: no job), per CPU: the run time of ffm's programs at a job
+ * process's exec, mmap, fork and exit (bpf/procs.bpf.h), which run in the process's context
+ * and are part of what it pays (store/ffm_store.h, FFM_PRICE_BPF). */
+struct ffm_bpf_price {
+	__u64 ns, runs;
+};
+
 /* A tracked process: value of the procs map (key: tgid). */
 struct ffm_proc {
 	__u32 job;       /* job slot */

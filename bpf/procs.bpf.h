@@ -166,6 +166,7 @@ int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid, struct linux_binp
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32;
 	struct ffm_proc *p = tracked(tgid), np = {};
+	__u64 t0 = bpf_ktime_get_ns();
 	struct ffm_rec_proc *r;
 	__s64 job;
 
@@ -175,6 +176,7 @@ int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid, struct linux_binp
 		p->lib_start = p->lib_end = 0;
 		bpf_map_delete_elem(&pyprocs, &tgid); /* and so is its Python layout */
 		emit_proc(FFM_REC_EXEC, tgid, (__u32)id, p->job, 0, 0);
+		charge(p->job, t0);
 		return 0;
 	}
 	if (self_tgid && (tgid == self_tgid || BPF_CORE_READ(task, real_parent, tgid) == self_tgid))
@@ -196,6 +198,7 @@ int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid, struct linux_binp
 		r->args_hash = args_hash(task);
 		bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
 	}
+	charge(job, t0);
 	return 0;
 }
 
@@ -335,12 +338,10 @@ int BPF_PROG(on_wait, struct pid *waited)
  * and fentry are not available on every kernel that has it): processes outside the jobs pay
  * one hash lookup per mmap, nothing on other calls.
  */
-SEC("tracepoint/syscalls/sys_enter_mmap")
-int on_mmap(struct trace_event_raw_sys_enter *ctx)
+static __always_inline void mmap_guard(struct trace_event_raw_sys_enter *ctx, struct ffm_proc *p,
+				       __u64 id)
 {
 	static const char want[] = "libcuda.so";
-	__u64 id = bpf_get_current_pid_tgid();
-	struct ffm_proc *p = tracked(id >> 32);
 	struct task_struct *task;
 	struct ffm_exe_key k = {};
 	struct file **fds, *file = NULL;
@@ -350,22 +351,22 @@ int on_mmap(struct trace_event_raw_sys_enter *ctx)
 	char name[sizeof(want)];
 	__u64 fd;
 
-	if (!p || !(ctx->args[2] & FFM_PROT_EXEC) || (ctx->args[3] & FFM_MAP_ANONYMOUS))
-		return 0;
+	if (!(ctx->args[2] & FFM_PROT_EXEC) || (ctx->args[3] & FFM_MAP_ANONYMOUS))
+		return;
 	fd = ctx->args[4];
 	task = bpf_get_current_task_btf();
 	fdt = BPF_CORE_READ(task, files, fdt);
 	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
-		return 0;
+		return;
 	fds = BPF_CORE_READ(fdt, fd);
 	if (bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]) || !file)
-		return 0;
+		return;
 	if (bpf_probe_read_kernel_str(name, sizeof(name), BPF_CORE_READ(file, f_path.dentry, d_name.name)) !=
 	    sizeof(name))
-		return 0; /* shorter than the prefix */
+		return; /* shorter than the prefix */
 	for (int i = 0; i < (int)sizeof(want) - 1; i++)
 		if (name[i] != want[i])
-			return 0;
+			return;
 	ino = BPF_CORE_READ(file, f_inode);
 	k.dev = BPF_CORE_READ(ino, i_sb, s_dev);
 	k.ino = BPF_CORE_READ(ino, i_ino);
@@ -377,13 +378,13 @@ int on_mmap(struct trace_event_raw_sys_enter *ctx)
 		 * stopped whatever the driver: its calls must find its job's probes, not the rule
 		 * slot's stage-1 ones (user space reads its exec record first, then this one). */
 		if ((!per_process || bpf_map_lookup_elem(&linked, &lk)) && !(jc && (jc->flags & FFM_JOB_RULE)))
-			return 0;
+			return;
 	}
 	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 	if (!r) {
 		/* Not stopped: nobody would be told to let it go. */
 		count_drop(p->job, FFM_REC_DROP_RINGBUF);
-		return 0;
+		return;
 	}
 	fill_hdr(&r->hdr, FFM_REC_MAP, id, p->job, bpf_ktime_get_ns());
 	r->dev = k.dev;
@@ -403,36 +404,43 @@ int on_mmap(struct trace_event_raw_sys_enter *ctx)
 			bpf_map_delete_elem(&held, &tgid);
 	}
 	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
+}
+
+SEC("tracepoint/syscalls/sys_enter_mmap")
+int on_mmap(struct trace_event_raw_sys_enter *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid(), t0;
+	struct ffm_proc *p = tracked(id >> 32);
+
+	if (!p)
+		return 0;
+	t0 = bpf_ktime_get_ns();
+	mmap_guard(ctx, p, id);
+	charge(p->job, t0);
 	return 0;
 }
 
-SEC("tp_btf/sched_process_fork")
-int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
+/* A job process forked (@p its entry): the child joins the job, stopped where it needs probes. */
+static __always_inline void fork_track(struct task_struct *parent, struct task_struct *child,
+				       struct ffm_proc *p, __u32 ptgid, __u32 ctgid)
 {
-	__u32 ptgid = BPF_CORE_READ(parent, tgid);
-	__u32 ctgid = BPF_CORE_READ(child, tgid);
 	struct ffm_link_key lk = { .tgid = ptgid };
-	struct ffm_proc *p, np = {};
+	struct ffm_proc np = {};
 	struct ffm_rec_proc *r;
 
-	if (ptgid == ctgid || ptgid == self_tgid)
-		return 0; /* a new thread; or a child of ffmd, which never joins a job */
-	p = tracked(ptgid);
-	if (!p)
-		return 0;
 	/* The child shares the parent's mappings until it execs. */
 	np = *p;
 	if (!procs_charge(&np, p->job))
-		return 0;
+		return;
 	if (bpf_map_update_elem(&procs, &ctgid, &np, BPF_NOEXIST)) {
 		procs_uncharge(&np);
 		count_drop(p->job, FFM_REC_DROP_PROCS);
-		return 0;
+		return;
 	}
 	py_fork(ptgid, ctgid);
 	r = reserve_proc(FFM_REC_FORK, ctgid, BPF_CORE_READ(child, pid), p->job, ptgid, 0);
 	if (!r)
-		return 0; /* not stopped: nobody would be told to let it go */
+		return; /* not stopped: nobody would be told to let it go */
 	/* Per-process scope: the child inherits the parent's mapping of the driver but not its
 	 * probes; it must not run before user space has attached its own. Sent before the record
 	 * is visible, so that user space's SIGCONT cannot come first. */
@@ -444,6 +452,24 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 			bpf_map_delete_elem(&held, &ctgid);
 	}
 	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ptgid = BPF_CORE_READ(parent, tgid);
+	__u32 ctgid = BPF_CORE_READ(child, tgid);
+	struct ffm_proc *p;
+	__u64 t0;
+
+	if (ptgid == ctgid || ptgid == self_tgid)
+		return 0; /* a new thread; or a child of ffmd, which never joins a job */
+	p = tracked(ptgid);
+	if (!p)
+		return 0;
+	t0 = bpf_ktime_get_ns();
+	fork_track(parent, child, p, ptgid, ctgid);
+	charge(p->job, t0);
 	return 0;
 }
 
@@ -453,6 +479,7 @@ int BPF_PROG(on_exit, struct task_struct *task)
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32, tid = (__u32)id;
 	struct ffm_proc *p;
+	__u64 t0;
 
 	bpf_map_delete_elem(&pending, &tid);
 	if (tgid != tid)
@@ -461,8 +488,10 @@ int BPF_PROG(on_exit, struct task_struct *task)
 	p = tracked(tgid);
 	if (!p)
 		return 0;
+	t0 = bpf_ktime_get_ns();
 	bpf_map_delete_elem(&pyprocs, &tgid);
 	emit_proc(FFM_REC_EXIT, tgid, tid, p->job, 0, BPF_CORE_READ(task, exit_code));
+	charge(p->job, t0);
 	procs_uncharge(p);
 	bpf_map_delete_elem(&procs, &tgid);
 	return 0;

@@ -936,35 +936,50 @@ uint64_t ffm_kernel_dev(dev_t dev)
 }
 
 /* Read (@out) or clear (@out NULL) the per-CPU drop counters of @slot; read, they are summed. */
-static int drops(struct ffm_collector *c, uint32_t slot, struct ffm_rec_drops *out)
+/* Per-CPU array @map's entry @slot (@n u64 counters) summed over CPUs into @out, or, when
+ * @out is NULL, cleared. */
+static int percpu_slot(struct ffm_collector *c, struct bpf_map *map, uint32_t slot, size_t n,
+		       __u64 *out)
 {
-	struct ffm_rec_drops *percpu;
-	int fd = bpf_map__fd(c->skel->maps.drops), err = 0;
+	int fd = bpf_map__fd(map), err = 0;
+	__u64 *percpu;
 
 	if (out)
-		memset(out, 0, sizeof(*out));
+		memset(out, 0, n * sizeof(*out));
 	if (slot > FFM_MAX_JOBS)
 		return -EINVAL;
-	percpu = calloc(c->ncpus, sizeof(*percpu));
+	percpu = calloc((size_t)c->ncpus * n, sizeof(*percpu));
 	if (!percpu)
 		return -ENOMEM;
 	if (out ? bpf_map_lookup_elem(fd, &slot, percpu) : bpf_map_update_elem(fd, &slot, percpu, BPF_ANY))
 		err = -errno;
 	for (int i = 0; out && !err && i < c->ncpus; i++)
-		for (int r = 0; r < FFM_REC_DROP__MAX; r++)
-			out->n[r] += percpu[i].n[r];
+		for (size_t r = 0; r < n; r++)
+			out[r] += percpu[(size_t)i * n + r];
 	free(percpu);
 	return err;
 }
 
+#define N_U64(t) (sizeof(t) / sizeof(__u64))
+_Static_assert(sizeof(struct ffm_rec_drops) % 8 == 0 && sizeof(struct ffm_bpf_price) % 8 == 0,
+	       "per-CPU counters are u64 arrays");
+
 int ffm_collector__drops(struct ffm_collector *c, uint32_t slot, struct ffm_rec_drops *out)
 {
-	return drops(c, slot, out);
+	return percpu_slot(c, c->skel->maps.drops, slot, N_U64(*out), out->n);
 }
 
 int ffm_collector__clear_drops(struct ffm_collector *c, uint32_t slot)
 {
-	return drops(c, slot, NULL);
+	int err = percpu_slot(c, c->skel->maps.drops, slot, N_U64(struct ffm_rec_drops), NULL);
+	int err2 = percpu_slot(c, c->skel->maps.bpf_price, slot, N_U64(struct ffm_bpf_price), NULL);
+
+	return err ? err : err2;
+}
+
+int ffm_collector__bpf_price(struct ffm_collector *c, uint32_t slot, struct ffm_bpf_price *out)
+{
+	return percpu_slot(c, c->skel->maps.bpf_price, slot, N_U64(*out), &out->ns);
 }
 
 int ffm_collector__learn_slots(struct ffm_collector *c, uint32_t tgid, uint64_t callsite,

@@ -180,7 +180,11 @@ int ffm_collector__set_linked(struct ffm_collector *c, pid_t pid, uint64_t kdev,
 
 /* Drops of @slot (FFM_MAX_JOBS: records of no job), summed over CPUs. */
 int ffm_collector__drops(struct ffm_collector *c, uint32_t slot, struct ffm_rec_drops *out);
+/* Clears the slot's drops and its BPF price (a new run of the slot). */
 int ffm_collector__clear_drops(struct ffm_collector *c, uint32_t slot);
+/* What ffm's programs at exec, mmap, fork and exit cost @slot's processes (struct
+ * ffm_bpf_price), summed over CPUs, since the slot was last cleared. */
+int ffm_collector__bpf_price(struct ffm_collector *c, uint32_t slot, struct ffm_bpf_price *out);
 
 /* Learned slots of a call site (see bpf/ffm.h). */
 /* The Python layout BPF walks for process @tgid (bpf/python.bpf.h); NULL: none. */

@@ -14,6 +14,7 @@
  *                           # on any file system, nosuid mounts included (start only)
  *     sample_budget = 0.1%  # adaptive stage 1's budget of a process's time; 0: trace all
  *     wait_cost_us = 2.8    # what one traced wait costs a process on this node
+ *     analysis = node       # or reader: where a run's analysis runs (docs/REPORT.md)
  *
  *     # resource bounds per job and user (0: none; see ffmd.conf(5) and docs/SECURITY.md)
  *     job_stacks = 20000         # new stacks a job's run stores
@@ -238,6 +239,10 @@ static int set_value(struct ffmd_config *cfg, struct ffmd_rule *rule, const char
 		return parse_num(val, 1, true, &cfg->sample_budget);
 	if (!rule && !strcmp(name, "wait_cost_us"))
 		return parse_num(val, 1000, false, &cfg->wait_cost_us) || cfg->wait_cost_us <= 0 ? -EINVAL : 0;
+	if (!rule && !strcmp(name, "analysis")) {
+		cfg->analysis_on_read = !strcmp(val, "reader");
+		return cfg->analysis_on_read || !strcmp(val, "node") ? 0 : -EINVAL;
+	}
 	if (!rule && !strcmp(name, "probe_scope")) {
 		cfg->system_scope = !strcmp(val, "system");
 		return cfg->system_scope || !strcmp(val, "process") ? 0 : -EINVAL;

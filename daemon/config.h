@@ -53,6 +53,7 @@ struct ffmd_config {
 	uint32_t wakeup_kib;      /* ring buffer bytes pending before BPF wakes ffmd */
 	uint32_t ringbuf_kib;     /* ring buffer size (power of two, >= 64); 0 = default 64 MiB */
 	bool system_scope;        /* probe_scope = system: uprobes system-wide, not per process */
+	bool analysis_on_read;    /* analysis = reader: no analysis at a run's end on the node */
 	double sample_budget;     /* adaptive stage 1: fraction of a process's time (0: trace all) */
 	double wait_cost_us;      /* one traced wait's cost to a process on this node */
 	/* Resource bounds per job and user (daemon/config.c's second table; docs/SECURITY.md):

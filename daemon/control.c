@@ -32,6 +32,7 @@
 #include "daemon/jobrun.h"
 #include "daemon/log.h"
 #include "daemon/proto.h"
+#include "store/ffm_store.h"
 #include "symbols/ffm_driver.h"
 #include "common/ffm_json.h"
 
@@ -132,6 +133,7 @@ static json_t *status_sampling(struct ffmd *d, const struct job *j)
 
 static json_t *status_job(struct ffmd *d, const struct job *j)
 {
+	detach_price_take(d, (int)(j - d->jobs));
 	struct ffm_rec_drops dr = {};
 	json_t *procs = json_array(), *o;
 	pid_t pids[256];
@@ -158,6 +160,17 @@ static json_t *status_job(struct ffmd *d, const struct job *j)
 			 "processes_not_held", (json_int_t)j->not_held, "processes", procs);
 	if (o && j->stage == 1)
 		json_object_set_new(o, "sampling", status_sampling(d, j));
+	if (o && j->jr) {
+		/* What its processes paid so far: the BPF programs' time is the slot's, read now. */
+		struct ffm_price pr = *ffm_jobrun__price(j->jr);
+		struct ffm_bpf_price bp;
+
+		if (ffm_collector__bpf_price(d->col, j->slot, &bp) == 0) {
+			pr.ns[FFM_PRICE_BPF] += bp.ns;
+			pr.n[FFM_PRICE_BPF] += bp.runs;
+		}
+		json_object_set_new(o, "price", ffm_price_json(&pr, ffm_now_s() - j->start));
+	}
 	return o;
 }
 

@@ -31,6 +31,7 @@
 #include "daemon/jobrun.h"
 #include "daemon/log.h"
 #include "daemon/readier.h"
+#include "store/ffm_store.h"
 #include "symbols/ffm_driver.h"
 
 #define MAX_DRIVERS_PER_USER 4 /* entries a non-root user's processes may bring (see driver_slot) */
@@ -164,10 +165,15 @@ static void driver_use(struct ffmd *d, pid_t pid, struct drv *dv, const uint64_t
  * get their probes before they do. */
 static void drivers_release_waiters(struct ffmd *d, struct drv *dv)
 {
+	/* What making it ready took (its calibration cache lookup, or a calibration), charged to
+	 * each process that waited for it, held or not. */
+	uint64_t took = (uint64_t)((ffm_now_s() - dv->since) * 1e9);
+
 	for (int i = 0; i < MAX_HOLDS; i++)
 		if (d->waiters[i].pid && d->waiters[i].dv == dv) {
 			pid_t pid = d->waiters[i].pid;
 
+			price_charge(d, pid, FFM_PRICE_DRIVER, took);
 			d->waiters[i].pid = 0;
 			if (proc_start_time(pid) == d->waiters[i].start)
 				driver_use(d, pid, dv, NULL);
@@ -178,6 +184,7 @@ static void drivers_release_waiters(struct ffmd *d, struct drv *dv)
 
 		if (h->wait != dv)
 			continue;
+		price_charge(d, pid, FFM_PRICE_DRIVER, took);
 		h->wait = NULL;
 		driver_use(d, pid, dv, h->mapped ? (const uint64_t[]){ h->kdev, h->kino } : NULL);
 		hold_release(d, pid);
@@ -272,13 +279,15 @@ struct drv *driver_get(struct ffmd *d, const char *path, bool sync)
  */
 struct drv *ensure_driver_for_pid(struct ffmd *d, pid_t pid)
 {
+	uint64_t t0 = ffm_now_ns();
 	char path[PATH_MAX];
 	struct stat st;
 	struct drv *dv;
 	int err = driver_path_of(pid, path, sizeof(path));
-	bool mapped = err == 1;
+	bool mapped = err == 1, found = err >= 0 && stat(path, &st) == 0;
 
-	if (err < 0 || stat(path, &st) < 0) {
+	price_charge(d, pid, FFM_PRICE_PROCFS, ffm_now_ns() - t0);
+	if (!found) {
 		/* No libcuda for it (a non-CUDA process of the job) is normal; being refused
 		 * its environment or root is not, and must not go unnoticed. */
 		if (err == -EACCES || err == -EPERM)
@@ -350,6 +359,8 @@ void on_driver_mapped(struct ffmd *d, const struct ffm_rec_map *m)
 			d->jobs[j].not_held++;
 	}
 	if (m->stopped && (h = hold(d, pid, true))) {
+		if (!h->stop_ns)
+			h->stop_ns = m->hdr.ts_ns;
 		h->mapped = true;
 		h->kdev = m->dev;
 		h->kino = m->ino;

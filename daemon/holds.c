@@ -20,6 +20,7 @@
 #include "daemon/ffmd_int.h"
 #include "daemon/jobrun.h"
 #include "daemon/log.h"
+#include "store/ffm_store.h"
 
 #define HOLD_MAX_S 30.0        /* no process stays held longer, whatever ffmd waits for */
 #define PARENT_WATCH_S 2.0     /* how long a held process's parent is watched after the hold */
@@ -179,7 +180,11 @@ void hold_release(struct ffmd *d, pid_t pid)
 			ffm_jobrun__set_interrupted(d->jobs[j].jr);
 	}
 	if (h->cont) {
+		uint64_t t = ffm_now_ns(), from = h->stop_ns ? h->stop_ns : (uint64_t)(h->since * 1e9);
+
 		kill(pid, SIGCONT);
+		/* Its price: from its stop (BPF's, or ffmd's) to the SIGCONT. */
+		price_charge(d, pid, FFM_PRICE_HELD, t > from ? t - from : 0);
 		parent_watch(d, h);
 	}
 	*h = d->holds[--d->nholds];
@@ -231,7 +236,10 @@ void on_fork_stopped(struct ffmd *d, const struct ffm_rec_proc *p)
 {
 	pid_t pid = (pid_t)p->hdr.tgid;
 
-	hold(d, pid, true);
+	struct hold *h = hold(d, pid, true);
+
+	if (h && !h->stop_ns)
+		h->stop_ns = p->hdr.ts_ns;
 	if (!wait_stopped(pid, 500) && alive(pid))
 		log_warn("process %d did not stop at its fork; its first calls may go unmeasured", pid);
 	for (int i = 0; i < MAX_PLINKS; i++) {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "bpf/ffm_hash.h"
+#include "common/ffm_json.h"
 #include "common/util.h"
 #include "daemon/collector.h"
 #include "daemon/jobrun.h"
@@ -35,6 +36,8 @@ struct ffm_jobrun {
 	uint64_t base_bytes, added, nrec;
 	bool full;
 	struct ffm_jobrun *next_active; /* the runs of this process, for a user's bytes */
+	struct ffm_price price;          /* what its processes paid, per part (ffm_jobrun__price) */
+	uint32_t extra_flags;            /* run flags its owner adds (ffm_jobrun__set_flags) */
 };
 
 /* Every run of this process between begin and free (ffmd's loop, or ffmctl profile's: one
@@ -264,6 +267,7 @@ int ffm_jobrun__begin(const struct ffm_jobrun_opts *opts, struct ffm_jobrun **re
 	if (jr->plan.probes & FFM_PROBE_CPU_SAMPLE)
 		ro.cpu_sample_hz = cpu_sample_hz();
 	ro.limits = &jr->lim;
+	ro.price = &jr->price;
 	err = ffm_recorder__new(&ro, &jr->rec);
 	if (err < 0)
 		goto fail;
@@ -370,6 +374,14 @@ int ffm_jobrun__end(struct ffm_jobrun *jr, double wall_s, int exit_status, bool 
 			if (i != FFM_REC_DROP_UNMATCHED && i != FFM_REC_DROP_DEPTH)
 				flags |= FFM_RUN_DROPPED;
 		}
+	}
+	if (jr->o.collector) {
+		struct ffm_bpf_price bp;
+
+		if (ffm_collector__bpf_price(jr->o.collector, jr->o.slot, &bp) == 0) {
+			jr->price.ns[FFM_PRICE_BPF] += bp.ns;
+			jr->price.n[FFM_PRICE_BPF] += bp.runs;
+		}
 		ffm_collector__clear_drops(jr->o.collector, jr->o.slot);
 	}
 	ffm_recorder__stats(jr->rec, &st);
@@ -388,6 +400,7 @@ int ffm_jobrun__end(struct ffm_jobrun *jr, double wall_s, int exit_status, bool 
 		ffm_store__add_drops(jr->store, jr->run, FFM_DROP_STORE_CAP, st.not_stored);
 		flags |= FFM_RUN_DROPPED;
 	}
+	flags |= jr->extra_flags;
 	if (aborted)
 		flags |= FFM_RUN_ABORTED;
 	if (jr->unmeasured) {
@@ -412,6 +425,9 @@ int ffm_jobrun__end(struct ffm_jobrun *jr, double wall_s, int exit_status, bool 
 	if (ffm_store__flush(jr->store) >= 0 &&
 	    ffm_store__run_procs_span(jr->store, jr->run, end_ns, &lo, &hi) == 0 && hi > lo)
 		wall_s = (double)(hi - lo) / 1e9;
+	err = ffm_store__put_price(jr->store, jr->run, &jr->price);
+	if (err < 0)
+		return err;
 	err = ffm_store__run_end(jr->store, jr->run, end_ns, wall_s, exit_status, flags);
 	if (err < 0)
 		return err;
@@ -424,6 +440,33 @@ int ffm_jobrun__end(struct ffm_jobrun *jr, double wall_s, int exit_status, bool 
 			return err;
 	}
 	return ffm_store__flush(jr->store);
+}
+
+struct ffm_price *ffm_jobrun__price(struct ffm_jobrun *jr)
+{
+	return &jr->price;
+}
+
+json_t *ffm_price_json(const struct ffm_price *p, double run_s)
+{
+	json_t *parts = json_object(), *o;
+	double proc_ns = 0, ffmd_ns = 0;
+
+	for (int i = 0; i < FFM_PRICE_N; i++) {
+		json_object_set_new(parts, ffm_price_part_name(i),
+				    json_pack("{s:o,s:I}", "ms", ffm_json_fixed(p->ns[i] / 1e6, 3),
+					      "count", (json_int_t)p->n[i]));
+		*(i < FFM_PRICE_FFMD ? &proc_ns : &ffmd_ns) += (double)p->ns[i];
+	}
+	o = json_pack("{s:o,s:o,s:o,s:o}", "parts", parts, "process_ms",
+		      ffm_json_fixed(proc_ns / 1e6, 3), "ffmd_ms", ffm_json_fixed(ffmd_ns / 1e6, 3),
+		      "cost_pct", ffm_json_fixed(run_s > 0 ? proc_ns / 1e9 / run_s * 100 : 0, 4));
+	return o;
+}
+
+void ffm_jobrun__set_flags(struct ffm_jobrun *jr, uint32_t flags)
+{
+	jr->extra_flags |= flags;
 }
 
 const char *ffm_jobrun__root(const struct ffm_jobrun *jr)

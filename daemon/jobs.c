@@ -436,8 +436,8 @@ static bool job_analyse(struct ffmd *d, const struct job *j)
 {
 	int err;
 
-	if (d->stop || !d->analyzer)
-		return false;
+	if (d->stop || !d->analyzer || d->cfg.analysis_on_read)
+		return false; /* analysis = reader: `ffmctl report` computes it on read */
 	err = ffm_analyzer__submit(d->analyzer, d->node_root, j->key, j->owner, j->id);
 	if (err < 0)
 		log_warn("job %s: its analysis is not stored: %s", j->id,
@@ -488,6 +488,9 @@ int job_end(struct ffmd *d, struct job *j, bool aborted)
 	ffm_collector__drain(d->col);
 	if (j->nunmeasured)
 		ffm_jobrun__set_unmeasured(j->jr, j->nunmeasured);
+	detach_price_take(d, (int)(j - d->jobs));
+	if (d->cfg.analysis_on_read && !d->stop)
+		ffm_jobrun__set_flags(j->jr, FFM_RUN_NO_ANALYSIS); /* job_analyse leaves it out */
 	err = ffm_jobrun__end(j->jr, wall, j->exit_status, aborted, true);
 	log_info("job %s ended after %.2f s (%" PRIu64 " records; %u of %u processes held%s%s)%s", j->id,
 		 wall, j->events, j->held, j->procs, j->nunmeasured ? ", some not measured: " : "",

@@ -33,6 +33,7 @@
 #include "daemon/jobrun.h"
 #include "daemon/log.h"
 #include "daemon/probes.h"
+#include "store/ffm_store.h"
 #include "symbols/ffm_driver.h"
 
 /* The stage-2 set: what a job at stage >= 2 needs besides the wait function. */
@@ -95,6 +96,7 @@ static int attach_set(struct ffmd *d, struct drv *dv, const char *path, uint32_t
 	const char *names[256];
 	const char *const *jn = names;
 	size_t nn = 0;
+	uint64_t t0 = ffm_now_ns();
 	struct ffm_probe_set ps;
 	int err;
 
@@ -111,6 +113,8 @@ static int attach_set(struct ffmd *d, struct drv *dv, const char *path, uint32_t
 	else if (!err && pid <= 0)
 		log_info("attached %zu probes to %s", ps.n, dv->path);
 	ffm_probe_set__release(&ps);
+	if (pid > 0)
+		price_charge(d, pid, FFM_PRICE_ATTACH, ffm_now_ns() - t0);
 	return err;
 }
 
@@ -152,7 +156,8 @@ static void remember_names(struct ffmd *d)
 static void *detacher(void *arg)
 {
 	struct ffmd *d = arg;
-	double t;
+	double t, job_start;
+	int job;
 
 	pthread_mutex_lock(&d->det.mu);
 	for (;;) {
@@ -162,7 +167,9 @@ static void *detacher(void *arg)
 			pthread_cond_wait(&d->det.cv, &d->det.mu);
 		if (!d->det.n)
 			break;
-		a = d->det.q[--d->det.n];
+		job = d->det.q[--d->det.n].job;
+		job_start = d->det.q[d->det.n].job_start;
+		a = d->det.q[d->det.n].a;
 		pthread_mutex_unlock(&d->det.mu);
 		t = ffm_now_s();
 		ffm_attachment__free(a);
@@ -170,6 +177,14 @@ static void *detacher(void *arg)
 		pthread_mutex_lock(&d->det.mu);
 		d->det.sum_s += t;
 		d->det.count++;
+		if (job >= 0 && job < FFM_MAX_JOBS) {
+			if (d->det.acc[job].job_start != job_start) {
+				d->det.acc[job].job_start = job_start;
+				d->det.acc[job].ns = d->det.acc[job].n = 0;
+			}
+			d->det.acc[job].ns += (uint64_t)(t * 1e9);
+			d->det.acc[job].n++;
+		}
 	}
 	pthread_mutex_unlock(&d->det.mu);
 	return NULL;
@@ -214,9 +229,26 @@ void detacher_stop(struct ffmd *d)
 	d->det.started = false;
 }
 
-/* Detach *@a in the background (at once when the queue is full) and clear it. */
-static void detach_later(struct ffmd *d, struct ffm_attachment **a)
+void detach_price_take(struct ffmd *d, int job)
 {
+	struct ffm_price *p = job_price(d, job);
+
+	if (!d->det.started || !p)
+		return;
+	pthread_mutex_lock(&d->det.mu);
+	if (d->det.acc[job].job_start == d->jobs[job].start) {
+		p->ns[FFM_PRICE_DETACH] += d->det.acc[job].ns;
+		p->n[FFM_PRICE_DETACH] += d->det.acc[job].n;
+	}
+	d->det.acc[job].ns = d->det.acc[job].n = 0;
+	pthread_mutex_unlock(&d->det.mu);
+}
+
+/* Detach *@a in the background (at once when the queue is full) and clear it. @pid: the
+ * process it is for (its job pays the detach, if it is still in one), 0: none. */
+static void detach_later(struct ffmd *d, struct ffm_attachment **a, pid_t pid)
+{
+	int job = pid > 0 ? job_of_pid(d, pid) : -1;
 	bool queued = false;
 
 	if (!*a)
@@ -224,14 +256,20 @@ static void detach_later(struct ffmd *d, struct ffm_attachment **a)
 	if (d->det.started) {
 		pthread_mutex_lock(&d->det.mu);
 		if (d->det.n < MAX_DETACH) {
-			d->det.q[d->det.n++] = *a;
+			d->det.q[d->det.n].a = *a;
+			d->det.q[d->det.n].job = job;
+			d->det.q[d->det.n++].job_start = job >= 0 ? d->jobs[job].start : 0;
 			queued = true;
 			pthread_cond_signal(&d->det.cv);
 		}
 		pthread_mutex_unlock(&d->det.mu);
 	}
-	if (!queued)
+	if (!queued) {
+		uint64_t t0 = ffm_now_ns();
+
 		ffm_attachment__free(*a);
+		ffm_price_add(job_price(d, job), FFM_PRICE_DETACH, ffm_now_ns() - t0);
+	}
 	*a = NULL;
 }
 
@@ -305,7 +343,7 @@ static void plink_sync(struct ffmd *d, struct plink *pl)
 	    (err = attach_set(d, pl->dv, path, api_probes, pl->pid, job, &pl->api_att, false)) < 0 && alive(pl->pid))
 		log_attach_err(d, "API probes", pl->dv, pl->pid, err);
 	if (!api && pl->api_att)
-		detach_later(d, &pl->api_att);
+		detach_later(d, &pl->api_att, pl->pid);
 }
 
 void plink_free(struct ffmd *d, struct plink *pl)
@@ -316,9 +354,9 @@ void plink_free(struct ffmd *d, struct plink *pl)
 	sample_end(d, pl);
 	for (int i = 0; i < pl->nkeys; i++)
 		ffm_collector__set_linked(d->col, pid, pl->keys[i].dev, pl->keys[i].ino, false);
-	detach_later(d, &pl->wait_att);
-	detach_later(d, &pl->api_att);
-	detach_later(d, &pl->rel_att);
+	detach_later(d, &pl->wait_att, pl->pid);
+	detach_later(d, &pl->api_att, pl->pid);
+	detach_later(d, &pl->rel_att, pl->pid);
 	memset(pl, 0, sizeof(*pl));
 	for (int i = 0; i < MAX_PLINKS && !others; i++)
 		others = d->plinks[i].pid == pid;
@@ -400,7 +438,7 @@ int plinks_sample_tick(struct ffmd *d)
 		n++;
 		switch (sample_tick(d, pl, now)) {
 		case FFM_SAMPLER_DETACH:
-			detach_later(d, &pl->wait_att);
+			detach_later(d, &pl->wait_att, pl->pid);
 			pl->wait_paused = true;
 			release_probes(d, pl);
 			break;

@@ -240,6 +240,7 @@ static int on_stack(struct ffm_recorder *r, const struct ffm_rec_stack *s)
 	struct ffm_addr_space *as = addr_space(r, s->hdr.tgid);
 	struct key_ent *ke = key_find(r, s->hdr.tgid, s->stack_key, true);
 	int n = 0, nall = 0, outer_lib = -1, err;
+	uint64_t t0, t1;
 	uint32_t api = 0;
 	int64_t stack_id = 0;
 
@@ -256,6 +257,7 @@ static int on_stack(struct ffm_recorder *r, const struct ffm_rec_stack *s)
 			r->st.stacks_capped++;
 		return 0;
 	}
+	t0 = ffm_now_ns();
 	if (as)
 		n = ffm_stack__unwind(r->o.sym, as, &snap, r->frames, MAX_FRAMES);
 	if (n <= 0) {
@@ -283,7 +285,10 @@ static int on_stack(struct ffm_recorder *r, const struct ffm_rec_stack *s)
 	}
 	if (outer_lib >= 0)
 		api = api_of_symbol(r, r->sframes[outer_lib].func);
+	t1 = ffm_now_ns();
+	ffm_price_add(r->o.price, FFM_PRICE_SYMBOLS, t1 - t0);
 	nall = ffm_pytrack__frames(r->py, s, r->sframes, nall, MAX_STORE_FRAMES + FFM_PY_FRAMES);
+	ffm_price_add(r->o.price, FFM_PRICE_PYCHECK, ffm_now_ns() - t1);
 	if (nall > 0) {
 		cut_frames(r, r->sframes, nall);
 		err = ffm_store__put_stack(r->o.store, ffm_store_stack_hash(r->sframes, nall),
@@ -505,6 +510,7 @@ static int on_proc(struct ffm_recorder *r, const struct ffm_rec_proc *p)
 {
 	struct proc_ent *pe;
 	char exe[PATH_MAX];
+	uint64_t t0, t1;
 
 	if (p->hdr.type == FFM_REC_EXIT) {
 		ffm_pytrack__on_exit(r->py, p->hdr.tgid);
@@ -527,8 +533,12 @@ static int on_proc(struct ffm_recorder *r, const struct ffm_rec_proc *p)
 		return -ENOMEM;
 	/* A new image (exec) has a new address space. */
 	pe->as = ffm_addr_space__free(pe->as);
+	t0 = ffm_now_ns();
 	ffm_pytrack__on_proc(r->py, p->hdr.tgid, p->hdr.type == FFM_REC_FORK ? p->ppid : 0);
+	t1 = ffm_now_ns();
+	ffm_price_add(r->o.price, FFM_PRICE_PYCHECK, t1 - t0);
 	read_exe(r, p->hdr.tgid, exe, sizeof(exe));
+	ffm_price_add(r->o.price, FFM_PRICE_PROCFS, ffm_now_ns() - t1);
 	return ffm_store__put_process(r->o.store, &(struct ffm_store_process){
 		.run = r->o.run, .tgid = p->hdr.tgid, .ptgid = p->ppid,
 		.exe = *exe ? exe : p->comm, .start_ns = p->hdr.ts_ns, .exit_code = 0,

@@ -12,7 +12,9 @@
 #include <string.h>
 
 #include "daemon/ffmd_int.h"
+#include "daemon/jobrun.h"
 #include "daemon/log.h"
+#include "store/ffm_store.h"
 
 struct drv *driver_find(struct ffmd *d, uint64_t dev, uint64_t ino)
 {
@@ -161,4 +163,15 @@ void routes_drop_job(struct ffmd *d, int job)
 		}
 	}
 	routes_compact(d);
+}
+
+struct ffm_price *job_price(struct ffmd *d, int job)
+{
+	return job >= 0 && job < FFM_MAX_JOBS && d->jobs[job].used && d->jobs[job].jr ?
+		       ffm_jobrun__price(d->jobs[job].jr) : NULL;
+}
+
+void price_charge(struct ffmd *d, pid_t pid, int part, uint64_t ns)
+{
+	ffm_price_add(job_price(d, job_of_pid(d, pid)), part, ns);
 }

@@ -54,7 +54,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FFM_STORE_SCHEMA_VERSION 10
+#define FFM_STORE_SCHEMA_VERSION 11
 #define FFM_STORE_MAX_STAGE 5
 
 struct ffm_store;
@@ -121,6 +121,8 @@ enum ffm_run_flags {
 				      * (ffm_store__stage_history no longer counts them) */
 	FFM_RUN_COPIES = 1u << 5,    /* a stage-1 run that timed the copies too (a monitoring run
 				      * of a key whose copies repeat, stages/ffm_plan.h) */
+	FFM_RUN_NO_ANALYSIS = 1u << 6, /* the node left the run-end analysis to the readers
+					* (ffmd.conf's analysis = reader): no stored results */
 };
 
 struct ffm_store_run {
@@ -636,6 +638,45 @@ typedef int (*ffm_store_cpu_samples_cb)(const struct ffm_store_cpu_samples *x, v
 /* @run's rows in (stack, state) order: 0, the callback's nonzero value, or -errno. */
 int ffm_store__for_each_cpu_samples(struct ffm_store *s, int64_t run, ffm_store_cpu_samples_cb cb,
 				    void *ctx);
+
+/*
+ * What ffm's work on a run's processes cost them (issue 40, "the fixed price per process" of
+ * docs/OVERHEAD.md): per part, the time and how many times (table run_price, schema v11).
+ * The parts before FFM_PRICE_FFMD are paid by the processes themselves: stopped, or in their
+ * own context (BPF, traced waits: ns = count x the node's wait_cost_us); the others are ffmd's
+ * own time, which a process pays only where it waits for it (a hold) or shares a CPU with it.
+ */
+enum ffm_price_part {
+	FFM_PRICE_HELD,        /* stopped by ffm until its probes were in (map guard, fork, exec) */
+	FFM_PRICE_BPF,         /* ffm's BPF programs at its exec, mmap, fork and exit */
+	FFM_PRICE_WAITS_FULL,  /* waits traced in full (adaptive stage 1's learning, or no budget) */
+	FFM_PRICE_WAITS_SAMPLED, /* waits traced in a sampling window */
+	FFM_PRICE_FFMD,        /* (first of ffmd's parts) */
+	FFM_PRICE_ATTACH = FFM_PRICE_FFMD, /* its probes attached, windows' included */
+	FFM_PRICE_DETACH,      /* its probes detached (the detacher thread) */
+	FFM_PRICE_PROCFS,      /* /proc and ELF reads: which libcuda it loads, its maps */
+	FFM_PRICE_PYCHECK,     /* the Python version and layout checks (/proc/PID/mem) */
+	FFM_PRICE_SYMBOLS,     /* CFI unwinds and symbolization of its new stacks */
+	FFM_PRICE_DRIVER,      /* its driver made ready: the calibration cache lookup */
+	FFM_PRICE_N
+};
+struct ffm_price {
+	uint64_t ns[FFM_PRICE_N], n[FFM_PRICE_N];
+};
+/* Add @ns, once, to @part of @p (NULL: not accounted). */
+static inline void ffm_price_add(struct ffm_price *p, int part, uint64_t ns)
+{
+	if (p && part >= 0 && part < FFM_PRICE_N) {
+		p->ns[part] += ns;
+		p->n[part]++;
+	}
+}
+/* The part's stored name ("held", "bpf", ...; price_parts), NULL out of range. */
+const char *ffm_price_part_name(int part);
+/* @run's price: replaced. */
+int ffm_store__put_price(struct ffm_store *s, int64_t run, const struct ffm_price *p);
+/* @run's price, zero when none was stored (a run before v11, ffmctl profile's). */
+int ffm_store__get_price(struct ffm_store *s, int64_t run, struct ffm_price *out);
 
 /* Adaptive stage 1: a span or window of @run (struct ffm_store_sample). */
 int ffm_store__put_sample(struct ffm_store *s, int64_t run, const struct ffm_store_sample *x);

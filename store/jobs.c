@@ -163,3 +163,32 @@ int ffm_store__put_api_name(struct ffm_store *s, uint32_t api, const char *name)
 	bind_text(st, 2, name);
 	return step_now(s, st, NULL);
 }
+
+/* ---- the price of a run's processes (struct ffm_price) ---------------------------------- */
+
+static const char *const price_names[FFM_PRICE_N] = {
+	"held", "bpf", "waits_full", "waits_sampled", "attach", "detach", "procfs", "python_check",
+	"symbols", "driver",
+};
+
+const char *ffm_price_part_name(int part)
+{
+	return part >= 0 && part < FFM_PRICE_N ? price_names[part] : NULL;
+}
+
+int ffm_store__put_price(struct ffm_store *s, int64_t run, const struct ffm_price *p)
+{
+	int err = 0;
+
+	for (int i = 0; i < FFM_PRICE_N && !err; i++) {
+		sqlite3_stmt *st;
+
+		err = prepare_now(s, "INSERT OR REPLACE INTO run_price(run, part, ns, count)"
+				  " VALUES(?1, ?2, ?3, ?4)", &st);
+		if (err)
+			break;
+		BIND_I64(st, 1, run, i, p->ns[i], p->n[i]);
+		err = step_now(s, st, NULL);
+	}
+	return err;
+}

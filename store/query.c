@@ -540,6 +540,25 @@ int ffm_store__get_drops(struct ffm_store *s, int64_t run, struct ffm_store_drop
 		       out);
 }
 
+static int price_row(sqlite3_stmt *st, void *arg)
+{
+	struct ffm_price *out = ((struct cb_arg *)arg)->ctx;
+	int64_t part = col(st, 0);
+
+	if (part >= 0 && part < FFM_PRICE_N) {
+		out->ns[part] = (uint64_t)col(st, 1);
+		out->n[part] = (uint64_t)col(st, 2);
+	}
+	return 0;
+}
+
+int ffm_store__get_price(struct ffm_store *s, int64_t run, struct ffm_price *out)
+{
+	memset(out, 0, sizeof(*out));
+	return rows_of(s, "SELECT part, ns, count FROM run_price WHERE run = ?1", &run, price_row,
+		       NULL, out);
+}
+
 /* ---- stage 3 and 4 results -------------------------------------------------------------- */
 
 static int xfer_row(sqlite3_stmt *st, void *arg)
