@@ -240,6 +240,7 @@ struct ffmd {
 	char holds_path[PATH_MAX];
 	struct hold holds[MAX_HOLDS];
 	int nholds;
+	bool holds_dirty; /* the holds file lags the list (holds.c: written each round) */
 	struct parent_watch parents[MAX_HOLDS];
 	struct {
 		pid_t pid;        /* 0: free */

@@ -831,6 +831,7 @@ struct ffmd *ffmd__free(struct ffmd *d)
 	 * ends after its current driver. */
 	while (d->nholds)
 		hold_release(d, d->holds[0].pid);
+	holds_expire(d); /* none left: the holds file goes */
 	d->readier = ffm_readier__free(d->readier);
 	d->analyzer = ffm_analyzer__free(d->analyzer);
 	if (d->metrics) {
