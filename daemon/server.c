@@ -510,6 +510,7 @@ static int apply_config(struct ffmd *d, const struct ffmd_config *cfg)
 	/* Adaptive stage 1: processes that start sampling from now on follow the new values. */
 	d->cfg.sample_budget = cfg->sample_budget;
 	d->cfg.wait_cost_us = cfg->wait_cost_us;
+	d->cfg.analysis_on_read = cfg->analysis_on_read; /* runs that end from now on */
 	if (cfg->flush_ms != d->cfg.flush_ms && set_timer(d, cfg->flush_ms) == 0)
 		d->cfg.flush_ms = cfg->flush_ms;
 	err = rules_reload(d, cfg);
