@@ -109,7 +109,7 @@ json_t *ffmctl_job_price(const struct ffmctl_job_stores *js, const char *job_id)
 		}
 	}
 	if (!any)
-		return NULL; /* no price stored: a run of ffmctl profile, or before schema v10 */
+		return NULL; /* no price stored: a run of ffmctl profile, or before schema v11 */
 	json_t *o = ffm_price_json(&sum, run_s);
 
 	if (o && b.span_ns)

@@ -176,7 +176,7 @@ TEST(create_and_reopen)
 	"DELETE FROM sync_use_flags WHERE bit = 4;"
 
 /* What v8 added: the events' probe_ns column, in both views that show it. */
-#define DROP_V10 "DROP TABLE run_price; DROP TABLE price_parts; DELETE FROM run_flags WHERE bit = 64;"
+#define DROP_V11 "DROP TABLE run_price; DROP TABLE price_parts; DELETE FROM run_flags WHERE bit = 64;"
 #define DROP_V9 "DELETE FROM drop_reasons WHERE id >= 4;"
 /* What v10 added: kernel names. */
 #define DROP_V10 "DROP TABLE kernels;"
@@ -232,7 +232,7 @@ TEST(migrate_from_v3)
 	put_events(s, run, 50, 7000);
 	ASSERT_OK(ffm_store__flush(s));
 	s = ffm_store__free(s);
-	sql(path, "BEGIN;" DROP_V10 DROP_V9 DROP_V8 DROP_V7 DROP_V6 DROP_V5 DROP_V4 "UPDATE meta SET value = '3' WHERE name = 'schema_version';"
+	sql(path, "BEGIN;" DROP_V11 DROP_V10 DROP_V9 DROP_V8 DROP_V7 DROP_V6 DROP_V5 DROP_V4 "UPDATE meta SET value = '3' WHERE name = 'schema_version';"
 		  "PRAGMA user_version = 3; COMMIT;");
 	ASSERT_OK(ffm_store__open(path, &ropts, &s));
 	ASSERT_EQ(ffm_store__schema_version(s), 3);
@@ -269,7 +269,7 @@ TEST(migrate_from_v6_watched_bytes)
 	}
 	ASSERT_OK(ffm_store__flush(s));
 	s = ffm_store__free(s);
-	sql(path, "BEGIN;" DROP_V10 DROP_V9 DROP_V8 DROP_V7 "UPDATE meta SET value = '6' WHERE name = 'schema_version';"
+	sql(path, "BEGIN;" DROP_V11 DROP_V10 DROP_V9 DROP_V8 DROP_V7 "UPDATE meta SET value = '6' WHERE name = 'schema_version';"
 		  "PRAGMA user_version = 6; COMMIT;");
 	ASSERT_OK(ffm_store__open(path, &wopts, &s));
 	ASSERT_EQ(ffm_store__schema_version(s), FFM_STORE_SCHEMA_VERSION);
@@ -315,7 +315,7 @@ TEST(probe_ns_and_v7_files)
 	s = ffm_store__free(s);
 	ASSERT_EQ(sql_int(path, "SELECT sum(probe_ns = 1500) FROM calls"), 1);
 
-	sql(path, "BEGIN;" DROP_V10 DROP_V9 DROP_V8 "UPDATE meta SET value = '7' WHERE name = 'schema_version';"
+	sql(path, "BEGIN;" DROP_V11 DROP_V10 DROP_V9 DROP_V8 "UPDATE meta SET value = '7' WHERE name = 'schema_version';"
 		  "PRAGMA user_version = 7; COMMIT;");
 	ASSERT_OK(ffm_store__open(path, &ropts, &s));
 	ASSERT_EQ(ffm_store__schema_version(s), 7);
@@ -441,7 +441,7 @@ TEST(migrate_from_v1)
 	put_events(s, run, 100, 5000);
 	ASSERT_OK(ffm_store__flush(s));
 	s = ffm_store__free(s);
-	sql(path, "BEGIN;" DROP_V10 DROP_V9 DROP_V8 DROP_V7 DROP_V6 DROP_V5 DROP_V4 "DROP TABLE xfer_hashes; DROP TABLE sync_uses;"
+	sql(path, "BEGIN;" DROP_V11 DROP_V10 DROP_V9 DROP_V8 DROP_V7 DROP_V6 DROP_V5 DROP_V4 "DROP TABLE xfer_hashes; DROP TABLE sync_uses;"
 		  "UPDATE meta SET value = '1' WHERE name = 'schema_version';"
 		  "PRAGMA user_version = 1; COMMIT;");
 
