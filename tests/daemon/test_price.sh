@@ -105,6 +105,7 @@ while IFS= read -r line; do
 	*) echo "# $line" ;;
 	esac
 done <"$T/checks.txt"
+grep -q "^ok \|^not ok " "$T/checks.txt" || notok "the price checks ran (no price in status or store)"
 check "the holds file is gone once nothing is held" test ! -e "$T/state/ffmd-held"
 
 # analysis = reader: no analysis stored at the run's end, the run says so, report computes it.
