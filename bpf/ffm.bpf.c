@@ -62,8 +62,8 @@ struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, FFM_MAX_JOBS + 1);
 	__type(key, __u32);
-	__type(value, struct ffm_bpf_price);
-} bpf_price SEC(".maps");
+	__type(value, struct ffm_bpf_overhead);
+} bpf_overhead SEC(".maps");
 
 /* Rules that make a newly exec'd process part of a job: value = job slot. */
 struct {
@@ -194,14 +194,14 @@ static __always_inline void count_drop(__u32 job, __u32 reason)
 		d->n[reason]++;
 }
 
-/* A program that ran for a job's process since @t0: its time to the job (struct ffm_bpf_price). */
+/* A program that ran for a job's process since @t0: its time to the job (struct ffm_bpf_overhead). */
 static __always_inline void charge(__u32 job, __u64 t0)
 {
-	struct ffm_bpf_price *c;
+	struct ffm_bpf_overhead *c;
 
 	if (job >= FFM_MAX_JOBS)
 		job = FFM_MAX_JOBS;
-	c = bpf_map_lookup_elem(&bpf_price, &job);
+	c = bpf_map_lookup_elem(&bpf_overhead, &job);
 	if (c) {
 		c->ns += bpf_ktime_get_ns() - t0;
 		c->runs++;

@@ -177,8 +177,8 @@ struct ffm_rec_drops {
 
 /* Per job slot (index FFM_MAX_JOBS: no job), per CPU: the run time of ffm's programs at a job
  * process's exec, mmap, fork and exit (bpf/procs.bpf.h), which run in the process's context
- * and are part of what it pays (store/ffm_store.h, FFM_PRICE_BPF). */
-struct ffm_bpf_price {
+ * and are part of what it pays (store/ffm_store.h, FFM_OVERHEAD_BPF). */
+struct ffm_bpf_overhead {
 	__u64 ns, runs;
 };
 

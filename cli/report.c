@@ -899,9 +899,9 @@ static void print_text(FILE *o, const char *job_id, const struct ffmctl_job_stor
 	}
 	fprintf(o, "wall time: %.3f s%s\n", s_of(m->wall_max_ns), js->n > 1 ? " (longest node)" : "");
 	{
-		json_t *price = ffmctl_job_price(js, job_id);
+		json_t *price = ffmctl_job_overhead(js, job_id);
 
-		ffmctl_print_price(o, price, "");
+		ffmctl_print_overhead(o, price, "");
 		ffmctl_print_blind_spot(o, price);
 		json_decref(price);
 	}
@@ -1309,7 +1309,7 @@ static int print_json(FILE *o, const char *job_id, const struct ffmctl_job_store
 			"benefit_s", json_s(s_of(q->benefit_ns)),
 			"sequence_benefit_s", json_s(s_of(q->whole_ns)),
 			"occurrences", ffm_json_u64(q->occurrences)));
-	v = ffm_json_set(v, "price", ffmctl_job_price(js, job_id) ?: json_null());
+	v = ffm_json_set(v, "overhead", ffmctl_job_overhead(js, job_id) ?: json_null());
 	v = ffm_json_set(v, "next", json_string(next_step(&plan, next, sizeof(next))));
 	v = ffm_json_set(v, "next_command", json_next_command(&plan, nx));
 	return ffm_json_print(o, v);

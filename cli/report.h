@@ -25,11 +25,11 @@ struct ffmctl_job_stores {
 	size_t n, cap;
 };
 
-/* cli/price.c: what the job's processes paid (struct ffm_price summed over its runs on every
+/* cli/overhead.c: what the job's processes paid (struct ffm_overhead summed over its runs on every
  * node, with the blind spot of adaptive stage 1's sampling), NULL when no run stored one. */
-json_t *ffmctl_job_price(const struct ffmctl_job_stores *js, const char *job_id);
-/* The price of ffmctl status or report (ffm_price_json's fields) in text, and the blind spot. */
-void ffmctl_print_price(FILE *o, const json_t *price, const char *indent);
+json_t *ffmctl_job_overhead(const struct ffmctl_job_stores *js, const char *job_id);
+/* The price of ffmctl status or report (ffm_overhead_json's fields) in text, and the blind spot. */
+void ffmctl_print_overhead(FILE *o, const json_t *price, const char *indent);
 void ffmctl_print_blind_spot(FILE *o, const json_t *price);
 
 /* Open the job's store on every node (read-only). -ENOENT: no store knows the job. */

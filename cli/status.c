@@ -127,7 +127,7 @@ static void print_jobs(const json_t *jobs)
 			printf("%s%.0f", k ? "," : "", ffm_json_num(json_array_get(procs, k), 0));
 		printf("\n");
 		print_sampling(json_object_get(j, "sampling"));
-		ffmctl_print_price(stdout, json_object_get(j, "price"), "    ");
+		ffmctl_print_overhead(stdout, json_object_get(j, "overhead"), "    ");
 		if (ndrops > 0) {
 			printf("  %-*s drops:", jw, "");
 			json_object_foreach(drops, reason, d)

@@ -169,12 +169,12 @@ void sample_on_wait(struct ffmd *d, int job, const struct ffm_rec_wait *w)
 /* A wait record of job @job's process @tgid, read after sample_on_wait: its price (the node's
  * wait_cost_us), by how it was traced: in a sampling window, or in full (learning, a window
  * with a new key, a job not sampled). */
-void sample_price_wait(struct ffmd *d, int job, uint32_t tgid)
+void sample_overhead_wait(struct ffmd *d, int job, uint32_t tgid)
 {
 	const struct plink *pl = &d->plinks[d->sample_hint];
 	bool sampled = pl->pid == (pid_t)tgid && pl->smp && pl->smp->s.mode != FFM_SAMPLER_FULL;
 
-	ffm_price_add(job_price(d, job), sampled ? FFM_PRICE_WAITS_SAMPLED : FFM_PRICE_WAITS_FULL,
+	ffm_overhead_add(job_overhead(d, job), sampled ? FFM_OVERHEAD_WAITS_SAMPLED : FFM_OVERHEAD_WAITS_FULL,
 		      (uint64_t)(d->cfg.wait_cost_us * 1000));
 }
 

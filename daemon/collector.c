@@ -961,7 +961,7 @@ static int percpu_slot(struct ffm_collector *c, struct bpf_map *map, uint32_t sl
 }
 
 #define N_U64(t) (sizeof(t) / sizeof(__u64))
-_Static_assert(sizeof(struct ffm_rec_drops) % 8 == 0 && sizeof(struct ffm_bpf_price) % 8 == 0,
+_Static_assert(sizeof(struct ffm_rec_drops) % 8 == 0 && sizeof(struct ffm_bpf_overhead) % 8 == 0,
 	       "per-CPU counters are u64 arrays");
 
 int ffm_collector__drops(struct ffm_collector *c, uint32_t slot, struct ffm_rec_drops *out)
@@ -972,14 +972,14 @@ int ffm_collector__drops(struct ffm_collector *c, uint32_t slot, struct ffm_rec_
 int ffm_collector__clear_drops(struct ffm_collector *c, uint32_t slot)
 {
 	int err = percpu_slot(c, c->skel->maps.drops, slot, N_U64(struct ffm_rec_drops), NULL);
-	int err2 = percpu_slot(c, c->skel->maps.bpf_price, slot, N_U64(struct ffm_bpf_price), NULL);
+	int err2 = percpu_slot(c, c->skel->maps.bpf_overhead, slot, N_U64(struct ffm_bpf_overhead), NULL);
 
 	return err ? err : err2;
 }
 
-int ffm_collector__bpf_price(struct ffm_collector *c, uint32_t slot, struct ffm_bpf_price *out)
+int ffm_collector__bpf_overhead(struct ffm_collector *c, uint32_t slot, struct ffm_bpf_overhead *out)
 {
-	return percpu_slot(c, c->skel->maps.bpf_price, slot, N_U64(*out), &out->ns);
+	return percpu_slot(c, c->skel->maps.bpf_overhead, slot, N_U64(*out), &out->ns);
 }
 
 int ffm_collector__learn_slots(struct ffm_collector *c, uint32_t tgid, uint64_t callsite,

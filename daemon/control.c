@@ -133,7 +133,7 @@ static json_t *status_sampling(struct ffmd *d, const struct job *j)
 
 static json_t *status_job(struct ffmd *d, const struct job *j)
 {
-	detach_price_take(d, (int)(j - d->jobs));
+	detach_overhead_take(d, (int)(j - d->jobs));
 	struct ffm_rec_drops dr = {};
 	json_t *procs = json_array(), *o;
 	pid_t pids[256];
@@ -162,14 +162,14 @@ static json_t *status_job(struct ffmd *d, const struct job *j)
 		json_object_set_new(o, "sampling", status_sampling(d, j));
 	if (o && j->jr) {
 		/* What its processes paid so far: the BPF programs' time is the slot's, read now. */
-		struct ffm_price pr = *ffm_jobrun__price(j->jr);
-		struct ffm_bpf_price bp;
+		struct ffm_overhead pr = *ffm_jobrun__overhead(j->jr);
+		struct ffm_bpf_overhead bp;
 
-		if (ffm_collector__bpf_price(d->col, j->slot, &bp) == 0) {
-			pr.ns[FFM_PRICE_BPF] += bp.ns;
-			pr.n[FFM_PRICE_BPF] += bp.runs;
+		if (ffm_collector__bpf_overhead(d->col, j->slot, &bp) == 0) {
+			pr.ns[FFM_OVERHEAD_BPF] += bp.ns;
+			pr.n[FFM_OVERHEAD_BPF] += bp.runs;
 		}
-		json_object_set_new(o, "price", ffm_price_json(&pr, ffm_now_s() - j->start));
+		json_object_set_new(o, "overhead", ffm_overhead_json(&pr, ffm_now_s() - j->start));
 	}
 	return o;
 }

@@ -173,7 +173,7 @@ static void drivers_release_waiters(struct ffmd *d, struct drv *dv)
 		if (d->waiters[i].pid && d->waiters[i].dv == dv) {
 			pid_t pid = d->waiters[i].pid;
 
-			price_charge(d, pid, FFM_PRICE_DRIVER, took);
+			overhead_charge(d, pid, FFM_OVERHEAD_DRIVER, took);
 			d->waiters[i].pid = 0;
 			if (proc_start_time(pid) == d->waiters[i].start)
 				driver_use(d, pid, dv, NULL);
@@ -184,7 +184,7 @@ static void drivers_release_waiters(struct ffmd *d, struct drv *dv)
 
 		if (h->wait != dv)
 			continue;
-		price_charge(d, pid, FFM_PRICE_DRIVER, took);
+		overhead_charge(d, pid, FFM_OVERHEAD_DRIVER, took);
 		h->wait = NULL;
 		driver_use(d, pid, dv, h->mapped ? (const uint64_t[]){ h->kdev, h->kino } : NULL);
 		hold_release(d, pid);
@@ -286,7 +286,7 @@ struct drv *ensure_driver_for_pid(struct ffmd *d, pid_t pid)
 	int err = driver_path_of(pid, path, sizeof(path));
 	bool mapped = err == 1, found = err >= 0 && stat(path, &st) == 0;
 
-	price_charge(d, pid, FFM_PRICE_PROCFS, ffm_now_ns() - t0);
+	overhead_charge(d, pid, FFM_OVERHEAD_PROCFS, ffm_now_ns() - t0);
 	if (!found) {
 		/* No libcuda for it (a non-CUDA process of the job) is normal; being refused
 		 * its environment or root is not, and must not go unnoticed. */

@@ -31,7 +31,7 @@
 #include "daemon/driver_setup.h"
 #include "daemon/proto.h"
 
-struct ffm_price;
+struct ffm_overhead;
 
 #define MAX_DRIVERS 16
 #define MAX_UNMEASURED 64      /* distinct processes per job remembered as not measured */
@@ -212,7 +212,7 @@ struct ffmd {
 		struct {
 			double job_start;
 			uint64_t ns, n;
-		} acc[FFM_MAX_JOBS]; /* per job, not yet in its price (detach_price_take) */
+		} acc[FFM_MAX_JOBS]; /* per job, not yet in its price (detach_overhead_take) */
 	} det;                    /* attachments being detached (see detach_later) */
 	double attach_sum_s;      /* adaptive stage 1's attaches: time taken, and their number */
 	uint64_t attach_count;
@@ -276,10 +276,10 @@ void routes_free(struct ffmd *d);
 int route_find(const struct ffmd *d, uint32_t tgid);
 void route_add(struct ffmd *d, uint32_t tgid, int job);
 void routes_drop_job(struct ffmd *d, int job);
-/* What job @job's processes paid, per part (store/ffm_store.h, struct ffm_price): its run's,
- * NULL for no job or no run. price_charge adds @ns once to @part of @pid's job, if any. */
-struct ffm_price *job_price(struct ffmd *d, int job);
-void price_charge(struct ffmd *d, pid_t pid, int part, uint64_t ns);
+/* What job @job's processes paid, per part (store/ffm_store.h, struct ffm_overhead): its run's,
+ * NULL for no job or no run. overhead_charge adds @ns once to @part of @pid's job, if any. */
+struct ffm_overhead *job_overhead(struct ffmd *d, int job);
+void overhead_charge(struct ffmd *d, pid_t pid, int part, uint64_t ns);
 
 /* ---- journal.c ---- */
 void journal_write(struct ffmd *d);
@@ -317,7 +317,7 @@ struct sample_status {
 /* The mean time a probe's detach takes (the detacher's measure; 0: none yet). */
 double detach_mean_s(struct ffmd *d);
 void sample_on_wait(struct ffmd *d, int job, const struct ffm_rec_wait *w);
-void sample_price_wait(struct ffmd *d, int job, uint32_t tgid);
+void sample_overhead_wait(struct ffmd *d, int job, uint32_t tgid);
 enum ffm_sampler_action sample_tick(struct ffmd *d, struct plink *pl, double now);
 void sample_attached(struct ffmd *d, struct plink *pl, bool ok);
 /* Process @pid exited at @t (its exit record's time): its span ends there, not when ffmd reads
@@ -339,7 +339,7 @@ int plinks_sample_tick(struct ffmd *d);
 bool driver_in_use(const struct ffmd *d, const struct drv *dv);
 void detacher_start(struct ffmd *d);
 /* The detaches done for job @job's processes since last asked: into its price. */
-void detach_price_take(struct ffmd *d, int job);
+void detach_overhead_take(struct ffmd *d, int job);
 void detacher_stop(struct ffmd *d);
 
 /* ---- holds.c ---- */

@@ -191,7 +191,7 @@ void hold_release(struct ffmd *d, pid_t pid)
 
 		kill(pid, SIGCONT);
 		/* Its price: from its stop (BPF's, or ffmd's) to the SIGCONT. */
-		price_charge(d, pid, FFM_PRICE_HELD, t > from ? t - from : 0);
+		overhead_charge(d, pid, FFM_OVERHEAD_HELD, t > from ? t - from : 0);
 		parent_watch(d, h);
 	}
 	*h = d->holds[--d->nholds];

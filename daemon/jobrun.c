@@ -36,7 +36,7 @@ struct ffm_jobrun {
 	uint64_t base_bytes, added, nrec;
 	bool full;
 	struct ffm_jobrun *next_active; /* the runs of this process, for a user's bytes */
-	struct ffm_price price;          /* what its processes paid, per part (ffm_jobrun__price) */
+	struct ffm_overhead price;          /* what its processes paid, per part (ffm_jobrun__overhead) */
 	uint32_t extra_flags;            /* run flags its owner adds (ffm_jobrun__set_flags) */
 };
 
@@ -376,11 +376,11 @@ int ffm_jobrun__end(struct ffm_jobrun *jr, double wall_s, int exit_status, bool 
 		}
 	}
 	if (jr->o.collector) {
-		struct ffm_bpf_price bp;
+		struct ffm_bpf_overhead bp;
 
-		if (ffm_collector__bpf_price(jr->o.collector, jr->o.slot, &bp) == 0) {
-			jr->price.ns[FFM_PRICE_BPF] += bp.ns;
-			jr->price.n[FFM_PRICE_BPF] += bp.runs;
+		if (ffm_collector__bpf_overhead(jr->o.collector, jr->o.slot, &bp) == 0) {
+			jr->price.ns[FFM_OVERHEAD_BPF] += bp.ns;
+			jr->price.n[FFM_OVERHEAD_BPF] += bp.runs;
 		}
 		ffm_collector__clear_drops(jr->o.collector, jr->o.slot);
 	}
@@ -425,7 +425,7 @@ int ffm_jobrun__end(struct ffm_jobrun *jr, double wall_s, int exit_status, bool 
 	if (ffm_store__flush(jr->store) >= 0 &&
 	    ffm_store__run_procs_span(jr->store, jr->run, end_ns, &lo, &hi) == 0 && hi > lo)
 		wall_s = (double)(hi - lo) / 1e9;
-	err = ffm_store__put_price(jr->store, jr->run, &jr->price);
+	err = ffm_store__put_overhead(jr->store, jr->run, &jr->price);
 	if (err < 0)
 		return err;
 	err = ffm_store__run_end(jr->store, jr->run, end_ns, wall_s, exit_status, flags);
@@ -442,21 +442,21 @@ int ffm_jobrun__end(struct ffm_jobrun *jr, double wall_s, int exit_status, bool 
 	return ffm_store__flush(jr->store);
 }
 
-struct ffm_price *ffm_jobrun__price(struct ffm_jobrun *jr)
+struct ffm_overhead *ffm_jobrun__overhead(struct ffm_jobrun *jr)
 {
 	return &jr->price;
 }
 
-json_t *ffm_price_json(const struct ffm_price *p, double run_s)
+json_t *ffm_overhead_json(const struct ffm_overhead *p, double run_s)
 {
 	json_t *parts = json_object(), *o;
 	double proc_ns = 0, ffmd_ns = 0;
 
-	for (int i = 0; i < FFM_PRICE_N; i++) {
-		json_object_set_new(parts, ffm_price_part_name(i),
+	for (int i = 0; i < FFM_OVERHEAD_N; i++) {
+		json_object_set_new(parts, ffm_overhead_part_name(i),
 				    json_pack("{s:o,s:I}", "ms", ffm_json_fixed(p->ns[i] / 1e6, 3),
 					      "count", (json_int_t)p->n[i]));
-		*(i < FFM_PRICE_FFMD ? &proc_ns : &ffmd_ns) += (double)p->ns[i];
+		*(i < FFM_OVERHEAD_FFMD ? &proc_ns : &ffmd_ns) += (double)p->ns[i];
 	}
 	o = json_pack("{s:o,s:o,s:o,s:o}", "parts", parts, "process_ms",
 		      ffm_json_fixed(proc_ns / 1e6, 3), "ffmd_ms", ffm_json_fixed(ffmd_ns / 1e6, 3),

@@ -19,7 +19,7 @@ struct ffm_collector;
 struct ffm_symbolizer;
 struct ffm_apis;
 struct ffm_store;
-struct ffm_price;
+struct ffm_overhead;
 
 struct ffm_jobrun_opts {
 	size_t sz;
@@ -78,13 +78,13 @@ void ffm_jobrun__set_unmeasured(struct ffm_jobrun *jr, uint32_t nprocs);
  * restart, or a process ran on while its new driver was made ready): partial and aborted, so
  * the stage plan neither takes it as the stage done nor as a failure of the stage. */
 void ffm_jobrun__set_interrupted(struct ffm_jobrun *jr);
-/* What the run's processes paid, per part (store/ffm_store.h, struct ffm_price): the recorder
- * adds its own parts, the run's owner the others; stored at end (table run_price). */
-struct ffm_price *ffm_jobrun__price(struct ffm_jobrun *jr);
+/* What the run's processes paid, per part (store/ffm_store.h, struct ffm_overhead): the recorder
+ * adds its own parts, the run's owner the others; stored at end (table run_overhead). */
+struct ffm_overhead *ffm_jobrun__overhead(struct ffm_jobrun *jr);
 /* A run's price as JSON (ffmctl status, ffmctl report; docs/schema): per part its time (ms)
- * and count, what the processes paid (process_ms: the parts before FFM_PRICE_FFMD) and ffmd
+ * and count, what the processes paid (process_ms: the parts before FFM_OVERHEAD_FFMD) and ffmd
  * spent (ffmd_ms), and process_ms in percent of @run_s (0: not known). */
-json_t *ffm_price_json(const struct ffm_price *p, double run_s);
+json_t *ffm_overhead_json(const struct ffm_overhead *p, double run_s);
 /* Run flags (enum ffm_run_flags) the run's owner adds, stored at end (FFM_RUN_NO_ANALYSIS). */
 void ffm_jobrun__set_flags(struct ffm_jobrun *jr, uint32_t flags);
 /* End the run: drops from the collector, flags, wall time; ends the job too if @end_job. */

@@ -488,7 +488,7 @@ int job_end(struct ffmd *d, struct job *j, bool aborted)
 	ffm_collector__drain(d->col);
 	if (j->nunmeasured)
 		ffm_jobrun__set_unmeasured(j->jr, j->nunmeasured);
-	detach_price_take(d, (int)(j - d->jobs));
+	detach_overhead_take(d, (int)(j - d->jobs));
 	if (d->cfg.analysis_on_read && !d->stop)
 		ffm_jobrun__set_flags(j->jr, FFM_RUN_NO_ANALYSIS); /* job_analyse leaves it out */
 	err = ffm_jobrun__end(j->jr, wall, j->exit_status, aborted, true);

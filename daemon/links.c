@@ -114,7 +114,7 @@ static int attach_set(struct ffmd *d, struct drv *dv, const char *path, uint32_t
 		log_info("attached %zu probes to %s", ps.n, dv->path);
 	ffm_probe_set__release(&ps);
 	if (pid > 0)
-		price_charge(d, pid, FFM_PRICE_ATTACH, ffm_now_ns() - t0);
+		overhead_charge(d, pid, FFM_OVERHEAD_ATTACH, ffm_now_ns() - t0);
 	return err;
 }
 
@@ -229,16 +229,16 @@ void detacher_stop(struct ffmd *d)
 	d->det.started = false;
 }
 
-void detach_price_take(struct ffmd *d, int job)
+void detach_overhead_take(struct ffmd *d, int job)
 {
-	struct ffm_price *p = job_price(d, job);
+	struct ffm_overhead *p = job_overhead(d, job);
 
 	if (!d->det.started || !p)
 		return;
 	pthread_mutex_lock(&d->det.mu);
 	if (d->det.acc[job].job_start == d->jobs[job].start) {
-		p->ns[FFM_PRICE_DETACH] += d->det.acc[job].ns;
-		p->n[FFM_PRICE_DETACH] += d->det.acc[job].n;
+		p->ns[FFM_OVERHEAD_DETACH] += d->det.acc[job].ns;
+		p->n[FFM_OVERHEAD_DETACH] += d->det.acc[job].n;
 	}
 	d->det.acc[job].ns = d->det.acc[job].n = 0;
 	pthread_mutex_unlock(&d->det.mu);
@@ -268,7 +268,7 @@ static void detach_later(struct ffmd *d, struct ffm_attachment **a, pid_t pid)
 		uint64_t t0 = ffm_now_ns();
 
 		ffm_attachment__free(*a);
-		ffm_price_add(job_price(d, job), FFM_PRICE_DETACH, ffm_now_ns() - t0);
+		ffm_overhead_add(job_overhead(d, job), FFM_OVERHEAD_DETACH, ffm_now_ns() - t0);
 	}
 	*a = NULL;
 }

@@ -286,9 +286,9 @@ static int on_stack(struct ffm_recorder *r, const struct ffm_rec_stack *s)
 	if (outer_lib >= 0)
 		api = api_of_symbol(r, r->sframes[outer_lib].func);
 	t1 = ffm_now_ns();
-	ffm_price_add(r->o.price, FFM_PRICE_SYMBOLS, t1 - t0);
+	ffm_overhead_add(r->o.price, FFM_OVERHEAD_SYMBOLS, t1 - t0);
 	nall = ffm_pytrack__frames(r->py, s, r->sframes, nall, MAX_STORE_FRAMES + FFM_PY_FRAMES);
-	ffm_price_add(r->o.price, FFM_PRICE_PYCHECK, ffm_now_ns() - t1);
+	ffm_overhead_add(r->o.price, FFM_OVERHEAD_PYCHECK, ffm_now_ns() - t1);
 	if (nall > 0) {
 		cut_frames(r, r->sframes, nall);
 		err = ffm_store__put_stack(r->o.store, ffm_store_stack_hash(r->sframes, nall),
@@ -536,9 +536,9 @@ static int on_proc(struct ffm_recorder *r, const struct ffm_rec_proc *p)
 	t0 = ffm_now_ns();
 	ffm_pytrack__on_proc(r->py, p->hdr.tgid, p->hdr.type == FFM_REC_FORK ? p->ppid : 0);
 	t1 = ffm_now_ns();
-	ffm_price_add(r->o.price, FFM_PRICE_PYCHECK, t1 - t0);
+	ffm_overhead_add(r->o.price, FFM_OVERHEAD_PYCHECK, t1 - t0);
 	read_exe(r, p->hdr.tgid, exe, sizeof(exe));
-	ffm_price_add(r->o.price, FFM_PRICE_PROCFS, ffm_now_ns() - t1);
+	ffm_overhead_add(r->o.price, FFM_OVERHEAD_PROCFS, ffm_now_ns() - t1);
 	return ffm_store__put_process(r->o.store, &(struct ffm_store_process){
 		.run = r->o.run, .tgid = p->hdr.tgid, .ptgid = p->ppid,
 		.exe = *exe ? exe : p->comm, .start_ns = p->hdr.ts_ns, .exit_code = 0,

@@ -58,8 +58,8 @@ struct ffm_recorder_opts {
 	unsigned cpu_sample_hz;          /* CPU samples of Python threads (stage 2), 0: none */
 	const struct ffm_run_limits *limits; /* NULL: FFM_RUN_LIMITS_DEFAULT */
 	/* borrowed, NULL: none; the recorder adds its time per part (unwinds and symbols, the
-	 * Python checks, /proc reads) to it (store/ffm_store.h, enum ffm_price_part) */
-	struct ffm_price *price;
+	 * Python checks, /proc reads) to it (store/ffm_store.h, enum ffm_overhead_part) */
+	struct ffm_overhead *price;
 };
 
 struct ffm_recorder_stats {

@@ -390,7 +390,7 @@ static int on_record(void *ctx, const void *rec, size_t size)
 	err = ffm_jobrun__record(j->jr, rec, size);
 	if (h->type == FFM_REC_WAIT && size >= sizeof(struct ffm_rec_wait)) {
 		sample_on_wait(d, idx, rec);
-		sample_price_wait(d, idx, h->tgid);
+		sample_overhead_wait(d, idx, h->tgid);
 	}
 	if (err < 0) {
 		static double last;

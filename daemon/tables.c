@@ -165,13 +165,13 @@ void routes_drop_job(struct ffmd *d, int job)
 	routes_compact(d);
 }
 
-struct ffm_price *job_price(struct ffmd *d, int job)
+struct ffm_overhead *job_overhead(struct ffmd *d, int job)
 {
 	return job >= 0 && job < FFM_MAX_JOBS && d->jobs[job].used && d->jobs[job].jr ?
-		       ffm_jobrun__price(d->jobs[job].jr) : NULL;
+		       ffm_jobrun__overhead(d->jobs[job].jr) : NULL;
 }
 
-void price_charge(struct ffmd *d, pid_t pid, int part, uint64_t ns)
+void overhead_charge(struct ffmd *d, pid_t pid, int part, uint64_t ns)
 {
-	ffm_price_add(job_price(d, job_of_pid(d, pid)), part, ns);
+	ffm_overhead_add(job_overhead(d, job_of_pid(d, pid)), part, ns);
 }

@@ -641,42 +641,42 @@ int ffm_store__for_each_cpu_samples(struct ffm_store *s, int64_t run, ffm_store_
 
 /*
  * What ffm's work on a run's processes cost them (issue 40, "the fixed price per process" of
- * docs/OVERHEAD.md): per part, the time and how many times (table run_price, schema v11).
- * The parts before FFM_PRICE_FFMD are paid by the processes themselves: stopped, or in their
+ * docs/OVERHEAD.md): per part, the time and how many times (table run_overhead, schema v11).
+ * The parts before FFM_OVERHEAD_FFMD are paid by the processes themselves: stopped, or in their
  * own context (BPF, traced waits: ns = count x the node's wait_cost_us); the others are ffmd's
  * own time, which a process pays only where it waits for it (a hold) or shares a CPU with it.
  */
-enum ffm_price_part {
-	FFM_PRICE_HELD,        /* stopped by ffm until its probes were in (map guard, fork, exec) */
-	FFM_PRICE_BPF,         /* ffm's BPF programs at its exec, mmap, fork and exit */
-	FFM_PRICE_WAITS_FULL,  /* waits traced in full (adaptive stage 1's learning, or no budget) */
-	FFM_PRICE_WAITS_SAMPLED, /* waits traced in a sampling window */
-	FFM_PRICE_FFMD,        /* (first of ffmd's parts) */
-	FFM_PRICE_ATTACH = FFM_PRICE_FFMD, /* its probes attached, windows' included */
-	FFM_PRICE_DETACH,      /* its probes detached (the detacher thread) */
-	FFM_PRICE_PROCFS,      /* /proc and ELF reads: which libcuda it loads, its maps */
-	FFM_PRICE_PYCHECK,     /* the Python version and layout checks (/proc/PID/mem) */
-	FFM_PRICE_SYMBOLS,     /* CFI unwinds and symbolization of its new stacks */
-	FFM_PRICE_DRIVER,      /* its driver made ready: the calibration cache lookup */
-	FFM_PRICE_N
+enum ffm_overhead_part {
+	FFM_OVERHEAD_HELD,        /* stopped by ffm until its probes were in (map guard, fork, exec) */
+	FFM_OVERHEAD_BPF,         /* ffm's BPF programs at its exec, mmap, fork and exit */
+	FFM_OVERHEAD_WAITS_FULL,  /* waits traced in full (adaptive stage 1's learning, or no budget) */
+	FFM_OVERHEAD_WAITS_SAMPLED, /* waits traced in a sampling window */
+	FFM_OVERHEAD_FFMD,        /* (first of ffmd's parts) */
+	FFM_OVERHEAD_ATTACH = FFM_OVERHEAD_FFMD, /* its probes attached, windows' included */
+	FFM_OVERHEAD_DETACH,      /* its probes detached (the detacher thread) */
+	FFM_OVERHEAD_PROCFS,      /* /proc and ELF reads: which libcuda it loads, its maps */
+	FFM_OVERHEAD_PYCHECK,     /* the Python version and layout checks (/proc/PID/mem) */
+	FFM_OVERHEAD_SYMBOLS,     /* CFI unwinds and symbolization of its new stacks */
+	FFM_OVERHEAD_DRIVER,      /* its driver made ready: the calibration cache lookup */
+	FFM_OVERHEAD_N
 };
-struct ffm_price {
-	uint64_t ns[FFM_PRICE_N], n[FFM_PRICE_N];
+struct ffm_overhead {
+	uint64_t ns[FFM_OVERHEAD_N], n[FFM_OVERHEAD_N];
 };
 /* Add @ns, once, to @part of @p (NULL: not accounted). */
-static inline void ffm_price_add(struct ffm_price *p, int part, uint64_t ns)
+static inline void ffm_overhead_add(struct ffm_overhead *p, int part, uint64_t ns)
 {
-	if (p && part >= 0 && part < FFM_PRICE_N) {
+	if (p && part >= 0 && part < FFM_OVERHEAD_N) {
 		p->ns[part] += ns;
 		p->n[part]++;
 	}
 }
-/* The part's stored name ("held", "bpf", ...; price_parts), NULL out of range. */
-const char *ffm_price_part_name(int part);
+/* The part's stored name ("held", "bpf", ...; overhead_parts), NULL out of range. */
+const char *ffm_overhead_part_name(int part);
 /* @run's price: replaced. */
-int ffm_store__put_price(struct ffm_store *s, int64_t run, const struct ffm_price *p);
+int ffm_store__put_overhead(struct ffm_store *s, int64_t run, const struct ffm_overhead *p);
 /* @run's price, zero when none was stored (a run before v11, ffmctl profile's). */
-int ffm_store__get_price(struct ffm_store *s, int64_t run, struct ffm_price *out);
+int ffm_store__get_overhead(struct ffm_store *s, int64_t run, struct ffm_overhead *out);
 
 /* Adaptive stage 1: a span or window of @run (struct ffm_store_sample). */
 int ffm_store__put_sample(struct ffm_store *s, int64_t run, const struct ffm_store_sample *x);

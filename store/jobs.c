@@ -164,26 +164,26 @@ int ffm_store__put_api_name(struct ffm_store *s, uint32_t api, const char *name)
 	return step_now(s, st, NULL);
 }
 
-/* ---- the price of a run's processes (struct ffm_price) ---------------------------------- */
+/* ---- the price of a run's processes (struct ffm_overhead) ---------------------------------- */
 
-static const char *const price_names[FFM_PRICE_N] = {
+static const char *const overhead_names[FFM_OVERHEAD_N] = {
 	"held", "bpf", "waits_full", "waits_sampled", "attach", "detach", "procfs", "python_check",
 	"symbols", "driver",
 };
 
-const char *ffm_price_part_name(int part)
+const char *ffm_overhead_part_name(int part)
 {
-	return part >= 0 && part < FFM_PRICE_N ? price_names[part] : NULL;
+	return part >= 0 && part < FFM_OVERHEAD_N ? overhead_names[part] : NULL;
 }
 
-int ffm_store__put_price(struct ffm_store *s, int64_t run, const struct ffm_price *p)
+int ffm_store__put_overhead(struct ffm_store *s, int64_t run, const struct ffm_overhead *p)
 {
 	int err = 0;
 
-	for (int i = 0; i < FFM_PRICE_N && !err; i++) {
+	for (int i = 0; i < FFM_OVERHEAD_N && !err; i++) {
 		sqlite3_stmt *st;
 
-		err = prepare_now(s, "INSERT OR REPLACE INTO run_price(run, part, ns, count)"
+		err = prepare_now(s, "INSERT OR REPLACE INTO run_overhead(run, part, ns, count)"
 				  " VALUES(?1, ?2, ?3, ?4)", &st);
 		if (err)
 			break;

@@ -540,22 +540,22 @@ int ffm_store__get_drops(struct ffm_store *s, int64_t run, struct ffm_store_drop
 		       out);
 }
 
-static int price_row(sqlite3_stmt *st, void *arg)
+static int overhead_row(sqlite3_stmt *st, void *arg)
 {
-	struct ffm_price *out = ((struct cb_arg *)arg)->ctx;
+	struct ffm_overhead *out = ((struct cb_arg *)arg)->ctx;
 	int64_t part = col(st, 0);
 
-	if (part >= 0 && part < FFM_PRICE_N) {
+	if (part >= 0 && part < FFM_OVERHEAD_N) {
 		out->ns[part] = (uint64_t)col(st, 1);
 		out->n[part] = (uint64_t)col(st, 2);
 	}
 	return 0;
 }
 
-int ffm_store__get_price(struct ffm_store *s, int64_t run, struct ffm_price *out)
+int ffm_store__get_overhead(struct ffm_store *s, int64_t run, struct ffm_overhead *out)
 {
 	memset(out, 0, sizeof(*out));
-	return rows_of(s, "SELECT part, ns, count FROM run_price WHERE run = ?1", &run, price_row,
+	return rows_of(s, "SELECT part, ns, count FROM run_overhead WHERE run = ?1", &run, overhead_row,
 		       NULL, out);
 }
 

@@ -277,13 +277,13 @@ static const char step_v10[] =
 	"CREATE TABLE kernels(run INTEGER NOT NULL, tgid INTEGER NOT NULL, handle INTEGER NOT NULL,"
 	"  name TEXT NOT NULL, PRIMARY KEY (run, tgid, handle)) WITHOUT ROWID;";
 
-/* v11: the price of a run's processes, per part (enum ffm_price_part: struct ffm_price), and
+/* v11: the price of a run's processes, per part (enum ffm_overhead_part: struct ffm_overhead), and
  * the flag of a run whose analysis the node left to its readers (analysis = reader). */
 static const char step_v11[] =
-	"CREATE TABLE run_price(run INTEGER NOT NULL, part INTEGER NOT NULL, ns INTEGER NOT NULL,"
+	"CREATE TABLE run_overhead(run INTEGER NOT NULL, part INTEGER NOT NULL, ns INTEGER NOT NULL,"
 	"  count INTEGER NOT NULL, PRIMARY KEY (run, part)) WITHOUT ROWID;"
-	"CREATE TABLE price_parts(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);"
-	"INSERT INTO price_parts VALUES(0,'held'),(1,'bpf'),(2,'waits_full'),(3,'waits_sampled'),"
+	"CREATE TABLE overhead_parts(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);"
+	"INSERT INTO overhead_parts VALUES(0,'held'),(1,'bpf'),(2,'waits_full'),(3,'waits_sampled'),"
 	"  (4,'attach'),(5,'detach'),(6,'procfs'),(7,'python_check'),(8,'symbols'),(9,'driver');"
 	"INSERT INTO run_flags VALUES(64,'no_analysis');";
 

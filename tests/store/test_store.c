@@ -176,7 +176,7 @@ TEST(create_and_reopen)
 	"DELETE FROM sync_use_flags WHERE bit = 4;"
 
 /* What v8 added: the events' probe_ns column, in both views that show it. */
-#define DROP_V11 "DROP TABLE run_price; DROP TABLE price_parts; DELETE FROM run_flags WHERE bit = 64;"
+#define DROP_V11 "DROP TABLE run_overhead; DROP TABLE overhead_parts; DELETE FROM run_flags WHERE bit = 64;"
 #define DROP_V9 "DELETE FROM drop_reasons WHERE id >= 4;"
 /* What v10 added: kernel names. */
 #define DROP_V10 "DROP TABLE kernels;"

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What a job's processes paid for being measured (store/ffm_store.h, struct ffm_price; issue
+ * What a job's processes paid for being measured (store/ffm_store.h, struct ffm_overhead; issue
  * 40's fixed price per process), as ffmctl status and ffmctl report show it, and the blind spot
  * of adaptive stage 1's sampling (the time its processes ran with the wait probe off). The
- * JSON is daemon/jobrun.h's ffm_price_json, so both verbs print the same fields.
+ * JSON is daemon/jobrun.h's ffm_overhead_json, so both verbs print the same fields.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +23,7 @@ static double part_ms(const json_t *parts, const char *name, double *count)
 	return ffm_json_get_num(p, "ms", 0);
 }
 
-void ffmctl_print_price(FILE *o, const json_t *pr, const char *indent)
+void ffmctl_print_overhead(FILE *o, const json_t *pr, const char *indent)
 {
 	const json_t *parts = json_object_get(pr, "parts");
 	double n_held, n_bpf, n_full, n_smp, n, held, bpf, waits;
@@ -33,16 +33,16 @@ void ffmctl_print_price(FILE *o, const json_t *pr, const char *indent)
 	held = part_ms(parts, "held", &n_held);
 	bpf = part_ms(parts, "bpf", &n_bpf);
 	waits = part_ms(parts, "waits_full", &n_full) + part_ms(parts, "waits_sampled", &n_smp);
-	fprintf(o, "%sprice: %.3f%% of the run in its processes (%.1f ms): held %.1f ms (%.0f), BPF "
+	fprintf(o, "%soverhead: %.3f%% of the run in its processes (%.1f ms): held %.1f ms (%.0f), BPF "
 		"at exec/mmap/fork/exit %.2f ms (%.0f runs), waits traced in full %.0f and sampled "
 		"%.0f (%.1f ms)\n", indent, ffm_json_get_num(pr, "cost_pct", 0),
 		ffm_json_get_num(pr, "process_ms", 0), held, n_held, bpf, n_bpf, n_full, n_smp, waits);
 	fprintf(o, "%s  ffmd's own %.1f ms:", indent, ffm_json_get_num(pr, "ffmd_ms", 0));
-	for (int i = FFM_PRICE_FFMD; i < FFM_PRICE_N; i++) {
-		double ms = part_ms(parts, ffm_price_part_name(i), &n);
+	for (int i = FFM_OVERHEAD_FFMD; i < FFM_OVERHEAD_N; i++) {
+		double ms = part_ms(parts, ffm_overhead_part_name(i), &n);
 
-		fprintf(o, " %s %.1f ms (%.0f)%s", ffm_price_part_name(i), ms, n,
-			i + 1 < FFM_PRICE_N ? "," : "\n");
+		fprintf(o, " %s %.1f ms (%.0f)%s", ffm_overhead_part_name(i), ms, n,
+			i + 1 < FFM_OVERHEAD_N ? "," : "\n");
 	}
 }
 
@@ -82,9 +82,9 @@ static int blind_row(const struct ffm_store_sample *x, void *ctx)
 	return 0;
 }
 
-json_t *ffmctl_job_price(const struct ffmctl_job_stores *js, const char *job_id)
+json_t *ffmctl_job_overhead(const struct ffmctl_job_stores *js, const char *job_id)
 {
-	struct ffm_price sum = { 0 };
+	struct ffm_overhead sum = { 0 };
 	struct blind b = { 0 };
 	double run_s = 0;
 	bool any = false;
@@ -93,12 +93,12 @@ json_t *ffmctl_job_price(const struct ffmctl_job_stores *js, const char *job_id)
 		const struct ffm_analysis_result *r = ffm_analysis__result(js->v[ni].an);
 
 		for (size_t i = 0; r && i < r->n_runs; i++) {
-			struct ffm_price p;
+			struct ffm_overhead p;
 
 			if (strcmp(r->runs[i].job_id, job_id) ||
-			    ffm_store__get_price(js->v[ni].store, r->runs[i].id, &p) < 0)
+			    ffm_store__get_overhead(js->v[ni].store, r->runs[i].id, &p) < 0)
 				continue;
-			for (int k = 0; k < FFM_PRICE_N; k++) {
+			for (int k = 0; k < FFM_OVERHEAD_N; k++) {
 				sum.ns[k] += p.ns[k];
 				sum.n[k] += p.n[k];
 				any = any || p.n[k];
@@ -110,7 +110,7 @@ json_t *ffmctl_job_price(const struct ffmctl_job_stores *js, const char *job_id)
 	}
 	if (!any)
 		return NULL; /* no price stored: a run of ffmctl profile, or before schema v11 */
-	json_t *o = ffm_price_json(&sum, run_s);
+	json_t *o = ffm_overhead_json(&sum, run_s);
 
 	if (o && b.span_ns)
 		json_object_set_new(o, "blind_spot", json_pack(

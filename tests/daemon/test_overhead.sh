@@ -7,7 +7,7 @@
 #   - `ffmctl status --json` gives the job a price: BPF's runs at the processes' exec, mmap,
 #     fork and exit, one attach per process at least, their /proc reads, the waits traced in
 #     full (as many as the store holds), holds as many as status says were held;
-#   - the run's store has its price (run_price) and `ffmctl report` shows it (text and JSON);
+#   - the run's store has its price (run_overhead) and `ffmctl report` shows it (text and JSON);
 #   - the holds file is gone once nothing is held;
 #   - analysis = reader (SIGHUP): the next run's analysis is not stored on the node, its run is
 #     flagged no_analysis, and `ffmctl report` still computes it.
@@ -71,14 +71,14 @@ python3 - "$T" >"$T/checks.txt" 2>&1 <<'PY'
 import glob, json, sqlite3, sys
 t = sys.argv[1]
 st = [j for j in json.load(open(t + "/run1.status.json"))["jobs"] if j["job"] == "run1"][0]
-p = st.get("price", {}).get("parts", {})
+p = st.get("overhead", {}).get("parts", {})
 c = lambda k: p.get(k, {}).get("count", 0)
 db = sqlite3.connect(glob.glob(t + "/state/**/price.db", recursive=True)[0])
 run = db.execute("SELECT id FROM runs ORDER BY id DESC LIMIT 1").fetchone()[0]
 waits = db.execute("SELECT count(*) FROM events WHERE run = ? AND (info & 255) = 1", (run,)).fetchone()[0]
 stored = dict((r[0], r[1:]) for r in db.execute(
-    "SELECT n.name, p.ns, p.count FROM run_price p JOIN price_parts n ON n.id = p.part WHERE p.run = ?", (run,)))
-rep = json.load(open(t + "/run1.json")).get("price") or {}
+    "SELECT n.name, p.ns, p.count FROM run_overhead p JOIN overhead_parts n ON n.id = p.part WHERE p.run = ?", (run,)))
+rep = json.load(open(t + "/run1.json")).get("overhead") or {}
 txt = open(t + "/run1.txt").read()
 res = [
     ("status: BPF ran at the processes' exec, mmap and exit (%d runs)" % c("bpf"), c("bpf") >= 9),
@@ -88,12 +88,12 @@ res = [
      waits > 0 and c("waits_full") == waits),
     ("status: holds as many as held (%d, %d)" % (c("held"), st["processes_held"]),
      c("held") == st["processes_held"]),
-    ("status: a cost in percent of the run (%s)" % st.get("price", {}).get("cost_pct"),
-     st.get("price", {}).get("cost_pct", 0) > 0),
+    ("status: a cost in percent of the run (%s)" % st.get("overhead", {}).get("cost_pct"),
+     st.get("overhead", {}).get("cost_pct", 0) > 0),
     ("store: the run's price, every part (%d)" % len(stored),
      len(stored) == 10 and stored["bpf"][1] >= c("bpf") and stored["waits_full"][1] == waits),
     ("report: the price in JSON", rep.get("parts", {}).get("attach", {}).get("count", 0) >= 3),
-    ("report: the price in text", "price: " in txt and "ffmd's own" in txt),
+    ("report: the price in text", "overhead: " in txt and "ffmd's own" in txt),
 ]
 for name, good in res:
     print(("ok " if good else "not ok ") + name)
