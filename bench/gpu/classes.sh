@@ -28,12 +28,13 @@ done
 [ $# = 1 ] || { echo "usage: $0 [--reps N] [--monitor M] OUT" >&2; exit 2; }
 OUT=$(mkdir -p "$1" && cd "$1" && pwd)
 cd "$(dirname "$0")/../.." || exit 1
-O=$(cd "${O:-.dev/gpu}" && pwd) || exit 1
-SRC=$PWD/tests/gpu
-S=$(mktemp -d /tmp/ffm-gpu-classes.XXXXXX)
+. bench/gpu/runs_lib.sh
+gpu_setup classes
+[ -z "$SIMULATED" ] || { echo "$0: no GPU: the CUDA runtime cannot run on the simulated driver" \
+	"(bench/gpu/variants.sh runs the harness there)" >&2; exit 1; }
 BIN=$S/cudart_problems
-nvcc -O2 -g -lineinfo -gencode arch=compute_90,code=sm_90 -o "$BIN" "$SRC/cudart_problems.cu" \
-	-lcublas >"$OUT/build.txt" 2>&1 || { cat "$OUT/build.txt"; exit 1; }
+: >"$OUT/build.txt"
+build_cuda "$SRC/cudart_problems.cu" "$BIN"
 
 # name | arguments
 VARIANTS=${FFM_CLASSES:-"host_read_memcpy|--problem host_read_memcpy
@@ -50,25 +51,18 @@ pool16_k1000_c500|--problem pool --threads 16 --kernel-us 1000 --cpu-us 500
 unnecessary_sync|--problem unnecessary_sync
 control|--problem control"}
 
-# wall KIND CMD...: the run's WALL_S; its whole output (LOOP_S, PLANT_S) goes to $name.runs
-wall() {
-	local kind=$1
-	shift
-	"$@" 2>/dev/null </dev/null | sed "s/^/$kind /" | tee -a "$OUT/$name.runs" | awk '/ WALL_S /{print $3}'
-}
-
 # profile NAME ARGS...: stages 1-4 of key cls-NAME
 profile() {
 	local n=$1
 	shift
-	"$O/ffmctl" --state-dir "$S/st" profile --quiet --stages 1-4 --key "cls-$n" \
-		--job-id "cls-$n" -- "$BIN" "$@" >"$OUT/$n.profile" 2>&1 </dev/null
+	profile_run "cls-$n" "cls-$n" "$BIN" "$@"
 }
 
 echo "$VARIANTS" | while IFS='|' read -r name args; do
 	[ -n "$name" ] || continue
 	: >"$OUT/$name.times"
 	: >"$OUT/$name.runs"
+	: >"$OUT/$name.profile"
 	job=cls-$name
 	# shellcheck disable=SC2086 # args is a list
 	[ "$mon" -gt 0 ] && profile "$name" $args
@@ -85,8 +79,7 @@ echo "$VARIANTS" | while IFS='|' read -r name args; do
 	done
 	# shellcheck disable=SC2086
 	[ "$mon" -gt 0 ] || profile "$name" $args
-	"$O/ffmctl" --state-dir "$S/st" report "$job" --json --top 1000 >"$OUT/$name.json"
-	"$O/ffmctl" --state-dir "$S/st" report "$job" >"$OUT/$name.txt"
+	report_job "$job"
 done
 
 python3 - "$OUT" "$SRC/cudart_problems.cu" <<'PY' >"$OUT/classes.md"
