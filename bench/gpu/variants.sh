@@ -51,7 +51,7 @@ control_feed|cu|--class control_feed --iters 650
 control_converge|cu|--class control_converge --iters 650
 control_result_4M|cu|--class control_result --size 4M --iters 600
 ranks2_unnecessary_sync|cu|--class unnecessary_sync --ranks 2 --iters 600
-torch_mask|torch|--idiom mask --steps 1500"
+torch_mask|torch|--idiom mask"
 
 # At least four variants of every class, what changes the price changed one at a time.
 FULL="$QUICK
@@ -101,13 +101,14 @@ control_result_64K_k1000_c1500|cu|--class control_result --size 64K --kernel-us 
 ranks4_unnecessary_sync|cu|--class unnecessary_sync --ranks 4 --iters 450
 ranks3_host_read|cu|--class host_read --ranks 3 --iters 500
 ranks2_control_feed|cu|--class control_feed --ranks 2 --iters 600
-torch_nonzero|torch|--idiom nonzero --steps 1500
-torch_item_if|torch|--idiom item_if --steps 1500
-torch_tolist|torch|--idiom tolist --steps 1500
-torch_if_tensor|torch|--idiom if_tensor --steps 1500
-torch_timer|torch|--idiom timer --steps 1500
-torch_unpinned|torch|--idiom unpinned --steps 1500 --batch 4096
-torch_mask_host300|torch|--idiom mask --steps 1500 --host-us 300"
+torch_nonzero|torch|--idiom nonzero
+torch_item_if|torch|--idiom item_if
+torch_tolist|torch|--idiom tolist
+torch_if_tensor|torch|--idiom if_tensor
+torch_timer|torch|--idiom timer
+torch_unpinned|torch|--idiom unpinned --steps 800
+torch_item_if_host300|torch|--idiom item_if --host-us 300 --steps 800
+torch_mask_host300|torch|--idiom mask --host-us 300 --steps 800"
 
 # The harness on the simulated driver: the driver-API workloads of the build.
 SIM="wl_unnecessary_sync|wl|unnecessary_sync --iters 200
@@ -127,7 +128,7 @@ fi
 
 : >"$OUT/build.txt"
 case $list in *"|cu|"*) build_cuda "$SRC/variants.cu" "$S/variants" ;; esac
-python3 -m py_compile "$SRC/torch_idioms.py" || exit 1
+python3 -c 'import ast, sys; ast.parse(open(sys.argv[1]).read())' "$SRC/torch_idioms.py" || exit 1
 
 # cmd KIND ARGS...: the command line of a variant
 cmd() {
