@@ -15,7 +15,7 @@
 #   O=DIR bench/gpu/variants.sh [--quick] [--reps N] OUT
 #
 # --quick: one variant of every class and control, a job of two ranks and one PyTorch idiom
-# (runs of about 1 s: under 8 minutes on an H200); without it, the full list. FFM_VARIANTS
+# (runs of about 1 s: an estimated 5-6 minutes on an H200, under the 8 it must fit); without it, the full list. FFM_VARIANTS
 # replaces the list (lines "name|kind|arguments"; kind: cu for tests/gpu/variants.cu, torch for
 # tests/gpu/torch_idioms.py, wl for a driver-API workload of $O/workloads, first argument its
 # name). DIR is what bench/gpu/pack.sh built (the default .dev/gpu). Needs root (BPF).
@@ -60,8 +60,8 @@ unnecessary_sync_k100_c1000|cu|--class unnecessary_sync --kernel-us 100 --cpu-us
 unnecessary_sync_t4|cu|--class unnecessary_sync --threads 4 --iters 650
 unnecessary_sync_yield|cu|--class unnecessary_sync --sched yield --iters 650
 unnecessary_sync_block|cu|--class unnecessary_sync --sched block --iters 650
-misplaced_sync_k20_c20|cu|--class misplaced_sync --kernel-us 20 --cpu-us 20 --iters 16000
-misplaced_sync_k20_c20_spin|cu|--class misplaced_sync --kernel-us 20 --cpu-us 20 --iters 16000 --sched spin
+misplaced_sync_k20_c20|cu|--class misplaced_sync --kernel-us 20 --cpu-us 20 --iters 10000
+misplaced_sync_k20_c20_spin|cu|--class misplaced_sync --kernel-us 20 --cpu-us 20 --iters 10000 --sched spin
 misplaced_sync_k1000_c500|cu|--class misplaced_sync --kernel-us 1000 --cpu-us 500 --iters 700
 misplaced_sync_k5000_c3000_yield|cu|--class misplaced_sync --kernel-us 5000 --cpu-us 3000 --iters 125 --sched yield
 misplaced_sync_t4|cu|--class misplaced_sync --threads 4 --iters 650
