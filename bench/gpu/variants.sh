@@ -15,10 +15,11 @@
 #   O=DIR bench/gpu/variants.sh [--quick] [--reps N] OUT
 #
 # --quick: one variant of every class and control, a job of two ranks and one PyTorch idiom
-# (runs of about 1 s: an estimated 5-6 minutes on an H200, under the 8 it must fit); without it, the full list. FFM_VARIANTS
-# replaces the list (lines "name|kind|arguments"; kind: cu for tests/gpu/variants.cu, torch for
-# tests/gpu/torch_idioms.py, wl for a driver-API workload of $O/workloads, first argument its
-# name). DIR is what bench/gpu/pack.sh built (the default .dev/gpu). Needs root (BPF).
+# (runs of about 1 s: an estimated 5-6 minutes on an H200, under the 8 it must fit); without
+# it, the full list. FFM_VARIANTS replaces the list: lines "name|kind|arguments", kind a class
+# of tests/gpu/variants.cu (its --class), torch (tests/gpu/torch_idioms.py) or wl (a driver-API
+# workload of $O/workloads, the first argument its name). DIR is what bench/gpu/pack.sh built
+# (the default .dev/gpu). Needs root (BPF).
 # Without a GPU (to try the harness itself) the list is the driver-API workloads, on the
 # simulated driver of a build folder: O=build bench/gpu/variants.sh --quick OUT.
 set -u
@@ -38,69 +39,69 @@ cd "$(dirname "$0")/../.." || exit 1
 gpu_setup variants
 
 # One of every class and control; runs of about 1 s each.
-QUICK="unnecessary_sync|cu|--class unnecessary_sync --iters 650
-misplaced_sync_k350_c350_block|cu|--class misplaced_sync --kernel-us 350 --cpu-us 350 --iters 1400 --sched block
-managed_memset_host_2M|cu|--class managed_memset --touch host --size 2M --iters 350
-pageable_async_256K|cu|--class pageable_async --size 256K --iters 650
-dup_transfer_4M|cu|--class dup_transfer --size 4M --iters 550
-temp_buffers_1M|cu|--class temp_buffers --size 1M --iters 650
-lib_host_read_256K|cu|--class lib_host_read --size 256K --iters 650
-free_in_loop_t4|cu|--class free_in_loop --threads 4 --iters 450
-host_read_k1000_c300|cu|--class host_read --kernel-us 1000 --cpu-us 300 --iters 750
-control_feed|cu|--class control_feed --iters 650
-control_converge|cu|--class control_converge --iters 650
-control_result_4M|cu|--class control_result --size 4M --iters 600
-ranks2_unnecessary_sync|cu|--class unnecessary_sync --ranks 2 --iters 600
+QUICK="unnecessary_sync|unnecessary_sync|--iters 650
+misplaced_k350_c350_block|misplaced_sync|--kernel-us 350 --cpu-us 350 --iters 1400 --sched block
+managed_memset_host_2M|managed_memset|--touch host --size 2M --iters 350
+pageable_async_256K|pageable_async|--size 256K --iters 650
+dup_transfer_4M|dup_transfer|--size 4M --iters 550
+temp_buffers_1M|temp_buffers|--size 1M --iters 650
+lib_host_read_256K|lib_host_read|--size 256K --iters 650
+free_in_loop_t4|free_in_loop|--threads 4 --iters 450
+host_read_k1000_c300|host_read|--kernel-us 1000 --cpu-us 300 --iters 750
+control_feed|control_feed|--iters 650
+control_converge|control_converge|--iters 650
+control_result_4M|control_result|--size 4M --iters 600
+ranks2_unnecessary_sync|unnecessary_sync|--ranks 2 --iters 600
 torch_mask|torch|--idiom mask"
 
 # At least four variants of every class, what changes the price changed one at a time.
 FULL="$QUICK
-unnecessary_sync_k2000_c200|cu|--class unnecessary_sync --kernel-us 2000 --cpu-us 200 --iters 450
-unnecessary_sync_k100_c1000|cu|--class unnecessary_sync --kernel-us 100 --cpu-us 1000 --iters 900
-unnecessary_sync_t4|cu|--class unnecessary_sync --threads 4 --iters 650
-unnecessary_sync_yield|cu|--class unnecessary_sync --sched yield --iters 650
-unnecessary_sync_block|cu|--class unnecessary_sync --sched block --iters 650
-misplaced_sync_k20_c20|cu|--class misplaced_sync --kernel-us 20 --cpu-us 20 --iters 10000
-misplaced_sync_k20_c20_spin|cu|--class misplaced_sync --kernel-us 20 --cpu-us 20 --iters 10000 --sched spin
-misplaced_sync_k1000_c500|cu|--class misplaced_sync --kernel-us 1000 --cpu-us 500 --iters 700
-misplaced_sync_k5000_c3000_yield|cu|--class misplaced_sync --kernel-us 5000 --cpu-us 3000 --iters 125 --sched yield
-misplaced_sync_t4|cu|--class misplaced_sync --threads 4 --iters 650
-managed_memset_host_16K|cu|--class managed_memset --touch host --size 16K --iters 650
-managed_memset_host_64M|cu|--class managed_memset --touch host --size 64M --iters 25
-managed_memset_device_2M|cu|--class managed_memset --touch device --size 2M --iters 600
-managed_memset_both_2M|cu|--class managed_memset --touch both --size 2M --iters 350
-managed_memset_both_64M|cu|--class managed_memset --touch both --size 64M --iters 25
-managed_memset_device_16K_t4|cu|--class managed_memset --touch device --size 16K --threads 4 --iters 900
-pageable_async_4K_k50_c100|cu|--class pageable_async --size 4K --kernel-us 50 --cpu-us 100 --iters 6000
-pageable_async_4M|cu|--class pageable_async --size 4M --iters 500
-pageable_async_64M|cu|--class pageable_async --size 64M --iters 100
-pageable_async_1M_t4|cu|--class pageable_async --size 1M --threads 4 --iters 550
-dup_transfer_64K|cu|--class dup_transfer --size 64K --iters 650
-dup_transfer_64M|cu|--class dup_transfer --size 64M --iters 90
-dup_transfer_1M_k2000_c200|cu|--class dup_transfer --size 1M --kernel-us 2000 --cpu-us 200 --iters 450
-dup_transfer_4M_t4|cu|--class dup_transfer --size 4M --threads 4 --iters 400
-temp_buffers_64K|cu|--class temp_buffers --size 64K --iters 650
-temp_buffers_64M|cu|--class temp_buffers --size 64M --iters 250
-temp_buffers_1M_t4|cu|--class temp_buffers --size 1M --threads 4 --iters 450
-temp_buffers_1M_k100_c1000|cu|--class temp_buffers --size 1M --kernel-us 100 --cpu-us 1000 --iters 850
-lib_host_read_16K|cu|--class lib_host_read --size 16K --iters 650
-lib_host_read_16M|cu|--class lib_host_read --size 16M --iters 600
-lib_host_read_k2000_c200|cu|--class lib_host_read --kernel-us 2000 --cpu-us 200 --iters 450
-lib_host_read_t4|cu|--class lib_host_read --threads 4 --iters 550
-free_in_loop|cu|--class free_in_loop --iters 650
-free_in_loop_k2000_c200|cu|--class free_in_loop --kernel-us 2000 --cpu-us 200 --iters 450
-free_in_loop_k100_c1000|cu|--class free_in_loop --kernel-us 100 --cpu-us 1000 --iters 900
-free_in_loop_block|cu|--class free_in_loop --sched block --iters 650
-host_read|cu|--class host_read --iters 650
-host_read_k2000_c200|cu|--class host_read --kernel-us 2000 --cpu-us 200 --iters 450
-host_read_t4|cu|--class host_read --threads 4 --iters 650
-host_read_yield|cu|--class host_read --sched yield --iters 650
-control_feed_t4|cu|--class control_feed --threads 4 --iters 650
-control_converge_block|cu|--class control_converge --sched block --iters 650
-control_result_64K_k1000_c1500|cu|--class control_result --size 64K --kernel-us 1000 --cpu-us 1500 --iters 400
-ranks4_unnecessary_sync|cu|--class unnecessary_sync --ranks 4 --iters 450
-ranks3_host_read|cu|--class host_read --ranks 3 --iters 500
-ranks2_control_feed|cu|--class control_feed --ranks 2 --iters 600
+unnecessary_sync_k2000_c200|unnecessary_sync|--kernel-us 2000 --cpu-us 200 --iters 450
+unnecessary_sync_k100_c1000|unnecessary_sync|--kernel-us 100 --cpu-us 1000 --iters 900
+unnecessary_sync_t4|unnecessary_sync|--threads 4 --iters 650
+unnecessary_sync_yield|unnecessary_sync|--sched yield --iters 650
+unnecessary_sync_block|unnecessary_sync|--sched block --iters 650
+misplaced_k20_c20|misplaced_sync|--kernel-us 20 --cpu-us 20 --iters 10000
+misplaced_k20_c20_spin|misplaced_sync|--kernel-us 20 --cpu-us 20 --iters 10000 --sched spin
+misplaced_k1000_c500|misplaced_sync|--kernel-us 1000 --cpu-us 500 --iters 700
+misplaced_k5000_c3000_yield|misplaced_sync|--kernel-us 5000 --cpu-us 3000 --iters 125 --sched yield
+misplaced_t4|misplaced_sync|--threads 4 --iters 650
+managed_memset_host_16K|managed_memset|--touch host --size 16K --iters 650
+managed_memset_host_64M|managed_memset|--touch host --size 64M --iters 25
+managed_memset_device_2M|managed_memset|--touch device --size 2M --iters 600
+managed_memset_both_2M|managed_memset|--touch both --size 2M --iters 350
+managed_memset_both_64M|managed_memset|--touch both --size 64M --iters 25
+managed_memset_device_16K_t4|managed_memset|--touch device --size 16K --threads 4 --iters 900
+pageable_async_4K_k50_c100|pageable_async|--size 4K --kernel-us 50 --cpu-us 100 --iters 6000
+pageable_async_4M|pageable_async|--size 4M --iters 500
+pageable_async_64M|pageable_async|--size 64M --iters 100
+pageable_async_1M_t4|pageable_async|--size 1M --threads 4 --iters 550
+dup_transfer_64K|dup_transfer|--size 64K --iters 650
+dup_transfer_64M|dup_transfer|--size 64M --iters 90
+dup_transfer_1M_k2000_c200|dup_transfer|--size 1M --kernel-us 2000 --cpu-us 200 --iters 450
+dup_transfer_4M_t4|dup_transfer|--size 4M --threads 4 --iters 400
+temp_buffers_64K|temp_buffers|--size 64K --iters 650
+temp_buffers_64M|temp_buffers|--size 64M --iters 250
+temp_buffers_1M_t4|temp_buffers|--size 1M --threads 4 --iters 450
+temp_buffers_1M_k100_c1000|temp_buffers|--size 1M --kernel-us 100 --cpu-us 1000 --iters 850
+lib_host_read_16K|lib_host_read|--size 16K --iters 650
+lib_host_read_16M|lib_host_read|--size 16M --iters 600
+lib_host_read_k2000_c200|lib_host_read|--kernel-us 2000 --cpu-us 200 --iters 450
+lib_host_read_t4|lib_host_read|--threads 4 --iters 550
+free_in_loop|free_in_loop|--iters 650
+free_in_loop_k2000_c200|free_in_loop|--kernel-us 2000 --cpu-us 200 --iters 450
+free_in_loop_k100_c1000|free_in_loop|--kernel-us 100 --cpu-us 1000 --iters 900
+free_in_loop_block|free_in_loop|--sched block --iters 650
+host_read|host_read|--iters 650
+host_read_k2000_c200|host_read|--kernel-us 2000 --cpu-us 200 --iters 450
+host_read_t4|host_read|--threads 4 --iters 650
+host_read_yield|host_read|--sched yield --iters 650
+control_feed_t4|control_feed|--threads 4 --iters 650
+control_converge_block|control_converge|--sched block --iters 650
+control_result_64K_k1000|control_result|--size 64K --kernel-us 1000 --cpu-us 1500 --iters 400
+ranks4_unnecessary_sync|unnecessary_sync|--ranks 4 --iters 450
+ranks3_host_read|host_read|--ranks 3 --iters 500
+ranks2_control_feed|control_feed|--ranks 2 --iters 600
 torch_nonzero|torch|--idiom nonzero
 torch_item_if|torch|--idiom item_if
 torch_tolist|torch|--idiom tolist
@@ -127,7 +128,7 @@ else
 fi
 
 : >"$OUT/build.txt"
-case $list in *"|cu|"*) build_cuda "$SRC/variants.cu" "$S/variants" ;; esac
+echo "$list" | cut -d'|' -f2 | grep -qvx 'torch\|wl' && build_cuda "$SRC/variants.cu" "$S/variants"
 python3 -c 'import ast, sys; ast.parse(open(sys.argv[1]).read())' "$SRC/torch_idioms.py" || exit 1
 
 # cmd KIND ARGS...: the command line of a variant
@@ -135,10 +136,9 @@ cmd() {
 	local kind=$1
 	shift
 	case $kind in
-	cu) echo "$S/variants $*" ;;
 	torch) echo "python3 $SRC/torch_idioms.py $*" ;;
 	wl) echo "$O/workloads/$*" ;;
-	*) echo "unknown kind '$kind'" >&2; return 1 ;;
+	*) echo "$S/variants --class $kind $*" ;;
 	esac
 }
 

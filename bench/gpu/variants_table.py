@@ -4,9 +4,10 @@
 
     variants_table.py OUT TESTS_GPU WORKLOADS
 
-Per variant of OUT/variants.list ("name|kind|arguments"): the saving measured from OUT/NAME.runs
-(pair i is the i-th plain and the i-th fixed run: the median, the minimum and the spread, max -
-min, of the pairs' differences of LOOP_S, or of WALL_S where a run printed no LOOP_S), whether
+Per variant of OUT/variants.list ("name|kind|arguments", bench/gpu/variants.sh): the saving
+measured from OUT/NAME.runs (pair i is the i-th plain and the i-th fixed run: the median, the
+minimum and the spread, max - min, of the pairs' differences of LOOP_S, or of WALL_S where a
+run printed no LOOP_S), whether
 plain and fixed computed the same (CHECKSUM, or RESULT for the PyTorch idioms), and from
 OUT/NAME.json (ffmctl report --json) the benefits of the planted lines (the FFM-PLANT lines of
 the variant's class in its source), the headline and the top problem. Error = (estimate -
@@ -27,15 +28,14 @@ def arg_of(args, flag):
 
 def plants(kind, args, gpu, wl):
     """The planted lines of a variant: [(file name, line)]."""
-    if kind == "cu":
-        files, tag, want = [os.path.join(gpu, "variants.cu")], r"FFM-PLANT: (\w+)", arg_of(
-            args, "--class")
-    elif kind == "torch":
+    if kind == "torch":
         files, tag = [os.path.join(gpu, "torch_idioms.py")], r"FFM-PLANT: idiom (\w+)"
         want = arg_of(args, "--idiom")
-    else:
+    elif kind == "wl":
         files, tag, want = [os.path.join(wl, f) for f in sorted(os.listdir(wl))
                             if f.endswith((".c", ".cpp"))], r"FFM-PLANT: (\w+) ", args.split()[0]
+    else:  # a class of variants.cu
+        files, tag, want = [os.path.join(gpu, "variants.cu")], r"FFM-PLANT: (\w+)", kind
     out = []
     for f in files:
         for n, line in enumerate(open(f, errors="replace"), 1):
