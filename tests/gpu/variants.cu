@@ -185,6 +185,25 @@ static uint64_t hash_device(cudaStream_t s, const unsigned *d, size_t n)
 	return r;
 }
 
+/* n words of device memory, cleared in the stream's order. */
+static unsigned *zeros(cudaStream_t s, size_t n)
+{
+	unsigned *d;
+
+	CHECK(cudaMalloc(&d, n * 4));
+	CHECK(cudaMemsetAsync(d, 0, n * 4, s));
+	return d;
+}
+
+/* hash_device, then d freed: the class's last use of its result. */
+static uint64_t hash_free(cudaStream_t s, unsigned *d, size_t n)
+{
+	uint64_t r = hash_device(s, d, n);
+
+	CHECK(cudaFree(d));
+	return r;
+}
+
 static size_t words(const struct opts *o)
 {
 	return o->size / 4 ? o->size / 4 : 1;
@@ -201,36 +220,30 @@ static uint64_t sum_words(const unsigned *w, size_t count, size_t step)
 }
 
 /* A sync after every launch although nothing is read until the end. */
-static NOINLINE uint64_t unnecessary_sync(const struct opts *o, cudaStream_t s,
-							    double *logged)
+static NOINLINE uint64_t unnecessary_sync(const struct opts *o, cudaStream_t s, double *logged)
 {
 	size_t n = words(o);
 	unsigned *d;
 
-	CHECK(cudaMalloc(&d, n * 4));
-	CHECK(cudaMemsetAsync(d, 0, n * 4, s));
+	d = zeros(s, n);
 	for (int i = 0; i < o->iters; i++) {
 		launch(s, d, n, 1, 1, o->kernel_us);
 		if (!o->fixed)
 			CHECK(cudaStreamSynchronize(s)); /* FFM-PLANT: unnecessary_sync */
 		cpu_work(o->cpu_us);
 	}
-	uint64_t r = hash_device(s, d, n);
-	CHECK(cudaFree(d));
-	return r;
+	return hash_free(s, d, n);
 }
 
 /* The sync right after the copy; the host work before the first use does not need it. */
-static NOINLINE uint64_t misplaced_sync(const struct opts *o, cudaStream_t s,
-							  double *logged)
+static NOINLINE uint64_t misplaced_sync(const struct opts *o, cudaStream_t s, double *logged)
 {
 	size_t n = words(o);
 	unsigned *d, *h;
 	uint64_t sum = 0;
 
-	CHECK(cudaMalloc(&d, n * 4));
+	d = zeros(s, n);
 	CHECK(cudaMallocHost(&h, n * 4));
-	CHECK(cudaMemsetAsync(d, 0, n * 4, s));
 	for (int i = 0; i < o->iters; i++) {
 		launch(s, d, n, 1, 1, o->kernel_us);
 		CHECK(cudaMemcpyAsync(h, d, n * 4, D2H, s));
@@ -280,8 +293,7 @@ static uint64_t managed_step(const struct opts *o, cudaStream_t s, struct manage
 
 /* cudaMemset on managed memory each step: it waits for the GPU, and the pages move to the
  * GPU and back to whoever touches them next. */
-static NOINLINE uint64_t managed_memset(const struct opts *o, cudaStream_t s,
-							  double *logged)
+static NOINLINE uint64_t managed_memset(const struct opts *o, cudaStream_t s, double *logged)
 {
 	struct managed_bufs b = { NULL, NULL, NULL, strcmp(o->touch, "device") != 0,
 				  strcmp(o->touch, "host") != 0 };
@@ -289,8 +301,7 @@ static NOINLINE uint64_t managed_memset(const struct opts *o, cudaStream_t s,
 	unsigned *k;
 	uint64_t sum = 0;
 
-	CHECK(cudaMalloc(&k, 4096 * 4));
-	CHECK(cudaMemsetAsync(k, 0, 4096 * 4, s));
+	k = zeros(s, 4096);
 	CHECK(cudaMallocManaged(&b.m, o->size));
 	memset(b.m, 0, o->size); /* the host touched it last */
 	CHECK(cudaMalloc(&b.d, o->size));
@@ -305,25 +316,22 @@ static NOINLINE uint64_t managed_memset(const struct opts *o, cudaStream_t s,
 		sum = sum * 31 + hash_device(s, b.d, n);
 	else
 		sum = sum * 31 + fnv(0xcbf29ce484222325ULL, b.m, o->size);
-	sum = sum * 31 + hash_device(s, k, 4096);
+	sum = sum * 31 + hash_free(s, k, 4096);
 	CHECK(cudaFreeHost(b.samples));
 	CHECK(cudaFree(b.d));
 	CHECK(cudaFree(b.m));
-	CHECK(cudaFree(k));
 	return sum;
 }
 
 /* cudaMemcpyAsync into pageable memory returns only after the copy, through a staging
  * buffer; the sync after it is where the program thinks it waits. */
-static NOINLINE uint64_t pageable_async(const struct opts *o, cudaStream_t s,
-							  double *logged)
+static NOINLINE uint64_t pageable_async(const struct opts *o, cudaStream_t s, double *logged)
 {
 	size_t n = words(o);
 	unsigned *d, *h;
 	uint64_t sum = 0;
 
-	CHECK(cudaMalloc(&d, n * 4));
-	CHECK(cudaMemsetAsync(d, 0, n * 4, s));
+	d = zeros(s, n);
 	if (o->fixed)
 		CHECK(cudaMallocHost(&h, n * 4)); /* the fix: pinned */
 	else
@@ -355,8 +363,7 @@ static NOINLINE uint64_t dup_transfer(const struct opts *o, cudaStream_t s, doub
 	for (size_t i = 0; i < n; i++)
 		h[i] = (unsigned)i;
 	CHECK(cudaMalloc(&in, n * 4));
-	CHECK(cudaMalloc(&out, m * 4));
-	CHECK(cudaMemsetAsync(out, 0, m * 4, s));
+	out = zeros(s, m);
 	if (o->fixed)
 		CHECK(cudaMemcpyAsync(in, h, n * 4, H2D, s)); /* the fix: once */
 	for (int i = 0; i < o->iters; i++) {
@@ -366,8 +373,7 @@ static NOINLINE uint64_t dup_transfer(const struct opts *o, cudaStream_t s, doub
 		add_into(s, out, in, m);
 		cpu_work(o->cpu_us);
 	}
-	uint64_t r = hash_device(s, out, m);
-	CHECK(cudaFree(out));
+	uint64_t r = hash_free(s, out, m);
 	CHECK(cudaFree(in));
 	free(h);
 	return r;
@@ -379,8 +385,7 @@ static NOINLINE uint64_t temp_buffers(const struct opts *o, cudaStream_t s, doub
 	size_t n = words(o);
 	unsigned *out, *t = NULL;
 
-	CHECK(cudaMalloc(&out, n * 4));
-	CHECK(cudaMemsetAsync(out, 0, n * 4, s));
+	out = zeros(s, n);
 	if (o->fixed)
 		CHECK(cudaMalloc(&t, n * 4)); /* the fix: one buffer, reused */
 	for (int i = 0; i < o->iters; i++) {
@@ -395,10 +400,9 @@ static NOINLINE uint64_t temp_buffers(const struct opts *o, cudaStream_t s, doub
 			CHECK(cudaFree(t)); /* FFM-PLANT: temp_buffers */
 		cpu_work(o->cpu_us);
 	}
-	uint64_t r = hash_device(s, out, n);
+	uint64_t r = hash_free(s, out, n);
 	if (o->fixed)
 		CHECK(cudaFree(t));
-	CHECK(cudaFree(out));
 	return r;
 }
 
@@ -419,8 +423,7 @@ static double read_every(const struct opts *o, cudaStream_t s, int i, const floa
 
 /* A dot product in cuBLAS's host pointer mode every step: cuBLAS waits for the scalar, which
  * is only logged. Fixed: device pointer mode into a device array, read every E steps. */
-static NOINLINE uint64_t lib_host_read(const struct opts *o, cudaStream_t s,
-							 double *logged)
+static NOINLINE uint64_t lib_host_read(const struct opts *o, cudaStream_t s, double *logged)
 {
 	size_t n = words(o);
 	float *x, *res, r, *rh;
@@ -430,8 +433,7 @@ static NOINLINE uint64_t lib_host_read(const struct opts *o, cudaStream_t s,
 	CHECK(cudaMalloc(&x, n * sizeof(float)));
 	CHECK(cudaMalloc(&res, o->every * sizeof(float)));
 	CHECK(cudaMallocHost(&rh, o->every * sizeof(float)));
-	CHECK(cudaMalloc(&d, 4096 * 4));
-	CHECK(cudaMemsetAsync(d, 0, 4096 * 4, s));
+	d = zeros(s, 4096);
 	fill<<<grid(n), 256, 0, s>>>(x, n, 0.5f);
 	if (cublasCreate(&hd) != CUBLAS_STATUS_SUCCESS || cublasSetStream(hd, s))
 		exit(1);
@@ -448,9 +450,8 @@ static NOINLINE uint64_t lib_host_read(const struct opts *o, cudaStream_t s,
 		}
 		cpu_work(o->cpu_us);
 	}
-	uint64_t h = hash_device(s, d, 4096);
+	uint64_t h = hash_free(s, d, 4096);
 	cublasDestroy(hd);
-	CHECK(cudaFree(d));
 	CHECK(cudaFreeHost(rh));
 	CHECK(cudaFree(res));
 	CHECK(cudaFree(x));
@@ -463,8 +464,7 @@ static NOINLINE uint64_t free_in_loop(const struct opts *o, cudaStream_t s, doub
 	size_t n = words(o);
 	unsigned *d, *tmp = NULL;
 
-	CHECK(cudaMalloc(&d, n * 4));
-	CHECK(cudaMemsetAsync(d, 0, n * 4, s));
+	d = zeros(s, n);
 	if (o->fixed)
 		CHECK(cudaMalloc(&tmp, 4096)); /* the fix: allocated once */
 	for (int i = 0; i < o->iters; i++) {
@@ -478,21 +478,17 @@ static NOINLINE uint64_t free_in_loop(const struct opts *o, cudaStream_t s, doub
 	}
 	if (o->fixed)
 		CHECK(cudaFree(tmp));
-	uint64_t r = hash_device(s, d, n);
-	CHECK(cudaFree(d));
-	return r;
+	return hash_free(s, d, n);
 }
 
 /* 4 bytes of the result read back after every kernel and added to a logged value. */
-static NOINLINE uint64_t host_read(const struct opts *o, cudaStream_t s,
-						     double *logged)
+static NOINLINE uint64_t host_read(const struct opts *o, cudaStream_t s, double *logged)
 {
 	size_t n = words(o);
 	unsigned *d, *word;
 
-	CHECK(cudaMalloc(&d, n * 4));
+	d = zeros(s, n);
 	CHECK(cudaMallocHost(&word, 4));
-	CHECK(cudaMemsetAsync(d, 0, n * 4, s));
 	for (int i = 0; i < o->iters; i++) {
 		launch(s, d, n, 3, i, o->kernel_us);
 		if (!o->fixed || (i + 1) % o->every == 0) {
@@ -502,9 +498,8 @@ static NOINLINE uint64_t host_read(const struct opts *o, cudaStream_t s,
 		}
 		cpu_work(o->cpu_us);
 	}
-	uint64_t r = hash_device(s, d, n);
+	uint64_t r = hash_free(s, d, n);
 	CHECK(cudaFreeHost(word));
-	CHECK(cudaFree(d));
 	return r;
 }
 
@@ -517,11 +512,10 @@ static NOINLINE uint64_t control_feed(const struct opts *o, cudaStream_t s, doub
 	unsigned *d, *in, *hin, *word, arg = 1;
 	uint64_t sum = 0;
 
-	CHECK(cudaMalloc(&d, n * 4));
+	d = zeros(s, n);
 	CHECK(cudaMalloc(&in, m * 4));
 	CHECK(cudaMallocHost(&hin, m * 4));
 	CHECK(cudaMallocHost(&word, 4));
-	CHECK(cudaMemsetAsync(d, 0, n * 4, s));
 	for (int i = 0; i < o->iters; i++) {
 		for (size_t j = 0; j < m; j++)
 			hin[j] = arg * (unsigned)(j + 1); /* the next copy's data, from it */
@@ -542,16 +536,14 @@ static NOINLINE uint64_t control_feed(const struct opts *o, cudaStream_t s, doub
 }
 
 /* Control: the loop runs until the value read says it is done (--iters steps of +1). */
-static NOINLINE uint64_t control_converge(const struct opts *o, cudaStream_t s,
-							    double *logged)
+static NOINLINE uint64_t control_converge(const struct opts *o, cudaStream_t s, double *logged)
 {
 	size_t n = words(o);
 	unsigned *d, *word;
 	int steps = 0;
 
-	CHECK(cudaMalloc(&d, n * 4));
+	d = zeros(s, n);
 	CHECK(cudaMallocHost(&word, 4));
-	CHECK(cudaMemsetAsync(d, 0, n * 4, s));
 	for (;;) {
 		launch(s, d, n, 1, 1, o->kernel_us);
 		CHECK(cudaMemcpyAsync(word, d, 4, D2H, s));
@@ -567,16 +559,14 @@ static NOINLINE uint64_t control_converge(const struct opts *o, cudaStream_t s,
 }
 
 /* Control: the host uses the whole result right after each step's sync. */
-static NOINLINE uint64_t control_result(const struct opts *o, cudaStream_t s,
-							  double *logged)
+static NOINLINE uint64_t control_result(const struct opts *o, cudaStream_t s, double *logged)
 {
 	size_t n = words(o);
 	unsigned *d, *h;
 	uint64_t sum = 0;
 
-	CHECK(cudaMalloc(&d, n * 4));
+	d = zeros(s, n);
 	CHECK(cudaMallocHost(&h, n * 4));
-	CHECK(cudaMemsetAsync(d, 0, n * 4, s));
 	for (int i = 0; i < o->iters; i++) {
 		launch(s, d, n, 3, i, o->kernel_us);
 		CHECK(cudaMemcpyAsync(h, d, n * 4, D2H, s));
