@@ -1344,6 +1344,8 @@ static CUresult copy(enum fk_dir dir, void *dst, const void *src, size_t n, stru
 	op->copy.dst = dst;
 	op->copy.src = src;
 	op->copy.bytes = n;
+	op->copy.pageable = (dir == FK_HTOD || dir == FK_DTOH) &&
+			    fk_mem_kind_of(dir == FK_HTOD ? src : dst, n, NULL) == FK_MEM_PAGEABLE;
 	/*
 	 * Async HtoD from pageable memory: the driver stages the bytes into its own pinned buffer
 	 * before returning, so the copy transfers the bytes as they were at the call.

@@ -108,6 +108,8 @@ static bool config_ok = true;
 void fk_config_load(void)
 {
 	double lat_us = 8, gbps = 12, dtod_gbps = -1, launch_us = 0, spin_us = 50;
+	double pageable_gbps = -1, exit_us[3] = { 0, 0, 0 }, long_us = 0, long_after_us = 1000;
+	double migrate_us = 0, fault_us = 0;
 	bool ok = true;
 
 	ok &= env_number("FAKECUDA_COPY_LAT_US", &lat_us);
@@ -115,8 +117,16 @@ void fk_config_load(void)
 	ok &= env_number("FAKECUDA_DTOD_GBPS", &dtod_gbps);
 	ok &= env_number("FAKECUDA_LAUNCH_LAT_US", &launch_us);
 	ok &= env_number("FAKECUDA_ENGINE_SPIN_US", &spin_us);
+	ok &= env_number("FAKECUDA_PAGEABLE_GBPS", &pageable_gbps);
+	ok &= env_number("FAKECUDA_EXIT_SPIN_US", &exit_us[0]);
+	ok &= env_number("FAKECUDA_EXIT_YIELD_US", &exit_us[1]);
+	ok &= env_number("FAKECUDA_EXIT_BLOCK_US", &exit_us[2]);
+	ok &= env_number("FAKECUDA_EXIT_LONG_US", &long_us);
+	ok &= env_number("FAKECUDA_EXIT_LONG_AFTER_US", &long_after_us);
+	ok &= env_number("FAKECUDA_MIGRATE_PAGE_US", &migrate_us);
+	ok &= env_number("FAKECUDA_FAULT_PAGE_US", &fault_us);
 	/* A bandwidth of 0 would make every copy infinite. */
-	if (gbps <= 0 || dtod_gbps == 0)
+	if (gbps <= 0 || dtod_gbps == 0 || pageable_gbps == 0)
 		ok = false;
 	config_ok = ok;
 	if (!ok)
@@ -127,6 +137,13 @@ void fk_config_load(void)
 	fk_config.dtod_bytes_per_ns = dtod_gbps > 0 ? dtod_gbps : gbps;
 	fk_config.launch_lat_ns = (uint64_t)(launch_us * 1000.0);
 	fk_config.spin_ns = (uint64_t)(spin_us * 1000.0);
+	fk_config.pageable_bytes_per_ns = pageable_gbps > 0 ? pageable_gbps : gbps;
+	for (int i = 0; i < 3; i++)
+		fk_config.exit_ns[i] = (uint64_t)(exit_us[i] * 1000.0);
+	fk_config.exit_long_ns = (uint64_t)(long_us * 1000.0);
+	fk_config.exit_long_after_ns = (uint64_t)(long_after_us * 1000.0);
+	fk_config.migrate_page_ns = (uint64_t)(migrate_us * 1000.0);
+	fk_config.fault_page_ns = (uint64_t)(fault_us * 1000.0);
 }
 
 bool fk_config_valid(void)
@@ -218,6 +235,21 @@ static FK_NOINLINE CUresult fake_wait_block(const struct fk_fence *f)
 }
 
 /*
+ * The exit latency the knobs plant: a wait that had to wait returns this long after the GPU
+ * finished, longer for a long yield or blocking wait (as a driver that stops polling wakes
+ * later). Spent inside fake_wait, where the real driver spends it.
+ */
+static FK_NOINLINE void wait_exit(int mode, uint64_t waited_ns)
+{
+	uint64_t extra = fk_config.exit_ns[mode];
+
+	if (mode && waited_ns >= fk_config.exit_long_after_ns)
+		extra += fk_config.exit_long_ns;
+	if (extra)
+		fk_engine_sleep_until(fk_now_ns() + extra);
+}
+
+/*
  * THE wait function. Every synchronizing path of the API calls it exactly once per call, even
  * when there is nothing left to wait for (a sync call on an idle GPU is still a sync point);
  * engine threads never call it, so probes on it count host waits only.
@@ -225,14 +257,19 @@ static FK_NOINLINE CUresult fake_wait_block(const struct fk_fence *f)
 static FK_NOINLINE CUresult fake_wait(struct fk_ctx *ctx, struct fk_fence *f)
 {
 	unsigned int sched = atomic_load(&ctx->flags) & CU_CTX_SCHED_MASK;
+	uint64_t t0 = fk_now_ns();
+	bool waited = !fence_done(f);
+	int mode;
 	CUresult r;
 
 	if (f->blocking || (sched & CU_CTX_SCHED_BLOCKING_SYNC))
-		r = fake_wait_block(f);
+		r = fake_wait_block(f), mode = 2;
 	else if (sched & CU_CTX_SCHED_YIELD)
-		r = fake_wait_yield(f);
+		r = fake_wait_yield(f), mode = 1;
 	else /* CU_CTX_SCHED_SPIN, and CU_CTX_SCHED_AUTO with fewer contexts than CPUs */
-		r = fake_wait_spin(f);
+		r = fake_wait_spin(f), mode = 0;
+	if (waited)
+		wait_exit(mode, fk_now_ns() - t0);
 	atomic_fetch_add_explicit(&fk_nwaits, 1, memory_order_relaxed);
 	return r;
 }
@@ -353,9 +390,11 @@ static void engine_wait_deps(const struct fk_op *op)
 	}
 }
 
-static uint64_t copy_time_ns(enum fk_dir dir, size_t bytes)
+static uint64_t copy_time_ns(enum fk_dir dir, size_t bytes, bool pageable)
 {
-	double bw = dir == FK_DTOD ? fk_config.dtod_bytes_per_ns : fk_config.copy_bytes_per_ns;
+	double bw = dir == FK_DTOD ? fk_config.dtod_bytes_per_ns
+		    : pageable	   ? fk_config.pageable_bytes_per_ns
+				   : fk_config.copy_bytes_per_ns;
 
 	return fk_config.copy_lat_ns + (uint64_t)((double)bytes / bw);
 }
@@ -367,13 +406,18 @@ static void exec_copy(struct fk_ctx *ctx, struct fk_op *op)
 				  : op->copy.dir == FK_DTOH ? &ctx->copy_engine[1]
 							    : NULL;
 	const void *src = op->copy.staging ? op->copy.staging : op->copy.src;
-	uint64_t start;
+	uint64_t start, migrate;
 
 	if (engine)
 		pthread_mutex_lock(engine);
 	start = fk_now_ns();
+	migrate = fk_mig_device_use(src, op->copy.bytes) +
+		  fk_mig_device_use(op->copy.dst, op->copy.bytes);
 	memmove(op->copy.dst, src, op->copy.bytes);
-	fk_engine_sleep_until(start + copy_time_ns(op->copy.dir, op->copy.bytes));
+	fk_engine_sleep_until(start + migrate +
+			      copy_time_ns(op->copy.dir, op->copy.bytes, op->copy.pageable));
+	fk_mig_device_done(src, op->copy.bytes);
+	fk_mig_device_done(op->copy.dst, op->copy.bytes);
 	if (engine)
 		pthread_mutex_unlock(engine);
 }
@@ -382,6 +426,7 @@ static void exec_memset(struct fk_op *op)
 {
 	uint64_t start = fk_now_ns();
 	size_t n = op->memset.count;
+	uint64_t migrate = fk_mig_device_use(op->memset.dst, n * op->memset.elem);
 
 	switch (op->memset.elem) {
 	case 1:
@@ -402,7 +447,8 @@ static void exec_memset(struct fk_op *op)
 		break;
 	}
 	}
-	fk_engine_sleep_until(start + copy_time_ns(FK_DTOD, n * op->memset.elem));
+	fk_engine_sleep_until(start + migrate + copy_time_ns(FK_DTOD, n * op->memset.elem, false));
+	fk_mig_device_done(op->memset.dst, n * op->memset.elem);
 }
 
 static void exec_event(struct fk_op *op)

@@ -77,6 +77,13 @@ struct fk_config {
 	uint64_t launch_lat_ns;	 /* FAKECUDA_LAUNCH_LAT_US: GPU-side start cost of a kernel */
 	uint64_t spin_ns;	 /* FAKECUDA_ENGINE_SPIN_US: engine spins (not sleeps) this close
 				    to an op's end, for precise completion times */
+	double pageable_bytes_per_ns; /* FAKECUDA_PAGEABLE_GBPS: copies from/to pageable memory */
+	/* FAKECUDA_EXIT_{SPIN,YIELD,BLOCK}_US: how long after the GPU finished a wait returns;
+	 * FAKECUDA_EXIT_LONG_US more for yield/blocking waits of FAKECUDA_EXIT_LONG_AFTER_US+ */
+	uint64_t exit_ns[3], exit_long_ns, exit_long_after_ns;
+	/* FAKECUDA_MIGRATE_PAGE_US: a device op on managed pages the host touched last, per page;
+	 * FAKECUDA_FAULT_PAGE_US: the host's fault on a managed page the device wrote last */
+	uint64_t migrate_page_ns, fault_page_ns;
 };
 extern struct fk_config fk_config FK_HIDDEN;
 
@@ -182,6 +189,7 @@ struct fk_op {
 			const void *src;
 			size_t bytes;
 			void *staging; /* owned copy of pageable source bytes, freed after */
+			bool pageable; /* the host side is pageable: FAKECUDA_PAGEABLE_GBPS */
 		} copy;
 		struct {
 			void *dst;
@@ -224,6 +232,14 @@ CUresult fk_mem_register(struct fk_ctx *ctx, void *p, size_t size, unsigned int 
 CUresult fk_mem_release(uintptr_t base, unsigned int kinds_mask) FK_HIDDEN;
 /* Kind of [p, p+len): the kind of the allocation containing all of it, else FK_MEM_PAGEABLE. */
 enum fk_mem_kind fk_mem_kind_of(const void *p, size_t len, struct fk_alloc *out) FK_HIDDEN;
+
+/* migrate.c: managed pages' migration (FAKECUDA_MIGRATE_PAGE_US, FAKECUDA_FAULT_PAGE_US). */
+bool fk_mig_enabled(void) FK_HIDDEN;
+int fk_mig_add(void *p, size_t mapped) FK_HIDDEN;
+void fk_mig_remove(uintptr_t base) FK_HIDDEN;
+/* A device operation is about to use [p, p+n): the migration time it pays (ns). */
+uint64_t fk_mig_device_use(const void *p, size_t n) FK_HIDDEN;
+void fk_mig_device_done(const void *p, size_t n) FK_HIDDEN;
 bool fk_mem_lookup(uintptr_t addr, struct fk_alloc *out) FK_HIDDEN;
 void fk_mem_usage(size_t *device_bytes) FK_HIDDEN;
 /* Is [p, p+len) inside one allocation the GPU can access (device, managed, pinned)? */

@@ -300,20 +300,24 @@ void fk_kernel_run(const struct fk_function *fn, const uint64_t *args, uint64_t 
 		uint32_t *buf = (uint32_t *)(uintptr_t)args[0];
 		uint32_t mul = (uint32_t)args[2], add = (uint32_t)args[3];
 
+		uint64_t migrate = fk_mig_device_use(buf, args[1] * 4);
+
 		/* As on the GPU: every thread busy-waits first, then the grid updates buf. */
-		fk_engine_sleep_until(start_ns + args[4]);
+		fk_engine_sleep_until(start_ns + migrate + args[4]);
 		for (uint64_t i = 0; i < args[1]; i++)
 			buf[i] = buf[i] * mul + add;
+		fk_mig_device_done(buf, args[1] * 4);
 		break;
 	}
 	case K_HANG: {
 		volatile uint32_t *flag = (volatile uint32_t *)(uintptr_t)args[0];
 		struct timespec ts = { 0, 20000 };
 
-		fk_engine_sleep_until(start_ns);
+		fk_engine_sleep_until(start_ns + fk_mig_device_use((const void *)flag, 4));
 		/* A GPU would poll in a tight loop; 20 us steps keep a CPU free for the host. */
 		while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) == 0)
 			nanosleep(&ts, NULL);
+		fk_mig_device_done((const void *)flag, 4);
 		break;
 	}
 	}

@@ -106,6 +106,10 @@ CUresult fk_mem_alloc(struct fk_ctx *ctx, size_t size, enum fk_mem_kind kind, un
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	r = insert(&(struct fk_alloc){ .base = (uintptr_t)p, .size = size, .mapped = mapped,
 				       .kind = kind, .flags = flags, .ctx = ctx });
+	if (r == CUDA_SUCCESS && kind == FK_MEM_MANAGED && fk_mig_add(p, mapped)) {
+		fk_mem_release((uintptr_t)p, 1u << FK_MEM_MANAGED);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
 	if (r != CUDA_SUCCESS) {
 		munmap(p, mapped);
 		return r == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED ? CUDA_ERROR_UNKNOWN : r;
@@ -137,6 +141,8 @@ CUresult fk_mem_release(uintptr_t base, unsigned int kinds_mask)
 	memmove(&allocs[i - 1], &allocs[i], (nallocs - i) * sizeof(*allocs));
 	nallocs--;
 	pthread_mutex_unlock(&mem_lock);
+	if (a.kind == FK_MEM_MANAGED)
+		fk_mig_remove(a.base);
 	if (a.mapped)
 		munmap((void *)a.base, a.mapped);
 	return CUDA_SUCCESS;

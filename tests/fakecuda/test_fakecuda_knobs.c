@@ -208,4 +208,158 @@ TEST(launch_latency_knob)
 	FAIL("slower than the model by more than %.1f ms three times", FK_SLACK_MS);
 }
 
+static void child_pageable(struct result *r)
+{
+	size_t n = 1000000;
+	CUcontext ctx;
+	CUdevice dev;
+	CUdeviceptr a;
+	void *pinned, *pageable = malloc(n);
+
+	ASSERT(pageable);
+	memset(pageable, 1, n);
+	CU_OK(cu.cuInit(0));
+	CU_OK(cu.cuDeviceGet(&dev, 0));
+	CU_OK(cu.cuCtxCreate_v2(&ctx, CU_CTX_SCHED_BLOCKING_SYNC, dev));
+	CU_OK(cu.cuMemAlloc_v2(&a, n));
+	CU_OK(cu.cuMemAllocHost_v2(&pinned, n));
+	r->ms[0] = timed_copy(a, 0, pinned, n, 0);
+	r->ms[1] = timed_copy(a, 0, pageable, n, 0);
+	r->ms[2] = timed_copy(0, a, pinned, n, 1);
+	r->ms[3] = timed_copy(0, a, pageable, n, 1);
+	CU_OK(cu.cuCtxDestroy_v2(ctx));
+	free(pageable);
+}
+
+TEST(pageable_copies_at_their_own_speed)
+{
+	/* Pinned at 1 GB/s, pageable (staging included) at 0.25 GB/s. */
+	static const char *const env[] = { "FAKECUDA_COPY_LAT_US=0", "FAKECUDA_COPY_GBPS=1",
+					   "FAKECUDA_PAGEABLE_GBPS=0.25", NULL };
+	struct result r;
+
+	for (int attempt = 0; attempt < 3; attempt++) {
+		bool ok = true;
+
+		in_child(env, child_pageable, &r);
+		ok &= check_ms(r.ms[0], 1.0, "HtoD 1 MB pinned");
+		ok &= check_ms(r.ms[1], 4.0, "HtoD 1 MB pageable");
+		ok &= check_ms(r.ms[2], 1.0, "DtoH 1 MB pinned");
+		ok &= check_ms(r.ms[3], 4.0, "DtoH 1 MB pageable");
+		ok &= r.ms[0] < 3.0 && r.ms[2] < 3.0; /* a pinned copy is not slowed */
+		if (ok)
+			return;
+	}
+	FAIL("slower than the model by more than %.1f ms three times", FK_SLACK_MS);
+}
+
+static double timed_spin_sync(struct fk_kernels *k, uint64_t ns)
+{
+	uint64_t t0 = fk_now();
+
+	CU_OK(fk_spin(k, NULL, ns));
+	CU_OK(cu.cuCtxSynchronize());
+	return (double)(fk_now() - t0) / 1e6;
+}
+
+static void child_exit(struct result *r)
+{
+	unsigned int flags[2] = { CU_CTX_SCHED_SPIN, CU_CTX_SCHED_BLOCKING_SYNC };
+	struct fk_kernels k;
+	CUcontext ctx;
+	CUdevice dev;
+
+	CU_OK(cu.cuInit(0));
+	CU_OK(cu.cuDeviceGet(&dev, 0));
+	for (int i = 0; i < 2; i++) {
+		CU_OK(cu.cuCtxCreate_v2(&ctx, flags[i], dev));
+		fk_kernels_load(&k);
+		timed_spin_sync(&k, 1000); /* the first op also starts the stream's engine */
+		r->ms[2 * i] = timed_spin_sync(&k, 1000000);
+		r->ms[2 * i + 1] = timed_spin_sync(&k, 10000000);
+		CU_OK(cu.cuCtxDestroy_v2(ctx));
+	}
+}
+
+TEST(wait_exit_latency_by_mode_and_length)
+{
+	/* Spin returns 1 ms late; blocking 2 ms, and 3 ms more after waits of 5 ms or longer. */
+	static const char *const env[] = { "FAKECUDA_EXIT_SPIN_US=1000", "FAKECUDA_EXIT_BLOCK_US=2000",
+					   "FAKECUDA_EXIT_LONG_US=3000",
+					   "FAKECUDA_EXIT_LONG_AFTER_US=5000", NULL };
+	struct result r;
+
+	for (int attempt = 0; attempt < 3; attempt++) {
+		bool ok = true;
+
+		in_child(env, child_exit, &r);
+		ok &= check_ms(r.ms[0], 1.0 + 1.0, "spin, 1 ms kernel");
+		ok &= check_ms(r.ms[1], 10.0 + 1.0, "spin, 10 ms kernel (no long extra)");
+		ok &= check_ms(r.ms[2], 1.0 + 2.0, "blocking, 1 ms kernel");
+		ok &= check_ms(r.ms[3], 10.0 + 2.0 + 3.0, "blocking, 10 ms kernel");
+		if (ok)
+			return;
+	}
+	FAIL("slower than the model by more than %.1f ms three times", FK_SLACK_MS);
+}
+
+static double timed_touch(volatile uint8_t *p, size_t n)
+{
+	uint64_t t0 = fk_now();
+
+	for (size_t i = 0; i < n; i += 4096)
+		p[i]++;
+	return (double)(fk_now() - t0) / 1e6;
+}
+
+static void child_migrate(struct result *r)
+{
+	size_t n = 256 * 4096;
+	CUcontext ctx;
+	CUdevice dev;
+	CUdeviceptr m;
+	uint64_t t0;
+
+	CU_OK(cu.cuInit(0));
+	CU_OK(cu.cuDeviceGet(&dev, 0));
+	CU_OK(cu.cuCtxCreate_v2(&ctx, CU_CTX_SCHED_BLOCKING_SYNC, dev));
+	CU_OK(cu.cuMemAllocManaged(&m, n, CU_MEM_ATTACH_GLOBAL));
+	memset((void *)(uintptr_t)m, 1, n); /* first touch: the host's, no migration */
+	t0 = fk_now();
+	CU_OK(cu.cuMemsetD8_v2(m, 2, n)); /* synchronous on managed memory */
+	r->ms[0] = (double)(fk_now() - t0) / 1e6;
+	r->ms[1] = timed_touch((volatile uint8_t *)(uintptr_t)m, n);
+	CU_OK(cu.cuMemsetD8_v2(m, 3, n));
+	t0 = fk_now();
+	CU_OK(cu.cuMemsetD8_v2(m, 4, n)); /* the device touched it last: nothing moves */
+	r->ms[2] = (double)(fk_now() - t0) / 1e6;
+	timed_touch((volatile uint8_t *)(uintptr_t)m, n);
+	r->ms[3] = timed_touch((volatile uint8_t *)(uintptr_t)m, n); /* the host's already */
+	ASSERT_EQ(((volatile uint8_t *)(uintptr_t)m)[4096], 6);
+	CU_OK(cu.cuMemFree_v2(m));
+	CU_OK(cu.cuCtxDestroy_v2(ctx));
+}
+
+TEST(managed_pages_migrate_and_fault)
+{
+	/* 256 pages: 10 us each to the device, 20 us each host fault back; memsets at 1 GB/s. */
+	static const char *const env[] = { "FAKECUDA_COPY_LAT_US=0", "FAKECUDA_DTOD_GBPS=1",
+					   "FAKECUDA_MIGRATE_PAGE_US=10", "FAKECUDA_FAULT_PAGE_US=20",
+					   NULL };
+	struct result r;
+
+	for (int attempt = 0; attempt < 3; attempt++) {
+		bool ok = true;
+
+		in_child(env, child_migrate, &r);
+		ok &= check_ms(r.ms[0], 1.048576 + 2.56, "memset after the host touched");
+		ok &= check_ms(r.ms[1], 5.12, "host touch after the device wrote");
+		ok &= check_ms(r.ms[2], 1.048576, "memset after the device wrote");
+		ok &= r.ms[2] < 1.048576 + 2.0 && r.ms[3] < 2.0; /* nothing migrates twice */
+		if (ok)
+			return;
+	}
+	FAIL("off the model by more than %.1f ms three times", FK_SLACK_MS);
+}
+
 TEST_MAIN()
