@@ -21,7 +21,48 @@
 #include "store/ffm_store.h"
 #include "symbols/ffm_calibrate.h"
 #include "symbols/ffm_driver.h"
+#include "symbols/ffm_node_model.h"
 #include "common/ffm_json.h"
+
+static void print_size(uint64_t b)
+{
+	if (b >= (1u << 20))
+		printf(" %6" PRIu64 "M", b >> 20);
+	else
+		printf(" %6" PRIu64 "K", b >> 10);
+}
+
+/* One node model: copy times, staging, migration and exit latency, in microseconds. */
+static void print_node_model(const struct ffm_node_model *nm)
+{
+	printf("node model:     %s (measured in %.2f s)\n", nm->gpu, nm->seconds);
+	printf("  copy, us          ");
+	for (int i = 0; i < nm->nsizes; i++)
+		print_size(nm->size[i]);
+	printf("\n");
+	for (int d = 0; d < FFM_COPY_DIRS; d++)
+		for (int k = 0; k <= FFM_MEM_KINDS; k++) {
+			printf("  %s %-14s", ffm_copy_dir_name(d),
+			       k < FFM_MEM_KINDS ? ffm_mem_kind_name(k) : "staging");
+			for (int i = 0; i < nm->nsizes; i++)
+				printf(" %7.0f", (k < FFM_MEM_KINDS ? nm->copy_ns[d][k][i]
+					: ffm_node_model__staging_ns(nm, d, nm->size[i])) / 1e3);
+			printf("\n");
+		}
+	printf("  managed pages     to device %.2f us, to host (fault) %.2f us per %" PRIu64
+	       "-byte page\n", nm->to_device_ns_per_page / 1e3, nm->to_host_ns_per_page / 1e3,
+	       nm->page_size);
+	printf("  exit latency, us  ");
+	for (int i = 0; i < nm->nwaits; i++)
+		printf(" %6.0fu", nm->wait_ns[i] / 1e3);
+	printf("  (wait length)\n");
+	for (int m = 0; m < FFM_SCHED_MODES; m++) {
+		printf("  %-17s", ffm_sched_mode_name(m));
+		for (int i = 0; i < nm->nwaits; i++)
+			printf(" %7.1f", nm->exit_ns[m][i] / 1e3);
+		printf("\n");
+	}
+}
 
 static void print_text(const struct ffm_calibration *c)
 {
@@ -57,6 +98,17 @@ static void print_text(const struct ffm_calibration *c)
 		       (long long)json_integer_value(json_object_get(e, "hits")),
 		       ffm_json_get_bool(e, "ok", false) ? "ok" : "WRONG");
 	}
+	{
+		size_t n;
+		const struct ffm_node_model *nm = ffm_calibration__node_models(c, &n);
+
+		for (size_t k = 0; k < n; k++)
+			print_node_model(&nm[k]);
+		if (!n)
+			printf("node model:     none%s%s\n",
+			       ffm_calibration__node_model_error(c)[0] ? ": " : "",
+			       ffm_calibration__node_model_error(c));
+	}
 	printf("time:           %.2f s%s\n", ffm_calibration__seconds(c),
 	       ffm_calibration__from_cache(c) ? " (cached result)" : "");
 }
@@ -85,8 +137,9 @@ static int check_libcuda(const char *path, const char *shown)
 static const char CALIBRATE_HELP[] =
 	"Usage: ffmctl calibrate [--driver PATH] [--json] [--force]\n"
 	"\n"
-	"Find and verify libcuda's internal wait function; the result is cached per build-id in\n"
-	"STATE_DIR/drivers/.\n"
+	"Find and verify libcuda's internal wait function and measure the node model (copy\n"
+	"speeds, managed-page migration, wait exit latency) of the GPU; the result is cached per\n"
+	"build-id in STATE_DIR/drivers/, the model per GPU.\n"
 	"\n"
 	"Options:\n"
 	"  --driver PATH   the libcuda file to calibrate (default: the libcuda.so.1 a\n"

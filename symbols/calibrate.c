@@ -21,6 +21,7 @@
 #include "common/ffm_json.h"
 #include "common/util.h"
 #include "symbols/ffm_maps.h"
+#include "symbols/ffm_node_model.h"
 #include "symbols/uprobe_count.h"
 
 struct ffm_calibration {
@@ -32,6 +33,9 @@ struct ffm_calibration {
 	double seconds;
 	char *reason;
 	json_t *evidence; /* array of the stacks sampled and the calls counted */
+	struct ffm_node_model *models; /* one per GPU key, current version only */
+	size_t nmodels;
+	char *model_error; /* why this calibration has no node model of its GPU */
 };
 
 static const char *const sync_calls[] = { "ctx_sync", "stream_sync", "event_sync", "memcpy_dtoh",
@@ -53,6 +57,8 @@ struct ffm_calibration *ffm_calibration__free(struct ffm_calibration *c)
 	free(c->driver_version);
 	free(c->reason);
 	json_decref(c->evidence);
+	free(c->models);
+	free(c->model_error);
 	free(c);
 	return NULL;
 }
@@ -68,14 +74,64 @@ double ffm_calibration__seconds(const struct ffm_calibration *c) { return c->sec
 const char *ffm_calibration__reason(const struct ffm_calibration *c) { return c->reason ? c->reason : ""; }
 const json_t *ffm_calibration__evidence(const struct ffm_calibration *c) { return c->evidence; }
 
+const struct ffm_node_model *ffm_calibration__node_models(const struct ffm_calibration *c,
+							  size_t *n)
+{
+	*n = c->nmodels;
+	return c->models;
+}
+
+const struct ffm_node_model *ffm_calibration__node_model(const struct ffm_calibration *c,
+							 const char *gpu)
+{
+	if (!gpu)
+		return c->nmodels == 1 ? &c->models[0] : NULL;
+	for (size_t i = 0; i < c->nmodels; i++)
+		if (!strcmp(c->models[i].gpu, gpu))
+			return &c->models[i];
+	return NULL;
+}
+
+const char *ffm_calibration__node_model_error(const struct ffm_calibration *c)
+{
+	return c->model_error ? c->model_error : "";
+}
+
+/* Put @nm in @c, in place of a model of the same GPU. */
+static int add_model(struct ffm_calibration *c, const struct ffm_node_model *nm)
+{
+	struct ffm_node_model *v;
+
+	for (size_t i = 0; i < c->nmodels; i++)
+		if (!strcmp(c->models[i].gpu, nm->gpu)) {
+			c->models[i] = *nm;
+			return 0;
+		}
+	v = realloc(c->models, (c->nmodels + 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	c->models = v;
+	c->models[c->nmodels++] = *nm;
+	return 0;
+}
+
 /* ------------------------------------------------------------------ JSON */
+
+static json_t *models_value(const struct ffm_calibration *c)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; a && i < c->nmodels; i++)
+		ffm_json_append(a, ffm_node_model__to_json(&c->models[i]));
+	return a;
+}
 
 static json_t *to_value(const struct ffm_calibration *c)
 {
 	char hex[32];
 
 	snprintf(hex, sizeof(hex), "%#" PRIx64, c->wait_offset);
-	return json_pack("{s:o,s:o,s:o,s:{s:o,s:s,s:o},s:b,s:o,s:o,s:b,s:o}",
+	return json_pack("{s:o,s:o,s:o,s:{s:o,s:s,s:o},s:b,s:o,s:o,s:b,s:o,s:o,s:o*}",
 			 "build_id", ffm_json_string(c->build_id),
 			 "driver_path", ffm_json_string(c->driver_path),
 			 "driver_version", ffm_json_string(c->driver_version),
@@ -83,7 +139,9 @@ static json_t *to_value(const struct ffm_calibration *c)
 			 "size", ffm_json_u64(c->wait_size),
 			 "verified", c->verified, "reason", ffm_json_string(c->reason),
 			 "seconds", ffm_json_fixed(c->seconds, 3), "from_cache", c->from_cache,
-			 "evidence", c->evidence ? json_incref(c->evidence) : json_array());
+			 "evidence", c->evidence ? json_incref(c->evidence) : json_array(),
+			 "node_models", models_value(c), "node_model_error",
+			 c->model_error ? ffm_json_string(c->model_error) : NULL);
 }
 
 int ffm_calibration__to_json(const struct ffm_calibration *c, char **json)
@@ -99,8 +157,9 @@ int ffm_calibration__to_json(const struct ffm_calibration *c, char **json)
 static int from_value(struct ffm_calibration *c, json_t *root, const char *build_id)
 {
 	const char *id, *path, *version, *reason = NULL;
-	json_t *verified, *seconds = NULL, *ev = NULL;
+	json_t *verified, *seconds = NULL, *ev = NULL, *models, *it;
 	json_int_t off, size;
+	size_t i;
 
 	/* Only a result for this very build of the driver counts. */
 	if (json_unpack(root, "{s:s,s:s,s:s,s?s,s:{s:I,s:I},s:o,s?o,s?o}", "build_id", &id,
@@ -119,6 +178,14 @@ static int from_value(struct ffm_calibration *c, json_t *root, const char *build
 	c->seconds = json_number_value(seconds);
 	if (json_is_array(ev))
 		c->evidence = json_incref(ev);
+	/* A model of another version, or a bad one, is left out: measured again. */
+	models = json_object_get(root, "node_models");
+	json_array_foreach(models, i, it) {
+		struct ffm_node_model nm;
+
+		if (ffm_node_model__from_json(it, &nm) == 0 && add_model(c, &nm) < 0)
+			return -ENOMEM;
+	}
 	return c->driver_path && c->driver_version ? 0 : -ENOMEM;
 }
 
@@ -589,6 +656,37 @@ static int verify(struct cal_ctx *cx, const char *const *modes, struct ffm_calib
 	return 0;
 }
 
+/*
+ * The node model of the probe's GPU (symbols/ffm_node_model.h). A failure leaves the wait
+ * function's result as it is and says why in c->model_error; only a dead probe is an error.
+ */
+static int measure_node(struct cal_ctx *cx, struct ffm_calibration *c)
+{
+	struct ffm_node_model nm;
+	char line[512], why[640];
+	int r = 0, err;
+
+	ffm_node_model__init(&nm);
+	err = probe_cmd(&cx->probe, "MEASURE\n", NULL, NULL, line, sizeof(line));
+	while (!err && (r = ffm_node_model__parse_line(&nm, line)) == 0)
+		err = probe_read(&cx->probe, line, sizeof(line));
+	if (err == -ESRCH)
+		return err;
+	if (err == -EPROTO) /* line holds the probe's ERROR */
+		snprintf(why, sizeof(why), "the probe said: %.400s", line);
+	else if (err)
+		snprintf(why, sizeof(why), "measuring stopped: %s", strerror(-err));
+	else if (r < 0)
+		snprintf(why, sizeof(why), "the probe's measurement \"%.200s\" is malformed", line);
+	else if (ffm_node_model__complete(&nm))
+		snprintf(why, sizeof(why), "the probe's measurement is incomplete");
+	else
+		return add_model(c, &nm);
+	free(c->model_error);
+	c->model_error = strdup(why);
+	return 0;
+}
+
 int ffm_calibrate(const struct ffm_calibrate_opts *o, struct ffm_calibration **ret)
 {
 	static const Dwfl_Callbacks proc_cb = {
@@ -598,6 +696,8 @@ int ffm_calibrate(const struct ffm_calibrate_opts *o, struct ffm_calibration **r
 	const char *const *modes = o->modes ? o->modes : default_modes;
 	struct cal_ctx cx = { .o = o, .probe = { .pid = -1, .in = -1, .out = -1 } };
 	struct ffm_calibration *c = NULL;
+	struct ffm_node_model *old_models = NULL;
+	size_t nold = 0;
 	char line[256];
 	double t0 = ffm_now_s();
 	int err;
@@ -624,12 +724,17 @@ int ffm_calibrate(const struct ffm_calibrate_opts *o, struct ffm_calibration **r
 	ffm_driver__dev_ino(cx.drv, &cx.dev, &cx.ino);
 	if (o->cache_dir && !o->force && ffm_driver__build_id(cx.drv)[0] &&
 	    ffm_calibration__load_cached(o->cache_dir, ffm_driver__build_id(cx.drv), &c) == 0) {
-		/* Only a verified result is used as is; an unverified one is redone. */
-		if (c->verified) {
+		/* Only a verified result with a node model (or where none is asked for) is used as
+		 * is; an unverified one is redone, and so is one whose model is missing or of an
+		 * older version (its models of other GPUs are kept). */
+		if (c->verified && (c->nmodels || o->skip_node_model)) {
 			ffm_driver__free(cx.drv);
 			*ret = c;
 			return 0;
 		}
+		old_models = c->models;
+		nold = c->nmodels;
+		c->models = NULL;
 		c = ffm_calibration__free(c);
 	}
 	if (!o->probe_path) {
@@ -684,6 +789,12 @@ int ffm_calibrate(const struct ffm_calibrate_opts *o, struct ffm_calibration **r
 	err = verify(&cx, modes, c);
 	if (err)
 		goto out;
+	for (size_t i = 0; i < nold && !err; i++)
+		err = add_model(c, &old_models[i]);
+	if (!err && c->verified && !o->skip_node_model)
+		err = measure_node(&cx, c);
+	if (err)
+		goto out;
 	c->evidence = cx.ev;
 	cx.ev = NULL;
 	c->seconds = ffm_now_s() - t0;
@@ -696,6 +807,7 @@ out:
 	json_decref(cx.ev);
 	ffm_maps_free(cx.maps, cx.nmaps);
 	ffm_driver__free(cx.drv);
+	free(old_models);
 	if (err) {
 		ffm_calibration__free(c);
 		return err;

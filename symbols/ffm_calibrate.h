@@ -46,6 +46,8 @@ struct ffm_calibrate_opts {
 	/* The driver's name for people and the cache (NULL: driver_path), when driver_path is a
 	 * /proc/PID/fd/N link to a file opened and checked once (daemon/driver_setup.h). */
 	const char *display_path;
+	bool skip_node_model; /* find the wait function only; a cached result without a model
+				 is then used as is */
 };
 
 /*
@@ -80,5 +82,16 @@ const char *ffm_calibration__reason(const struct ffm_calibration *c);
  * "libcuda_functions"}) and of the calls counted ({"kind": "count", "call", "mode",
  * "synchronizing", "hits", "ok"}); NULL when there is none (a cache file without it). */
 const json_t *ffm_calibration__evidence(const struct ffm_calibration *c);
+
+struct ffm_node_model;
+/* The node models kept with this driver build, one per GPU key (maybe none). */
+const struct ffm_node_model *ffm_calibration__node_models(const struct ffm_calibration *c,
+							  size_t *n);
+/* The model of GPU key @gpu; with @gpu NULL, the one model when there is exactly one (the
+ * caller does not know its GPU and the node has one kind); else NULL. */
+const struct ffm_node_model *ffm_calibration__node_model(const struct ffm_calibration *c,
+							 const char *gpu);
+/* Why the last calibration measured no node model ("" when it did or was not asked). */
+const char *ffm_calibration__node_model_error(const struct ffm_calibration *c);
 
 #endif

@@ -47,6 +47,7 @@ void ffm_node_model__init(struct ffm_node_model *nm)
 {
 	memset(nm, 0, sizeof(*nm));
 	nm->version = FFM_NODE_MODEL_VERSION;
+	nm->to_device_ns_per_page = nm->to_host_ns_per_page = -1;
 	for (int d = 0; d < FFM_COPY_DIRS; d++)
 		for (int k = 0; k < FFM_MEM_KINDS; k++)
 			for (int i = 0; i < FFM_NM_MAX_POINTS; i++)
@@ -161,7 +162,7 @@ int ffm_node_model__parse_line(struct ffm_node_model *nm, const char *line)
 int ffm_node_model__complete(const struct ffm_node_model *nm)
 {
 	if (!nm->gpu[0] || !nm->nsizes || !nm->nwaits || !nm->page_size ||
-	    nm->to_device_ns_per_page <= 0 || nm->to_host_ns_per_page <= 0)
+	    nm->to_device_ns_per_page < 0 || nm->to_host_ns_per_page < 0)
 		return -ENODATA;
 	for (int i = 0; i < nm->nsizes; i++)
 		for (int d = 0; d < FFM_COPY_DIRS; d++)

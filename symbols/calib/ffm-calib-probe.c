@@ -16,6 +16,12 @@
  *   -> DONE <call> <mode> <CUresult>     <call> returned
  *   <- CALL <call> <mode>                a short ffm_spin, then <call> (verification)
  *   -> DONE <call> <mode> <CUresult>
+ *   <- MEASURE                           the node model (symbols/ffm_node_model.h):
+ *   -> GPU <name> sm_<XY> <MiB>MiB       the key of the GPU measured (device 0)
+ *   -> COPY <h2d|d2h> <pageable|pinned|managed> <bytes> <ns>    one synchronous copy
+ *   -> MIGRATE <to_device|to_host> <page size> <pages> <ns>      managed pages moved
+ *   -> EXIT <spin|yield|blocking> <wait ns> <ns>  host time of launch + wait minus the kernel
+ *   -> MEASURED <seconds>
  *   <- QUIT
  *   -> ERROR <text>                      a command failed (the probe stays usable)
  *
@@ -35,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef int CUresult;
@@ -82,6 +89,14 @@ static struct {
 	CUresult (*MemcpyDtoH)(void *, CUdeviceptr, size_t);
 	CUresult (*MemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
 	CUresult (*MemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
+	CUresult (*MemcpyHtoD)(CUdeviceptr, const void *, size_t);
+	CUresult (*MemAllocManaged)(CUdeviceptr *, size_t, unsigned);
+	CUresult (*MemsetD8)(CUdeviceptr, unsigned char, size_t);
+	CUresult (*MemFreeHost)(void *);
+	CUresult (*EventElapsedTime)(float *, CUevent, CUevent);
+	CUresult (*DeviceGetName)(char *, int, CUdevice);
+	CUresult (*DeviceGetAttribute)(int *, int, CUdevice);
+	CUresult (*DeviceTotalMem)(size_t *, CUdevice);
 } cu;
 
 #define BUF 4096
@@ -212,6 +227,14 @@ static int load(const char *path)
 	L(MemcpyDtoH, "cuMemcpyDtoH_v2", "cuMemcpyDtoH");
 	L(MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", "cuMemcpyDtoHAsync");
 	L(MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", "cuMemcpyHtoDAsync");
+	L(MemcpyHtoD, "cuMemcpyHtoD_v2", "cuMemcpyHtoD");
+	L(MemAllocManaged, "cuMemAllocManaged", NULL);
+	L(MemsetD8, "cuMemsetD8_v2", "cuMemsetD8");
+	L(MemFreeHost, "cuMemFreeHost", NULL);
+	L(EventElapsedTime, "cuEventElapsedTime", NULL);
+	L(DeviceGetName, "cuDeviceGetName", NULL);
+	L(DeviceGetAttribute, "cuDeviceGetAttribute", NULL);
+	L(DeviceTotalMem, "cuDeviceTotalMem_v2", "cuDeviceTotalMem");
 #undef L
 	return 0;
 }
@@ -347,6 +370,208 @@ static int known_call(const char *c)
 	       !strcmp(c, "memcpy_htod_async_pinned") || !strcmp(c, "event_record");
 }
 
+/* ------------------------------------------------------------------ MEASURE: the node model */
+
+#define MEASURE_BUDGET_NS 3000000000ull /* past it, every point is measured once */
+#define MEASURE_MAX (64u << 20)
+#define MIGRATE_BYTES (16u << 20)
+
+static const size_t copy_sizes[] = { 4096, 65536, 1u << 20, 16u << 20, MEASURE_MAX };
+static const unsigned long long exit_waits[] = { 20000, 100000, 500000, 1000000, 5000000 };
+static unsigned long long measure_t0;
+
+static unsigned long long now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
+}
+
+/* Repetitions of one point: fewer for big ones, one when the budget is spent. */
+static int reps_for(size_t bytes, int small)
+{
+	if (now_ns() - measure_t0 > MEASURE_BUDGET_NS)
+		return 1;
+	return bytes >= (16u << 20) ? 2 : small;
+}
+
+static int gpu_key(void)
+{
+	char name[100];
+	int major = 0, minor = 0;
+	size_t mem = 0;
+
+	/* CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR / _MINOR */
+	CK(cu.DeviceGetName(name, sizeof(name), dev));
+	CK(cu.DeviceGetAttribute(&major, 75, dev));
+	CK(cu.DeviceGetAttribute(&minor, 76, dev));
+	CK(cu.DeviceTotalMem(&mem, dev));
+	for (char *c = name; *c; c++)
+		if (*c < 0x20 || *c > 0x7e)
+			*c = '?';
+	say("GPU %s sm_%d%d %zuMiB", name, major, minor, mem >> 20);
+	return 0;
+}
+
+/* The fastest of a few synchronous copies of @n bytes between @host and @d. */
+static int time_copy(int d2h, void *host, CUdeviceptr d, size_t n, unsigned long long *best)
+{
+	int reps = reps_for(n, 5);
+
+	*best = ~0ull;
+	/* i = -1: a warm-up, where the fastest of a few would not hide a first call's cost */
+	for (int i = reps > 2 ? -1 : 0; i < reps; i++) {
+		unsigned long long t0 = now_ns(), t;
+
+		CK(d2h ? cu.MemcpyDtoH(host, d, n) : cu.MemcpyHtoD(d, host, n));
+		t = now_ns() - t0;
+		if (i >= 0 && t < *best)
+			*best = t;
+	}
+	return 0;
+}
+
+static int measure_copies(CUdeviceptr d, void *const host[3])
+{
+	static const char *const kinds[3] = { "pageable", "pinned", "managed" };
+
+	for (size_t s = 0; s < sizeof(copy_sizes) / sizeof(copy_sizes[0]); s++)
+		for (int dir = 0; dir < 2; dir++)
+			for (int k = 0; k < 3; k++) {
+				unsigned long long ns;
+
+				if (time_copy(dir, host[k], d, copy_sizes[s], &ns) < 0)
+					return -1;
+				say("COPY %s %s %zu %llu", dir ? "d2h" : "h2d", kinds[k],
+				    copy_sizes[s], ns);
+			}
+	return 0;
+}
+
+static unsigned long long touch_pages(volatile unsigned char *p, size_t n, size_t page)
+{
+	unsigned long long t0 = now_ns();
+
+	for (size_t i = 0; i < n; i += page)
+		p[i]++;
+	return now_ns() - t0;
+}
+
+static int device_write(CUdeviceptr m, size_t n, unsigned long long *ns)
+{
+	unsigned long long t0 = now_ns();
+
+	CK(cu.MemsetD8(m, 1, n));
+	CK(cu.CtxSynchronize());
+	*ns = now_ns() - t0;
+	return 0;
+}
+
+/* Managed pages both ways: each cost is the first touch minus a touch of resident pages. */
+static int measure_migration(CUdeviceptr m)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), pages = MIGRATE_BYTES / page;
+	volatile unsigned char *p = (volatile unsigned char *)(uintptr_t)m;
+	unsigned long long to_dev = ~0ull, to_host = ~0ull;
+
+	for (int i = 0, reps = reps_for(MIGRATE_BYTES, 3); i < reps; i++) {
+		unsigned long long moved, resident, faulted, local;
+
+		touch_pages(p, MIGRATE_BYTES, page);
+		if (device_write(m, MIGRATE_BYTES, &moved) < 0 ||
+		    device_write(m, MIGRATE_BYTES, &resident) < 0)
+			return -1;
+		faulted = touch_pages(p, MIGRATE_BYTES, page);
+		local = touch_pages(p, MIGRATE_BYTES, page);
+		moved = moved > resident ? moved - resident : 0;
+		faulted = faulted > local ? faulted - local : 0;
+		to_dev = moved < to_dev ? moved : to_dev;
+		to_host = faulted < to_host ? faulted : to_host;
+	}
+	say("MIGRATE to_device %zu %zu %llu", page, pages, to_dev);
+	say("MIGRATE to_host %zu %zu %llu", page, pages, to_host);
+	return 0;
+}
+
+/* Host time of launch + stream sync minus the kernel's event-timed length; the median. */
+static int measure_exit(const char *mode, CUevent e0, CUevent e1)
+{
+	for (size_t w = 0; w < sizeof(exit_waits) / sizeof(exit_waits[0]); w++) {
+		long long v[7], tmp;
+		int reps = reps_for(0, 7);
+
+		for (int i = 0; i < reps; i++) {
+			unsigned long long t0 = now_ns(), t;
+			float ms;
+
+			CK(cu.EventRecord(e0, stream));
+			if (launch_spin(stream, exit_waits[w]) < 0)
+				return -1;
+			CK(cu.EventRecord(e1, stream));
+			CK(cu.StreamSynchronize(stream));
+			t = now_ns() - t0;
+			CK(cu.EventElapsedTime(&ms, e0, e1));
+			v[i] = (long long)t - (long long)((double)ms * 1e6);
+			for (int j = i; j > 0 && v[j] < v[j - 1]; j--)
+				tmp = v[j], v[j] = v[j - 1], v[j - 1] = tmp;
+		}
+		say("EXIT %s %llu %lld", mode, exit_waits[w], v[reps / 2]);
+	}
+	return 0;
+}
+
+static int measure_buffers(void)
+{
+	CUdeviceptr d = 0, m = 0;
+	void *host[3] = { NULL, NULL, NULL };
+	int err = -1;
+
+	host[0] = malloc(MEASURE_MAX);
+	if (!host[0]) {
+		say("ERROR out of memory");
+		return -1;
+	}
+	memset(host[0], 1, MEASURE_MAX);
+	if (!cu.MemAlloc(&d, MEASURE_MAX) && !cu.MemAllocHost(&host[1], MEASURE_MAX) &&
+	    !cu.MemAllocManaged(&m, MEASURE_MAX, 1 /* CU_MEM_ATTACH_GLOBAL */)) {
+		host[2] = (void *)(uintptr_t)m;
+		memset(host[2], 1, MEASURE_MAX);
+		err = measure_copies(d, host) < 0 || measure_migration(m) < 0 ? -1 : 0;
+	} else {
+		say("ERROR cannot allocate the buffers measured");
+	}
+	if (m)
+		cu.MemFree(m);
+	if (host[1])
+		cu.MemFreeHost(host[1]);
+	if (d)
+		cu.MemFree(d);
+	free(host[0]);
+	return err;
+}
+
+static int measure(void)
+{
+	static const char *const exit_modes[] = { "spin", "yield", "blocking" };
+
+	measure_t0 = now_ns();
+	if (ensure_ctx("spin") < 0 || gpu_key() < 0 || measure_buffers() < 0)
+		return -1;
+	for (int i = 0; i < 3; i++) {
+		CUevent e0, e1;
+
+		if (ensure_ctx(exit_modes[i]) < 0)
+			return -1;
+		CK(cu.EventCreate(&e0, 0));
+		CK(cu.EventCreate(&e1, 0));
+		if (measure_exit(exit_modes[i], e0, e1) < 0)
+			return -1;
+	}
+	say("MEASURED %.3f", (double)(now_ns() - measure_t0) / 1e9);
+	return 0;
+}
+
 static const char *const modes[] = { "spin", "yield", "blocking", "auto" };
 
 int main(int argc, char **argv)
@@ -379,6 +604,10 @@ int main(int argc, char **argv)
 
 		if (!strcmp(line, "QUIT"))
 			break;
+		if (!strcmp(line, "MEASURE")) {
+			measure(); /* an ERROR line ends it early */
+			continue;
+		}
 		if (sscanf(line, "%15s %63s %15s", verb, call, modebuf) != 3 ||
 		    (strcmp(verb, "RUN") && strcmp(verb, "CALL")) || !known_call(call)) {
 			say("ERROR bad command '%s'", line);

@@ -18,6 +18,7 @@
 
 #include "symbols/elfutil.h"
 #include "symbols/ffm_calibrate.h"
+#include "symbols/ffm_node_model.h"
 #include "common/ffm_json.h"
 #include "symbols/ffm_stack.h"
 #include "tests/testutil.h"
@@ -170,6 +171,70 @@ TEST(calibrate_fakecuda)
 	ffm_calibration__free(c);
 	ASSERT_EQ(ffm_calibration__load_cached(cache, "0123456789abcdef", &c2), -ENOENT);
 	ffm_calibration__free(NULL);
+}
+
+/* The node model measured by the probe reflects what the simulated driver plants. */
+TEST(node_model_measured_on_fakecuda)
+{
+	static const char *const knobs[][2] = {
+		{ "FAKECUDA_PAGEABLE_GBPS", "0.5" }, { "FAKECUDA_MIGRATE_PAGE_US", "5" },
+		{ "FAKECUDA_FAULT_PAGE_US", "10" }, { "FAKECUDA_EXIT_BLOCK_US", "300" },
+		{ "FAKECUDA_EXIT_LONG_US", "3000" }, { "FAKECUDA_EXIT_LONG_AFTER_US", "800" },
+	};
+	const struct ffm_node_model *nm;
+	struct ffm_calibration *c, *c2;
+	char cache[256], *json;
+	double pin, page, blk, spin;
+	size_t n;
+	int err;
+
+	need_fakecuda(true);
+	snprintf(cache, sizeof(cache), "%s/model", mktmp());
+	struct ffm_calibrate_opts o = { .sz = sizeof(o), .driver_path = stripped,
+					.probe_path = probe, .cache_dir = cache };
+	for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++)
+		ASSERT_OK(setenv(knobs[i][0], knobs[i][1], 1));
+	err = ffm_calibrate(&o, &c);
+	for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++)
+		unsetenv(knobs[i][0]);
+	ASSERT_OK(err);
+	ASSERT(ffm_calibration__verified(c));
+	nm = ffm_calibration__node_model(c, NULL);
+	ASSERT_MSG(nm, "no node model: %s", ffm_calibration__node_model_error(c));
+	ASSERT_STREQ(nm->gpu, "ffm simulated GPU sm_90 81920MiB");
+	ASSERT_OK(ffm_node_model__complete(nm));
+	pin = ffm_node_model__copy_ns(nm, FFM_COPY_H2D, FFM_MEM_PINNED, 16 << 20);
+	page = ffm_node_model__copy_ns(nm, FFM_COPY_H2D, FFM_MEM_PAGEABLE, 16 << 20);
+	blk = ffm_node_model__exit_ns(nm, FFM_SCHED_BLOCKING, 5000000) -
+	      ffm_node_model__exit_ns(nm, FFM_SCHED_BLOCKING, 20000);
+	spin = ffm_node_model__exit_ns(nm, FFM_SCHED_SPIN, 5000000) -
+	       ffm_node_model__exit_ns(nm, FFM_SCHED_SPIN, 20000);
+	printf("# 16 MiB H2D pinned %.0f us, pageable %.0f us; pages to device %.1f us, to host "
+	       "%.1f us; exit 5 ms - 20 us: blocking %.0f us, spin %.0f us; %.2f s\n", pin / 1e3,
+	       page / 1e3, nm->to_device_ns_per_page / 1e3, nm->to_host_ns_per_page / 1e3,
+	       blk / 1e3, spin / 1e3, nm->seconds);
+	/* 0.5 GB/s pageable: 33.6 ms, pinned at 12 GB/s: 1.4 ms plus memmove's own time. */
+	ASSERT(page > 30e6 && page > 2 * pin);
+	ASSERT(nm->to_device_ns_per_page > 4000 && nm->to_device_ns_per_page < 20000);
+	ASSERT(nm->to_host_ns_per_page > 9000 && nm->to_host_ns_per_page < 60000);
+	ASSERT(blk > 2500e3 && blk < 8000e3);
+	ASSERT(spin < 2000e3);
+	ASSERT(nm->seconds > 0 && nm->seconds < 10);
+
+	/* Cached with the result; a cache without a model is calibrated again. */
+	ASSERT_OK(ffm_calibrate(&o, &c2));
+	ASSERT(ffm_calibration__from_cache(c2));
+	ffm_calibration__node_models(c2, &n);
+	ASSERT_EQ(n, 1);
+	ASSERT_OK(ffm_calibration__to_json(c2, &json));
+	ASSERT(strstr(json, "\"node_models\":[{\"version\":1,\"gpu\":\"ffm simulated GPU"));
+	free(json);
+	ffm_calibration__free(c2);
+	o.skip_node_model = true;
+	ASSERT_OK(ffm_calibrate(&o, &c2));
+	ASSERT(ffm_calibration__from_cache(c2));
+	ffm_calibration__free(c2);
+	ffm_calibration__free(c);
 }
 
 TEST(driver_replaced_on_disk)
