@@ -468,41 +468,40 @@ static int device_write(CUdeviceptr m, size_t n, unsigned long long *ns)
 	return 0;
 }
 
-/* Managed pages both ways: each cost is the first touch minus a touch of resident pages. */
+/* Managed pages both ways: the fastest first touch minus the fastest touch of resident pages
+ * (noise only adds, so the fastest of a few is the least disturbed). */
 static int measure_migration(CUdeviceptr m)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE), pages = MIGRATE_BYTES / page;
 	volatile unsigned char *p = (volatile unsigned char *)(uintptr_t)m;
-	unsigned long long to_dev = ~0ull, to_host = ~0ull;
+	unsigned long long best[4] = { ~0ull, ~0ull, ~0ull, ~0ull }, t[4];
 
 	for (int i = 0, reps = reps_for(MIGRATE_BYTES, 3); i < reps; i++) {
-		unsigned long long moved, resident, faulted, local;
-
 		touch_pages(p, MIGRATE_BYTES, page);
-		if (device_write(m, MIGRATE_BYTES, &moved) < 0 ||
-		    device_write(m, MIGRATE_BYTES, &resident) < 0)
+		if (device_write(m, MIGRATE_BYTES, &t[0]) < 0 ||
+		    device_write(m, MIGRATE_BYTES, &t[1]) < 0)
 			return -1;
-		faulted = touch_pages(p, MIGRATE_BYTES, page);
-		local = touch_pages(p, MIGRATE_BYTES, page);
-		moved = moved > resident ? moved - resident : 0;
-		faulted = faulted > local ? faulted - local : 0;
-		to_dev = moved < to_dev ? moved : to_dev;
-		to_host = faulted < to_host ? faulted : to_host;
+		t[2] = touch_pages(p, MIGRATE_BYTES, page);
+		t[3] = touch_pages(p, MIGRATE_BYTES, page);
+		for (int k = 0; k < 4; k++)
+			best[k] = t[k] < best[k] ? t[k] : best[k];
 	}
-	say("MIGRATE to_device %zu %zu %llu", page, pages, to_dev);
-	say("MIGRATE to_host %zu %zu %llu", page, pages, to_host);
+	say("MIGRATE to_device %zu %zu %llu", page, pages, best[0] > best[1] ? best[0] - best[1] : 0);
+	say("MIGRATE to_host %zu %zu %llu", page, pages, best[2] > best[3] ? best[2] - best[3] : 0);
 	return 0;
 }
 
-/* Host time of launch + stream sync minus the kernel's event-timed length; the median. */
+/* Host time of launch + stream sync minus the kernel's event-timed length; the fastest of a
+ * few (noise only adds). Each figure holds the launch too: only differences are used. */
 static int measure_exit(const char *mode, CUevent e0, CUevent e1)
 {
 	for (size_t w = 0; w < sizeof(exit_waits) / sizeof(exit_waits[0]); w++) {
-		long long v[7], tmp;
+		long long best = 0;
 		int reps = reps_for(0, 7);
 
 		for (int i = 0; i < reps; i++) {
 			unsigned long long t0 = now_ns(), t;
+			long long v;
 			float ms;
 
 			CK(cu.EventRecord(e0, stream));
@@ -512,11 +511,10 @@ static int measure_exit(const char *mode, CUevent e0, CUevent e1)
 			CK(cu.StreamSynchronize(stream));
 			t = now_ns() - t0;
 			CK(cu.EventElapsedTime(&ms, e0, e1));
-			v[i] = (long long)t - (long long)((double)ms * 1e6);
-			for (int j = i; j > 0 && v[j] < v[j - 1]; j--)
-				tmp = v[j], v[j] = v[j - 1], v[j - 1] = tmp;
+			v = (long long)t - (long long)((double)ms * 1e6);
+			best = !i || v < best ? v : best;
 		}
-		say("EXIT %s %llu %lld", mode, exit_waits[w], v[reps / 2]);
+		say("EXIT %s %llu %lld", mode, exit_waits[w], best);
 	}
 	return 0;
 }
