@@ -687,55 +687,97 @@ static int measure_node(struct cal_ctx *cx, struct ffm_calibration *c)
 	return 0;
 }
 
-int ffm_calibrate(const struct ffm_calibrate_opts *o, struct ffm_calibration **ret)
+/* Start the probe, wait for READY, find libcuda in it and attach the unwinder to it. */
+static int probe_attach(struct cal_ctx *cx)
 {
 	static const Dwfl_Callbacks proc_cb = {
 		.find_elf = dwfl_linux_proc_find_elf,
 		.find_debuginfo = dwfl_standard_find_debuginfo,
 	};
+	char line[256];
+	int err;
+
+	cx->probe.timeout_ms = cx->o->timeout_ms > 0 ? cx->o->timeout_ms : 10000;
+	err = probe_start(&cx->probe, cx->o->probe_path, cx->o->driver_path);
+	if (!err)
+		err = probe_read(&cx->probe, line, sizeof(line));
+	if (!err && strncmp(line, "READY", 5))
+		err = -EPROTO;
+	if (!err)
+		err = load_maps(cx);
+	if (err)
+		return err;
+	cx->dwfl = dwfl_begin(&proc_cb);
+	if (!cx->dwfl)
+		return -ENOMEM;
+	if (dwfl_linux_proc_report(cx->dwfl, cx->probe.pid) != 0 ||
+	    dwfl_report_end(cx->dwfl, NULL, NULL) != 0)
+		return -ESRCH;
+	err = dwfl_linux_proc_attach(cx->dwfl, cx->probe.pid, false);
+	return err ? (err > 0 ? -err : -EPERM) : 0;
+}
+
+/* One polling and the blocking mode at least: with polling modes alone, the poll helper
+ * below the wait function is common to all stacks too (and passes verification). */
+static bool modes_ok(const char *const *modes)
+{
+	bool blocking = false, polling = false;
+
+	for (const char *const *m = modes; *m; m++) {
+		blocking |= !strcmp(*m, "blocking");
+		polling |= strcmp(*m, "blocking") != 0;
+	}
+	return blocking && polling;
+}
+
+/*
+ * 1 with the cached result in *ret when it is used as is: verified, and with a node model (or
+ * none asked for). Else 0 (calibrate: an unverified result is redone, and so is one whose model
+ * is missing or of an older version), with the cached models, of other GPUs too, in *old: they
+ * are kept, and this GPU's measured again.
+ */
+static int cached_result(const struct ffm_calibrate_opts *o, const char *build_id,
+			 struct ffm_calibration **ret, struct ffm_node_model **old, size_t *nold)
+{
+	struct ffm_calibration *c;
+
+	if (!o->cache_dir || !build_id[0] ||
+	    ffm_calibration__load_cached(o->cache_dir, build_id, &c) < 0)
+		return 0;
+	if (!o->force && c->verified && (c->nmodels || o->skip_node_model)) {
+		*ret = c;
+		return 1;
+	}
+	*old = c->models;
+	*nold = c->nmodels;
+	c->models = NULL;
+	ffm_calibration__free(c);
+	return 0;
+}
+
+int ffm_calibrate(const struct ffm_calibrate_opts *o, struct ffm_calibration **ret)
+{
 	const char *const *modes = o->modes ? o->modes : default_modes;
 	struct cal_ctx cx = { .o = o, .probe = { .pid = -1, .in = -1, .out = -1 } };
 	struct ffm_calibration *c = NULL;
 	struct ffm_node_model *old_models = NULL;
 	size_t nold = 0;
-	char line[256];
 	double t0 = ffm_now_s();
 	int err;
 
 	*ret = NULL;
 	if (!o->driver_path)
 		return -EINVAL;
-	/* One polling and the blocking mode at least: with polling modes alone, the poll helper
-	 * below the wait function is common to all stacks too (and passes verification). */
-	{
-		bool blocking = false, polling = false;
-
-		for (const char *const *m = modes; *m; m++) {
-			blocking |= !strcmp(*m, "blocking");
-			polling |= strcmp(*m, "blocking") != 0;
-		}
-		if (!blocking || !polling)
-			return -EINVAL;
-	}
+	if (!modes_ok(modes))
+		return -EINVAL;
 	err = ffm_driver__open(o->driver_path, &(struct ffm_driver_opts){ .sz = sizeof(struct ffm_driver_opts),
 			       .display_path = o->display_path }, &cx.drv);
 	if (err)
 		return err;
 	ffm_driver__dev_ino(cx.drv, &cx.dev, &cx.ino);
-	if (o->cache_dir && !o->force && ffm_driver__build_id(cx.drv)[0] &&
-	    ffm_calibration__load_cached(o->cache_dir, ffm_driver__build_id(cx.drv), &c) == 0) {
-		/* Only a verified result with a node model (or where none is asked for) is used as
-		 * is; an unverified one is redone, and so is one whose model is missing or of an
-		 * older version (its models of other GPUs are kept). */
-		if (c->verified && (c->nmodels || o->skip_node_model)) {
-			ffm_driver__free(cx.drv);
-			*ret = c;
-			return 0;
-		}
-		old_models = c->models;
-		nold = c->nmodels;
-		c->models = NULL;
-		c = ffm_calibration__free(c);
+	if (cached_result(o, ffm_driver__build_id(cx.drv), ret, &old_models, &nold)) {
+		ffm_driver__free(cx.drv);
+		return 0;
 	}
 	if (!o->probe_path) {
 		err = -EINVAL;
@@ -754,35 +796,9 @@ int ffm_calibrate(const struct ffm_calibrate_opts *o, struct ffm_calibration **r
 		err = -ENOMEM;
 		goto out;
 	}
-	cx.probe.timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 10000;
-	err = probe_start(&cx.probe, o->probe_path, o->driver_path);
+	err = probe_attach(&cx);
 	if (err)
 		goto out;
-	err = probe_read(&cx.probe, line, sizeof(line));
-	if (err)
-		goto out;
-	if (strncmp(line, "READY", 5)) {
-		err = -EPROTO;
-		goto out;
-	}
-	err = load_maps(&cx);
-	if (err)
-		goto out;
-	cx.dwfl = dwfl_begin(&proc_cb);
-	if (!cx.dwfl) {
-		err = -ENOMEM;
-		goto out;
-	}
-	if (dwfl_linux_proc_report(cx.dwfl, cx.probe.pid) != 0 ||
-	    dwfl_report_end(cx.dwfl, NULL, NULL) != 0) {
-		err = -ESRCH;
-		goto out;
-	}
-	err = dwfl_linux_proc_attach(cx.dwfl, cx.probe.pid, false);
-	if (err) {
-		err = err > 0 ? -err : -EPERM;
-		goto out;
-	}
 	err = find_candidate(&cx, modes, &c->wait_offset, &c->wait_size);
 	if (err)
 		goto out;
