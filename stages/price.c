@@ -93,17 +93,22 @@ static double sum(const struct ffm_price *p)
 	return p->own_ns + p->migrate_ns + p->fault_ns + p->staging_ns + p->overlap_ns + p->exit_ns;
 }
 
-int ffm_price__delete(const struct ffm_node_model *nm, const struct ffm_price_call *c,
-		      struct ffm_price *out)
+/* Clear @out and check one call: where every rule on a call begins. */
+static int begin(const struct ffm_price_call *c, struct ffm_price *out)
 {
-	int err;
-
 	if (!out)
 		return -EINVAL;
 	memset(out, 0, sizeof(*out));
 	if (!c)
 		return bad(out, -EINVAL, "call");
-	err = check_call(c, out);
+	return check_call(c, out);
+}
+
+int ffm_price__delete(const struct ffm_node_model *nm, const struct ffm_price_call *c,
+		      struct ffm_price *out)
+{
+	int err = begin(c, out);
+
 	if (!err)
 		err = cost_of(nm, c, out);
 	if (err)
@@ -116,15 +121,9 @@ int ffm_price__delete(const struct ffm_node_model *nm, const struct ffm_price_ca
 int ffm_price__pin(const struct ffm_node_model *nm, const struct ffm_price_call *c,
 		   struct ffm_price *out)
 {
+	int err = begin(c, out);
 	double staging;
-	int err;
 
-	if (!out)
-		return -EINVAL;
-	memset(out, 0, sizeof(*out));
-	if (!c)
-		return bad(out, -EINVAL, "call");
-	err = check_call(c, out);
 	if (err)
 		return err;
 	if (c->kind != FFM_PRICE_COPY || c->mem != FFM_MEM_PAGEABLE)
