@@ -177,9 +177,9 @@ TEST(calibrate_fakecuda)
 TEST(node_model_measured_on_fakecuda)
 {
 	static const char *const knobs[][2] = {
-		{ "FAKECUDA_PAGEABLE_GBPS", "0.5" }, { "FAKECUDA_MIGRATE_PAGE_US", "5" },
-		{ "FAKECUDA_FAULT_PAGE_US", "10" }, { "FAKECUDA_EXIT_BLOCK_US", "300" },
-		{ "FAKECUDA_EXIT_LONG_US", "3000" }, { "FAKECUDA_EXIT_LONG_AFTER_US", "800" },
+		{ "FAKECUDA_PAGEABLE_GBPS", "0.5" }, { "FAKECUDA_MIGRATE_PAGE_US", "20" },
+		{ "FAKECUDA_FAULT_PAGE_US", "40" }, { "FAKECUDA_EXIT_BLOCK_US", "300" },
+		{ "FAKECUDA_EXIT_LONG_US", "20000" }, { "FAKECUDA_EXIT_LONG_AFTER_US", "800" },
 	};
 	const struct ffm_node_model *nm;
 	struct ffm_calibration *c, *c2;
@@ -194,7 +194,8 @@ TEST(node_model_measured_on_fakecuda)
 					.probe_path = probe, .cache_dir = cache };
 	for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++)
 		ASSERT_OK(setenv(knobs[i][0], knobs[i][1], 1));
-	/* Exit latency is timing on a shared machine: measured again when it is off. */
+	/* Timing on a shared machine: figures planted well above its noise, measured again when
+	 * they are off all the same. */
 	for (int attempt = 0;; attempt++) {
 		o.force = attempt > 0;
 		err = ffm_calibrate(&o, &c);
@@ -204,32 +205,32 @@ TEST(node_model_measured_on_fakecuda)
 		ASSERT_MSG(nm, "no node model: %s", ffm_calibration__node_model_error(c));
 		ASSERT_STREQ(nm->gpu, "ffm simulated GPU sm_90 81920MiB");
 		ASSERT_OK(ffm_node_model__complete(nm));
-		pin = ffm_node_model__copy_ns(nm, FFM_COPY_H2D, FFM_MEM_PINNED, 16 << 20);
-		page = ffm_node_model__copy_ns(nm, FFM_COPY_H2D, FFM_MEM_PAGEABLE, 16 << 20);
+		pin = ffm_node_model__copy_ns(nm, FFM_COPY_H2D, FFM_MEM_PINNED, 1 << 20);
+		page = ffm_node_model__copy_ns(nm, FFM_COPY_H2D, FFM_MEM_PAGEABLE, 1 << 20);
 		blk = ffm_node_model__exit_ns(nm, FFM_SCHED_BLOCKING, 5000000) -
 		      ffm_node_model__exit_ns(nm, FFM_SCHED_BLOCKING, 20000);
 		spin = ffm_node_model__exit_ns(nm, FFM_SCHED_SPIN, 5000000) -
 		       ffm_node_model__exit_ns(nm, FFM_SCHED_SPIN, 20000);
-		printf("# 16 MiB H2D pinned %.0f us, pageable %.0f us; pages to device %.1f us, to "
+		printf("# 1 MiB H2D pinned %.0f us, pageable %.0f us; pages to device %.1f us, to "
 		       "host %.1f us; exit 5 ms - 20 us: blocking %.0f us, spin %.0f us; %.2f s\n",
 		       pin / 1e3, page / 1e3, nm->to_device_ns_per_page / 1e3,
 		       nm->to_host_ns_per_page / 1e3, blk / 1e3, spin / 1e3, nm->seconds);
 		ASSERT(nm->seconds > 0 && nm->seconds < 10);
-		if ((page > 30e6 && page > 2 * pin && blk > 2500e3 && blk < 8000e3 && spin < 2000e3 &&
-		     nm->to_device_ns_per_page > 2000 && nm->to_device_ns_per_page < 20000 &&
-		     nm->to_host_ns_per_page > 9000 && nm->to_host_ns_per_page < 100000) ||
+		if ((page > 2e6 && page > 2 * pin && blk > 15e6 && blk < 60e6 && spin < 10e6 &&
+		     nm->to_device_ns_per_page > 10000 && nm->to_device_ns_per_page < 60000 &&
+		     nm->to_host_ns_per_page > 36000 && nm->to_host_ns_per_page < 500000) ||
 		    attempt == 2)
 			break;
 		ffm_calibration__free(c);
 	}
 	for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++)
 		unsetenv(knobs[i][0]);
-	/* 0.5 GB/s pageable: 33.6 ms, pinned at 12 GB/s: 1.4 ms plus memmove's time. */
-	ASSERT(page > 30e6 && page > 2 * pin);
-	ASSERT(nm->to_device_ns_per_page > 2000 && nm->to_device_ns_per_page < 20000);
-	ASSERT(nm->to_host_ns_per_page > 9000 && nm->to_host_ns_per_page < 100000);
-	ASSERT(blk > 2500e3 && blk < 8000e3);
-	ASSERT(spin < 2000e3);
+	/* 0.5 GB/s pageable: 2.1 ms, pinned at 12 GB/s: 0.09 ms plus memmove's time. */
+	ASSERT(page > 2e6 && page > 2 * pin);
+	ASSERT(nm->to_device_ns_per_page > 10000 && nm->to_device_ns_per_page < 60000);
+	ASSERT(nm->to_host_ns_per_page > 36000 && nm->to_host_ns_per_page < 500000);
+	ASSERT(blk > 15e6 && blk < 60e6); /* 20 ms planted */
+	ASSERT(spin < 10e6);
 	o.force = false;
 
 	/* Cached with the result; a cache without a model is calibrated again. */
