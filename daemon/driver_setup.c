@@ -300,10 +300,12 @@ int ffm_driver_ready(const char *path, const char *state_dir, unsigned flags,
 			err = -ENOENT;
 			goto fail;
 		}
+		/* The wait function only: a job's process is held meanwhile, and its job may be
+		 * using the GPU the node model would time (ffmctl calibrate measures it). */
 		err = ffm_calibrate(&(struct ffm_calibrate_opts){ .sz = sizeof(struct ffm_calibrate_opts),
 				    .driver_path = fdpath, .display_path = path, .probe_path = probe,
 				    .cache_dir = out->trusted && cache[0] ? cache : NULL,
-				    .force = true }, &cal);
+				    .force = true, .skip_node_model = true }, &cal);
 		if (err < 0) {
 			snprintf(why, why_len, "wait-function calibration failed: %s", strerror(-err));
 			goto fail;
