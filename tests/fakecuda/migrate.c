@@ -79,8 +79,9 @@ static void on_segv(int sig, siginfo_t *si, void *uc)
 	if (m->state[page] == PAGE_DEVICE)
 		spend(fk_config.fault_page_ns);
 	m->state[page] = PAGE_HOST;
-	mprotect((void *)(atomic_load(&m->base) + page * page_size), page_size,
-		 PROT_READ | PROT_WRITE);
+	if (mprotect((void *)(atomic_load(&m->base) + page * page_size), page_size,
+		     PROT_READ | PROT_WRITE) < 0)
+		sigaction(SIGSEGV, &old_segv, NULL); /* the fault again, without us: not a loop */
 }
 
 static void install_handler(void)
