@@ -64,6 +64,7 @@ int ffm_analysis__run(struct ffm_store *s, const struct ffm_analysis_opts *opts,
 	if (opts)
 		memcpy(&a->o, opts, opts->sz && opts->sz < sizeof(a->o) ? opts->sz : sizeof(a->o));
 	a->s = s;
+	a->res.read_every = a->o.read_every ? a->o.read_every : FFM_HOST_READ_EVERY;
 	a->site_of = a->api_of = a->fold_of = a->tl.thr_of = a->keep_of = a->cpu_of = OATAB_U32_INIT;
 	a->sync_last = OATAB_INIT(struct an_sync_last);
 	err = (unsigned)a->o.grouping >= FFM_GROUP__MAX ? -EINVAL : run_passes(a);

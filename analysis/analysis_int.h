@@ -126,6 +126,9 @@ struct thread {
 	uint64_t wait_end;  /* where its latest wait ended */
 	size_t idle_ev;	    /* 1 + index in ev[] of its latest removed sync before its next
 			     * submission (whose gpu_idle_ns that sets), 0: none */
+	/* idle_ev a host read: its first-use delay (-1: none timed) and its site */
+	int64_t read_use_ns;
+	uint32_t read_site;
 	uint64_t wait_sum;  /* the waits of its events so far */
 	/* its latest sync occurrence noted for hidden.c: the event (as last_ev; its site is then
 	 * last_site) and the index in that site's obs */
@@ -376,6 +379,8 @@ struct an_model_in {
 };
 /* The problem nodes in the graph's order: each one's site and problem type. */
 #define AN_NODE_SPLIT 0x80u /* in prob: the sync half of a split duplicate, a second problem */
+#define AN_NODE_COND 0x40u  /* in prob: a conditional host read, in no total */
+#define AN_NODE_TYPE(p) ((p) & ~(AN_NODE_SPLIT | AN_NODE_COND))
 struct an_nodes {
 	uint32_t *site;
 	uint8_t *prob;
@@ -403,6 +408,9 @@ struct an_group_in {
 	bool keep_seqs;
 };
 int an_group(const struct an_group_in *in, struct ffm_analysis_result *res, struct an_seqs *seqs);
+/* The key of @x's line of the program (its site key when it has no source line): the calls one
+ * line makes are one point group (groups.c), and one conditional read (events.c). */
+uint64_t an_line_key(const struct ffm_an_site *x);
 /* A member's coverage (ffm_an_site.coverage) into a group's: the least one known. */
 void an_group_coverage(struct ffm_an_group *gr, bool known, double coverage);
 

@@ -61,7 +61,7 @@ static int note_delay(struct site_int *si, int64_t d)
 
 /* The sync verdict of occurrence @k of site @x applied to @e (see ffm_verdict.h). */
 static int apply_sync_verdict(struct ffm_analysis *a, struct ffm_an_site *x, struct site_int *si,
-			      uint64_t k, struct ffm_event *e)
+			      uint64_t k, struct ffm_event *e, int64_t *use)
 {
 	struct ffm_analysis_result *res = &a->res;
 	int64_t d3 = -1, d4 = -1, d = -1;
@@ -98,8 +98,10 @@ static int apply_sync_verdict(struct ffm_analysis *a, struct ffm_an_site *x, str
 	}
 	e->problem = (uint8_t)ffm_verdict_problem(vd);
 	if (vd == FFM_VERDICT_REQUIRED && si->host_read &&
-	    ffm_verdict_host_read_removed(k, a->o.read_every))
+	    ffm_verdict_host_read_removed(k, a->o.read_every)) {
 		e->problem = FFM_PROBLEM_HOST_READ;
+		*use = d; /* stage 4's delay, else stage 3's: when the value was first used */
+	}
 	if (vd == FFM_VERDICT_MISPLACED)
 		e->first_use_ns = (uint64_t)d;
 	return 0;
@@ -255,13 +257,22 @@ static void note_next_submit(struct ffm_analysis *a, struct thread *t, const str
 		return;
 	/* 0 is "not measured": a submission after the sync's return ends later than its wait */
 	a->tl.ev[t->idle_ev - 1].gpu_idle_ns = sub > t->wait_end ? sub - t->wait_end : 1;
+	if (a->tl.ev[t->idle_ev - 1].problem == FFM_PROBLEM_HOST_READ && t->read_use_ns >= 0) {
+		/* the required-read rule: a use before this submission may have fed it */
+		struct ffm_an_site *x = &a->res.sites[t->read_site];
+
+		if (t->wait_end + (uint64_t)t->read_use_ns < sub)
+			x->n_use_first++;
+		else
+			x->n_submit_first++;
+	}
 	t->idle_ev = 0;
 }
 
 /* The problem of occurrence @k of site @site: stage 3/4's verdict, then the rules for calls that
  * did not wait, set-up calls and launches that waited; *dup: it is a duplicate transfer. */
 static int event_problem(struct ffm_analysis *a, uint32_t site, uint64_t k, bool sync_call,
-			 struct ffm_event *e, bool *dup)
+			 struct ffm_event *e, bool *dup, int64_t *use)
 {
 	struct ffm_an_site *x = &a->res.sites[site];
 	struct site_int *si = &a->si[site];
@@ -269,7 +280,7 @@ static int event_problem(struct ffm_analysis *a, uint32_t site, uint64_t k, bool
 	int64_t dx;
 	int err;
 
-	err = apply_sync_verdict(a, x, si, k, e);
+	err = apply_sync_verdict(a, x, si, k, e, use);
 	if (err)
 		return err;
 	if ((!sync_call || si->setup_api) && e->problem != FFM_PROBLEM_NONE) {
@@ -305,6 +316,7 @@ static int on_raw_event(void *ctx, const struct an_raw *raw)
 	struct site_int *si;
 	bool dup = false, sync_call, submits;
 	uint64_t k, span = 0;
+	int64_t use = -1;
 	int err;
 
 	if (!t)
@@ -346,7 +358,7 @@ static int on_raw_event(void *ctx, const struct an_raw *raw)
 		span = probe_span(t, raw, sync_call, submits);
 	if (raw->tid != t->tgid)
 		e.flags |= FFM_EVENT_WORKER;
-	err = event_problem(a, sc->last_site, k, sync_call, &e, &dup);
+	err = event_problem(a, sc->last_site, k, sync_call, &e, &dup, &use);
 	if (err)
 		return err;
 	if (dup && e.problem != FFM_PROBLEM_NONE)
@@ -384,8 +396,11 @@ static int on_raw_event(void *ctx, const struct an_raw *raw)
 	if (!err) {
 		t->last_ev = a->tl.n_ev;
 		t->last_site = sc->last_site;
-		if (e.problem == FFM_PROBLEM_UNNECESSARY_SYNC || e.problem == FFM_PROBLEM_HOST_READ)
+		if (e.problem == FFM_PROBLEM_UNNECESSARY_SYNC || e.problem == FFM_PROBLEM_HOST_READ) {
 			t->idle_ev = a->tl.n_ev;
+			t->read_use_ns = use;
+			t->read_site = sc->last_site;
+		}
 	}
 	return err;
 }
@@ -412,6 +427,34 @@ struct an_scan_sink an_apply_sink(struct an_apply *ap, struct ffm_analysis *a)
 	return (struct an_scan_sink){ .start = apply_start, .event = on_raw_event, .ctx = ap };
 }
 
+/*
+ * The required-read rule (ffm_verdict_read_conditional) per host-read site; a conditional read
+ * takes its line along: the copy that .item() makes before its stream sync is the read's, and
+ * the fix (reading less often) deletes it with the read.
+ */
+static int decide_conditional(struct ffm_analysis_result *res, const struct site_int *si)
+{
+	struct oatab lines = OATAB_U32_INIT;
+	bool any = false;
+	int err = 0;
+
+	for (size_t i = 0; i < res->n_sites && !err; i++) {
+		struct ffm_an_site *x = &res->sites[i];
+
+		x->read_conditional = si[i].host_read &&
+				      ffm_verdict_read_conditional(x->n_use_first, x->n_submit_first);
+		if (x->read_conditional) {
+			any = true;
+			err = oatab_put_u32(&lines, an_line_key(x), 1);
+		}
+	}
+	for (size_t i = 0; any && !err && i < res->n_sites; i++)
+		if (oatab_get_u32(&lines, an_line_key(&res->sites[i])) != UINT32_MAX)
+			res->sites[i].read_conditional = true;
+	oatab_free(&lines);
+	return err;
+}
+
 int an_apply_finish(struct ffm_analysis *a)
 {
 	struct ffm_analysis_result *res = &a->res;
@@ -428,6 +471,9 @@ int an_apply_finish(struct ffm_analysis *a)
 		an_verdicts_fini(&a->si[i].s4);
 		an_verdicts_fini(&a->si[i].x3);
 	}
+	err = decide_conditional(res, a->si);
+	if (err)
+		return err;
 	for (size_t i = 0; i < a->tl.n_thr; i++) {
 		struct ffm_an_proc *p = an_proc_of(res, a->tl.thr[i].tgid);
 

@@ -65,6 +65,13 @@ struct ffm_an_site {
 	bool coverage_known;
 	uint64_t n_host_read, n_launch_blocked;
 	uint64_t read_bytes; /* host read: the most bytes one of its syncs protected */
+	/* host read: its removed reads whose first use came before the thread's next GPU
+	 * submission (the value may feed it), and those whose use came after; conditional: the
+	 * required-read rule (ffm_verdict_read_conditional): its benefit is what reading every N
+	 * iterations would save if the value can wait, in no total; so is every other call
+	 * site of a conditional read's line (.item()'s copy, whose fix deletes it too) */
+	uint64_t n_use_first, n_submit_first;
+	bool read_conditional;
 	uint64_t n_xclassified; /* transfer verdicts applied */
 	uint64_t benefit_ns; /* fixing this site alone (point group) */
 	bool divergent;	     /* stage 3/4 counts differ from stage 2's beyond the tolerance */
@@ -97,6 +104,9 @@ struct ffm_an_group {
 	uint32_t repeats;
 	uint32_t *seq_sites;
 	bool partial, divergent;
+	/* every problem of it is a conditional host read (ffm_an_site.read_conditional): its
+	 * benefit is the conditional price, listed after the groups that count, in no total */
+	bool conditional;
 	double coverage;     /* the least of its members' ffm_an_site.coverage ... */
 	bool coverage_known; /* ... when one of them has one */
 };
@@ -182,6 +192,7 @@ struct ffm_analysis_result {
 	struct ffm_an_proc *procs; /* the timeline's processes in start order */
 	size_t n_procs;
 	struct ffm_an_quality q;
+	unsigned read_every; /* host reads: the fix reads every this many iterations */
 };
 
 /* Where a long analysis is, for a progress display: written by the analysis, read by another

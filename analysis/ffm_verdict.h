@@ -61,6 +61,11 @@ bool ffm_verdict_site_host_read(uint64_t used, uint64_t classified, uint64_t max
 /* Whether occurrence @k (0-based) of a host-read site is one the fix removes, reading every
  * @every iterations (0: FFM_HOST_READ_EVERY): all but the last of each @every. */
 bool ffm_verdict_host_read_removed(uint64_t k, unsigned every);
+/* Whether a host-read site is conditional (the required-read rule, docs/ACCURACY.md): of its
+ * removed reads whose first use and next GPU submission were both timed, @before had the use
+ * come before the thread's next submission (the value may feed it), @after not. Conditional
+ * when at least half of them did; never when none was judged. */
+bool ffm_verdict_read_conditional(uint64_t before, uint64_t after);
 
 /*
  * One occurrence's verdict: what it saw, whether stage 3 saw a use after any sync of its site,

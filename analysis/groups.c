@@ -17,14 +17,19 @@ static uint32_t site_of_node(const struct oatab *site_of, const struct ffm_node 
 	return i == UINT32_MAX ? 0 : i;
 }
 
-/* @prob: the node's problem type, with AN_NODE_SPLIT */
+/* @prob: the node's problem type, with AN_NODE_SPLIT and AN_NODE_COND */
 static void group_add_member(const struct ffm_an_site *sites, struct ffm_an_group *gr,
 			     uint32_t site, unsigned prob)
 {
 	const struct ffm_an_site *x = &sites[site];
+	bool first = true;
 
+	for (unsigned t = 0; t < FFM_PROBLEM__MAX; t++)
+		first &= !gr->n_type[t];
+	/* conditional: every member is a conditional read */
+	gr->conditional = (first || gr->conditional) && (prob & AN_NODE_COND);
 	gr->count += !(prob & AN_NODE_SPLIT); /* calls, not problems */
-	gr->n_type[prob & ~AN_NODE_SPLIT]++;
+	gr->n_type[AN_NODE_TYPE(prob)]++;
 	gr->partial |= x->n_partial != 0;
 	gr->divergent |= x->divergent;
 	an_group_coverage(gr, x->coverage_known, x->coverage);
@@ -36,6 +41,35 @@ void an_group_coverage(struct ffm_an_group *gr, bool known, double coverage)
 		gr->coverage = coverage;
 		gr->coverage_known = true;
 	}
+}
+
+/* A function with conditional reads and other problems is worth the others alone. */
+static int fold_without_conditional(const struct an_group_in *in, const struct oatab *idx,
+				    struct ffm_analysis_result *res)
+{
+	uint32_t *bucket;
+	uint64_t *ben;
+	bool any = false;
+	int err;
+
+	for (size_t si = 0; si < res->n_sites; si++)
+		any |= res->sites[si].read_conditional;
+	if (!any)
+		return 0;
+	bucket = malloc((res->n_sites + 1) * sizeof(*bucket));
+	ben = malloc((res->n_groups + 1) * sizeof(*ben));
+	err = bucket && ben ? 0 : -ENOMEM;
+	for (size_t si = 0; !err && si < res->n_sites; si++)
+		bucket[si] = res->sites[si].read_conditional ?
+				     UINT32_MAX : oatab_get_u32(idx, res->sites[si].fold_id);
+	if (!err)
+		err = an_bucket_benefits(in->g, &in->model->nodes, bucket, res->n_groups, ben, NULL);
+	for (size_t i = 0; !err && i < res->n_groups; i++)
+		if (!res->groups[i].conditional)
+			res->groups[i].benefit_ns = ben[i];
+	free(bucket);
+	free(ben);
+	return err;
 }
 
 /* Folded-function groups from the model's; member statistics from the problem nodes. */
@@ -76,6 +110,7 @@ static int make_fold_groups(const struct an_group_in *in, const struct ffm_group
 	}
 	for (size_t i = 0; i < n_mg; i++)
 		res->groups[i].occurrences = res->groups[i].count;
+	err = fold_without_conditional(in, &idx, res);
 out:
 	oatab_free(&idx);
 	return err;
@@ -87,7 +122,7 @@ out:
  * all of their problems at once (fixing the line fixes them together: one alone often saves
  * nothing, a later wait absorbing it). A site without a source line is a group of its own.
  */
-static uint64_t line_key(const struct ffm_an_site *x)
+uint64_t an_line_key(const struct ffm_an_site *x)
 {
 	uint64_t h = FFM_FNV1A_INIT;
 
@@ -124,9 +159,16 @@ static int line_benefits(const struct an_group_in *in, uint32_t *site_group,
 
 	if (!ben)
 		return -ENOMEM;
-	for (size_t si = 0; si < res->n_sites; si++) /* single-site lines keep their point benefit */
-		if (site_group[si] != UINT32_MAX && res->groups[site_group[si]].n_members < 2)
+	for (size_t si = 0; si < res->n_sites; si++) { /* single-site lines keep their point's */
+		const struct ffm_an_group *gr;
+
+		if (site_group[si] == UINT32_MAX)
+			continue;
+		gr = &res->groups[site_group[si]];
+		/* a line with other problems is worth them, without its conditional reads */
+		if (gr->n_members < 2 || (res->sites[si].read_conditional && !gr->conditional))
 			site_group[si] = UINT32_MAX;
+	}
 	err = an_bucket_benefits(in->g, &in->model->nodes, site_group, res->n_groups, ben, NULL);
 	for (size_t i = 0; !err && i < res->n_groups; i++)
 		if (res->groups[i].n_members > 1)
@@ -159,7 +201,7 @@ static int make_line_groups(const struct an_group_in *in, struct ffm_analysis_re
 
 		if (si == UINT32_MAX)
 			continue;
-		key = line_key(&res->sites[si]);
+		key = an_line_key(&res->sites[si]);
 		gi = oatab_get_or_put_u32(&idx, key, (uint32_t)res->n_groups, &ins);
 		if (gi == UINT32_MAX) {
 			err = -ENOMEM;
@@ -238,6 +280,34 @@ static uint32_t seq_period(const struct ffm_an_site *sites, const uint32_t *node
 	return best;
 }
 
+/* Sequence @mg, members k..: its benefit added to *sum; with conditional reads and other
+ * problems among them, the others' alone. */
+static int seq_benefit(const struct ffm_graph *g, const uint8_t *node_prob, size_t k,
+		       const struct ffm_group *mg, uint64_t *sum)
+{
+	uint32_t *sel, m = 0, n_cond = 0;
+	uint64_t b;
+	int err;
+
+	for (uint32_t j = 0; j < mg->members; j++)
+		n_cond += (node_prob[k + j] & AN_NODE_COND) != 0;
+	if (!n_cond || n_cond == mg->members) {
+		*sum += mg->benefit_ns;
+		return 0;
+	}
+	sel = malloc(mg->members * sizeof(*sel));
+	if (!sel)
+		return -ENOMEM;
+	for (uint32_t j = 0; j < mg->members; j++)
+		if (!(node_prob[k + j] & AN_NODE_COND))
+			sel[m++] = (uint32_t)ffm_graph__problem_node(g, k + j);
+	err = ffm_model__estimate(g, sel, m, NULL, &b);
+	free(sel);
+	if (!err)
+		*sum += b;
+	return err;
+}
+
 /* Sequence patterns: model sequences whose members repeat the same sites in the same order. */
 static int make_seq_groups(const struct an_group_in *in, const struct ffm_group *mg, size_t n_mg,
 			   struct ffm_analysis_result *res, struct an_seqs *seqs)
@@ -295,9 +365,11 @@ static int make_seq_groups(const struct an_group_in *in, const struct ffm_group 
 		gr->occurrences++;
 		gr->problems |= mg[i].problems;
 		gr->wait_ns += mg[i].wait_ns;
-		gr->benefit_ns += mg[i].benefit_ns;
 		for (uint32_t m = 0; m < mg[i].members; m++)
 			group_add_member(res->sites, gr, node_site[k + m], node_prob[k + m]);
+		err = seq_benefit(in->g, node_prob, k, &mg[i], &gr->benefit_ns);
+		if (err)
+			goto out;
 		if (seqs->v)
 			seqs->v[i] = (struct seq_ref){ .g = mg[i], .pattern = pi, .period = per,
 						       .reps = reps, .first = (uint32_t)k };

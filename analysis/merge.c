@@ -12,6 +12,8 @@ static int cmp_mgroup(const void *x, const void *y)
 {
 	const struct ffm_an_mgroup *a = x, *b = y;
 
+	if (a->g.conditional != b->g.conditional) /* as sort.c: conditional reads last */
+		return a->g.conditional ? 1 : -1;
 	if (a->g.benefit_ns != b->g.benefit_ns)
 		return a->g.benefit_ns < b->g.benefit_ns ? 1 : -1;
 	if (a->g.wait_ns != b->g.wait_ns)
@@ -99,6 +101,7 @@ static int merge_groups(struct ffm_an_merged *m, const struct ffm_analysis_resul
 		mg->g.benefit_ns += g->benefit_ns;
 		mg->g.partial |= g->partial;
 		mg->g.divergent |= g->divergent;
+		mg->g.conditional &= g->conditional;
 		an_group_coverage(&mg->g, g->coverage_known, g->coverage);
 	}
 	return 0;

@@ -53,7 +53,7 @@ int an_bucket_benefits(const struct ffm_graph *g, const struct an_nodes *nodes,
 	return err;
 }
 
-/* Per API: the benefit of fixing all of its problems, nothing else. */
+/* Per API: the benefit of fixing all of its problems, nothing else (conditional reads: none). */
 static int api_benefits(const struct an_model_in *in, const struct an_nodes *nodes,
 			struct ffm_analysis_result *res)
 {
@@ -64,7 +64,8 @@ static int api_benefits(const struct an_model_in *in, const struct an_nodes *nod
 
 	if (site_api && cnt && ben) {
 		for (size_t si = 0; si < res->n_sites; si++)
-			site_api[si] = oatab_get_u32(in->api_of, res->sites[si].api);
+			site_api[si] = res->sites[si].read_conditional ?
+					       UINT32_MAX : oatab_get_u32(in->api_of, res->sites[si].api);
 		err = an_bucket_benefits(in->g, nodes, site_api, res->n_apis, ben, cnt);
 	}
 	for (size_t i = 0; !err && i < res->n_apis; i++) {
@@ -77,17 +78,17 @@ static int api_benefits(const struct an_model_in *in, const struct an_nodes *nod
 	return err;
 }
 
-/* Per problem node: its site, type and thread's process; its benefit to that process. */
-static int node_stats(const struct an_model_in *in, const uint64_t *ben,
-		      struct ffm_analysis_result *res, struct an_nodes *out)
+/* Per problem node: its site and type (AN_NODE_SPLIT, AN_NODE_COND); the sites' counts. */
+static int node_stats(const struct an_model_in *in, struct ffm_analysis_result *res,
+		      struct an_nodes *out, size_t *n_cond)
 {
 	const struct an_timeline *tl = in->tl;
 
+	*n_cond = 0;
 	for (size_t k = 0; k < out->n; k++) {
 		int64_t ni = ffm_graph__problem_node(in->g, k);
 		struct ffm_an_site *x;
 		struct ffm_node n;
-		uint32_t ti;
 		int err;
 
 		if (ni < 0 || (err = ffm_graph__node(in->g, (size_t)ni, &n)))
@@ -97,11 +98,73 @@ static int node_stats(const struct an_model_in *in, const uint64_t *ben,
 		if (tl->ev[n.event].flags & FFM_EVENT_SPLIT)
 			out->prob[k] |= AN_NODE_SPLIT;
 		x = &res->sites[out->site[k]];
+		if (x->read_conditional) { /* a read, or another call of its line */
+			out->prob[k] |= AN_NODE_COND;
+			++*n_cond;
+		}
 		x->n_unnecessary += n.problem == FFM_PROBLEM_UNNECESSARY_SYNC;
 		x->n_misplaced += n.problem == FFM_PROBLEM_MISPLACED_SYNC;
 		x->n_dup += n.problem == FFM_PROBLEM_DUPLICATE_TRANSFER;
 		x->n_host_read += n.problem == FFM_PROBLEM_HOST_READ;
 		x->n_launch_blocked += n.problem == FFM_PROBLEM_LAUNCH_BLOCKED;
+	}
+	return 0;
+}
+
+/*
+ * The required-read rule: conditional host reads count in no total. The headline is the
+ * model's over the other problems (they stay required waits); ben[] of the conditional ones
+ * becomes 0, of the others their benefit without them.
+ */
+static int drop_conditional(const struct an_model_in *in, const struct an_nodes *nodes,
+			    uint64_t *ben, struct ffm_totals *tot)
+{
+	uint32_t *sel = malloc((nodes->n + 1) * sizeof(*sel));
+	uint64_t *sub = malloc((nodes->n + 1) * sizeof(*sub));
+	size_t m = 0;
+	int err = -ENOMEM;
+
+	if (sel && sub) {
+		for (size_t k = 0; k < nodes->n; k++)
+			if (!(nodes->prob[k] & AN_NODE_COND))
+				sel[m++] = (uint32_t)ffm_graph__problem_node(in->g, k);
+		err = ffm_model__estimate(in->g, sel, m, sub, &tot->total_ns);
+	}
+	for (size_t k = 0, j = 0; !err && k < nodes->n; k++) {
+		struct ffm_node n;
+
+		if (!(nodes->prob[k] & AN_NODE_COND)) {
+			ben[k] = sub[j++];
+			continue;
+		}
+		ben[k] = 0;
+		err = ffm_graph__node(in->g, (size_t)ffm_graph__problem_node(in->g, k), &n);
+		if (!err && n.type == FFM_NODE_CWAIT)
+			tot->problem_wait_ns -= n.dur_ns < tot->problem_wait_ns ?
+							n.dur_ns : tot->problem_wait_ns;
+	}
+	tot->sum_ns = 0;
+	for (size_t k = 0; !err && k < nodes->n; k++)
+		tot->sum_ns += ben[k];
+	if (tot->max_chain_ns > tot->total_ns) /* a bound: the chains' own sums are not kept */
+		tot->max_chain_ns = tot->total_ns;
+	free(sel);
+	free(sub);
+	return err;
+}
+
+/* Per process: its threads' share of the benefit. */
+static void proc_benefits(const struct an_model_in *in, const uint64_t *ben,
+			  struct ffm_analysis_result *res)
+{
+	const struct an_timeline *tl = in->tl;
+
+	for (size_t k = 0; k < res->problem_nodes; k++) {
+		struct ffm_node n;
+		uint32_t ti;
+
+		if (ffm_graph__node(in->g, (size_t)ffm_graph__problem_node(in->g, k), &n))
+			continue;
 		ti = oatab_get_u32(&tl->thr_of, n.tid);
 		if (ti != UINT32_MAX) {
 			struct ffm_an_proc *p = an_proc_of(res, tl->thr[ti].tgid);
@@ -110,13 +173,13 @@ static int node_stats(const struct an_model_in *in, const uint64_t *ben,
 				p->benefit_ns += ben[k];
 		}
 	}
-	return 0;
 }
 
 int an_run_model(const struct an_model_in *in, struct ffm_analysis_result *res,
 		 struct an_model_out *out)
 {
 	struct an_nodes *nodes = &out->nodes;
+	size_t n_cond = 0;
 	uint64_t *ben;
 	int err;
 
@@ -132,9 +195,14 @@ int an_run_model(const struct an_model_in *in, struct ffm_analysis_result *res,
 	}
 	err = ffm_model__benefit(in->g, ben, &res->totals);
 	if (!err)
-		err = node_stats(in, ben, res, nodes);
+		err = node_stats(in, res, nodes, &n_cond);
+	if (!err && n_cond)
+		err = drop_conditional(in, nodes, ben, &res->totals);
+	if (!err)
+		proc_benefits(in, ben, res);
 	free(ben); /* 8 bytes a problem: gone before the groupings allocate theirs */
-	/* Point groups always: they are the per-site benefits. */
+	/* Point groups always: they are the per-site benefits (a conditional read's: its
+	 * conditional price, the model's for reading it every N iterations). */
 	if (!err)
 		err = ffm_model__group(in->g, FFM_GROUP_POINT, &out->points, &out->n_points);
 	for (size_t i = 0; !err && i < out->n_points; i++) {

@@ -89,8 +89,10 @@ int ffm_analysis__save(const struct ffm_analysis *a, struct ffm_store *s, const 
 	head_of(a, tool_version, &out.a);
 	for (size_t i = 0; i < r->n_sites; i++)
 		site_of(&r->sites[i], &sites[i]);
+	/* conditional reads count in no total: not the store's problems either */
 	for (size_t i = 0; r->have_problems && i < r->n_groups; i++)
-		problem_of(r, &r->groups[i], &probs[out.n_problems++]);
+		if (!r->groups[i].conditional)
+			problem_of(r, &r->groups[i], &probs[out.n_problems++]);
 	for (size_t i = 0; i < r->n_apis; i++) {
 		const struct ffm_an_api *p = &r->apis[i];
 

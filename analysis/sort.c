@@ -12,6 +12,8 @@ static int cmp_group(const void *x, const void *y)
 {
 	const struct ffm_an_group *a = x, *b = y;
 
+	if (a->conditional != b->conditional) /* conditional reads after the problems that count */
+		return a->conditional ? 1 : -1;
 	if (a->benefit_ns != b->benefit_ns)
 		return a->benefit_ns < b->benefit_ns ? 1 : -1;
 	if (a->wait_ns != b->wait_ns)

@@ -72,6 +72,11 @@ bool ffm_verdict_host_read_removed(uint64_t k, unsigned every)
 	return every > 1 && k % every != every - 1;
 }
 
+bool ffm_verdict_read_conditional(uint64_t before, uint64_t after)
+{
+	return before && before >= after;
+}
+
 enum ffm_verdict ffm_verdict_sync(uint8_t seen, bool site_used, bool site_misplaced,
 				  int64_t delay_ns, uint64_t wait_ns)
 {

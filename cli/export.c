@@ -530,13 +530,30 @@ static int on_gpu_flow(const struct ffm_an_gpu_flow *f, void *ctx)
 	return ferror(e->out) ? -EIO : 0;
 }
 
-/* The report's expected benefit of fixing @stack's call site, -1 when it is no site of it. */
-static double site_benefit_us(const struct exp *e, int64_t stack)
+/* The report's call site of @stack, NULL when it is no site of it. */
+static const struct ffm_an_site *site_of_stack(const struct exp *e, int64_t stack)
 {
 	const struct ffm_analysis_result *r = ffm_analysis__result(e->an);
 	uint32_t i = oatab_get_u32(&e->site_of, (uint64_t)stack);
 
-	return i && i <= r->n_sites ? r->sites[i - 1].benefit_ns / 1e3 : -1;
+	return i && i <= r->n_sites ? &r->sites[i - 1] : NULL;
+}
+
+/* args of a problem's event: the report's expected benefit of fixing its call site; for a
+ * conditional read (the required-read rule), what reading it every N iterations would save,
+ * in no total. */
+static void put_benefit(struct exp *e, int64_t stack)
+{
+	const struct ffm_an_site *x = site_of_stack(e, stack);
+
+	if (!x)
+		return;
+	if (x->read_conditional)
+		fprintf(e->out, ",\"conditional\":true,\"conditional_benefit_us\":%.3f,"
+			"\"read_every\":%u", x->benefit_ns / 1e3,
+			ffm_analysis__result(e->an)->read_every);
+	else
+		fprintf(e->out, ",\"call_site_benefit_us\":%.3f", x->benefit_ns / 1e3);
 }
 
 /* The name of an event: its API, else (a stage-1 wait) the driver entry point, else its kind. */
@@ -555,7 +572,6 @@ static void write_span(struct exp *e, struct span *sp)
 {
 	const struct ffm_store_event *ev = &sp->first;
 	struct stack_info *si = stack_get(e, ev->stack);
-	double benefit;
 
 	sep(e);
 	fputs("{\"name\":", e->out);
@@ -581,8 +597,7 @@ static void write_span(struct exp *e, struct span *sp)
 	if (sp->problem[0]) {
 		fputs(",\"problem\":", e->out);
 		put_str(e, sp->problem);
-		if ((benefit = site_benefit_us(e, ev->stack)) >= 0)
-			fprintf(e->out, ",\"call_site_benefit_us\":%.3f", benefit);
+		put_benefit(e, ev->stack);
 	}
 	if (sp->count > 1) {
 		fprintf(e->out, ",\"count\":%" PRIu64 ",\"last_event\":%" PRId64 ",\"total_us\":%.3f"

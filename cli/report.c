@@ -31,6 +31,7 @@
 #include "cli/report.h"
 #include "common/util.h"
 #include "stages/ffm_plan.h"
+#include "stages/ffm_price.h"
 
 #define REPORT_SCHEMA_VERSION 2
 /* Text output folds problems worth less than this share of the wall time into one line: a
@@ -728,6 +729,63 @@ static void print_line_sites(FILE *o, const struct ffmctl_job_stores *js,
 	fputc('\n', o);
 }
 
+/* Where the value of conditional read @x was first used ("file:line" or the function), ""
+ * when the store does not say. */
+static const char *use_line_str(const struct ffm_an_site *x, char *buf, size_t len)
+{
+	if (!x->use_function)
+		snprintf(buf, len, "%s", "");
+	else if (x->use_file[0] && x->use_line)
+		snprintf(buf, len, "%s:%u", x->use_file, x->use_line);
+	else
+		snprintf(buf, len, "%s", x->use_function);
+	return buf;
+}
+
+/* The conditional price's sentence (stages/ffm_price.h) of group @mg. */
+static const char *conditional_str(const struct ffmctl_job_stores *js,
+				   const struct ffm_an_mgroup *mg, char *buf, size_t len)
+{
+	const struct ffm_an_site *x = group_site(js, mg);
+	struct ffm_price p = { .conditional_ns = (double)mg->g.benefit_ns,
+			       .every_n = ffm_analysis__result(js->v[mg->node].an)->read_every };
+	char use[1024];
+
+	if (ffm_price__conditional_text(buf, len, use_line_str(x, use, sizeof(use)), &p))
+		snprintf(buf, len, "if the value can wait, reading it less often saves %.3f s",
+			 s_of(mg->g.benefit_ns));
+	return buf;
+}
+
+/* The conditional host reads (the required-read rule, docs/ACCURACY.md): after the problems
+ * that count, in none of the totals above. */
+static void print_conditional(FILE *o, const struct ffmctl_job_stores *js,
+			      const struct ffm_an_merged *m, int top, bool point)
+{
+	char site[1024], text[2048];
+	int shown = 0;
+
+	for (size_t i = 0; i < m->n_groups; i++) {
+		const struct ffm_an_mgroup *mg = &m->groups[i];
+		const struct ffm_an_site *x = group_site(js, mg);
+
+		if (!mg->g.conditional)
+			continue;
+		if (!shown)
+			fprintf(o, "\nconditional: reads whose value the next GPU step may need "
+				   "(in no total above):\n");
+		if (shown++ == top) {
+			fprintf(o, "  ... more (--top N)\n");
+			break;
+		}
+		ffmctl_site_str(x, site, sizeof(site));
+		fprintf(o, "  %2d  %s\n       host read, %" PRIu64 "x %s in %s\n", shown,
+			conditional_str(js, mg, text, sizeof(text)), mg->g.count, x->api_name, site);
+		if (point && mg->g.n_members > 1)
+			print_line_sites(o, js, mg);
+	}
+}
+
 /* Members @from..@to - 1 of a sequence, numbered from 1. */
 static void print_members(FILE *o, const struct ffmctl_job_stores *js,
 			  const struct ffm_an_mgroup *mg, uint32_t from, uint32_t to)
@@ -761,12 +819,13 @@ static int api_width(const struct ffm_an_merged *m, const struct ffm_analysis_re
 static void print_noise(FILE *o, const struct ffm_an_merged *m, size_t from, double noise_pct)
 {
 	uint64_t sum = 0;
+	size_t to = from;
 
-	for (size_t i = from; i < m->n_groups; i++)
-		sum += m->groups[i].g.benefit_ns;
+	for (; to < m->n_groups && !m->groups[to].g.conditional; to++) /* those: listed apart */
+		sum += m->groups[to].g.benefit_ns;
 	fprintf(o, "  ... %zu more problem%s worth less than %g%% of the wall time each, %.6f s "
 		"together (--noise 0 lists them)\n",
-		m->n_groups - from, ffmctl_s(m->n_groups - from), noise_pct, s_of(sum));
+		to - from, ffmctl_s(to - from), noise_pct, s_of(sum));
 }
 
 /* The headline is Figure 5 over every problem at once; one line says how that compares with the
@@ -775,14 +834,18 @@ static void print_noise(FILE *o, const struct ffm_an_merged *m, size_t from, dou
 static void print_joint(FILE *o, const struct ffm_an_merged *m)
 {
 	uint64_t sum = 0;
+	size_t n = 0;
 
-	for (size_t i = 0; i < m->n_groups; i++)
-		sum += m->groups[i].g.benefit_ns;
-	if (m->n_groups < 2 || sum == m->rec_ns)
+	for (size_t i = 0; i < m->n_groups; i++) /* conditional reads: in no total */
+		if (!m->groups[i].g.conditional) {
+			sum += m->groups[i].g.benefit_ns;
+			n++;
+		}
+	if (n < 2 || sum == m->rec_ns)
 		return;
 	fprintf(o, "  together: fixing all %zu saves %.6f s, %.6f s %s than their own benefits added "
 		"up (%.6f s)%s\n",
-		m->n_groups, s_of(m->rec_ns), s_of(sum > m->rec_ns ? sum - m->rec_ns : m->rec_ns - sum),
+		n, s_of(m->rec_ns), s_of(sum > m->rec_ns ? sum - m->rec_ns : m->rec_ns - sum),
 		sum > m->rec_ns ? "less" : "more", s_of(sum),
 		sum > m->rec_ns ? ": threads that wait side by side save the wall time once, and "
 				  "removed waits that land on one later sync count once"
@@ -812,7 +875,8 @@ static void print_sites(FILE *o, const struct ffmctl_job_stores *js, const struc
 		if (x->sampled)
 			fprintf(o, "  [sampled: +-%.0f calls, +-%.6f s]", x->count_se, s_of((uint64_t)x->wait_se_ns));
 		if (x->benefit_ns)
-			fprintf(o, "  [benefit %.6f s]", s_of(x->benefit_ns));
+			fprintf(o, "  [%s %.6f s]", x->read_conditional ? "conditional" : "benefit",
+				s_of(x->benefit_ns));
 		if (site_twin(js->v[0].store, r0, i, buf, sizeof(buf)))
 			fprintf(o, "  [%s]", buf);
 		fputc('\n', o);
@@ -917,12 +981,14 @@ static void print_text(FILE *o, const char *job_id, const struct ffmctl_job_stor
 		fprintf(o, "\nproblems by expected benefit (grouped by %s):\n",
 			grouping == FFM_GROUP_FOLD ? "function" :
 			grouping == FFM_GROUP_SEQUENCE ? "sequence" : "call site");
-		if (!m->n_groups)
+		if (!m->n_groups || m->groups[0].g.conditional)
 			fprintf(o, "  none: every sync protects data the CPU uses soon after it, no transfer repeats\n");
 		for (size_t i = 0; i < m->n_groups && (int)i < top; i++) {
 			const struct ffm_an_mgroup *mg = &m->groups[i];
 			const struct ffm_an_site *x = group_site(js, mg);
 
+			if (mg->g.conditional) /* listed apart, after these */
+				break;
 			if (mg->g.benefit_ns < noise_ns) {
 				print_noise(o, m, i, noise_pct);
 				break;
@@ -955,9 +1021,11 @@ static void print_text(FILE *o, const char *job_id, const struct ffmctl_job_stor
 			if (grouping == FFM_GROUP_POINT && mg->g.n_members > 1)
 				print_line_sites(o, js, mg);
 		}
-		if ((int)m->n_groups > top && m->groups[top].g.benefit_ns >= noise_ns)
+		if ((int)m->n_groups > top && m->groups[top].g.benefit_ns >= noise_ns &&
+		    !m->groups[top].g.conditional)
 			fprintf(o, "  ... %zu more (--top N)\n", m->n_groups - (size_t)top);
 		print_joint(o, m);
+		print_conditional(o, js, m, top, grouping == FFM_GROUP_POINT);
 		if (q && q->want && q->mg) {
 			fprintf(o, "\nsubsequence %u:%u-%u: fixing entries %u to %u of sequence %u "
 				"saves %.6f s (%.1f%%) over %" PRIu64 " occurrence%s; the whole "
@@ -1180,6 +1248,41 @@ static json_t *json_problem(const struct ffmctl_job_stores *js, const struct ffm
 			 "repeats", seq ? json_integer(mg->g.repeats) : NULL);
 }
 
+/* The conditional host reads: what reading every N iterations would save, in no total. */
+static json_t *json_conditional(const struct ffmctl_job_stores *js,
+				const struct ffm_an_merged *m, int top, bool point)
+{
+	json_t *a = json_array();
+	char text[2048];
+	int n = 0;
+
+	for (size_t i = 0; i < m->n_groups && n < top; i++) {
+		const struct ffm_an_mgroup *mg = &m->groups[i];
+		const struct ffm_an_site *x = group_site(js, mg);
+		unsigned every = ffm_analysis__result(js->v[mg->node].an)->read_every;
+
+		if (!mg->g.conditional)
+			continue;
+		n++;
+		a = ffm_json_append(a, json_pack(
+			"{s:I,s:s,s:o,s:o,s:o,s:o,s:I,s:o,s:o,s:s}", "rank", (json_int_t)n,
+			"type", ffm_an_problem_name(FFM_PROBLEM_HOST_READ),
+			"api", ffm_json_string(x->api_name), "call_site", ffmctl_json_site(x),
+			"count", ffm_json_u64(mg->g.count),
+			"benefit_s", json_s(s_of(mg->g.benefit_ns)), "every_n", (json_int_t)every,
+			"uses_before_submit", ffm_json_u64(x->n_use_first),
+			"use", !x->use_function ? json_null() :
+			       json_pack("{s:o,s:o,s:I}", "function", ffm_json_string(x->use_function),
+					 "file", ffm_json_string(x->use_file),
+					 "line", (json_int_t)x->use_line),
+			"text", conditional_str(js, mg, text, sizeof(text))));
+		if (point && mg->g.n_members > 1) /* a line's calls, fixed together */
+			json_object_set_new(json_array_get(a, json_array_size(a) - 1), "sites",
+					    json_line_sites(js, mg));
+	}
+	return a;
+}
+
 static json_t *json_apis(const struct ffm_an_merged *m)
 {
 	json_t *a = json_array();
@@ -1225,6 +1328,8 @@ static json_t *json_call_sites(const struct ffmctl_job_stores *js, int top)
 
 			if (o && x->coverage_known)
 				json_object_set_new(o, "coverage", ffm_json_fixed(x->coverage, 4));
+			if (o && x->read_conditional) /* benefit_s: the conditional price */
+				json_object_set_new(o, "conditional", json_true());
 			/* another call site that reads the same: what tells this one apart */
 			if (o && site_twin(js->v[ni].store, r, i, buf, sizeof(buf)))
 				json_object_set_new(o, "differs_by", json_string(buf));
@@ -1282,7 +1387,7 @@ static int print_json(FILE *o, const char *job_id, const struct ffmctl_job_store
 	json_t *problems = json_array(), *v;
 	char next[512];
 
-	for (size_t i = 0; i < m->n_groups && (int)i < top; i++)
+	for (size_t i = 0; i < m->n_groups && (int)i < top && !m->groups[i].g.conditional; i++)
 		problems = ffm_json_append(problems, json_problem(js, m, i, grouping));
 	v = FFM_JSON_OBJ(
 		{ "schema_version", ffm_json_int(REPORT_SCHEMA_VERSION) },
@@ -1297,6 +1402,7 @@ static int print_json(FILE *o, const char *job_id, const struct ffmctl_job_store
 		{ "stages", json_stages(js) },
 		{ "data_quality", json_quality(m) },
 		{ "problems", problems },
+		{ "conditional", json_conditional(js, m, top, grouping == FFM_GROUP_POINT) },
 		{ "apis", json_apis(m) },
 		{ "call_sites", json_call_sites(js, top) },
 		{ "nodes", json_nodes(js) },

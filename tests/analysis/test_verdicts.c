@@ -15,6 +15,27 @@
 #define US 1000ll
 #define MS 1000000ll
 
+/* The required-read rule: conditional where at least half of the judged reads had their value
+ * used before the thread's next GPU submission; never without a judged read. */
+TEST(a_read_used_before_the_next_submission_is_conditional)
+{
+	static const struct {
+		uint64_t before, after;
+		bool conditional;
+	} t[] = {
+		{ 0, 0, false },  /* nothing judged (no use timed, no submission after) */
+		{ 0, 10, false }, /* the submission always first */
+		{ 1, 0, true },
+		{ 5, 5, true },	  /* a tie: ffm cannot tell, so not in the headline */
+		{ 4, 5, false },
+		{ 100, 1, true },
+	};
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		ASSERT_MSG(ffm_verdict_read_conditional(t[i].before, t[i].after) == t[i].conditional,
+			   "case %zu", i);
+}
+
 TEST(one_row_says_what_it_saw)
 {
 	static const struct {

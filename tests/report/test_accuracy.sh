@@ -186,7 +186,10 @@ want = {tuple(s.rsplit(":", 1)) for s in sys.argv[2:]}
 def at(cs):
     return next(((f, l) for f, l in want if cs["file"].endswith(f) and cs["line"] == int(l)), None)
 if r["grouping"] == "point":
-    print("%.6f" % sum(p["benefit_s"] for p in r["problems"] if at(p["call_site"])))
+    # a conditional read (its value used before the next launch: docs/ACCURACY.md, the
+    # required-read rule) is priced apart, in no total: its price is what the fix saves
+    print("%.6f" % sum(p["benefit_s"] for p in r["problems"] + r["conditional"]
+                       if at(p["call_site"])))
 else:
     # Sequences never interact: fixing every planted site is the sum over the patterns made
     # of planted sites only (a sync whose verdict was withheld splits a pattern in two).
