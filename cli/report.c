@@ -852,6 +852,54 @@ static void print_joint(FILE *o, const struct ffm_an_merged *m)
 				: ": removing one sync lets a later fix recover more (see --group sequence)");
 }
 
+/*
+ * The combined-fix lead (docs/REPORT.md): the problems that count, fixed together, save more
+ * than their own benefits added up (one fix lets another recover what a later wait would
+ * absorb) by the noise threshold or more, and by more than the largest of them saves alone:
+ * then no line of the list is the story, their combination is, and the report leads with it.
+ * The sum of their own benefits in *parts, how many in *n.
+ */
+static bool combined_lead(const struct ffm_an_merged *m, double noise_pct, uint64_t *parts,
+			  size_t *n)
+{
+	uint64_t noise_ns = (uint64_t)(noise_pct / 100.0 * (double)m->wall_sum_ns), top = 0;
+
+	*parts = 0;
+	*n = 0;
+	for (size_t i = 0; i < m->n_groups; i++)
+		if (!m->groups[i].g.conditional) {
+			*parts += m->groups[i].g.benefit_ns;
+			top = m->groups[i].g.benefit_ns > top ? m->groups[i].g.benefit_ns : top;
+			++*n;
+		}
+	return m->have_problems && *n >= 2 && m->rec_ns > *parts &&
+	       m->rec_ns - *parts >= noise_ns && m->rec_ns - *parts > top;
+}
+
+#define LEAD_LINES 3 /* lines the lead names; the rest are counted */
+
+/* "lines A and B, fixed together: X s" (the banner's first lines hold it). */
+static void print_lead(FILE *o, const struct ffmctl_job_stores *js, const struct ffm_an_merged *m,
+		       double noise_pct)
+{
+	uint64_t parts;
+	size_t n;
+	char buf[1024];
+
+	if (!combined_lead(m, noise_pct, &parts, &n))
+		return;
+	fprintf(o, "lead: lines ");
+	for (size_t i = 0; i < n && i < LEAD_LINES; i++) {
+		ffmctl_site_str(group_site(js, &m->groups[i]), buf, sizeof(buf));
+		fprintf(o, "%s%s", i ? (i + 1 == n || i + 1 == LEAD_LINES ? " and " : ", ") : "", buf);
+	}
+	if (n > LEAD_LINES)
+		fprintf(o, " (and %zu more)", n - LEAD_LINES);
+	fprintf(o, ", fixed together: %.6f s (%.1f%%); their own benefits add up to %.6f s: fixing "
+		   "one alone leaves a later wait to absorb what it frees\n",
+		s_of(m->rec_ns), pct(m->rec_ns, m->wall_sum_ns), s_of(parts));
+}
+
 /* The call sites as stages 1/2 measured them (the single node's), @top at most. */
 static void print_sites(FILE *o, const struct ffmctl_job_stores *js, const struct ffm_an_merged *m,
 			int aw, int top)
@@ -975,6 +1023,7 @@ static void print_text(FILE *o, const char *job_id, const struct ffmctl_job_stor
 			js->n > 1 ? ", node-seconds over all nodes" : "");
 	else
 		fprintf(o, "recoverable: not known yet (no stage-3 run: no problem is classified)\n");
+	print_lead(o, js, m, noise_pct);
 	print_quality(o, js, m, noise_pct);
 
 	if (m->have_problems) {
@@ -1248,6 +1297,24 @@ static json_t *json_problem(const struct ffmctl_job_stores *js, const struct ffm
 			 "repeats", seq ? json_integer(mg->g.repeats) : NULL);
 }
 
+/* The combined-fix lead as JSON: the lines, the benefit together and their own added up. */
+static json_t *json_lead(const struct ffmctl_job_stores *js, const struct ffm_an_merged *m,
+			 double noise_pct)
+{
+	json_t *lines;
+	uint64_t parts;
+	size_t n;
+
+	if (!combined_lead(m, noise_pct, &parts, &n))
+		return json_null();
+	lines = json_array();
+	for (size_t i = 0; i < n; i++)
+		lines = ffm_json_append(lines, ffmctl_json_site(group_site(js, &m->groups[i])));
+	return json_pack("{s:o,s:o,s:o,s:o}", "lines", lines,
+			 "benefit_s", json_s(s_of(m->rec_ns)), "parts_s", json_s(s_of(parts)),
+			 "benefit_pct", ffm_json_fixed(pct(m->rec_ns, m->wall_sum_ns), 4));
+}
+
 /* The conditional host reads: what reading every N iterations would save, in no total. */
 static json_t *json_conditional(const struct ffmctl_job_stores *js,
 				const struct ffm_an_merged *m, int top, bool point)
@@ -1379,7 +1446,7 @@ static json_t *json_nodes(const struct ffmctl_job_stores *js)
 /* docs/report-json.md: the schema. */
 static int print_json(FILE *o, const char *job_id, const struct ffmctl_job_stores *js,
 		      const struct ffm_an_merged *m, enum ffm_grouping grouping, int top,
-		      const struct subseq *q, const struct ffmctl_next *nx)
+		      const struct subseq *q, const struct ffmctl_next *nx, double noise_pct)
 {
 	const struct ffm_analysis_result *r0 = ffm_analysis__result(js->v[0].an);
 	struct ffm_plan plan = next_plan(js);
@@ -1399,6 +1466,7 @@ static int print_json(FILE *o, const char *job_id, const struct ffmctl_job_store
 		{ "recoverable_pct",
 		  known ? ffm_json_fixed(pct(m->rec_ns, m->wall_sum_ns), 4) : json_null() },
 		{ "problems_known", json_boolean(known) },
+		{ "lead", json_lead(js, m, noise_pct) },
 		{ "stages", json_stages(js) },
 		{ "data_quality", json_quality(m) },
 		{ "problems", problems },
@@ -1473,7 +1541,7 @@ static int report(FILE *o, const char *job_id, bool json, enum ffm_grouping grou
 			goto out;
 	}
 	if (json) {
-		err = print_json(o, job_id, &js, &m, grouping, top, q, nx);
+		err = print_json(o, job_id, &js, &m, grouping, top, q, nx, noise_pct);
 		if (err < 0)
 			ffmctl_err("report", "cannot write the JSON: %s", strerror(-err));
 	} else {

@@ -6,6 +6,7 @@
 #   - the report's data quality is one remark a line, in plain words, each with what to do;
 #     remarks that change no figure by the noise threshold are counted in one line; incomplete
 #     runs are named with their reason;
+#   - a combination of fixes that saves far more than its parts leads the report (issue 42);
 #   - every problem type says how to fix it ("fix:" lines, JSON "fixes"), the implicit syncs
 #     of a free, an async copy to pageable memory and a memset the call to use instead, a
 #     duplicate copy its direction;
@@ -94,6 +95,27 @@ check "host read: if the value can wait, read every 50 iterations" \
 	has "$T/read.txt" '^conditional: reads whose value the next GPU step may need' \
 	'^   1  if the value used at app.c:62 can wait, reading it every 50 iterations saves'
 
+# The combined-fix lead (docs/REPORT.md): two syncs that each save 0.2 ms a step alone (the
+# other waits instead) and 3.2 ms together lead the report; where one of them saves more alone
+# than the combination adds (K 2 ms, C 1 ms), nothing leads.
+synth --state "$T/lead" --iters 100 --scenarios sequence --k-us 3000 --c-us 200 --k2-us 200 \
+	--c2-us 3000
+report lead >"$T/lead.txt"
+report lead --json >"$T/lead.json"
+check "lead: lines fixed together, right under the headline" \
+	has "$T/lead.txt" '^lead: lines seq_first at app.c:51 and seq_second at app.c:52, fixed together: 0.320000 s \(49.9%\); their own benefits add up to 0.040000 s'
+check "lead: the JSON has the lines and both numbers" python3 -c "
+import json
+l = json.load(open('$T/lead.json'))['lead']
+assert [c['line'] for c in l['lines']] == [51, 52], l
+assert l['benefit_s'] == 0.32 and l['parts_s'] == 0.04, l"
+synth --state "$T/nolead" --iters 100 --scenarios sequence --k-us 2000
+report nolead >"$T/nolead.txt"
+report nolead --json >"$T/nolead.json"
+check "lead: none where one line alone saves more than the combination adds" \
+	hasnt "$T/nolead.txt" '^lead:'
+check "lead: null in the JSON then" python3 -c "
+import json; assert json.load(open('$T/nolead.json'))['lead'] is None"
 report all --json >"$T/all.json"
 check "JSON: each problem's fixes, one per type it has, the same words" python3 -c "
 import json, sys

@@ -28,6 +28,8 @@ int main(int argc, char **argv)
 		{ "scenarios", required_argument, NULL, 'c' },
 		{ "threads", required_argument, NULL, 't' }, { "tgid", required_argument, NULL, 'p' },
 		{ "k-us", required_argument, NULL, 'K' },  { "fast", no_argument, NULL, 'f' },
+		{ "c-us", required_argument, NULL, 'W' },  { "k2-us", required_argument, NULL, 'Y' },
+		{ "c2-us", required_argument, NULL, 'Z' },
 		{ "expected", no_argument, NULL, 'e' },
 		{ "sync-api", required_argument, NULL, 'A' },
 		{ "copy-us", required_argument, NULL, 'C' },
@@ -50,6 +52,9 @@ int main(int argc, char **argv)
 		case 't': o.threads = (uint32_t)atoi(optarg); break;
 		case 'p': o.tgid = (uint32_t)atoi(optarg); break;
 		case 'K': o.k_us = (uint32_t)atoi(optarg); break;
+		case 'W': o.c_us = (uint32_t)atoi(optarg); break;
+		case 'Y': o.k2_us = (uint32_t)atoi(optarg); break;
+		case 'Z': o.c2_us = (uint32_t)atoi(optarg); break;
 		case 'f': o.fast = true; break;
 		case 'e': expected = true; break;
 		case 'A': o.sync_api = optarg; break;
