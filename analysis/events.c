@@ -302,6 +302,21 @@ static int event_problem(struct ffm_analysis *a, uint32_t site, uint64_t k, bool
 	return 0;
 }
 
+/* @e, just pushed, is its thread's latest model event; after a removed sync, the thread's next
+ * submission is looked for (note_next_submit), with a read's first use (@use, -1: none timed)
+ * for the required-read rule. */
+static void note_last(struct an_apply *sc, struct thread *t, const struct ffm_event *e,
+		      int64_t use)
+{
+	t->last_ev = sc->a->tl.n_ev;
+	t->last_site = sc->last_site;
+	if (e->problem != FFM_PROBLEM_UNNECESSARY_SYNC && e->problem != FFM_PROBLEM_HOST_READ)
+		return;
+	t->idle_ev = sc->a->tl.n_ev;
+	t->read_use_ns = use;
+	t->read_site = sc->last_site;
+}
+
 /* One raw event, in time order: into the model's array with its verdicts. */
 static int on_raw_event(void *ctx, const struct an_raw *raw)
 {
@@ -393,15 +408,8 @@ static int on_raw_event(void *ctx, const struct an_raw *raw)
 	}
 	if (!err)
 		err = push_event(a, &e);
-	if (!err) {
-		t->last_ev = a->tl.n_ev;
-		t->last_site = sc->last_site;
-		if (e.problem == FFM_PROBLEM_UNNECESSARY_SYNC || e.problem == FFM_PROBLEM_HOST_READ) {
-			t->idle_ev = a->tl.n_ev;
-			t->read_use_ns = use;
-			t->read_site = sc->last_site;
-		}
-	}
+	if (!err)
+		note_last(sc, t, &e, use);
 	return err;
 }
 
@@ -441,8 +449,9 @@ static int decide_conditional(struct ffm_analysis_result *res, const struct site
 	for (size_t i = 0; i < res->n_sites && !err; i++) {
 		struct ffm_an_site *x = &res->sites[i];
 
-		x->read_conditional = si[i].host_read &&
-				      ffm_verdict_read_conditional(x->n_use_first, x->n_submit_first);
+		x->read_conditional =
+			si[i].host_read &&
+			ffm_verdict_read_conditional(x->n_use_first, x->n_submit_first);
 		if (x->read_conditional) {
 			any = true;
 			err = oatab_put_u32(&lines, an_line_key(x), 1);

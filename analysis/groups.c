@@ -63,7 +63,8 @@ static int fold_without_conditional(const struct an_group_in *in, const struct o
 		bucket[si] = res->sites[si].read_conditional ?
 				     UINT32_MAX : oatab_get_u32(idx, res->sites[si].fold_id);
 	if (!err)
-		err = an_bucket_benefits(in->g, &in->model->nodes, bucket, res->n_groups, ben, NULL);
+		err = an_bucket_benefits(in->g, &in->model->nodes, bucket, res->n_groups, ben,
+					 NULL);
 	for (size_t i = 0; !err && i < res->n_groups; i++)
 		if (!res->groups[i].conditional)
 			res->groups[i].benefit_ns = ben[i];

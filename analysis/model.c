@@ -63,9 +63,12 @@ static int api_benefits(const struct an_model_in *in, const struct an_nodes *nod
 	int err = -ENOMEM;
 
 	if (site_api && cnt && ben) {
-		for (size_t si = 0; si < res->n_sites; si++)
-			site_api[si] = res->sites[si].read_conditional ?
-					       UINT32_MAX : oatab_get_u32(in->api_of, res->sites[si].api);
+		for (size_t si = 0; si < res->n_sites; si++) {
+			const struct ffm_an_site *x = &res->sites[si];
+
+			site_api[si] = x->read_conditional ? UINT32_MAX :
+							     oatab_get_u32(in->api_of, x->api);
+		}
 		err = an_bucket_benefits(in->g, nodes, site_api, res->n_apis, ben, cnt);
 	}
 	for (size_t i = 0; !err && i < res->n_apis; i++) {

@@ -779,8 +779,9 @@ static void print_conditional(FILE *o, const struct ffmctl_job_stores *js,
 			break;
 		}
 		ffmctl_site_str(x, site, sizeof(site));
-		fprintf(o, "  %2d  %s\n       host read, %" PRIu64 "x %s in %s\n", shown,
-			conditional_str(js, mg, text, sizeof(text)), mg->g.count, x->api_name, site);
+		conditional_str(js, mg, text, sizeof(text));
+		fprintf(o, "  %2d  %s\n       host read, %" PRIu64 "x %s in %s\n", shown, text,
+			mg->g.count, x->api_name, site);
 		if (point && mg->g.n_members > 1)
 			print_line_sites(o, js, mg);
 	}
@@ -890,8 +891,10 @@ static void print_lead(FILE *o, const struct ffmctl_job_stores *js, const struct
 		return;
 	fprintf(o, "lead: lines ");
 	for (size_t i = 0; i < n && i < LEAD_LINES; i++) {
+		bool last = i + 1 == n || i + 1 == LEAD_LINES;
+
 		ffmctl_site_str(group_site(js, &m->groups[i]), buf, sizeof(buf));
-		fprintf(o, "%s%s", i ? (i + 1 == n || i + 1 == LEAD_LINES ? " and " : ", ") : "", buf);
+		fprintf(o, "%s%s", i ? (last ? " and " : ", ") : "", buf);
 	}
 	if (n > LEAD_LINES)
 		fprintf(o, " (and %zu more)", n - LEAD_LINES);
@@ -1339,7 +1342,8 @@ static json_t *json_conditional(const struct ffmctl_job_stores *js,
 			"benefit_s", json_s(s_of(mg->g.benefit_ns)), "every_n", (json_int_t)every,
 			"uses_before_submit", ffm_json_u64(x->n_use_first),
 			"use", !x->use_function ? json_null() :
-			       json_pack("{s:o,s:o,s:I}", "function", ffm_json_string(x->use_function),
+			       json_pack("{s:o,s:o,s:I}",
+					 "function", ffm_json_string(x->use_function),
 					 "file", ffm_json_string(x->use_file),
 					 "line", (json_int_t)x->use_line),
 			"text", conditional_str(js, mg, text, sizeof(text))));
