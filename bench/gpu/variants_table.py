@@ -76,7 +76,9 @@ def row(out, name, kind, args, gpu, wl):
         else "NO"
     lines = plants(kind, args, gpu, wl)
     probs = r.get("problems", [])
-    est = sum(p["benefit_s"] for p in probs
+    # A read whose value may feed the next step is priced as a conditional entry, not a problem
+    # (docs/ACCURACY.md, the required-read rule): its planted line's estimate is that price.
+    est = sum(p["benefit_s"] for p in probs + r.get("conditional", [])
               if (os.path.basename(p["call_site"].get("file") or ""),
                   p["call_site"].get("line")) in lines)
     head = r.get("recoverable_s") or 0
