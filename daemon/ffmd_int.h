@@ -44,7 +44,7 @@ struct ffm_overhead;
 
 /* What an epoll event is about (the low byte of its data; TAG_CONN: the connection above it). */
 enum { TAG_RING = 1, TAG_LISTEN, TAG_SIGNAL, TAG_TIMER, TAG_CONN, TAG_READY, TAG_ANALYSED,
-       TAG_PUBLISHED };
+       TAG_PUBLISHED, TAG_UNWOUND };
 
 /*
  * A libcuda file in use, by device and inode. PENDING while the readier makes it ready off the
@@ -189,6 +189,7 @@ struct ffmd {
 	struct ffmd_config cfg;
 	struct ffm_collector *col;
 	struct ffm_symbolizer *sym;
+	struct ffm_unwinder *unwinder; /* the only user of sym: stacks off the loop */
 	struct ffm_apis *apis;
 	struct job jobs[FFM_MAX_JOBS];
 	struct rule rules[FFM_MAX_RULES];

@@ -175,6 +175,7 @@ int ffm_jobrun__begin(const struct ffm_jobrun_opts *opts, struct ffm_jobrun **re
 	struct ffm_store_stage_history hist;
 	struct ffm_plan_input in;
 	struct ffm_recorder_opts ro = { .sz = sizeof(ro), .collector = opts->collector, .sym = opts->sym,
+					.unwinder = opts->unwinder,
 					.apis = opts->apis, .proc_root = opts->proc_root,
 					.driver_build_id = opts->driver_build_id };
 	struct ffm_jobrun *jr;
@@ -384,10 +385,11 @@ int ffm_jobrun__end(struct ffm_jobrun *jr, double wall_s, int exit_status, bool 
 		}
 		ffm_collector__clear_drops(jr->o.collector, jr->o.slot);
 	}
-	ffm_recorder__stats(jr->rec, &st);
+	/* First: the stacks still being unwound and the records held behind them are stored. */
 	err = ffm_recorder__end(jr->rec);
 	if (err < 0)
 		return err;
+	ffm_recorder__stats(jr->rec, &st);
 	if (st.unknown_keys) {
 		ffm_store__add_drops(jr->store, jr->run, FFM_DROP_OTHER, st.unknown_keys);
 		flags |= FFM_RUN_DROPPED;

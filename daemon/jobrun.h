@@ -17,6 +17,8 @@
 
 struct ffm_collector;
 struct ffm_symbolizer;
+struct ffm_unwinder;
+struct ffm_unwinder;
 struct ffm_apis;
 struct ffm_store;
 struct ffm_overhead;
@@ -34,6 +36,7 @@ struct ffm_jobrun_opts {
 	uint32_t slot;         /* collector job slot */
 	struct ffm_collector *collector;
 	struct ffm_symbolizer *sym;
+	struct ffm_unwinder *unwinder; /* NULL: stacks unwound in the caller (daemon/recorder.h) */
 	struct ffm_apis *apis;
 	const char *driver_path, *driver_build_id;
 	uint64_t wait_off, wait_size;

@@ -280,7 +280,8 @@ int job_create(struct ffmd *d, const struct job_spec *sp, struct job **ret, cons
 {
 	struct ffm_jobrun_opts jo = { .sz = sizeof(jo), .state_dir = d->cfg.state_dir,
 				      .override_stage = sp->override_stage, .collector = d->col,
-				      .sym = d->sym, .apis = d->apis, .limits = &d->cfg.limits };
+				      .sym = d->sym, .unwinder = d->unwinder, .apis = d->apis,
+				      .limits = &d->cfg.limits };
 	struct job *j;
 	int slot, err;
 

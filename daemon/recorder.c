@@ -15,13 +15,15 @@
 #include "daemon/memtrace.h"
 #include "daemon/pytrack.h"
 #include "daemon/recorder.h"
+#include "daemon/unwinder.h"
 #include "store/ffm_store.h"
 #include "symbols/ffm_driver.h"
 #include "symbols/ffm_stack.h"
 
-#define MAX_FRAMES 128
+#define MAX_FRAMES FFM_UNWIND_MAX_FRAMES
 /* machine frames and the functions inlined into them */
 #define MAX_STORE_FRAMES (2 * MAX_FRAMES)
+_Static_assert(FFM_LIB_FRAMES + 1 <= FFM_UNWIND_MAX_FRAMES, "a stack's BPF frames fit a request");
 
 /* (stack key, tgid) -> store stack id + attributed API. */
 struct key_ent {
@@ -50,7 +52,6 @@ struct ffm_recorder {
 	struct oatab tids;  /* struct oa_key (a: tid): threads already given to put_thread */
 	uint32_t *api_ids; /* collector api id -> store api id, 0 = not yet named */
 	struct ffm_recorder_stats st;
-	struct ffm_frame frames[MAX_FRAMES];
 	struct ffm_store_frame sframes[MAX_STORE_FRAMES + FFM_PY_FRAMES];
 	struct ffm_pytrack *py; /* the Python frames of its processes */
 	struct oatab named;	/* struct oa_key (a: store api id): names given to the store */
@@ -62,6 +63,25 @@ struct ffm_recorder {
 	bool full;       /* the store reached its bytes: records are counted, not stored */
 	char *cut[(MAX_STORE_FRAMES + FFM_PY_FRAMES) * 5]; /* copies cut to string_bytes */
 	int ncut;
+	/* A stack on the unwinder's worker; the records that came since, oldest first. */
+	bool busy;
+	struct held *held, **held_tail;
+	size_t held_bytes;
+	int err; /* the first store failure of a held record, returned by the next call */
+};
+
+/* A record held back while a stack of its run is being unwound. */
+struct held {
+	struct held *next;
+	size_t size;
+	uint64_t rec[]; /* the record's bytes (8-aligned, as in the ring buffer) */
+};
+
+/* A stack record's copy and its unwinding (daemon/unwinder.h). */
+struct stack_req {
+	struct ffm_unwind_req u;
+	struct ffm_recorder *r;
+	uint64_t rec[]; /* struct ffm_rec_stack */
 };
 
 /* ---- stack keys, processes, threads ------------------------------------------------------ */
@@ -231,18 +251,150 @@ static void cuts_free(struct ffm_recorder *r)
 		free(r->cut[--r->ncut]);
 }
 
-static int on_stack(struct ffm_recorder *r, const struct ffm_rec_stack *s)
+/* Learned slots: where the frames above the call site keep their return addresses, relative
+ * to the call site's own slot (bpf/ffm.h). */
+static void learn_slots(struct ffm_recorder *r, const struct ffm_rec_stack *s,
+			const struct ffm_frame *frames, int n)
 {
-	struct ffm_stack_snapshot snap = {
-		.tgid = s->hdr.tgid, .ip = s->ip, .sp = s->sp, .bp = s->bp,
-		.stack = s->stack, .stack_len = s->stack_len < FFM_STACK_BYTES ? s->stack_len : FFM_STACK_BYTES,
-	};
-	struct ffm_addr_space *as = addr_space(r, s->hdr.tgid);
+	int32_t off[FFM_LEARNED_SLOTS];
+	uint32_t k = 0;
+	int ci = -1;
+
+	if (!r->o.collector || !s->callsite || !s->callsite_slot)
+		return;
+	for (int i = 0; i < n; i++)
+		if (frames[i].pc == s->callsite) {
+			ci = i;
+			break;
+		}
+	for (int i = ci; ci >= 0 && i < n && k < FFM_LEARNED_SLOTS; i++) {
+		int64_t d = (int64_t)(frames[i].ra_slot - s->callsite_slot);
+
+		if (!frames[i].ra_slot || d <= 0 || d > INT32_MAX)
+			break;
+		off[k++] = (int32_t)d;
+	}
+	if (k)
+		ffm_collector__learn_slots(r->o.collector, s->hdr.tgid, s->callsite, off, k);
+}
+
+/* The unwound stack of @q (ffm_unwind_run done) into the store, on the caller's thread. */
+static int stack_finish(struct ffm_recorder *r, struct stack_req *q)
+{
+	const struct ffm_rec_stack *s = (const void *)q->rec;
+	struct ffm_frame *frames = q->u.frames;
 	struct key_ent *ke = key_find(r, s->hdr.tgid, s->stack_key, true);
-	int n = 0, nall = 0, outer_lib = -1, err;
-	uint64_t t0, t1;
+	int n = q->u.n, nall = 0, outer_lib = -1, err;
+	uint64_t t0 = ffm_now_ns(), t1;
 	uint32_t api = 0;
 	int64_t stack_id = 0;
+
+	if (!ke)
+		return -ENOMEM;
+	for (int i = 0; i < n; i++) {
+		const struct ffm_sym *sym = q->u.syms[i];
+
+		if (!sym) {
+			r->sframes[nall++] = (struct ffm_store_frame){ .module = "[unknown]",
+								       .offset = frames[i].pc };
+			continue;
+		}
+		nall = put_sym_frames(r->sframes, nall, MAX_STORE_FRAMES, sym);
+		if (is_driver_frame(r, sym))
+			outer_lib = nall - 1;
+	}
+	if (outer_lib >= 0)
+		api = api_of_symbol(r, r->sframes[outer_lib].func);
+	/* The unwinding and symbols, wherever they ran (the unwinder's worker: q->u.ns). */
+	t1 = ffm_now_ns();
+	ffm_overhead_add(r->o.price, FFM_OVERHEAD_SYMBOLS, q->u.ns + (t1 - t0));
+	nall = ffm_pytrack__frames(r->py, s, r->sframes, nall, MAX_STORE_FRAMES + FFM_PY_FRAMES);
+	ffm_overhead_add(r->o.price, FFM_OVERHEAD_PYCHECK, ffm_now_ns() - t1);
+	if (nall > 0) {
+		cut_frames(r, r->sframes, nall);
+		err = ffm_store__put_stack(r->o.store, ffm_store_stack_hash(r->sframes, nall),
+					   r->sframes, nall, &stack_id);
+		cuts_free(r);
+		if (err < 0)
+			return err;
+	}
+	ke->stack = stack_id;
+	ke->api = api;
+	learn_slots(r, s, frames, n);
+	return 0;
+}
+
+static int dispatch(struct ffm_recorder *r, const void *rec, size_t size);
+
+/* The records held behind a stack, in order, until none is left or another stack goes out. */
+static void replay(struct ffm_recorder *r)
+{
+	while (!r->busy && r->held) {
+		struct held *h = r->held;
+		int err;
+
+		r->held = h->next;
+		if (!r->held)
+			r->held_tail = &r->held;
+		r->held_bytes -= h->size;
+		err = dispatch(r, h->rec, h->size);
+		if (err < 0 && !r->err)
+			r->err = err;
+		free(h);
+	}
+}
+
+/* On the loop: a stack the unwinder's worker is done with. */
+static void stack_done(struct ffm_unwind_req *u)
+{
+	struct stack_req *q = (struct stack_req *)u;
+	struct ffm_recorder *r = q->r;
+	int err = stack_finish(r, q);
+
+	free(q);
+	if (err < 0 && !r->err)
+		r->err = err;
+	r->busy = false;
+	replay(r);
+}
+
+static int hold(struct ffm_recorder *r, const void *rec, size_t size)
+{
+	struct held *h;
+
+	if (r->held_bytes + size > FFM_HELD_MAX_BYTES || !(h = malloc(sizeof(*h) + size))) {
+		r->st.not_stored++; /* counted: the run says it lost records */
+		return 0;
+	}
+	h->next = NULL;
+	h->size = size;
+	memcpy(h->rec, rec, size);
+	*r->held_tail = h;
+	r->held_tail = &h->next;
+	r->held_bytes += size;
+	return 0;
+}
+
+/* Wait for the run's stack on the unwinder (and the records held behind it) to be stored. */
+static void drain(struct ffm_recorder *r)
+{
+	while (r->busy && ffm_unwinder__wait(r->o.unwinder) == 0)
+		;
+	while (r->held) {
+		struct held *h = r->held; /* never: the worker lost the request */
+
+		r->held = h->next;
+		free(h);
+		r->st.not_stored++;
+	}
+	r->held_tail = &r->held;
+	r->held_bytes = 0;
+}
+
+static int on_stack(struct ffm_recorder *r, const struct ffm_rec_stack *s, size_t size)
+{
+	struct key_ent *ke = key_find(r, s->hdr.tgid, s->stack_key, true);
+	struct stack_req *q;
 
 	r->st.stacks++;
 	if (!ke)
@@ -257,71 +409,38 @@ static int on_stack(struct ffm_recorder *r, const struct ffm_rec_stack *s)
 			r->st.stacks_capped++;
 		return 0;
 	}
-	t0 = ffm_now_ns();
-	if (as)
-		n = ffm_stack__unwind(r->o.sym, as, &snap, r->frames, MAX_FRAMES);
-	if (n <= 0) {
-		/* Process gone or no CFI: keep what BPF saw (libcuda frames + call site). */
-		n = 0;
-		for (uint32_t i = 0; i < s->nlib && i < FFM_LIB_FRAMES && n < MAX_FRAMES; i++)
-			r->frames[n++] = (struct ffm_frame){ .pc = s->lib[i] };
-		if (s->callsite && n < MAX_FRAMES)
-			r->frames[n++] = (struct ffm_frame){ .pc = s->callsite };
+	if (size < sizeof(*s) || !(q = calloc(1, sizeof(*q) + size)))
+		return -ENOMEM;
+	memcpy(q->rec, s, size);
+	s = (const void *)q->rec;
+	q->r = r;
+	q->u = (struct ffm_unwind_req){
+		.done = stack_done, .owner = r, .as = addr_space(r, s->hdr.tgid),
+		.snap = { .tgid = s->hdr.tgid, .ip = s->ip, .sp = s->sp, .bp = s->bp,
+			  .stack = s->stack,
+			  .stack_len = s->stack_len < FFM_STACK_BYTES ? s->stack_len
+								      : FFM_STACK_BYTES },
+	};
+	/* Process gone or no CFI: what BPF saw is kept (libcuda frames + call site). */
+	for (uint32_t i = 0; i < s->nlib && i < FFM_LIB_FRAMES; i++)
+		q->u.pcs[q->u.npcs++] = s->lib[i];
+	if (s->callsite)
+		q->u.pcs[q->u.npcs++] = s->callsite;
+	if (!r->o.unwinder) {
+		int err;
+
+		ffm_unwind_run(r->o.sym, &q->u);
+		err = stack_finish(r, q);
+		free(q);
+		return err;
 	}
-
-	for (int i = 0; i < n; i++) {
-		const struct ffm_sym *sym = NULL;
-
-		/* Every probe of ours fires at a return (uretprobe), so even frame 0's ip is a
-		 * return address: look up the call instruction, pc-1, for the right line. */
-		if (!as || ffm_symbolizer__symbolize(r->o.sym, as, r->frames[i].pc, true, &sym)) {
-			r->sframes[nall++] = (struct ffm_store_frame){ .module = "[unknown]",
-								       .offset = r->frames[i].pc };
-			continue;
-		}
-		nall = put_sym_frames(r->sframes, nall, MAX_STORE_FRAMES, sym);
-		if (is_driver_frame(r, sym))
-			outer_lib = nall - 1;
+	ke->stack = 0;
+	ke->api = 0;
+	if (ffm_unwinder__submit(r->o.unwinder, &q->u) < 0) {
+		r->st.not_stored++; /* never: the queue holds one request per run */
+		return 0;
 	}
-	if (outer_lib >= 0)
-		api = api_of_symbol(r, r->sframes[outer_lib].func);
-	t1 = ffm_now_ns();
-	ffm_overhead_add(r->o.price, FFM_OVERHEAD_SYMBOLS, t1 - t0);
-	nall = ffm_pytrack__frames(r->py, s, r->sframes, nall, MAX_STORE_FRAMES + FFM_PY_FRAMES);
-	ffm_overhead_add(r->o.price, FFM_OVERHEAD_PYCHECK, ffm_now_ns() - t1);
-	if (nall > 0) {
-		cut_frames(r, r->sframes, nall);
-		err = ffm_store__put_stack(r->o.store, ffm_store_stack_hash(r->sframes, nall),
-					   r->sframes, nall, &stack_id);
-		cuts_free(r);
-		if (err < 0)
-			return err;
-	}
-	ke->stack = stack_id;
-	ke->api = api;
-
-	/* Learned slots: where the frames above the call site keep their return addresses,
-	 * relative to the call site's own slot (bpf/ffm.h). */
-	if (r->o.collector && s->callsite && s->callsite_slot) {
-		int32_t off[FFM_LEARNED_SLOTS];
-		uint32_t k = 0;
-		int ci = -1;
-
-		for (int i = 0; i < n; i++)
-			if (r->frames[i].pc == s->callsite) {
-				ci = i;
-				break;
-			}
-		for (int i = ci; ci >= 0 && i < n && k < FFM_LEARNED_SLOTS; i++) {
-			int64_t d = (int64_t)(r->frames[i].ra_slot - s->callsite_slot);
-
-			if (!r->frames[i].ra_slot || d <= 0 || d > INT32_MAX)
-				break;
-			off[k++] = (int32_t)d;
-		}
-		if (k)
-			ffm_collector__learn_slots(r->o.collector, s->hdr.tgid, s->callsite, off, k);
-	}
+	r->busy = true;
 	return 0;
 }
 
@@ -454,6 +573,13 @@ static int on_sample(struct ffm_recorder *r, const struct ffm_rec_sample *x)
 
 int ffm_recorder__end(struct ffm_recorder *r)
 {
+	drain(r);
+	if (r->err) {
+		int err = r->err;
+
+		r->err = 0;
+		return err;
+	}
 	for (size_t i = 0; i < r->keys.cap; i++) {
 		struct key_ent *ke = oatab_slot(&r->keys, i);
 
@@ -581,14 +707,14 @@ static int on_func(struct ffm_recorder *r, const struct ffm_rec_func *f)
 	return ffm_store__put_kernel(r->o.store, r->o.run, f->hdr.tgid, f->handle, name);
 }
 
-int ffm_recorder__record(struct ffm_recorder *r, const void *rec, size_t size)
+static int dispatch(struct ffm_recorder *r, const void *rec, size_t size)
 {
 	const struct ffm_rec_hdr *h = rec;
 
 	switch (h->type) {
 	case FFM_REC_WAIT: return on_wait(r, rec);
 	case FFM_REC_CALL: return on_call(r, rec);
-	case FFM_REC_STACK: return on_stack(r, rec);
+	case FFM_REC_STACK: return on_stack(r, rec, size);
 	case FFM_REC_EXEC:
 	case FFM_REC_FORK:
 	case FFM_REC_EXIT: return on_proc(r, rec);
@@ -606,6 +732,17 @@ int ffm_recorder__record(struct ffm_recorder *r, const void *rec, size_t size)
 		return 0;
 	default: return 0;
 	}
+}
+
+int ffm_recorder__record(struct ffm_recorder *r, const void *rec, size_t size)
+{
+	int err = r->busy ? hold(r, rec, size) : dispatch(r, rec, size);
+
+	if (r->err && err >= 0) {
+		err = r->err;
+		r->err = 0;
+	}
+	return err;
 }
 
 int ffm_recorder__new(const struct ffm_recorder_opts *opts, struct ffm_recorder **ret)
@@ -628,6 +765,7 @@ int ffm_recorder__new(const struct ffm_recorder_opts *opts, struct ffm_recorder 
 	r->keys = OATAB_INIT(struct key_ent);
 	r->procs = OATAB_INIT(struct proc_ent);
 	r->tids = OATAB_INIT(struct oa_key);
+	r->held_tail = &r->held;
 	r->api_ids = calloc(FFM_API_MAX, sizeof(*r->api_ids));
 	if (!r->api_ids || ffm_pytrack__new(opts->collector, opts->proc_root, &r->py) < 0) {
 		free(r->api_ids);
@@ -643,6 +781,7 @@ struct ffm_recorder *ffm_recorder__free(struct ffm_recorder *r)
 {
 	if (!r)
 		return NULL;
+	drain(r);
 	for (size_t i = 0; i < r->procs.cap; i++) {
 		struct proc_ent *p = oatab_slot(&r->procs, i);
 

@@ -3,6 +3,10 @@
  * The recorder: turns the collector's records of one job run into rows of the job key's store.
  *
  * - Stacks: a FFM_REC_STACK record is unwound with the process's CFI (symbols/) and symbolized;
+ *   with an unwinder (ffmd) that is done on its worker thread (daemon/unwinder.h), and the
+ *   job's later records are held back, in order, until the stack is stored: a record that uses
+ *   the stack's key finds it, nothing is reordered. At most FFM_HELD_MAX_BYTES are held at once;
+ *   more are counted as not stored (the run is then flagged as having lost records).
  *   its identity in the store is a hash of its frames' (build-id, file offset), so the same call
  *   path has the same stack id in every process and every run (addresses differ under ASLR).
  *   The recorder then tells the collector where the application's return addresses sit
@@ -24,6 +28,7 @@ struct ffm_collector;
 struct ffm_symbolizer;
 struct ffm_apis;
 struct ffm_memtrace;
+struct ffm_unwinder;
 
 /*
  * What one run may take (a job's user controls all of it: a flood of new stacks, long names,
@@ -60,7 +65,12 @@ struct ffm_recorder_opts {
 	/* borrowed, NULL: none; the recorder adds its time per part (unwinds and symbols, the
 	 * Python checks, /proc reads) to it (store/ffm_store.h, enum ffm_overhead_part) */
 	struct ffm_overhead *price;
+	/* borrowed; NULL: stacks are unwound in the caller (ffmctl profile). Its worker is then
+	 * the only user of @sym. */
+	struct ffm_unwinder *unwinder;
 };
+
+#define FFM_HELD_MAX_BYTES (64u << 20)
 
 struct ffm_recorder_stats {
 	uint64_t waits, calls, stacks, unknown_keys;
@@ -78,13 +88,16 @@ struct ffm_recorder;
 
 int ffm_recorder__new(const struct ffm_recorder_opts *opts, struct ffm_recorder **ret);
 struct ffm_recorder *ffm_recorder__free(struct ffm_recorder *r);
-/* One record (of this recorder's job slot); -errno only for store failures. */
+/* One record (of this recorder's job slot); -errno only for store failures (also those of
+ * records held back earlier and stored since). */
 int ffm_recorder__record(struct ffm_recorder *r, const void *rec, size_t size);
 void ffm_recorder__stats(const struct ffm_recorder *r, struct ffm_recorder_stats *out);
 /* The run's store reached its bytes (the caller measures): from now on records are counted,
  * not stored, except the processes' starts and ends. */
 void ffm_recorder__full(struct ffm_recorder *r);
-/* The run ends: what is summed until then (CPU samples) into the store. */
+/* The run ends: the stacks still being unwound and the records held behind them are stored
+ * (this waits for the unwinder's worker, whose opens each have a deadline), then what is
+ * summed until then (CPU samples). */
 int ffm_recorder__end(struct ffm_recorder *r);
 
 #endif

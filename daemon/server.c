@@ -61,6 +61,7 @@
 #include "daemon/metrics.h"
 #include "daemon/readier.h"
 #include "daemon/server.h"
+#include "daemon/unwinder.h"
 #include "store/ffm_store.h"
 #include "symbols/ffm_driver.h"
 #include "symbols/ffm_stack.h"
@@ -704,7 +705,8 @@ static int loop_setup(struct ffmd *d, const struct ffmd_config *cfg)
 	    (err = ep_add(d, d->lfd, TAG_LISTEN)) < 0 || (err = ep_add(d, d->sfd, TAG_SIGNAL)) < 0 ||
 	    (err = ep_add(d, d->tfd, TAG_TIMER)) < 0 ||
 	    (err = ep_add(d, ffm_readier__fd(d->readier), TAG_READY)) < 0 ||
-	    (err = ep_add(d, ffm_analyzer__fd(d->analyzer), TAG_ANALYSED)) < 0)
+	    (err = ep_add(d, ffm_analyzer__fd(d->analyzer), TAG_ANALYSED)) < 0 ||
+	    (err = ep_add(d, ffm_unwinder__fd(d->unwinder), TAG_UNWOUND)) < 0)
 		return err;
 	if (publish_fd() >= 0 && (err = ep_add(d, publish_fd(), TAG_PUBLISHED)) < 0)
 		return err;
@@ -729,7 +731,8 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 		goto fail;
 	detacher_start(d);
 	if ((err = workers_start(d, cfg)) < 0 || (err = ffm_apis__new(&d->apis)) < 0 ||
-	    (err = ffm_symbolizer__new(NULL, &d->sym)) < 0)
+	    (err = ffm_symbolizer__new(NULL, &d->sym)) < 0 ||
+	    (err = ffm_unwinder__new(d->sym, 2 * FFM_MAX_JOBS, &d->unwinder)) < 0)
 		goto fail;
 	system_drivers(d);
 	if ((err = listen_socket(d, cfg->runtime_dir)) < 0 || (err = loop_setup(d, cfg)) < 0)
@@ -786,6 +789,8 @@ int ffmd__run(struct ffmd *d)
 				answer_waiting(d, false); /* a job whose copy will not come */
 			} else if (tag == TAG_PUBLISHED) {
 				copies_take(d);
+			} else if (tag == TAG_UNWOUND) {
+				ffm_unwinder__take(d->unwinder);
 			} else if (tag == TAG_TIMER) {
 				uint64_t x;
 
@@ -860,6 +865,7 @@ struct ffmd *ffmd__free(struct ffmd *d)
 			close(fds[i]);
 	for (int i = 0; i < d->natt_names; i++)
 		free(d->att_names[i]);
+	d->unwinder = ffm_unwinder__free(d->unwinder); /* the jobs, its submitters, are gone */
 	ffm_symbolizer__free(d->sym);
 	ffm_apis__free(d->apis);
 	ffm_collector__free(d->col);

@@ -20,7 +20,7 @@ struct ffm_worker {
 	pthread_t th;
 	bool started, stop, busy;
 	pthread_mutex_t mu;
-	pthread_cond_t cv;
+	pthread_cond_t cv, dcv; /* a request queued; a result done */
 	void **q, **done; /* waiting (oldest first) and finished, cap each */
 	size_t nq, ndone;
 };
@@ -53,10 +53,13 @@ static void *worker(void *arg)
 
 		pthread_mutex_lock(&w->mu);
 		w->busy = false;
-		if (!res)
+		if (!res) {
+			pthread_cond_broadcast(&w->dcv);
 			continue;
+		}
 		/* done[] has room: submit counts waiting, busy and done against cap. */
 		w->done[w->ndone++] = res;
+		pthread_cond_broadcast(&w->dcv);
 		/* Cannot fail: the counter saturates only after 2^64 - 2 writes. */
 		(void)!write(w->efd, &(uint64_t){ 1 }, sizeof(uint64_t));
 	}
@@ -76,6 +79,7 @@ int ffm_worker__new(size_t cap, ffm_worker_fn fn, void *ctx, struct ffm_worker *
 	*w = (struct ffm_worker){ .fn = fn, .ctx = ctx, .cap = cap, .efd = -1 };
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_cond_init(&w->cv, NULL);
+	pthread_cond_init(&w->dcv, NULL);
 	w->q = calloc(cap, sizeof(*w->q));
 	w->done = calloc(cap, sizeof(*w->done));
 	w->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -134,6 +138,15 @@ void *ffm_worker__take(struct ffm_worker *w)
 	return res;
 }
 
+void *ffm_worker__wait(struct ffm_worker *w)
+{
+	pthread_mutex_lock(&w->mu);
+	while (!w->ndone && (w->nq || w->busy) && !w->stop)
+		pthread_cond_wait(&w->dcv, &w->mu);
+	pthread_mutex_unlock(&w->mu);
+	return ffm_worker__take(w);
+}
+
 struct ffm_worker *ffm_worker__free(struct ffm_worker *w, void (*drop)(void *result))
 {
 	if (!w)
@@ -156,6 +169,7 @@ struct ffm_worker *ffm_worker__free(struct ffm_worker *w, void (*drop)(void *res
 	free(w->done);
 	pthread_mutex_destroy(&w->mu);
 	pthread_cond_destroy(&w->cv);
+	pthread_cond_destroy(&w->dcv);
 	free(w);
 	return NULL;
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * One worker thread that runs slow requests in order off ffmd's loop (daemon/readier.c: drivers
- * made ready; daemon/analyzer.c: analyses of ended runs). Requests and results are the caller's
+ * made ready; daemon/analyzer.c: analyses of ended runs; daemon/unwinder.c: stacks unwound and
+ * symbolized). Requests and results are the caller's
  * malloc'd structs; the loop learns of finished ones through an eventfd it polls and takes each
  * result once. At most @cap requests are queued, running or done and not taken.
  */
@@ -23,6 +24,9 @@ int ffm_worker__fd(const struct ffm_worker *w);
 int ffm_worker__submit(struct ffm_worker *w, void *req);
 /* A finished result (the taker's), NULL when none is waiting. */
 void *ffm_worker__take(struct ffm_worker *w);
+/* As take, but first waits while requests are queued or running and none is done (NULL:
+ * nothing queued, running or done). Blocks its caller: for a loop that must have a result. */
+void *ffm_worker__wait(struct ffm_worker *w);
 /* Stops the thread after its current request; @drop frees each result not taken. */
 struct ffm_worker *ffm_worker__free(struct ffm_worker *w, void (*drop)(void *result));
 

@@ -253,6 +253,22 @@ static void job_put(struct job *j)
 	free(j);
 }
 
+/* FFM_TEST_OPEN_DELAY=SUFFIX:MS (tests only, from the environment of ffm's own process): the
+ * opens of paths that end in SUFFIX take MS longer, as on a stalled file system. */
+static void env_delay(const char *path)
+{
+	const char *e = getenv("FFM_TEST_OPEN_DELAY"), *colon = e ? strrchr(e, ':') : NULL;
+	size_t ns = colon ? (size_t)(colon - e) : 0, np = strlen(path);
+	unsigned long ms;
+
+	if (!colon || !ns || np < ns || strncmp(path + np - ns, e, ns))
+		return;
+	ms = strtoul(colon + 1, NULL, 10);
+	fprintf(stderr, "useropen: test delay of %lu ms opening %s\n", ms, path);
+	nanosleep(&(struct timespec){ .tv_sec = (time_t)(ms / 1000),
+				      .tv_nsec = (long)(ms % 1000) * 1000000L }, NULL);
+}
+
 static void *helper(void *arg)
 {
 	struct job *j = arg;
@@ -262,6 +278,7 @@ static void *helper(void *arg)
 	if (fd == 0) {
 		if (test_hook)
 			test_hook(j->path);
+		env_delay(j->path);
 		fd = open_as(j);
 	}
 	pthread_mutex_lock(&j->lock);

@@ -88,7 +88,9 @@ int ffm_user_open(const struct ffm_user *u, int dirfd, const char *path, unsigne
 int ffm_user_open_stuck(void);
 
 /* Tests only: @hook runs in the helper thread before the open; a deadline other than the
- * default (0 = default). */
+ * default (0 = default). And, read from the environment of ffm's own process (never a job's),
+ * FFM_TEST_OPEN_DELAY=SUFFIX:MS: each open of a path ending in SUFFIX is held MS in its helper
+ * thread first, as on a stalled file system (and says so on stderr). */
 void ffm_user_open__set_test_hook(void (*hook)(const char *path));
 void ffm_user_open__set_deadline_ms(unsigned ms);
 

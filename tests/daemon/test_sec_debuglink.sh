@@ -8,7 +8,11 @@
 #     the run finishes and is measured;
 #   - to a symlink to a root-only copy of the right debug file: ffmd never reads it (its atime
 #     stays, and the report has no file:line from it), the run is still measured;
-#   - to the user's own debug file (mode 0600, the user's): the report names file:line.
+#   - to the user's own debug file (mode 0600, the user's): the report names file:line;
+#   - to a debug file whose every open stalls 3 s (FFM_TEST_OPEN_DELAY, symbols/useropen.h: as on
+#     a stalled FUSE or network file system): the opens run off ffmd's loop (daemon/unwinder.h),
+#     so status answers well under the opens' 250 ms deadline throughout (polled every 20 ms;
+#     the worst time is the loop's longest stall this test sees), and the run is measured.
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 . tests/ops/lib.sh
@@ -24,14 +28,16 @@ U1=$(id -u ffmdbg1)
 mkdir -p "$T/user" && chown ffmdbg1 "$T/user"
 objcopy --only-keep-debug "$WL" "$T/app.debug" && objcopy --strip-debug "$WL" "$T/app.stripped" ||
 	{ echo "# objcopy failed"; exit 2; }
-# mkcase NAME: $T/user/NAME/app, stripped, with a debuglink to the right app.debug beside it.
+# mkcase NAME [DEBUG]: $T/user/NAME/app, stripped, with a debuglink to the right debug file
+# beside it (named DEBUG, default app.debug).
 mkcase() {
-	local d=$T/user/$1
-	mkdir -p "$d" && cp "$T/app.debug" "$d/app.debug" &&
-		(cd "$d" && objcopy --add-gnu-debuglink=app.debug "$T/app.stripped" app) || return 1
-	chown -R ffmdbg1 "$d" && chmod 0755 "$d/app" && chmod 0600 "$d/app.debug"
+	local d=$T/user/$1 dbg=${2:-app.debug}
+	mkdir -p "$d" && cp "$T/app.debug" "$d/$dbg" &&
+		(cd "$d" && objcopy --add-gnu-debuglink="$dbg" "$T/app.stripped" app) || return 1
+	chown -R ffmdbg1 "$d" && chmod 0755 "$d/app" && chmod 0600 "$d/$dbg"
 }
-mkcase good && mkcase fifo && mkcase link || { echo "# cannot make the binaries"; exit 2; }
+mkcase good && mkcase fifo && mkcase link && mkcase slow slow.debug ||
+	{ echo "# cannot make the binaries"; exit 2; }
 F=$T/user/fifo/app.debug
 rm "$F" && mkfifo -m 0644 "$F" && chown ffmdbg1 "$F"
 # The root-only file: the right debug file, so that a read by root would name file:line.
@@ -41,11 +47,14 @@ rm "$L" && ln -s "$T/secret/app.debug" "$L" && chown -h ffmdbg1 "$L"
 touch -a -d '2001-01-01 00:00:00' "$T/secret/app.debug"
 atime0=$(stat -c %X "$T/secret/app.debug")
 
+# Every path ffmd tries for the slow case's debug file (beside the binary, .debug/, the debug
+# directory) stalls 3 s in its open, past the 250 ms deadline.
+export FFM_TEST_OPEN_DELAY=slow.debug:3000
 start_ffmd || { notok "ffmd starts"; finish; }
 ctl calibrate --driver "$FAKE/libcuda.so.1" >/dev/null 2>&1 ||
 	{ notok "calibrate the simulated driver"; finish; }
 
-# watch FILE: until $T/stop exists, the worst ffmctl status time (ms) and the longest time (ms)
+# watch FILE [PERIOD]: until $T/stop exists (status every PERIOD s, default 0.1), the worst ffmctl status time (ms) and the longest time (ms)
 # a process of the user stayed stopped, into FILE as "worst_status longest_stop".
 watch() {
 	local worst=0 stop=0 longest=0 t0 ms
@@ -61,15 +70,15 @@ watch() {
 			stop=0
 		fi
 		echo "$worst $longest" >"$1"
-		sleep 0.1
+		sleep "${2:-0.1}"
 	done
 }
-# run_case NAME: the user's app in a --uid job; sets rc, worst, longest, rep.
+# run_case NAME [PERIOD]: the user's app in a --uid job; sets rc, worst, longest, rep.
 run_case() {
-	local name=$1
+	local name=$1 period=${2:-0.1}
 	rm -f "$T/stop"
 	ctl job start "dbg-$name" --key "dbg-$name" --uid "$U1" >/dev/null || { rc=99; return; }
-	watch "$T/watch-$name" &
+	watch "$T/watch-$name" "$period" &
 	local wpid=$!
 	timeout 60 setpriv --reuid="$U1" --regid="$U1" --clear-groups \
 		env LD_LIBRARY_PATH="$FAKE" "$T/user/$name/app" --iters 1500 >"$T/$name.out" 2>&1
@@ -111,6 +120,18 @@ if [ $rc = 0 ] && [ "$worst" -lt 1000 ] && echo "$rep" | grep -q "cuCtxSynchroni
 else
 	notok "debuglink to the user's own debug file names $SITE (rc $rc)"
 	echo "$rep" | head -n 20 | diag
+fi
+
+# ---- a debug file whose opens stall -------------------------------------------------------------
+stalls0=$(grep -c 'test delay of 3000 ms opening .*slow.debug' "$T/ffmd.log")
+run_case slow 0.02
+stalls=$(($(grep -c 'test delay of 3000 ms opening .*slow.debug' "$T/ffmd.log") - stalls0))
+if [ $rc = 0 ] && [ "$stalls" -gt 0 ] && [ "$worst" -lt 150 ] && [ "$longest" -lt 1000 ] &&
+	[[ $rep == *cuCtxSynchronize* ]]; then
+	ok "debug file opens stalled $stalls times: status within $worst ms at worst (loop never waited)"
+else
+	notok "debug file opens that stall (rc $rc, $stalls stalls, status worst $worst ms, stopped $longest ms)"
+	{ echo "$rep" | head -n 20; tail -n 5 "$T/ffmd.log"; } | diag
 fi
 
 echo "1..$n"
