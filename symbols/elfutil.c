@@ -155,9 +155,11 @@ int ffm_open_regular(const char *path)
 	} else if (!S_ISREG(st.st_mode)) {
 		fd = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
 	} else {
-		/* Reopened through the O_PATH fd: the file checked is the file opened. */
+		/* Reopened through the O_PATH fd: the file checked is the file opened. Without
+		 * blocking: a lease its owner holds on it fails the open (EWOULDBLOCK) rather than
+		 * holding the caller for the lease break time (45 s). */
 		snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
-		fd = open(self, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+		fd = open(self, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 		if (fd < 0)
 			fd = -errno;
 	}

@@ -59,9 +59,9 @@ struct ffm_driver_list *ffm_driver_list__free(struct ffm_driver_list *l);
 /*
  * Open @path read-only as a file a job's user may control (a driver, an ld.so.cache, a mapped
  * library): the path is looked up with O_PATH, which opens nothing, and only a regular file is
- * then opened for reading, so a FIFO, a socket or a device named like a library never blocks
- * the caller or sees an open. Returns the fd (O_CLOEXEC), -EINVAL for anything but a regular
- * file, or -errno.
+ * then opened for reading, with O_NONBLOCK, so a FIFO, a socket or a device named like a
+ * library never blocks the caller or sees an open, nor does a lease on the file. Returns the
+ * fd (O_CLOEXEC), -EINVAL for anything but a regular file, or -errno.
  */
 int ffm_open_regular(const char *path);
 

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Internal to symbols/: opening a file that a job's user names (the binaries a process maps,
- * the debug files their .gnu_debuglink and build-id point to) the way that user could, without
- * ever blocking the caller for long. ffmd runs as root; a plain open would follow the user's
+ * Internal to symbols/ and daemon/resolve.c: opening a file that a job's user names (the
+ * binaries a process maps, the debug files their .gnu_debuglink and build-id point to, the
+ * process's environment and LD_LIBRARY_PATH entries) the way that user could, without ever
+ * blocking the caller for long. ffmd runs as root; a plain open would follow the user's
  * links to any file or device, and a FIFO or a stalled FUSE file system would hold its loop.
  *
  * How: each open runs in a short-lived helper thread that takes the process's file-system
