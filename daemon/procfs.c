@@ -144,9 +144,9 @@ int parse_pid(const char *s, pid_t *out)
 }
 
 /*
- * The libcuda @pid uses: the one it maps (returns 1), else the one its loader will pick (0). A path
- * through /proc/PID/root is shortened to the plain path when that root is ours: the /proc path dies
- * with the process, and the driver outlives it.
+ * The libcuda @pid uses: the one it maps (returns 1), else the one its loader will pick (0). A
+ * path through /proc/PID/root is shortened to the plain path when that names the same file from
+ * ffmd's root: the /proc path dies with the process, and the driver outlives it.
  */
 int driver_path_of(pid_t pid, char *out, size_t len)
 {
@@ -172,9 +172,12 @@ int driver_path_of(pid_t pid, char *out, size_t len)
 	ffm_driver_list__free(l);
 	if (err && (err = ffm_resolve_libcuda_pid(pid, NULL, out, len)) < 0)
 		return err;
+	/* The plain path only where it names the same file here: the same root directory may
+	 * still hold other mounts (ffmd's private /tmp, PrivateTmp=yes in its unit). */
 	pl = (size_t)snprintf(prefix, sizeof(prefix), "/proc/%d/root", pid);
 	if (!strncmp(out, prefix, pl) && out[pl] == '/' && stat(prefix, &a) == 0 && stat("/", &b) == 0 &&
-	    a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+	    a.st_dev == b.st_dev && a.st_ino == b.st_ino && stat(out, &a) == 0 &&
+	    stat(out + pl, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
 		memmove(out, out + pl, strlen(out + pl) + 1);
 	/* Likewise a path through /proc/PID/cwd (a relative LD_LIBRARY_PATH): the real path, if
 	 * it is the same file from here. */
