@@ -63,17 +63,19 @@ struct ffm_recorder {
 	bool full;       /* the store reached its bytes: records are counted, not stored */
 	char *cut[(MAX_STORE_FRAMES + FFM_PY_FRAMES) * 5]; /* copies cut to string_bytes */
 	int ncut;
-	/* A stack on the unwinder's worker; the records that came since, oldest first. */
+	/* The stack on the unwinder's worker (busy), kept for the next one: one at a time. */
 	bool busy;
-	struct held *held, **held_tail;
-	size_t held_bytes;
+	struct stack_req *req;
+	size_t req_size;
+	/* The records that came since, oldest first: at head .. tail of held, each a struct held
+	 * and its bytes, 8-aligned. Grown, compacted, never shrunk while the run lasts. */
+	uint8_t *held;
+	size_t held_cap, held_head, held_tail;
 	int err; /* the first store failure of a held record, returned by the next call */
 };
 
-/* A record held back while a stack of its run is being unwound. */
 struct held {
-	struct held *next;
-	size_t size;
+	uint64_t size;
 	uint64_t rec[]; /* the record's bytes (8-aligned, as in the ring buffer) */
 };
 
@@ -329,19 +331,17 @@ static int dispatch(struct ffm_recorder *r, const void *rec, size_t size);
 /* The records held behind a stack, in order, until none is left or another stack goes out. */
 static void replay(struct ffm_recorder *r)
 {
-	while (!r->busy && r->held) {
-		struct held *h = r->held;
+	while (!r->busy && r->held_head < r->held_tail) {
+		struct held *h = (struct held *)(r->held + r->held_head);
 		int err;
 
-		r->held = h->next;
-		if (!r->held)
-			r->held_tail = &r->held;
-		r->held_bytes -= h->size;
+		r->held_head += sizeof(*h) + ((h->size + 7) & ~(uint64_t)7);
 		err = dispatch(r, h->rec, h->size);
 		if (err < 0 && !r->err)
 			r->err = err;
-		free(h);
 	}
+	if (r->held_head == r->held_tail)
+		r->held_head = r->held_tail = 0;
 }
 
 /* On the loop: a stack the unwinder's worker is done with. */
@@ -351,27 +351,50 @@ static void stack_done(struct ffm_unwind_req *u)
 	struct ffm_recorder *r = q->r;
 	int err = stack_finish(r, q);
 
-	free(q);
 	if (err < 0 && !r->err)
 		r->err = err;
 	r->busy = false;
 	replay(r);
 }
 
+/* Room for @need more bytes at held's tail: 0, or -ENOSPC past FFM_HELD_MAX_BYTES. */
+static int held_room(struct ffm_recorder *r, size_t need)
+{
+	size_t live = r->held_tail - r->held_head, cap = r->held_cap ? r->held_cap : 1 << 16;
+	uint8_t *b;
+
+	if (r->held_tail + need <= r->held_cap)
+		return 0;
+	if (live + need > FFM_HELD_MAX_BYTES)
+		return -ENOSPC;
+	memmove(r->held, r->held + r->held_head, live);
+	r->held_head = 0;
+	r->held_tail = live;
+	if (live + need <= r->held_cap)
+		return 0;
+	while (cap < live + need)
+		cap *= 2;
+	b = realloc(r->held, cap);
+	if (!b)
+		return -ENOMEM;
+	r->held = b;
+	r->held_cap = cap;
+	return 0;
+}
+
 static int hold(struct ffm_recorder *r, const void *rec, size_t size)
 {
+	size_t need = sizeof(struct held) + ((size + 7) & ~(size_t)7);
 	struct held *h;
 
-	if (r->held_bytes + size > FFM_HELD_MAX_BYTES || !(h = malloc(sizeof(*h) + size))) {
+	if (held_room(r, need) < 0) {
 		r->st.not_stored++; /* counted: the run says it lost records */
 		return 0;
 	}
-	h->next = NULL;
+	h = (struct held *)(r->held + r->held_tail);
 	h->size = size;
 	memcpy(h->rec, rec, size);
-	*r->held_tail = h;
-	r->held_tail = &h->next;
-	r->held_bytes += size;
+	r->held_tail += need;
 	return 0;
 }
 
@@ -380,15 +403,24 @@ static void drain(struct ffm_recorder *r)
 {
 	while (r->busy && ffm_unwinder__wait(r->o.unwinder) == 0)
 		;
-	while (r->held) {
-		struct held *h = r->held; /* never: the worker lost the request */
-
-		r->held = h->next;
-		free(h);
-		r->st.not_stored++;
+	if (r->busy) { /* never: the worker lost the request */
+		r->busy = false;
+		r->req = NULL;
+		replay(r);
 	}
-	r->held_tail = &r->held;
-	r->held_bytes = 0;
+}
+
+/* The recorder's one stack request, with room for a record of @size bytes. */
+static struct stack_req *stack_req(struct ffm_recorder *r, size_t size)
+{
+	if (!r->req || r->req_size < size) {
+		free(r->req);
+		r->req_size = size > sizeof(struct ffm_rec_stack) ? size : sizeof(struct ffm_rec_stack);
+		r->req = malloc(sizeof(*r->req) + r->req_size);
+		if (!r->req)
+			return NULL;
+	}
+	return r->req;
 }
 
 static int on_stack(struct ffm_recorder *r, const struct ffm_rec_stack *s, size_t size)
@@ -409,7 +441,7 @@ static int on_stack(struct ffm_recorder *r, const struct ffm_rec_stack *s, size_
 			r->st.stacks_capped++;
 		return 0;
 	}
-	if (size < sizeof(*s) || !(q = calloc(1, sizeof(*q) + size)))
+	if (size < sizeof(*s) || !(q = stack_req(r, size)))
 		return -ENOMEM;
 	memcpy(q->rec, s, size);
 	s = (const void *)q->rec;
@@ -427,16 +459,13 @@ static int on_stack(struct ffm_recorder *r, const struct ffm_rec_stack *s, size_
 	if (s->callsite)
 		q->u.pcs[q->u.npcs++] = s->callsite;
 	if (!r->o.unwinder) {
-		int err;
-
 		ffm_unwind_run(r->o.sym, &q->u);
-		err = stack_finish(r, q);
-		free(q);
-		return err;
+		return stack_finish(r, q);
 	}
 	ke->stack = 0;
 	ke->api = 0;
 	if (ffm_unwinder__submit(r->o.unwinder, &q->u) < 0) {
+		r->req = NULL; /* freed by the worker */
 		r->st.not_stored++; /* never: the queue holds one request per run */
 		return 0;
 	}
@@ -765,7 +794,6 @@ int ffm_recorder__new(const struct ffm_recorder_opts *opts, struct ffm_recorder 
 	r->keys = OATAB_INIT(struct key_ent);
 	r->procs = OATAB_INIT(struct proc_ent);
 	r->tids = OATAB_INIT(struct oa_key);
-	r->held_tail = &r->held;
 	r->api_ids = calloc(FFM_API_MAX, sizeof(*r->api_ids));
 	if (!r->api_ids || ffm_pytrack__new(opts->collector, opts->proc_root, &r->py) < 0) {
 		free(r->api_ids);
@@ -789,6 +817,8 @@ struct ffm_recorder *ffm_recorder__free(struct ffm_recorder *r)
 			ffm_addr_space__free(p->as);
 	}
 	oatab_free(&r->procs);
+	free(r->req);
+	free(r->held);
 	oatab_free(&r->keys);
 	oatab_free(&r->tids);
 	oatab_free(&r->named);
