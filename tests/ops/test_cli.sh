@@ -144,7 +144,7 @@ want_completion "--group --help --json --noise --subsequence --top " report --
 want_completion "function point sequence " report --group ""
 want_completion "chrome-trace hatchet " export --format ""
 want_completion "end start " job ""
-want_completion "--help --json -j " job end -
+want_completion "--help --json --wait -j " job end -
 want_completion "--json " jobs --j
 want_completion "comp-job-1 " report ""
 want_completion "report " help rep
