@@ -19,12 +19,13 @@ json_bad=$O/json-invalid.log json_done=$O/json-checked.log
 rm -f "$json_bad" "$json_done"
 
 run_one() {
-	local t=$1 name log rc
+	local t=$1 name log rc t0=$SECONDS
 	name=${t#"$O"/}
 	name=${name#tests/}
 	log=$logdir/$(echo "$name" | tr '/' '_').log
 	timeout "${FFM_TEST_TIMEOUT:-600}" "$t" >"$log" 2>&1
 	rc=$?
+	t0=$((SECONDS - t0))
 	local p f s
 	p=$(grep -cE '^ok [0-9]+' "$log" | head -1)
 	s=$(grep -cE '^ok [0-9]+ .*# SKIP' "$log" | head -1)
@@ -38,14 +39,14 @@ run_one() {
 		echo "FAIL $name (exit $rc, no failing case reported; log: $log)"
 		tail -n 20 "$log" | sed 's/^/    /'
 	elif [ "$f" != 0 ]; then
-		echo "FAIL $name ($f failed; log: $log)"
+		echo "FAIL $name ($f failed; log: $log; ${t0} s)"
 		# The failures and their messages first (a CI log may keep only a part), then
 		# what led to them.
 		grep -E '^not ok|^# .*\.(c|sh):[0-9]+: ' "$log" | head -n 20 | sed 's/^/    /'
 		echo "    --- last lines of the log:"
 		grep -E '^(not ok|# )' "$log" | tail -n 25 | sed 's/^/    /'
 	else
-		echo "ok   $name ($p passed${s:+, $s skipped})"
+		echo "ok   $name ($p passed${s:+, $s skipped}; ${t0} s)"
 	fi
 	grep -E '^ok [0-9]+ .*# SKIP' "$log" | grep -v FFM_TEST_ONLY | sed 's/^/    /'
 	pass=$((pass + p)) fail=$((fail + f)) skip=$((skip + s))

@@ -136,7 +136,12 @@ result() { # the lines judge printed, as TAP
 	while IFS= read -r line; do
 		case $line in
 		"ok "*) ok "$1: ${line#ok }" ;;
-		"not ok "*) notok "$1: ${line#not ok }" ;;
+		"not ok "*)
+			# estimates from times: not judged on a sanitizer build (tests/ops/lib.sh,
+			# notok_timing), where ffmd runs 2-3x slower beside the plain workload
+			if [ -n "${FFM_SANITIZE:-}" ]; then
+				n=$((n + 1)); echo "ok $n - $1: ${line#not ok } # SKIP not judged on a sanitizer build"
+			else notok "$1: ${line#not ok }"; fi ;;
 		*) echo "# $line" ;;
 		esac
 	done

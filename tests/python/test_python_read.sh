@@ -72,7 +72,7 @@ PY
 		echo "# $py attempt $attempt: $res"
 	done
 	if [[ $res == ok* ]]; then ok "$py: ${res#ok }"; else
-		notok "$py: ${res#bad }"
+		notok_timing "$py: ${res#bad }"
 		"$B/ffmctl" --state-dir "$T/state" report "$id" --top 3 2>&1 | diag
 	fi
 done

@@ -66,6 +66,13 @@ n=0
 fails=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 notok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; }
+# On a sanitizer build (make sanitize: FFM_SANITIZE=1) estimates are not judged (tests/ops/lib.sh,
+# notok_timing): ffmd and ffmctl run 2-3x slower beside the plain workloads.
+notok_timing() {
+	if [ -n "${FFM_SANITIZE:-}" ]; then
+		n=$((n + 1)); echo "ok $n - $1 # SKIP not judged on a sanitizer build"
+	else notok "$1"; fi
+}
 
 if [ "$(id -u)" != 0 ]; then
 	echo "1..0 # SKIP needs root for BPF uprobes"
@@ -147,7 +154,7 @@ pct=$(python3 -c "import json; print('%.3f' % json.load(open('$T/control.json'))
 if python3 -c "import sys; sys.exit(0 if $pct < 1.0 else 1)"; then
 	ok "control: $pct% of the wall time recoverable (< 1%)"
 else
-	notok "control: $pct% of the wall time recoverable (< 1%)"
+	notok_timing "control: $pct% of the wall time recoverable (< 1%)"
 	"$FFMCTL" --state-dir "$T/s" report acc-control | sed 's/^/# /' | head -n 30
 fi
 [ -n "$TABLE" ] && echo "| control | – (nothing to fix) | $pct% of the wall time | – | < 1% | $(extras "$T/control.json") |" >"$TABLE"
@@ -209,7 +216,7 @@ print('%s %.6f %+.1f' % ('ok' if good else 'bad', act, err))")
 	done
 	msg="$w: estimated $est s vs measured $act s (plain $plain, fixed $fixed; error $err%, tolerance ${tol}%)"
 	if [ "$v" = ok ]; then ok "$msg"; else
-		notok "$msg"
+		notok_timing "$msg"
 		"$FFMCTL" --state-dir "$T/s" report "$job" --group $group | sed 's/^/# /' | head -n 30
 	fi
 	[ -n "$TABLE" ] && echo "| $w | $act s | $est s | $err% | ${tol}% | $(extras "$T/$w.json") |" >>"$TABLE"
