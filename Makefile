@@ -212,8 +212,8 @@ SAN_ASAN_OPTIONS  = halt_on_error=1:detect_leaks=1:check_initialization_order=1:
 SAN_UBSAN_OPTIONS = halt_on_error=1:print_stacktrace=1:log_path=$(SAN_REPORTS)/ubsan:log_exe_name=1
 sanitize: all man
 	$(Q)rm -rf $(SAN_REPORTS) && mkdir -p $(SAN_REPORTS)
-	$(Q)O=$(O) ASAN_OPTIONS=$(SAN_ASAN_OPTIONS) UBSAN_OPTIONS=$(SAN_UBSAN_OPTIONS) FFM_SANITIZE=1 \
-		tests/run-tests.sh; rc=$$?; \
+	$(Q)O=$(O) ASAN_OPTIONS=$(SAN_ASAN_OPTIONS) UBSAN_OPTIONS=$(SAN_UBSAN_OPTIONS) \
+		FFM_SANITIZE=1 tests/run-tests.sh; rc=$$?; \
 	n=0; for f in $(SAN_REPORTS)/*; do [ -f "$$f" ] || continue; rc=1; n=$$((n + 1)); \
 		echo "sanitizer report $$f:"; cat "$$f"; done; \
 	[ $$n = 0 ] || echo "sanitize: $$n sanitizer report(s) in $(SAN_REPORTS)"; \

@@ -415,7 +415,8 @@ static struct stack_req *stack_req(struct ffm_recorder *r, size_t size)
 {
 	if (!r->req || r->req_size < size) {
 		free(r->req);
-		r->req_size = size > sizeof(struct ffm_rec_stack) ? size : sizeof(struct ffm_rec_stack);
+		r->req_size = size > sizeof(struct ffm_rec_stack) ? size
+							       : sizeof(struct ffm_rec_stack);
 		r->req = malloc(sizeof(*r->req) + r->req_size);
 		if (!r->req)
 			return NULL;

@@ -5,7 +5,8 @@
  * a timer (store flush, rates, watchdog), the readier's results (drivers.c) and the unwinder's
  * (stacks stored, daemon/unwinder.c). The records of the ring buffer are dispatched here
  * (on_record): each to its job's run, a process a rule matched made a job on its first record
- * (record_job, rules.c), the map guard's and forks' stops to drivers.c and holds.c. daemon/ffmd_int.h says how the rest of the core is cut.
+ * (record_job, rules.c), the map guard's and forks' stops to drivers.c and holds.c.
+ * daemon/ffmd_int.h says how the rest of the core is cut.
  *
  * SIGHUP re-reads the config file (systemd's ExecReload): rules are replaced, active jobs go on.
  *

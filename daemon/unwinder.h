@@ -37,7 +37,8 @@ struct ffm_unwind_req {
 	const struct ffm_sym *syms[FFM_UNWIND_MAX_FRAMES]; /* NULL: not symbolized */
 };
 
-/* Unwind (else take req->pcs) and symbolize @req in the calling thread (the only user of @sym meanwhile). */
+/* Unwind (else take req->pcs) and symbolize @req in the calling thread (the only user of
+ * @sym meanwhile). */
 void ffm_unwind_run(struct ffm_symbolizer *sym, struct ffm_unwind_req *req);
 
 /* At most @cap requests queued, running or done and not taken. */

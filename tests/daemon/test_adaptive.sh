@@ -140,7 +140,9 @@ result() { # the lines judge printed, as TAP
 			# estimates from times: not judged on a sanitizer build (tests/ops/lib.sh,
 			# notok_timing), where ffmd runs 2-3x slower beside the plain workload
 			if [ -n "${FFM_SANITIZE:-}" ]; then
-				n=$((n + 1)); echo "ok $n - $1: ${line#not ok } # SKIP not judged on a sanitizer build"
+				n=$((n + 1))
+				echo "ok $n - $1: ${line#not ok } # SKIP not judged on a sanitizer" \
+					"build"
 			else notok "$1: ${line#not ok }"; fi ;;
 		*) echo "# $line" ;;
 		esac

@@ -1176,7 +1176,8 @@ static char ffm_test_proc_state(pid_t pid);
 
 TEST(ffmd_sigkill_loses_at_most_the_last_batch)
 {
-	const char *const args[] = { "--iters", "4000", "--kernel-us", "200", "--cpu-us", "800", NULL };
+	const char *const args[] = { "--iters", "4000", "--kernel-us", "200", "--cpu-us", "800",
+				     NULL };
 	char exe[PATH_MAX], id[64], json[1 << 16], want[128], trace[PATH_MAX];
 	const char *env[] = { "FFM_WL_TRACE", trace, NULL };
 	struct ffm_store_run old;

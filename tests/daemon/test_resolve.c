@@ -126,7 +126,8 @@ TEST(only_what_the_user_could_load)
 		err = resolve_as_user(llp, out, sizeof(out), &ms);
 		ASSERT_MSG(err == 0, "%s: no pick: %s", bad[i], strerror(-err));
 		/* The pick is named through /proc/PID/root when it is not "/" from here. */
-		ASSERT_MSG(strstr(out, want) != NULL, "%s/libcuda.so.1 first: picked %s", bad[i], out);
+		ASSERT_MSG(strstr(out, want) != NULL, "%s/libcuda.so.1 first: picked %s", bad[i],
+			   out);
 		ASSERT_MSG(ms < 3000, "%s: %.0f ms", bad[i], ms);
 	}
 	/* Alone, none of them is picked. */

@@ -55,7 +55,8 @@ start_ffmd || { notok "ffmd starts"; finish; }
 ctl calibrate --driver "$FAKE/libcuda.so.1" >/dev/null 2>&1 ||
 	{ notok "calibrate the simulated driver"; finish; }
 
-# watch FILE [PERIOD]: until $T/stop exists (status every PERIOD s, default 0.1), the worst ffmctl status time (ms) and the longest time (ms)
+# watch FILE [PERIOD]: until $T/stop exists (status every PERIOD s, default 0.1), the worst
+# ffmctl status time (ms) and the longest time (ms)
 # a process of the user stayed stopped, into FILE as "worst_status longest_stop".
 watch() {
 	local worst=0 stop=0 longest=0 t0 ms
@@ -157,9 +158,11 @@ ping=$(cat "$T/ping" 2>/dev/null || echo 99999)
 stalls=$(($(grep -c 'test delay of 3000 ms opening .*slow.debug' "$T/ffmd.log") - stalls0))
 if [ $rc = 0 ] && [ "$stalls" -gt 0 ] && [ "$ping" -lt 150 ] && [ "$worst" -lt 1000 ] &&
 	[ "$longest" -lt 1000 ] && [[ $rep == *cuCtxSynchronize* ]]; then
-	ok "debug file opens stalled $stalls times: ping answered within $ping ms at worst, status $worst ms (loop never waited)"
+	msg="ping answered within $ping ms at worst, status $worst ms (loop never waited)"
+	ok "debug file opens stalled $stalls times: $msg"
 else
-	notok "debug file opens that stall (rc $rc, $stalls stalls, ping worst $ping ms, status worst $worst ms, stopped $longest ms)"
+	msg="ping worst $ping ms, status worst $worst ms, stopped $longest ms"
+	notok "debug file opens that stall (rc $rc, $stalls stalls, $msg)"
 	{ echo "$rep" | head -n 20; tail -n 5 "$T/ffmd.log"; } | diag
 fi
 
