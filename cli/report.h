@@ -32,6 +32,12 @@ json_t *ffmctl_job_overhead(const struct ffmctl_job_stores *js, const char *job_
 void ffmctl_print_overhead(FILE *o, const json_t *price, const char *indent);
 void ffmctl_print_blind_spot(FILE *o, const json_t *price);
 
+/* cli/quality.c: the report's data-quality remarks in text (those that change a figure by
+ * @noise_pct of the wall time or more), and the JSON's data_quality object. */
+void ffmctl_print_quality(FILE *o, const struct ffmctl_job_stores *js,
+			  const struct ffm_an_merged *m, double noise_pct);
+json_t *ffmctl_json_quality(const struct ffm_an_merged *m);
+
 /* Open the job's store on every node (read-only). -ENOENT: no store knows the job. */
 int ffmctl_job_stores__open(const char *state_dir, const char *job_id,
 			    struct ffmctl_job_stores *out);
