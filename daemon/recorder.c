@@ -367,7 +367,8 @@ static int held_room(struct ffm_recorder *r, size_t need)
 		return 0;
 	if (live + need > FFM_HELD_MAX_BYTES)
 		return -ENOSPC;
-	memmove(r->held, r->held + r->held_head, live);
+	if (live) /* held is NULL before the first record: memmove(NULL, ...) is undefined */
+		memmove(r->held, r->held + r->held_head, live);
 	r->held_head = 0;
 	r->held_tail = live;
 	if (live + need <= r->held_cap)
