@@ -194,7 +194,8 @@ static __always_inline void count_drop(__u32 job, __u32 reason)
 		d->n[reason]++;
 }
 
-/* A program that ran for a job's process since @t0: its time to the job (struct ffm_bpf_overhead). */
+/* A program that ran for a job's process since @t0: its time to the job (struct ffm_bpf_overhead).
+ */
 static __always_inline void charge(__u32 job, __u64 t0)
 {
 	struct ffm_bpf_overhead *c;
@@ -1012,7 +1013,8 @@ static __always_inline void load_args(struct args *a, struct pt_regs *ctx)
 /* A DtoH copy is issued: tell user space its destination now, before the copy and its sync run,
  * so a watchpoint can be armed on it. The key is the one the call's return will compute (at the
  * entry the return address is the word at sp, the call-site slot is sp itself). */
-static __always_inline void emit_range(struct pt_regs *ctx, __u64 id, __u32 job, const struct thr *t)
+static __always_inline void emit_range(struct pt_regs *ctx, __u64 id, __u32 job,
+				       const struct thr *t)
 {
 	__u64 sp = PT_REGS_SP(ctx), ra = 0;
 	struct ffm_rec_range *r;

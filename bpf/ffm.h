@@ -24,21 +24,19 @@
 #include <linux/types.h>
 #endif
 
-/* 2: FFM_REC_XFER, FFM_REC_RANGE, FFM_REC_HIT, FFM_JOB_MEMTRACE/HASH, FFM_REC_DROP_HASH (stages 3-4)
- * 3: FFM_REC_MAP and the drivers map (a job's process that maps an unknown libcuda is held)
- * 4: per-process probes: the linked map, ffm_rec_proc.flags (FFM_PROC_STOPPED at FORK)
- * 5: ffm_job_cfg.gen (a stack is sent again to each run of a slot), thread state in task storage
- * 6: ffm_rec_proc.args_hash, ffm_rec_map.flags, the held map (the wait guard)
- * 7: FFM_JOB_RULE (the map guard stops a rule slot's process at its mmap of any driver)
- * 8: Python frames: ffm_rec_stack.npy/py[], the pyprocs map (struct ffm_py_layout)
- * 9: FFM_REC_RELEASE (an ffm_rec_proc)
- * 10: FFM_REC_SAMPLE, FFM_JOB_CPU_SAMPLE (CPU samples of Python threads, stage 2)
- * 11: FFM_REC_PYCODE; struct ffm_py_layout: the code object fields, cf_shim
- * 12: ffm_rec_hit.sync_done_ns
- * 13: ffm_rec_call.probe_ns (what the probes cost the calling thread)
- * 14: FFM_JOB_WAITS_ALONE; FFM_PY_CHAIN_OBJECT and ffm_py_layout.lasti_shift (3.9, 3.10)
- * 15: the per-user quota of tracked processes: ffm_proc.quota_uid, FFM_REC_DROP_QUOTA
- * 16: FFM_REC_FUNC, FFM_KIND_NAME (kernel names at their getters' returns) */
+/* 2: FFM_REC_XFER, FFM_REC_RANGE, FFM_REC_HIT, FFM_JOB_MEMTRACE/HASH, FFM_REC_DROP_HASH (stages
+ * 3-4) 3: FFM_REC_MAP and the drivers map (a job's process that maps an unknown libcuda is held) 4:
+ * per-process probes: the linked map, ffm_rec_proc.flags (FFM_PROC_STOPPED at FORK) 5:
+ * ffm_job_cfg.gen (a stack is sent again to each run of a slot), thread state in task storage 6:
+ * ffm_rec_proc.args_hash, ffm_rec_map.flags, the held map (the wait guard) 7: FFM_JOB_RULE (the map
+ * guard stops a rule slot's process at its mmap of any driver) 8: Python frames:
+ * ffm_rec_stack.npy/py[], the pyprocs map (struct ffm_py_layout) 9: FFM_REC_RELEASE (an
+ * ffm_rec_proc) 10: FFM_REC_SAMPLE, FFM_JOB_CPU_SAMPLE (CPU samples of Python threads, stage 2) 11:
+ * FFM_REC_PYCODE; struct ffm_py_layout: the code object fields, cf_shim 12:
+ * ffm_rec_hit.sync_done_ns 13: ffm_rec_call.probe_ns (what the probes cost the calling thread) 14:
+ * FFM_JOB_WAITS_ALONE; FFM_PY_CHAIN_OBJECT and ffm_py_layout.lasti_shift (3.9, 3.10) 15: the
+ * per-user quota of tracked processes: ffm_proc.quota_uid, FFM_REC_DROP_QUOTA 16: FFM_REC_FUNC,
+ * FFM_KIND_NAME (kernel names at their getters' returns) */
 #define FFM_ABI_VERSION 16
 
 #define FFM_MAX_JOBS 64           /* job slots active at once */

@@ -67,8 +67,8 @@ static __always_inline void procs_uncharge(const struct ffm_proc *p)
 		__sync_fetch_and_add(n, -1);
 }
 
-static __always_inline struct ffm_rec_proc *reserve_proc(__u32 type, __u32 tgid, __u32 tid, __u32 job,
-							 __u32 ppid, __u32 exit_code)
+static __always_inline struct ffm_rec_proc *reserve_proc(__u32 type, __u32 tgid, __u32 tid,
+							 __u32 job, __u32 ppid, __u32 exit_code)
 {
 	struct ffm_rec_proc *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 
@@ -227,7 +227,8 @@ struct {
 	__type(value, __u8);
 } linked SEC(".maps");
 
-extern int bpf_send_signal_task(struct task_struct *task, int sig, enum pid_type type, __u64 value) __ksym __weak;
+extern int bpf_send_signal_task(struct task_struct *task, int sig, enum pid_type type,
+				__u64 value) __ksym __weak;
 
 #define FFM_SIGSTOP 19
 #define FFM_SIGCONT 18
@@ -361,7 +362,8 @@ static __always_inline void mmap_guard(struct trace_event_raw_sys_enter *ctx, st
 	fds = BPF_CORE_READ(fdt, fd);
 	if (bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]) || !file)
 		return;
-	if (bpf_probe_read_kernel_str(name, sizeof(name), BPF_CORE_READ(file, f_path.dentry, d_name.name)) !=
+	if (bpf_probe_read_kernel_str(name, sizeof(name),
+				      BPF_CORE_READ(file, f_path.dentry, d_name.name)) !=
 	    sizeof(name))
 		return; /* shorter than the prefix */
 	for (int i = 0; i < (int)sizeof(want) - 1; i++)

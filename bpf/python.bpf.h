@@ -105,7 +105,8 @@ static __always_inline __u64 ts_word(const struct pyscratch *s, __u32 off)
 }
 
 /* Copy the prefix of thread state @ts; its thread_id, or 0 when unreadable. */
-static __always_inline __u64 py_read_ts(struct pyscratch *s, const struct ffm_py_layout *l, __u64 ts)
+static __always_inline __u64 py_read_ts(struct pyscratch *s, const struct ffm_py_layout *l,
+					__u64 ts)
 {
 	__u32 n = l->ts_read;
 

@@ -240,11 +240,14 @@ int ffmctl_calibrate(int argc, char **argv)
 	err = ffm_calibrate(&o, &c);
 	close(fd);
 	if (err) {
-		const char *hint = err == -EPERM || err == -EACCES ? " (run as root: ptrace and uprobes are needed)"
-				 : err == -ENODATA ? " (no libcuda function was common to all waiting stacks)"
-				 : err == -EPROTO ? " (the probe program reported an error: is there a usable GPU?)"
-				 : err == -ETIMEDOUT ? " (the probe program stopped answering)"
-				 : "";
+		const char *hint =
+		    err == -EPERM || err == -EACCES
+			? " (run as root: ptrace and uprobes are needed)"
+		    : err == -ENODATA ? " (no libcuda function was common to all waiting stacks)"
+		    : err == -EPROTO
+			? " (the probe program reported an error: is there a usable GPU?)"
+		    : err == -ETIMEDOUT ? " (the probe program stopped answering)"
+					: "";
 		ffmctl_err("calibrate", "calibrating %s failed: %s%s", driver, strerror(-err), hint);
 		return EXIT_FAIL;
 	}

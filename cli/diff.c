@@ -6,8 +6,8 @@
  * a later one with the fix), per call site: the benefit the before job's report predicted next
  * to the change the after job measured, and the same for the wall time. Sites are matched by
  * their identity (analysis/ffm_analysis.h: application frames + driver function, not store
- * ids), so the after job may come from another store, node or stage. Both sides are measured in the same
- * stage: stage 2 (time in each call) when the after job has a stage-2 run, else stage 1 (time
+ * ids), so the after job may come from another store, node or stage. Both sides are measured in the
+ * same stage: stage 2 (time in each call) when the after job has a stage-2 run, else stage 1 (time
  * waited at each site), which is what a key's runs after stage 4 record (monitoring).
  *
  * The predicted benefit of a site is the benefit of fixing that site alone; the actual change

@@ -135,14 +135,18 @@ static void usage(FILE *f)
 	fprintf(f, "  %-10s %s\n", "help", "this list, or a verb's usage and options: ffmctl "
 		   "help VERB");
 	fputs(GLOBAL_HELP, f);
-	fprintf(f, "\nEnvironment: FFM_RUNTIME_DIR (default /run/ffm), FFM_STATE_DIR (default /var/lib/ffm),\n"
-		   "FFM_PY_LIBRARY (= --py-library: ':'-separated fnmatch patterns of the Python files that\n"
-		   "are installed libraries, never a Python program's call site; default: site-packages,\n"
-		   "dist-packages, */lib/python3*/, <frozen *>, */torch/*),\n"
-		   "FFM_SRC_LIBRARY (= --src-library: the same for C and C++ source files, whose inlined\n"
-		   "code names no call site; default: the CUDA toolkit's headers (Thrust, CUB, crt/),\n"
-		   "nvcc's launch stubs (*.cudafe1.stub.c), */include/c++/*, /usr/include/*,\n"
-		   "/usr/lib/gcc/*; paths are matched with their . and .. resolved)\n");
+	fprintf(
+	    f,
+	    "\nEnvironment: FFM_RUNTIME_DIR (default /run/ffm), FFM_STATE_DIR (default "
+	    "/var/lib/ffm),\n"
+	    "FFM_PY_LIBRARY (= --py-library: ':'-separated fnmatch patterns of the Python files "
+	    "that\n"
+	    "are installed libraries, never a Python program's call site; default: site-packages,\n"
+	    "dist-packages, */lib/python3*/, <frozen *>, */torch/*),\n"
+	    "FFM_SRC_LIBRARY (= --src-library: the same for C and C++ source files, whose inlined\n"
+	    "code names no call site; default: the CUDA toolkit's headers (Thrust, CUB, crt/),\n"
+	    "nvcc's launch stubs (*.cudafe1.stub.c), */include/c++/*, /usr/include/*,\n"
+	    "/usr/lib/gcc/*; paths are matched with their . and .. resolved)\n");
 }
 
 static FILE *raw_stdout, *raw_stderr;

@@ -224,12 +224,14 @@ static int profile_open(struct profile *p)
 	}
 	err = ffm_resolve_libcuda(getenv("LD_LIBRARY_PATH"), NULL, NULL, p->drv_path, sizeof(p->drv_path));
 	if (err < 0) {
-		ffmctl_err("profile", "no libcuda.so.1 found in LD_LIBRARY_PATH, ld.so.cache or the usual directories");
+		ffmctl_err("profile", "no libcuda.so.1 found in LD_LIBRARY_PATH, ld.so.cache or "
+				      "the usual directories");
 		return -1;
 	}
 	if (!p->quiet)
 		fprintf(stderr, "ffm: driver %s\n", p->drv_path);
-	err = ffm_driver_ready(p->drv_path, ffmctl_g.state_dir, FFM_READY_RUN_UNTRUSTED, &p->rd, why, sizeof(why));
+	err = ffm_driver_ready(p->drv_path, ffmctl_g.state_dir, FFM_READY_RUN_UNTRUSTED, &p->rd,
+			       why, sizeof(why));
 	if (err < 0) {
 		ffmctl_err("profile", "cannot use driver %s: %s", p->drv_path, why[0] ? why : strerror(-err));
 		return -1;

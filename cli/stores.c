@@ -150,7 +150,9 @@ static const char *refusal(int err)
 		return "an ffm store without its key row";
 	case -EACCES:
 	case -EPERM:
-		return geteuid() ? "permission denied" : "permission denied (run as root or as a member of ffmd's admin group)";
+		return geteuid()
+			   ? "permission denied"
+			   : "permission denied (run as root or as a member of ffmd's admin group)";
 	}
 	return ffm_store__strerror(err);
 }

@@ -174,8 +174,9 @@ void sample_overhead_wait(struct ffmd *d, int job, uint32_t tgid)
 	const struct plink *pl = &d->plinks[d->sample_hint];
 	bool sampled = pl->pid == (pid_t)tgid && pl->smp && pl->smp->s.mode != FFM_SAMPLER_FULL;
 
-	ffm_overhead_add(job_overhead(d, job), sampled ? FFM_OVERHEAD_WAITS_SAMPLED : FFM_OVERHEAD_WAITS_FULL,
-		      (uint64_t)(d->cfg.wait_cost_us * 1000));
+	ffm_overhead_add(job_overhead(d, job),
+			 sampled ? FFM_OVERHEAD_WAITS_SAMPLED : FFM_OVERHEAD_WAITS_FULL,
+			 (uint64_t)(d->cfg.wait_cost_us * 1000));
 }
 
 enum ffm_sampler_action sample_tick(struct ffmd *d, struct plink *pl, double now)

@@ -977,7 +977,8 @@ int ffm_collector__clear_drops(struct ffm_collector *c, uint32_t slot)
 	return err ? err : err2;
 }
 
-int ffm_collector__bpf_overhead(struct ffm_collector *c, uint32_t slot, struct ffm_bpf_overhead *out)
+int ffm_collector__bpf_overhead(struct ffm_collector *c, uint32_t slot,
+				struct ffm_bpf_overhead *out)
 {
 	return percpu_slot(c, c->skel->maps.bpf_overhead, slot, N_U64(*out), &out->ns);
 }

@@ -184,7 +184,8 @@ int ffm_collector__drops(struct ffm_collector *c, uint32_t slot, struct ffm_rec_
 int ffm_collector__clear_drops(struct ffm_collector *c, uint32_t slot);
 /* What ffm's programs at exec, mmap, fork and exit cost @slot's processes (struct
  * ffm_bpf_overhead), summed over CPUs, since the slot was last cleared. */
-int ffm_collector__bpf_overhead(struct ffm_collector *c, uint32_t slot, struct ffm_bpf_overhead *out);
+int ffm_collector__bpf_overhead(struct ffm_collector *c, uint32_t slot,
+				struct ffm_bpf_overhead *out);
 
 /* Learned slots of a call site (see bpf/ffm.h). */
 /* The Python layout BPF walks for process @tgid (bpf/python.bpf.h); NULL: none. */

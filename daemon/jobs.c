@@ -239,7 +239,8 @@ static void selectors_resync(struct ffmd *d)
 		}
 }
 
-/* Remove the BPF rules of @sel that still point at @slot, then hand them to whoever else has them. */
+/* Remove the BPF rules of @sel that still point at @slot, then hand them to whoever else has
+ * them. */
 void selectors_drop(struct ffmd *d, const struct ffm_selector *sel, int nsel, uint32_t slot)
 {
 	for (int i = 0; i < nsel; i++) {
@@ -537,7 +538,8 @@ static void journal_close_run(struct ffmd *d, const struct job_spec *sp, int64_t
 	err = ffm_store__open_key(d->node_root, &(struct ffm_store_key){ .key = key, .uid = sp->owner },
 				  &so, &s);
 	if (err < 0) {
-		log_err("journal: job %s: cannot open the store of key %s: %s", id, key, ffm_store__strerror(err));
+		log_err("journal: job %s: cannot open the store of key %s: %s", id, key,
+			ffm_store__strerror(err));
 		return;
 	}
 	if (ffm_store__get_run(s, run, &r) == 0 && !r.end_ns) {
@@ -593,7 +595,8 @@ static void resume_line(struct ffmd *d, const struct journal_line *l, void *ctx)
 		return;
 	}
 	n->resumed++;
-	log_info("journal: resumed job %s after a restart (run %" PRId64 " was interrupted)", sp->id, l->run);
+	log_info("journal: resumed job %s after a restart (run %" PRId64 " was interrupted)",
+		 sp->id, l->run);
 }
 
 /* While ffmd starts: the jobs a crash interrupted, from the journal. */

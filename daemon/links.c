@@ -281,7 +281,8 @@ void plink_key(struct ffmd *d, struct plink *pl, uint64_t kdev, uint64_t ino)
 			return;
 	if (pl->nkeys == 2)
 		return;
-	pl->keys[pl->nkeys++] = (struct ffm_link_key){ .tgid = (uint32_t)pl->pid, .dev = kdev, .ino = ino };
+	pl->keys[pl->nkeys++] =
+		(struct ffm_link_key){ .tgid = (uint32_t)pl->pid, .dev = kdev, .ino = ino };
 	ffm_collector__set_linked(d->col, pl->pid, kdev, ino, true);
 }
 
@@ -334,14 +335,19 @@ static void plink_sync(struct ffmd *d, struct plink *pl)
 	uint32_t api_probes = job_api_probes(d, job);
 	bool api = api_probes != 0;
 	char buf[PATH_MAX];
-	const char *path = pl->wait_att && (!api || pl->api_att) ? NULL : plink_path(pl->dv, pl->pid, buf, sizeof(buf));
+	bool done = pl->wait_att && (!api || pl->api_att);
+	const char *path = done ? NULL : plink_path(pl->dv, pl->pid, buf, sizeof(buf));
 
-	if (!pl->wait_att && !pl->wait_paused &&
-	    (err = attach_set(d, pl->dv, path, FFM_PROBE_WAIT, pl->pid, job, &pl->wait_att, false)) < 0 && alive(pl->pid))
-		log_attach_err(d, "the wait probe", pl->dv, pl->pid, err);
-	if (api && !pl->api_att &&
-	    (err = attach_set(d, pl->dv, path, api_probes, pl->pid, job, &pl->api_att, false)) < 0 && alive(pl->pid))
-		log_attach_err(d, "API probes", pl->dv, pl->pid, err);
+	if (!pl->wait_att && !pl->wait_paused) {
+		err = attach_set(d, pl->dv, path, FFM_PROBE_WAIT, pl->pid, job, &pl->wait_att, false);
+		if (err < 0 && alive(pl->pid))
+			log_attach_err(d, "the wait probe", pl->dv, pl->pid, err);
+	}
+	if (api && !pl->api_att) {
+		err = attach_set(d, pl->dv, path, api_probes, pl->pid, job, &pl->api_att, false);
+		if (err < 0 && alive(pl->pid))
+			log_attach_err(d, "API probes", pl->dv, pl->pid, err);
+	}
 	if (!api && pl->api_att)
 		detach_later(d, &pl->api_att, pl->pid);
 }

@@ -19,16 +19,18 @@
  *         the last one: coverage (and the latency of noticing a new call site) wins over the
  *         budget there, at rates where even that costs more. Then ATTACH.
  *   ON    a window: the probe is on for window_s (the tick after it); then DETACH. The probe
- *         stays on for switch_s more while it is taken off: counted as traced time. A new key seen in a window
- *         ends the span and the process is back in FULL (the probe stays): the picture is
- *         being re-learned, and a monitoring run's changed behaviour is traced in full. A
- *         new key in a record that comes in OFF (the window's tail, recorded while the probe
- *         was being taken off) does the same at the next tick (ATTACH, mode FULL).
+ *         stays on for switch_s more while it is taken off: counted as traced time. A new key
+ *         seen in a window ends the span and the process is back in FULL (the probe stays):
+ *         the picture is being re-learned, and a monitoring run's changed behaviour is
+ *         traced in full. A new key in a record that comes in OFF (the window's tail,
+ *         recorded while the probe was being taken off) does the same at the next tick
+ *         (ATTACH, mode FULL).
  *         A context release (the process's work with it is over) ends the span too, at
  *         its time, and the process is traced in full again: ffm_sampler__release.
  *   The steady duty cycle that follows: duty = budget * FFM_SAMPLING_HEADROOM / cost_frac,
  *   cost_frac = wait_cost_ns * rate / 1e9, at least window_s / (window_s + max_gap_s), at most 1
- *   (1: full tracing is within budget, the process is never sampled). The rate is measured in FULL, and in each window.
+ *   (1: full tracing is within budget, the process is never sampled). The rate is measured in
+ *   FULL, and in each window.
  *
  * Extrapolation (ffm_sampling__estimate): in a span of length T with windows of lengths L_i in
  * which a call site showed x_i (waits, or wait time), the estimate is T * Σx / ΣL (a ratio

@@ -18,7 +18,7 @@
  *                (truncated), bad magic (not SQLite at all), or SQLite reports CORRUPT/NOTADB
  *     -EPROTO    a valid SQLite database that is not an ffm store (foreign application_id or
  *                tables without our application_id)
- *     -ENOTSUP   an ffm store written by a newer ffm (schema version above FFM_STORE_SCHEMA_VERSION)
+ *     -ENOTSUP   an ffm store written by a newer ffm (schema above FFM_STORE_SCHEMA_VERSION)
  *     -EBUSY     SQLITE_BUSY/LOCKED after busy_timeout_ms
  *     -ENOMEM    SQLITE_NOMEM or allocation failure
  *     -EEXIST    SQLITE_CONSTRAINT (e.g. a duplicate scheduler job id in job__begin is *not* this:

@@ -327,9 +327,9 @@ static int put_row(struct ffm_store *s, enum st which, const int64_t *v, size_t 
 		*ret_id = sqlite3_last_insert_rowid(s->db);
 	return err ? err : batch_note(s);
 }
-#define PUT_ROW(s, which, ret_id, ...)                                                              \
-	put_row(s, which, (const int64_t[]){ __VA_ARGS__ },                                         \
-		sizeof((const int64_t[]){ __VA_ARGS__ }) / sizeof(int64_t), ret_id)
+#define PUT_ROW(s, which, ret_id, ...)                                                             \
+	put_row(s, which, (const int64_t[]){__VA_ARGS__},                                          \
+		sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t), ret_id)
 
 int ffm_store__put_thread(struct ffm_store *s, int64_t run, uint32_t tgid, uint32_t tid)
 {
@@ -497,7 +497,8 @@ int ffm_store__put_sync_use(struct ffm_store *s, const struct ffm_store_sync_use
 		       u->watched_bytes, u->covered_bytes);
 }
 
-int ffm_store__add_cpu_samples(struct ffm_store *s, int64_t run, const struct ffm_store_cpu_samples *x)
+int ffm_store__add_cpu_samples(struct ffm_store *s, int64_t run,
+			       const struct ffm_store_cpu_samples *x)
 {
 	if (x->state > 2 || !x->stack)
 		return -EINVAL;

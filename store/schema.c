@@ -220,10 +220,10 @@ static const char step_v4[] =
 	"  s.driver_function FROM analysis_problems p LEFT JOIN problem_types t ON t.id = p.problem"
 	"  LEFT JOIN analysis_sites s ON s.analysis = p.analysis AND s.stack = p.stack;";
 
-/* v5: adaptive stage 1's sampling (stages/ffm_sampling.h), and the run flag of a re-trace. kind 0: a span of a process's time
- * traced by windows only (on_ns: the windows' time in it, the sampling ratio on_ns / (end_ns -
- * start_ns)); kind 1: a window (the probe on; on_ns = end_ns - start_ns). Waits that start in
- * a span outside its windows are not part of the estimate. */
+/* v5: adaptive stage 1's sampling (stages/ffm_sampling.h), and the run flag of a re-trace. kind 0:
+ * a span of a process's time traced by windows only (on_ns: the windows' time in it, the sampling
+ * ratio on_ns / (end_ns - start_ns)); kind 1: a window (the probe on; on_ns = end_ns - start_ns).
+ * Waits that start in a span outside its windows are not part of the estimate. */
 static const char step_v5[] =
 	"CREATE TABLE sample_spans(run INTEGER NOT NULL, tgid INTEGER NOT NULL,"
 	"  kind INTEGER NOT NULL, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,"

@@ -65,13 +65,19 @@ struct ffm_calibration *ffm_calibration__free(struct ffm_calibration *c)
 
 const char *ffm_calibration__build_id(const struct ffm_calibration *c) { return c->build_id; }
 const char *ffm_calibration__driver_path(const struct ffm_calibration *c) { return c->driver_path; }
-const char *ffm_calibration__driver_version(const struct ffm_calibration *c) { return c->driver_version; }
+const char *ffm_calibration__driver_version(const struct ffm_calibration *c)
+{
+	return c->driver_version;
+}
 bool ffm_calibration__verified(const struct ffm_calibration *c) { return c->verified; }
 bool ffm_calibration__from_cache(const struct ffm_calibration *c) { return c->from_cache; }
 uint64_t ffm_calibration__wait_offset(const struct ffm_calibration *c) { return c->wait_offset; }
 uint64_t ffm_calibration__wait_size(const struct ffm_calibration *c) { return c->wait_size; }
 double ffm_calibration__seconds(const struct ffm_calibration *c) { return c->seconds; }
-const char *ffm_calibration__reason(const struct ffm_calibration *c) { return c->reason ? c->reason : ""; }
+const char *ffm_calibration__reason(const struct ffm_calibration *c)
+{
+	return c->reason ? c->reason : "";
+}
 const json_t *ffm_calibration__evidence(const struct ffm_calibration *c) { return c->evidence; }
 
 const struct ffm_node_model *ffm_calibration__node_models(const struct ffm_calibration *c,
@@ -770,8 +776,10 @@ int ffm_calibrate(const struct ffm_calibrate_opts *o, struct ffm_calibration **r
 		return -EINVAL;
 	if (!modes_ok(modes))
 		return -EINVAL;
-	err = ffm_driver__open(o->driver_path, &(struct ffm_driver_opts){ .sz = sizeof(struct ffm_driver_opts),
-			       .display_path = o->display_path }, &cx.drv);
+	err = ffm_driver__open(o->driver_path,
+			       &(struct ffm_driver_opts){.sz = sizeof(struct ffm_driver_opts),
+							 .display_path = o->display_path},
+			       &cx.drv);
 	if (err)
 		return err;
 	ffm_driver__dev_ino(cx.drv, &cx.dev, &cx.ino);

@@ -517,7 +517,8 @@ int ffm_driver__func_at(const struct ffm_driver *d, uint64_t vaddr, struct ffm_f
 	return ffm_elf_vaddr_to_offset(d->elf, start, &r->entry_offset);
 }
 
-int ffm_driver__func_at_offset(const struct ffm_driver *d, uint64_t offset, struct ffm_func_range *r)
+int ffm_driver__func_at_offset(const struct ffm_driver *d, uint64_t offset,
+			       struct ffm_func_range *r)
 {
 	uint64_t vaddr;
 	int err = ffm_elf_offset_to_vaddr(d->elf, offset, &vaddr);

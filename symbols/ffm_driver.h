@@ -137,7 +137,8 @@ int ffm_driver__variants(const struct ffm_driver *d, const char *base, struct ff
 /* The function enclosing @vaddr by its FDE; -ENOENT when no FDE covers it. */
 int ffm_driver__func_at(const struct ffm_driver *d, uint64_t vaddr, struct ffm_func_range *r);
 /* The same for a file offset (as a uprobe or a mapping gives it). */
-int ffm_driver__func_at_offset(const struct ffm_driver *d, uint64_t offset, struct ffm_func_range *r);
+int ffm_driver__func_at_offset(const struct ffm_driver *d, uint64_t offset,
+			       struct ffm_func_range *r);
 int ffm_driver__vaddr_to_offset(const struct ffm_driver *d, uint64_t vaddr, uint64_t *offset);
 int ffm_driver__offset_to_vaddr(const struct ffm_driver *d, uint64_t offset, uint64_t *vaddr);
 

@@ -84,7 +84,8 @@ int main(int argc, char **argv)
 			fprintf(stderr, "bench_report: cannot write the store in %s: %s\n", dir, strerror(-err));
 			return 1;
 		}
-		printf("store: %llu stage-2 events + %llu stage-3 verdicts in %s, written in %.1f s; expected benefit %.3f s\n",
+		printf("store: %llu stage-2 events + %llu stage-3 verdicts in %s, written in %.1f "
+		       "s; expected benefit %.3f s\n",
 		       events, events / 2, dir, now() - t_gen,
 		       synth__expected(&o, SYN_UNNECESSARY) / 1e9);
 	}
@@ -115,7 +116,8 @@ int main(int argc, char **argv)
 	}
 	qsort(wall, repeat, sizeof(double), cmp_d);
 	qsort(rss, repeat, sizeof(double), cmp_d);
-	printf("report of %llu events: time min %.2f s median %.2f s (target <= 5 s); peak RSS min %.0f MiB median %.0f MiB (target <= 1024 MiB)\n",
+	printf("report of %llu events: time min %.2f s median %.2f s (target <= 5 s); peak RSS min "
+	       "%.0f MiB median %.0f MiB (target <= 1024 MiB)\n",
 	       events, wall[0], wall[repeat / 2], rss[0], rss[repeat / 2]);
 	if (!keep) {
 		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);

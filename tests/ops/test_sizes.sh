@@ -5,7 +5,8 @@
 # file (tests, benchmarks, the simulated driver and generated files aside):
 #   - no file over 1500 lines;
 #   - no function over 150 lines (from its opening brace in column 0 to its closing one, the
-#     style every file here follows).
+#     style every file here follows);
+#   - no line over 100 characters (tabs counted as one: the limit the reflowed files keep).
 # A file or function that outgrows them is split by concern, not exempted here.
 cd "$(dirname "$0")/../.." || exit 2
 MAX_FILE=1500 MAX_FUNC=150
@@ -36,5 +37,8 @@ long=$(awk -v max=$MAX_FUNC '
 ' "${files[@]}")
 check "$([ -z "$long" ]; echo $?)" "no function over $MAX_FUNC lines"
 [ -z "$long" ] || echo "$long" | sed 's/^/# /'
+wide=$(awk 'length($0) > 100 { printf "%s:%d: %d characters\n", FILENAME, FNR, length($0) }' "${files[@]}")
+check "$([ -z "$wide" ]; echo $?)" "no product line over 100 characters"
+[ -z "$wide" ] || echo "$wide" | sed 's/^/# /'
 echo "1..$n"
 [ "$fails" = 0 ]
