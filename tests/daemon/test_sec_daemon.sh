@@ -20,9 +20,7 @@ set -u
 cd "$(dirname "$0")/../.." || exit 2
 . tests/ops/lib.sh
 need_root
-FAKE=$PWD/$B/fakecuda
-WL=$PWD/$B/workloads
-[ -f "$FAKE/libcuda.so.1" ] && [ -x "$WL/unnecessary_sync" ] || { echo "# simulated driver or workloads not built"; exit 2; }
+need_sim_workloads
 command -v groupadd >/dev/null || { echo "# groupadd not found; skipping"; exit 77; }
 make_users ffmsd1 ffmsd2
 U1=$(id -u ffmsd1) G1=$(id -g ffmsd1) U2=$(id -u ffmsd2)

@@ -16,9 +16,7 @@ set -u
 cd "$(dirname "$0")/../.." || exit 2
 . tests/ops/lib.sh
 need_root
-FAKE=$PWD/$B/fakecuda
-WL=$PWD/$B/workloads
-[ -f "$FAKE/libcuda.so.1" ] && [ -x "$WL/unnecessary_sync" ] || { echo "# simulated driver or workloads not built"; exit 2; }
+need_sim_workloads
 command -v python3 >/dev/null || { echo "# python3 not found"; exit 77; }
 make_users ffmfl1 ffmfl2
 U1=$(id -u ffmfl1) U2=$(id -u ffmfl2)

@@ -16,9 +16,7 @@ set -u
 cd "$(dirname "$0")/../.." || exit 2
 . tests/ops/lib.sh
 need_root
-FAKE=$PWD/$B/fakecuda
-WL=$PWD/$B/workloads
-[ -f "$FAKE/libcuda.so.1" ] && [ -x "$WL/unnecessary_sync" ] || { echo "# simulated driver or workloads not built"; exit 2; }
+need_sim_workloads
 make_users ffmmnt1
 U1=$(id -u ffmmnt1)
 as_user() { timeout 60 runuser -u ffmmnt1 -- "$@"; }

@@ -32,6 +32,15 @@ need_root() {
 	fi
 }
 
+# FAKE and WL: the build's simulated driver and workloads; exit 2 (an error) where they are not
+# built.
+need_sim_workloads() {
+	FAKE=$PWD/$B/fakecuda
+	WL=$PWD/$B/workloads
+	[ -f "$FAKE/libcuda.so.1" ] && [ -x "$WL/unnecessary_sync" ] ||
+		{ echo "# simulated driver or workloads not built"; exit 2; }
+}
+
 # 0755 so that the unprivileged users of the tests can reach the socket inside.
 T=$(mktemp -d /tmp/ffm-ops.XXXXXX) || exit 2
 chmod 755 "$T"
