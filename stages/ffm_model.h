@@ -27,6 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/oatab.h"
+
 /* What a driver call does, as far as the model cares. */
 enum ffm_call_kind {
 	FFM_CALL_OTHER = 0,
@@ -131,6 +133,12 @@ struct ffm_graph_opts {
 	 * what the events span. Every chain's trailing CWork runs to run_end_ns. */
 	uint64_t run_start_ns;
 	uint64_t run_end_ns;
+	/* Work a fix deletes from whichever side bounds the run, per event (index -> ns, at
+	 * most UINT32_MAX - 1): a pageable copy's staging that a pinned buffer removes, say
+	 * (stages/ffm_price.h). An unnecessary sync or host read then saves min(idle + deleted,
+	 * wait + removed) instead of min(idle, wait + removed): its CPU time outside the wait no
+	 * longer needs CPU work to hide under. NULL: none. Borrowed for the graph's life. */
+	const struct oatab *deleted_of;
 };
 
 struct ffm_graph;

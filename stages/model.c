@@ -29,6 +29,7 @@ _Static_assert(FFM_PROBLEM__MAX <= 8, "problems fit in 3 node bits");
 struct ffm_graph {
 	const struct ffm_event *ev; /* borrowed */
 	size_t n_ev;
+	const struct oatab *deleted_of; /* borrowed: ffm_graph_opts */
 	uint64_t run_start, run_end;
 
 	size_t n_nodes;
@@ -323,6 +324,7 @@ int ffm_graph__build(const struct ffm_event *ev, size_t n, const struct ffm_grap
 		return -ENOMEM;
 	g->ev = ev;
 	g->n_ev = n;
+	g->deleted_of = opts ? opts->deleted_of : NULL;
 
 	/* Run bounds. */
 	for (size_t i = 0; i < n; i++) {
@@ -607,6 +609,17 @@ static void fig5_finish(const struct ffm_graph *g, struct fig5_sum *r, uint32_t 
 	r->wall = min_u64(r->wall, ffm_graph__wall_ns(g));
 }
 
+/* Node @i's work that its fix deletes whichever side bounds (ffm_graph_opts.deleted_of). */
+static uint64_t deleted_ns(const struct ffm_graph *g, uint32_t i)
+{
+	uint32_t v;
+
+	if (!g->deleted_of || g->nev[i] == FFM_NO_EVENT)
+		return 0;
+	v = oatab_get_u32(g->deleted_of, g->nev[i]);
+	return v == UINT32_MAX ? 0 : v;
+}
+
 /*
  * Runs the algorithm over `nodes` (ascending, all problematic), leaving every other node as it
  * is. The paper writes the new durations into the graph; the only written value a later node
@@ -679,7 +692,7 @@ static void run_fig5(const struct ffm_graph *g, const uint32_t *nodes, size_t n,
 			 * until the thread's next submission ("GPU idle after the sync") */
 			if (g->ev[g->nev[i]].flags & FFM_EVENT_GPU_IDLE)
 				idle = min_u64(idle, g->ev[g->nev[i]].gpu_idle_ns);
-			est = min_u64(idle, dur);
+			est = min_u64(sat_add(idle, deleted_ns(g, i)), dur);
 			if (dur > est) {
 				carry_to = j;
 				carry = dur - est;

@@ -419,6 +419,48 @@ TEST(removed_cpu_time)
 	ffm_graph__free(g);
 }
 
+TEST(deleted_work_needs_no_cpu_to_hide_under)
+{
+	/* A pageable async copy that waited: 1000 ns for the kernel, then 2000 ns of staging
+	 * inside the call (removed_ns); a pinned buffer leaves 100 ns of copy to the GPU, so
+	 * 1900 ns are deleted outright (deleted_of). With 500 ns of CPU work before the next
+	 * (required) sync, the CPU-bound rule alone saves 500; with the deletion, 500 + 1900:
+	 * plain 1000 + 2000 + 500, fixed max(500, 1000 + 100). */
+	static const struct step st[] = {
+		{ .dur = 10, .kind = FFM_CALL_LAUNCH },
+		{ .gap = 0, .dur = 3000, .wait = 1000, .kind = FFM_CALL_TRANSFER, .problem = UNN,
+		  .flags = FFM_EVENT_SYNC, .stack = 1 },
+		{ .gap = 500, .dur = 60, .wait = 60, .kind = FFM_CALL_SYNC, .flags = FFM_EVENT_SYNC,
+		  .stack = 2 },
+		{ 0 },
+	};
+	struct ffm_event ev[MAX_STEPS];
+	struct oatab del = OATAB_U32_INIT;
+	struct ffm_graph *g;
+	uint64_t got[1];
+	size_t n_ev = lay_out(st, 3, ev);
+
+	ev[1].removed_ns = 2000;
+	ASSERT_OK(ffm_graph__build(ev, n_ev, NULL, &g));
+	ASSERT_OK(ffm_model__benefit(g, got, NULL));
+	ASSERT_EQ(got[0], 500); /* the CPU work after it is all the wait could hide under */
+	ffm_graph__free(g);
+
+	ASSERT_OK(oatab_put_u32(&del, 1, 1900));
+	ASSERT_OK(ffm_graph__build(ev, n_ev, &(struct ffm_graph_opts){ .deleted_of = &del }, &g));
+	ASSERT_OK(ffm_model__benefit(g, got, NULL));
+	ASSERT_EQ(got[0], 2400);
+	ffm_graph__free(g);
+
+	/* never more than the call's wait and removed time */
+	ASSERT_OK(oatab_put_u32(&del, 1, 5000));
+	ASSERT_OK(ffm_graph__build(ev, n_ev, &(struct ffm_graph_opts){ .deleted_of = &del }, &g));
+	ASSERT_OK(ffm_model__benefit(g, got, NULL));
+	ASSERT_EQ(got[0], 3000);
+	ffm_graph__free(g);
+	oatab_free(&del);
+}
+
 TEST(graph_shape)
 {
 	/* gap 7, launch 5, gap 3, sync(wait 100, CPU 4 outside the wait), alloc 6, gap 2, end */
