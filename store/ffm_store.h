@@ -54,7 +54,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FFM_STORE_SCHEMA_VERSION 11
+#define FFM_STORE_SCHEMA_VERSION 12
 #define FFM_STORE_MAX_STAGE 5
 
 struct ffm_store;
@@ -141,6 +141,9 @@ struct ffm_store_driver {
 	const char *path;     /* libcuda path */
 	const char *build_id; /* hex; the identity of the driver */
 	uint64_t wait_off, wait_size; /* internal wait function: file offset and size */
+	/* the node model of its GPU as JSON (ffm_node_model__to_json), NULL: none; a NULL never
+	 * replaces one already stored for the build */
+	const char *node_model;
 };
 
 struct ffm_store_process {
@@ -477,6 +480,9 @@ int ffm_store__job_end(struct ffm_store *s, const char *job_id, int32_t state, i
 
 /* Insert a driver, deduplicated by build_id. */
 int ffm_store__put_driver(struct ffm_store *s, const struct ffm_store_driver *d, int64_t *ret_id);
+/* The node model stored with run @run's driver (JSON text, malloc'ed into *json): 0, or
+ * -ENOENT when the run has no driver or its driver no model. */
+int ffm_store__run_node_model(struct ffm_store *s, int64_t run, char **json);
 
 int ffm_store__run_begin(struct ffm_store *s, const struct ffm_store_run *r, int64_t *ret_run);
 int ffm_store__run_end(struct ffm_store *s, int64_t run, uint64_t end_ns, double wall_s,

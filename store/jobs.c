@@ -85,15 +85,18 @@ int ffm_store__put_driver(struct ffm_store *s, const struct ffm_store_driver *d,
 
 	if (!d || !d->build_id || !d->path)
 		return -EINVAL;
-	err = prepare_now(s, "INSERT INTO drivers(build_id, path, wait_off, wait_size)"
-			  " VALUES(?1, ?2, ?3, ?4) ON CONFLICT(build_id) DO UPDATE SET"
+	err = prepare_now(s, "INSERT INTO drivers(build_id, path, wait_off, wait_size, node_model)"
+			  " VALUES(?1, ?2, ?3, ?4, ?5) ON CONFLICT(build_id) DO UPDATE SET"
 			  " path = excluded.path, wait_off = excluded.wait_off,"
-			  " wait_size = excluded.wait_size RETURNING id", &st);
+			  " wait_size = excluded.wait_size,"
+			  " node_model = coalesce(excluded.node_model, node_model) RETURNING id", &st);
 	if (err)
 		return err;
 	bind_text(st, 1, d->build_id);
 	bind_text(st, 2, d->path);
 	BIND_I64(st, 3, d->wait_off, d->wait_size);
+	if (d->node_model)
+		bind_text(st, 5, d->node_model);
 	return step_now(s, st, ret_id);
 }
 

@@ -76,6 +76,31 @@ static int rows_of(struct ffm_store *s, const char *sql, const int64_t *param,
 
 /* ---- jobs and runs ---------------------------------------------------------------------- */
 
+static int node_model_row(sqlite3_stmt *st, void *arg)
+{
+	char **json = ((struct cb_arg *)arg)->ctx;
+	const char *t = col_text(st, 0);
+
+	if (!t)
+		return 0;
+	*json = strdup(t);
+	return *json ? 1 : -ENOMEM;
+}
+
+int ffm_store__run_node_model(struct ffm_store *s, int64_t run, char **json)
+{
+	int err;
+
+	*json = NULL;
+	if (s->version < 12) /* the column came with v12 */
+		return -ENOENT;
+	err = rows_of(s, "SELECT d.node_model FROM runs r JOIN drivers d ON d.id = r.driver"
+		      " WHERE r.id = ?1", &run, node_model_row, NULL, json);
+	if (err < 0)
+		return err;
+	return *json ? 0 : -ENOENT;
+}
+
 static int job_row(sqlite3_stmt *st, void *arg)
 {
 	struct cb_arg *a = arg;

@@ -287,6 +287,10 @@ static const char step_v11[] =
 	"  (4,'attach'),(5,'detach'),(6,'procfs'),(7,'python_check'),(8,'symbols'),(9,'driver');"
 	"INSERT INTO run_flags VALUES(64,'no_analysis');";
 
+/* v12: the node model of the driver's GPU (symbols/ffm_node_model.h, as JSON), with which the
+ * analysis prices what a fix deletes (stages/ffm_price.h); NULL: none was measured. */
+static const char step_v12[] = "ALTER TABLE drivers ADD COLUMN node_model TEXT;";
+
 const char *const ffm_store_migrations[FFM_STORE_SCHEMA_VERSION] = {
 	step_v1,
 	step_v2,
@@ -299,4 +303,5 @@ const char *const ffm_store_migrations[FFM_STORE_SCHEMA_VERSION] = {
 	step_v9,
 	step_v10,
 	step_v11,
+	step_v12,
 };

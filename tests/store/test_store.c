@@ -176,6 +176,8 @@ TEST(create_and_reopen)
 	"DELETE FROM sync_use_flags WHERE bit = 4;"
 
 /* What v8 added: the events' probe_ns column, in both views that show it. */
+/* What v12 added: the driver's node model. */
+#define DROP_V12 "ALTER TABLE drivers DROP COLUMN node_model;"
 #define DROP_V11 "DROP TABLE run_overhead; DROP TABLE overhead_parts; DELETE FROM run_flags WHERE bit = 64;"
 #define DROP_V9 "DELETE FROM drop_reasons WHERE id >= 4;"
 /* What v10 added: kernel names. */
@@ -232,7 +234,7 @@ TEST(migrate_from_v3)
 	put_events(s, run, 50, 7000);
 	ASSERT_OK(ffm_store__flush(s));
 	s = ffm_store__free(s);
-	sql(path, "BEGIN;" DROP_V11 DROP_V10 DROP_V9 DROP_V8 DROP_V7 DROP_V6 DROP_V5 DROP_V4 "UPDATE meta SET value = '3' WHERE name = 'schema_version';"
+	sql(path, "BEGIN;" DROP_V12 DROP_V11 DROP_V10 DROP_V9 DROP_V8 DROP_V7 DROP_V6 DROP_V5 DROP_V4 "UPDATE meta SET value = '3' WHERE name = 'schema_version';"
 		  "PRAGMA user_version = 3; COMMIT;");
 	ASSERT_OK(ffm_store__open(path, &ropts, &s));
 	ASSERT_EQ(ffm_store__schema_version(s), 3);
@@ -269,7 +271,7 @@ TEST(migrate_from_v6_watched_bytes)
 	}
 	ASSERT_OK(ffm_store__flush(s));
 	s = ffm_store__free(s);
-	sql(path, "BEGIN;" DROP_V11 DROP_V10 DROP_V9 DROP_V8 DROP_V7 "UPDATE meta SET value = '6' WHERE name = 'schema_version';"
+	sql(path, "BEGIN;" DROP_V12 DROP_V11 DROP_V10 DROP_V9 DROP_V8 DROP_V7 "UPDATE meta SET value = '6' WHERE name = 'schema_version';"
 		  "PRAGMA user_version = 6; COMMIT;");
 	ASSERT_OK(ffm_store__open(path, &wopts, &s));
 	ASSERT_EQ(ffm_store__schema_version(s), FFM_STORE_SCHEMA_VERSION);
@@ -315,7 +317,7 @@ TEST(probe_ns_and_v7_files)
 	s = ffm_store__free(s);
 	ASSERT_EQ(sql_int(path, "SELECT sum(probe_ns = 1500) FROM calls"), 1);
 
-	sql(path, "BEGIN;" DROP_V11 DROP_V10 DROP_V9 DROP_V8 "UPDATE meta SET value = '7' WHERE name = 'schema_version';"
+	sql(path, "BEGIN;" DROP_V12 DROP_V11 DROP_V10 DROP_V9 DROP_V8 "UPDATE meta SET value = '7' WHERE name = 'schema_version';"
 		  "PRAGMA user_version = 7; COMMIT;");
 	ASSERT_OK(ffm_store__open(path, &ropts, &s));
 	ASSERT_EQ(ffm_store__schema_version(s), 7);
@@ -441,7 +443,7 @@ TEST(migrate_from_v1)
 	put_events(s, run, 100, 5000);
 	ASSERT_OK(ffm_store__flush(s));
 	s = ffm_store__free(s);
-	sql(path, "BEGIN;" DROP_V11 DROP_V10 DROP_V9 DROP_V8 DROP_V7 DROP_V6 DROP_V5 DROP_V4 "DROP TABLE xfer_hashes; DROP TABLE sync_uses;"
+	sql(path, "BEGIN;" DROP_V12 DROP_V11 DROP_V10 DROP_V9 DROP_V8 DROP_V7 DROP_V6 DROP_V5 DROP_V4 "DROP TABLE xfer_hashes; DROP TABLE sync_uses;"
 		  "UPDATE meta SET value = '1' WHERE name = 'schema_version';"
 		  "PRAGMA user_version = 1; COMMIT;");
 
@@ -670,8 +672,11 @@ TEST(ingest_flush_query_roundtrip)
 	o.batch_ms = 1000000;
 	ASSERT_OK(ffm_store__open(path, &o, &s));
 	ASSERT_OK(ffm_store__put_driver(s, &drv, &drv_id));
+	drv.node_model = "{\"version\":1}";
 	ASSERT_OK(ffm_store__put_driver(s, &drv, &drv_id2));
 	ASSERT_EQ(drv_id, drv_id2);
+	drv.node_model = NULL; /* a NULL keeps the stored model */
+	ASSERT_OK(ffm_store__put_driver(s, &drv, &drv_id2));
 	ASSERT_OK(ffm_store__job_begin(s, &j, NULL));
 	run_in.driver = drv_id;
 	ASSERT_EQ(ffm_store__run_begin(s, &(struct ffm_store_run){ .job_id = "nope", .stage = 1 },
@@ -681,6 +686,15 @@ TEST(ingest_flush_query_roundtrip)
 				       &run),
 		  -EINVAL);
 	ASSERT_OK(ffm_store__run_begin(s, &run_in, &run));
+	{
+		char *nm = NULL;
+
+		ASSERT_OK(ffm_store__run_node_model(s, run, &nm));
+		ASSERT_STREQ(nm, "{\"version\":1}");
+		free(nm);
+		ASSERT_EQ(ffm_store__run_node_model(s, run + 100, &nm), -ENOENT);
+		ASSERT(!nm);
+	}
 	ASSERT_OK(ffm_store__put_api_name(s, 1, "cuStreamSynchronize"));
 	p.run = run;
 	ASSERT_OK(ffm_store__put_process(s, &p));
