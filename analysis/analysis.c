@@ -28,6 +28,7 @@ static int run_passes(struct ffm_analysis *a)
 		/* scan the timeline, applying the verdicts to each event as it is read */
 		err = err ? err : an_scan_timeline(a, &verdicts);
 		err = err ? err : an_apply_finish(a);
+		err = err ? err : an_price(a);
 		an_phase(a, "modelling");
 		err = err ? err : an_build_graph(&a->tl, &a->g);
 		err = err ? err : an_run_model(&(struct an_model_in){ .g = a->g, .tl = &a->tl,
@@ -66,6 +67,7 @@ int ffm_analysis__run(struct ffm_store *s, const struct ffm_analysis_opts *opts,
 	a->s = s;
 	a->res.read_every = a->o.read_every ? a->o.read_every : FFM_HOST_READ_EVERY;
 	a->site_of = a->api_of = a->fold_of = a->tl.thr_of = a->keep_of = a->cpu_of = OATAB_U32_INIT;
+	a->tl.deleted = OATAB_U32_INIT;
 	a->sync_last = OATAB_INIT(struct an_sync_last);
 	err = (unsigned)a->o.grouping >= FFM_GROUP__MAX ? -EINVAL : run_passes(a);
 	if (err) {
@@ -172,6 +174,7 @@ struct ffm_analysis *ffm_analysis__free(struct ffm_analysis *a)
 	oatab_free(&a->api_of);
 	oatab_free(&a->fold_of);
 	oatab_free(&a->tl.thr_of);
+	oatab_free(&a->tl.deleted);
 	oatab_free(&a->keep_of);
 	oatab_free(&a->sync_last);
 	an_pool_fini(&a->pool);

@@ -149,6 +149,7 @@ struct busy {
 	uint64_t stream; /* key: process, stream handle, thread for the per-thread stream */
 	uint64_t start, end;
 	uint32_t tgid, tid; /* who waited */
+	uint32_t ev;	    /* the waiting event's index in tl.ev (its tl.deleted work) */
 	bool required;	    /* the wait is kept by every fix (no problem of its own) */
 };
 
@@ -191,6 +192,7 @@ struct an_timeline {
 	uint64_t run_start_ns; /* the timeline run's start (its processes' first), for the bound */
 	uint64_t run_end_ns;   /* ... and its end (its processes' last) */
 	struct an_late late;   /* the timeline's threads that called the driver last */
+	struct oatab deleted;  /* event index -> work its fix deletes, ns (analysis/price.c) */
 };
 
 struct ffm_analysis {
@@ -367,6 +369,8 @@ struct an_scan_sink an_apply_sink(struct an_apply *ap, struct ffm_analysis *a);
 int an_apply_finish(struct ffm_analysis *a);
 
 /* Build the graph (graph.c) of the timeline's events. */
+/* Price the fix's work (price.c): tl.deleted, res.q's pricing counts. */
+int an_price(struct ffm_analysis *a);
 int an_build_graph(const struct an_timeline *tl, struct ffm_graph **g);
 
 /* Run the model (model.c): each problem node's benefit; per site its problem counts and point

@@ -15,8 +15,18 @@ static int cmp_busy(const void *x, const void *y)
 	return a->start < b->start ? -1 : a->start > b->start;
 }
 
-/* The union of tl->busy's intervals per stream; the largest one, with in *first the start of
- * that stream's first interval and in *last its latest-ending one. */
+/* What the fix of the event that waited through @b deletes of that wait (analysis/price.c: a
+ * pageable copy's staging runs inside its wait, and a pinned buffer takes it off the stream). */
+static uint64_t deleted_in(const struct an_timeline *tl, const struct busy *b)
+{
+	uint32_t v = oatab_get_u32(&tl->deleted, b->ev);
+
+	return v == UINT32_MAX ? 0 : v;
+}
+
+/* The union of tl->busy's intervals per stream, less the work fixes delete from them; the
+ * largest one, with in *first the start of that stream's first interval and in *last its
+ * latest-ending one. */
 static uint64_t busiest_stream(struct an_timeline *tl, uint64_t *first, struct busy *last)
 {
 	uint64_t best = 0, sum = 0, cov_end = 0, start = 0;
@@ -43,7 +53,10 @@ static uint64_t busiest_stream(struct an_timeline *tl, uint64_t *first, struct b
 		if (!sum)
 			start = b->start;
 		if (b->end > cov_end) {
-			sum += b->end - (b->start > cov_end ? b->start : cov_end);
+			uint64_t add = b->end - (b->start > cov_end ? b->start : cov_end);
+			uint64_t del = deleted_in(tl, b);
+
+			sum += add > del ? add - del : 0;
 			cov_end = b->end;
 			end = *b;
 		}

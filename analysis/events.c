@@ -191,6 +191,7 @@ static int note_busy(struct ffm_analysis *a, const struct ffm_event *e, uint32_t
 		return -ENOMEM;
 	a->tl.busy[a->tl.n_busy++] = (struct busy){ .stream = k, .start = end - wait, .end = end,
 					      .tgid = tgid, .tid = e->tid,
+					      .ev = (uint32_t)a->tl.n_ev, /* pushed next */
 					      .required = e->problem == FFM_PROBLEM_NONE };
 	return 0;
 }

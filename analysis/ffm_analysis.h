@@ -168,6 +168,11 @@ struct ffm_an_quality {
 	 * less, or more. The most runs one site's price rests on, the timeline's included. */
 	uint64_t dup_trimmed_ns, dup_added_ns;
 	uint32_t dup_price_runs;
+	/* Pricing a fix's work (analysis/price.c): whether the timeline run's driver has a node
+	 * model; the calls whose fix deletes work priced with it, and that work; the calls a rule
+	 * wanted to price but could not (no model, or no figure for them): priced by their wait. */
+	bool node_model;
+	uint64_t priced_calls, priced_deleted_ns, unpriced_calls;
 };
 
 struct ffm_analysis_result {

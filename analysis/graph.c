@@ -11,6 +11,7 @@ int an_build_graph(const struct an_timeline *tl, struct ffm_graph **g)
 	struct ffm_graph_opts go = {
 		.run_start_ns = tl->run_start_ns,
 		.run_end_ns = tl->run_end_ns,
+		.deleted_of = &tl->deleted,
 	};
 
 	return ffm_graph__build(tl->ev, tl->n_ev, &go, g);

@@ -62,6 +62,10 @@ static void merge_quality(struct ffm_an_merged *m, const struct ffm_analysis_res
 	m->q.hidden_wait_ns += r->q.hidden_wait_ns;
 	m->q.hidden_removed_ns += r->q.hidden_removed_ns;
 	m->q.gpu_idle_syncs += r->q.gpu_idle_syncs;
+	m->q.node_model |= r->q.node_model;
+	m->q.priced_calls += r->q.priced_calls;
+	m->q.priced_deleted_ns += r->q.priced_deleted_ns;
+	m->q.unpriced_calls += r->q.unpriced_calls;
 	m->q.baseline_runs += r->q.baseline_runs; /* each node's own runs */
 	m->q.dup_trimmed_ns += r->q.dup_trimmed_ns;
 	m->q.dup_added_ns += r->q.dup_added_ns;

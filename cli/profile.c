@@ -230,15 +230,19 @@ static int profile_open(struct profile *p)
 	}
 	if (!p->quiet)
 		fprintf(stderr, "ffm: driver %s\n", p->drv_path);
-	err = ffm_driver_ready(p->drv_path, ffmctl_g.state_dir, FFM_READY_RUN_UNTRUSTED, &p->rd,
+	err = ffm_driver_ready(p->drv_path, ffmctl_g.state_dir,
+			       FFM_READY_RUN_UNTRUSTED | FFM_READY_NODE_MODEL, &p->rd,
 			       why, sizeof(why));
 	if (err < 0) {
 		ffmctl_err("profile", "cannot use driver %s: %s", p->drv_path, why[0] ? why : strerror(-err));
 		return -1;
 	}
 	if (!p->quiet && p->rd.calibrated_now)
-		fprintf(stderr, "ffm: calibrated %s: wait function at %#llx (%.1f s, cached)\n",
-			ffm_driver__build_id(p->rd.drv), (unsigned long long)p->rd.wait_off, p->rd.calib_seconds);
+		fprintf(stderr, "ffm: calibrated %s: wait function at %#llx, %s (%.1f s, cached)\n",
+			ffm_driver__build_id(p->rd.drv), (unsigned long long)p->rd.wait_off,
+			p->rd.node_model ? "node model measured" :
+					   "no node model (fixes are priced by their waits)",
+			p->rd.calib_seconds);
 	if ((err = ffm_apis__new(&p->apis)) < 0 ||
 	    (err = ffm_symbolizer__new(NULL, &p->sym)) < 0) {
 		ffmctl_err("profile", "out of memory");
@@ -383,6 +387,7 @@ static int profile_stage(struct profile *p, int stage, int to)
 		.apis = p->apis, .driver_path = p->drv_path,
 		.driver_build_id = ffm_driver__build_id(p->rd.drv),
 		.wait_off = p->rd.wait_off, .wait_size = p->rd.wait_size,
+		.driver_node_model = p->rd.node_model,
 	};
 	struct ffm_probe_set ps = {};
 	struct ffm_attachment *att = NULL;

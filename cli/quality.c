@@ -260,5 +260,9 @@ json_t *ffmctl_json_quality(const struct ffm_an_merged *m)
 		{ "gpu_idle_syncs", ffm_json_u64(q->gpu_idle_syncs) },
 		{ "duplicate_time_trimmed_s", json_s(s_of(q->dup_trimmed_ns)) },
 		{ "duplicate_time_added_s", json_s(s_of(q->dup_added_ns)) },
-		{ "duplicate_price_runs", ffm_json_int(q->dup_price_runs) });
+		{ "duplicate_price_runs", ffm_json_int(q->dup_price_runs) },
+		{ "node_model", json_boolean(q->node_model) },
+		{ "priced_calls", ffm_json_u64(q->priced_calls) },
+		{ "priced_deleted_s", json_s(s_of(q->priced_deleted_ns)) },
+		{ "unpriced_calls", ffm_json_u64(q->unpriced_calls) });
 }

@@ -21,6 +21,7 @@
 #include "store/ffm_store.h"
 #include "symbols/ffm_calibrate.h"
 #include "symbols/ffm_driver.h"
+#include "symbols/ffm_node_model.h"
 
 #ifndef FFM_LIBEXECDIR
 #define FFM_LIBEXECDIR "/usr/local/libexec/ffm"
@@ -250,6 +251,18 @@ int ffm_driver_file_open(const char *path, bool *trusted, char *why, size_t why_
 	return fd;
 }
 
+/* The one node model of @cal as JSON text, NULL when it has none (or no memory: the model only
+ * refines prices, a run goes on without it). */
+static char *node_model_json(const struct ffm_calibration *cal)
+{
+	const struct ffm_node_model *nm = ffm_calibration__node_model(cal, NULL);
+	json_t *j = nm ? ffm_node_model__to_json(nm) : NULL;
+	char *txt = j ? json_dumps(j, JSON_COMPACT) : NULL;
+
+	json_decref(j);
+	return txt;
+}
+
 int ffm_driver_ready(const char *path, const char *state_dir, unsigned flags,
 		     struct ffm_ready_driver *out, char *why, size_t why_len)
 {
@@ -279,9 +292,10 @@ int ffm_driver_ready(const char *path, const char *state_dir, unsigned flags,
 	}
 	err = ffm_calibration__load_cached(cache[0] ? cache : NULL, ffm_driver__build_id(out->drv),
 					   &cal);
-	if (err < 0 || !ffm_calibration__verified(cal)) {
+	if (err < 0 || !ffm_calibration__verified(cal) ||
+	    ((flags & FFM_READY_NODE_MODEL) && !ffm_calibration__node_model(cal, NULL))) {
 		/* No cache, a bad file, or an unverified result: calibrate (again), which runs
-		 * the file. */
+		 * the file; for a caller that asks for the node model, also a cache without one. */
 		cal = ffm_calibration__free(cal);
 		if (!out->trusted && !(flags & FFM_READY_RUN_UNTRUSTED)) {
 			snprintf(why, why_len, "not calibrated: the file is %s, and ffm runs only root's "
@@ -300,12 +314,15 @@ int ffm_driver_ready(const char *path, const char *state_dir, unsigned flags,
 			err = -ENOENT;
 			goto fail;
 		}
-		/* The wait function only: a job's process is held meanwhile, and its job may be
-		 * using the GPU the node model would time (ffmctl calibrate measures it). */
+		/* The wait function only, unless asked: a job's process is held meanwhile, and its
+		 * job may be using the GPU the node model would time (ffmctl calibrate measures
+		 * it, and `ffmctl profile` before its program starts). A model that cannot be
+		 * measured leaves the calibration as it is (node_model_error says why). */
 		err = ffm_calibrate(&(struct ffm_calibrate_opts){ .sz = sizeof(struct ffm_calibrate_opts),
 				    .driver_path = fdpath, .display_path = path, .probe_path = probe,
 				    .cache_dir = out->trusted && cache[0] ? cache : NULL,
-				    .force = true, .skip_node_model = true }, &cal);
+				    .force = true,
+				    .skip_node_model = !(flags & FFM_READY_NODE_MODEL) }, &cal);
 		if (err < 0) {
 			snprintf(why, why_len, "wait-function calibration failed: %s", strerror(-err));
 			goto fail;
@@ -321,6 +338,7 @@ int ffm_driver_ready(const char *path, const char *state_dir, unsigned flags,
 	out->wait_off = ffm_calibration__wait_offset(cal);
 	out->wait_size = ffm_calibration__wait_size(cal);
 	out->calib_seconds = ffm_calibration__seconds(cal);
+	out->node_model = node_model_json(cal);
 	ffm_calibration__free(cal);
 	close(fd);
 	return 0;
@@ -334,4 +352,6 @@ fail:
 void ffm_ready_driver__release(struct ffm_ready_driver *d)
 {
 	d->drv = ffm_driver__free(d->drv);
+	free(d->node_model);
+	d->node_model = NULL;
 }

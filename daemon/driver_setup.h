@@ -32,12 +32,17 @@ struct ffm_ready_driver {
 	bool calibrated_now; /* false: taken from the cache */
 	bool trusted;        /* see above */
 	double calib_seconds;
+	char *node_model;    /* the cached node model of its GPU as JSON (malloc'ed), NULL: none */
 };
 
 enum ffm_ready_flags {
 	/* Calibrate an untrusted file too: `ffmctl profile`, whose application loads that very
 	 * file with the same privileges anyway. */
 	FFM_READY_RUN_UNTRUSTED = 1u << 0,
+	/* Measure the node model (symbols/ffm_node_model.h) where the cache has none: `ffmctl
+	 * profile`, which runs before its program starts, so nothing of its own uses the GPU and
+	 * no process is held meanwhile (ffmd never does: docs/ACCURACY.md, "Who measures"). */
+	FFM_READY_NODE_MODEL = 1u << 1,
 };
 
 /* -errno; @why gets a short human reason on failure. */

@@ -232,6 +232,7 @@ int ffm_jobrun__begin(const struct ffm_jobrun_opts *opts, struct ffm_jobrun **re
 		err = ffm_store__put_driver(jr->store, &(struct ffm_store_driver){
 			.path = opts->driver_path, .build_id = opts->driver_build_id,
 			.wait_off = opts->wait_off, .wait_size = opts->wait_size,
+			.node_model = opts->driver_node_model,
 		}, &driver);
 		if (err < 0)
 			goto fail;

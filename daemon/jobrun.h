@@ -40,6 +40,7 @@ struct ffm_jobrun_opts {
 	struct ffm_apis *apis;
 	const char *driver_path, *driver_build_id;
 	uint64_t wait_off, wait_size;
+	const char *driver_node_model; /* its GPU's node model, JSON (store/ffm_store.h), NULL */
 	const char *proc_root;
 	/* The key's store, when another run of the key is open in this process (NULL: open
 	 * it): shared, referenced until ffm_jobrun__free. */

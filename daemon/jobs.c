@@ -321,6 +321,7 @@ int job_create(struct ffmd *d, const struct job_spec *sp, struct job **ret, cons
 			jo.driver_build_id = ffm_driver__build_id(d->drvs[i].rd.drv);
 			jo.wait_off = d->drvs[i].rd.wait_off;
 			jo.wait_size = d->drvs[i].rd.wait_size;
+			jo.driver_node_model = d->drvs[i].rd.node_model;
 			break;
 		}
 	err = ffm_jobrun__begin(&jo, &j->jr);
