@@ -99,6 +99,8 @@ struct thr {
 	__u32 wait_depth;
 	__u32 call_depth;
 	__u32 nwaits;
+	__u32 nslept;   /* ... of which the thread slept in (ffm_rec_call.nslept) */
+	__u64 wait_nvcsw; /* its voluntary context switches at the outermost wait's entry */
 	__u32 hflags;   /* FFM_XFER_* of hash; HASHED_AT_ENTRY when hash is valid */
 	__u32 sync_gen; /* synchronizations this thread ended (stages 3-4) */
 	__u64 sync_done; /* when the return probe of the last of them finished (ffm_rec_hit) */
@@ -609,6 +611,7 @@ static __always_inline int wait_enter(struct pt_regs *ctx)
 	if (stale_outer(t->wait_depth, t->wait_sp, PT_REGS_SP(ctx)) || t->wait_epoch != p->link_epoch)
 		t->wait_depth = 0;
 	if (t->wait_depth++ == 0) {
+		t->wait_nvcsw = bpf_get_current_task_btf()->nvcsw;
 		t->wait_start = bpf_ktime_get_ns();
 		t->wait_sp = PT_REGS_SP(ctx);
 		t->wait_epoch = p->link_epoch;
@@ -628,6 +631,7 @@ static __always_inline void wait_leave(struct pt_regs *ctx)
 	struct walk *w;
 	struct thr *t;
 	__u64 dur, key;
+	bool slept;
 
 	if (!p)
 		return;
@@ -641,11 +645,16 @@ static __always_inline void wait_leave(struct pt_regs *ctx)
 	if (--t->wait_depth)
 		return;
 	dur = now - t->wait_start;
+	/* Slept: a voluntary context switch during the wait (a blocking-sync context sleeps in
+	 * the kernel; spinning and yielding do not count as voluntary). The schedule mode the
+	 * analysis prices a wait's exit latency by (analysis/price.c). */
+	slept = bpf_get_current_task_btf()->nvcsw != t->wait_nvcsw;
 	if (t->call_depth) {
 		/* Inside a probed API call: the call record carries the wait, and only a run
 		 * that keeps stage 1's records as they are records it on its own too. */
 		t->wait_acc += dur;
 		t->nwaits++;
+		t->nslept += slept;
 		if (!t->waits_alone)
 			return;
 	} else {
@@ -676,7 +685,7 @@ static __always_inline void wait_leave(struct pt_regs *ctx)
 	r->dur_ns = dur;
 	r->stack_key = key;
 	r->api_id = 0xffff;
-	r->_pad = 0;
+	r->flags = slept ? FFM_WAIT_SLEPT : 0;
 	bpf_ringbuf_submit(r, rb_flags());
 	t->sync_done = bpf_ktime_get_ns();
 	/* Inside a copy (FFM_JOB_WAITS_ALONE): this record's walk and submit are ffm's time,
@@ -1071,6 +1080,7 @@ static __always_inline int do_api_entry(struct pt_regs *ctx, const bool hashing)
 	t->call_start = bpf_ktime_get_ns();
 	t->wait_acc = 0;
 	t->nwaits = 0;
+	t->nslept = 0;
 	t->hflags = 0;
 	load_args(&a, ctx);
 	t->bytes = ARG(&a, c, FFM_COOKIE_BYTES_SHIFT);
@@ -1228,6 +1238,8 @@ static __always_inline int do_api_exit(struct pt_regs *ctx, const bool hashing)
 		r->dur_ns = now - t->call_start;
 		r->wait_ns = t->wait_acc;
 		r->nwaits = t->nwaits;
+		r->nslept = t->nslept;
+		r->_pad = 0;
 		r->stack_key = key;
 		r->bytes = t->bytes;
 		r->dst = t->dst;

@@ -234,8 +234,10 @@ struct ffm_rec_wait {
 	__u64 dur_ns;
 	__u64 stack_key;
 	__u32 api_id; /* the probed call it happened in, or 0xffff outside any */
-	__u32 _pad;
+	__u32 flags;  /* FFM_WAIT_* */
 };
+/* The thread slept in the wait (a voluntary context switch: a blocking-sync context). */
+#define FFM_WAIT_SLEPT 0x1u
 
 /* FFM_REC_CALL: ts_ns is the return. */
 /* FFM_REC_FUNC: a kernel's handle (CUfunction or CUkernel) and its name, as the program got
@@ -269,6 +271,8 @@ struct ffm_rec_call {
 	__u64 probe_ns;
 	__u32 api_id;
 	__u32 nwaits;
+	__u32 nslept; /* of the waits inside it, those the thread slept in (FFM_WAIT_SLEPT) */
+	__u32 _pad;
 };
 
 /*

@@ -23,7 +23,7 @@
 
 _Static_assert(sizeof(struct ffm_rec_hdr) == 32, "ffm_rec_hdr layout");
 _Static_assert(sizeof(struct ffm_rec_wait) == 32 + 32, "ffm_rec_wait layout");
-_Static_assert(sizeof(struct ffm_rec_call) == 32 + 88, "ffm_rec_call layout");
+_Static_assert(sizeof(struct ffm_rec_call) == 32 + 96, "ffm_rec_call layout");
 _Static_assert(sizeof(struct ffm_rec_stack) == 32 + 56 + 8 * FFM_LIB_FRAMES + 8 +
 			       sizeof(struct ffm_py_frame) * FFM_PY_FRAMES + FFM_STACK_BYTES,
 	       "ffm_rec_stack layout");

@@ -40,6 +40,13 @@ struct proc_ent {
 	struct ffm_addr_space *as;
 };
 
+/* A thread given to put_thread, and its waits counted for its schedule mode (store v12). */
+struct tid_ent {
+	struct oa_key k; /* a: tid */
+	uint32_t tgid;
+	uint64_t waits, slept; /* not yet added to the store */
+};
+
 struct kernel_ent {
 	struct oa_key k; /* a: handle, b: tgid */
 	char name[FFM_FUNC_NAME];
@@ -49,7 +56,7 @@ struct ffm_recorder {
 	struct ffm_recorder_opts o;
 	struct oatab keys;  /* struct key_ent */
 	struct oatab procs; /* struct proc_ent */
-	struct oatab tids;  /* struct oa_key (a: tid): threads already given to put_thread */
+	struct oatab tids;  /* struct tid_ent: threads already given to put_thread */
 	uint32_t *api_ids; /* collector api id -> store api id, 0 = not yet named */
 	struct ffm_recorder_stats st;
 	struct ffm_store_frame sframes[MAX_STORE_FRAMES + FFM_PY_FRAMES];
@@ -98,13 +105,45 @@ static struct proc_ent *proc_find(struct ffm_recorder *r, uint32_t tgid, bool in
 	return oatab_find(&r->procs, tgid, 0, insert);
 }
 
-static int note_thread(struct ffm_recorder *r, uint32_t tgid, uint32_t tid)
+/* @tid's waits of @dur_ns in all, @n of them, @slept slept in: counted when they are long
+ * enough for a blocking context to sleep (FFM_STORE_WAIT_MODE_NS). */
+static int note_thread(struct ffm_recorder *r, uint32_t tgid, uint32_t tid, uint64_t dur_ns,
+		       uint32_t n, uint32_t slept)
 {
-	if (oatab_find(&r->tids, tid, 0, false))
-		return 0;
-	if (!oatab_find(&r->tids, tid, 0, true))
-		return -ENOMEM;
-	return ffm_store__put_thread(r->o.store, r->o.run, tgid, tid);
+	struct tid_ent *t = oatab_find(&r->tids, tid, 0, false);
+
+	if (!t) {
+		int err = ffm_store__put_thread(r->o.store, r->o.run, tgid, tid);
+
+		if (err < 0)
+			return err;
+		if (!(t = oatab_find(&r->tids, tid, 0, true)))
+			return -ENOMEM;
+		t->tgid = tgid;
+	}
+	if (n && dur_ns >= FFM_STORE_WAIT_MODE_NS * (uint64_t)n) {
+		t->waits += n;
+		t->slept += slept < n ? slept : n;
+	}
+	return 0;
+}
+
+/* The threads' wait counts into the store (at the run's end). */
+static int flush_thread_waits(struct ffm_recorder *r)
+{
+	for (size_t i = 0; i < r->tids.cap; i++) {
+		struct tid_ent *t = oatab_slot(&r->tids, i);
+		int err;
+
+		if (!t || !t->waits)
+			continue;
+		err = ffm_store__add_thread_waits(r->o.store, r->o.run, t->tgid, (uint32_t)t->k.a,
+						  t->waits, t->slept);
+		if (err < 0)
+			return err;
+		t->waits = t->slept = 0;
+	}
+	return 0;
 }
 
 static struct ffm_addr_space *addr_space(struct ffm_recorder *r, uint32_t tgid)
@@ -540,7 +579,8 @@ static int on_wait(struct ffm_recorder *r, const struct ffm_rec_wait *w)
 		r->st.not_stored++;
 		return 0;
 	}
-	err = note_thread(r, w->hdr.tgid, w->hdr.tid);
+	err = note_thread(r, w->hdr.tgid, w->hdr.tid, w->dur_ns, 1,
+			  (w->flags & FFM_WAIT_SLEPT) != 0);
 	if (err < 0)
 		return err;
 	r->st.waits++;
@@ -569,7 +609,7 @@ static int on_call(struct ffm_recorder *r, const struct ffm_rec_call *c)
 		r->st.not_stored++;
 		return 0;
 	}
-	err = note_thread(r, c->hdr.tgid, c->hdr.tid);
+	err = note_thread(r, c->hdr.tgid, c->hdr.tid, c->wait_ns, c->nwaits, c->nslept);
 	if (err < 0)
 		return err;
 	r->st.calls++;
@@ -604,19 +644,21 @@ static int on_sample(struct ffm_recorder *r, const struct ffm_rec_sample *x)
 
 int ffm_recorder__end(struct ffm_recorder *r)
 {
+	int err;
+
 	drain(r);
 	if (r->err) {
-		int err = r->err;
-
+		err = r->err;
 		r->err = 0;
 		return err;
 	}
+	err = flush_thread_waits(r);
+	if (err < 0)
+		return err;
 	for (size_t i = 0; i < r->keys.cap; i++) {
 		struct key_ent *ke = oatab_slot(&r->keys, i);
 
 		for (uint32_t st = 0; ke && st < FFM_SAMPLE__MAX; st++) {
-			int err;
-
 			if (!ke->cpu_n[st])
 				continue;
 			err = ffm_store__add_cpu_samples(r->o.store, r->o.run,
@@ -795,7 +837,7 @@ int ffm_recorder__new(const struct ffm_recorder_opts *opts, struct ffm_recorder 
 	r->kernels = OATAB_INIT(struct kernel_ent);
 	r->keys = OATAB_INIT(struct key_ent);
 	r->procs = OATAB_INIT(struct proc_ent);
-	r->tids = OATAB_INIT(struct oa_key);
+	r->tids = OATAB_INIT(struct tid_ent);
 	r->api_ids = calloc(FFM_API_MAX, sizeof(*r->api_ids));
 	if (!r->api_ids || ffm_pytrack__new(opts->collector, opts->proc_root, &r->py) < 0) {
 		free(r->api_ids);

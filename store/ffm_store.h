@@ -509,6 +509,17 @@ int ffm_store__put_process(struct ffm_store *s, const struct ffm_store_process *
 int ffm_store__process_exit(struct ffm_store *s, int64_t run, uint32_t tgid, uint64_t end_ns,
 			    int32_t exit_code);
 int ffm_store__put_thread(struct ffm_store *s, int64_t run, uint32_t tgid, uint32_t tid);
+/* Add to a thread's count of waits of FFM_STORE_WAIT_MODE_NS and more, and of those it slept
+ * in (a voluntary context switch: its context waits in blocking-sync mode); -EINVAL when
+ * slept > waits. */
+#define FFM_STORE_WAIT_MODE_NS 20000
+int ffm_store__add_thread_waits(struct ffm_store *s, int64_t run, uint32_t tgid, uint32_t tid,
+				uint64_t waits, uint64_t slept);
+typedef int (*ffm_store_thread_waits_cb)(uint32_t tgid, uint32_t tid, uint64_t waits,
+					 uint64_t slept, void *ctx);
+/* Each thread of @run with counted waits (none before v12); cb's nonzero stops and is returned. */
+int ffm_store__for_each_thread_waits(struct ffm_store *s, int64_t run,
+				     ffm_store_thread_waits_cb cb, void *ctx);
 /* Insert or complete a frame (symbol fields given here replace NULL ones). */
 int ffm_store__put_frame(struct ffm_store *s, const struct ffm_store_frame *f, int64_t *ret_id);
 /*

@@ -32,6 +32,10 @@ static const char *const stmt_sql[ST__MAX] = {
 			  " count = count + excluded.count, dur_ns = dur_ns + excluded.dur_ns,"
 			  " wait_ns = wait_ns + excluded.wait_ns, bytes = bytes + excluded.bytes",
 	[ST_THREAD] = "INSERT OR IGNORE INTO threads(run, tgid, tid) VALUES(?1, ?2, ?3)",
+	[ST_THREAD_WAITS] = "INSERT INTO threads(run, tgid, tid, waits, waits_slept)"
+			    " VALUES(?1, ?2, ?3, ?4, ?5) ON CONFLICT(run, tgid, tid) DO UPDATE SET"
+			    " waits = waits + excluded.waits,"
+			    " waits_slept = waits_slept + excluded.waits_slept",
 	[ST_PROCESS] = "INSERT INTO processes(run, tgid, ptgid, exe, start_ns, end_ns, exit_code)"
 		       " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
 	[ST_PROCESS_EXIT] = "UPDATE processes SET end_ns = ?3, exit_code = ?4 WHERE id ="
@@ -334,6 +338,14 @@ static int put_row(struct ffm_store *s, enum st which, const int64_t *v, size_t 
 int ffm_store__put_thread(struct ffm_store *s, int64_t run, uint32_t tgid, uint32_t tid)
 {
 	return PUT_ROW(s, ST_THREAD, NULL, run, tgid, tid);
+}
+
+int ffm_store__add_thread_waits(struct ffm_store *s, int64_t run, uint32_t tgid, uint32_t tid,
+				uint64_t waits, uint64_t slept)
+{
+	if (slept > waits)
+		return -EINVAL;
+	return PUT_ROW(s, ST_THREAD_WAITS, NULL, run, tgid, tid, (int64_t)waits, (int64_t)slept);
 }
 
 int ffm_store__put_process(struct ffm_store *s, const struct ffm_store_process *p)

@@ -87,6 +87,24 @@ static int node_model_row(sqlite3_stmt *st, void *arg)
 	return *json ? 1 : -ENOMEM;
 }
 
+static int thread_waits_row(sqlite3_stmt *st, void *arg)
+{
+	struct cb_arg *a = arg;
+
+	return ((ffm_store_thread_waits_cb)a->cb)((uint32_t)col(st, 0), (uint32_t)col(st, 1),
+						  (uint64_t)col(st, 2), (uint64_t)col(st, 3),
+						  a->ctx);
+}
+
+int ffm_store__for_each_thread_waits(struct ffm_store *s, int64_t run,
+				     ffm_store_thread_waits_cb cb, void *ctx)
+{
+	if (s->version < 12) /* counted since v12 */
+		return 0;
+	return rows_of(s, "SELECT tgid, tid, waits, waits_slept FROM threads WHERE run = ?1"
+		       " AND waits > 0", &run, thread_waits_row, (void *)cb, ctx);
+}
+
 int ffm_store__run_node_model(struct ffm_store *s, int64_t run, char **json)
 {
 	int err;

@@ -288,8 +288,12 @@ static const char step_v11[] =
 	"INSERT INTO run_flags VALUES(64,'no_analysis');";
 
 /* v12: the node model of the driver's GPU (symbols/ffm_node_model.h, as JSON), with which the
- * analysis prices what a fix deletes (stages/ffm_price.h); NULL: none was measured. */
-static const char step_v12[] = "ALTER TABLE drivers ADD COLUMN node_model TEXT;";
+ * analysis prices what a fix deletes (stages/ffm_price.h), NULL: none was measured; per thread,
+ * its waits of 20 us and more and those it slept in (its context's schedule mode). */
+static const char step_v12[] =
+	"ALTER TABLE drivers ADD COLUMN node_model TEXT;"
+	"ALTER TABLE threads ADD COLUMN waits INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE threads ADD COLUMN waits_slept INTEGER NOT NULL DEFAULT 0;";
 
 const char *const ffm_store_migrations[FFM_STORE_SCHEMA_VERSION] = {
 	step_v1,

@@ -177,7 +177,9 @@ TEST(create_and_reopen)
 
 /* What v8 added: the events' probe_ns column, in both views that show it. */
 /* What v12 added: the driver's node model. */
-#define DROP_V12 "ALTER TABLE drivers DROP COLUMN node_model;"
+#define DROP_V12                                                                                   \
+	"ALTER TABLE drivers DROP COLUMN node_model; ALTER TABLE threads DROP COLUMN waits;"        \
+	"ALTER TABLE threads DROP COLUMN waits_slept;"
 #define DROP_V11 "DROP TABLE run_overhead; DROP TABLE overhead_parts; DELETE FROM run_flags WHERE bit = 64;"
 #define DROP_V9 "DELETE FROM drop_reasons WHERE id >= 4;"
 /* What v10 added: kernel names. */
@@ -643,6 +645,19 @@ static int stop_cb(const struct ffm_store_event *ev, void *ctx)
 	return ++*(int *)ctx == 3 ? 77 : 0;
 }
 
+/* Threads' wait counts, by tid order 11, 12 into got[0], got[1]: tid, waits, slept. */
+static int thread_waits_cb(uint32_t tgid, uint32_t tid, uint64_t waits, uint64_t slept, void *ctx)
+{
+	uint64_t (*got)[3] = ctx;
+	int i = tid == 11 ? 0 : 1;
+
+	(void)tgid;
+	got[i][0] = tid;
+	got[i][1] = waits;
+	got[i][2] = slept;
+	return 0;
+}
+
 TEST(ingest_flush_query_roundtrip)
 {
 	char *d = mktmp(), path[256];
@@ -700,12 +715,27 @@ TEST(ingest_flush_query_roundtrip)
 	ASSERT_OK(ffm_store__put_process(s, &p));
 	ASSERT_OK(ffm_store__put_thread(s, run, 10, 11));
 	ASSERT_OK(ffm_store__put_thread(s, run, 10, 11)); /* idempotent */
+	ASSERT_OK(ffm_store__add_thread_waits(s, run, 10, 11, 5, 3));
+	ASSERT_OK(ffm_store__add_thread_waits(s, run, 10, 11, 2, 1)); /* adds up */
+	ASSERT_OK(ffm_store__add_thread_waits(s, run, 10, 12, 4, 0)); /* a thread not put yet */
+	ASSERT_EQ(ffm_store__add_thread_waits(s, run, 10, 11, 1, 2), -EINVAL);
 	ASSERT_EQ(ffm_store__put_stack(s, 0xabcdef0123456789ull, fr, 2, &stack), 1);
 	ASSERT_EQ(ffm_store__put_stack(s, 0xabcdef0123456789ull, fr, 2, &stack2), 0);
 	ASSERT_EQ(stack, stack2);
 	ASSERT_OK(ffm_store__put_frame(s, &late, &frame_id));
 	ASSERT(frame_id > 0);
 	ASSERT_OK(ffm_store__flush(s));
+	{
+		uint64_t got[2][3] = { 0 };
+
+		ASSERT_OK(ffm_store__for_each_thread_waits(s, run, thread_waits_cb, got));
+		ASSERT_EQ(got[0][0], 11); /* tid 11: 7 waits, 4 slept; tid 12: 4, 0 */
+		ASSERT_EQ(got[0][1], 7);
+		ASSERT_EQ(got[0][2], 4);
+		ASSERT_EQ(got[1][0], 12);
+		ASSERT_EQ(got[1][1], 4);
+		ASSERT_EQ(got[1][2], 0);
+	}
 
 	/* 25 events with batches of 10: a concurrent reader sees whole batches only */
 	ASSERT_OK(ffm_store__open(path, &ropts, &r));
