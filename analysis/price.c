@@ -6,7 +6,11 @@
  * the rules of stages/ffm_price.h. The graph takes it (ffm_graph_opts.deleted_of), and the
  * model saves min(idle + deleted, wait + removed) for that event.
  *
- * Rule applied today: (b) an async copy that waited (its host memory is pageable; the fix is a
+ * Rules applied today:
+ * (d) a misplaced sync moved to its first use: the shorter wait also returns sooner after the
+ * GPU is done, by the exit latency of the thread's schedule mode at the two lengths (the
+ * thread slept in most of its long waits: blocking, else spin; store v12 threads.waits_slept).
+ * (b) an async copy that waited (its host memory is pageable; the fix is a
  * pinned buffer): the call's time holds the driver's staged copy; the fix leaves a copy at the
  * pinned speed to the GPU and deletes the staging (the model's pageable less pinned time at the
  * site's mean size, at most the call's time). Where the run's driver
@@ -72,24 +76,61 @@ static int64_t staging_of(const struct ffm_node_model *nm, const struct ffm_an_s
 	return p.saved_ns > 0 ? (int64_t)p.saved_ns : 0;
 }
 
+/* The threads of the timeline run that slept in most of their long waits (blocking-sync). */
+static int note_blocking(uint32_t tgid, uint32_t tid, uint64_t waits, uint64_t slept, void *ctx)
+{
+	(void)tgid;
+	if (slept * 2 < waits)
+		return 0;
+	return oatab_put_u32(ctx, tid, 1) ? -ENOMEM : 0;
+}
+
+/* The exit latency a misplaced wait of @e saves once moved to its first use (rule (d)). */
+static int64_t exit_of(const struct ffm_node_model *nm, const struct oatab *blocking,
+		       const struct ffm_event *e)
+{
+	struct ffm_price_wait w = {
+		.calls = 1, .wait_ns = (double)e->wait_ns, .moved_ns = (double)e->first_use_ns,
+		.mode = oatab_get_u32(blocking, e->tid) == 1 ? FFM_SCHED_BLOCKING : FFM_SCHED_SPIN,
+	};
+	struct ffm_price p;
+
+	if (!nm)
+		return -ENODATA;
+	if (ffm_price__move_wait(nm, &w, &p))
+		return -ENODATA;
+	return p.exit_ns > 0 ? (int64_t)p.exit_ns : 0;
+}
+
+/* The work event @e's fix deletes (see the top), 0: none; -ENODATA: a rule lacked a figure. */
+static int64_t price_event(struct ffm_analysis *a, const struct ffm_node_model *nm,
+			   const struct oatab *blocking, const struct ffm_event *e)
+{
+	uint32_t si;
+
+	if (e->problem == FFM_PROBLEM_MISPLACED_SYNC)
+		return exit_of(nm, blocking, e);
+	if (e->problem != FFM_PROBLEM_UNNECESSARY_SYNC || e->kind != FFM_CALL_TRANSFER)
+		return 0;
+	si = oatab_get_u32(&a->site_of, e->stack_id);
+	if (si == UINT32_MAX || !a->si[si].async_copy)
+		return 0;
+	return staging_of(nm, &a->res.sites[si], e);
+}
+
 int an_price(struct ffm_analysis *a)
 {
 	struct ffm_node_model nm;
 	bool have = load_model(a, &nm);
 	struct ffm_an_quality *q = &a->res.q;
+	struct oatab blocking = OATAB_U32_INIT;
+	int err;
 
 	q->node_model = have;
-	for (size_t i = 0; i < a->tl.n_ev; i++) {
-		const struct ffm_event *e = &a->tl.ev[i];
-		uint32_t si;
-		int64_t d;
+	err = ffm_store__for_each_thread_waits(a->s, a->res.run_timeline, note_blocking, &blocking);
+	for (size_t i = 0; !err && i < a->tl.n_ev; i++) {
+		int64_t d = price_event(a, have ? &nm : NULL, &blocking, &a->tl.ev[i]);
 
-		if (e->problem != FFM_PROBLEM_UNNECESSARY_SYNC || e->kind != FFM_CALL_TRANSFER)
-			continue;
-		si = oatab_get_u32(&a->site_of, e->stack_id);
-		if (si == UINT32_MAX || !a->si[si].async_copy)
-			continue;
-		d = staging_of(have ? &nm : NULL, &a->res.sites[si], e);
 		if (d == -ENODATA) {
 			q->unpriced_calls++;
 			continue;
@@ -98,10 +139,13 @@ int an_price(struct ffm_analysis *a)
 			continue;
 		if (d >= UINT32_MAX)
 			d = UINT32_MAX - 1;
-		if (oatab_put_u32(&a->tl.deleted, i, (uint32_t)d))
-			return -ENOMEM;
+		if (oatab_put_u32(&a->tl.deleted, i, (uint32_t)d)) {
+			err = -ENOMEM;
+			break;
+		}
 		q->priced_calls++;
 		q->priced_deleted_ns += (uint64_t)d;
 	}
-	return 0;
+	oatab_free(&blocking);
+	return err < 0 ? err : 0;
 }

@@ -137,7 +137,8 @@ struct ffm_graph_opts {
 	 * most UINT32_MAX - 1): a pageable copy's staging that a pinned buffer removes, say
 	 * (stages/ffm_price.h). An unnecessary sync or host read then saves min(idle + deleted,
 	 * wait + removed) instead of min(idle, wait + removed): its CPU time outside the wait no
-	 * longer needs CPU work to hide under. NULL: none. Borrowed for the graph's life. */
+	 * longer needs CPU work to hide under; a misplaced sync min(first use + deleted, wait)
+	 * (the exit latency a shorter wait saves). NULL: none. Borrowed for the graph's life. */
 	const struct oatab *deleted_of;
 };
 

@@ -700,8 +700,10 @@ static void run_fig5(const struct ffm_graph *g, const uint32_t *nodes, size_t n,
 			break;
 		}
 		case FFM_PROBLEM_MISPLACED_SYNC:
-			/* Capped at the wait itself; whatever remains of it stays in the sync. */
-			est = min_u64(g->ev[g->nev[i]].first_use_ns, dur);
+			/* Capped at the wait itself; whatever remains of it stays in the sync. A
+			 * shorter wait also returns sooner after the GPU is done (deleted_ns: the
+			 * exit latency its mode saves, stages/ffm_price.h rule (d)). */
+			est = min_u64(sat_add(g->ev[g->nev[i]].first_use_ns, deleted_ns(g, i)), dur);
 			break;
 		case FFM_PROBLEM_DUPLICATE_TRANSFER:
 			est = dur;

@@ -461,6 +461,34 @@ TEST(deleted_work_needs_no_cpu_to_hide_under)
 	oatab_free(&del);
 }
 
+TEST(misplaced_wait_saves_its_exit_latency)
+{
+	/* A 1000 ns wait moved 300 ns later: 300 saved; its mode's exit latency 50 ns shorter
+	 * for the shorter wait: 350; never more than the wait. */
+	static const struct step st[] = { L(0, 5), MISPLACED(0, 1000, 300, 1), L(400, 5), { 0 } };
+	struct ffm_event ev[MAX_STEPS];
+	struct oatab del = OATAB_U32_INIT;
+	struct ffm_graph *g;
+	uint64_t got[1];
+	size_t n_ev = lay_out(st, 3, ev);
+
+	ASSERT_OK(ffm_graph__build(ev, n_ev, NULL, &g));
+	ASSERT_OK(ffm_model__benefit(g, got, NULL));
+	ASSERT_EQ(got[0], 300);
+	ffm_graph__free(g);
+	ASSERT_OK(oatab_put_u32(&del, 1, 50));
+	ASSERT_OK(ffm_graph__build(ev, n_ev, &(struct ffm_graph_opts){ .deleted_of = &del }, &g));
+	ASSERT_OK(ffm_model__benefit(g, got, NULL));
+	ASSERT_EQ(got[0], 350);
+	ffm_graph__free(g);
+	ASSERT_OK(oatab_put_u32(&del, 1, 5000));
+	ASSERT_OK(ffm_graph__build(ev, n_ev, &(struct ffm_graph_opts){ .deleted_of = &del }, &g));
+	ASSERT_OK(ffm_model__benefit(g, got, NULL));
+	ASSERT_EQ(got[0], 1000);
+	ffm_graph__free(g);
+	oatab_free(&del);
+}
+
 TEST(graph_shape)
 {
 	/* gap 7, launch 5, gap 3, sync(wait 100, CPU 4 outside the wait), alloc 6, gap 2, end */
