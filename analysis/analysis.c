@@ -28,7 +28,10 @@ static int run_passes(struct ffm_analysis *a)
 		/* scan the timeline, applying the verdicts to each event as it is read */
 		err = err ? err : an_scan_timeline(a, &verdicts);
 		err = err ? err : an_apply_finish(a);
-		err = err ? err : an_price(a);
+		err = err ? err : an_price(&(struct an_price_in){ .s = a->s,
+					   .run = a->res.run_timeline, .tl = &a->tl,
+					   .site_of = &a->site_of, .sites = a->res.sites, .si = a->si },
+					   &a->tl.deleted, &a->res.q);
 		an_phase(a, "modelling");
 		err = err ? err : an_build_graph(&a->tl, &a->g);
 		err = err ? err : an_run_model(&(struct an_model_in){ .g = a->g, .tl = &a->tl,

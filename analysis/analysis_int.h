@@ -369,8 +369,17 @@ struct an_scan_sink an_apply_sink(struct an_apply *ap, struct ffm_analysis *a);
 int an_apply_finish(struct ffm_analysis *a);
 
 /* Build the graph (graph.c) of the timeline's events. */
-/* Price the fix's work (price.c): tl.deleted, res.q's pricing counts. */
-int an_price(struct ffm_analysis *a);
+/* Price the fix's work (price.c): per problem event of tl, the work its fix deletes into
+ * *deleted (event index -> ns); q's pricing counts. */
+struct an_price_in {
+	struct ffm_store *s;
+	int64_t run;			  /* the timeline run: its driver's model, its threads */
+	const struct an_timeline *tl;
+	const struct oatab *site_of;	  /* stack id -> site */
+	const struct ffm_an_site *sites; /* res.sites */
+	const struct site_int *si;	  /* parallel to sites */
+};
+int an_price(const struct an_price_in *in, struct oatab *deleted, struct ffm_an_quality *q);
 int an_build_graph(const struct an_timeline *tl, struct ffm_graph **g);
 
 /* Run the model (model.c): each problem node's benefit; per site its problem counts and point

@@ -24,13 +24,13 @@
 #include "stages/ffm_price.h"
 
 /* The node model stored with the timeline run's driver; false when there is none. */
-static bool load_model(struct ffm_analysis *a, struct ffm_node_model *nm)
+static bool load_model(const struct an_price_in *in, struct ffm_node_model *nm)
 {
 	char *txt = NULL;
 	json_t *j;
 	bool ok;
 
-	if (ffm_store__run_node_model(a->s, a->res.run_timeline, &txt))
+	if (ffm_store__run_node_model(in->s, in->run, &txt))
 		return false;
 	j = json_loads(txt, 0, NULL);
 	free(txt);
@@ -103,7 +103,7 @@ static int64_t exit_of(const struct ffm_node_model *nm, const struct oatab *bloc
 }
 
 /* The work event @e's fix deletes (see the top), 0: none; -ENODATA: a rule lacked a figure. */
-static int64_t price_event(struct ffm_analysis *a, const struct ffm_node_model *nm,
+static int64_t price_event(const struct an_price_in *in, const struct ffm_node_model *nm,
 			   const struct oatab *blocking, const struct ffm_event *e)
 {
 	uint32_t si;
@@ -112,24 +112,23 @@ static int64_t price_event(struct ffm_analysis *a, const struct ffm_node_model *
 		return exit_of(nm, blocking, e);
 	if (e->problem != FFM_PROBLEM_UNNECESSARY_SYNC || e->kind != FFM_CALL_TRANSFER)
 		return 0;
-	si = oatab_get_u32(&a->site_of, e->stack_id);
-	if (si == UINT32_MAX || !a->si[si].async_copy)
+	si = oatab_get_u32(in->site_of, e->stack_id);
+	if (si == UINT32_MAX || !in->si[si].async_copy)
 		return 0;
-	return staging_of(nm, &a->res.sites[si], e);
+	return staging_of(nm, &in->sites[si], e);
 }
 
-int an_price(struct ffm_analysis *a)
+int an_price(const struct an_price_in *in, struct oatab *deleted, struct ffm_an_quality *q)
 {
 	struct ffm_node_model nm;
-	bool have = load_model(a, &nm);
-	struct ffm_an_quality *q = &a->res.q;
+	bool have = load_model(in, &nm);
 	struct oatab blocking = OATAB_U32_INIT;
 	int err;
 
 	q->node_model = have;
-	err = ffm_store__for_each_thread_waits(a->s, a->res.run_timeline, note_blocking, &blocking);
-	for (size_t i = 0; !err && i < a->tl.n_ev; i++) {
-		int64_t d = price_event(a, have ? &nm : NULL, &blocking, &a->tl.ev[i]);
+	err = ffm_store__for_each_thread_waits(in->s, in->run, note_blocking, &blocking);
+	for (size_t i = 0; !err && i < in->tl->n_ev; i++) {
+		int64_t d = price_event(in, have ? &nm : NULL, &blocking, &in->tl->ev[i]);
 
 		if (d == -ENODATA) {
 			q->unpriced_calls++;
@@ -139,7 +138,7 @@ int an_price(struct ffm_analysis *a)
 			continue;
 		if (d >= UINT32_MAX)
 			d = UINT32_MAX - 1;
-		if (oatab_put_u32(&a->tl.deleted, i, (uint32_t)d)) {
+		if (oatab_put_u32(deleted, i, (uint32_t)d)) {
 			err = -ENOMEM;
 			break;
 		}

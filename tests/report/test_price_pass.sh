@@ -9,8 +9,8 @@
 # the pass, +0..+4% with it on a quiet machine; the simulated copy engine is CPU threads, so a
 # loaded machine moves the saving by a third).
 # `ffmctl profile` measures the node model at its first calibration and the store keeps it
-# with the driver; the report must price the planted copy within 40% of the measured saving
-# (the loaded 2-core CI machine; docs/ACCURACY.md has the quiet figures), and say it priced.
+# with the driver; the report must price the planted copy within 30% of the planted saving
+# (docs/ACCURACY.md has the figures measured on a quiet machine), and say it priced.
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 B=${FFM_BUILD:-build}
@@ -31,10 +31,16 @@ ARGS="--kernel-us 1500 --cpu-us 500 --n 262144 --iters 100"
 
 # shellcheck disable=SC2086 # ARGS is a list
 loop() { LD_LIBRARY_PATH=$DRV "$WL/pageable_async" $ARGS "$@" | awk '/^LOOP_S/ { print $2 }'; }
-for i in 1 2 3 4 5; do loop >>"$T/plain"; loop --fixed >>"$T/fixed"; done
+for i in 1 2 3; do loop >>"$T/plain"; loop --fixed >>"$T/fixed"; done
 med() { sort -g "$1" | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
-saved=$(awk -v p="$(med "$T/plain")" -v f="$(med "$T/fixed")" 'BEGIN { print p - f }')
-echo "# measured: plain $(med "$T/plain") s, fixed $(med "$T/fixed") s, saved $saved s"
+measured=$(awk -v p="$(med "$T/plain")" -v f="$(med "$T/fixed")" 'BEGIN { print p - f }')
+# The planted saving, per iteration: plain K + pageable copy + C, fixed max(K + pinned copy, C)
+# (1 MiB at 0.5 and 12 GB/s). What the runs measure is printed beside it: a CI machine under
+# load stretched a plain run from 0.55 s to 1.09 s once, which says nothing of the estimate.
+saved=$(awk 'BEGIN { b = 262144 * 4; k = 1.5e-3; c = 0.5e-3; pg = b / 0.5e9; pin = b / 12e9;
+	f = k + pin > c ? k + pin : c; printf "%.6f", 100 * (k + pg + c - f) }')
+echo "# measured: plain $(med "$T/plain") s, fixed $(med "$T/fixed") s, saved $measured s;" \
+	"planted saving $saved s"
 
 # shellcheck disable=SC2086
 if ! LD_LIBRARY_PATH=$DRV "$B/ffmctl" --state-dir "$T/s" profile --quiet --stages 1-4 \
@@ -54,10 +60,10 @@ est = sum(p["benefit_s"] for p in r["problems"]
 print("# node model %s, %d calls priced, %.3f s deleted; estimate %.3f s of %.3f s saved (%+.0f%%)"
       % (q["node_model"], q["priced_calls"], q["priced_deleted_s"], est, saved,
          100 * (est - saved) / saved))
-ok = q["node_model"] and q["priced_calls"] > 0 and saved > 0 and abs(est - saved) <= 0.4 * saved
+ok = q["node_model"] and q["priced_calls"] > 0 and saved > 0 and abs(est - saved) <= 0.3 * saved
 sys.exit(0 if ok else 1)
 EOF2
-check "the pinned-buffer fix is priced with the node model (within 40% of the saving)" $?
+check "the pinned-buffer fix is priced with the node model (within 30% of the planted saving)" $?
 
 # Rule (d): a misplaced sync in a blocking-sync context (FFM_SCHED=blocking), whose waits of
 # 1 ms and more return 400 us later after the GPU is done than shorter ones (the exit
