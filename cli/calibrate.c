@@ -147,7 +147,14 @@ static const char CALIBRATE_HELP[] =
 	"  -j, --json      the result and its evidence as JSON\n"
 	"  --force         calibrate again even when a verified result is cached\n";
 
-int ffmctl_calibrate(int argc, char **argv)
+/* What the command line asked for. */
+struct calibrate_args {
+	const char *driver;
+	bool json, force;
+};
+
+/* Reads the options into @a: -1 to go on, else the exit code to return (help, usage). */
+static int parse_args(int argc, char **argv, struct calibrate_args *a)
 {
 	static const struct option opts[] = {
 		{ "driver", required_argument, NULL, 'd' },
@@ -156,25 +163,18 @@ int ffmctl_calibrate(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
-	const char *driver = NULL;
-	bool json = ffmctl_g.json, force = false;
-	char probe[PATH_MAX];
-	char found[PATH_MAX];
-	struct ffm_calibration *c = NULL;
-	char why[256], fdpath[64], cache[PATH_MAX];
-	bool trusted;
-	int ch, err, rc, fd;
+	int ch;
 
 	while ((ch = getopt_long(argc, argv, ":d:jfh", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'd':
-			driver = optarg;
+			a->driver = optarg;
 			break;
 		case 'j':
-			json = true;
+			a->json = true;
 			break;
 		case 'f':
-			force = true;
+			a->force = true;
 			break;
 		case 'h':
 			fputs(CALIBRATE_HELP, stdout);
@@ -187,70 +187,79 @@ int ffmctl_calibrate(int argc, char **argv)
 		ffmctl_err("calibrate", "unexpected argument '%s' (ffmctl help calibrate)", argv[optind]);
 		return EXIT_USAGE;
 	}
-	if (!driver) {
-		/* The one a program's loader would take, as ffmctl profile finds it:
-		 * LD_LIBRARY_PATH, then ld.so.cache and the usual directories. */
-		if (ffm_resolve_libcuda(getenv("LD_LIBRARY_PATH"), NULL, NULL, found, sizeof(found)) < 0) {
-			ffmctl_err("calibrate", "no libcuda.so.1 found in LD_LIBRARY_PATH, ld.so.cache or "
-				   "the usual directories (install the NVIDIA driver or pass --driver PATH)");
-			return EXIT_FAIL;
-		}
-		driver = found;
+	return -1;
+}
+
+/* The driver to calibrate: @driver when given, else the one a program's loader would take (in
+ * @found); NULL when there is none (said). */
+static const char *pick_driver(const char *driver, char *found, size_t len)
+{
+	if (driver)
+		return driver;
+	/* The one a program's loader would take, as ffmctl profile finds it:
+	 * LD_LIBRARY_PATH, then ld.so.cache and the usual directories. */
+	if (ffm_resolve_libcuda(getenv("LD_LIBRARY_PATH"), NULL, NULL, found, len) < 0) {
+		ffmctl_err("calibrate", "no libcuda.so.1 found in LD_LIBRARY_PATH, ld.so.cache or "
+			   "the usual directories (install the NVIDIA driver or pass --driver PATH)");
+		return NULL;
 	}
-	if (ffm_calib_probe_path(probe, sizeof(probe)) < 0) {
-		ffmctl_err("calibrate", "cannot find the ffm-calib-probe program in $FFM_CALIB_PROG, "
-			   "next to ffmctl or in the libexec directory (is ffm installed completely?)");
-		return EXIT_FAIL;
-	}
-	/* The file is opened and checked once, then calibrated as that open file. As root, only
-	 * a trusted file is run (daemon/driver_setup.h); another user runs it with their own
-	 * privileges, and their result is not cached where ffmd would take it. */
+	return found;
+}
+
+/* Opens @driver once, to be calibrated as that open file, and checks that it is a libcuda this
+ * user may run: the descriptor (its /proc path in @fdpath, whether it is trusted in @trusted),
+ * or -1 (said). */
+static int open_driver(const char *driver, bool *trusted, char *fdpath, size_t len)
+{
+	char why[256];
+	int fd;
+
+	/* As root, only a trusted file is run (daemon/driver_setup.h); another user runs it with
+	 * their own privileges, and their result is not cached where ffmd would take it. */
 	/* As root, ffmd's trusted_driver_dirs too (the default config's); none if it is bad. */
 	if (geteuid() == 0 && ffm_driver_trust_config(NULL, why, sizeof(why)) < 0)
 		fprintf(stderr, "ffmctl calibrate: warning: no trusted_driver_dirs: %s\n", why);
-	fd = ffm_driver_file_open(driver, &trusted, why, sizeof(why));
+	fd = ffm_driver_file_open(driver, trusted, why, sizeof(why));
 	if (fd < 0) {
 		ffmctl_err("calibrate", "cannot open %s: %s", driver, why);
-		return EXIT_FAIL;
+		return -1;
 	}
 	/* read, never run: said before anything else about the file */
-	snprintf(fdpath, sizeof(fdpath), "/proc/%d/fd/%d", (int)getpid(), fd);
+	snprintf(fdpath, len, "/proc/%d/fd/%d", (int)getpid(), fd);
 	if (check_libcuda(fdpath, driver) < 0) {
 		close(fd);
-		return EXIT_FAIL;
+		return -1;
 	}
-	if (!trusted && geteuid() == 0) {
+	if (!*trusted && geteuid() == 0) {
 		ffmctl_err("calibrate", "refusing to run %s as root: it is %s (calibrate a root-owned "
 			   "copy in a root-owned directory of a file system mounted without nosuid: "
 			   "install -o root -m 0644 %s COPY; the result serves every file of the "
 			   "same build-id)", driver, why, driver);
 		close(fd);
-		return EXIT_FAIL;
+		return -1;
 	}
-	if (ffm_state_path(ffmctl_g.state_dir, FFM_STATE_DRIVERS, NULL, cache, sizeof(cache)) < 0)
-		cache[0] = 0;
-	struct ffm_calibrate_opts o = {
-		.sz = sizeof(o),
-		.driver_path = fdpath,
-		.display_path = driver,
-		.probe_path = probe,
-		.cache_dir = trusted && cache[0] ? cache : NULL,
-		.force = force,
-	};
-	err = ffm_calibrate(&o, &c);
-	close(fd);
-	if (err) {
-		const char *hint =
-		    err == -EPERM || err == -EACCES
-			? " (run as root: ptrace and uprobes are needed)"
-		    : err == -ENODATA ? " (no libcuda function was common to all waiting stacks)"
-		    : err == -EPROTO
-			? " (the probe program reported an error: is there a usable GPU?)"
-		    : err == -ETIMEDOUT ? " (the probe program stopped answering)"
-					: "";
-		ffmctl_err("calibrate", "calibrating %s failed: %s%s", driver, strerror(-err), hint);
-		return EXIT_FAIL;
-	}
+	return fd;
+}
+
+/* Says that calibrating @driver failed with @err, and the likely cause. */
+static void say_failure(const char *driver, int err)
+{
+	const char *hint =
+	    err == -EPERM || err == -EACCES
+		? " (run as root: ptrace and uprobes are needed)"
+	    : err == -ENODATA ? " (no libcuda function was common to all waiting stacks)"
+	    : err == -EPROTO
+		? " (the probe program reported an error: is there a usable GPU?)"
+	    : err == -ETIMEDOUT ? " (the probe program stopped answering)"
+				: "";
+	ffmctl_err("calibrate", "calibrating %s failed: %s%s", driver, strerror(-err), hint);
+}
+
+/* Prints @c as text or JSON: EXIT_OK when it is verified, else EXIT_FAIL (said in text). */
+static int print_result(const struct ffm_calibration *c, const char *driver, bool json)
+{
+	int rc;
+
 	if (json) {
 		char *j;
 
@@ -265,6 +274,49 @@ int ffmctl_calibrate(int argc, char **argv)
 	if (!json && rc != EXIT_OK)
 		ffmctl_err("calibrate", "the wait function of %s could not be verified: %s", driver,
 			   ffm_calibration__reason(c));
+	return rc;
+}
+
+int ffmctl_calibrate(int argc, char **argv)
+{
+	struct calibrate_args a = { .json = ffmctl_g.json };
+	char probe[PATH_MAX], found[PATH_MAX], fdpath[64], cache[PATH_MAX];
+	struct ffm_calibration *c = NULL;
+	const char *driver;
+	bool trusted;
+	int err, rc, fd;
+
+	rc = parse_args(argc, argv, &a);
+	if (rc >= 0)
+		return rc;
+	driver = pick_driver(a.driver, found, sizeof(found));
+	if (!driver)
+		return EXIT_FAIL;
+	if (ffm_calib_probe_path(probe, sizeof(probe)) < 0) {
+		ffmctl_err("calibrate", "cannot find the ffm-calib-probe program in $FFM_CALIB_PROG, "
+			   "next to ffmctl or in the libexec directory (is ffm installed completely?)");
+		return EXIT_FAIL;
+	}
+	fd = open_driver(driver, &trusted, fdpath, sizeof(fdpath));
+	if (fd < 0)
+		return EXIT_FAIL;
+	if (ffm_state_path(ffmctl_g.state_dir, FFM_STATE_DRIVERS, NULL, cache, sizeof(cache)) < 0)
+		cache[0] = 0;
+	struct ffm_calibrate_opts o = {
+		.sz = sizeof(o),
+		.driver_path = fdpath,
+		.display_path = driver,
+		.probe_path = probe,
+		.cache_dir = trusted && cache[0] ? cache : NULL,
+		.force = a.force,
+	};
+	err = ffm_calibrate(&o, &c);
+	close(fd);
+	if (err) {
+		say_failure(driver, err);
+		return EXIT_FAIL;
+	}
+	rc = print_result(c, driver, a.json);
 	ffm_calibration__free(c);
 	return rc;
 }
