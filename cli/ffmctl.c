@@ -185,7 +185,9 @@ static int escape_output(void)
 	return 0;
 }
 
-int main(int argc, char **argv)
+/* Reads the options before the verb into ffmctl_g and the environment: -1 to go on, else the
+ * exit code to return (help, version, usage). */
+static int global_options(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "runtime-dir", required_argument, NULL, 'r' },
@@ -199,23 +201,9 @@ int main(int argc, char **argv)
 		{ "version", no_argument, NULL, 'V' },
 		{},
 	};
-	bool help;
 	char *end;
 	double t;
 	int c;
-
-	if (escape_output() < 0) {
-		fprintf(stderr, "ffmctl: out of memory\n");
-		return EXIT_FAIL;
-	}
-	/* Long enough for ffmd to calibrate a new driver while starting a job (seconds). */
-	ffmctl_g.timeout_ms = 30000;
-	ffmctl_g.runtime_dir = getenv("FFM_RUNTIME_DIR");
-	ffmctl_g.state_dir = getenv("FFM_STATE_DIR");
-	if (!ffmctl_g.runtime_dir || !*ffmctl_g.runtime_dir)
-		ffmctl_g.runtime_dir = "/run/ffm";
-	if (!ffmctl_g.state_dir || !*ffmctl_g.state_dir)
-		ffmctl_g.state_dir = "/var/lib/ffm";
 
 	/* '+': stop at the verb, its options are its own. */
 	opterr = 0; /* ffmctl_opt_err says it, verb and hint included */
@@ -265,6 +253,14 @@ int main(int argc, char **argv)
 			return ffmctl_opt_err(NULL, c, argv);
 		}
 	}
+	return -1;
+}
+
+/* Runs the verb at argv[optind] with the arguments after it (`help VERB`: its --help). */
+static int run_verb(int argc, char **argv)
+{
+	bool help;
+
 	if (optind >= argc) {
 		ffmctl_err(NULL, "no verb given (ffmctl help lists them)");
 		return EXIT_USAGE;
@@ -290,4 +286,26 @@ int main(int argc, char **argv)
 	else
 		ffmctl_err(NULL, "unknown verb '%s' (ffmctl help lists them)", argv[optind]);
 	return EXIT_USAGE;
+}
+
+int main(int argc, char **argv)
+{
+	int rc;
+
+	if (escape_output() < 0) {
+		fprintf(stderr, "ffmctl: out of memory\n");
+		return EXIT_FAIL;
+	}
+	/* Long enough for ffmd to calibrate a new driver while starting a job (seconds). */
+	ffmctl_g.timeout_ms = 30000;
+	ffmctl_g.runtime_dir = getenv("FFM_RUNTIME_DIR");
+	ffmctl_g.state_dir = getenv("FFM_STATE_DIR");
+	if (!ffmctl_g.runtime_dir || !*ffmctl_g.runtime_dir)
+		ffmctl_g.runtime_dir = "/run/ffm";
+	if (!ffmctl_g.state_dir || !*ffmctl_g.state_dir)
+		ffmctl_g.state_dir = "/var/lib/ffm";
+	rc = global_options(argc, argv);
+	if (rc >= 0)
+		return rc;
+	return run_verb(argc, argv);
 }
