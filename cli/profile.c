@@ -554,7 +554,17 @@ static const char PROFILE_HELP[] =
 	"  -o, --output FILE\n"
 	"                    write the report to FILE instead of standard output\n";
 
-int ffmctl_profile(int argc, char **argv)
+/* What the command line asked for, besides what struct profile holds (json, quiet, the
+ * command). */
+struct profile_args {
+	int from, to;		/* the stages; 0-0 with --next: the key's plan says */
+	bool stages, next;	/* --stages, --next given */
+	const char *key, *job, *out;
+};
+
+/* Reads the options into @a and @p and checks them together: -1 to go on, else the exit code to
+ * return (help, usage). */
+static int parse_args(int argc, char **argv, struct profile_args *a, struct profile *p)
 {
 	static const struct option opts[] = {
 		{ "stages", required_argument, NULL, 's' },
@@ -567,38 +577,34 @@ int ffmctl_profile(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
-	int from = 1, to = 4, c, ret = EXIT_FAIL;
-	bool stages_arg = false, next = false;
-	const char *key_arg = NULL, *job_arg = NULL, *out_arg = NULL;
-	struct sigaction sa = { .sa_handler = on_sigint };
-	struct profile p = { .ep = -1, .json = ffmctl_g.json };
+	int c;
 
 	while ((c = getopt_long(argc, argv, "+:s:k:i:jqo:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
-			if (parse_stages(optarg, &from, &to) < 0) {
+			if (parse_stages(optarg, &a->from, &a->to) < 0) {
 				ffmctl_err("profile", "--stages wants N or A-B within 1-4, not '%s'", optarg);
 				return EXIT_USAGE;
 			}
-			stages_arg = true;
+			a->stages = true;
 			break;
 		case 'n':
-			next = true;
+			a->next = true;
 			break;
 		case 'k':
-			key_arg = optarg;
+			a->key = optarg;
 			break;
 		case 'i':
-			job_arg = optarg;
+			a->job = optarg;
 			break;
 		case 'j':
-			p.json = true;
+			p->json = true;
 			break;
 		case 'q':
-			p.quiet = true;
+			p->quiet = true;
 			break;
 		case 'o':
-			out_arg = optarg;
+			a->out = optarg;
 			break;
 		case 'h':
 			fputs(PROFILE_HELP, stdout);
@@ -611,47 +617,66 @@ int ffmctl_profile(int argc, char **argv)
 		ffmctl_err("profile", "no command given (ffmctl profile -- CMD ARGS...)");
 		return EXIT_USAGE;
 	}
-	p.cmd = argv + optind;
-	if (key_arg && !*key_arg) {
+	p->cmd = argv + optind;
+	if (a->key && !*a->key) {
 		ffmctl_err("profile", "--key must not be empty");
 		return EXIT_USAGE;
 	}
-	if (next && stages_arg) {
+	if (a->next && a->stages) {
 		ffmctl_err("profile", "--next and --stages exclude each other");
 		return EXIT_USAGE;
 	}
-	if (next && !key_arg) {
+	if (a->next && !a->key) {
 		ffmctl_err("profile", "--next continues a key: name it with --key");
 		return EXIT_USAGE;
 	}
-	if (next)
-		from = to = 0;
-	if (resolve_exe(p.cmd[0], p.exe, sizeof(p.exe)) < 0)
-		return EXIT_FAIL;
-	if (job_arg)
-		snprintf(p.job_id, sizeof(p.job_id), "%s", job_arg);
+	if (a->next)
+		a->from = a->to = 0;
+	return -1;
+}
+
+/* The job's id (--job-id, or a new one) and its key into @p. */
+static void name_job(struct profile *p, const struct profile_args *a)
+{
+	if (a->job)
+		snprintf(p->job_id, sizeof(p->job_id), "%s", a->job);
 	else
-		snprintf(p.job_id, sizeof(p.job_id), "p%ld-%d", (long)time(NULL), (int)getpid());
+		snprintf(p->job_id, sizeof(p->job_id), "p%ld-%d", (long)time(NULL), (int)getpid());
 	/* A profile is a key of its own unless --key names one to continue: under the command
 	 * line's key, a --stages 1-2 profile took stages 3 and 4 from an earlier profile's runs. */
-	if (key_arg)
-		snprintf(p.key, sizeof(p.key), "%s", key_arg);
+	if (a->key)
+		snprintf(p->key, sizeof(p->key), "%s", a->key);
 	else
-		snprintf(p.key, sizeof(p.key), "profile-%s", p.job_id);
+		snprintf(p->key, sizeof(p->key), "profile-%s", p->job_id);
+}
 
+int ffmctl_profile(int argc, char **argv)
+{
+	struct profile_args a = { .from = 1, .to = 4 };
+	struct sigaction sa = { .sa_handler = on_sigint };
+	struct profile p = { .ep = -1, .json = ffmctl_g.json };
+	int ret;
+
+	ret = parse_args(argc, argv, &a, &p);
+	if (ret >= 0)
+		return ret;
+	if (resolve_exe(p.cmd[0], p.exe, sizeof(p.exe)) < 0)
+		return EXIT_FAIL;
+	name_job(&p, &a);
+	ret = EXIT_FAIL;
 	if (profile_open(&p) < 0)
 		goto out;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
-	for (int stage = from; stage <= to && !interrupted; stage++)
-		if (profile_stage(&p, stage, to) < 0)
+	for (int stage = a.from; stage <= a.to && !interrupted; stage++)
+		if (profile_stage(&p, stage, a.to) < 0)
 			goto out;
 	if (interrupted) {
 		ffmctl_err("profile", "interrupted; what was recorded is in job %s", p.job_id);
 		goto out;
 	}
-	ret = report_to(out_arg, p.job_id, p.json, &(struct ffmctl_next){ p.key, p.cmd });
-	if (!p.json && !out_arg)
+	ret = report_to(a.out, p.job_id, p.json, &(struct ffmctl_next){ p.key, p.cmd });
+	if (!p.json && !a.out)
 		printf("\njob id: %s (ffmctl report %s)\n", p.job_id, p.job_id);
 	if (ret == EXIT_OK && p.app_status) {
 		ffmctl_err("profile", "%s exited with status %d (stage %d): ffmctl exits with it", p.cmd[0],
