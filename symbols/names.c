@@ -76,15 +76,15 @@ static bool is_operator_kw(const char *s, size_t i)
 	       !ident_char(s[i + 8]);
 }
 
-int ffm_fold_function(const char *in, char *buf, size_t len)
-{
-	size_t n = strlen(in), o = 0, start, end;
-	char *t = malloc(n + 1), *u;
-	int depth;
+/* The steps of ffm_fold_function, in order: each reads a string of the length given and writes
+ * what it keeps into a buffer at least as long (or edits it in place), NUL-terminated, and
+ * returns the length it kept. */
 
-	if (!t)
-		return -ENOMEM;
-	/* 1. Drop template arguments; protect operator tokens. */
+/* 1. Template arguments dropped; the characters of operator tokens protected (ph). */
+static size_t drop_template_args(const char *in, size_t n, char *t)
+{
+	size_t o = 0;
+
 	for (size_t i = 0; i < n;) {
 		if (is_operator_kw(in, i)) {
 			size_t k = i + 8, tl;
@@ -115,13 +115,14 @@ int ffm_fold_function(const char *in, char *buf, size_t len)
 		t[o++] = in[i++];
 	}
 	t[o] = 0;
-	/* 2. Drop "[clone .x]" and "[abi:x]" tags. */
-	u = malloc(o + 1);
-	if (!u) {
-		free(t);
-		return -ENOMEM;
-	}
-	n = 0;
+	return o;
+}
+
+/* 2. "[clone .x]" and "[abi:x]" tags dropped, with the blanks before them. */
+static size_t drop_tags(const char *t, size_t o, char *u)
+{
+	size_t n = 0;
+
 	for (size_t i = 0; i < o;) {
 		if (t[i] == '[' && (!strncmp(t + i, "[clone ", 7) || !strncmp(t + i, "[abi:", 5))) {
 			while (i < o && t[i] != ']')
@@ -134,8 +135,14 @@ int ffm_fold_function(const char *in, char *buf, size_t len)
 		u[n++] = t[i++];
 	}
 	u[n] = 0;
-	/* 3. Drop parameter lists (of the function, enclosing functions, lambdas). */
-	o = 0;
+	return n;
+}
+
+/* 3. Parameter lists dropped (of the function, enclosing functions, lambdas). */
+static size_t drop_param_lists(const char *u, size_t n, char *t)
+{
+	size_t o = 0;
+
 	for (size_t i = 0; i < n;) {
 		if (u[i] == '(' && strncmp(u + i, "(anonymous namespace)", 21)) {
 			int d = 0;
@@ -152,7 +159,12 @@ int ffm_fold_function(const char *in, char *buf, size_t len)
 		t[o++] = u[i++];
 	}
 	t[o] = 0;
-	/* 4. Trailing qualifiers and blanks. */
+	return o;
+}
+
+/* 4. Trailing qualifiers and blanks dropped, in place. */
+static size_t drop_trailing_qualifiers(char *t, size_t o)
+{
 	for (bool again = true; again;) {
 		again = false;
 		while (o && t[o - 1] == ' ')
@@ -167,28 +179,50 @@ int ffm_fold_function(const char *in, char *buf, size_t len)
 			}
 		t[o] = 0;
 	}
-	/* 5. The name starts after the last top-level blank (the return type ends there),
-	 *    except blanks that belong to an operator name ("operator new", "operator int"). */
-	end = o;
-	start = 0;
-	depth = 0;
-	{
-		size_t last_op = (size_t)-1;
+	return o;
+}
 
-		for (size_t i = 0; i < end; i++)
-			if (is_operator_kw(t, i))
-				last_op = i;
-		for (size_t i = 0; i < end; i++) {
-			char c = t[i];
+/* 5. Where the name starts in @t's first @end characters: after the last top-level blank (the
+ *    return type ends there), except blanks that belong to an operator name ("operator new",
+ *    "operator int"). */
+static size_t name_start(const char *t, size_t end)
+{
+	size_t start = 0, last_op = (size_t)-1;
+	int depth = 0;
 
-			if (c == '(' || c == '{' || c == '[')
-				depth++;
-			else if (c == ')' || c == '}' || c == ']')
-				depth--;
-			else if (c == ' ' && depth == 0 && (last_op == (size_t)-1 || i < last_op))
-				start = i + 1;
-		}
+	for (size_t i = 0; i < end; i++)
+		if (is_operator_kw(t, i))
+			last_op = i;
+	for (size_t i = 0; i < end; i++) {
+		char c = t[i];
+
+		if (c == '(' || c == '{' || c == '[')
+			depth++;
+		else if (c == ')' || c == '}' || c == ']')
+			depth--;
+		else if (c == ' ' && depth == 0 && (last_op == (size_t)-1 || i < last_op))
+			start = i + 1;
 	}
+	return start;
+}
+
+int ffm_fold_function(const char *in, char *buf, size_t len)
+{
+	size_t n = strlen(in), o, start, end;
+	char *t = malloc(n + 1), *u;
+
+	if (!t)
+		return -ENOMEM;
+	o = drop_template_args(in, n, t);
+	u = malloc(o + 1);
+	if (!u) {
+		free(t);
+		return -ENOMEM;
+	}
+	n = drop_tags(t, o, u);
+	o = drop_param_lists(u, n, t);
+	end = drop_trailing_qualifiers(t, o);
+	start = name_start(t, end);
 	if (end - start + 1 > len) {
 		free(t);
 		free(u);
