@@ -1206,6 +1206,125 @@ static int reg_get(const struct uregs *r, unsigned reg, uint64_t *v)
 	return 0;
 }
 
+/* The stack a DWARF expression is evaluated on. */
+struct dwstack {
+	uint64_t v[16];
+	int n;
+};
+
+static int dw_push(struct dwstack *s, uint64_t x)
+{
+	if (s->n >= 16)
+		return -E2BIG;
+	s->v[s->n++] = x;
+	return 0;
+}
+
+/* Pushes what a register, the CFA or a constant operator names (@is_value set for a register):
+ * 0, -ENODATA (a register not known), -EINVAL (no CFA), -E2BIG, or 1 when @op is none of them. */
+static int dw_push_op(struct dwstack *s, const Dwarf_Op *op, const struct uregs *r, uint64_t cfa,
+		      bool have_cfa, bool *is_value)
+{
+	uint8_t a = op->atom;
+	uint64_t v;
+	int err;
+
+	if (a >= DW_OP_lit0 && a <= DW_OP_lit31)
+		return dw_push(s, a - DW_OP_lit0);
+	if (a >= DW_OP_breg0 && a <= DW_OP_breg31)
+		return reg_get(r, a - DW_OP_breg0, &v) ? -ENODATA : dw_push(s, v + (int64_t)op->number);
+	if (a == DW_OP_bregx)
+		return reg_get(r, op->number, &v) ? -ENODATA : dw_push(s, v + (int64_t)op->number2);
+	if ((a >= DW_OP_reg0 && a <= DW_OP_reg31) || a == DW_OP_regx) {
+		if (reg_get(r, a == DW_OP_regx ? op->number : (uint64_t)(a - DW_OP_reg0), &v))
+			return -ENODATA;
+		err = dw_push(s, v);
+		if (!err)
+			*is_value = true;
+		return err;
+	}
+	switch (a) {
+	case DW_OP_call_frame_cfa:
+		return have_cfa ? dw_push(s, cfa) : -EINVAL;
+	case DW_OP_addr: case DW_OP_const1u: case DW_OP_const2u: case DW_OP_const4u:
+	case DW_OP_const8u: case DW_OP_constu:
+		return dw_push(s, op->number);
+	case DW_OP_const1s: case DW_OP_const2s: case DW_OP_const4s:
+	case DW_OP_const8s: case DW_OP_consts:
+		return dw_push(s, (uint64_t)(int64_t)op->number);
+	default:
+		return 1;
+	}
+}
+
+/* @c (below the top) and @b (the top) combined by the binary operator @a. */
+static uint64_t dw_binary(uint8_t a, uint64_t c, uint64_t b)
+{
+	switch (a) {
+	case DW_OP_plus: return c + b;
+	case DW_OP_minus: return c - b;
+	case DW_OP_and: return c & b;
+	case DW_OP_or: return c | b;
+	case DW_OP_xor: return c ^ b;
+	case DW_OP_mul: return c * b;
+	case DW_OP_shl: return b < 64 ? c << b : 0;
+	case DW_OP_shr: return b < 64 ? c >> b : 0;
+	case DW_OP_shra: return b < 64 ? (uint64_t)((int64_t)c >> b) : 0;
+	case DW_OP_ge: return (int64_t)c >= (int64_t)b;
+	case DW_OP_gt: return (int64_t)c > (int64_t)b;
+	case DW_OP_le: return (int64_t)c <= (int64_t)b;
+	case DW_OP_lt: return (int64_t)c < (int64_t)b;
+	case DW_OP_eq: return c == b;
+	case DW_OP_ne: return c != b;
+	}
+	return c;
+}
+
+/* Applies an operator on the entries at the top of @s (@is_value set by DW_OP_stack_value):
+ * 0, -EINVAL (too few entries), -E2BIG, -EFAULT (an address outside @sm), -EOPNOTSUPP. */
+static int dw_stack_op(struct dwstack *s, const Dwarf_Op *op, const struct stackmem *sm,
+		       bool *is_value)
+{
+	uint64_t *top = s->n ? &s->v[s->n - 1] : NULL, v;
+	uint8_t a = op->atom;
+	int need;
+
+	switch (a) {
+	case DW_OP_nop: return 0;
+	case DW_OP_stack_value: *is_value = true; return 0;
+	case DW_OP_plus_uconst: case DW_OP_dup: case DW_OP_drop: case DW_OP_deref:
+	case DW_OP_neg: case DW_OP_not: case DW_OP_abs:
+		need = 1;
+		break;
+	case DW_OP_over: case DW_OP_swap:
+	case DW_OP_plus: case DW_OP_minus: case DW_OP_and: case DW_OP_or:
+	case DW_OP_xor: case DW_OP_mul: case DW_OP_shl: case DW_OP_shr:
+	case DW_OP_shra: case DW_OP_ge: case DW_OP_gt: case DW_OP_le:
+	case DW_OP_lt: case DW_OP_eq: case DW_OP_ne:
+		need = 2;
+		break;
+	default:
+		return -EOPNOTSUPP;
+	}
+	if (s->n < need)
+		return -EINVAL;
+	switch (a) {
+	case DW_OP_plus_uconst: *top += op->number; return 0;
+	case DW_OP_dup: return dw_push(s, *top);
+	case DW_OP_drop: s->n--; return 0;
+	case DW_OP_over: return dw_push(s, top[-1]);
+	case DW_OP_swap: v = *top; *top = top[-1]; top[-1] = v; return 0;
+	case DW_OP_deref: return mem_read(sm, *top, top) ? -EFAULT : 0;
+	case DW_OP_neg: *top = -*top; return 0;
+	case DW_OP_not: *top = ~*top; return 0;
+	case DW_OP_abs: if ((int64_t)*top < 0) *top = -*top; return 0;
+	default:
+		s->n--;
+		top[-1] = dw_binary(a, top[-1], *top);
+		return 0;
+	}
+}
+
 /*
  * Evaluate a DWARF expression as libdw hands out CFA and register rules. *is_value says whether
  * the result is a value (DW_OP_stack_value, register) or a location to read.
@@ -1214,119 +1333,20 @@ static int eval_ops(const Dwarf_Op *ops, size_t nops, const struct uregs *r,
 		    const struct stackmem *sm, uint64_t cfa, bool have_cfa, uint64_t *out,
 		    bool *is_value)
 {
-	uint64_t st[16];
-	int sp = 0;
+	struct dwstack s = { .n = 0 };
 
 	*is_value = false;
-#define PUSH(x)                                                                                    \
-	do {                                                                                       \
-		uint64_t _x = (x);                                                                 \
-		if (sp >= 16)                                                                      \
-			return -E2BIG;                                                             \
-		st[sp++] = _x;                                                                     \
-	} while (0)
-#define NEED(k)                                                                                    \
-	do {                                                                                       \
-		if (sp < (k))                                                                      \
-			return -EINVAL;                                                            \
-	} while (0)
 	for (size_t i = 0; i < nops; i++) {
-		const Dwarf_Op *op = &ops[i];
-		uint8_t a = op->atom;
-		uint64_t v, x;
+		int err = dw_push_op(&s, &ops[i], r, cfa, have_cfa, is_value);
 
-		if (a >= DW_OP_lit0 && a <= DW_OP_lit31) {
-			PUSH(a - DW_OP_lit0);
-		} else if (a >= DW_OP_breg0 && a <= DW_OP_breg31) {
-			if (reg_get(r, a - DW_OP_breg0, &v))
-				return -ENODATA;
-			PUSH(v + (int64_t)op->number);
-		} else if (a >= DW_OP_reg0 && a <= DW_OP_reg31) {
-			if (reg_get(r, a - DW_OP_reg0, &v))
-				return -ENODATA;
-			PUSH(v);
-			*is_value = true;
-		} else {
-			switch (a) {
-			case DW_OP_bregx:
-				if (reg_get(r, op->number, &v))
-					return -ENODATA;
-				PUSH(v + (int64_t)op->number2);
-				break;
-			case DW_OP_regx:
-				if (reg_get(r, op->number, &v))
-					return -ENODATA;
-				PUSH(v);
-				*is_value = true;
-				break;
-			case DW_OP_call_frame_cfa:
-				if (!have_cfa)
-					return -EINVAL;
-				PUSH(cfa);
-				break;
-			case DW_OP_addr: case DW_OP_const1u: case DW_OP_const2u: case DW_OP_const4u:
-			case DW_OP_const8u: case DW_OP_constu:
-				PUSH(op->number);
-				break;
-			case DW_OP_const1s: case DW_OP_const2s: case DW_OP_const4s:
-			case DW_OP_const8s: case DW_OP_consts:
-				PUSH((uint64_t)(int64_t)op->number);
-				break;
-			case DW_OP_plus_uconst: NEED(1); st[sp - 1] += op->number; break;
-			case DW_OP_dup: NEED(1); PUSH(st[sp - 1]); break;
-			case DW_OP_drop: NEED(1); sp--; break;
-			case DW_OP_over: NEED(2); PUSH(st[sp - 2]); break;
-			case DW_OP_swap: NEED(2); x = st[sp - 1]; st[sp - 1] = st[sp - 2]; st[sp - 2] = x; break;
-			case DW_OP_deref:
-				NEED(1);
-				if (mem_read(sm, st[sp - 1], &v))
-					return -EFAULT;
-				st[sp - 1] = v;
-				break;
-			case DW_OP_neg: NEED(1); st[sp - 1] = -st[sp - 1]; break;
-			case DW_OP_not: NEED(1); st[sp - 1] = ~st[sp - 1]; break;
-			case DW_OP_abs: NEED(1); if ((int64_t)st[sp - 1] < 0) st[sp - 1] = -st[sp - 1]; break;
-			case DW_OP_nop: break;
-			case DW_OP_stack_value: *is_value = true; break;
-			case DW_OP_plus: case DW_OP_minus: case DW_OP_and: case DW_OP_or:
-			case DW_OP_xor: case DW_OP_mul: case DW_OP_shl: case DW_OP_shr:
-			case DW_OP_shra: case DW_OP_ge: case DW_OP_gt: case DW_OP_le:
-			case DW_OP_lt: case DW_OP_eq: case DW_OP_ne: {
-				uint64_t b, c;
-
-				NEED(2);
-				b = st[--sp];
-				c = st[sp - 1];
-				switch (a) {
-				case DW_OP_plus: c += b; break;
-				case DW_OP_minus: c -= b; break;
-				case DW_OP_and: c &= b; break;
-				case DW_OP_or: c |= b; break;
-				case DW_OP_xor: c ^= b; break;
-				case DW_OP_mul: c *= b; break;
-				case DW_OP_shl: c = b < 64 ? c << b : 0; break;
-				case DW_OP_shr: c = b < 64 ? c >> b : 0; break;
-				case DW_OP_shra: c = b < 64 ? (uint64_t)((int64_t)c >> b) : 0; break;
-				case DW_OP_ge: c = (int64_t)c >= (int64_t)b; break;
-				case DW_OP_gt: c = (int64_t)c > (int64_t)b; break;
-				case DW_OP_le: c = (int64_t)c <= (int64_t)b; break;
-				case DW_OP_lt: c = (int64_t)c < (int64_t)b; break;
-				case DW_OP_eq: c = c == b; break;
-				case DW_OP_ne: c = c != b; break;
-				}
-				st[sp - 1] = c;
-				break;
-			}
-			default:
-				return -EOPNOTSUPP;
-			}
-		}
+		if (err == 1)
+			err = dw_stack_op(&s, &ops[i], sm, is_value);
+		if (err)
+			return err;
 	}
-#undef PUSH
-#undef NEED
-	if (sp < 1)
+	if (s.n < 1)
 		return -EINVAL;
-	*out = st[sp - 1];
+	*out = s.v[s.n - 1];
 	return 0;
 }
 
