@@ -299,16 +299,127 @@ static void set_slices(struct ffm_graph *g)
 	g->slices = fewest == SIZE_MAX ? 1 : (unsigned)min_u64(fewest / FIG5_PER_SLICE, FIG5_SLICES);
 }
 
+/* The run's first and last instants: the events' span, widened to the run's bounds in @opts. */
+static void set_run_bounds(struct ffm_graph *g, const struct ffm_event *ev, size_t n,
+			   const struct ffm_graph_opts *opts)
+{
+	uint64_t lo = UINT64_MAX, hi = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		uint64_t end = sat_add(ev[i].start_ns, ev[i].dur_ns);
+		if (ev[i].start_ns < lo)
+			lo = ev[i].start_ns;
+		if (end > hi)
+			hi = end;
+	}
+	if (!n) /* no event: the run's own bounds, not 0 to its end (its wall time since boot) */
+		lo = hi = opts && opts->run_start_ns ? opts->run_start_ns : 0;
+	g->run_start = opts && opts->run_start_ns && opts->run_start_ns < lo ? opts->run_start_ns : lo;
+	g->run_end = opts && opts->run_end_ns > hi ? opts->run_end_ns : hi;
+}
+
+/* Into @order, the indexes of @ev by chain (@tids maps a tid to its chain in g->chains, whose
+ * tid and n_events are set here from @tid_list), then by start within each chain: 0 or
+ * -ENOMEM. A counting sort (stable); a chain is sorted only when not already in order. */
+static int order_by_chain(struct ffm_graph *g, const struct ffm_event *ev, size_t n,
+			  const struct oatab *tids, const uint32_t *tid_list, uint32_t *order)
+{
+	uint32_t *cnt = calloc(g->n_chains + 1, sizeof(*cnt));
+	uint32_t last_tid = 0, last_chain = UINT32_MAX;
+
+	if (!cnt)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		if (last_chain == UINT32_MAX || ev[i].tid != last_tid) {
+			last_chain = oatab_get_u32(tids, ev[i].tid);
+			last_tid = ev[i].tid;
+		}
+		cnt[last_chain + 1]++;
+	}
+	for (size_t t = 0; t < g->n_chains; t++) {
+		g->chains[t].tid = tid_list[t];
+		g->chains[t].n_events = cnt[t + 1];
+		cnt[t + 1] += cnt[t];
+	}
+	last_chain = UINT32_MAX;
+	for (size_t i = 0; i < n; i++) {
+		if (last_chain == UINT32_MAX || ev[i].tid != last_tid) {
+			last_chain = oatab_get_u32(tids, ev[i].tid);
+			last_tid = ev[i].tid;
+		}
+		order[cnt[last_chain]++] = (uint32_t)i;
+	}
+	free(cnt);
+	for (size_t t = 0, off = 0; t < g->n_chains; off += g->chains[t].n_events, t++) {
+		uint32_t *o = order + off;
+		size_t m = g->chains[t].n_events;
+		bool sorted = true;
+
+		for (size_t k = 1; k < m && sorted; k++)
+			sorted = ev[o[k - 1]].start_ns <= ev[o[k]].start_ns;
+		if (!sorted)
+			sort_chain(ev, o, m);
+	}
+	return 0;
+}
+
+/* The nodes of every chain, from its events in @order: 0, -E2BIG or -ENOMEM. At most 3 per
+ * event and 2 per chain: untouched pages of that upper bound cost no memory, and shrink_nodes
+ * gives back the rest. */
+static int emit_nodes(struct ffm_graph *g, const uint32_t *order)
+{
+	size_t cap_nodes = 3 * g->n_ev + 2 * g->n_chains;
+	struct builder b = { .g = g };
+
+	if (cap_nodes > MAX_ITEMS)
+		return -E2BIG;
+	g->dur = malloc((cap_nodes ? cap_nodes : 1) * sizeof(*g->dur));
+	g->nev = malloc((cap_nodes ? cap_nodes : 1) * sizeof(*g->nev));
+	g->bits = malloc(cap_nodes ? cap_nodes : 1);
+	if (!g->dur || !g->nev || !g->bits)
+		return -ENOMEM;
+	for (size_t t = 0, off = 0; t < g->n_chains; off += g->chains[t].n_events, t++)
+		emit_chain(&b, &g->chains[t], order + off);
+	return 0;
+}
+
+/* The node arrays cut to the nodes emitted (kept as they are when realloc fails). */
+static void shrink_nodes(struct ffm_graph *g)
+{
+	size_t cap_nodes = 3 * g->n_ev + 2 * g->n_chains;
+	void *p;
+
+	if (g->n_nodes >= cap_nodes || !g->n_nodes)
+		return;
+	if ((p = realloc(g->dur, g->n_nodes * sizeof(*g->dur))))
+		g->dur = p;
+	if ((p = realloc(g->nev, g->n_nodes * sizeof(*g->nev))))
+		g->nev = p;
+	if ((p = realloc(g->bits, g->n_nodes)))
+		g->bits = p;
+}
+
+/* g->prob: the nodes that carry a problem, in node order: 0 or -ENOMEM. */
+static int list_problems(struct ffm_graph *g)
+{
+	for (size_t i = 0; i < g->n_nodes; i++)
+		g->n_prob += nb_prob(g->bits[i]) != FFM_PROBLEM_NONE;
+	g->prob = malloc((g->n_prob ? g->n_prob : 1) * sizeof(*g->prob));
+	if (!g->prob)
+		return -ENOMEM;
+	for (size_t i = 0, k = 0; i < g->n_nodes; i++)
+		if (nb_prob(g->bits[i]) != FFM_PROBLEM_NONE)
+			g->prob[k++] = (uint32_t)i;
+	return 0;
+}
+
 int ffm_graph__build(const struct ffm_event *ev, size_t n, const struct ffm_graph_opts *opts,
 		     struct ffm_graph **ret)
 {
 	struct ffm_graph *g = NULL;
 	struct oatab tids = OATAB_U32_INIT; /* tid -> chain */
-	uint32_t *order = NULL, *tid_list = NULL, *cnt = NULL;
-	size_t n_tids = 0, cap_nodes;
-	uint64_t lo = UINT64_MAX, hi = 0;
-	uint32_t last_tid = 0, last_chain = UINT32_MAX;
-	struct builder b = { 0 };
+	uint32_t *order = NULL, *tid_list = NULL;
+	size_t n_tids = 0;
 	int err;
 
 	if (!ret || (!ev && n))
@@ -325,117 +436,38 @@ int ffm_graph__build(const struct ffm_event *ev, size_t n, const struct ffm_grap
 	g->ev = ev;
 	g->n_ev = n;
 	g->deleted_of = opts ? opts->deleted_of : NULL;
-
-	/* Run bounds. */
-	for (size_t i = 0; i < n; i++) {
-		uint64_t end = sat_add(ev[i].start_ns, ev[i].dur_ns);
-		if (ev[i].start_ns < lo)
-			lo = ev[i].start_ns;
-		if (end > hi)
-			hi = end;
-	}
-	if (!n) /* no event: the run's own bounds, not 0 to its end (its wall time since boot) */
-		lo = hi = opts && opts->run_start_ns ? opts->run_start_ns : 0;
-	g->run_start = opts && opts->run_start_ns && opts->run_start_ns < lo ? opts->run_start_ns : lo;
-	g->run_end = opts && opts->run_end_ns > hi ? opts->run_end_ns : hi;
+	set_run_bounds(g, ev, n, opts);
 
 	/* Distinct tids -> chains, in tid order. */
 	err = distinct_tids(ev, n, &tids, &tid_list, &n_tids);
 	if (err)
 		goto out;
-
 	g->n_chains = n_tids;
 	g->chains = calloc(n_tids ? n_tids : 1, sizeof(*g->chains));
-	cnt = calloc(n_tids + 1, sizeof(*cnt));
 	order = malloc((n ? n : 1) * sizeof(*order));
-	if (!g->chains || !cnt || !order) {
+	if (!g->chains || !order) {
 		err = -ENOMEM;
 		goto out;
 	}
-
-	/* Counting sort of event indexes by chain (stable), then by start within each chain when
-	 * the input is not already in order. */
-	last_chain = UINT32_MAX;
-	for (size_t i = 0; i < n; i++) {
-		if (last_chain == UINT32_MAX || ev[i].tid != last_tid) {
-			last_chain = oatab_get_u32(&tids, ev[i].tid);
-			last_tid = ev[i].tid;
-		}
-		cnt[last_chain + 1]++;
-	}
-	for (size_t t = 0; t < n_tids; t++) {
-		g->chains[t].tid = tid_list[t];
-		g->chains[t].n_events = cnt[t + 1];
-		cnt[t + 1] += cnt[t];
-	}
-	last_chain = UINT32_MAX;
-	for (size_t i = 0; i < n; i++) {
-		if (last_chain == UINT32_MAX || ev[i].tid != last_tid) {
-			last_chain = oatab_get_u32(&tids, ev[i].tid);
-			last_tid = ev[i].tid;
-		}
-		order[cnt[last_chain]++] = (uint32_t)i;
-	}
-	for (size_t t = 0, off = 0; t < n_tids; off += g->chains[t].n_events, t++) {
-		uint32_t *o = order + off;
-		size_t m = g->chains[t].n_events;
-		bool sorted = true;
-
-		for (size_t k = 1; k < m && sorted; k++)
-			sorted = ev[o[k - 1]].start_ns <= ev[o[k]].start_ns;
-		if (!sorted)
-			sort_chain(ev, o, m);
-	}
-
-	/* Nodes: at most 3 per event and 2 per chain. Untouched pages of the upper bound cost no
-	 * memory; the arrays are shrunk afterwards. */
-	cap_nodes = 3 * n + 2 * n_tids;
-	if (cap_nodes > MAX_ITEMS) {
-		err = -E2BIG;
+	err = order_by_chain(g, ev, n, &tids, tid_list, order);
+	if (!err)
+		err = emit_nodes(g, order);
+	if (err)
 		goto out;
-	}
-	g->dur = malloc((cap_nodes ? cap_nodes : 1) * sizeof(*g->dur));
-	g->nev = malloc((cap_nodes ? cap_nodes : 1) * sizeof(*g->nev));
-	g->bits = malloc(cap_nodes ? cap_nodes : 1);
-	if (!g->dur || !g->nev || !g->bits) {
-		err = -ENOMEM;
-		goto out;
-	}
-	b.g = g;
-	for (size_t t = 0, off = 0; t < n_tids; off += g->chains[t].n_events, t++)
-		emit_chain(&b, &g->chains[t], order + off);
 	free(order);
 	order = NULL;
-	if (g->n_nodes < cap_nodes && g->n_nodes) {
-		void *p;
-		if ((p = realloc(g->dur, g->n_nodes * sizeof(*g->dur))))
-			g->dur = p;
-		if ((p = realloc(g->nev, g->n_nodes * sizeof(*g->nev))))
-			g->nev = p;
-		if ((p = realloc(g->bits, g->n_nodes)))
-			g->bits = p;
-	}
-
-	for (size_t i = 0; i < g->n_nodes; i++)
-		g->n_prob += nb_prob(g->bits[i]) != FFM_PROBLEM_NONE;
-	g->prob = malloc((g->n_prob ? g->n_prob : 1) * sizeof(*g->prob));
-	if (!g->prob) {
-		err = -ENOMEM;
+	shrink_nodes(g);
+	err = list_problems(g);
+	if (err)
 		goto out;
-	}
-	for (size_t i = 0, k = 0; i < g->n_nodes; i++)
-		if (nb_prob(g->bits[i]) != FFM_PROBLEM_NONE)
-			g->prob[k++] = (uint32_t)i;
 	set_slices(g);
 
 	*ret = g;
 	g = NULL;
-	err = 0;
 out:
 	oatab_free(&tids);
 	free(order);
 	free(tid_list);
-	free(cnt);
 	ffm_graph__free(g);
 	return err;
 }
