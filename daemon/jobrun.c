@@ -167,21 +167,117 @@ static int add_sync_name(uint32_t api, const char *name, void *ctx)
 	return 0;
 }
 
-int ffm_jobrun__begin(const struct ffm_jobrun_opts *opts, struct ffm_jobrun **ret)
+/* jr->store: the key's store under this node's (@node's) part of the state directory, or the
+ * one opts->store shares: 0, or < 0 when it failed. */
+static int open_store(struct ffm_jobrun *jr, const struct ffm_jobrun_opts *opts, const char *node)
 {
 	struct ffm_store_opts so = { .sz = sizeof(so), .create = true, .tool_version = "ffm 0.1" };
 	struct ffm_store_key key = { .key = opts->key, .uid = opts->uid, .exe = opts->exe,
 				     .args_hash = opts->args_hash };
-	struct ffm_store_stage_history hist;
+	int err;
+
+	/* Where this node keeps its stores (store/ffm_store.h: the state directory). */
+	err = ffm_state_path(opts->state_dir, FFM_STATE_ROOT, node, jr->root, sizeof(jr->root));
+	if (err < 0)
+		return err;
+	/* Another run of the key going on in this process: the same connection, since a second
+	 * one would wait on the first's open write transaction, which only this thread ends. */
+	if (opts->store) {
+		jr->store = ffm_store__ref(opts->store);
+		return 0;
+	}
+	return ffm_store__open_key(jr->root, &key, &so, &jr->store);
+}
+
+/* jr->plan: the stage and probes of this run, from the key's past runs (@hist), and stage 1's
+ * list of public functions that waited: 0, or < 0 when it failed. */
+static int plan_run(struct ffm_jobrun *jr, const struct ffm_jobrun_opts *opts,
+		    struct ffm_store_stage_history *hist)
+{
 	struct ffm_plan_input in;
+	int err;
+
+	err = ffm_plan__input(jr->store, opts->override_stage, &in, hist);
+	if (err < 0)
+		return err;
+	err = ffm_plan__next(&in, &jr->plan);
+	if (err < 0)
+		return err;
+	/* Stage 1's list of public functions that waited, from the key's latest stage-1 run. */
+	err = ffm_store__for_each_wait_api(jr->store, hist->last_run[1], add_sync_name, jr);
+	if (err < 0)
+		return err;
+	if (jr->plan.probes & FFM_PROBE_SYNC_FUNCS && !jr->nsync && !hist->last_run[1])
+		jr->plan.probes |= FFM_PROBE_SYNC_STATIC;
+	return 0;
+}
+
+/* The job (running, on @node), the driver and the run (jr->run) written to the store: 0, or
+ * < 0 when it failed. */
+static int store_run(struct ffm_jobrun *jr, const struct ffm_jobrun_opts *opts, const char *node)
+{
+	int64_t driver = 0;
+	int err;
+
+	err = ffm_store__job_begin(jr->store, &(struct ffm_store_job){
+		.job_id = opts->job_id, .uid = opts->uid, .state = FFM_JOB_RUNNING,
+		.start_unix = time(NULL), .node = node,
+	}, NULL);
+	if (err < 0)
+		return err;
+	if (opts->driver_build_id && *opts->driver_build_id) {
+		err = ffm_store__put_driver(jr->store, &(struct ffm_store_driver){
+			.path = opts->driver_path, .build_id = opts->driver_build_id,
+			.wait_off = opts->wait_off, .wait_size = opts->wait_size,
+			.node_model = opts->driver_node_model,
+		}, &driver);
+		if (err < 0)
+			return err;
+	}
+	return ffm_store__run_begin(jr->store, &(struct ffm_store_run){
+		.job_id = opts->job_id, .stage = jr->plan.stage, .driver = driver,
+		.start_ns = ffm_now_ns(), .start_unix = time(NULL),
+	}, &jr->run);
+}
+
+/* jr->mt, the memory tracer of stages 3 and 4 (@hist: the runs whose stacks it starts from):
+ * 0, or < 0 when it failed. */
+static int open_memtrace(struct ffm_jobrun *jr, const struct ffm_jobrun_opts *opts,
+			 const struct ffm_store_stage_history *hist)
+{
+	/* Stage 4 watches only what stage 3 saw used (none: an empty list, not NULL). */
+	int64_t *use = NULL, none = 0;
+	size_t nuse = 0;
+	int err = 0;
+
+	if (jr->plan.stage == FFM_STAGE_SYNC_USE)
+		err = ffm_store__used_dst_stacks(jr->store, hist->last_run[FFM_STAGE_MEMORY],
+						 &use, &nuse);
+	if (err >= 0)
+		err = ffm_memtrace__new(&(struct ffm_memtrace_opts){
+			.sz = sizeof(struct ffm_memtrace_opts), .store = jr->store, .run = jr->run,
+			.collector = opts->collector, .stage = jr->plan.stage,
+			.use_stacks = jr->plan.stage == FFM_STAGE_SYNC_USE ? (use ? use : &none) : NULL,
+			.nuse_stacks = nuse,
+		}, &jr->mt);
+	free(use);
+	if (err < 0)
+		return err;
+	jr->ref_run2 = hist->last_run[FFM_STAGE_DETAIL];
+	return 0;
+}
+
+int ffm_jobrun__begin(const struct ffm_jobrun_opts *opts, struct ffm_jobrun **ret)
+{
+	struct ffm_store_stage_history hist;
 	struct ffm_recorder_opts ro = { .sz = sizeof(ro), .collector = opts->collector, .sym = opts->sym,
 					.unwinder = opts->unwinder,
 					.apis = opts->apis, .proc_root = opts->proc_root,
 					.driver_build_id = opts->driver_build_id };
 	struct ffm_jobrun *jr;
-	char host[256] = "", *dir;
-	int64_t driver = 0;
-	int err = 0;
+	char host[256] = "";
+	const char *node;
+	int err;
 
 	*ret = NULL;
 	jr = calloc(1, sizeof(*jr));
@@ -192,80 +288,20 @@ int ffm_jobrun__begin(const struct ffm_jobrun_opts *opts, struct ffm_jobrun **re
 	jr->o.limits = &jr->lim;
 	snprintf(jr->job_id, sizeof(jr->job_id), "%s", opts->job_id);
 	jr->o.job_id = jr->job_id;
-	dir = jr->root;
 	gethostname(host, sizeof(host) - 1);
-	/* Where this node keeps its stores (store/ffm_store.h: the state directory). */
-	err = ffm_state_path(opts->state_dir, FFM_STATE_ROOT, opts->node ? opts->node : host, dir,
-			     sizeof(jr->root));
-	if (err < 0)
-		goto fail;
-	err = 0;
-	/* Another run of the key going on in this process: the same connection, since a second
-	 * one would wait on the first's open write transaction, which only this thread ends. */
-	if (opts->store)
-		jr->store = ffm_store__ref(opts->store);
-	else
-		err = ffm_store__open_key(dir, &key, &so, &jr->store);
-	if (err < 0)
-		goto fail;
-
-	err = ffm_plan__input(jr->store, opts->override_stage, &in, &hist);
-	if (err < 0)
-		goto fail;
-	err = ffm_plan__next(&in, &jr->plan);
-	if (err < 0)
-		goto fail;
-	/* Stage 1's list of public functions that waited, from the key's latest stage-1 run. */
-	err = ffm_store__for_each_wait_api(jr->store, hist.last_run[1], add_sync_name, jr);
-	if (err < 0)
-		goto fail;
-	if (jr->plan.probes & FFM_PROBE_SYNC_FUNCS && !jr->nsync && !hist.last_run[1])
-		jr->plan.probes |= FFM_PROBE_SYNC_STATIC;
-
-	err = ffm_store__job_begin(jr->store, &(struct ffm_store_job){
-		.job_id = opts->job_id, .uid = opts->uid, .state = FFM_JOB_RUNNING,
-		.start_unix = time(NULL), .node = opts->node ? opts->node : host,
-	}, NULL);
-	if (err < 0)
-		goto fail;
-	if (opts->driver_build_id && *opts->driver_build_id) {
-		err = ffm_store__put_driver(jr->store, &(struct ffm_store_driver){
-			.path = opts->driver_path, .build_id = opts->driver_build_id,
-			.wait_off = opts->wait_off, .wait_size = opts->wait_size,
-			.node_model = opts->driver_node_model,
-		}, &driver);
-		if (err < 0)
-			goto fail;
-	}
-	err = ffm_store__run_begin(jr->store, &(struct ffm_store_run){
-		.job_id = opts->job_id, .stage = jr->plan.stage, .driver = driver,
-		.start_ns = ffm_now_ns(), .start_unix = time(NULL),
-	}, &jr->run);
+	node = opts->node ? opts->node : host;
+	err = open_store(jr, opts, node);
+	if (err >= 0)
+		err = plan_run(jr, opts, &hist);
+	if (err >= 0)
+		err = store_run(jr, opts, node);
+	if (err >= 0 && ffm_memtrace_job_flags(jr->plan.probes) & FFM_JOB_MEMTRACE)
+		err = open_memtrace(jr, opts, &hist);
 	if (err < 0)
 		goto fail;
 	ro.store = jr->store;
 	ro.run = jr->run;
-	if (ffm_memtrace_job_flags(jr->plan.probes) & FFM_JOB_MEMTRACE) {
-		/* Stage 4 watches only what stage 3 saw used (none: an empty list, not NULL). */
-		int64_t *use = NULL, none = 0;
-		size_t nuse = 0;
-
-		if (jr->plan.stage == FFM_STAGE_SYNC_USE)
-			err = ffm_store__used_dst_stacks(jr->store, hist.last_run[FFM_STAGE_MEMORY],
-							 &use, &nuse);
-		if (err >= 0)
-			err = ffm_memtrace__new(&(struct ffm_memtrace_opts){
-				.sz = sizeof(struct ffm_memtrace_opts), .store = jr->store, .run = jr->run,
-				.collector = opts->collector, .stage = jr->plan.stage,
-				.use_stacks = jr->plan.stage == FFM_STAGE_SYNC_USE ? (use ? use : &none) : NULL,
-				.nuse_stacks = nuse,
-			}, &jr->mt);
-		free(use);
-		if (err < 0)
-			goto fail;
-		jr->ref_run2 = hist.last_run[FFM_STAGE_DETAIL];
-		ro.memtrace = jr->mt;
-	}
+	ro.memtrace = jr->mt;
 	if (jr->plan.probes & FFM_PROBE_CPU_SAMPLE)
 		ro.cpu_sample_hz = cpu_sample_hz();
 	ro.limits = &jr->lim;
