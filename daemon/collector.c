@@ -282,6 +282,97 @@ static void map_positions(struct ffm_collector *c)
 	c->prod_pos = pp;
 }
 
+/* c->skel opened, with what @opts sets in its read-only data and the ring buffer's size: 0 or
+ * an error (c->skel, when set, is the caller's to destroy). */
+static int open_skel(struct ffm_collector *c, const struct ffm_collector_opts *opts)
+{
+	c->skel = ffm_bpf__open();
+	if (!c->skel)
+		return errno ? -errno : -EINVAL;
+	if (opts && opts->wakeup_bytes)
+		c->skel->rodata->ringbuf_wakeup_bytes = opts->wakeup_bytes;
+	if (opts && opts->exclude_self)
+		c->skel->rodata->self_tgid = (uint32_t)getpid();
+	if (opts && opts->procs_per_user)
+		c->skel->rodata->procs_per_user = opts->procs_per_user < FFM_MAX_PROCS ?
+						   opts->procs_per_user : 0;
+	if (opts && opts->ringbuf_bytes) {
+		uint32_t b = opts->ringbuf_bytes;
+
+		if (b < FFM_RINGBUF_MIN_BYTES || (b & (b - 1)))
+			return -EINVAL;
+		/* A wake-up threshold at or above this size never fires: the consumer then
+		 * relies on its own polling (ffmd: every 100 ms). */
+		return bpf_map__set_max_entries(c->skel->maps.events, b);
+	}
+	return 0;
+}
+
+/* c->skel loaded in the first probe mode the kernel takes: 0 or an error. Newer kernels get
+ * more: attempt 0 loads uprobe sessions, 1 uprobe_multi links, 2 per-offset uprobes; 0-2 the
+ * stage 3-4 programs (sleepable uprobes, a perf_event program), 3 neither (stages 1-2 still
+ * work). FFM_PROBE_MODE starts lower. */
+static int load_skel(struct ffm_collector *c, const struct ffm_collector_opts *opts)
+{
+	int err = -EINVAL;
+
+	for (int attempt = probe_mode_start(); attempt < 4; attempt++) {
+		err = open_skel(c, opts);
+		if (err)
+			return err;
+		c->session = attempt == 0;
+		c->multi = attempt <= 1;
+		c->memtrace = attempt <= 2;
+		configure_progs(c);
+		err = ffm_bpf__load(c->skel);
+		if (!err)
+			return 0;
+		ffm_bpf__destroy(c->skel);
+		c->skel = NULL;
+		/* The wait guard is optional (kfuncs of 6.13+): try without it before giving up
+		 * a probe mode. */
+		if (c->wait_guard) {
+			c->wait_guard = false;
+			attempt--;
+		}
+	}
+	return err;
+}
+
+/* The process tracepoints attached (exec, fork, exit), and the map and wait guards where @opts
+ * asks for them and the kernel has them: 0 or an error. Uprobes go per driver file. */
+static int attach_tracepoints(struct ffm_collector *c, const struct ffm_collector_opts *opts)
+{
+	struct {
+		struct bpf_link **link;
+		struct bpf_program *prog;
+	} tp[] = {
+		{ &c->skel->links.on_exec, c->skel->progs.on_exec },
+		{ &c->skel->links.on_fork, c->skel->progs.on_fork },
+		{ &c->skel->links.on_exit, c->skel->progs.on_exit },
+	};
+
+	for (size_t i = 0; i < sizeof(tp) / sizeof(tp[0]); i++) {
+		*tp[i].link = bpf_program__attach(tp[i].prog);
+		if (!*tp[i].link)
+			return errno ? -errno : -EINVAL;
+	}
+	/* Optional (a kernel without syscall tracepoints): without it a driver ffmd could not
+	 * foresee is caught only if ffmd reads the process's EXEC record before the loader maps
+	 * the file. */
+	if (opts && opts->map_guard) {
+		c->skel->links.on_mmap = bpf_program__attach(c->skel->progs.on_mmap);
+		if (!c->skel->links.on_mmap && mount_tracefs() == 0)
+			c->skel->links.on_mmap = bpf_program__attach(c->skel->progs.on_mmap);
+		c->map_guard = c->skel->links.on_mmap != NULL;
+	}
+	if (c->wait_guard) {
+		c->skel->links.on_wait = bpf_program__attach(c->skel->progs.on_wait);
+		c->wait_guard = c->skel->links.on_wait != NULL;
+	}
+	return 0;
+}
+
 int ffm_collector__open(const struct ffm_collector_opts *opts, struct ffm_collector **ret)
 {
 	struct ffm_collector *c;
@@ -300,87 +391,15 @@ int ffm_collector__open(const struct ffm_collector_opts *opts, struct ffm_collec
 		err = c->ncpus ? c->ncpus : -EINVAL;
 		goto fail;
 	}
-
-	/* Newer kernels get more: attempt 0 loads uprobe sessions, 1 uprobe_multi links, 2
-	 * per-offset uprobes; 0-2 the stage 3-4 programs (sleepable uprobes, a perf_event
-	 * program), 3 neither (stages 1-2 still work). FFM_PROBE_MODE starts lower. */
 	/* FFM_WAIT_GUARD=0 in the environment leaves it out (tests of the older kernels' way). */
 	c->wait_guard = opts && opts->map_guard && kernel_has_kfunc("bpf_task_from_pid") &&
 			kernel_has_kfunc("bpf_send_signal_task") &&
 			!(getenv("FFM_WAIT_GUARD") && !strcmp(getenv("FFM_WAIT_GUARD"), "0"));
-	for (int attempt = probe_mode_start(); attempt < 4; attempt++) {
-		c->skel = ffm_bpf__open();
-		if (!c->skel) {
-			err = -errno;
-			goto fail;
-		}
-		if (opts && opts->wakeup_bytes)
-			c->skel->rodata->ringbuf_wakeup_bytes = opts->wakeup_bytes;
-		if (opts && opts->exclude_self)
-			c->skel->rodata->self_tgid = (uint32_t)getpid();
-		if (opts && opts->procs_per_user)
-			c->skel->rodata->procs_per_user = opts->procs_per_user < FFM_MAX_PROCS ?
-							   opts->procs_per_user : 0;
-		if (opts && opts->ringbuf_bytes) {
-			uint32_t b = opts->ringbuf_bytes;
-
-			if (b < FFM_RINGBUF_MIN_BYTES || (b & (b - 1))) {
-				err = -EINVAL;
-				goto fail;
-			}
-			/* A wake-up threshold at or above this size never fires: the consumer then
-			 * relies on its own polling (ffmd: every 100 ms). */
-			err = bpf_map__set_max_entries(c->skel->maps.events, b);
-			if (err)
-				goto fail;
-		}
-		c->session = attempt == 0;
-		c->multi = attempt <= 1;
-		c->memtrace = attempt <= 2;
-		configure_progs(c);
-		err = ffm_bpf__load(c->skel);
-		if (!err)
-			break;
-		ffm_bpf__destroy(c->skel);
-		c->skel = NULL;
-		/* The wait guard is optional (kfuncs of 6.13+): try without it before giving up
-		 * a probe mode. */
-		if (c->wait_guard) {
-			c->wait_guard = false;
-			attempt--;
-		}
-	}
+	err = load_skel(c, opts);
+	if (!err)
+		err = attach_tracepoints(c, opts);
 	if (err)
 		goto fail;
-	/* Only the process tracepoints auto-attach; uprobes go per driver file. */
-	c->skel->links.on_exec = bpf_program__attach(c->skel->progs.on_exec);
-	if (!c->skel->links.on_exec) {
-		err = -errno;
-		goto fail;
-	}
-	c->skel->links.on_fork = bpf_program__attach(c->skel->progs.on_fork);
-	if (!c->skel->links.on_fork) {
-		err = -errno;
-		goto fail;
-	}
-	c->skel->links.on_exit = bpf_program__attach(c->skel->progs.on_exit);
-	if (!c->skel->links.on_exit) {
-		err = -errno;
-		goto fail;
-	}
-	/* Optional (a kernel without syscall tracepoints): without it a driver ffmd could not
-	 * foresee is caught only if ffmd reads the process's EXEC record before the loader maps
-	 * the file. */
-	if (opts && opts->map_guard) {
-		c->skel->links.on_mmap = bpf_program__attach(c->skel->progs.on_mmap);
-		if (!c->skel->links.on_mmap && mount_tracefs() == 0)
-			c->skel->links.on_mmap = bpf_program__attach(c->skel->progs.on_mmap);
-		c->map_guard = c->skel->links.on_mmap != NULL;
-	}
-	if (c->wait_guard) {
-		c->skel->links.on_wait = bpf_program__attach(c->skel->progs.on_wait);
-		c->wait_guard = c->skel->links.on_wait != NULL;
-	}
 	/* Per-process scope needs both stops: the map guard's, and the one at a fork that
 	 * copies a probed process (bpf_send_signal_task, Linux 6.13+). FFM_PROBE_SCOPE=system
 	 * keeps the system-wide uprobes (a workaround, and how tests cover that path). */
