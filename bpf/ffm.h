@@ -5,17 +5,11 @@
  * Records travel through one BPF ring buffer. Each starts with struct ffm_rec_hdr; the type
  * says which record follows. Fields are fixed width, no pointers, no `long`, explicit padding;
  * user space checks every size with _Static_assert (daemon/collector.c). Changing a record
- * means changing FFM_ABI_VERSION.
+ * means changing FFM_ABI_VERSION (what each version added: docs/BPF.md, "ABI versions").
  *
- * Call-stack identity ("stack key"): at a probe inside libcuda the BPF side walks the rbp chain
- * through libcuda (libcuda keeps frame pointers) to the first return address outside libcuda's
- * text: the call site in the application (or in the CUDA runtime linked into it). The key is a
- * hash of the libcuda return addresses, that call site, and the words at the "learned slots"
- * of that call site: stack positions, relative to the call-site slot, where the first full
- * unwind (user space, CFI) found the return addresses of the application's frames. The first
- * time a key is seen in a process during a job run (ffm_job_cfg.gen), a FFM_REC_STACK record
- * carries registers and a copy of the stack so user space can unwind and symbolize it; later
- * records carry only the key.
+ * A stack key names a call stack without unwinding the application: a hash of libcuda's return
+ * addresses, the application's call site and the words at its learned slots (docs/BPF.md,
+ * "Stack keys"). A key's first record in a process and job run follows its FFM_REC_STACK.
  */
 #ifndef FFM_BPF_ABI_H
 #define FFM_BPF_ABI_H
@@ -24,19 +18,6 @@
 #include <linux/types.h>
 #endif
 
-/* 2: FFM_REC_XFER, FFM_REC_RANGE, FFM_REC_HIT, FFM_JOB_MEMTRACE/HASH, FFM_REC_DROP_HASH (stages
- * 3-4) 3: FFM_REC_MAP and the drivers map (a job's process that maps an unknown libcuda is held) 4:
- * per-process probes: the linked map, ffm_rec_proc.flags (FFM_PROC_STOPPED at FORK) 5:
- * ffm_job_cfg.gen (a stack is sent again to each run of a slot), thread state in task storage 6:
- * ffm_rec_proc.args_hash, ffm_rec_map.flags, the held map (the wait guard) 7: FFM_JOB_RULE (the map
- * guard stops a rule slot's process at its mmap of any driver) 8: Python frames:
- * ffm_rec_stack.npy/py[], the pyprocs map (struct ffm_py_layout) 9: FFM_REC_RELEASE (an
- * ffm_rec_proc) 10: FFM_REC_SAMPLE, FFM_JOB_CPU_SAMPLE (CPU samples of Python threads, stage 2) 11:
- * FFM_REC_PYCODE; struct ffm_py_layout: the code object fields, cf_shim 12:
- * ffm_rec_hit.sync_done_ns 13: ffm_rec_call.probe_ns (what the probes cost the calling thread) 14:
- * FFM_JOB_WAITS_ALONE; FFM_PY_CHAIN_OBJECT and ffm_py_layout.lasti_shift (3.9, 3.10) 15: the
- * per-user quota of tracked processes: ffm_proc.quota_uid, FFM_REC_DROP_QUOTA 16: FFM_REC_FUNC,
- * FFM_KIND_NAME (kernel names at their getters' returns) */
 #define FFM_ABI_VERSION 16
 
 #define FFM_MAX_JOBS 64           /* job slots active at once */

@@ -10,13 +10,9 @@
  * (analysis/), key file names (store/). Changing one changes every existing store's meaning:
  * tests/common/test_hash.c pins them to fixed values.
  *
- * Content hash. Shape: 4 independent lanes of multiply-rotate over 32-byte blocks (the lanes
- * run in parallel on an out-of-order core, which is what makes it fast), a message whose length
- * is not a multiple of 32 is zero-padded to the next block, and the finalizer folds the lanes,
- * mixes in the exact byte length (so padding never makes two lengths collide) and avalanches.
- * The round and finalizer constants are the well-studied 64-bit primes of xxHash64; the padding
- * and the lane merge are ours, so values are not xxHash64's. Not cryptographic: a transfer made
- * equal on purpose to another is not our threat model; an accidental 64-bit collision is.
+ * Content hash: 4 lanes of multiply-rotate over 32-byte blocks (the xxHash64 primes), the last
+ * block zero-padded, the exact length mixed in; not xxHash64's values, not cryptographic
+ * (docs/STAGES.md, "The hash", says why each).
  *
  * Streaming: feed whole 32-byte blocks with ffm_hash_block(), then ffm_hash_final(len) with the
  * total length; the caller zero-pads the last partial block. Little-endian word loads (x86).

@@ -4,17 +4,10 @@
  * stack key): the calling thread's CPython frames, read at the probe, for the stack key and
  * the first-seen stack record (bpf/ffm.h, struct ffm_py_frame).
  *
- * Only processes in the pyprocs map walk: user space adds a job's process there once it has
- * found a CPython build it knows in it and checked the layout against the live process
- * (symbols/python.c). Any other process pays one hash lookup inside the existing probes; no
- * probe is ever placed on the interpreter.
- *
- * The thread's PyThreadState: the GIL's holder is no use (ctypes and most of PyTorch release
- * the GIL around the foreign call), and TLS offsets differ per build. Instead the main
- * interpreter's list of thread states is walked for the one whose thread_id (pthread_self(),
- * on x86-64 glibc the thread pointer) equals the task's fsbase; the answer is cached in the
- * thread's struct thr (bpf/ffm.bpf.c) and checked again (its thread_id) at each use, so a
- * freed and reused thread state is never followed.
+ * Only processes in the pyprocs map walk (user space adds one once it has checked its CPython
+ * build); any other pays one hash lookup. The thread's PyThreadState is the one of the main
+ * interpreter's whose thread_id is the task's fsbase, cached in its struct thr and checked at
+ * each use. Why, and how frames are read: docs/BPF.md, "Python frames".
  */
 #ifndef FFM_PYTHON_BPF_H
 #define FFM_PYTHON_BPF_H
@@ -29,29 +22,12 @@ struct {
 	__type(value, struct ffm_py_layout);
 } pyprocs SEC(".maps");
 
-/*
- * Frames are read in blocks. CPython 3.11+ allocates a thread's _PyInterpreterFrame objects one
- * after the other in its data stack (tstate->datastack_chunk, up to datastack_top): a caller's
- * frame lies below its callee's. One read of the PY_BLOCK bytes of the chunk that end with a
- * frame covers that frame and most of its callers, where a read per frame made the walk cost
- * about 80 ns a frame (the fixed price of a user-memory read). A frame elsewhere (a
- * generator's, a C-stack shim) is read on its own. 3.9 and 3.10 have no data stack: each of
- * their frames is a PyFrameObject of its own on the heap, read on its own.
- */
+/* Frames are read in blocks of the 3.11+ data stack, a frame elsewhere on its own
+ * (docs/BPF.md, "Frames read in blocks"). */
 #define PY_BLOCK 8192 /* 8 KiB: 30 frames of a few locals each, measured faster than 4 KiB */
 
-/*
- * 3.12's C-stack shims. Each _PyEval_EvalFrameDefault has two locals on the C stack: its
- * _PyCFrame (tstate->cframe while it runs innermost) and its shim frame (entry_frame, the
- * `previous` of its first Python frame), a fixed distance apart in a given build. The walk
- * reads the innermost _PyCFrame anyway; reading a window that also covers the shim at that
- * distance saves the shim's own read, which is most often the last read of a walk (one
- * interpreter loop, ending in the bottom shim). The distance is learned in BPF: the first shim
- * a walk reads on its own is the innermost loop's, and its address minus the _PyCFrame's is
- * kept in the process's layout (cf_shim; 0: not learned). A wrong distance costs only the
- * saved read: the window is a copy of the same memory, taken in the same program run, as the
- * read it replaces.
- */
+/* 3.12's C-stack shims: the window read around the innermost _PyCFrame also covers its shim,
+ * at a distance learned in BPF (ffm_py_layout.cf_shim; docs/BPF.md, "3.12's C-stack shims"). */
 #define PY_SHIM_MAX 512 /* |cf_shim| at most: the two are locals of one function */
 #define PY_WIN (PY_SHIM_MAX + 128)
 
