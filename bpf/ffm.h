@@ -18,7 +18,7 @@
 #include <linux/types.h>
 #endif
 
-#define FFM_ABI_VERSION 16
+#define FFM_ABI_VERSION 17
 
 #define FFM_MAX_JOBS 64           /* job slots active at once */
 #define FFM_MAX_PROCS 16384       /* tracked processes */
