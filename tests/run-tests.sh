@@ -4,13 +4,17 @@
 #   shell tests: tests/<dir>/test_*.sh   (same conventions)
 # A binary that exits non-zero without printing "not ok" counts as one failure, so a crash is
 # never a pass. FFM_TEST_FILTER=substring runs only matching test files.
+# A test that measures time on the shared machine (its source holds the line "ffm-test:
+# timing", with why) and fails is run once more, and its second result counts; the closing
+# lines name it with the first attempt's log, so a test that fails now and then stays seen.
+# FFM_TEST_RETRY=0 turns that off.
 set -u
 O=${O:-build}
 export FFM_BUILD=$O
 cd "$(dirname "$0")/.." || exit 2
 
 pass=0 fail=0 skip=0
-failed_names=()
+failed_names=() retried=()
 logdir=$O/test-logs
 mkdir -p "$logdir"
 # The shell tests' JSON outputs, checked against docs/schema/ (tests/ops/lib.sh, ctl): the
@@ -18,13 +22,29 @@ mkdir -p "$logdir"
 json_bad=$O/json-invalid.log json_done=$O/json-checked.log
 rm -f "$json_bad" "$json_done"
 
+# The source of test @1 (a shell test is its own source; a C test's is tests/<dir>/<name>.c).
+source_of() {
+	case $1 in
+	*.sh) echo "$1" ;;
+	*) echo "tests/${1#"$O"/tests/}.c" ;;
+	esac
+}
+
 run_one() {
-	local t=$1 name log rc t0=$SECONDS
+	local t=$1 name log rc t0=$SECONDS src
 	name=${t#"$O"/}
 	name=${name#tests/}
 	log=$logdir/$(echo "$name" | tr '/' '_').log
 	timeout "${FFM_TEST_TIMEOUT:-600}" "$t" >"$log" 2>&1
 	rc=$?
+	src=$(source_of "$t")
+	if [ "$rc" != 0 ] && [ "$rc" != 77 ] && [ "${FFM_TEST_RETRY:-1}" != 0 ] &&
+		grep -q 'ffm-test: timing' "$src" 2>/dev/null; then
+		mv "$log" "$log.first"
+		retried+=("$name ($log.first)")
+		timeout "${FFM_TEST_TIMEOUT:-600}" "$t" >"$log" 2>&1
+		rc=$?
+	fi
 	t0=$((SECONDS - t0))
 	local p f s
 	p=$(grep -cE '^ok [0-9]+' "$log" | head -1)
@@ -79,6 +99,7 @@ if [ -s "$json_bad" ]; then
 	failed_names+=(json-schema)
 fi
 echo
+[ ${#retried[@]} = 0 ] || echo "run twice (a timing test whose first attempt failed): ${retried[*]}"
 [ ${#failed_names[@]} = 0 ] || echo "failed: ${failed_names[*]}"
 echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" = 0 ]

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
+# ffm-test: timing: sampling windows and their overhead are timed on the shared machine; tests/run-tests.sh
+# runs it once more when it fails.
 #
 # Adaptive stage 1 in ffmd, end to end (real BPF, the simulated driver): a job key's first run
 # (stage 1) and, after stages 2-4, a monitoring run (stage 1 again), each of

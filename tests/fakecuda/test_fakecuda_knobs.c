@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: MIT */
+/* ffm-test: timing: each knob is checked by timing the simulated driver;
+ * tests/run-tests.sh runs it once more when it fails. */
 /*
  * What holds before cuInit, and the FAKECUDA_* environment knobs (README.md). The driver reads
  * them once, at cuInit, so each case runs in a forked child that sets its environment and only

@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: MIT */
+/* ffm-test: timing: the first syncs of a run are watched only once the collector catches up;
+ * tests/run-tests.sh runs it once more when it fails. */
 /*
  * Stages 3 and 4 on the simulated driver with real BPF (root): every workload of
  * tests/workloads runs once at stage 3 and once at stage 4, and what the store then holds must

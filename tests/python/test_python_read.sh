@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
+# ffm-test: timing: an estimate against a saving measured in plain and fixed runs; tests/run-tests.sh
+# runs it once more when it fails.
 #
 # A Python host read priced whole (TAP): tests/python/pyread.py reads a scalar through a
 # library call every iteration (the `loss.item()` pattern) and the library spends CPU time of

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
+# ffm-test: timing: estimates against savings measured in plain and fixed runs; tests/run-tests.sh
+# runs it once more when it fails.
 #
 # Accuracy of the expected benefit (issue 6; docs/ACCURACY.md): for every workload with a
 # planted problem (tests/workloads, FFM-PLANT markers), profile it through stages 1-4 and take

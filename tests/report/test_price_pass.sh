@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
+# ffm-test: timing: the estimates rest on timed runs of the simulated driver; tests/run-tests.sh
+# runs it once more when it fails.
 #
 # The pricing pass (analysis/price.c) end to end on the simulated driver: a loop whose async
 # copy into pageable memory waits, where the GPU (not the CPU) bounds the loop, with pageable

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
+# ffm-test: timing: first-use delays and savings measured on the shared machine; tests/run-tests.sh
+# runs it once more when it fails.
 #
 # Threads that wait side by side (tests/workloads threads; stages/ffm_model.h, "Threads"): the
 # planted sync is on every thread, each thread's Figure 5 saving is about the same, and the

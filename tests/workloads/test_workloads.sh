@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
+# ffm-test: timing: plain and fixed loop times of the simulated driver; tests/run-tests.sh
+# runs it once more when it fails.
 #
 # Tests of the workloads (tests/workloads/README.md), TAP on stdout:
 #   - README.md's call-site table matches the FFM-PLANT / FFM-NOTE markers in the sources, both
