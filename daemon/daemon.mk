@@ -26,3 +26,12 @@ $(O)/bench/bench_routes: $(O)/daemon/bench/bench_routes.o $(FFM_LIBS)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(FFM_LIBS) $(SYS_LIBS)
 
 EXTRA_PROGS += $(O)/bench/bench_routes
+
+# One uprobe attach's price, per process and system-wide (not a test):
+# build/bench/bench_attach PATH [rounds] [idle_ms] [burst]
+$(O)/bench/bench_attach: $(O)/daemon/bench/bench_attach.o $(FFM_LIBS)
+	$(call msg,LINK,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(FFM_LIBS) $(SYS_LIBS)
+
+EXTRA_PROGS += $(O)/bench/bench_attach
