@@ -590,15 +590,12 @@ static __always_inline struct thr *thread_enter(const struct ffm_job_cfg *jc, __
 	return t;
 }
 
-static __always_inline int wait_enter(struct pt_regs *ctx)
+/* A wait's entry in job process @p (never NULL). */
+static __always_inline int wait_begin(struct pt_regs *ctx, struct ffm_proc *p)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	struct ffm_proc *p = tracked(id >> 32);
 	struct ffm_job_cfg *jc;
 	struct thr *t;
 
-	if (!p)
-		return SKIP_RETURN;
 	jc = bpf_map_lookup_elem(&jobs, &p->job);
 	if (!jc)
 		return SKIP_RETURN;
@@ -618,6 +615,13 @@ static __always_inline int wait_enter(struct pt_regs *ctx)
 		t->waits_alone = jc->flags & FFM_JOB_WAITS_ALONE;
 	}
 	return WANT_RETURN;
+}
+
+static __always_inline int wait_enter(struct pt_regs *ctx)
+{
+	struct ffm_proc *p = tracked(bpf_get_current_pid_tgid() >> 32);
+
+	return p ? wait_begin(ctx, p) : SKIP_RETURN;
 }
 
 static __always_inline void wait_leave(struct pt_regs *ctx)

@@ -18,7 +18,7 @@
 #include <linux/types.h>
 #endif
 
-#define FFM_ABI_VERSION 17
+#define FFM_ABI_VERSION 18
 
 #define FFM_MAX_JOBS 64           /* job slots active at once */
 #define FFM_MAX_PROCS 16384       /* tracked processes */
@@ -183,6 +183,11 @@ struct ffm_exe_key {
 	__u64 dev;
 	__u64 ino;
 };
+
+/* The drivers map's value (bpf/procs.bpf.h): user space has dealt with the file; and, per-process
+ * scope, the bridge (a system-wide wait probe) is attached to it. */
+#define FFM_DRV_KNOWN 1u
+#define FFM_DRV_BRIDGED 2u
 
 /* Learned stack slots of a call site (key: struct ffm_slot_key). */
 struct ffm_slot_key {

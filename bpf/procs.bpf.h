@@ -202,7 +202,8 @@ int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid, struct linux_binp
 	return 0;
 }
 
-/* libcuda files user space has dealt with (see struct ffm_rec_map); value unused. */
+/* libcuda files user space has dealt with (see struct ffm_rec_map): FFM_DRV_KNOWN, and
+ * FFM_DRV_BRIDGED while the bridge (below) is attached to the file. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 256);
@@ -226,6 +227,58 @@ struct {
 	__type(key, struct ffm_link_key);
 	__type(value, __u8);
 } linked SEC(".maps");
+
+/*
+ * The bridge (per-process scope, uprobe sessions; daemon/links.c): while a job whose processes
+ * need only the wait probe is active, each driver file ready for use also carries a system-wide
+ * wait probe (wait_bridge), which traces the processes of the slots in bridge_slots that have
+ * no probes of their own yet (no {tgid, 0, 0} in linked): a process that maps the driver right
+ * after its exec is traced at once, with nothing attached for it and nothing to wait for.
+ * bridge_open: the slots whose processes may rely on it from now on (the map guard lets them
+ * map a FFM_DRV_BRIDGED file, a fork does not stop their children); cleared first when the
+ * bridge is about to go, so that a process that maps the driver meanwhile is held as before.
+ */
+__u64 bridge_slots, bridge_open;
+
+/* Whether process @tgid of slot @job has probes of its own (user space sets {tgid, 0, 0}). */
+static __always_inline bool own_probes(__u32 tgid)
+{
+	struct ffm_link_key lk = { .tgid = tgid };
+
+	return bpf_map_lookup_elem(&linked, &lk) != NULL;
+}
+
+static __always_inline bool slot_in(__u64 slots, __u32 job)
+{
+	return job < 64 && ((slots >> job) & 1);
+}
+
+/*
+ * The bridge's program (a session). The entry half traces a wait of a process it serves; the
+ * return half pairs with its own entry only (a session's return runs where its entry asked),
+ * so a wait is recorded once when the process's own probe comes during it: entered under the
+ * bridge, it returns under the bridge (the own probe's return was never armed); a wait both
+ * probes entered (the moment between the own probe's attach and {tgid, 0, 0}) starts over at
+ * the second entry (same stack position: stale_outer) and its second return is
+ * repeated_return. A wait in progress when the bridge is detached has no return: it is
+ * dropped, and the depth it left heals at the next entry (link_epoch, bumped by user space when
+ * it gives the process its own probe).
+ */
+SEC("uprobe") /* attach type BPF_TRACE_UPROBE_SESSION, set by the collector */
+int wait_bridge(struct pt_regs *ctx)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct ffm_proc *p;
+
+	if (at_return(ctx)) {
+		wait_leave(ctx);
+		return 0;
+	}
+	p = tracked(tgid);
+	if (!p || !slot_in(bridge_slots, p->job) || own_probes(tgid))
+		return SKIP_RETURN;
+	return wait_begin(ctx, p);
+}
 
 extern int bpf_send_signal_task(struct task_struct *task, int sig, enum pid_type type,
 				__u64 value) __ksym __weak;
@@ -349,6 +402,7 @@ static __always_inline void mmap_guard(struct trace_event_raw_sys_enter *ctx, st
 	struct ffm_rec_map *r;
 	struct fdtable *fdt;
 	struct inode *ino;
+	__u8 *known;
 	char name[sizeof(want)];
 	__u64 fd;
 
@@ -372,14 +426,19 @@ static __always_inline void mmap_guard(struct trace_event_raw_sys_enter *ctx, st
 	ino = BPF_CORE_READ(file, f_inode);
 	k.dev = BPF_CORE_READ(ino, i_sb, s_dev);
 	k.ino = BPF_CORE_READ(ino, i_ino);
-	if (bpf_map_lookup_elem(&drivers, &k)) {
+	if ((known = bpf_map_lookup_elem(&drivers, &k))) {
 		struct ffm_link_key lk = { .tgid = id >> 32, .dev = k.dev, .ino = k.ino };
 		struct ffm_job_cfg *jc = bpf_map_lookup_elem(&jobs, &p->job);
+		/* The bridge traces it from its first call: a process with probes of its own is
+		 * not the bridge's, and gets this file's own probes as before. */
+		bool bridged = per_process && (*known & FFM_DRV_BRIDGED) &&
+			       slot_in(bridge_open, p->job) && !own_probes(lk.tgid);
 
 		/* A rule's process not yet moved to its own job (whose stage may be 2 or more) is
 		 * stopped whatever the driver: its calls must find its job's probes, not the rule
 		 * slot's stage-1 ones (user space reads its exec record first, then this one). */
-		if ((!per_process || bpf_map_lookup_elem(&linked, &lk)) && !(jc && (jc->flags & FFM_JOB_RULE)))
+		if ((!per_process || bridged || bpf_map_lookup_elem(&linked, &lk)) &&
+		    !(jc && (jc->flags & FFM_JOB_RULE)))
 			return;
 	}
 	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
@@ -445,8 +504,10 @@ static __always_inline void fork_track(struct task_struct *parent, struct task_s
 		return; /* not stopped: nobody would be told to let it go */
 	/* Per-process scope: the child inherits the parent's mapping of the driver but not its
 	 * probes; it must not run before user space has attached its own. Sent before the record
-	 * is visible, so that user space's SIGCONT cannot come first. */
-	if (per_process && bpf_map_lookup_elem(&linked, &lk) && bpf_send_signal_task) {
+	 * is visible, so that user space's SIGCONT cannot come first. Not where the bridge serves
+	 * its job: it traces the child, which has no probes of its own. */
+	if (per_process && bpf_map_lookup_elem(&linked, &lk) && bpf_send_signal_task &&
+	    !slot_in(bridge_open, p->job)) {
 		bpf_map_update_elem(&held, &ctgid, &ptgid, BPF_ANY);
 		if (bpf_send_signal_task(child, FFM_SIGSTOP, PIDTYPE_TGID, 0) == 0)
 			r->flags = FFM_PROC_STOPPED;

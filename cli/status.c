@@ -71,6 +71,19 @@ static void print_drivers(const json_t *drivers)
 	}
 }
 
+/* The bridge: said only where ffmd can have it (per-process scope, uprobe sessions). */
+static void print_bridge(const json_t *b)
+{
+	if (!b || !ffm_json_get_bool(b, "possible", false))
+		return;
+	printf("bridge: %s, on %.0f driver%s, serving %.0f job%s (attached %.0f, taken off %.0f "
+	       "times)\n\n", ffm_json_get_bool(b, "open", false) ? "open" :
+	       ffm_json_get_num(b, "drivers", 0) ? "closing" : "off",
+	       ffm_json_get_num(b, "drivers", 0), ffm_json_get_num(b, "drivers", 0) == 1 ? "" : "s",
+	       ffm_json_get_num(b, "jobs", 0), ffm_json_get_num(b, "jobs", 0) == 1 ? "" : "s",
+	       ffm_json_get_num(b, "attaches", 0), ffm_json_get_num(b, "detaches", 0));
+}
+
 /* A stage-1 job's adaptive sampling (ffmd's status "sampling" of a job). */
 static void print_sampling(const json_t *sm)
 {
@@ -193,6 +206,7 @@ int ffmctl_status(int argc, char **argv)
 		else if (sm)
 			printf("adaptive stage 1: off (sample_budget = 0): every wait is traced\n\n");
 	}
+	print_bridge(json_object_get(st, "bridge"));
 	print_drivers(json_object_get(st, "drivers"));
 	print_jobs(json_object_get(st, "jobs"));
 	json_decref(st);

@@ -177,7 +177,7 @@ static int probe_mode_start(void)
 static void configure_progs(struct ffm_collector *c)
 {
 	struct bpf_program *sess[] = { c->skel->progs.wait_sess, c->skel->progs.api_sess,
-				       c->skel->progs.api_sess_h };
+				       c->skel->progs.api_sess_h, c->skel->progs.wait_bridge };
 	struct bpf_program *pair[] = {
 		c->skel->progs.wait_entry, c->skel->progs.wait_exit,     c->skel->progs.api_entry,
 		c->skel->progs.api_exit,   c->skel->progs.api_entry_h, c->skel->progs.api_exit_h,
@@ -540,6 +540,8 @@ static struct bpf_program *probe_prog(struct ffm_collector *c, const struct ffm_
 		return ret && !c->session ? NULL : c->skel->progs.ctx_release;
 	if (p->bare)
 		return c->skel->progs.bare;
+	if (p->bridge)
+		return c->session ? c->skel->progs.wait_bridge : NULL;
 	if (c->session) {
 		if (p->wait)
 			return c->skel->progs.wait_sess;
@@ -685,7 +687,7 @@ int ffm_collector__attach(struct ffm_collector *c, const char *path, pid_t pid,
 		/* A session's return half runs only after its own entry: no order to keep. */
 		struct bpf_program *progs[] = { c->skel->progs.wait_sess, c->skel->progs.api_sess,
 						c->skel->progs.api_sess_h, c->skel->progs.bare,
-						c->skel->progs.ctx_release };
+						c->skel->progs.ctx_release, c->skel->progs.wait_bridge };
 
 		for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]) && !err; i++)
 			err = attach_multi_one(c, a, path, pid, probes, n, progs[i], false);
@@ -912,8 +914,32 @@ int ffm_collector__rule_slot(struct ffm_collector *c, const struct ffm_rule *r)
 int ffm_collector__driver_known(struct ffm_collector *c, uint64_t kdev, uint64_t ino)
 {
 	struct ffm_exe_key k = { .dev = kdev, .ino = ino };
+	uint8_t v;
 
+	/* Known already: kept as it is (FFM_DRV_BRIDGED stays). */
+	if (bpf_map_lookup_elem(bpf_map__fd(c->skel->maps.drivers), &k, &v) == 0)
+		return 0;
 	return map_set(bpf_map__fd(c->skel->maps.drivers), &k, true);
+}
+
+bool ffm_collector__bridge_ok(const struct ffm_collector *c)
+{
+	return c->per_process && c->session;
+}
+
+void ffm_collector__bridge_set(struct ffm_collector *c, uint64_t slots, uint64_t open)
+{
+	/* Global data the programs read: a plain store each, seen by the next program run. */
+	__atomic_store_n(&c->skel->bss->bridge_slots, slots, __ATOMIC_RELEASE);
+	__atomic_store_n(&c->skel->bss->bridge_open, open, __ATOMIC_RELEASE);
+}
+
+int ffm_collector__driver_bridged(struct ffm_collector *c, uint64_t kdev, uint64_t ino, bool on)
+{
+	struct ffm_exe_key k = { .dev = kdev, .ino = ino };
+	uint8_t v = FFM_DRV_KNOWN | (on ? FFM_DRV_BRIDGED : 0);
+
+	return bpf_map_update_elem(bpf_map__fd(c->skel->maps.drivers), &k, &v, BPF_ANY) ? -errno : 0;
 }
 
 int ffm_collector__set_held(struct ffm_collector *c, pid_t pid, pid_t ppid, bool on)

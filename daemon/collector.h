@@ -108,6 +108,7 @@ struct ffm_probe {
 	bool hash;       /* API point: the sleepable twins that hash transfers (stage 3) */
 	bool bare;       /* benchmark only: a program that does nothing (needs opts.bare_probes) */
 	bool release;    /* entry only: a context release (FFM_REC_RELEASE, adaptive stage 1) */
+	bool bridge;     /* the wait function, as the bridge (see ffm_collector__bridge_ok) */
 };
 
 /* Attach @probes (entry + return each) to @path, for process @pid only (> 0) or system-wide
@@ -177,6 +178,19 @@ uint64_t ffm_kernel_dev(dev_t dev);
 bool ffm_collector__per_process(const struct ffm_collector *c);
 int ffm_collector__set_linked(struct ffm_collector *c, pid_t pid, uint64_t kdev, uint64_t ino,
 			      bool on);
+
+/*
+ * The bridge (per-process scope with uprobe sessions; bpf/procs.bpf.h, wait_bridge): a probe
+ * with .bridge set, attached system-wide (pid -1) to a driver file, traces the waits of the
+ * processes of the slots in @slots (bit per slot) that have no {pid, 0, 0} declared with
+ * set_linked. bridge_set says which slots it serves (@slots) and which may rely on it from now
+ * on (@open: the map guard lets their processes map a file declared with driver_bridged, a
+ * fork of theirs is not stopped). driver_bridged (@on) declares a file the bridge is attached
+ * to (the file as driver_known has it). bridge_ok: whether this collector can have it.
+ */
+bool ffm_collector__bridge_ok(const struct ffm_collector *c);
+void ffm_collector__bridge_set(struct ffm_collector *c, uint64_t slots, uint64_t open);
+int ffm_collector__driver_bridged(struct ffm_collector *c, uint64_t kdev, uint64_t ino, bool on);
 
 /* Drops of @slot (FFM_MAX_JOBS: records of no job), summed over CPUs. */
 int ffm_collector__drops(struct ffm_collector *c, uint32_t slot, struct ffm_rec_drops *out);

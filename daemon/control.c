@@ -120,6 +120,21 @@ static json_t *status_driver(struct ffmd *d, const struct drv *dv, bool named)
 
 /* Adaptive stage 1 of job @j: its processes with a sampler, those sampled now, the returns to
  * full tracing, their waits/s and the estimated cost (percent of a process's time). */
+/* The bridge (links.c): whether it is on, how many jobs it serves, its attaches and detaches
+ * (per driver) since ffmd started. */
+static json_t *status_bridge(const struct ffmd *d)
+{
+	int drivers = 0;
+
+	for (int i = 0; i < MAX_DRIVERS; i++)
+		drivers += d->drvs[i].bridge_att != NULL;
+	return json_pack("{s:b,s:b,s:i,s:i,s:I,s:I}", "possible", ffm_collector__bridge_ok(d->col),
+			 "open", d->bridge.open != 0, "drivers", drivers,
+			 "jobs", __builtin_popcountll(d->bridge.slots),
+			 "attaches", (json_int_t)d->bridge.attaches,
+			 "detaches", (json_int_t)d->bridge.detaches);
+}
+
 static json_t *status_sampling(struct ffmd *d, const struct job *j)
 {
 	struct sample_status st;
@@ -158,6 +173,8 @@ static json_t *status_job(struct ffmd *d, const struct job *j)
 			 "processes_seen", (json_int_t)j->procs, "processes_held", (json_int_t)j->held,
 			 "processes_unmeasured", (json_int_t)j->nunmeasured,
 			 "processes_not_held", (json_int_t)j->not_held, "processes", procs);
+	if (o)
+		json_object_set_new(o, "processes_bridged", json_integer(j->bridged));
 	if (o && j->stage == 1)
 		json_object_set_new(o, "sampling", status_sampling(d, j));
 	if (o && j->jr) {
@@ -220,7 +237,7 @@ static size_t status_json(struct ffmd *d, const struct conn *conn, char *out, si
 		if (d->copies[i].id[0] && (admin || d->copies[i].owner == c->uid))
 			json_array_append_new(copying, ffm_json_string(d->copies[i].id));
 	return json_body(json_pack("{s:i,s:s,s:s,s:b,s:b,s:o,s:o,s:o,s:o,s:I,s:I,"
-				   "s:{s:o,s:o,s:o,s:o}}",
+				   "s:{s:o,s:o,s:o,s:o},s:o}",
 				   "version", FFM_PROTO_VERSION,
 				   "probe_mode", ffm_collector__probe_mode(d->col),
 				   "probe_scope", ffm_collector__per_process(d->col) ? "process" : "system",
@@ -234,7 +251,8 @@ static size_t status_json(struct ffmd *d, const struct conn *conn, char *out, si
 				   "wait_cost_us", ffm_json_fixed(d->cfg.wait_cost_us, 2),
 				   "attach_ms", ffm_json_fixed(d->attach_count ? 1e3 * d->attach_sum_s /
 								(double)d->attach_count : 0, 2),
-				   "detach_ms", ffm_json_fixed(1e3 * detach_mean_s(d), 2)),
+				   "detach_ms", ffm_json_fixed(1e3 * detach_mean_s(d), 2),
+				   "bridge", status_bridge(d)),
 			 out, len);
 }
 

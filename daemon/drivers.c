@@ -55,6 +55,7 @@ static void driver_free(struct ffmd *d, struct drv *dv)
 	ffm_collector__driver_forget(d->col, ffm_kernel_dev(dv->dev), dv->ino);
 	ffm_attachment__free(dv->api_att);
 	ffm_attachment__free(dv->wait_att);
+	ffm_attachment__free(dv->bridge_att);
 	ffm_ready_driver__release(&dv->rd);
 	memset(dv, 0, sizeof(*dv));
 	dv->gen = gen;

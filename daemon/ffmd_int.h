@@ -41,6 +41,9 @@ struct ffm_overhead;
 #define MAX_PLINKS 1024
 #define MAX_DETACH 256
 #define LINGER_S 30.0 /* probes stay attached this long after the last job that needed them */
+/* The bridge (links.c) comes off this long after the last process that needed it, and a process
+ * it traces gets probes of its own at this age. */
+#define BRIDGE_S 1.0
 
 /* What an epoll event is about (the low byte of its data; TAG_CONN: the connection above it). */
 enum { TAG_RING = 1, TAG_LISTEN, TAG_SIGNAL, TAG_TIMER, TAG_CONN, TAG_READY, TAG_ANALYSED,
@@ -66,6 +69,7 @@ struct drv {
 	struct ffm_ready_driver rd;
 	struct ffm_attachment *wait_att;
 	struct ffm_attachment *api_att;
+	struct ffm_attachment *bridge_att; /* per-process scope: the bridge (links.c) */
 	char why[512];
 };
 
@@ -114,6 +118,9 @@ struct plink {
 	bool rel_tried;
 	struct psample *smp;
 	bool wait_paused;
+	/* Traced by the bridge (links.c), no probes of its own yet, since @since. */
+	bool bridged;
+	double since;
 };
 
 /* What a job is made from: a job-start request, a rule match, or a journal line. */
@@ -151,6 +158,7 @@ struct job {
 	uint32_t nunmeasured;
 	uint32_t procs, held; /* processes that came to the job, and how many of them ffm held */
 	uint32_t not_held;    /* ... would have been held, but a parent would have seen it */
+	uint32_t bridged;     /* ... traced by the bridge from their start, nothing attached */
 };
 
 struct rule {
@@ -215,6 +223,14 @@ struct ffmd {
 			uint64_t ns, n;
 		} acc[FFM_MAX_JOBS]; /* per job, not yet in its price (detach_overhead_take) */
 	} det;                    /* attachments being detached (see detach_later) */
+	struct {
+		uint64_t slots;   /* the job slots it serves, and those that may rely on it */
+		uint64_t open;
+		double busy;      /* last needed (a job or process it serves) */
+		double closing;   /* open cleared then, to be detached (0: not closing) */
+		double failed;    /* an attach was refused then (0: none) */
+		uint64_t attaches, detaches; /* per driver, since ffmd started */
+	} bridge;                 /* links.c: the bridge */
 	double attach_sum_s;      /* adaptive stage 1's attaches: time taken, and their number */
 	uint64_t attach_count;
 	struct conn conns[MAX_CONNS];
@@ -338,6 +354,10 @@ void plinks_drop_pid(struct ffmd *d, pid_t pid);
  * the loop). The processes with a sampler. */
 int plinks_sample_tick(struct ffmd *d);
 bool driver_in_use(const struct ffmd *d, const struct drv *dv);
+/* The bridge: attached, kept, or taken off as the jobs and processes it serves need (each
+ * round of the loop, and when jobs or drivers change); bridged processes that live on get
+ * probes of their own. */
+void bridges_update(struct ffmd *d);
 void detacher_start(struct ffmd *d);
 /* The detaches done for job @job's processes since last asked: into its price. */
 void detach_overhead_take(struct ffmd *d, int job);

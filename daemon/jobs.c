@@ -495,8 +495,9 @@ int job_end(struct ffmd *d, struct job *j, bool aborted)
 	if (d->cfg.analysis_on_read && !d->stop)
 		ffm_jobrun__set_flags(j->jr, FFM_RUN_NO_ANALYSIS); /* job_analyse leaves it out */
 	err = ffm_jobrun__end(j->jr, wall, j->exit_status, aborted, true);
-	log_info("job %s ended after %.2f s (%" PRIu64 " records; %u of %u processes held%s%s)%s", j->id,
-		 wall, j->events, j->held, j->procs, j->nunmeasured ? ", some not measured: " : "",
+	log_info("job %s ended after %.2f s (%" PRIu64 " records; %u of %u processes held, %u traced "
+		 "by the bridge%s%s)%s", j->id, wall, j->events, j->held, j->procs, j->bridged,
+		 j->nunmeasured ? ", some not measured: " : "",
 		 j->nunmeasured ? "their driver could not be used" : "", err < 0 ? ", store error" : "");
 	/* The copy readers open: after the analysis is stored, else (a stop) now. */
 	if (err >= 0) {

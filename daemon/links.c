@@ -22,6 +22,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -338,6 +339,8 @@ static void plink_sync(struct ffmd *d, struct plink *pl)
 	bool done = pl->wait_att && (!api || pl->api_att);
 	const char *path = done ? NULL : plink_path(pl->dv, pl->pid, buf, sizeof(buf));
 
+	if (pl->bridged)
+		return; /* the bridge traces it: nothing of its own (bridges_update) */
 	if (!pl->wait_att && !pl->wait_paused) {
 		err = attach_set(d, pl->dv, path, FFM_PROBE_WAIT, pl->pid, job, &pl->wait_att, false);
 		if (err < 0 && alive(pl->pid))
@@ -370,10 +373,163 @@ void plink_free(struct ffmd *d, struct plink *pl)
 		ffm_collector__set_linked(d->col, pid, 0, 0, false);
 }
 
-/* Give process @pid (mapping usable driver @dv) its own probes, if it has none there yet. */
+/*
+ * The bridge (per-process scope with uprobe sessions; measured in docs/OVERHEAD.md, "The
+ * bridge"). An attach waits for an RCU grace period (5-8 ms, the kernel's registration of the
+ * first uprobe after a quiet spell), and a process that maps its driver sooner than that after
+ * its exec, or whose exec record waits behind other attaches, was held at its mmap until its
+ * own probe was in. So while a job whose processes need the wait probe only is active, each
+ * ready driver also carries a system-wide wait probe whose program (bpf/procs.bpf.h,
+ * wait_bridge) traces the job processes that have no probes of their own: such a process is
+ * traced from its first call, nothing attached for it, never held for it. A process gets probes
+ * of its own only when it lives on: when adaptive stage 1 first takes its probe off (nothing to
+ * detach: it is declared as having its own, and its next window attaches them) or at BRIDGE_S
+ * of age; a short process never gets any. The bridge comes off BRIDGE_S after the last process
+ * that needed it (a breakpoint in every process that maps the driver while it is on, the
+ * sampled processes' included): first closed (BPF no longer lets a process rely on it, the map
+ * guard holds a new one as before), then, once every record sent before that is read (a
+ * process seen late gets its own probes then), detached.
+ */
+
+/* Whether job @job's processes may be left to the bridge: they need the wait probe only. */
+static bool job_bridgeable(const struct ffmd *d, int job)
+{
+	return job >= 0 && d->jobs[job].used && d->jobs[job].jr && d->jobs[job].stage == 1 &&
+	       job_api_probes(d, job) == 0 && ffm_collector__bridge_ok(d->col);
+}
+
+static uint64_t bridge_want(const struct ffmd *d)
+{
+	uint64_t m = 0;
+
+	for (int i = 0; i < FFM_MAX_JOBS; i++)
+		if (job_bridgeable(d, i))
+			m |= 1ull << d->jobs[i].slot;
+	return m;
+}
+
+/* Whether process @pid has probes of its own (a plink the bridge does not trace). */
+static bool own_probes(const struct ffmd *d, pid_t pid)
+{
+	for (int i = 0; i < MAX_PLINKS; i++)
+		if (d->plinks[i].pid == pid && !d->plinks[i].bridged)
+			return true;
+	return false;
+}
+
+/* The bridge on driver @dv (one uprobe_multi link of wait_bridge), declared to BPF. */
+static int bridge_attach_one(struct ffmd *d, struct drv *dv)
+{
+	struct ffm_probe_set ps;
+	int err = ffm_probe_set__build(&ps, dv->rd.drv, d->apis, FFM_PROBE_WAIT, dv->rd.wait_off,
+				       NULL, 0);
+
+	if (err < 0)
+		return err;
+	for (size_t k = 0; k < ps.n; k++)
+		ps.p[k].bridge = true;
+	err = ps.n ? ffm_collector__attach(d->col, dv->path, -1, ps.p, ps.n, &dv->bridge_att) :
+		     -ENOENT;
+	ffm_probe_set__release(&ps);
+	if (!err)
+		err = ffm_collector__driver_bridged(d->col, ffm_kernel_dev(dv->dev), dv->ino, true);
+	if (err < 0)
+		dv->bridge_att = ffm_attachment__free(dv->bridge_att);
+	return err;
+}
+
+/* Attach the bridge to each ready driver without it, back to back (an attach right after
+ * another shares its grace period: tens of us, not ms); job @job pays the time. True when every
+ * ready driver has it. */
+static bool bridges_attach(struct ffmd *d, int job)
+{
+	uint64_t t0 = ffm_now_ns();
+	bool all = true, any = false;
+
+	for (int i = 0; i < MAX_DRIVERS; i++) {
+		struct drv *dv = &d->drvs[i];
+		int err;
+
+		if (!dv->used || dv->state != DRV_READY || dv->bridge_att)
+			continue;
+		if ((err = bridge_attach_one(d, dv)) < 0) {
+			log_attach_err(d, "the bridge", dv, -1, err);
+			all = false;
+			continue;
+		}
+		any = true;
+		d->bridge.attaches++;
+		log_info("bridge attached to %s", dv->path);
+	}
+	if (any)
+		ffm_overhead_add(job_overhead(d, job), FFM_OVERHEAD_ATTACH, ffm_now_ns() - t0);
+	if (!all)
+		d->bridge.failed = ffm_now_s();
+	return all;
+}
+
+/* The bridge on every ready driver, serving the jobs that want it (@job: the one that asked,
+ * which pays the attach). A refused attach is not tried again for LINGER_S. */
+static void bridges_open(struct ffmd *d, int job)
+{
+	bool all;
+
+	if (d->bridge.failed && ffm_now_s() - d->bridge.failed < LINGER_S)
+		return;
+	d->bridge.failed = 0;
+	all = bridges_attach(d, job);
+	d->bridge.slots = bridge_want(d);
+	d->bridge.open = all ? d->bridge.slots : 0;
+	d->bridge.closing = 0;
+	ffm_collector__bridge_set(d->col, d->bridge.slots, d->bridge.open);
+}
+
+/* Whether process @pid of job @job, which maps or will map @dv, is left to the bridge: its job
+ * needs the wait probe only, it has no probes of its own, and the bridge is (now) open. */
+static bool bridge_takes(struct ffmd *d, pid_t pid, int job, const struct drv *dv)
+{
+	uint64_t bit;
+
+	if (!job_bridgeable(d, job) || own_probes(d, pid))
+		return false;
+	bit = 1ull << d->jobs[job].slot;
+	d->bridge.busy = ffm_now_s();
+	if (!(d->bridge.open & bit) || !dv->bridge_att)
+		bridges_open(d, job);
+	return (d->bridge.open & bit) && dv->bridge_att;
+}
+
+/*
+ * Bridged process @pl gets probes of its own: its wait probe (@attach; else none yet, as if the
+ * sampler had just taken it off), and what its job needs; then {pid, 0, 0}, after which the
+ * bridge leaves it alone. A wait it is inside meanwhile is recorded once (wait_bridge's
+ * comment); link_epoch makes BPF forget one whose return goes with the bridge. On a refused
+ * attach it stays the bridge's. True once it has its own.
+ */
+static bool plink_own(struct ffmd *d, struct plink *pl, bool attach)
+{
+	if (!pl->bridged)
+		return true;
+	pl->bridged = false;
+	pl->wait_paused = !attach;
+	plink_sync(d, pl);
+	if (!pl->wait_att && !pl->wait_paused) {
+		pl->bridged = true;
+		return false;
+	}
+	ffm_collector__set_linked(d->col, pl->pid, 0, 0, true);
+	plink_key(d, pl, ffm_kernel_dev(pl->dv->dev), pl->dv->ino);
+	ffm_collector__link_epoch(d->col, pl->pid);
+	return true;
+}
+
+/* Give process @pid (mapping usable driver @dv) its own probes, if it has none there yet; or,
+ * where the bridge serves its job, leave it to the bridge (bridge_takes). */
 struct plink *link_process(struct ffmd *d, pid_t pid, struct drv *dv)
 {
 	struct plink *pl = plink_find(d, pid, dv);
+	int job = job_of_pid(d, pid);
+	bool bridged;
 
 	if (pl) {
 		/* Linked before its job was made (a rule's process): what its stage needs now. */
@@ -387,9 +543,16 @@ struct plink *link_process(struct ffmd *d, pid_t pid, struct drv *dv)
 		log_warn("more than %d processes with probes; process %d is not measured", MAX_PLINKS, pid);
 		return NULL;
 	}
+	bridged = bridge_takes(d, pid, job, dv); /* before @pl is its: it has none of its own */
 	pl->pid = pid;
 	pl->start = proc_start_time(pid);
 	pl->dv = dv;
+	pl->since = ffm_now_s();
+	if (bridged) {
+		pl->bridged = true;
+		d->jobs[job].bridged++;
+		return pl;
+	}
 	plink_sync(d, pl);
 	if (!pl->wait_att) {
 		plink_free(d, pl);
@@ -444,6 +607,10 @@ int plinks_sample_tick(struct ffmd *d)
 		n++;
 		switch (sample_tick(d, pl, now)) {
 		case FFM_SAMPLER_DETACH:
+			/* Traced by the bridge: its probe is "taken off" by declaring it has
+			 * probes of its own (none yet: the next window attaches them). */
+			if (pl->bridged)
+				plink_own(d, pl, false);
 			detach_later(d, &pl->wait_att, pl->pid);
 			pl->wait_paused = true;
 			release_probes(d, pl);
@@ -480,9 +647,92 @@ static void plinks_update(struct ffmd *d)
 			continue;
 		if (job_of_pid(d, pl->pid) == -2 || proc_start_time(pl->pid) != pl->start)
 			plink_free(d, pl);
+		else if (pl->bridged && !job_bridgeable(d, job_of_pid(d, pl->pid)))
+			plink_own(d, pl, true); /* its job needs more than the bridge gives */
 		else
 			plink_sync(d, pl);
 	}
+}
+
+/* The bridge goes: cleared in BPF (nothing relies on it: bridges_update closed it first),
+ * each driver's link to the detacher. */
+static void bridges_detach(struct ffmd *d)
+{
+	d->bridge.slots = d->bridge.open = 0;
+	d->bridge.closing = 0;
+	ffm_collector__bridge_set(d->col, 0, 0);
+	for (int i = 0; i < MAX_DRIVERS; i++) {
+		struct drv *dv = &d->drvs[i];
+
+		if (!dv->bridge_att)
+			continue;
+		ffm_collector__driver_bridged(d->col, ffm_kernel_dev(dv->dev), dv->ino, false);
+		detach_later(d, &dv->bridge_att, 0);
+		d->bridge.detaches++;
+		log_info("bridge taken off %s", dv->path);
+	}
+}
+
+/* Bridged processes old enough (or of a job it no longer serves) get probes of their own
+ * (back to back: one grace period for all); true if some stay the bridge's. */
+static bool bridged_age(struct ffmd *d, double t)
+{
+	bool left = false;
+
+	for (int i = 0; i < MAX_PLINKS; i++) {
+		struct plink *pl = &d->plinks[i];
+
+		if (!pl->pid || !pl->bridged)
+			continue;
+		if (t - pl->since < BRIDGE_S && job_bridgeable(d, job_of_pid(d, pl->pid)))
+			left = true;
+		else if (!plink_own(d, pl, true))
+			left = true;
+	}
+	return left;
+}
+
+void bridges_update(struct ffmd *d)
+{
+	uint64_t want;
+	double t = ffm_now_s();
+	bool up = false, missing = false;
+
+	if (!ffm_collector__bridge_ok(d->col))
+		return;
+	want = bridge_want(d);
+	if (bridged_age(d, t))
+		d->bridge.busy = t;
+	for (int i = 0; i < FFM_MAX_JOBS; i++)
+		if (job_bridgeable(d, i) && !(d->bridge.slots & (1ull << d->jobs[i].slot))) {
+			d->bridge.busy = t; /* a job it does not serve yet: it starts */
+			bridges_open(d, i);
+			break;
+		}
+	for (int i = 0; i < MAX_DRIVERS; i++) {
+		up |= d->drvs[i].bridge_att != NULL;
+		missing |= d->drvs[i].used && d->drvs[i].state == DRV_READY && !d->drvs[i].bridge_att;
+	}
+	if (want && t - d->bridge.busy < BRIDGE_S) {
+		if (up && (d->bridge.open != want || missing))
+			bridges_open(d, -1); /* a job ended, or a new driver is ready */
+		return;
+	}
+	if (!up) {
+		d->bridge.slots = d->bridge.open = 0;
+		return;
+	}
+	if (!d->bridge.closing) {
+		d->bridge.open = 0;
+		d->bridge.closing = t;
+		ffm_collector__bridge_set(d->col, d->bridge.slots, 0);
+		return;
+	}
+	/* Closed: every record sent before is read (a process that mapped the driver while it was
+	 * open and is seen only now gets its own probes, or opens it again), then it goes. */
+	ffm_collector__drain(d->col);
+	if (d->bridge.closing && !bridged_age(d, INFINITY))
+		bridges_detach(d);
 }
 
 /*
@@ -507,6 +757,7 @@ void update_attachments(struct ffmd *d)
 
 	if (ffm_collector__per_process(d->col)) {
 		plinks_update(d);
+		bridges_update(d);
 		return;
 	}
 	d->idle_since = jobs ? 0 : d->idle_since ? d->idle_since : t;
@@ -549,7 +800,7 @@ void update_attachments(struct ffmd *d)
 
 bool driver_in_use(const struct ffmd *d, const struct drv *dv)
 {
-	if (dv->wait_att || dv->api_att)
+	if (dv->wait_att || dv->api_att || dv->bridge_att)
 		return true;
 	for (int i = 0; i < MAX_PLINKS; i++)
 		if (d->plinks[i].pid && d->plinks[i].dv == dv)

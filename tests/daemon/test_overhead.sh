@@ -5,8 +5,8 @@
 # (real BPF, the simulated driver): three short CUDA processes (tests/workloads/sync_rate) in
 # one stage-1 job of ffmd.
 #   - `ffmctl status --json` gives the job a price: BPF's runs at the processes' exec, mmap,
-#     fork and exit, one attach per process at least, their /proc reads, the waits traced in
-#     full (as many as the store holds), holds as many as status says were held;
+#     fork and exit, the probes' attach (the bridge's or each process's), their /proc reads,
+#     the waits traced in full (as many as the store holds), holds as many as status says;
 #   - the run's store has its price (run_overhead) and `ffmctl report` shows it (text and JSON);
 #   - the holds file is gone once nothing is held;
 #   - analysis = reader (SIGHUP): the next run's analysis is not stored on the node, its run is
@@ -82,7 +82,9 @@ rep = json.load(open(t + "/run1.json")).get("overhead") or {}
 txt = open(t + "/run1.txt").read()
 res = [
     ("status: BPF ran at the processes' exec, mmap and exit (%d runs)" % c("bpf"), c("bpf") >= 9),
-    ("status: each process's probes attached (%d)" % c("attach"), c("attach") >= 3),
+    # The bridge's attach (a system-wide probe that traces them, docs/OVERHEAD.md) or each
+    # process's own: at least one.
+    ("status: the probes' attach priced (%d)" % c("attach"), c("attach") >= 1),
     ("status: /proc read for each (%d)" % c("procfs"), c("procfs") >= 3),
     ("status: waits traced in full, as many as stored (%d of %d)" % (c("waits_full"), waits),
      waits > 0 and c("waits_full") == waits),
@@ -92,7 +94,7 @@ res = [
      st.get("overhead", {}).get("cost_pct", 0) > 0),
     ("store: the run's price, every part (%d)" % len(stored),
      len(stored) == 10 and stored["bpf"][1] >= c("bpf") and stored["waits_full"][1] == waits),
-    ("report: the price in JSON", rep.get("parts", {}).get("attach", {}).get("count", 0) >= 3),
+    ("report: the price in JSON", rep.get("parts", {}).get("attach", {}).get("count", 0) >= 1),
     ("report: the price in text", "overhead: " in txt and "ffmd's own" in txt),
 ]
 for name, good in res:
