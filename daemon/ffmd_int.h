@@ -159,6 +159,7 @@ struct job {
 	uint32_t procs, held; /* processes that came to the job, and how many of them ffm held */
 	uint32_t not_held;    /* ... would have been held, but a parent would have seen it */
 	uint32_t bridged;     /* ... traced by the bridge from their start, nothing attached */
+	bool bridge_seen;     /* the bridge was opened for it at its start (links.c) */
 };
 
 struct rule {

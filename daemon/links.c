@@ -704,10 +704,10 @@ void bridges_update(struct ffmd *d)
 	if (bridged_age(d, t))
 		d->bridge.busy = t;
 	for (int i = 0; i < FFM_MAX_JOBS; i++)
-		if (job_bridgeable(d, i) && !(d->bridge.slots & (1ull << d->jobs[i].slot))) {
-			d->bridge.busy = t; /* a job it does not serve yet: it starts */
+		if (job_bridgeable(d, i) && !d->jobs[i].bridge_seen) {
+			d->jobs[i].bridge_seen = true;
+			d->bridge.busy = t; /* a job starts: opened for it (its processes come) */
 			bridges_open(d, i);
-			break;
 		}
 	for (int i = 0; i < MAX_DRIVERS; i++) {
 		up |= d->drvs[i].bridge_att != NULL;
