@@ -22,7 +22,6 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -673,9 +672,10 @@ static void bridges_detach(struct ffmd *d)
 	}
 }
 
-/* Bridged processes old enough (or of a job it no longer serves) get probes of their own
- * (back to back: one grace period for all); true if some stay the bridge's. */
-static bool bridged_age(struct ffmd *d, double t)
+/* Whether a bridged process is younger than BRIDGE_S (the bridge stays for it); with @own,
+ * every bridged process gets probes of its own first (back to back: one grace period for all),
+ * and the answer is whether some could not. */
+static bool bridged_left(struct ffmd *d, double t, bool own)
 {
 	bool left = false;
 
@@ -684,9 +684,7 @@ static bool bridged_age(struct ffmd *d, double t)
 
 		if (!pl->pid || !pl->bridged)
 			continue;
-		if (t - pl->since < BRIDGE_S && job_bridgeable(d, job_of_pid(d, pl->pid)))
-			left = true;
-		else if (!plink_own(d, pl, true))
+		if (own ? !plink_own(d, pl, true) : t - pl->since < BRIDGE_S)
 			left = true;
 	}
 	return left;
@@ -701,7 +699,7 @@ void bridges_update(struct ffmd *d)
 	if (!ffm_collector__bridge_ok(d->col))
 		return;
 	want = bridge_want(d);
-	if (bridged_age(d, t))
+	if (bridged_left(d, t, false))
 		d->bridge.busy = t;
 	for (int i = 0; i < FFM_MAX_JOBS; i++)
 		if (job_bridgeable(d, i) && !d->jobs[i].bridge_seen) {
@@ -729,9 +727,10 @@ void bridges_update(struct ffmd *d)
 		return;
 	}
 	/* Closed: every record sent before is read (a process that mapped the driver while it was
-	 * open and is seen only now gets its own probes, or opens it again), then it goes. */
+	 * open and is seen only now opens it again), the processes it still traces get probes of
+	 * their own, then it goes. */
 	ffm_collector__drain(d->col);
-	if (d->bridge.closing && !bridged_age(d, INFINITY))
+	if (d->bridge.closing && !bridged_left(d, t, true))
 		bridges_detach(d);
 }
 
