@@ -15,7 +15,8 @@
 # OUT gets times.tsv (workload, mode, pair, whole_s, loop_s), every run's output, ffmd's log,
 # `ffmctl status --json` after each job, and summary.md: per workload the medians and minimums
 # of each mode, the median of the paired differences with a 90% bootstrap interval, and the
-# cost per process; then what ffmd says it spent (held processes and hold times).
+# cost per process; then what ffmd says it spent: processes held and traced by the bridge, and
+# per CUDA process the time held and ffmd's attaches (`overhead` of each job's status).
 #
 #   O=DIR bench/gpu/fixedcost.sh [--sim] [--pairs N] [--short N] [--only W[,W]] OUT
 #
@@ -135,21 +136,38 @@ for (w, col), by in sorted(t.items()):
         w, "whole process" if col == "whole_s" and w != "short" else ("batch of %d" % nshort if col == "whole_s" else "loop"),
         len(ps), st.median(a), st.median(b), min(a), min(b), (st.median(b) / st.median(a) - 1) * 100,
         (min(b) / min(a) - 1) * 100, st.median(d), lo, hi, per))
-print("\n## What ffmd says (status after each stage-1 job, summed over the jobs)\n")
-tot = {}
+print("\n## What ffmd says (status after each stage-1 job, summed over the timed jobs)\n")
+tot, parts, jobs = {}, {}, {}
 for f in glob.glob(os.path.join(out, "*-stage1-*.status.json")):
+    if f.endswith("-stage1-0.status.json"):
+        continue  # the key's first run, not timed
     try:
         s = json.load(open(f))
     except Exception:
         continue
     w = os.path.basename(f).split("-stage1-")[0]
     for j in s.get("jobs", []):
-        for k in ("processes_seen", "processes_held", "processes_not_held"):
+        jobs[w] = jobs.get(w, 0) + 1
+        for k in ("processes_seen", "processes_held", "processes_not_held", "processes_bridged"):
             if isinstance(j.get(k), (int, float)):
                 tot.setdefault(w, {}).setdefault(k, 0)
                 tot[w][k] += j[k]
+        for k, v in ((j.get("overhead") or {}).get("parts") or {}).items():
+            a = parts.setdefault(w, {}).setdefault(k, [0.0, 0])
+            a[0] += v.get("ms", 0)
+            a[1] += v.get("count", 0)
 for w, v in sorted(tot.items()):
     print("- %s: %s" % (w, ", ".join("%s %d" % kv for kv in sorted(v.items()))))
+# Per CUDA process: a short batch has nshort of them, the others one (the shell and seq of a
+# batch are job processes too, but map no driver).
+print("\n| workload | jobs | CUDA processes | held ms (count) | per process | attach ms (count) | per process | bpf ms | waits traced ms |")
+print("|---|---|---|---|---|---|---|---|---|")
+for w, v in sorted(parts.items()):
+    n = jobs[w] * (nshort if w == "short" else 1)
+    g = lambda k: v.get(k, [0.0, 0])
+    print("| %s | %d | %d | %.1f (%d) | %.2f ms | %.1f (%d) | %.2f ms | %.1f | %.1f |" % (
+        w, jobs[w], n, g("held")[0], g("held")[1], g("held")[0] / n, g("attach")[0], g("attach")[1],
+        g("attach")[0] / n, g("bpf")[0], g("waits_full")[0] + g("waits_sampled")[0]))
 print("\nGoal (issue 40): at most 0.1% of the steady state and 5 ms per CUDA process.")
 PY
 cat "$OUT/summary.md"
