@@ -10,7 +10,9 @@
  * Two scopes (ffm_collector__per_process): system-wide, a driver's sets (struct drv's wait_att
  * and api_att, update_attachments); or per process, each job process's own probes on each
  * driver file it maps (struct plink), declared to BPF so that the map guard lets it map the
- * file.
+ * file. Per process, a stage-1 job's processes are first traced by the bridge (a system-wide
+ * wait probe that only they pass; struct drv's bridge_att, bridges_update) and get probes of
+ * their own only if they live on: no attach on a short process's path.
  *
  * Owns the attachments and the detacher thread, not the drivers (drivers.c makes them ready and
  * says which process uses which) nor the jobs (their stages are read here, never changed).
@@ -18,7 +20,8 @@
  * period each): a process's own probes are detached by the detacher thread, which touches
  * nothing but the queue it is handed; a driver's system-wide sets go on the loop, after
  * LINGER_S without a job (the wait probe) or with their last stage-2 job (the API probes, whose
- * lingering would spoil other jobs' stacks, see update_attachments).
+ * lingering would spoil other jobs' stacks, see update_attachments); the bridge goes to the
+ * detacher too.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -382,12 +385,13 @@ void plink_free(struct ffmd *d, struct plink *pl)
  * wait_bridge) traces the job processes that have no probes of their own: such a process is
  * traced from its first call, nothing attached for it, never held for it. A process gets probes
  * of its own only when it lives on: when adaptive stage 1 first takes its probe off (nothing to
- * detach: it is declared as having its own, and its next window attaches them) or at BRIDGE_S
- * of age; a short process never gets any. The bridge comes off BRIDGE_S after the last process
- * that needed it (a breakpoint in every process that maps the driver while it is on, the
- * sampled processes' included): first closed (BPF no longer lets a process rely on it, the map
- * guard holds a new one as before), then, once every record sent before that is read (a
- * process seen late gets its own probes then), detached.
+ * detach: it is declared as having its own, and its next window attaches them), or when the
+ * bridge goes; a short process never gets any. The bridge goes BRIDGE_S after the last job start
+ * or process younger than BRIDGE_S (while it is on, every process that maps the driver takes a
+ * breakpoint at each wait, the sampled processes' included): first closed (BPF no longer lets a
+ * process rely on it: the map guard holds a new one as before, a new process of its jobs opens
+ * it again), then, once every record sent before that is read, the processes it still traces
+ * get their own probes (back to back) and it is detached.
  */
 
 /* Whether job @job's processes may be left to the bridge: they need the wait probe only. */
