@@ -356,9 +356,8 @@ void plinks_drop_pid(struct ffmd *d, pid_t pid);
 int plinks_sample_tick(struct ffmd *d);
 bool driver_in_use(const struct ffmd *d, const struct drv *dv);
 /* The bridge: attached, kept, or taken off as the jobs and processes it serves need (each
- * round of the loop, and when jobs or drivers change); bridged processes that live on get
- * probes of their own. */
-void bridges_update(struct ffmd *d);
+ * round of the loop, @loop: there it may drain the ring buffer; and when jobs change). */
+void bridges_update(struct ffmd *d, bool loop);
 void detacher_start(struct ffmd *d);
 /* The detaches done for job @job's processes since last asked: into its price. */
 void detach_overhead_take(struct ffmd *d, int job);

@@ -694,7 +694,7 @@ static bool bridged_left(struct ffmd *d, double t, bool own)
 	return left;
 }
 
-void bridges_update(struct ffmd *d)
+void bridges_update(struct ffmd *d, bool loop)
 {
 	uint64_t want;
 	double t = ffm_now_s();
@@ -730,6 +730,8 @@ void bridges_update(struct ffmd *d)
 		ffm_collector__bridge_set(d->col, d->bridge.slots, 0);
 		return;
 	}
+	if (!loop)
+		return; /* maybe inside a record's handling: no drain from there */
 	/* Closed: every record sent before is read (a process that mapped the driver while it was
 	 * open and is seen only now opens it again), the processes it still traces get probes of
 	 * their own, then it goes. */
@@ -760,7 +762,7 @@ void update_attachments(struct ffmd *d)
 
 	if (ffm_collector__per_process(d->col)) {
 		plinks_update(d);
-		bridges_update(d);
+		bridges_update(d, false);
 		return;
 	}
 	d->idle_since = jobs ? 0 : d->idle_since ? d->idle_since : t;

@@ -774,7 +774,7 @@ int ffmd__run(struct ffmd *d)
 		 * the buffer is filled (bpf/ffm.bpf.c). */
 		ffm_collector__consume(d->col);
 		d->sampling = plinks_sample_tick(d) > 0;
-		bridges_update(d);
+		bridges_update(d, true);
 		end_finished_jobs(d);
 		parents_check(d);
 		holds_expire(d);
