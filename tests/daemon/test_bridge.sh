@@ -15,45 +15,17 @@
 # driver or python3.
 set -u
 cd "$(dirname "$0")/../.." || exit 2
-B=$(cd "${FFM_BUILD:-build}" && pwd) || exit 2
-
-n=0 fails=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-notok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; }
-check() { local name=$1; shift; if "$@"; then ok "$name"; else notok "$name"; fi; }
-
-[ "$(id -u)" = 0 ] || { echo "1..0 # SKIP needs root (BPF uprobes, cgroups)"; exit 77; }
-if [ ! -e "$B/fakecuda/libcuda.so.1" ] || [ ! -x "$B/workloads/sync_rate" ] || ! command -v python3 >/dev/null; then
-	echo "1..0 # SKIP needs the simulated driver, the workloads (make) and python3"
-	exit 77
-fi
-CGR=
-for m in /sys/fs/cgroup/unified /sys/fs/cgroup; do
-	[ -w "$m/cgroup.procs" ] && [ "$(stat -f -c %T "$m")" = cgroup2fs ] && { CGR=$m; break; }
-done
-[ -n "$CGR" ] || { echo "1..0 # SKIP no writable cgroup v2 hierarchy"; exit 77; }
-
-T=$(mktemp -d /tmp/ffm-test-bridge-XXXXXX)
-CG=$CGR/ffm-test-bridge-$$
-FFMD=
-cleanup() {
-	[ -n "$FFMD" ] && kill "$FFMD" 2>/dev/null && wait "$FFMD" 2>/dev/null
-	rmdir "$CG"/* "$CG" 2>/dev/null
-	[ -n "${FFM_TEST_KEEP:-}" ] || rm -rf "$T"
-}
-trap cleanup EXIT
+. tests/ops/lib.sh
+need_root
+need_sim_workloads
+command -v python3 >/dev/null || { echo "1..0 # SKIP needs python3"; exit 77; }
+make_cgroup ffm-test-bridge || { echo "1..0 # SKIP no writable cgroup v2 hierarchy"; exit 77; }
+CG=$CGROUP
 # A private copy of the simulated driver: uprobes belong to the file (see tests/daemon/test_ffmd.c).
-mkdir -p "$T/fake" "$T/state" "$T/run" "$CG" && cp "$B/fakecuda/libcuda.so.1" "$T/fake/" || exit 1
+mkdir -p "$T/fake" && cp "$FAKE/libcuda.so.1" "$T/fake/" || exit 1
 printf 'sample_budget = 0.1%%\n' >"$T/ffmd.conf"
-FFM_CALIB_PROG=$B/ffm-calib-probe "$B/ffmd" --state-dir "$T/state" --runtime-dir "$T/run" \
-	--config "$T/ffmd.conf" >"$T/ffmd.log" 2>&1 &
-FFMD=$!
-for _ in $(seq 100); do [ -S "$T/run/ffmd.sock" ] && break; sleep 0.1; done
-if [ ! -S "$T/run/ffmd.sock" ]; then
-	grep -qiE 'BPF|permission' "$T/ffmd.log" && { echo "1..0 # SKIP BPF not usable: $(head -c 200 "$T/ffmd.log")"; exit 77; }
-	notok "ffmd starts"; sed 's/^/# /' "$T/ffmd.log"; exit 1
-fi
-ctl() { "$B/ffmctl" --runtime-dir "$T/run" --state-dir "$T/state" "$@"; }
+export FFM_CALIB_PROG=$PWD/$B/ffm-calib-probe
+start_ffmd --config "$T/ffmd.conf" || exit 1
 ctl status --json >"$T/status0.json"
 # The bridge needs per-process scope and uprobe sessions (Linux 6.13+); an ffmd with both and
 # no bridge fails below.
@@ -68,10 +40,18 @@ procs() {
 	shift 2
 	(echo $BASHPID >"$CG/$name/cgroup.procs" || exit 1
 	 for i in $(seq "$k"); do
-		sh -c 'echo PID $$; LD_LIBRARY_PATH=$0 exec "$@"' "$T/fake" "$B/workloads/sync_rate" "$@" \
+		sh -c 'echo PID $$; LD_LIBRARY_PATH=$0 exec "$@"' "$T/fake" "$WL/sync_rate" "$@" \
 			>"$T/$name.$i.out" 2>&1 &
 	 done
 	 wait)
+}
+
+# batch NAME K: K short processes in job NAME; its status just before its end
+batch() {
+	start "$1" && procs "$1" "$2" --kernel-us 5 --cpu-us 100 --iters 40
+	sleep 0.3
+	ctl status --json >"$T/$1.status.json"
+	ctl job end "$1" >/dev/null
 }
 
 # judge NAME: per process, the waits it made (SITE_ lines) against the waits its run stored.
@@ -103,19 +83,13 @@ PY
 }
 
 # 1. The driver is new to ffmd: its first process is held at its mmap, as before the bridge.
-start first && procs first 1 --kernel-us 5 --cpu-us 100 --iters 40
-sleep 0.3
-ctl status --json >"$T/first.status.json"
-ctl job end first >/dev/null
+batch first 1
 read -r np held bridged att short list < <(judge first)
 check "a process that maps a driver not seen before is held ($held of $np)" [ "$held" = 1 ]
 check "... and its waits are recorded (${list:-all})" [ "$short" = 0 ]
 
 # 2. Twenty short processes that map the driver right after their exec.
-start short && procs short 20 --kernel-us 5 --cpu-us 100 --iters 40
-sleep 0.3
-ctl status --json >"$T/short.status.json"
-ctl job end short >/dev/null
+batch short 20
 read -r np held bridged att short list < <(judge short)
 check "20 short processes ran ($np)" [ "$np" = 20 ]
 check "none of them held ($held)" [ "$held" = 0 ]
@@ -150,4 +124,5 @@ check "the bridge is off while it runs on (on $drivers drivers)" [ "$drivers" = 
 check "... and it was not held ($held)" [ "$held" = 0 ]
 check "ffmd's log says the bridge went" grep -q "bridge taken off" "$T/ffmd.log"
 echo "1..$n"
-[ "$fails" = 0 ]
+[ "$fails" = 0 ] || diag <"$T/ffmd.log"
+finish
