@@ -240,7 +240,7 @@ struct {
  */
 __u64 bridge_slots, bridge_open;
 
-/* Whether process @tgid of slot @job has probes of its own (user space sets {tgid, 0, 0}). */
+/* Whether process @tgid has probes of its own (user space sets {tgid, 0, 0} in linked). */
 static __always_inline bool own_probes(__u32 tgid)
 {
 	struct ffm_link_key lk = { .tgid = tgid };
@@ -254,15 +254,10 @@ static __always_inline bool slot_in(__u64 slots, __u32 job)
 }
 
 /*
- * The bridge's program (a session). The entry half traces a wait of a process it serves; the
- * return half pairs with its own entry only (a session's return runs where its entry asked),
- * so a wait is recorded once when the process's own probe comes during it: entered under the
- * bridge, it returns under the bridge (the own probe's return was never armed); a wait both
- * probes entered (the moment between the own probe's attach and {tgid, 0, 0}) starts over at
- * the second entry (same stack position: stale_outer) and its second return is
- * repeated_return. A wait in progress when the bridge is detached has no return: it is
- * dropped, and the depth it left heals at the next entry (link_epoch, bumped by user space when
- * it gives the process its own probe).
+ * The bridge's program (a session): a wait of a process it serves is traced as wait_sess does;
+ * any other returns after the lookups above. Its return half runs only where its own entry
+ * asked: how a wait is then recorded once when the process's own probe comes during it, and
+ * what becomes of one in progress when the bridge goes: docs/BPF.md, "The bridge".
  */
 SEC("uprobe") /* attach type BPF_TRACE_UPROBE_SESSION, set by the collector */
 int wait_bridge(struct pt_regs *ctx)
