@@ -229,6 +229,7 @@ struct ffmd {
 		uint64_t open;
 		double busy;      /* last needed (a job or process it serves) */
 		double closing;   /* open cleared then, to be detached (0: not closing) */
+		double draining;  /* ... its processes had their own probes then (0: not yet) */
 		double failed;    /* an attach was refused then (0: none) */
 		uint64_t attaches, detaches; /* per driver, since ffmd started */
 	} bridge;                 /* links.c: the bridge */

@@ -391,7 +391,8 @@ void plink_free(struct ffmd *d, struct plink *pl)
  * breakpoint at each wait, the sampled processes' included): first closed (BPF no longer lets a
  * process rely on it: the map guard holds a new one as before, a new process of its jobs opens
  * it again), then, once every record sent before that is read, the processes it still traces
- * get their own probes (back to back) and it is detached.
+ * get their own probes (back to back), and BRIDGE_S later (the waits it saw begin return under
+ * it: one in progress when it goes is lost) it is detached.
  */
 
 /* Whether job @job's processes may be left to the bridge: they need the wait probe only. */
@@ -477,13 +478,17 @@ static void bridges_open(struct ffmd *d, int job)
 {
 	bool all;
 
-	if (d->bridge.failed && ffm_now_s() - d->bridge.failed < LINGER_S)
+	if (d->bridge.failed && ffm_now_s() - d->bridge.failed < LINGER_S) {
+		/* Not on every driver: nothing may rely on it (a fork's child, a new mapper). */
+		if (d->bridge.open)
+			ffm_collector__bridge_set(d->col, d->bridge.slots, d->bridge.open = 0);
 		return;
+	}
 	d->bridge.failed = 0;
 	all = bridges_attach(d, job);
 	d->bridge.slots = bridge_want(d);
 	d->bridge.open = all ? d->bridge.slots : 0;
-	d->bridge.closing = 0;
+	d->bridge.closing = d->bridge.draining = 0;
 	ffm_collector__bridge_set(d->col, d->bridge.slots, d->bridge.open);
 }
 
@@ -505,8 +510,8 @@ static bool bridge_takes(struct ffmd *d, pid_t pid, int job, const struct drv *d
 /*
  * Bridged process @pl gets probes of its own: its wait probe (@attach; else none yet, as if the
  * sampler had just taken it off), and what its job needs; then {pid, 0, 0}, after which the
- * bridge leaves it alone. A wait it is inside meanwhile is recorded once (wait_bridge's
- * comment); link_epoch makes BPF forget one whose return goes with the bridge. On a refused
+ * bridge leaves it alone. A wait it is inside meanwhile is recorded once (docs/BPF.md, "The
+ * bridge"); link_epoch makes BPF forget one whose return goes with the bridge. On a refused
  * attach it stays the bridge's. True once it has its own.
  */
 static bool plink_own(struct ffmd *d, struct plink *pl, bool attach)
@@ -662,7 +667,7 @@ static void plinks_update(struct ffmd *d)
 static void bridges_detach(struct ffmd *d)
 {
 	d->bridge.slots = d->bridge.open = 0;
-	d->bridge.closing = 0;
+	d->bridge.closing = d->bridge.draining = 0;
 	ffm_collector__bridge_set(d->col, 0, 0);
 	for (int i = 0; i < MAX_DRIVERS; i++) {
 		struct drv *dv = &d->drvs[i];
@@ -732,12 +737,18 @@ void bridges_update(struct ffmd *d, bool loop)
 	}
 	if (!loop)
 		return; /* maybe inside a record's handling: no drain from there */
+	if (d->bridge.draining) {
+		/* The waits the bridge saw begin return under it: BRIDGE_S for them to end. */
+		if (t - d->bridge.draining >= BRIDGE_S)
+			bridges_detach(d);
+		return;
+	}
 	/* Closed: every record sent before is read (a process that mapped the driver while it was
 	 * open and is seen only now opens it again), the processes it still traces get probes of
-	 * their own, then it goes. */
+	 * their own; it goes once their waits in progress are over. */
 	ffm_collector__drain(d->col);
 	if (d->bridge.closing && !bridged_left(d, t, true))
-		bridges_detach(d);
+		d->bridge.draining = t;
 }
 
 /*

@@ -100,9 +100,9 @@ check "nothing attached for them: the bridge's attach at most ($att)" [ "$att" -
 check "status counts them as the bridge's ($bridged)" [ "$bridged" -ge 1 ]
 
 # 3. A long process: it is sampled, and the bridge goes while it runs.
-start long && procs long 1 --rate 2000 --ms 4000 &
+start long && procs long 1 --rate 2000 --ms 6000 &
 wl=$!
-sleep 3
+sleep 4.5
 ctl status --json >"$T/long.status.json"
 wait $wl
 ctl job end long >/dev/null
@@ -118,7 +118,7 @@ print(job.get("sampling", {}).get("sampled_now", 0), st.get("bridge", {}).get("d
       job["processes_held"], wins)
 PY
 read -r sampled drivers held wins <"$T/long.txt"
-check "the long process is sampled after 3 s ($sampled)" [ "$sampled" = 1 ]
+check "the long process is sampled after 4.5 s ($sampled)" [ "$sampled" = 1 ]
 check "... its probe taken off and put back: windows in the store ($wins)" [ "$wins" -ge 2 ]
 check "the bridge is off while it runs on (on $drivers drivers)" [ "$drivers" = 0 ]
 check "... and it was not held ($held)" [ "$held" = 0 ]
