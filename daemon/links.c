@@ -392,7 +392,7 @@ void plink_free(struct ffmd *d, struct plink *pl)
  * process rely on it: the map guard holds a new one as before, a new process of its jobs opens
  * it again), then, once every record sent before that is read, the processes it still traces
  * get their own probes (back to back), and BRIDGE_S later (the waits it saw begin return under
- * it: one in progress when it goes is lost) it is detached.
+ * it: one in progress when it goes is lost) it is detached; at once where it traced none.
  */
 
 /* Whether job @job's processes may be left to the bridge: they need the wait probe only. */
@@ -699,6 +699,14 @@ static bool bridged_left(struct ffmd *d, double t, bool own)
 	return left;
 }
 
+static bool any_bridged(const struct ffmd *d)
+{
+	for (int i = 0; i < MAX_PLINKS; i++)
+		if (d->plinks[i].pid && d->plinks[i].bridged)
+			return true;
+	return false;
+}
+
 void bridges_update(struct ffmd *d, bool loop)
 {
 	uint64_t want;
@@ -747,7 +755,11 @@ void bridges_update(struct ffmd *d, bool loop)
 	 * open and is seen only now opens it again), the processes it still traces get probes of
 	 * their own; it goes once their waits in progress are over. */
 	ffm_collector__drain(d->col);
-	if (d->bridge.closing && !bridged_left(d, t, true))
+	if (!d->bridge.closing)
+		return; /* opened again by a process seen late */
+	if (!any_bridged(d))
+		bridges_detach(d); /* its processes had their own long ago: no wait of its open */
+	else if (!bridged_left(d, t, true))
 		d->bridge.draining = t;
 }
 
