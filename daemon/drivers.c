@@ -3,8 +3,8 @@
  * The libcuda files in use (struct drv), and getting each job process the probes of its own.
  *
  * Driver discovery: the system's libcuda at start, and for every process that joins a job the
- * libcuda its loader will pick (LD_LIBRARY_PATH, its root's ld.so.cache), resolved when its
- * exec is reported, before it can have loaded the driver. A new build-id is calibrated on the
+ * libcuda its loader will pick (LD_LIBRARY_PATH, its root's ld.so.cache), looked up when its
+ * exec is reported, mostly before it has loaded the driver. A new build-id is calibrated on the
  * spot (the calibration is cached per build-id). While a driver file not seen before is made
  * ready (calibration: about a second; attaching: milliseconds) the process that brought it is
  * held with SIGSTOP, so that its first calls are not missed; a process that was stopped
@@ -16,14 +16,18 @@
  * pending driver, and marking a job's run partial when one of its processes could not be
  * measured. Not the probes themselves (links.c attaches them), nor the stops (holds.c).
  *
- * Making a driver ready (parsing, calibrating: up to seconds) runs on the readier's thread
+ * Nothing here waits on the loop. Which driver a process uses is looked up by the lookups'
+ * thread (lookups.c: its environment and LD_LIBRARY_PATH are its user's files, a process the
+ * map guard stopped is waited for there); the answers come back through drivers_found, and a
+ * process held meanwhile stays held until its answer (at most HOLD_MAX_S, holds.c). Making a
+ * driver ready (parsing, calibrating: up to seconds) runs on the readier's thread
  * (daemon/readier.c); its results come back to the loop through drivers_take. Only while ffmd
- * starts, before its loop runs, are drivers made ready in place (driver_get's @sync). A
- * process the map guard stopped is waited for at most 500 ms (wait_stopped) on the loop.
+ * starts, before its loop runs, are drivers made ready in place (driver_get's @sync).
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -233,29 +237,22 @@ void drivers_take(struct ffmd *d)
 		driver_done(d, &res);
 }
 
-/*
- * The entry of the driver file @path, made if new: pending (the readier makes it ready off the
- * loop), or, with @sync (while ffmd starts, before its loop runs), made ready here. NULL when
- * the file is gone or the table refuses it.
- */
-struct drv *driver_get(struct ffmd *d, const char *path, bool sync)
+/* The entry of the driver file @path (@st: its stat), made if new: see driver_get. */
+static struct drv *driver_entry(struct ffmd *d, const char *path, const struct stat *st, bool sync)
 {
 	struct ffm_readier_result res = {};
 	struct drv *dv;
-	struct stat st;
 
-	if (stat(path, &st) < 0)
-		return NULL;
-	if ((dv = driver_find(d, st.st_dev, st.st_ino)))
+	if ((dv = driver_find(d, st->st_dev, st->st_ino)))
 		return dv;
 	/* Whose it is: the file's owner (a user can make no file that another user owns). */
-	if (!(dv = driver_slot(d, st.st_uid, path)))
+	if (!(dv = driver_slot(d, st->st_uid, path)))
 		return NULL;
 	dv->used = true;
 	dv->state = DRV_PENDING;
-	dv->dev = st.st_dev;
-	dv->ino = st.st_ino;
-	dv->user = st.st_uid;
+	dv->dev = st->st_dev;
+	dv->ino = st->st_ino;
+	dv->user = st->st_uid;
 	dv->since = ffm_now_s();
 	snprintf(dv->path, sizeof(dv->path), "%s", path);
 	res.cookie = (uint64_t)(dv - d->drvs) << 32 | dv->gen;
@@ -274,43 +271,49 @@ struct drv *driver_get(struct ffmd *d, const char *path, bool sync)
 }
 
 /*
- * The driver process @pid maps or will load, made ready if new. A driver not seen before is
- * made ready off the loop while the process is held (it has not loaded it yet, or BPF stopped
- * it at the mmap); one that is ready gives the process its probes at once.
+ * The entry of the driver file @path, made if new: pending (the readier makes it ready off the
+ * loop), or, with @sync (while ffmd starts, before its loop runs), made ready here. NULL when
+ * the file is gone or the table refuses it.
  */
-struct drv *ensure_driver_for_pid(struct ffmd *d, pid_t pid)
+struct drv *driver_get(struct ffmd *d, const char *path, bool sync)
 {
-	uint64_t t0 = ffm_now_ns();
-	char path[PATH_MAX];
 	struct stat st;
-	struct drv *dv;
-	int err = driver_path_of(pid, path, sizeof(path));
-	bool mapped = err == 1, found = err >= 0 && stat(path, &st) == 0;
 
-	overhead_charge(d, pid, FFM_OVERHEAD_PROCFS, ffm_now_ns() - t0);
-	if (!found) {
+	if (stat(path, &st) < 0)
+		return NULL;
+	return driver_entry(d, path, &st, sync);
+}
+
+/*
+ * The driver of looked-up process @l (still the process asked for): made ready if new (the
+ * readier, off the loop), the process's probes given now if it is ready, else once it is; a
+ * process that maps the file already is held until then.
+ */
+static struct drv *driver_of(struct ffmd *d, const struct lookup *l)
+{
+	pid_t pid = l->pid;
+	struct drv *dv;
+
+	if (!l->found) {
 		/* No libcuda for it (a non-CUDA process of the job) is normal; being refused
 		 * its environment or root is not, and must not go unnoticed. */
-		if (err == -EACCES || err == -EPERM)
+		if (l->err == -EACCES || l->err == -EPERM)
 			log_warn("cannot tell which libcuda process %d will load: %s (ffmd needs "
 				 "CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH), its calls may go unmeasured",
-				 pid, strerror(-err));
+				 pid, strerror(-l->err));
 		return NULL;
 	}
-	dv = driver_find(d, st.st_dev, st.st_ino);
-	if (!dv)
-		dv = driver_get(d, path, false);
-	if (!dv) {
+	if (!(dv = driver_entry(d, l->path, &l->st, false))) {
 		job_unmeasured(d, pid, NULL);
 		return NULL;
 	}
-	if (dv->state == DRV_PENDING && mapped) {
+	if (dv->state == DRV_PENDING && l->err == 1) {
 		/* It may be calling it now: held until its probes are there. */
 		struct hold *h = hold(d, pid, false);
 
 		if (h) {
 			h->wait = dv;
-			log_info("holding process %d while its driver %s is made ready", pid, path);
+			log_info("holding process %d while its driver %s is made ready", pid, l->path);
 			return dv;
 		}
 		job_interrupted(d, pid); /* it runs on, unmeasured until the driver is ready */
@@ -327,7 +330,7 @@ struct drv *ensure_driver_for_pid(struct ffmd *d, pid_t pid)
 				free_w = i;
 		}
 		if (free_w >= 0)
-			d->waiters[free_w] = (typeof(d->waiters[0])){ pid, proc_start_time(pid), dv };
+			d->waiters[free_w] = (typeof(d->waiters[0])){ pid, l->start, dv };
 		return dv;
 	}
 	driver_use(d, pid, dv, NULL);
@@ -335,18 +338,113 @@ struct drv *ensure_driver_for_pid(struct ffmd *d, pid_t pid)
 }
 
 /*
+ * The process of map record @m, its driver @dv known (NULL: none found, or the process gone):
+ * the file declared to BPF (as BPF saw it: a file reached through an overlay may not stat to
+ * the same device), the process given its probes and let go, once the driver is ready.
+ */
+static void driver_mapped_done(struct ffmd *d, const struct ffm_rec_map *m, struct drv *dv)
+{
+	pid_t pid = (pid_t)m->hdr.tgid;
+	struct hold *h = m->stopped ? hold_find(d, pid) : NULL;
+
+	if (dv && dv->state == DRV_PENDING) {
+		if (h)
+			h->wait = dv; /* released by drivers_release_waiters */
+		else
+			job_interrupted(d, pid);
+		return;
+	}
+	ffm_collector__driver_known(d->col, m->dev, m->ino);
+	if (dv)
+		driver_use(d, pid, dv, (const uint64_t[]){ m->dev, m->ino });
+	/* Not held and gone before its probes came: it ran unmeasured (a short program whose
+	 * parent waits for stopped children). Its run must not look complete. */
+	if (!m->stopped && dv && dv->state == DRV_READY && ffm_collector__per_process(d->col) &&
+	    (!alive(pid) || !plink_find(d, pid, dv)))
+		job_unmeasured(d, pid, &m->hdr);
+	if (h)
+		hold_release(d, pid);
+}
+
+/* Ask which driver @pid maps or will load (@m: the map guard's record), off the loop: the
+ * answer comes to driver_found. A hold of @pid is kept until then. */
+static void driver_ask(struct ffmd *d, pid_t pid, const struct ffm_rec_map *m)
+{
+	static double last;
+	struct hold *h = hold_find(d, pid);
+	int err = lookup_ask(d, pid, m);
+
+	if (err == 0 || err == -EALREADY) {
+		if (h)
+			h->looking = true;
+		return;
+	}
+	if (log_allowed(&last))
+		log_warn("cannot look up the libcuda of process %d: %s; its calls may go unmeasured",
+			 pid, err == -ENOSPC ? "too many lookups at once" : strerror(-err));
+	job_unmeasured(d, pid, m ? &m->hdr : NULL);
+	if (m && h && !h->wait && !h->looking)
+		hold_release(d, pid); /* unmeasured beats stuck */
+}
+
+/*
+ * A job process's driver, for an exec, a fork or a job's start: looked up off the loop, its
+ * probes given when the answer comes (drivers_found). The process runs on meanwhile, unless
+ * it is held already (record_job's hold keeps it until the answer).
+ */
+void ensure_driver_for_pid(struct ffmd *d, pid_t pid)
+{
+	driver_ask(d, pid, NULL);
+}
+
+/* A lookup's answer: acted on if it is still for the process asked about (one that exited, or
+ * whose pid another process has now, is dropped), and a hold that waited for it let go. */
+static void driver_found(struct ffmd *d, const struct lookup *l)
+{
+	pid_t pid = l->pid;
+	struct drv *dv = NULL;
+	struct hold *h;
+
+	overhead_charge(d, pid, FFM_OVERHEAD_PROCFS, l->ns);
+	if (l->map && l->m.stopped && !l->stopped && alive(pid))
+		log_warn("process %d did not stop at its libcuda mmap; its first calls may go unmeasured",
+			 pid);
+	if (l->start && proc_start_time(pid) == l->start)
+		dv = driver_of(d, l);
+	if (l->map)
+		driver_mapped_done(d, &l->m, dv);
+	h = hold_find(d, pid);
+	if (h && h->looking && !lookup_pending(d, pid)) {
+		h->looking = false;
+		if (!h->wait)
+			hold_release(d, pid);
+	}
+}
+
+/* The lookups' answers, as they come (the loop's TAG_LOOKED). */
+void drivers_found(struct ffmd *d)
+{
+	struct lookup *l;
+
+	while ((l = lookup_take(d))) {
+		driver_found(d, l);
+		free(l);
+	}
+}
+
+/*
  * A job's process maps a libcuda file it has no probes for (a driver not seen before, or ffmd
  * late to give it its probes), and BPF stopped it there (see struct ffm_rec_map). The stop
- * lands when its mmap returns, and only then do its maps show the file. Make the driver ready
- * as for an exec, declare the file (as BPF saw it: a file reached through an overlay may not
- * stat to the same device) and let the process go, once the driver is ready. Done whatever
- * became of its job: nobody else would send the SIGCONT.
+ * lands when its mmap returns, and only then do its maps show the file. A file ffmd knows is
+ * dealt with at once; another is looked up as for an exec (off the loop, the process held
+ * meanwhile), then made ready. Done whatever became of its job: nobody else would send the
+ * SIGCONT.
  */
 void on_driver_mapped(struct ffmd *d, const struct ffm_rec_map *m)
 {
 	pid_t pid = (pid_t)m->hdr.tgid;
 	struct drv *dv = NULL;
-	struct hold *h = NULL;
+	struct hold *h;
 	int j;
 
 	/* The file BPF saw, if it is a driver ffmd has: a process may map more than one. */
@@ -370,30 +468,10 @@ void on_driver_mapped(struct ffmd *d, const struct ffm_rec_map *m)
 			 dv && ffm_collector__per_process(d->col) ? "it has no probes on" : "not seen before",
 			 (uint64_t)m->dev, (uint64_t)m->ino);
 	}
-	/* Only a file ffmd does not know is looked up in the process's maps, which show it once
-	 * the stop has landed: wait for the stop then only. A known driver's stop may have been
-	 * let go already (the adoption of a rule's process, read first, attached its probes and
-	 * continued it): waiting for it held the loop 500 ms for nothing. */
-	if (m->stopped && !dv && !wait_stopped(pid, 500) && alive(pid))
-		log_warn("process %d did not stop at its libcuda mmap; its first calls may go unmeasured",
-			 pid);
-	if (!dv)
-		dv = ensure_driver_for_pid(d, pid);
-	if (dv && dv->state == DRV_PENDING) {
-		if (h)
-			h->wait = dv; /* released by drivers_release_waiters */
-		else
-			job_interrupted(d, pid);
-		return;
-	}
-	ffm_collector__driver_known(d->col, m->dev, m->ino);
+	/* A known driver's stop may have been let go already (the adoption of a rule's process,
+	 * read first, attached its probes and continued it): nothing to wait for. */
 	if (dv)
-		driver_use(d, pid, dv, (const uint64_t[]){ m->dev, m->ino });
-	/* Not held and gone before its probes came: it ran unmeasured (a short program whose
-	 * parent waits for stopped children). Its run must not look complete. */
-	if (!m->stopped && dv && dv->state == DRV_READY && ffm_collector__per_process(d->col) &&
-	    (!alive(pid) || !plink_find(d, pid, dv)))
-		job_unmeasured(d, pid, &m->hdr);
-	if (h)
-		hold_release(d, pid);
+		driver_mapped_done(d, m, dv);
+	else
+		driver_ask(d, pid, m);
 }

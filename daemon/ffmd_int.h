@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "bpf/ffm.h"
@@ -32,6 +33,7 @@
 #include "daemon/proto.h"
 
 struct ffm_overhead;
+struct ffm_worker;
 
 #define MAX_DRIVERS 16
 #define MAX_UNMEASURED 64      /* distinct processes per job remembered as not measured */
@@ -40,6 +42,7 @@ struct ffm_overhead;
 #define MAX_HOLDS 64
 #define MAX_PLINKS 1024
 #define MAX_DETACH 256
+#define MAX_LOOKUPS 1024 /* processes' drivers being looked up at once (lookups.c) */
 #define LINGER_S 30.0 /* probes stay attached this long after the last job that needed them */
 /* The bridge (links.c) comes off this long after the last process that needed it, and a process
  * it traces gets probes of its own at this age. */
@@ -47,7 +50,7 @@ struct ffm_overhead;
 
 /* What an epoll event is about (the low byte of its data; TAG_CONN: the connection above it). */
 enum { TAG_RING = 1, TAG_LISTEN, TAG_SIGNAL, TAG_TIMER, TAG_CONN, TAG_READY, TAG_ANALYSED,
-       TAG_PUBLISHED, TAG_UNWOUND };
+       TAG_PUBLISHED, TAG_UNWOUND, TAG_LOOKED };
 
 /*
  * A libcuda file in use, by device and inode. PENDING while the readier makes it ready off the
@@ -84,6 +87,7 @@ struct hold {
 	pid_t pid;
 	unsigned long long start;
 	struct drv *wait;
+	bool looking;         /* its driver is being looked up (lookups.c): kept until the answer */
 	bool cont;
 	bool mapped;          /* BPF stopped it at its mmap of {kdev, kino} */
 	uint64_t kdev, kino;
@@ -267,6 +271,9 @@ struct ffmd {
 		struct drv *dv;
 	} waiters[MAX_HOLDS];     /* processes that will load a pending driver, not held */
 	struct ffm_readier *readier;
+	struct ffm_worker *lookups; /* which driver a process uses, looked up off the loop */
+	pid_t asked[MAX_LOOKUPS];   /* the processes of the lookups asked and not taken */
+	int nasked;
 	struct ffm_analyzer *analyzer; /* each ended run's analysis, stored (daemon/analyzer.h) */
 	struct ffm_metrics *metrics;   /* NULL unless metrics_dir is set (daemon/metrics.h) */
 	uint64_t procs_total, held_total; /* job processes seen, and held (status shows the rate) */
@@ -281,6 +288,30 @@ bool wait_stopped(pid_t pid, int ms);
 bool waits_for_stops(pid_t ppid);
 int parse_pid(const char *s, pid_t *out);
 int driver_path_of(pid_t pid, char *out, size_t len);
+
+/* ---- lookups.c ---- */
+/* A process's driver looked up off the loop: asked, run by the worker, taken by the loop. */
+struct lookup {
+	pid_t pid;
+	unsigned long long start; /* its start time when asked (0: gone): the answer is for it */
+	bool map;                 /* asked at the map guard's record @m */
+	struct ffm_rec_map m;
+	/* the answer */
+	int err;      /* driver_path_of's: 1 the file it maps, 0 the one it will load, -errno */
+	bool found;   /* @path names a file, @st */
+	bool stopped; /* @m.stopped: the stop landed within 500 ms */
+	uint64_t ns;  /* the time the lookup took */
+	struct stat st;
+	char path[PATH_MAX];
+};
+int lookups_start(struct ffmd *d);
+int lookups_fd(const struct ffmd *d); /* readable while answers wait (the loop's TAG_LOOKED) */
+void lookups_stop(struct ffmd *d);
+bool lookup_pending(const struct ffmd *d, pid_t pid);
+/* Ask for @pid's driver (@m: the map guard's record, else NULL): 0; -EALREADY one is asked
+ * for it already (not for @m); -ENOSPC MAX_LOOKUPS are; -ENOMEM. */
+int lookup_ask(struct ffmd *d, pid_t pid, const struct ffm_rec_map *m);
+struct lookup *lookup_take(struct ffmd *d); /* a finished lookup (the caller frees it), or NULL */
 
 /* ---- tables.c ---- */
 struct drv *driver_find(struct ffmd *d, uint64_t dev, uint64_t ino);
@@ -376,7 +407,8 @@ void on_fork_stopped(struct ffmd *d, const struct ffm_rec_proc *p);
 /* ---- drivers.c ---- */
 struct drv *driver_get(struct ffmd *d, const char *path, bool sync);
 void drivers_take(struct ffmd *d);
-struct drv *ensure_driver_for_pid(struct ffmd *d, pid_t pid);
+void ensure_driver_for_pid(struct ffmd *d, pid_t pid);
+void drivers_found(struct ffmd *d); /* the lookups' answers (the loop's TAG_LOOKED) */
 void on_driver_mapped(struct ffmd *d, const struct ffm_rec_map *m);
 
 /* ---- jobs.c ---- */

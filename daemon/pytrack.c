@@ -171,9 +171,9 @@ static void check(struct ffm_pytrack *t, struct proc *p, uint32_t tgid)
 	p->state = PY_WALKED;
 }
 
-/* Look for the process's build; @final: no CPython now means none ever (its driver is in use,
- * so a libpython would be mapped). */
-static void detect(struct ffm_pytrack *t, struct proc *p, uint32_t tgid, bool final)
+/* Look for the process's build, at a stack: no CPython now means none ever (its driver is in
+ * use, so a libpython would be mapped). */
+static void detect(struct ffm_pytrack *t, struct proc *p, uint32_t tgid)
 {
 	char why[512];
 	int err;
@@ -183,10 +183,8 @@ static void detect(struct ffm_pytrack *t, struct proc *p, uint32_t tgid, bool fi
 	err = ffm_py_detect((pid_t)tgid, t->proc_root, p->b, why, sizeof(why));
 	if (err == 1)
 		p->state = PY_FOUND;
-	else if (err == -ENOTSUP)
-		give_up(t, p, tgid, why);
-	else if (final || (err < 0 && err != -EACCES))
-		give_up(t, p, tgid, NULL);
+	else
+		give_up(t, p, tgid, err == -ENOTSUP ? why : NULL);
 }
 
 void ffm_pytrack__on_proc(struct ffm_pytrack *t, uint32_t tgid, uint32_t ptgid)
@@ -201,19 +199,17 @@ void ffm_pytrack__on_proc(struct ffm_pytrack *t, uint32_t tgid, uint32_t ptgid)
 		p->state = PY_NONE;
 		return;
 	}
+	/* An exec's new image is looked at by its first stack (ffm_pytrack__frames, which opens
+	 * its files: off the loop), not here. A fork: the parent's image, and BPF copied its
+	 * pyprocs entry; its decoder reads its memory through /proc, no file of its user's. */
 	if (pp && pp->state == PY_WALKED && (p->b = malloc(sizeof(*p->b)))) {
-		/* A fork: the parent's image, and BPF copied its pyprocs entry. */
 		*p->b = *pp->b;
 		if (ffm_py_decoder__new((pid_t)tgid, t->proc_root, p->b, &p->dec) == 0) {
 			p->state = PY_WALKED;
 			return;
 		}
 		give_up(t, p, tgid, NULL);
-		return;
 	}
-	detect(t, p, tgid, false);
-	if (p->state == PY_FOUND)
-		check(t, p, tgid);
 }
 
 void ffm_pytrack__on_exit(struct ffm_pytrack *t, uint32_t tgid)
@@ -254,7 +250,7 @@ static struct ffm_py_decoder *on_stack(struct ffm_pytrack *t, uint32_t tgid)
 			return NULL;
 		}
 		if (p->state == PY_UNKNOWN)
-			detect(t, p, tgid, true);
+			detect(t, p, tgid);
 		if (p->state == PY_FOUND)
 			check(t, p, tgid);
 	}
@@ -269,15 +265,14 @@ static bool eval_frame(const struct ffm_store_frame *f)
 }
 
 int ffm_pytrack__frames(struct ffm_pytrack *t, const struct ffm_rec_stack *s,
-			struct ffm_store_frame *frames, int n, int max)
+			struct ffm_store_frame *py, int max)
 {
 	struct ffm_py_decoder *dec = on_stack(t, s->hdr.tgid);
-	struct ffm_store_frame py[FFM_PY_FRAMES];
-	int at = n, np = 0;
+	int np = 0;
 
 	if (!dec || !s->npy)
-		return n;
-	for (uint32_t i = 0; i < s->npy && i < FFM_PY_FRAMES; i++) {
+		return 0;
+	for (uint32_t i = 0; i < s->npy && i < FFM_PY_FRAMES && np < max; i++) {
 		struct ffm_py_loc loc;
 
 		if (ffm_py_decoder__frame(dec, s->py[i].code, s->py[i].instr, &loc) < 0)
@@ -288,6 +283,14 @@ int ffm_pytrack__frames(struct ffm_pytrack *t, const struct ffm_rec_stack *s,
 			.file = loc.file, .line = loc.line,
 		};
 	}
+	return np;
+}
+
+int ffm_pytrack__insert(struct ffm_store_frame *frames, int n, int max,
+			const struct ffm_store_frame *py, int np)
+{
+	int at = n;
+
 	for (int i = 0; i < n; i++)
 		if (eval_frame(&frames[i])) {
 			at = i;
@@ -295,6 +298,8 @@ int ffm_pytrack__frames(struct ffm_pytrack *t, const struct ffm_rec_stack *s,
 		}
 	if (np > max - n)
 		np = max - n;
+	if (np <= 0)
+		return n;
 	memmove(frames + at + np, frames + at, (size_t)(n - at) * sizeof(*frames));
 	memcpy(frames + at, py, (size_t)np * sizeof(*frames));
 	return n + np;

@@ -3,13 +3,20 @@
  * The Python processes of one job run (the recorder's): which of its processes run a CPython
  * build ffm can walk, and their frame decoders.
  *
- * A process is looked at when it joins (exec, fork) and again at its stack records until its
- * state is settled. One whose build is known (symbols/ffm_python.h) and whose layout checks out
+ * A process is looked at from its first stack record on, until its state is settled (a fork
+ * of a walked process takes its parent's build at once). One whose build is known
+ * (symbols/ffm_python.h) and whose layout checks out
  * against the live process gets its entry in the collector's pyprocs map: from then on BPF
  * walks its Python frames at every probe. Events before that (a process's first driver calls,
  * where the interpreter is not initialized yet or libpython was not mapped at exec) have no
  * Python frames. A build that cannot be walked is logged once and named by
  * ffm_pytrack__unsupported().
+ *
+ * Looking for a build opens the files the process maps (as its user, each within a deadline:
+ * symbols/useropen.h), and the check and the frames read its memory: ffm_pytrack__frames is
+ * not for ffmd's loop. The recorder calls it from the unwinder's worker thread with the new
+ * stack (daemon/unwinder.h), while the run's later records wait: one caller at a time, never
+ * two threads at once (nothing here locks).
  */
 #ifndef FFM_PYTRACK_H
 #define FFM_PYTRACK_H
@@ -42,15 +49,20 @@ void ffm_pytrack__on_exit(struct ffm_pytrack *t, uint32_t tgid);
 struct ffm_rec_pycode;
 void ffm_pytrack__code(struct ffm_pytrack *t, const struct ffm_rec_pycode *rec);
 /*
- * At a stack record: settle the process's state if it is not, then put the record's Python
- * frames (decoded) among the @n native frames of @frames (innermost first, room for @max):
- * where the innermost frame of the interpreter's eval loop is, else after the last. Returns
- * the new count. The frames' strings live as long as the process's decoder (its exit).
+ * At a stack record: settle the process's state if it is not, then decode the record's Python
+ * frames (innermost first) into @py (room for @max). Returns their count. The frames' strings
+ * live as long as the process's decoder (until the next call for this process's exit, exec
+ * or code records).
  */
 struct ffm_rec_stack;
 struct ffm_store_frame;
 int ffm_pytrack__frames(struct ffm_pytrack *t, const struct ffm_rec_stack *s,
-			struct ffm_store_frame *frames, int n, int max);
+			struct ffm_store_frame *py, int max);
+/* Put the @np Python frames @py among the @n native frames of @frames (innermost first, room
+ * for @max): where the innermost frame of the interpreter's eval loop is, else after the
+ * last. Returns the new count. */
+int ffm_pytrack__insert(struct ffm_store_frame *frames, int n, int max,
+			const struct ffm_store_frame *py, int np);
 /* The first build of this run that could not be walked ("3.10.13 ..."), NULL if none. */
 const char *ffm_pytrack__unsupported(const struct ffm_pytrack *t);
 

@@ -90,6 +90,8 @@ struct held {
 struct stack_req {
 	struct ffm_unwind_req u;
 	struct ffm_recorder *r;
+	int npy; /* its Python frames (stack_pre) */
+	struct ffm_store_frame py[FFM_PY_FRAMES];
 	uint64_t rec[]; /* struct ffm_rec_stack */
 };
 
@@ -349,8 +351,8 @@ static int stack_finish(struct ffm_recorder *r, struct stack_req *q)
 	/* The unwinding and symbols, wherever they ran (the unwinder's worker: q->u.ns). */
 	t1 = ffm_now_ns();
 	ffm_overhead_add(r->o.price, FFM_OVERHEAD_SYMBOLS, q->u.ns + (t1 - t0));
-	nall = ffm_pytrack__frames(r->py, s, r->sframes, nall, MAX_STORE_FRAMES + FFM_PY_FRAMES);
-	ffm_overhead_add(r->o.price, FFM_OVERHEAD_PYCHECK, ffm_now_ns() - t1);
+	nall = ffm_pytrack__insert(r->sframes, nall, MAX_STORE_FRAMES + FFM_PY_FRAMES, q->py, q->npy);
+	ffm_overhead_add(r->o.price, FFM_OVERHEAD_PYCHECK, q->u.pre_ns + (ffm_now_ns() - t1));
 	if (nall > 0) {
 		cut_frames(r, r->sframes, nall);
 		err = ffm_store__put_stack(r->o.store, ffm_store_stack_hash(r->sframes, nall),
@@ -366,6 +368,19 @@ static int stack_finish(struct ffm_recorder *r, struct stack_req *q)
 }
 
 static int dispatch(struct ffm_recorder *r, const void *rec, size_t size);
+
+/*
+ * Where the stack is unwound (the unwinder's worker, else in place): its Python frames, the
+ * process's build looked for and checked first if it is not settled (its files opened, its
+ * memory read: daemon/pytrack.h). The run's later records wait meanwhile (replay), so nothing
+ * else touches r->py.
+ */
+static void stack_pre(struct ffm_unwind_req *u)
+{
+	struct stack_req *q = (struct stack_req *)u;
+
+	q->npy = ffm_pytrack__frames(q->r->py, (const void *)q->rec, q->py, FFM_PY_FRAMES);
+}
 
 /* The records held behind a stack, in order, until none is left or another stack goes out. */
 static void replay(struct ffm_recorder *r)
@@ -488,7 +503,7 @@ static int on_stack(struct ffm_recorder *r, const struct ffm_rec_stack *s, size_
 	s = (const void *)q->rec;
 	q->r = r;
 	q->u = (struct ffm_unwind_req){
-		.done = stack_done, .owner = r, .as = addr_space(r, s->hdr.tgid),
+		.done = stack_done, .pre = stack_pre, .owner = r, .as = addr_space(r, s->hdr.tgid),
 		.snap = { .tgid = s->hdr.tgid, .ip = s->ip, .sp = s->sp, .bp = s->bp,
 			  .stack = s->stack,
 			  .stack_len = s->stack_len < FFM_STACK_BYTES ? s->stack_len

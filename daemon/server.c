@@ -338,8 +338,9 @@ static int record_job(struct ffmd *d, const struct ffm_rec_hdr *h)
 		if (held) {
 			struct hold *hh = hold_find(d, (pid_t)h->tgid);
 
-			/* Unless it now waits for its driver: let go with the driver's waiters. */
-			if (hh && !hh->wait)
+			/* Unless it now waits for its driver's lookup (let go at its answer,
+			 * drivers_found) or for its driver (let go with the driver's waiters). */
+			if (hh && !hh->wait && !hh->looking)
 				hold_release(d, (pid_t)h->tgid);
 		}
 		return job;
@@ -552,7 +553,8 @@ static int workers_start(struct ffmd *d, const struct ffmd_config *cfg)
 	int err;
 
 	if ((err = ffm_readier__new(cfg->state_dir, &d->readier)) < 0 ||
-	    (err = ffm_analyzer__new(FFM_VERSION, &d->analyzer)) < 0) {
+	    (err = ffm_analyzer__new(FFM_VERSION, &d->analyzer)) < 0 ||
+	    (err = lookups_start(d)) < 0) {
 		log_err("cannot start a worker thread: %s", strerror(-err));
 		return err;
 	}
@@ -711,7 +713,8 @@ static int loop_setup(struct ffmd *d, const struct ffmd_config *cfg)
 	    (err = ep_add(d, d->tfd, TAG_TIMER)) < 0 ||
 	    (err = ep_add(d, ffm_readier__fd(d->readier), TAG_READY)) < 0 ||
 	    (err = ep_add(d, ffm_analyzer__fd(d->analyzer), TAG_ANALYSED)) < 0 ||
-	    (err = ep_add(d, ffm_unwinder__fd(d->unwinder), TAG_UNWOUND)) < 0)
+	    (err = ep_add(d, ffm_unwinder__fd(d->unwinder), TAG_UNWOUND)) < 0 ||
+	    (err = ep_add(d, lookups_fd(d), TAG_LOOKED)) < 0)
 		return err;
 	if (publish_fd() >= 0 && (err = ep_add(d, publish_fd(), TAG_PUBLISHED)) < 0)
 		return err;
@@ -797,6 +800,8 @@ int ffmd__run(struct ffmd *d)
 				copies_take(d);
 			} else if (tag == TAG_UNWOUND) {
 				ffm_unwinder__take(d->unwinder);
+			} else if (tag == TAG_LOOKED) {
+				drivers_found(d);
 			} else if (tag == TAG_TIMER) {
 				uint64_t x;
 
@@ -845,6 +850,7 @@ struct ffmd *ffmd__free(struct ffmd *d)
 		hold_release(d, d->holds[0].pid);
 	holds_expire(d); /* none left: the holds file goes */
 	d->readier = ffm_readier__free(d->readier);
+	lookups_stop(d);
 	d->analyzer = ffm_analyzer__free(d->analyzer);
 	if (d->metrics) {
 		ffm_metrics__set_up(d->metrics, false);

@@ -15,6 +15,11 @@ void ffm_unwind_run(struct ffm_symbolizer *sym, struct ffm_unwind_req *req)
 {
 	uint64_t t0 = ffm_now_ns();
 
+	if (req->pre) {
+		req->pre(req);
+		req->pre_ns = ffm_now_ns() - t0;
+		t0 += req->pre_ns;
+	}
 	req->n = req->as ? ffm_stack__unwind(sym, req->as, &req->snap, req->frames,
 					     FFM_UNWIND_MAX_FRAMES) : 0;
 	if (req->n <= 0) {

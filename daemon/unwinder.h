@@ -25,6 +25,9 @@ struct ffm_unwind_req {
 	/* in: set by the submitter */
 	void (*done)(struct ffm_unwind_req *req); /* on the loop; frees the request */
 	void *owner;
+	/* NULL, or run first, on the same thread as the unwinding (the Python frames of the stack,
+	 * daemon/recorder.c: opens and reads of the process's files and memory, off the loop too) */
+	void (*pre)(struct ffm_unwind_req *req);
 	struct ffm_addr_space *as;      /* borrowed until done; NULL: nothing to unwind */
 	struct ffm_stack_snapshot snap; /* .stack borrowed until done */
 	/* The frames when unwinding finds none (process gone, no CFI): what BPF saw. */
@@ -33,12 +36,13 @@ struct ffm_unwind_req {
 	/* out */
 	int n;                          /* frames, unwound or else from pcs */
 	uint64_t ns;                    /* the time unwinding and symbolizing took */
+	uint64_t pre_ns;                /* the time @pre took */
 	struct ffm_frame frames[FFM_UNWIND_MAX_FRAMES];
 	const struct ffm_sym *syms[FFM_UNWIND_MAX_FRAMES]; /* NULL: not symbolized */
 };
 
-/* Unwind (else take req->pcs) and symbolize @req in the calling thread (the only user of
- * @sym meanwhile). */
+/* Run req->pre, then unwind (else take req->pcs) and symbolize @req in the calling thread (the
+ * only user of @sym meanwhile). */
 void ffm_unwind_run(struct ffm_symbolizer *sym, struct ffm_unwind_req *req);
 
 /* At most @cap requests queued, running or done and not taken. */

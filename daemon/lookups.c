@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Which libcuda a job's process maps or will load, looked up off the loop. The lookup reads
+ * the process's maps and environment and opens the LD_LIBRARY_PATH entries it names as its
+ * user (daemon/resolve.c, procfs.c's driver_path_of): files the job's user controls, each open
+ * up to its deadline (symbols/useropen.h), and a process the map guard stopped is waited for
+ * first (500 ms at most). One worker thread (daemon/worker.h) takes the lookups in order; the
+ * loop learns of finished ones through an eventfd (TAG_LOOKED) and acts on each answer
+ * (drivers.c). Owns the worker and the list of lookups asked and not yet taken, by process,
+ * so that one process is not looked up twice at once. Nothing here knows of jobs, holds or
+ * the drivers' table; the worker touches nothing of struct ffmd.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "daemon/ffmd_int.h"
+#include "daemon/worker.h"
+
+static void *look(void *arg, void *ctx)
+{
+	struct lookup *l = arg;
+	uint64_t t0 = ffm_now_ns();
+
+	(void)ctx;
+	/* Its maps show the file only once the stop has landed. */
+	if (l->map && l->m.stopped)
+		l->stopped = wait_stopped(l->pid, 500);
+	l->err = driver_path_of(l->pid, l->path, sizeof(l->path));
+	l->found = l->err >= 0 && stat(l->path, &l->st) == 0;
+	l->ns = ffm_now_ns() - t0;
+	return l;
+}
+
+int lookups_start(struct ffmd *d)
+{
+	return ffm_worker__new(MAX_LOOKUPS, look, NULL, &d->lookups);
+}
+
+int lookups_fd(const struct ffmd *d)
+{
+	return ffm_worker__fd(d->lookups);
+}
+
+void lookups_stop(struct ffmd *d)
+{
+	if (d->lookups)
+		ffm_worker__free(d->lookups, free); /* answers nobody waits for any more */
+	d->lookups = NULL;
+	d->nasked = 0;
+}
+
+bool lookup_pending(const struct ffmd *d, pid_t pid)
+{
+	for (int i = 0; i < d->nasked; i++)
+		if (d->asked[i] == pid)
+			return true;
+	return false;
+}
+
+int lookup_ask(struct ffmd *d, pid_t pid, const struct ffm_rec_map *m)
+{
+	struct lookup *l;
+	int err;
+
+	/* Another one's answer serves an exec's or a fork's; a map record's must read the maps
+	 * as they are after its mmap. */
+	if (!m && lookup_pending(d, pid))
+		return -EALREADY;
+	if (d->nasked >= MAX_LOOKUPS)
+		return -ENOSPC;
+	if (!(l = calloc(1, sizeof(*l))))
+		return -ENOMEM;
+	l->pid = pid;
+	l->start = proc_start_time(pid);
+	if (m) {
+		l->map = true;
+		l->m = *m;
+	}
+	err = ffm_worker__submit(d->lookups, l);
+	if (err < 0)
+		return err;
+	d->asked[d->nasked++] = pid;
+	return 0;
+}
+
+struct lookup *lookup_take(struct ffmd *d)
+{
+	struct lookup *l = ffm_worker__take(d->lookups);
+
+	if (!l)
+		return NULL;
+	for (int i = 0; i < d->nasked; i++)
+		if (d->asked[i] == l->pid) {
+			d->asked[i] = d->asked[--d->nasked];
+			break;
+		}
+	return l;
+}

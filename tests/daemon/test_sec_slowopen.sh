@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# ffm-test: alone (it measures time: tests/run-tests.sh runs it with no other test beside it)
+#
+# ffmd's loop while the opens of a job user's files are slow (TAP; docs/SECURITY.md, rule 2, "No
+# open of a job user's file waits on the loop"). A real unprivileged user of the test's own runs
+# a Python program in a --uid job, with the user's own copies of the interpreter and of the
+# simulated driver (found through LD_LIBRARY_PATH). A fanotify listener of the test holds every
+# open of those two files by ffmd for 1.5 s (FAN_OPEN_PERM: the open blocks in the kernel, as
+# on a stalled FUSE or network file system), past the 250 ms deadline of ffmd's user opens; the
+# user's own opens go at once. So the libcuda lookup of each new process (its LD_LIBRARY_PATH's
+# entries) and the Python detection (the interpreter's file), besides the symbolizer, stall on
+# the opens. Meanwhile a client pings ffmd's socket every 5 ms over fresh connections: the
+# longest answer is the longest the loop went without serving the socket. Checked: ffmd's opens
+# of both files were held (the test tested something); every ping sent while one was held was
+# answered within 100 ms (with the lookups on the loop: 250 ms and more, the deadline spent
+# there); the run finished and was measured.
+set -u
+cd "$(dirname "$0")/../.." || exit 2
+. tests/ops/lib.sh
+need_root
+FAKE=$PWD/$B/fakecuda
+[ -f "$FAKE/libcuda.so.1" ] || { echo "# the simulated driver is not built"; exit 2; }
+PY=/usr/bin/python3.11
+[ -x "$PY" ] || PY=$(command -v python3.11 || command -v python3) || { echo "# no python3"; exit 77; }
+PY=$(readlink -f "$PY")
+command -v setpriv >/dev/null || { echo "# setpriv not found; skipping"; exit 77; }
+HOLD_S=1.5
+
+make_users ffmslow1
+U1=$(id -u ffmslow1)
+D=$T/user
+mkdir -p "$D/lib" && cp "$FAKE/libcuda.so.1" "$D/lib/libcuda.so.1" && cp "$PY" "$D/python3.11" ||
+	{ echo "# cannot copy the driver or the interpreter"; exit 2; }
+cat >"$D/app.py" <<'EOF'
+import ctypes, sys
+cu = ctypes.CDLL("libcuda.so.1")
+def ck(r):
+    if r != 0:
+        raise RuntimeError("CUDA error %d" % r)
+ck(cu.cuInit(0))
+dev, ctx = ctypes.c_int(), ctypes.c_void_p()
+ck(cu.cuDeviceGet(ctypes.byref(dev), 0))
+ck(cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev))
+ck(cu.cuCtxSetCurrent(ctx))
+def a():
+    ck(cu.cuCtxSynchronize())
+def b():
+    ck(cu.cuCtxSynchronize())
+for i in range(int(sys.argv[1])):
+    a() if i % 2 else b()
+EOF
+chown -R ffmslow1 "$D" && chmod 0755 "$D/python3.11" && chmod 0644 "$D/lib/libcuda.so.1"
+# The interpreter's copy runs with the system's library (its home is not beside it).
+PYHOME=$("$PY" -c 'import sys; print(sys.base_prefix)')
+
+start_ffmd || { notok "ffmd starts"; finish; }
+ctl calibrate --driver "$FAKE/libcuda.so.1" >/dev/null 2>&1 ||
+	{ notok "calibrate the simulated driver"; finish; }
+
+# hold OUT FILE...: every open of a FILE by ffmd held HOLD_S, any other allowed at once. OUT gets
+# "error E", then "opens" once listening, then "opens ffmd-opens FILE-INDEXES..."; OUT.t the
+# monotonic time at which each of ffmd's held opens came.
+hold() {
+	python3 - "$T/stop" "$FFMD_PID" "$HOLD_S" "$@" <<'EOF'
+import ctypes, os, select, struct, sys, time
+stop, ffmd, hold_s, out, files = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5:]
+libc = ctypes.CDLL(None, use_errno=True)
+FAN_CLASS_CONTENT, FAN_CLOEXEC, FAN_NONBLOCK = 0x4, 0x1, 0x2
+FAN_MARK_ADD, FAN_OPEN_PERM, FAN_ALLOW = 0x1, 0x10000, 0x1
+fd = libc.fanotify_init(FAN_CLASS_CONTENT | FAN_CLOEXEC | FAN_NONBLOCK, os.O_RDONLY)
+ok = fd >= 0 and all(libc.fanotify_mark(fd, FAN_MARK_ADD, ctypes.c_uint64(FAN_OPEN_PERM), -100,
+                                        f.encode()) == 0 for f in files)
+if not ok:
+    open(out, "w").write("error %d\n" % ctypes.get_errno())
+    sys.exit(1)
+ino = [os.stat(f).st_ino for f in files]
+opens, seen, held = 0, set(), []
+open(out, "w").write("0\n")
+tl = open(out + ".t", "w", buffering=1)
+while not os.path.exists(stop) or held:
+    select.select([fd], [], [], 0.02)
+    try:
+        buf = os.read(fd, 4096)
+    except BlockingIOError:
+        buf = b""
+    while len(buf) >= 24:
+        ln, _, _, _, _, efd, pid = struct.unpack_from("IBBHQii", buf)
+        buf = buf[ln:]
+        if pid != ffmd:
+            os.write(fd, struct.pack("iI", efd, FAN_ALLOW))
+            os.close(efd)
+            continue
+        held.append((time.monotonic() + hold_s, efd))
+        tl.write("%.3f\n" % time.monotonic())
+        opens += 1
+        st = os.fstat(efd)
+        seen |= {i for i, n in enumerate(ino) if n == st.st_ino}
+    for t, efd in [h for h in held if h[0] <= time.monotonic()]:
+        os.write(fd, struct.pack("iI", efd, FAN_ALLOW))
+        os.close(efd)
+        held.remove((t, efd))
+    open(out, "w").write("%d %s\n" % (opens, " ".join(map(str, sorted(seen)))))
+EOF
+}
+# ping OUT: until $T/stop, ffmd's socket pinged every 5 ms over a fresh connection; OUT.all gets
+# "start_time ms" for each.
+ping_loop() {
+	python3 - "$T/run/ffmd.sock" "$1" "$T/stop" <<'EOF'
+import os, socket, sys, time
+log = open(sys.argv[2] + ".all", "w", buffering=1)
+while not os.path.exists(sys.argv[3]):
+    t0 = time.monotonic()
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.settimeout(10)
+    try:
+        s.connect(sys.argv[1])
+        s.send(b"FFM/1 ping\n")
+        s.recv(1 << 16)
+    except OSError:
+        pass
+    s.close()
+    log.write("%.3f %.1f\n" % (t0, (time.monotonic() - t0) * 1e3))
+    time.sleep(0.005)
+EOF
+}
+
+rm -f "$T/stop"
+hold "$T/held" "$D/lib/libcuda.so.1" "$D/python3.11" &
+hpid=$!
+for _ in $(seq 50); do [ -s "$T/held" ] && break; sleep 0.1; done
+read -r held_n _ <"$T/held"
+[ "$held_n" = 0 ] || { echo "# fanotify not available here: $held_n"; touch "$T/stop"; exit 77; }
+ctl job start slow --key slow --uid "$U1" >/dev/null || { notok "job start"; finish; }
+# (after the job's start: opening its store is the loop's, and not what is measured)
+ping_loop "$T/pings" &
+ppid=$!
+rc=0
+for i in 1 2 3; do
+	timeout 60 setpriv --reuid="$U1" --regid="$U1" --clear-groups env PYTHONHOME="$PYHOME" \
+		LD_LIBRARY_PATH="$D/lib" "$D/python3.11" "$D/app.py" 200 >"$T/app$i.out" 2>&1 || rc=$?
+done
+# Past the last hold, so that a wait of the loop, if any, is seen.
+sleep 2
+touch "$T/stop"
+wait $ppid
+wait $hpid
+read -r held_n held_files <"$T/held"
+timeout 10 "$B/ffmctl" --runtime-dir "$T/run" job end slow >/dev/null 2>&1 || rc=98
+rep=$(timeout 20 "$B/ffmctl" --state-dir "$T/state" report slow 2>&1)
+echo "# ffmd's opens of the user's files held: ${held_n:-0} (files: ${held_files:-none})"
+# The pings in flight while one of ffmd's opens was held: how long each waited for the loop.
+read -r in_n in_worst < <(awk -v h="$HOLD_S" 'NR == FNR { t[++n] = $1; next }
+	{ for (i = 1; i <= n; i++) if ($1 < t[i] + h && $1 + $2 / 1000 > t[i]) { m++; if ($2 > w) w = $2; break } }
+	END { printf "%d %.0f\n", m, w }' "$T/held.t" "$T/pings.all")
+all_worst=$(awk '$2 > w { w = $2 } END { printf "%.0f", w }' "$T/pings.all")
+echo "# pings while an open was held: ${in_n:-0}, the slowest in ${in_worst:-?} ms (of all:" \
+	"${all_worst:-?} ms)"
+
+if [ "${held_n:-0}" -ge 2 ] && [ "${held_files:-}" = "0 1" ]; then
+	ok "ffmd's opens of the user's libcuda copy and interpreter were held ($held_n)"
+else
+	notok "ffmd opened both user files and the opens were held (${held_n:-0}: ${held_files:-none})"
+	tail -n 20 "$T/ffmd.log" | diag
+fi
+if [ "${in_n:-0}" -ge 10 ] && [ "${in_worst:-9999}" -lt 100 ]; then
+	ok "while the opens were held the loop answered $in_n pings, each within $in_worst ms"
+else
+	notok_timing "the loop answered within 100 ms while the opens were held (${in_n:-0} pings," \
+		"${in_worst:-?} ms)"
+	tail -n 20 "$T/ffmd.log" | diag
+fi
+# The waits of the driver-function table (the interpreter's and driver's frames may be unknown:
+# the symbolizer's opens of them were held too).
+waits=$(echo "$rep" | awk '/driver function +calls/ { on = 1; next } on && !NF { on = 0 }
+	on { sub(/^ *(\(unattributed wait\)|[A-Za-z_0-9]+) +/, ""); s += $1 } END { print s + 0 }')
+if [ $rc = 0 ] && [ "$waits" = 600 ]; then
+	ok "the runs finished and were measured: $waits waits"
+else
+	notok "the runs finished and were measured (rc $rc, $waits of 600 waits)"
+	{ echo "$rep" | head -n 20; cat "$T/app1.out"; tail -n 10 "$T/ffmd.log"; } | diag
+fi
+
+echo "1..$n"
+finish
