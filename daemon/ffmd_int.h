@@ -10,7 +10,8 @@
  * jobrun, store...), never into one below, so no two files depend on each other.
  *
  * Everything here runs on ffmd's one loop thread but for the readier (daemon/readier.c), the
- * analyzer (daemon/analyzer.c) and the detacher (links.c), which touch none of these tables;
+ * analyzer (daemon/analyzer.c), the detacher (links.c) and the lookups' worker (lookups.c),
+ * which touch none of these tables;
  * server.c says what may take long.
  */
 #ifndef FFM_FFMD_INT_H

@@ -49,7 +49,8 @@
 #include "symbols/ffm_driver.h"
 
 /* Processes a job's start finds running in a pid's tree or a cgroup's and tracks, at most:
- * the scan runs on the loop (each process: its /proc entries read, its driver resolved). */
+ * the scan runs on the loop (each process: its /proc entries read, its driver's lookup asked
+ * for, which runs off the loop, lookups.c). */
 #define MAX_TRACK_SCAN 4096
 
 /* Put process @p into job slot @slot and give it its driver; false when it is gone (its exit

@@ -2,8 +2,9 @@
 /*
  * ffmd's core: setup, the event loop, the records, teardown. One epoll loop over: the
  * collector's ring buffer, the control socket and its connections (control.c), a signalfd,
- * a timer (store flush, rates, watchdog), the readier's results (drivers.c) and the unwinder's
- * (stacks stored, daemon/unwinder.c). The records of the ring buffer are dispatched here
+ * a timer (store flush, rates, watchdog), the readier's results (drivers.c), the lookups'
+ * (which driver a process uses, lookups.c) and the unwinder's (stacks stored,
+ * daemon/unwinder.c). The records of the ring buffer are dispatched here
  * (on_record): each to its job's run, a process a rule matched made a job on its first record
  * (record_job, rules.c), the map guard's and forks' stops to drivers.c and holds.c.
  * daemon/ffmd_int.h says how the rest of the core is cut.
@@ -15,21 +16,23 @@
  *   - off the loop: making a driver ready, calibration included (seconds: the readier's
  *     thread, daemon/readier.c); detaching a process's probes (an RCU grace period each: the
  *     detacher thread, links.c); unwinding and symbolizing a new stack, which opens the job
- *     user's binaries and debug files (each open up to 250 ms: the unwinder's thread,
- *     daemon/unwinder.c; the job's later records wait, in order, in its recorder);
+ *     user's binaries and debug files, and a Python process's detection with its first stacks
+ *     (each open up to 250 ms: the unwinder's thread, daemon/unwinder.c; the job's later
+ *     records wait, in order, in its recorder); a new process's libcuda lookup (its
+ *     environment and LD_LIBRARY_PATH entries opened as its user, daemon/resolve.c; a map
+ *     guard's stop waited for: the lookups' thread, lookups.c; a process held for it stays
+ *     held until its answer);
  *   - before the loop runs, while ffmd starts: the system's drivers and the journal's made
  *     ready in place, the jobs a crash interrupted resumed (their uid and exe selectors'
  *     processes found by a scan of all of /proc, jobs.c);
  *   - on the loop, bounded: a job started (its store opened, at most MAX_TRACK_SCAN of its
  *     processes that run already tracked, jobs.c), a rule's match made a job (a store opened),
  *     a rule removed at SIGHUP (its waiting processes adopted, at most one job per free slot),
- *     a process the map guard or a fork stopped waited for (500 ms at most, drivers.c,
- *     holds.c), the journal and the holds file rewritten (a few lines), the stores flushed
- *     (tick), probes attached (milliseconds, links.c; adaptive stage 1 puts a sampled
- *     process's wait probe back at the start of each window, and its detach goes to the
- *     detacher thread); a new process's libcuda looked up (daemon/resolve.c: its environment
- *     and LD_LIBRARY_PATH entries opened as its user, each within that deadline) and Python
- *     detection (its files likewise); a run's end, which waits for its stacks on the unwinder;
+ *     a process a fork stopped waited for (500 ms at most, holds.c), the journal and the
+ *     holds file rewritten (a few lines), the stores flushed (tick), probes attached
+ *     (milliseconds, links.c; adaptive stage 1 puts a sampled process's wait probe back at
+ *     the start of each window, and its detach goes to the detacher thread); a run's end,
+ *     which waits for its stacks on the unwinder;
  *   - on the loop, as long as the system takes: detaching a driver's system-wide probes
  *     (probe_scope = system only; tens of ms, seconds for a stage-2 set on a busy machine).
  *     They go when no job needs them any more, and a new job may need them at once: detached

@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# ffm-test: alone (it measures time: tests/run-tests.sh runs it with no other test beside it)
 #
 # ffmd's loop while the opens of a job user's files are slow (TAP; docs/SECURITY.md, rule 2, "No
 # open of a job user's file waits on the loop"). A real unprivileged user of the test's own runs
@@ -22,7 +21,8 @@ need_root
 FAKE=$PWD/$B/fakecuda
 [ -f "$FAKE/libcuda.so.1" ] || { echo "# the simulated driver is not built"; exit 2; }
 PY=/usr/bin/python3.11
-[ -x "$PY" ] || PY=$(command -v python3.11 || command -v python3) || { echo "# no python3"; exit 77; }
+[ -x "$PY" ] || PY=$(command -v python3.11 || command -v python3) ||
+	{ echo "# no python3"; exit 77; }
 PY=$(readlink -f "$PY")
 command -v setpriv >/dev/null || { echo "# setpriv not found; skipping"; exit 77; }
 HOLD_S=1.5
@@ -64,7 +64,8 @@ ctl calibrate --driver "$FAKE/libcuda.so.1" >/dev/null 2>&1 ||
 hold() {
 	python3 - "$T/stop" "$FFMD_PID" "$HOLD_S" "$@" <<'EOF'
 import ctypes, os, select, struct, sys, time
-stop, ffmd, hold_s, out, files = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5:]
+stop, ffmd, hold_s = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+out, files = sys.argv[4], sys.argv[5:]
 libc = ctypes.CDLL(None, use_errno=True)
 FAN_CLASS_CONTENT, FAN_CLOEXEC, FAN_NONBLOCK = 0x4, 0x1, 0x2
 FAN_MARK_ADD, FAN_OPEN_PERM, FAN_ALLOW = 0x1, 0x10000, 0x1
@@ -151,7 +152,8 @@ rep=$(timeout 20 "$B/ffmctl" --state-dir "$T/state" report slow 2>&1)
 echo "# ffmd's opens of the user's files held: ${held_n:-0} (files: ${held_files:-none})"
 # The pings in flight while one of ffmd's opens was held: how long each waited for the loop.
 read -r in_n in_worst < <(awk -v h="$HOLD_S" 'NR == FNR { t[++n] = $1; next }
-	{ for (i = 1; i <= n; i++) if ($1 < t[i] + h && $1 + $2 / 1000 > t[i]) { m++; if ($2 > w) w = $2; break } }
+	{ for (i = 1; i <= n; i++)
+		if ($1 < t[i] + h && $1 + $2 / 1000 > t[i]) { m++; if ($2 > w) w = $2; break } }
 	END { printf "%d %.0f\n", m, w }' "$T/held.t" "$T/pings.all")
 all_worst=$(awk '$2 > w { w = $2 } END { printf "%.0f", w }' "$T/pings.all")
 echo "# pings while an open was held: ${in_n:-0}, the slowest in ${in_worst:-?} ms (of all:" \
