@@ -21,12 +21,14 @@
 static void *look(void *arg, void *ctx)
 {
 	struct lookup *l = arg;
-	uint64_t t0 = ffm_now_ns();
+	uint64_t t0;
 
 	(void)ctx;
-	/* Its maps show the file only once the stop has landed. */
+	/* Its maps show the file only once the stop has landed (the wait is the hold's price,
+	 * not the lookup's). */
 	if (l->map && l->m.stopped)
 		l->stopped = wait_stopped(l->pid, 500);
+	t0 = ffm_now_ns();
 	l->err = driver_path_of(l->pid, l->path, sizeof(l->path));
 	l->found = l->err >= 0 && stat(l->path, &l->st) == 0;
 	l->ns = ffm_now_ns() - t0;

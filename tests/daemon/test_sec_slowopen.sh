@@ -13,7 +13,8 @@
 # longest answer is the longest the loop went without serving the socket. Checked: ffmd's opens
 # of both files were held (the test tested something); every ping sent while one was held was
 # answered within 100 ms (with the lookups on the loop: 250 ms and more, the deadline spent
-# there); the run finished and was measured.
+# there); the run finished and was measured; processes that exit before the answer of their
+# lookup leave ffmd running.
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 . tests/ops/lib.sh
@@ -141,8 +142,14 @@ for i in 1 2 3; do
 	timeout 60 setpriv --reuid="$U1" --regid="$U1" --clear-groups env PYTHONHOME="$PYHOME" \
 		LD_LIBRARY_PATH="$D/lib" "$D/python3.11" "$D/app.py" 200 >"$T/app$i.out" 2>&1 || rc=$?
 done
+# Processes that exit before their lookup's answer (its opens held): the answer is dropped.
+for i in 1 2 3 4 5; do
+	setpriv --reuid="$U1" --regid="$U1" --clear-groups env LD_LIBRARY_PATH="$D/lib" true
+done
 # Past the last hold, so that a wait of the loop, if any, is seen.
 sleep 2
+alive=0
+kill -0 "$FFMD_PID" 2>/dev/null && ctl status >/dev/null 2>&1 && alive=1
 touch "$T/stop"
 wait $ppid
 wait $hpid
@@ -181,6 +188,13 @@ if [ $rc = 0 ] && [ "$waits" = 600 ]; then
 else
 	notok "the runs finished and were measured (rc $rc, $waits of 600 waits)"
 	{ echo "$rep" | head -n 20; cat "$T/app1.out"; tail -n 10 "$T/ffmd.log"; } | diag
+fi
+
+if [ $alive = 1 ]; then
+	ok "processes gone before their lookup's answer: ffmd goes on"
+else
+	notok "ffmd answers after processes gone before their lookup's answer"
+	tail -n 10 "$T/ffmd.log" | diag
 fi
 
 echo "1..$n"
