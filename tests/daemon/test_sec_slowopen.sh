@@ -187,8 +187,8 @@ fi
 if [ "${in_n:-0}" -ge 10 ] && [ "${in_worst:-9999}" -lt 150 ]; then
 	ok "while the opens were held the loop answered $in_n pings, each within $in_worst ms"
 else
-	notok_timing "the loop answered within 150 ms while the opens were held (${in_n:-0} pings," \
-		"${in_worst:-?} ms)"
+	notok_timing "the loop answered within 150 ms while the opens were held (${in_n:-0} pings,\
+ ${in_worst:-?} ms)"
 	tail -n 20 "$T/ffmd.log" | diag
 fi
 # The waits of the driver-function table (the interpreter's and driver's frames may be unknown:
