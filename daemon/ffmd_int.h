@@ -19,6 +19,7 @@
 
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -273,7 +274,7 @@ struct ffmd {
 	} waiters[MAX_HOLDS];     /* processes that will load a pending driver, not held */
 	struct ffm_readier *readier;
 	struct ffm_worker *lookups; /* which driver a process uses, looked up off the loop */
-	pid_t asked[MAX_LOOKUPS];   /* the processes of the lookups asked and not taken */
+	struct lookup *asked[MAX_LOOKUPS]; /* the lookups asked and not taken */
 	int nasked;
 	struct ffm_analyzer *analyzer; /* each ended run's analysis, stored (daemon/analyzer.h) */
 	struct ffm_metrics *metrics;   /* NULL unless metrics_dir is set (daemon/metrics.h) */
@@ -297,6 +298,7 @@ struct lookup {
 	unsigned long long start; /* its start time when asked (0: gone): the answer is for it */
 	bool map;                 /* asked at the map guard's record @m */
 	struct ffm_rec_map m;
+	atomic_bool started;      /* the worker began it: it may have read an older image's state */
 	/* the answer */
 	int err;      /* driver_path_of's: 1 the file it maps, 0 the one it will load, -errno */
 	bool found;   /* @path names a file, @st */
@@ -309,8 +311,9 @@ int lookups_start(struct ffmd *d);
 int lookups_fd(const struct ffmd *d); /* readable while answers wait (the loop's TAG_LOOKED) */
 void lookups_stop(struct ffmd *d);
 bool lookup_pending(const struct ffmd *d, pid_t pid);
-/* Ask for @pid's driver (@m: the map guard's record, else NULL): 0; -EALREADY one is asked
- * for it already (not for @m); -ENOSPC MAX_LOOKUPS are; -ENOMEM. */
+/* Ask for @pid's driver (@m: the map guard's record, else NULL): 0; -EALREADY one for it is
+ * queued and not begun (it serves: it reads the process as it is from now on; not for @m);
+ * -ENOSPC MAX_LOOKUPS are asked; -ENOMEM. */
 int lookup_ask(struct ffmd *d, pid_t pid, const struct ffm_rec_map *m);
 struct lookup *lookup_take(struct ffmd *d); /* a finished lookup (the caller frees it), or NULL */
 

@@ -24,6 +24,7 @@ static void *look(void *arg, void *ctx)
 	uint64_t t0;
 
 	(void)ctx;
+	atomic_store(&l->started, true);
 	/* Its maps show the file only once the stop has landed (the wait is the hold's price,
 	 * not the lookup's). */
 	if (l->map && l->m.stopped)
@@ -56,7 +57,17 @@ void lookups_stop(struct ffmd *d)
 bool lookup_pending(const struct ffmd *d, pid_t pid)
 {
 	for (int i = 0; i < d->nasked; i++)
-		if (d->asked[i] == pid)
+		if (d->asked[i]->pid == pid)
+			return true;
+	return false;
+}
+
+/* A lookup of @pid that the worker has not begun: what it reads of the process is as new as
+ * what a lookup asked now would read. */
+static bool queued(const struct ffmd *d, pid_t pid)
+{
+	for (int i = 0; i < d->nasked; i++)
+		if (d->asked[i]->pid == pid && !atomic_load(&d->asked[i]->started))
 			return true;
 	return false;
 }
@@ -66,9 +77,10 @@ int lookup_ask(struct ffmd *d, pid_t pid, const struct ffm_rec_map *m)
 	struct lookup *l;
 	int err;
 
-	/* Another one's answer serves an exec's or a fork's; a map record's must read the maps
-	 * as they are after its mmap. */
-	if (!m && lookup_pending(d, pid))
+	/* One not begun serves an exec's or a fork's (a rule's exec asks three times); one begun
+	 * may have read the image before this exec, and a map record's must read the maps as
+	 * they are after its mmap. */
+	if (!m && queued(d, pid))
 		return -EALREADY;
 	if (d->nasked >= MAX_LOOKUPS)
 		return -ENOSPC;
@@ -80,11 +92,12 @@ int lookup_ask(struct ffmd *d, pid_t pid, const struct ffm_rec_map *m)
 		l->map = true;
 		l->m = *m;
 	}
+	/* Listed first: once submitted, it is the worker's until taken (freed if refused). */
+	d->asked[d->nasked++] = l;
 	err = ffm_worker__submit(d->lookups, l);
 	if (err < 0)
-		return err;
-	d->asked[d->nasked++] = pid;
-	return 0;
+		d->nasked--;
+	return err < 0 ? err : 0;
 }
 
 struct lookup *lookup_take(struct ffmd *d)
@@ -94,7 +107,7 @@ struct lookup *lookup_take(struct ffmd *d)
 	if (!l)
 		return NULL;
 	for (int i = 0; i < d->nasked; i++)
-		if (d->asked[i] == l->pid) {
+		if (d->asked[i] == l) {
 			d->asked[i] = d->asked[--d->nasked];
 			break;
 		}
