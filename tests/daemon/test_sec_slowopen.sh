@@ -37,7 +37,7 @@ mkdir -p "$D" "$D2/lib" && cp "$PY" "$D/python3.11" && cp "$WL/unnecessary_sync"
 	cp "$FAKE/libcuda.so.1" "$D2/lib/libcuda.so.1" ||
 	{ echo "# cannot copy the interpreter, the workload or the driver"; exit 2; }
 cat >"$D/app.py" <<'EOF'
-import ctypes, sys
+import ctypes, sys, time
 cu = ctypes.CDLL("libcuda.so.1")
 def ck(r):
     if r != 0:
@@ -51,7 +51,10 @@ def a():
     ck(cu.cuCtxSynchronize())
 def b():
     ck(cu.cuCtxSynchronize())
-for i in range(int(sys.argv[1])):
+# Alive a while after its first stack, so that ffmd looks at it (and its file) before it exits.
+b()
+time.sleep(1)
+for i in range(int(sys.argv[1]) - 1):
     a() if i % 2 else b()
 EOF
 chown -R ffmslow1 "$D" && chown -R ffmslow2 "$D2" && chmod 0755 "$D/python3.11" "$D2/app" &&
