@@ -14,7 +14,7 @@
 # socket every 5 ms over fresh connections: the longest answer is the longest the loop went
 # without serving the socket. Checked: ffmd's opens of both files were held (the test tested
 # something); every ping sent while one was held was answered within 150 ms (with the lookups on
-# the loop: 250 ms and more, the deadline spent there; 7-92 ms off it, with single pings of a
+# the loop: 250 ms and more, the deadline spent there; 7-93 ms off it, with single pings of a
 # loaded 2-core VM's scheduling up to 90 ms); the runs finished and were measured; processes that
 # exit before the answer of their lookup leave ffmd running.
 set -u
