@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
+# ffm-test: timing: the loop's answer time to pings is judged on the shared machine;
+# tests/run-tests.sh runs it once more when it fails.
 #
 # ffmd's loop while the opens of a job user's files are slow (TAP; docs/SECURITY.md, rule 2, "No
 # open of a job user's file waits on the loop"). Two real unprivileged users of the test's own
