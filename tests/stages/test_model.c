@@ -419,6 +419,23 @@ TEST(removed_cpu_time)
 	ffm_graph__free(g);
 }
 
+/* The first problem's benefit in @ev, with event 1's deleted work @del (UINT32_MAX: none). */
+static uint64_t first_benefit(const struct ffm_event *ev, size_t n, uint32_t del)
+{
+	struct oatab tab = OATAB_U32_INIT;
+	struct ffm_graph *g = NULL;
+	uint64_t got[4] = { 0 };
+
+	if (del != UINT32_MAX && oatab_put_u32(&tab, 1, del))
+		FAIL("no memory");
+	if (ffm_graph__build(ev, n, &(struct ffm_graph_opts){ .deleted_of = &tab }, &g) ||
+	    ffm_model__benefit(g, got, NULL))
+		FAIL("graph or model");
+	ffm_graph__free(g);
+	oatab_free(&tab);
+	return got[0];
+}
+
 TEST(deleted_work_needs_no_cpu_to_hide_under)
 {
 	/* A pageable async copy that waited: 1000 ns for the kernel, then 2000 ns of staging
@@ -435,30 +452,14 @@ TEST(deleted_work_needs_no_cpu_to_hide_under)
 		{ 0 },
 	};
 	struct ffm_event ev[MAX_STEPS];
-	struct oatab del = OATAB_U32_INIT;
-	struct ffm_graph *g;
-	uint64_t got[1];
 	size_t n_ev = lay_out(st, 3, ev);
 
 	ev[1].removed_ns = 2000;
-	ASSERT_OK(ffm_graph__build(ev, n_ev, NULL, &g));
-	ASSERT_OK(ffm_model__benefit(g, got, NULL));
-	ASSERT_EQ(got[0], 500); /* the CPU work after it is all the wait could hide under */
-	ffm_graph__free(g);
-
-	ASSERT_OK(oatab_put_u32(&del, 1, 1900));
-	ASSERT_OK(ffm_graph__build(ev, n_ev, &(struct ffm_graph_opts){ .deleted_of = &del }, &g));
-	ASSERT_OK(ffm_model__benefit(g, got, NULL));
-	ASSERT_EQ(got[0], 2400);
-	ffm_graph__free(g);
-
+	/* the CPU work after it is all the wait could hide under */
+	ASSERT_EQ(first_benefit(ev, n_ev, UINT32_MAX), 500);
+	ASSERT_EQ(first_benefit(ev, n_ev, 1900), 2400);
 	/* never more than the call's wait and removed time */
-	ASSERT_OK(oatab_put_u32(&del, 1, 5000));
-	ASSERT_OK(ffm_graph__build(ev, n_ev, &(struct ffm_graph_opts){ .deleted_of = &del }, &g));
-	ASSERT_OK(ffm_model__benefit(g, got, NULL));
-	ASSERT_EQ(got[0], 3000);
-	ffm_graph__free(g);
-	oatab_free(&del);
+	ASSERT_EQ(first_benefit(ev, n_ev, 5000), 3000);
 }
 
 TEST(misplaced_wait_saves_its_exit_latency)
@@ -467,26 +468,11 @@ TEST(misplaced_wait_saves_its_exit_latency)
 	 * for the shorter wait: 350; never more than the wait. */
 	static const struct step st[] = { L(0, 5), MISPLACED(0, 1000, 300, 1), L(400, 5), { 0 } };
 	struct ffm_event ev[MAX_STEPS];
-	struct oatab del = OATAB_U32_INIT;
-	struct ffm_graph *g;
-	uint64_t got[1];
 	size_t n_ev = lay_out(st, 3, ev);
 
-	ASSERT_OK(ffm_graph__build(ev, n_ev, NULL, &g));
-	ASSERT_OK(ffm_model__benefit(g, got, NULL));
-	ASSERT_EQ(got[0], 300);
-	ffm_graph__free(g);
-	ASSERT_OK(oatab_put_u32(&del, 1, 50));
-	ASSERT_OK(ffm_graph__build(ev, n_ev, &(struct ffm_graph_opts){ .deleted_of = &del }, &g));
-	ASSERT_OK(ffm_model__benefit(g, got, NULL));
-	ASSERT_EQ(got[0], 350);
-	ffm_graph__free(g);
-	ASSERT_OK(oatab_put_u32(&del, 1, 5000));
-	ASSERT_OK(ffm_graph__build(ev, n_ev, &(struct ffm_graph_opts){ .deleted_of = &del }, &g));
-	ASSERT_OK(ffm_model__benefit(g, got, NULL));
-	ASSERT_EQ(got[0], 1000);
-	ffm_graph__free(g);
-	oatab_free(&del);
+	ASSERT_EQ(first_benefit(ev, n_ev, UINT32_MAX), 300);
+	ASSERT_EQ(first_benefit(ev, n_ev, 50), 350);
+	ASSERT_EQ(first_benefit(ev, n_ev, 5000), 1000);
 }
 
 TEST(graph_shape)
