@@ -411,6 +411,11 @@ static void driver_found(struct ffmd *d, const struct lookup *l)
 			 pid);
 	if (l->start && proc_start_time(pid) == l->start)
 		dv = driver_of(d, l);
+	/* Its exec's lookup failed for another reason than "no libcuda" (its user's open budget
+	 * spent, a deadline): should it map a driver the bridge is on, no one would know. */
+	if (!dv && !l->map && l->err < 0 && l->err != -ENOENT && l->start &&
+	    proc_start_time(pid) == l->start)
+		bridge_refuse(d, pid);
 	if (l->map)
 		driver_mapped_done(d, &l->m, dv);
 	h = hold_find(d, pid);

@@ -238,6 +238,8 @@ struct ffmd {
 		double draining;  /* ... its processes had their own probes then (0: not yet) */
 		double failed;    /* an attach was refused then (0: none) */
 		uint64_t attaches, detaches; /* per driver, since ffmd started */
+		pid_t refused[64]; /* processes not left to it (0: free; full: the oldest goes) */
+		unsigned refused_next;
 	} bridge;                 /* links.c: the bridge */
 	double attach_sum_s;      /* adaptive stage 1's attaches: time taken, and their number */
 	uint64_t attach_count;
@@ -387,6 +389,10 @@ struct plink *link_process(struct ffmd *d, pid_t pid, struct drv *dv);
 void plink_key(struct ffmd *d, struct plink *pl, uint64_t kdev, uint64_t ino);
 void plink_free(struct ffmd *d, struct plink *pl);
 void plinks_drop_pid(struct ffmd *d, pid_t pid);
+/* Process @pid of a job the bridge serves, whose driver lookup failed (its user's slow-open
+ * budget, say): not the bridge's. BPF stops it at its mmap of a driver as without the bridge,
+ * where its maps tell which (bridge_refuse; forgotten at its exit, plinks_drop_pid). */
+void bridge_refuse(struct ffmd *d, pid_t pid);
 /* Adaptive stage 1: take each sampled process's wait probe off or put it back (each round of
  * the loop). The processes with a sampler. */
 int plinks_sample_tick(struct ffmd *d);

@@ -492,13 +492,35 @@ static void bridges_open(struct ffmd *d, int job)
 	ffm_collector__bridge_set(d->col, d->bridge.slots, d->bridge.open);
 }
 
+/* Where @pid is in the bridge's refused processes (bridge_refuse), -1: not there. */
+static int refused_at(const struct ffmd *d, pid_t pid)
+{
+	for (unsigned i = 0; pid && i < (sizeof(d->bridge.refused) / sizeof(d->bridge.refused[0])); i++)
+		if (d->bridge.refused[i] == pid)
+			return (int)i;
+	return -1;
+}
+
+/* Refused process @k goes (it exited, or a newer one takes its place): its {pid, 0, 0} in BPF
+ * with it, unless probes of its own hold it (their end clears it). */
+static void forget_refused(struct ffmd *d, int k)
+{
+	pid_t pid = d->bridge.refused[k];
+
+	d->bridge.refused[k] = 0;
+	for (int i = 0; i < MAX_PLINKS; i++)
+		if (d->plinks[i].pid == pid)
+			return;
+	ffm_collector__set_linked(d->col, pid, 0, 0, false);
+}
+
 /* Whether process @pid of job @job, which maps or will map @dv, is left to the bridge: its job
  * needs the wait probe only, it has no probes of its own, and the bridge is (now) open. */
 static bool bridge_takes(struct ffmd *d, pid_t pid, int job, const struct drv *dv)
 {
 	uint64_t bit;
 
-	if (!job_bridgeable(d, job) || own_probes(d, pid))
+	if (!job_bridgeable(d, job) || own_probes(d, pid) || refused_at(d, pid) >= 0)
 		return false;
 	bit = 1ull << d->jobs[job].slot;
 	d->bridge.busy = ffm_now_s();
@@ -571,8 +593,29 @@ struct plink *link_process(struct ffmd *d, pid_t pid, struct drv *dv)
 	return pl;
 }
 
+void bridge_refuse(struct ffmd *d, pid_t pid)
+{
+	int job = job_of_pid(d, pid);
+	unsigned k;
+
+	if (job < 0 || !job_bridgeable(d, job) || refused_at(d, pid) >= 0)
+		return;
+	k = d->bridge.refused_next++ % (sizeof(d->bridge.refused) / sizeof(d->bridge.refused[0]));
+	if (d->bridge.refused[k])
+		forget_refused(d, (int)k);
+	d->bridge.refused[k] = pid;
+	/* as if it had probes of its own: the bridge skips it, the map guard stops it */
+	ffm_collector__set_linked(d->col, pid, 0, 0, true);
+	log_info("process %d: its driver could not be looked up now; it is held at its mmap of a "
+		 "driver as without the bridge", pid);
+}
+
 void plinks_drop_pid(struct ffmd *d, pid_t pid)
 {
+	int k = refused_at(d, pid);
+
+	if (k >= 0)
+		forget_refused(d, k);
 	for (int i = 0; i < MAX_PLINKS; i++)
 		if (d->plinks[i].pid == pid)
 			plink_free(d, &d->plinks[i]);
