@@ -863,6 +863,7 @@ struct ffmd *ffmd__free(struct ffmd *d)
 	for (int i = 0; i < MAX_DRIVERS; i++) {
 		ffm_attachment__free(d->drvs[i].api_att);
 		ffm_attachment__free(d->drvs[i].wait_att);
+		ffm_attachment__free(d->drvs[i].bridge_att);
 		ffm_ready_driver__release(&d->drvs[i].rd);
 	}
 	for (int i = 0; i < MAX_CONNS; i++)
