@@ -52,15 +52,27 @@ static bool log_allowed(double *last)
 	return true;
 }
 
+/* What driver @dv holds: its attachments (the bridge's too) and its ready driver. */
+static void driver_release(struct drv *dv)
+{
+	ffm_attachment__free(dv->api_att);
+	ffm_attachment__free(dv->wait_att);
+	ffm_attachment__free(dv->bridge_att);
+	ffm_ready_driver__release(&dv->rd);
+}
+
+void drivers_release(struct ffmd *d)
+{
+	for (int i = 0; i < MAX_DRIVERS; i++)
+		driver_release(&d->drvs[i]);
+}
+
 static void driver_free(struct ffmd *d, struct drv *dv)
 {
 	uint32_t gen = dv->gen + 1;
 
 	ffm_collector__driver_forget(d->col, ffm_kernel_dev(dv->dev), dv->ino);
-	ffm_attachment__free(dv->api_att);
-	ffm_attachment__free(dv->wait_att);
-	ffm_attachment__free(dv->bridge_att);
-	ffm_ready_driver__release(&dv->rd);
+	driver_release(dv);
 	memset(dv, 0, sizeof(*dv));
 	dv->gen = gen;
 }

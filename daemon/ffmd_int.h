@@ -419,6 +419,7 @@ struct drv *driver_get(struct ffmd *d, const char *path, bool sync);
 void drivers_take(struct ffmd *d);
 void ensure_driver_for_pid(struct ffmd *d, pid_t pid);
 void drivers_found(struct ffmd *d); /* the lookups' answers (the loop's TAG_LOOKED) */
+void drivers_release(struct ffmd *d); /* at ffmd's end: every driver's attachments */
 void on_driver_mapped(struct ffmd *d, const struct ffm_rec_map *m);
 
 /* ---- jobs.c ---- */

@@ -860,12 +860,7 @@ struct ffmd *ffmd__free(struct ffmd *d)
 		metrics_write(d);
 		d->metrics = ffm_metrics__free(d->metrics);
 	}
-	for (int i = 0; i < MAX_DRIVERS; i++) {
-		ffm_attachment__free(d->drvs[i].api_att);
-		ffm_attachment__free(d->drvs[i].wait_att);
-		ffm_attachment__free(d->drvs[i].bridge_att);
-		ffm_ready_driver__release(&d->drvs[i].rd);
-	}
+	drivers_release(d);
 	for (int i = 0; i < MAX_CONNS; i++)
 		if (d->conns[i].fd >= 0)
 			close(d->conns[i].fd);
