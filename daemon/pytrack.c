@@ -171,9 +171,10 @@ static void check(struct ffm_pytrack *t, struct proc *p, uint32_t tgid)
 	p->state = PY_WALKED;
 }
 
-/* Look for the process's build, at a stack: no CPython now means none ever (its driver is in
- * use, so a libpython would be mapped). */
-static void detect(struct ffm_pytrack *t, struct proc *p, uint32_t tgid)
+/* Look for the process's build. @final (at a stack): no CPython now means none ever (its
+ * driver is in use, so a libpython would be mapped); at its join, a libpython may be mapped
+ * later (a shared build, at exec) or not be readable yet. */
+static void detect(struct ffm_pytrack *t, struct proc *p, uint32_t tgid, bool final)
 {
 	char why[512];
 	int err;
@@ -183,8 +184,10 @@ static void detect(struct ffm_pytrack *t, struct proc *p, uint32_t tgid)
 	err = ffm_py_detect((pid_t)tgid, t->proc_root, p->b, why, sizeof(why));
 	if (err == 1)
 		p->state = PY_FOUND;
-	else
-		give_up(t, p, tgid, err == -ENOTSUP ? why : NULL);
+	else if (err == -ENOTSUP)
+		give_up(t, p, tgid, why);
+	else if (final || (err < 0 && err != -EACCES))
+		give_up(t, p, tgid, NULL);
 }
 
 void ffm_pytrack__on_proc(struct ffm_pytrack *t, uint32_t tgid, uint32_t ptgid)
@@ -199,17 +202,43 @@ void ffm_pytrack__on_proc(struct ffm_pytrack *t, uint32_t tgid, uint32_t ptgid)
 		p->state = PY_NONE;
 		return;
 	}
-	/* An exec's new image is looked at by its first stack (ffm_pytrack__frames, which opens
-	 * its files: off the loop), not here. A fork: the parent's image, and BPF copied its
-	 * pyprocs entry; its decoder reads its memory through /proc, no file of its user's. */
-	if (pp && pp->state == PY_WALKED && (p->b = malloc(sizeof(*p->b)))) {
+	/* An exec's new image is looked at by ffm_pytrack__settle (which opens its files: off
+	 * the loop), not here. A fork: the parent's image, and BPF copied its pyprocs entry; its
+	 * decoder reads its memory through /proc, no file of its user's. A parent whose build was
+	 * found but not yet checked (it forked before calling the driver): the child's is the
+	 * same build, checked by ffm_pytrack__settle. */
+	if (pp && (pp->state == PY_WALKED || pp->state == PY_FOUND) &&
+	    (p->b = malloc(sizeof(*p->b)))) {
 		*p->b = *pp->b;
+		if (pp->state == PY_FOUND) {
+			p->state = PY_FOUND;
+			return;
+		}
 		if (ffm_py_decoder__new((pid_t)tgid, t->proc_root, p->b, &p->dec) == 0) {
 			p->state = PY_WALKED;
 			return;
 		}
 		give_up(t, p, tgid, NULL);
 	}
+}
+
+bool ffm_pytrack__unsettled(struct ffm_pytrack *t, uint32_t tgid)
+{
+	const struct proc *p = oatab_find(&t->procs, tgid, 0, false);
+
+	return !t->off && p && (p->state == PY_UNKNOWN || p->state == PY_FOUND);
+}
+
+void ffm_pytrack__settle(struct ffm_pytrack *t, uint32_t tgid)
+{
+	struct proc *p = oatab_find(&t->procs, tgid, 0, false);
+
+	if (!p || t->off)
+		return;
+	if (p->state == PY_UNKNOWN)
+		detect(t, p, tgid, false);
+	if (p->state == PY_FOUND)
+		check(t, p, tgid);
 }
 
 void ffm_pytrack__on_exit(struct ffm_pytrack *t, uint32_t tgid)
@@ -250,7 +279,7 @@ static struct ffm_py_decoder *on_stack(struct ffm_pytrack *t, uint32_t tgid)
 			return NULL;
 		}
 		if (p->state == PY_UNKNOWN)
-			detect(t, p, tgid);
+			detect(t, p, tgid, true);
 		if (p->state == PY_FOUND)
 			check(t, p, tgid);
 	}

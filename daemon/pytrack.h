@@ -3,8 +3,10 @@
  * The Python processes of one job run (the recorder's): which of its processes run a CPython
  * build ffm can walk, and their frame decoders.
  *
- * A process is looked at from its first stack record on, until its state is settled (a fork
- * of a walked process takes its parent's build at once). One whose build is known
+ * A process is looked at when it joins (ffm_pytrack__settle, once the interpreter may be
+ * running: a fork, or an exec whose build is found and checked if it is far enough) and at each
+ * of its stack records, until its state is settled (a fork of a walked process takes its
+ * parent's build at once). One whose build is known
  * (symbols/ffm_python.h) and whose layout checks out
  * against the live process gets its entry in the collector's pyprocs map: from then on BPF
  * walks its Python frames at every probe. Events before that (a process's first driver calls,
@@ -21,6 +23,7 @@
 #ifndef FFM_PYTRACK_H
 #define FFM_PYTRACK_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct ffm_collector;
@@ -41,8 +44,16 @@ struct ffm_pytrack *ffm_pytrack__free(struct ffm_pytrack *t);
 void ffm_pytrack__sample_threads(struct ffm_pytrack *t, unsigned hz);
 void ffm_pytrack__on_thread(struct ffm_pytrack *t, uint32_t tgid, uint32_t tid);
 
-/* A process joined (@ptgid: its parent for a fork, else 0). */
+/* A process joined (@ptgid: its parent for a fork, else 0). On the loop: opens nothing. */
 void ffm_pytrack__on_proc(struct ffm_pytrack *t, uint32_t tgid, uint32_t ptgid);
+/* Whether the process's build is still to be looked for or checked: then the recorder has
+ * ffm_pytrack__settle run off the loop, so that BPF walks its frames before its first driver
+ * calls where it can (a stack's frames are only walked once its entry is in pyprocs). */
+bool ffm_pytrack__unsettled(struct ffm_pytrack *t, uint32_t tgid);
+/* Look for the process's build and check it, as far as its state allows now: opens its files
+ * and reads its memory (not for the loop). No CPython found now is not final (a shared build's
+ * libpython is mapped after exec): its stacks look again. */
+void ffm_pytrack__settle(struct ffm_pytrack *t, uint32_t tgid);
 void ffm_pytrack__on_exit(struct ffm_pytrack *t, uint32_t tgid);
 /* A code record (sent before the stack records whose frames run it): the process's decoder
  * takes the copy, so those frames decode even if the interpreter frees the object meanwhile. */

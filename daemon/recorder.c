@@ -458,9 +458,9 @@ static void drain(struct ffm_recorder *r)
 {
 	while (r->busy && ffm_unwinder__wait(r->o.unwinder) == 0)
 		;
-	if (r->busy) { /* never: the worker lost the request */
+	if (r->busy) { /* never: the worker lost the request (a stack's or a settle's) */
 		r->busy = false;
-		r->req = NULL;
+		r->req = NULL; /* leaked rather than freed twice */
 		replay(r);
 	}
 }
@@ -527,6 +527,60 @@ static int on_stack(struct ffm_recorder *r, const struct ffm_rec_stack *s, size_
 	}
 	r->busy = true;
 	return 0;
+}
+
+/*
+ * A joining process's Python build, looked for and checked off the loop (daemon/pytrack.h) as
+ * soon as it joins rather than at its first stack: until its pyprocs entry is in, BPF walks no
+ * Python frames, and a short process (a multiprocessing child) may make all its driver calls
+ * meanwhile. Its request is the run's one request (busy) as a stack's is: later records wait.
+ */
+struct settle_req {
+	struct ffm_unwind_req u;
+	struct ffm_recorder *r;
+	uint32_t tgid;
+};
+
+static void settle_pre(struct ffm_unwind_req *u)
+{
+	struct settle_req *q = (struct settle_req *)u;
+
+	ffm_pytrack__settle(q->r->py, q->tgid);
+}
+
+static void settle_done(struct ffm_unwind_req *u)
+{
+	struct settle_req *q = (struct settle_req *)u;
+	struct ffm_recorder *r = q->r;
+
+	ffm_overhead_add(r->o.price, FFM_OVERHEAD_PYCHECK, u->pre_ns);
+	free(q);
+	r->busy = false;
+	replay(r);
+}
+
+static void settle(struct ffm_recorder *r, uint32_t tgid)
+{
+	struct settle_req *q;
+	uint64_t t0;
+
+	if (!ffm_pytrack__unsettled(r->py, tgid))
+		return;
+	if (!r->o.unwinder) {
+		t0 = ffm_now_ns();
+		ffm_pytrack__settle(r->py, tgid);
+		ffm_overhead_add(r->o.price, FFM_OVERHEAD_PYCHECK, ffm_now_ns() - t0);
+		return;
+	}
+	if (!(q = calloc(1, sizeof(*q))))
+		return; /* its first stack looks instead */
+	q->r = r;
+	q->tgid = tgid;
+	q->u.done = settle_done;
+	q->u.pre = settle_pre;
+	q->u.owner = r;
+	if (ffm_unwinder__submit(r->o.unwinder, &q->u) == 0) /* else freed by the worker */
+		r->busy = true;
 }
 
 /* ---- events ------------------------------------------------------------------------------- */
@@ -753,6 +807,7 @@ static int on_proc(struct ffm_recorder *r, const struct ffm_rec_proc *p)
 	ffm_overhead_add(r->o.price, FFM_OVERHEAD_PYCHECK, t1 - t0);
 	read_exe(r, p->hdr.tgid, exe, sizeof(exe));
 	ffm_overhead_add(r->o.price, FFM_OVERHEAD_PROCFS, ffm_now_ns() - t1);
+	settle(r, p->hdr.tgid);
 	return ffm_store__put_process(r->o.store, &(struct ffm_store_process){
 		.run = r->o.run, .tgid = p->hdr.tgid, .ptgid = p->ppid,
 		.exe = *exe ? exe : p->comm, .start_ns = p->hdr.ts_ns, .exit_code = 0,
