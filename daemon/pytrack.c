@@ -1,15 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /* The Python processes of a job run: see daemon/pytrack.h. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "common/oatab.h"
+#include "common/util.h"
 #include "daemon/collector.h"
 #include "daemon/log.h"
 #include "daemon/pytrack.h"
+#include "daemon/worker.h"
 #include "store/ffm_store.h"
 #include "symbols/ffm_python.h"
 
@@ -32,6 +37,8 @@ struct proc {
 	struct oa_key k; /* a: tgid */
 	enum py_state state;
 	uint32_t tries, refusals;
+	uint64_t joined_ns; /* its last exec or fork (BPF's clock, CLOCK_MONOTONIC); 0: exited */
+	bool walking, rewalk; /* an early walk is out for it; asked again meanwhile */
 	struct ffm_py_build *b;
 	struct ffm_py_decoder *dec;
 };
@@ -52,6 +59,27 @@ struct ffm_pytrack {
 	bool warned_sample;
 	char unsupported[256];
 	bool off;
+	/* Early walks (ffm_pytrack__walk_early): their thread (set before the first walk, read
+	 * there), and its stop flag (the walks left give up). */
+	struct ffm_worker *early;
+	bool early_failed;
+	_Atomic bool early_stop;
+};
+
+/* An early walk: a process's build found (unless given) and checked, its decoder made and its
+ * pyprocs entry put in, on the early walks' thread; installed by ffm_pytrack__take_early. */
+struct early_walk {
+	uint32_t tgid;
+	bool have_build;
+	int err;
+	uint64_t ns;          /* the thread's time on it */
+	uint64_t first_ns, next_ns; /* its first look; the earliest of its next */
+	uint64_t cpu0_ns;           /* the process's CPU time at its first look */
+	uint64_t walked_ns;         /* when its check passed: after the image's join, or stale */
+	const char *proc_root;
+	struct ffm_collector *col;
+	struct ffm_py_decoder *dec;
+	struct ffm_py_build b;
 };
 
 int ffm_pytrack__new(struct ffm_collector *col, const char *proc_root, struct ffm_pytrack **ret)
@@ -73,6 +101,7 @@ int ffm_pytrack__new(struct ffm_collector *col, const char *proc_root, struct ff
 
 static void proc_reset(struct proc *p)
 {
+	p->joined_ns = 0;
 	p->dec = ffm_py_decoder__free(p->dec);
 	free(p->b);
 	p->b = NULL;
@@ -80,10 +109,20 @@ static void proc_reset(struct proc *p)
 	p->tries = p->refusals = 0;
 }
 
+static void early_drop(void *res)
+{
+	struct early_walk *w = res;
+
+	ffm_py_decoder__free(w->dec);
+	free(w);
+}
+
 struct ffm_pytrack *ffm_pytrack__free(struct ffm_pytrack *t)
 {
 	if (!t)
 		return NULL;
+	t->early_stop = true;
+	ffm_worker__free(t->early, early_drop);
 	for (size_t i = 0; i < t->procs.cap; i++) {
 		struct proc *p = oatab_slot(&t->procs, i);
 
@@ -171,10 +210,9 @@ static void check(struct ffm_pytrack *t, struct proc *p, uint32_t tgid)
 	p->state = PY_WALKED;
 }
 
-/* Look for the process's build. @final (at a stack): no CPython now means none ever (its
- * driver is in use, so a libpython would be mapped); at its join, a libpython may be mapped
- * later (a shared build, at exec) or not be readable yet. */
-static void detect(struct ffm_pytrack *t, struct proc *p, uint32_t tgid, bool final)
+/* Look for the process's build, at a stack: no CPython now means none ever (its driver is in
+ * use, so a libpython would be mapped). */
+static void detect(struct ffm_pytrack *t, struct proc *p, uint32_t tgid)
 {
 	char why[512];
 	int err;
@@ -184,10 +222,8 @@ static void detect(struct ffm_pytrack *t, struct proc *p, uint32_t tgid, bool fi
 	err = ffm_py_detect((pid_t)tgid, t->proc_root, p->b, why, sizeof(why));
 	if (err == 1)
 		p->state = PY_FOUND;
-	else if (err == -ENOTSUP)
-		give_up(t, p, tgid, why);
-	else if (final || (err < 0 && err != -EACCES))
-		give_up(t, p, tgid, NULL);
+	else
+		give_up(t, p, tgid, err == -ENOTSUP ? why : NULL);
 }
 
 void ffm_pytrack__on_proc(struct ffm_pytrack *t, uint32_t tgid, uint32_t ptgid)
@@ -202,11 +238,11 @@ void ffm_pytrack__on_proc(struct ffm_pytrack *t, uint32_t tgid, uint32_t ptgid)
 		p->state = PY_NONE;
 		return;
 	}
-	/* An exec's new image is looked at by ffm_pytrack__settle (which opens its files: off
-	 * the loop), not here. A fork: the parent's image, and BPF copied its pyprocs entry; its
-	 * decoder reads its memory through /proc, no file of its user's. A parent whose build was
-	 * found but not yet checked (it forked before calling the driver): the child's is the
-	 * same build, checked by ffm_pytrack__settle. */
+	/* An exec's new image is looked at by an early walk or its first stack (which open its
+	 * files: off the loop), not here. A fork: the parent's image, and BPF copied its pyprocs
+	 * entry; its decoder reads its memory through /proc, no file of its user's. A parent
+	 * whose build was found but not yet checked (it forked before calling the driver): the
+	 * child's is the same build, checked by its early walk or its first stack. */
 	if (pp && (pp->state == PY_WALKED || pp->state == PY_FOUND) &&
 	    (p->b = malloc(sizeof(*p->b)))) {
 		*p->b = *pp->b;
@@ -222,25 +258,6 @@ void ffm_pytrack__on_proc(struct ffm_pytrack *t, uint32_t tgid, uint32_t ptgid)
 	}
 }
 
-bool ffm_pytrack__unsettled(struct ffm_pytrack *t, uint32_t tgid)
-{
-	const struct proc *p = oatab_find(&t->procs, tgid, 0, false);
-
-	return !t->off && p && (p->state == PY_UNKNOWN || p->state == PY_FOUND);
-}
-
-void ffm_pytrack__settle(struct ffm_pytrack *t, uint32_t tgid)
-{
-	struct proc *p = oatab_find(&t->procs, tgid, 0, false);
-
-	if (!p || t->off)
-		return;
-	if (p->state == PY_UNKNOWN)
-		detect(t, p, tgid, false);
-	if (p->state == PY_FOUND)
-		check(t, p, tgid);
-}
-
 void ffm_pytrack__on_exit(struct ffm_pytrack *t, uint32_t tgid)
 {
 	struct proc *p = oatab_find(&t->procs, tgid, 0, false);
@@ -253,6 +270,179 @@ void ffm_pytrack__on_exit(struct ffm_pytrack *t, uint32_t tgid)
 		if (s && s->tgid == tgid)
 			s->w = ffm_watch__free(s->w);
 	}
+}
+
+/*
+ * How long an early walk looks again, by the process's own progress (its CPU time), so that a
+ * loaded machine does not cut it short: ld.so maps a libpython within the first milliseconds of
+ * a process's CPU time, and the interpreter runs Python code once initialized (tens of ms;
+ * PyTorch's imports come after that). No CPython while the process has run less than
+ * EARLY_NONE_CPU_NS (for at most EARLY_NONE_WALL_NS: most processes are not Python, and the
+ * walks take turns on one thread), or a build found and not yet checkable while it has run less
+ * than EARLY_CPU_NS (for at most EARLY_WALL_NS): look again after EARLY_GAP_NS. Then the stacks
+ * look, as without early walks.
+ */
+#define EARLY_GAP_NS (2 * 1000 * 1000ull)
+#define EARLY_NONE_CPU_NS (10 * 1000 * 1000ull)
+#define EARLY_CPU_NS (500 * 1000 * 1000ull)
+#define EARLY_WALL_NS (2000 * 1000 * 1000ull)
+#define EARLY_NONE_WALL_NS (100 * 1000 * 1000ull)
+#define EARLY_MAX 256 /* walks queued at once; beyond, the stacks look */
+
+/* The CPU time process @pid has run, ns (/proc/PID/schedstat); UINT64_MAX when unknown. */
+static uint64_t cpu_ns(const char *proc_root, uint32_t pid)
+{
+	char path[64], buf[96];
+	unsigned long long ns;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%u/schedstat", proc_root ? proc_root : "/proc", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return UINT64_MAX;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return UINT64_MAX;
+	buf[n] = 0;
+	return sscanf(buf, "%llu", &ns) == 1 ? ns : UINT64_MAX;
+}
+
+/* One look: 0 walked; -EAGAIN look again (if the process is young enough); other -errno: give
+ * up (the stacks look). @none: no CPython in it (yet). */
+static int early_try(struct early_walk *w, bool *none)
+{
+	char why[256];
+	int err, n;
+
+	*none = !w->have_build;
+	if (!w->have_build) {
+		n = ffm_py_detect((pid_t)w->tgid, w->proc_root, &w->b, why, sizeof(why));
+		if (n == 0)
+			return -EAGAIN;
+		if (n < 0)
+			return n == -EAGAIN ? -EIO : n;
+		w->have_build = true;
+		*none = false;
+	}
+	err = ffm_py_verify((pid_t)w->tgid, w->proc_root, &w->b, why, sizeof(why));
+	if (err == -EAGAIN || err == -EPROTO)
+		return -EAGAIN; /* not yet, or one moment's refusal: the stacks decide on refusals */
+	w->walked_ns = ffm_now_ns();
+	if (!err)
+		err = ffm_py_decoder__new((pid_t)w->tgid, w->proc_root, &w->b, &w->dec);
+	if (!err)
+		err = ffm_collector__set_python(w->col, w->tgid, &w->b.bpf);
+	return err == -EAGAIN ? -EIO : err;
+}
+
+/* On the early walks' thread: touches nothing of the pytrack's but its stop flag (the loop
+ * and the unwinder's worker use it meanwhile); the pyprocs entry is a map update, safe from
+ * any thread. */
+/*
+ * One look at a walk; one that must look again goes to the back of the queue, so that the
+ * walks take turns (most processes are not Python: none may hold up the next one's).
+ */
+static void *early_run(void *req, void *ctx)
+{
+	struct ffm_pytrack *t = ctx; /* only its thread and stop flag */
+	struct early_walk *w = req;
+	uint64_t t0 = ffm_now_ns(), cpu;
+	bool none;
+
+	if (t0 < w->next_ns) {
+		nanosleep(&(struct timespec){ .tv_nsec = (long)(w->next_ns - t0) }, NULL);
+		t0 = ffm_now_ns();
+	}
+	if (!w->first_ns) {
+		w->first_ns = t0;
+		w->cpu0_ns = cpu_ns(w->proc_root, w->tgid);
+	}
+	w->err = t->early_stop ? -ECANCELED : early_try(w, &none);
+	w->ns += ffm_now_ns() - t0; /* the looks, not the gaps */
+	if (w->err != -EAGAIN ||
+	    t0 - w->first_ns > (none ? EARLY_NONE_WALL_NS : EARLY_WALL_NS) ||
+	    (cpu = cpu_ns(w->proc_root, w->tgid)) == UINT64_MAX || w->cpu0_ns == UINT64_MAX ||
+	    cpu - w->cpu0_ns > (none ? EARLY_NONE_CPU_NS : EARLY_CPU_NS))
+		return w;
+	w->next_ns = t0 + EARLY_GAP_NS;
+	ffm_worker__submit(t->early, w); /* full: freed there (the stacks look) */
+	return NULL;
+}
+
+void ffm_pytrack__walk_early(struct ffm_pytrack *t, uint32_t tgid, uint32_t ptgid,
+			     uint64_t joined_ns)
+{
+	struct proc *p = oatab_find(&t->procs, tgid, 0, false);
+	struct proc *pp = ptgid ? oatab_find(&t->procs, ptgid, 0, false) : NULL;
+	struct early_walk *w;
+
+	if (t->off || !t->col || t->early_failed || !p)
+		return;
+	p->joined_ns = joined_ns ? joined_ns : 1;
+	if (p->state != PY_UNKNOWN && p->state != PY_FOUND)
+		return;
+	if (p->walking) { /* the walk out looks at its current image; asked again if it fails */
+		p->rewalk = true;
+		return;
+	}
+	if (!t->early && ffm_worker__new(EARLY_MAX, early_run, t, &t->early) < 0) {
+		t->early_failed = true; /* the stacks look, as without early walks */
+		return;
+	}
+	if (!(w = calloc(1, sizeof(*w))))
+		return;
+	*w = (struct early_walk){ .tgid = tgid, .proc_root = t->proc_root, .col = t->col };
+	/* A build already found for it (at its exec) or for the parent it forked from. */
+	if (p->b && p->state == PY_FOUND)
+		w->b = *p->b, w->have_build = true;
+	else if (pp && pp->b && (pp->state == PY_FOUND || pp->state == PY_WALKED))
+		w->b = *pp->b, w->have_build = true;
+	/* full (-ENOSPC): freed there; the stacks look */
+	p->walking = ffm_worker__submit(t->early, w) == 0;
+}
+
+/* Install what an early walk found, if it walked the process's current image. */
+static void take_one(struct ffm_pytrack *t, struct proc *p, struct early_walk *w)
+{
+	bool current = p && p->joined_ns && w->walked_ns >= p->joined_ns;
+
+	if (p)
+		p->walking = false;
+	if (!w->err && current && (p->state == PY_UNKNOWN || p->state == PY_FOUND) &&
+	    (p->b || (p->b = malloc(sizeof(*p->b))))) {
+		*p->b = w->b;
+		p->dec = w->dec;
+		w->dec = NULL;
+		p->state = PY_WALKED;
+		/* again: the result of a walk of an older image may have taken it out */
+		ffm_collector__set_python(t->col, w->tgid, &p->b->bpf);
+	} else if (!w->err && !current && (!p || p->state != PY_WALKED)) {
+		/* it exec'd or exited after the check: its entry, if BPF did not drop it, is not
+		 * this image's (a later walk puts the right one back) */
+		ffm_collector__set_python(t->col, w->tgid, NULL);
+	}
+}
+
+uint64_t ffm_pytrack__take_early(struct ffm_pytrack *t)
+{
+	struct early_walk *w;
+	uint64_t ns = 0;
+
+	while (t->early && (w = ffm_worker__take(t->early))) {
+		uint32_t tgid = w->tgid;
+		struct proc *p = oatab_find(&t->procs, tgid, 0, false);
+
+		take_one(t, p, w);
+		ns += w->ns;
+		early_drop(w);
+		if (p && p->rewalk && p->joined_ns) {
+			p->rewalk = false;
+			ffm_pytrack__walk_early(t, tgid, 0, p->joined_ns);
+		}
+	}
+	return ns;
 }
 
 void ffm_pytrack__code(struct ffm_pytrack *t, const struct ffm_rec_pycode *rec)
@@ -279,7 +469,7 @@ static struct ffm_py_decoder *on_stack(struct ffm_pytrack *t, uint32_t tgid)
 			return NULL;
 		}
 		if (p->state == PY_UNKNOWN)
-			detect(t, p, tgid, true);
+			detect(t, p, tgid);
 		if (p->state == PY_FOUND)
 			check(t, p, tgid);
 	}

@@ -3,9 +3,8 @@
  * The Python processes of one job run (the recorder's): which of its processes run a CPython
  * build ffm can walk, and their frame decoders.
  *
- * A process is looked at when it joins (ffm_pytrack__settle, once the interpreter may be
- * running: a fork, or an exec whose build is found and checked if it is far enough) and at each
- * of its stack records, until its state is settled (a fork of a walked process takes its
+ * A process is looked at when it joins and at its first stack (early walks, below), and at
+ * each of its stack records until its state is settled (a fork of a walked process takes its
  * parent's build at once). One whose build is known
  * (symbols/ffm_python.h) and whose layout checks out
  * against the live process gets its entry in the collector's pyprocs map: from then on BPF
@@ -46,14 +45,22 @@ void ffm_pytrack__on_thread(struct ffm_pytrack *t, uint32_t tgid, uint32_t tid);
 
 /* A process joined (@ptgid: its parent for a fork, else 0). On the loop: opens nothing. */
 void ffm_pytrack__on_proc(struct ffm_pytrack *t, uint32_t tgid, uint32_t ptgid);
-/* Whether the process's build is still to be looked for or checked: then the recorder has
- * ffm_pytrack__settle run off the loop, so that BPF walks its frames before its first driver
- * calls where it can (a stack's frames are only walked once its entry is in pyprocs). */
-bool ffm_pytrack__unsettled(struct ffm_pytrack *t, uint32_t tgid);
-/* Look for the process's build and check it, as far as its state allows now: opens its files
- * and reads its memory (not for the loop). No CPython found now is not final (a shared build's
- * libpython is mapped after exec): its stacks look again. */
-void ffm_pytrack__settle(struct ffm_pytrack *t, uint32_t tgid);
+/*
+ * Early walks: BPF walks a process's Python frames only once its pyprocs entry is in, and the
+ * stacks that settle a process wait in order behind every stack of the run before them (the
+ * first stacks of a process load the unwind tables of its libraries: seconds, at times), while
+ * its driver calls go on. ffm_pytrack__walk_early (on the loop, at a process's join, whose
+ * record is of @joined_ns; @ptgid: the parent it forked from, or 0) asks a thread of the
+ * pytrack's own to find and check its build and put its entry in now, looking again for a
+ * moment while its interpreter starts (one walk per process at a time: one that fails is asked
+ * again if the process exec'd meanwhile); ffm_pytrack__take_early (on the loop, when the
+ * unwinder's worker is not using this pytrack) installs what a walk found if its check came
+ * after the join of the image the process runs now. A walk that fails changes nothing: the
+ * stacks look as before.
+ */
+void ffm_pytrack__walk_early(struct ffm_pytrack *t, uint32_t tgid, uint32_t ptgid,
+			     uint64_t joined_ns);
+uint64_t ffm_pytrack__take_early(struct ffm_pytrack *t); /* the walks' time, ns */
 void ffm_pytrack__on_exit(struct ffm_pytrack *t, uint32_t tgid);
 /* A code record (sent before the stack records whose frames run it): the process's decoder
  * takes the copy, so those frames decode even if the interpreter frees the object meanwhile. */

@@ -382,6 +382,16 @@ static void stack_pre(struct ffm_unwind_req *u)
 	q->npy = ffm_pytrack__frames(q->r->py, (const void *)q->rec, q->py, FFM_PY_FRAMES);
 }
 
+/* What the early Python walks found (daemon/pytrack.h), installed while the unwinder's worker
+ * is not using r->py (no stack of the run is there). */
+static void take_early(struct ffm_recorder *r)
+{
+	uint64_t ns = ffm_pytrack__take_early(r->py);
+
+	if (ns)
+		ffm_overhead_add(r->o.price, FFM_OVERHEAD_PYCHECK, ns);
+}
+
 /* The records held behind a stack, in order, until none is left or another stack goes out. */
 static void replay(struct ffm_recorder *r)
 {
@@ -389,6 +399,7 @@ static void replay(struct ffm_recorder *r)
 		struct held *h = (struct held *)(r->held + r->held_head);
 		int err;
 
+		take_early(r);
 		r->held_head += sizeof(*h) + ((h->size + 7) & ~(uint64_t)7);
 		err = dispatch(r, h->rec, h->size);
 		if (err < 0 && !r->err)
@@ -458,9 +469,9 @@ static void drain(struct ffm_recorder *r)
 {
 	while (r->busy && ffm_unwinder__wait(r->o.unwinder) == 0)
 		;
-	if (r->busy) { /* never: the worker lost the request (a stack's or a settle's) */
+	if (r->busy) { /* never: the worker lost the request */
 		r->busy = false;
-		r->req = NULL; /* leaked rather than freed twice */
+		r->req = NULL;
 		replay(r);
 	}
 }
@@ -527,60 +538,6 @@ static int on_stack(struct ffm_recorder *r, const struct ffm_rec_stack *s, size_
 	}
 	r->busy = true;
 	return 0;
-}
-
-/*
- * A joining process's Python build, looked for and checked off the loop (daemon/pytrack.h) as
- * soon as it joins rather than at its first stack: until its pyprocs entry is in, BPF walks no
- * Python frames, and a short process (a multiprocessing child) may make all its driver calls
- * meanwhile. Its request is the run's one request (busy) as a stack's is: later records wait.
- */
-struct settle_req {
-	struct ffm_unwind_req u;
-	struct ffm_recorder *r;
-	uint32_t tgid;
-};
-
-static void settle_pre(struct ffm_unwind_req *u)
-{
-	struct settle_req *q = (struct settle_req *)u;
-
-	ffm_pytrack__settle(q->r->py, q->tgid);
-}
-
-static void settle_done(struct ffm_unwind_req *u)
-{
-	struct settle_req *q = (struct settle_req *)u;
-	struct ffm_recorder *r = q->r;
-
-	ffm_overhead_add(r->o.price, FFM_OVERHEAD_PYCHECK, u->pre_ns);
-	free(q);
-	r->busy = false;
-	replay(r);
-}
-
-static void settle(struct ffm_recorder *r, uint32_t tgid)
-{
-	struct settle_req *q;
-	uint64_t t0;
-
-	if (!ffm_pytrack__unsettled(r->py, tgid))
-		return;
-	if (!r->o.unwinder) {
-		t0 = ffm_now_ns();
-		ffm_pytrack__settle(r->py, tgid);
-		ffm_overhead_add(r->o.price, FFM_OVERHEAD_PYCHECK, ffm_now_ns() - t0);
-		return;
-	}
-	if (!(q = calloc(1, sizeof(*q))))
-		return; /* its first stack looks instead */
-	q->r = r;
-	q->tgid = tgid;
-	q->u.done = settle_done;
-	q->u.pre = settle_pre;
-	q->u.owner = r;
-	if (ffm_unwinder__submit(r->o.unwinder, &q->u) == 0) /* else freed by the worker */
-		r->busy = true;
 }
 
 /* ---- events ------------------------------------------------------------------------------- */
@@ -803,11 +760,12 @@ static int on_proc(struct ffm_recorder *r, const struct ffm_rec_proc *p)
 	pe->as = ffm_addr_space__free(pe->as);
 	t0 = ffm_now_ns();
 	ffm_pytrack__on_proc(r->py, p->hdr.tgid, p->hdr.type == FFM_REC_FORK ? p->ppid : 0);
+	ffm_pytrack__walk_early(r->py, p->hdr.tgid, p->hdr.type == FFM_REC_FORK ? p->ppid : 0,
+				p->hdr.ts_ns);
 	t1 = ffm_now_ns();
 	ffm_overhead_add(r->o.price, FFM_OVERHEAD_PYCHECK, t1 - t0);
 	read_exe(r, p->hdr.tgid, exe, sizeof(exe));
 	ffm_overhead_add(r->o.price, FFM_OVERHEAD_PROCFS, ffm_now_ns() - t1);
-	settle(r, p->hdr.tgid);
 	return ffm_store__put_process(r->o.store, &(struct ffm_store_process){
 		.run = r->o.run, .tgid = p->hdr.tgid, .ptgid = p->ppid,
 		.exe = *exe ? exe : p->comm, .start_ns = p->hdr.ts_ns, .exit_code = 0,
@@ -879,7 +837,11 @@ static int dispatch(struct ffm_recorder *r, const void *rec, size_t size)
 
 int ffm_recorder__record(struct ffm_recorder *r, const void *rec, size_t size)
 {
-	int err = r->busy ? hold(r, rec, size) : dispatch(r, rec, size);
+	int err;
+
+	if (!r->busy)
+		take_early(r);
+	err = r->busy ? hold(r, rec, size) : dispatch(r, rec, size);
 
 	if (r->err && err >= 0) {
 		err = r->err;
