@@ -20,6 +20,7 @@
 #include "common/util.h"
 #include "bpf/ffm.skel.h"
 #include "daemon/collector.h"
+#include "daemon/records.h"
 
 _Static_assert(sizeof(struct ffm_rec_hdr) == 32, "ffm_rec_hdr layout");
 _Static_assert(sizeof(struct ffm_rec_wait) == 32 + 32, "ffm_rec_wait layout");
@@ -102,28 +103,6 @@ struct ffm_attachment {
 	struct bpf_link *links[];
 };
 
-/* Record sizes, for decoding. */
-static size_t rec_size(uint32_t type)
-{
-	switch (type) {
-	case FFM_REC_WAIT: return sizeof(struct ffm_rec_wait);
-	case FFM_REC_CALL: return sizeof(struct ffm_rec_call);
-	case FFM_REC_STACK: return sizeof(struct ffm_rec_stack);
-	case FFM_REC_EXEC:
-	case FFM_REC_EXIT:
-	case FFM_REC_FORK:
-	case FFM_REC_RELEASE: return sizeof(struct ffm_rec_proc);
-	case FFM_REC_XFER: return sizeof(struct ffm_rec_xfer);
-	case FFM_REC_RANGE: return sizeof(struct ffm_rec_range);
-	case FFM_REC_HIT: return sizeof(struct ffm_rec_hit);
-	case FFM_REC_SAMPLE: return sizeof(struct ffm_rec_sample);
-	case FFM_REC_PYCODE: return sizeof(struct ffm_rec_pycode);
-	case FFM_REC_FUNC: return sizeof(struct ffm_rec_func);
-	case FFM_REC_MAP: return sizeof(struct ffm_rec_map);
-	default: return 0;
-	}
-}
-
 /* Whether the consume call in progress stops after this record of @size bytes. */
 static bool consume_bounded(struct ffm_collector *c, size_t size)
 {
@@ -143,11 +122,13 @@ static int on_sample(void *ctx, void *data, size_t size)
 {
 	struct ffm_collector *c = ctx;
 	const struct ffm_rec_hdr *h = data;
+	const struct ffm_rec_kind *kind;
 	size_t want;
 
 	if (size < sizeof(*h))
 		return 0;
-	want = rec_size(h->type);
+	kind = ffm_rec_kind(h->type); /* daemon/records.c: each type's size */
+	want = kind ? kind->size : 0;
 	if (!want || size < want)
 		return 0; /* not ours or truncated: ignore rather than misread */
 	if (c->on_record) {

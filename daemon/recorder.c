@@ -15,6 +15,7 @@
 #include "daemon/memtrace.h"
 #include "daemon/pytrack.h"
 #include "daemon/recorder.h"
+#include "daemon/records.h"
 #include "daemon/unwinder.h"
 #include "store/ffm_store.h"
 #include "symbols/ffm_driver.h"
@@ -699,8 +700,9 @@ int ffm_recorder__end(struct ffm_recorder *r)
 	return 0;
 }
 
-/* Stages 3-4: a DtoH copy's destination, a transfer's hash, a watchpoint hit. */
-static int on_memtrace(struct ffm_recorder *r, const void *rec)
+/* Stages 3-4 (@st, daemon/records.h): a DtoH copy's destination, a transfer's hash, a
+ * watchpoint hit. */
+static int on_memtrace(struct ffm_recorder *r, enum ffm_rec_store st, const void *rec)
 {
 	const struct ffm_rec_hdr *h = rec;
 	struct key_ent *ke;
@@ -711,24 +713,18 @@ static int on_memtrace(struct ffm_recorder *r, const void *rec)
 		r->st.not_stored++;
 		return 0;
 	}
-	switch (h->type) {
-	case FFM_REC_XFER:
+	if (st == FFM_STORE_XFER)
 		return ffm_memtrace__on_xfer(r->o.memtrace, rec);
-	case FFM_REC_RANGE: {
+	if (st == FFM_STORE_RANGE) {
 		const struct ffm_rec_range *rr = rec;
 
 		/* Sent at the copy's entry: the first time, its stack is not known yet. */
 		ke = key_find(r, h->tgid, rr->stack_key, false);
 		return ffm_memtrace__on_range(r->o.memtrace, rr, ke ? ke->stack : 0);
 	}
-	case FFM_REC_HIT: {
-		const struct ffm_rec_hit *hit = rec;
+	const struct ffm_rec_hit *hit = rec;
 
-		return ffm_memtrace__on_hit(r->o.memtrace, hit,
-					    resolve_key(r, h->tgid, hit->stack_key, NULL));
-	}
-	}
-	return 0;
+	return ffm_memtrace__on_hit(r->o.memtrace, hit, resolve_key(r, h->tgid, hit->stack_key, NULL));
 }
 
 static int on_proc(struct ffm_recorder *r, const struct ffm_rec_proc *p)
@@ -808,31 +804,32 @@ static int on_func(struct ffm_recorder *r, const struct ffm_rec_func *f)
 	return ffm_store__put_kernel(r->o.store, r->o.run, f->hdr.tgid, f->handle, name);
 }
 
+/* Each record to its handler: which one, daemon/records.c says. */
 static int dispatch(struct ffm_recorder *r, const void *rec, size_t size)
 {
 	const struct ffm_rec_hdr *h = rec;
+	const struct ffm_rec_kind *k = ffm_rec_kind(h->type);
 
-	switch (h->type) {
-	case FFM_REC_WAIT: return on_wait(r, rec);
-	case FFM_REC_CALL: return on_call(r, rec);
-	case FFM_REC_STACK: return on_stack(r, rec, size);
-	case FFM_REC_EXEC:
-	case FFM_REC_FORK:
-	case FFM_REC_EXIT: return on_proc(r, rec);
-	case FFM_REC_XFER:
-	case FFM_REC_RANGE:
-	case FFM_REC_HIT: return on_memtrace(r, rec);
-	case FFM_REC_SAMPLE: return on_sample(r, rec);
-	case FFM_REC_FUNC: return on_func(r, rec);
-	case FFM_REC_PYCODE:
+	switch (k ? k->store : FFM_STORE_NONE) {
+	case FFM_STORE_WAIT: return on_wait(r, rec);
+	case FFM_STORE_CALL: return on_call(r, rec);
+	case FFM_STORE_STACK: return on_stack(r, rec, size);
+	case FFM_STORE_PROC: return on_proc(r, rec);
+	case FFM_STORE_XFER:
+	case FFM_STORE_RANGE:
+	case FFM_STORE_HIT: return on_memtrace(r, k->store, rec);
+	case FFM_STORE_SAMPLE: return on_sample(r, rec);
+	case FFM_STORE_FUNC: return on_func(r, rec);
+	case FFM_STORE_PYCODE:
 		/* Past the bound a code object's frames are read from the process each time. */
 		if (!r->lim.code_objects || r->codes < r->lim.code_objects) {
 			r->codes++;
 			ffm_pytrack__code(r->py, rec);
 		}
 		return 0;
-	default: return 0;
+	case FFM_STORE_NONE: return 0;
 	}
+	return 0;
 }
 
 int ffm_recorder__record(struct ffm_recorder *r, const void *rec, size_t size)

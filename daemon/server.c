@@ -68,6 +68,7 @@
 #include "daemon/log.h"
 #include "daemon/metrics.h"
 #include "daemon/readier.h"
+#include "daemon/records.h"
 #include "daemon/server.h"
 #include "daemon/unwinder.h"
 #include "store/ffm_store.h"
@@ -300,8 +301,8 @@ static int listen_socket(struct ffmd *d, const char *runtime_dir)
 	return err;
 }
 
-/* The job a record belongs to (index in jobs[]), or -1. */
-static int record_job(struct ffmd *d, const struct ffm_rec_hdr *h)
+/* The job a record (@core: its row's, daemon/records.h) belongs to (index in jobs[]), or -1. */
+static int record_job(struct ffmd *d, const struct ffm_rec_hdr *h, enum ffm_rec_core core)
 {
 	struct rule *ru;
 	int job;
@@ -315,11 +316,11 @@ static int record_job(struct ffmd *d, const struct ffm_rec_hdr *h)
 	job = route_find(d, h->tgid);
 	if (job >= 0)
 		return d->jobs[job].used ? job : -1;
-	if (h->type == FFM_REC_FORK) {
+	if (core == FFM_CORE_FORK) {
 		const struct ffm_rec_proc *p = (const void *)h;
 
 		job = route_find(d, p->ppid);
-	} else if (h->type == FFM_REC_EXEC) {
+	} else if (core == FFM_CORE_EXEC) {
 		const struct ffm_rec_proc *p = (const void *)h;
 		/* Held while its job is made (a store to open: milliseconds): a stage-2 job's probes
 		 * are attached only then, and its first calls must find them. Not where its parent
@@ -356,49 +357,24 @@ static int record_job(struct ffmd *d, const struct ffm_rec_hdr *h)
 	return job;
 }
 
-static int on_record(void *ctx, const void *rec, size_t size)
+/* Record @rec of job @idx's processes: to its run, and what its job counts of it. */
+static void record_run(struct ffmd *d, int idx, enum ffm_rec_core core, bool fork_stopped,
+		       const void *rec, size_t size)
 {
-	struct ffmd *d = ctx;
 	const struct ffm_rec_hdr *h = rec;
-	struct job *j;
-	int idx, err;
+	struct job *j = &d->jobs[idx];
+	int err;
 
-	if (h->type == FFM_REC_MAP) {
-		on_driver_mapped(d, rec);
-		return 0;
-	}
-	bool fork_stopped = h->type == FFM_REC_FORK &&
-			    (((const struct ffm_rec_proc *)rec)->flags & FFM_PROC_STOPPED);
-
-	if (fork_stopped)
-		on_fork_stopped(d, rec);
-	if (h->type == FFM_REC_RELEASE) {
-		sample_release(d, (pid_t)h->tgid, h->ts_ns);
-		return 0;
-	}
-	if (h->type == FFM_REC_EXIT) {
-		sample_exit(d, (pid_t)h->tgid, h->ts_ns);
-		plinks_drop_pid(d, (pid_t)h->tgid);
-	}
-	/* A process a rule matched: its wait probe first, before its job is made (a store to
-	 * open, milliseconds), so that its mmap of the driver finds it; the job's stage adds
-	 * the rest below. */
-	if (h->type == FFM_REC_EXEC && rule_of_slot(d, h->job) && ffm_collector__per_process(d->col))
-		ensure_driver_for_pid(d, h->tgid);
-	idx = record_job(d, h);
-	if (idx < 0)
-		return 0;
-	j = &d->jobs[idx];
 	j->events++;
-	if (h->type == FFM_REC_EXEC || h->type == FFM_REC_FORK) {
+	if (core == FFM_CORE_EXEC || core == FFM_CORE_FORK) {
 		j->procs++;
 		d->procs_total++;
 	}
 	/* A child stopped at its fork got its parent's drivers above: no second look at its maps. */
-	if (h->type == FFM_REC_EXEC || (h->type == FFM_REC_FORK && !fork_stopped))
+	if (core == FFM_CORE_EXEC || (core == FFM_CORE_FORK && !fork_stopped))
 		ensure_driver_for_pid(d, h->tgid);
 	err = ffm_jobrun__record(j->jr, rec, size);
-	if (h->type == FFM_REC_WAIT && size >= sizeof(struct ffm_rec_wait)) {
+	if (core == FFM_CORE_WAIT && size >= sizeof(struct ffm_rec_wait)) {
 		sample_on_wait(d, idx, rec);
 		sample_overhead_wait(d, idx, h->tgid);
 	}
@@ -410,7 +386,7 @@ static int on_record(void *ctx, const void *rec, size_t size)
 			last = ffm_now_s();
 		}
 	}
-	if (h->type == FFM_REC_EXIT && j->rule[0]) {
+	if (core == FFM_CORE_EXIT && j->rule[0]) {
 		const struct ffm_rec_proc *p = rec;
 		pid_t left[1];
 
@@ -423,6 +399,49 @@ static int on_record(void *ctx, const void *rec, size_t size)
 		if (ffm_collector__job_pids(d->col, j->slot, left, 1) == 0)
 			j->ending = true;
 	}
+}
+
+/* Each record to the parts that handle it (which: its row in daemon/records.c), then to its
+ * job's run. */
+static int on_record(void *ctx, const void *rec, size_t size)
+{
+	struct ffmd *d = ctx;
+	const struct ffm_rec_hdr *h = rec;
+	const struct ffm_rec_kind *k = ffm_rec_kind(h->type);
+	enum ffm_rec_core core = k ? k->core : FFM_CORE_RUN;
+	bool fork_stopped = false;
+	int idx;
+
+	switch (core) {
+	case FFM_CORE_DRIVER:
+		on_driver_mapped(d, rec);
+		return 0;
+	case FFM_CORE_SAMPLER:
+		sample_release(d, (pid_t)h->tgid, h->ts_ns);
+		return 0;
+	case FFM_CORE_FORK:
+		fork_stopped = ((const struct ffm_rec_proc *)rec)->flags & FFM_PROC_STOPPED;
+		if (fork_stopped)
+			on_fork_stopped(d, rec);
+		break;
+	case FFM_CORE_EXIT:
+		sample_exit(d, (pid_t)h->tgid, h->ts_ns);
+		plinks_drop_pid(d, (pid_t)h->tgid);
+		break;
+	case FFM_CORE_EXEC:
+		/* A process a rule matched: its wait probe first, before its job is made (a store
+		 * to open, milliseconds), so that its mmap of the driver finds it; the job's stage
+		 * adds the rest (record_run). */
+		if (rule_of_slot(d, h->job) && ffm_collector__per_process(d->col))
+			ensure_driver_for_pid(d, h->tgid);
+		break;
+	case FFM_CORE_RUN:
+	case FFM_CORE_WAIT:
+		break;
+	}
+	idx = record_job(d, h, core);
+	if (idx >= 0)
+		record_run(d, idx, core, fork_stopped, rec, size);
 	return 0;
 }
 
