@@ -73,9 +73,9 @@ static bool peer_is_admin(struct ffmd *d, int fd, const struct ucred *c)
 
 	if (c->uid == 0)
 		return true;
-	if (!d->have_admin_gid)
+	if (!d->ctl.have_admin_gid)
 		return false;
-	if (c->gid == d->admin_gid)
+	if (c->gid == d->ctl.admin_gid)
 		return true;
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0) {
 		if (errno != ERANGE || !(groups = malloc(len)) ||
@@ -83,7 +83,7 @@ static bool peer_is_admin(struct ffmd *d, int fd, const struct ucred *c)
 			len = 0; /* not known: not an admin */
 	}
 	for (size_t i = 0; i < len / sizeof(gid_t); i++)
-		member |= groups[i] == d->admin_gid;
+		member |= groups[i] == d->ctl.admin_gid;
 	if (groups != some)
 		free(groups);
 	return member;
@@ -246,11 +246,11 @@ static size_t status_json(struct ffmd *d, const struct conn *conn, char *out, si
 				   "drivers", drivers, "jobs", jobs, "rules", rules,
 				   "publishing", copying,
 				   "processes_seen", (json_int_t)d->procs_total,
-				   "processes_held", (json_int_t)d->held_total,
+				   "processes_held", (json_int_t)d->hl.total,
 				   "sampling", "budget_pct", ffm_json_fixed(d->cfg.sample_budget * 100, 4),
 				   "wait_cost_us", ffm_json_fixed(d->cfg.wait_cost_us, 2),
-				   "attach_ms", ffm_json_fixed(d->attach_count ? 1e3 * d->attach_sum_s /
-								(double)d->attach_count : 0, 2),
+				   "attach_ms", ffm_json_fixed(d->att.count ? 1e3 * d->att.sum_s /
+								(double)d->att.count : 0, 2),
 				   "detach_ms", ffm_json_fixed(1e3 * detach_mean_s(d), 2),
 				   "bridge", status_bridge(d)),
 			 out, len);
@@ -422,7 +422,7 @@ void answer_waiting(struct ffmd *d, bool all)
 	double t = ffm_now_s();
 
 	for (int i = 0; i < MAX_CONNS; i++) {
-		struct conn *c = &d->conns[i];
+		struct conn *c = &d->ctl.conns[i];
 
 		if (c->fd < 0 || !c->waiting)
 			continue;
@@ -539,7 +539,7 @@ void handle_request(struct ffmd *d, struct conn *c)
 
 int ep_add(struct ffmd *d, int fd, uint64_t tag)
 {
-	if (epoll_ctl(d->ep, EPOLL_CTL_ADD, fd,
+	if (epoll_ctl(d->lp.ep, EPOLL_CTL_ADD, fd,
 		      &(struct epoll_event){ .events = EPOLLIN, .data.u64 = tag }) < 0) {
 		int err = -errno;
 
@@ -551,13 +551,13 @@ int ep_add(struct ffmd *d, int fd, uint64_t tag)
 
 void ep_del(struct ffmd *d, int fd)
 {
-	if (epoll_ctl(d->ep, EPOLL_CTL_DEL, fd, NULL) < 0)
+	if (epoll_ctl(d->lp.ep, EPOLL_CTL_DEL, fd, NULL) < 0)
 		log_warn("cannot stop watching descriptor %d: %s", fd, strerror(errno));
 }
 
 void accept_conn(struct ffmd *d)
 {
-	int fd = accept4(d->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK), nfree = 0, mine = 0;
+	int fd = accept4(d->ctl.lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK), nfree = 0, mine = 0;
 	socklen_t sl = sizeof(struct ucred);
 	struct conn *c = NULL;
 	struct ucred cred;
@@ -571,11 +571,11 @@ void accept_conn(struct ffmd *d)
 	}
 	admin = peer_is_admin(d, fd, &cred);
 	for (int i = 0; i < MAX_CONNS; i++) {
-		if (d->conns[i].fd < 0) {
+		if (d->ctl.conns[i].fd < 0) {
 			nfree++;
 			if (!c)
-				c = &d->conns[i];
-		} else if (d->conns[i].cred.uid == cred.uid) {
+				c = &d->ctl.conns[i];
+		} else if (d->ctl.conns[i].cred.uid == cred.uid) {
 			mine++;
 		}
 	}
@@ -593,7 +593,7 @@ void accept_conn(struct ffmd *d)
 	c->admin = admin;
 	c->waiting = false;
 	c->deadline = ffm_now_s() + FFM_PROTO_TIMEOUT_MS / 1000.0;
-	if (ep_add(d, fd, TAG_CONN | (uint64_t)(c - d->conns) << 8) < 0) {
+	if (ep_add(d, fd, TAG_CONN | (uint64_t)(c - d->ctl.conns) << 8) < 0) {
 		close(fd);
 		c->fd = -1;
 	}

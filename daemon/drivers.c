@@ -195,8 +195,8 @@ static void drivers_release_waiters(struct ffmd *d, struct drv *dv)
 			if (proc_start_time(pid) == d->waiters[i].start)
 				driver_use(d, pid, dv, NULL);
 		}
-	for (int i = d->nholds - 1; i >= 0; i--) {
-		struct hold *h = &d->holds[i];
+	for (int i = d->hl.n - 1; i >= 0; i--) {
+		struct hold *h = &d->hl.list[i];
 		pid_t pid = h->pid;
 
 		if (h->wait != dv)
@@ -232,7 +232,7 @@ static void driver_done(struct ffmd *d, struct ffm_readier_result *res)
 			 dv->rd.trusted ? "" : " (not root's file: the calibration of its build-id)");
 		/* Remembered, so that after a crash its probes are back before the resumed jobs'
 		 * processes can call it (the journal is not open yet while ffmd starts). */
-		if (d->journal[0] && !d->resuming)
+		if (d->node.journal[0] && !d->node.resuming)
 			journal_write(d);
 	}
 	/* Ready or unusable, it is dealt with: the map guard no longer stops its users. */

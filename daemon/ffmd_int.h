@@ -200,18 +200,89 @@ struct pending_copy {
 	uint64_t ticket;
 };
 
+/*
+ * ffmd's state, each part's in a sub-object of its own, changed only by the file that owns it
+ * (docs/DESIGN.md, "The daemon's parts"); the others call the owner's functions. What stays at
+ * the top is shared on purpose, each line says why: the tables every part finds its job, rule,
+ * driver or process link in by index (one loop thread, no copies; tables.c finds them), the
+ * configuration, and the workers set up and freed by server.c and used where they serve.
+ */
+
+/* holds.c's: the processes held and the parents watched. */
+struct ffmd_holds {
+	char path[PATH_MAX]; /* the holds file (<node>/ffmd-held), written each round it lags */
+	struct hold list[MAX_HOLDS];
+	int n;
+	bool dirty;          /* the holds file lags the list */
+	struct parent_watch parents[MAX_HOLDS];
+	uint64_t total;      /* job processes held since start (the status shows the rate) */
+};
+
+/* lookups.c's: which driver a process uses, looked up off the loop. */
+struct ffmd_lookups {
+	struct ffm_worker *w;
+	struct lookup *asked[MAX_LOOKUPS]; /* the lookups asked and not taken */
+	int n;
+};
+
+/* links.c's: the probes attached for the jobs, besides the detacher and the bridge. */
+struct ffmd_attach {
+	char *names[256];         /* the public sync functions of the attached API probes */
+	int n;
+	double sum_s;             /* adaptive stage 1's attaches: time taken, and their number */
+	uint64_t count;
+	double idle_since;        /* no job since then (0: a job is active) */
+	double detail_idle_since; /* no stage >= 2 job since then */
+};
+
+/* control.c's: the control socket and its connections. */
+struct ffmd_control {
+	int lfd;                  /* the listening socket */
+	char sock_path[PATH_MAX];
+	struct conn conns[MAX_CONNS];
+	gid_t admin_gid;          /* admin_group's, when have_admin_gid */
+	bool have_admin_gid;
+};
+
+/* server.c's: the loop's descriptors and clocks. The epoll set is added to by control.c's
+ * ep_add/ep_del alone (its connections come and go); server.c makes and closes it. */
+struct ffmd_loop {
+	int ep, sfd, tfd;
+	int lock_fds[2];          /* the runtime and the node's state directory, locked for life */
+	double last_tick, last_watchdog;
+	unsigned long long watchdog_usec;
+	bool sampling;            /* a process has an adaptive stage-1 sampler (links.c says) */
+};
+
+/* This node's store root (store/ffm_store.h, FFM_STATE_ROOT: the state directory, or
+ * nodes/<host>/ once nodes/ exists), and the journal in it: set by server.c's start-up steps,
+ * the journal written by journal.c, read back by jobs.c (resuming meanwhile). */
+struct ffmd_node {
+	char root[PATH_MAX];
+	char journal[PATH_MAX];   /* "" until read back: nothing may rewrite it before */
+	bool resuming;            /* journal_resume() reads it: do not rewrite it yet */
+};
+
 struct ffmd {
-	struct ffmd_config cfg;
-	struct ffm_collector *col;
+	struct ffmd_config cfg;   /* shared: read by every part, changed by server.c (reload) */
+	/* Shared tables (one loop thread; found by tables.c), each made and freed by its owner: */
+	struct job jobs[FFM_MAX_JOBS];    /* jobs.c */
+	struct rule rules[FFM_MAX_RULES]; /* rules.c */
+	uint64_t rule_slots;              /* rules.c: bit per slot owned by a rule */
+	struct routes routes;             /* tables.c */
+	struct drv drvs[MAX_DRIVERS];     /* drivers.c */
+	struct plink plinks[MAX_PLINKS];  /* links.c */
+	/* Workers and libraries: made and freed by server.c's start-up steps, used where noted. */
+	struct ffm_collector *col;     /* the BPF side: every part that attaches, moves or asks */
 	struct ffm_symbolizer *sym;
-	struct ffm_unwinder *unwinder; /* the only user of sym: stacks off the loop */
-	struct ffm_apis *apis;
-	struct job jobs[FFM_MAX_JOBS];
-	struct rule rules[FFM_MAX_RULES];
-	uint64_t rule_slots;     /* bit per slot owned by a rule */
-	struct routes routes;
-	struct drv drvs[MAX_DRIVERS];
-	struct plink plinks[MAX_PLINKS];
+	struct ffm_unwinder *unwinder; /* the only user of sym: stacks off the loop (jobs.c) */
+	struct ffm_apis *apis;         /* the API probes' table (jobs.c, links.c) */
+	struct ffm_readier *readier;   /* drivers made ready off the loop (drivers.c) */
+	struct ffm_analyzer *analyzer; /* each ended run's analysis, stored (jobs.c) */
+	struct ffm_metrics *metrics;   /* NULL unless metrics_dir is set (jobs.c) */
+	/* Owned by one file each: */
+	struct ffmd_holds hl;          /* holds.c */
+	struct ffmd_lookups lk;        /* lookups.c */
 	struct {
 		pthread_t th;
 		bool started, stop;
@@ -229,7 +300,7 @@ struct ffmd {
 			double job_start;
 			uint64_t ns, n;
 		} acc[FFM_MAX_JOBS]; /* per job, not yet in its price (detach_overhead_take) */
-	} det;                    /* attachments being detached (see detach_later) */
+	} det;                    /* links.c: attachments being detached (see detach_later) */
 	struct {
 		uint64_t slots;   /* the job slots it serves, and those that may rely on it */
 		uint64_t open;
@@ -240,47 +311,21 @@ struct ffmd {
 		uint64_t attaches, detaches; /* per driver, since ffmd started */
 		pid_t refused[64]; /* processes not left to it (0: free; full: the oldest goes) */
 		unsigned refused_next;
-	} bridge;                 /* links.c: the bridge */
-	double attach_sum_s;      /* adaptive stage 1's attaches: time taken, and their number */
-	uint64_t attach_count;
-	struct conn conns[MAX_CONNS];
-	struct pending_copy copies[FFM_MAX_JOBS * 2]; /* id[0] == 0: free; full: the oldest goes */
-	int ep, lfd, sfd, tfd;
-	gid_t admin_gid;
-	bool have_admin_gid;
-	bool stop;
-	bool sampling;            /* a process has an adaptive stage-1 sampler (links.c) */
-	int sample_hint;          /* the plink adaptive.c found last for a wait record */
-	double idle_since;        /* no job since then (0: a job is active) */
-	double detail_idle_since; /* no stage >= 2 job since then */
-	char *att_names[256];     /* the public sync functions of the attached API probes */
-	int natt_names;
-	double last_tick, last_watchdog;
-	unsigned long long watchdog_usec;
-	char sock_path[PATH_MAX];
-	int lock_fds[2];          /* the runtime and the node's state directory, locked for life */
-	/* This node's store root (store/ffm_store.h, FFM_STATE_ROOT: the state directory, or
-	 * nodes/<host>/ once nodes/ exists), and ffmd's own files in it. */
-	char node_root[PATH_MAX];
-	char journal[PATH_MAX];
-	bool resuming; /* journal_resume() is reading the journal: do not rewrite it yet */
-	char holds_path[PATH_MAX];
-	struct hold holds[MAX_HOLDS];
-	int nholds;
-	bool holds_dirty; /* the holds file lags the list (holds.c: written each round) */
-	struct parent_watch parents[MAX_HOLDS];
+	} bridge;                 /* links.c: the bridge (bridge_counts for the status) */
+	struct ffmd_attach att;   /* links.c */
+	int sample_hint;          /* adaptive.c: the plink it found last for a wait record */
 	struct {
 		pid_t pid;        /* 0: free */
 		unsigned long long start;
 		struct drv *dv;
-	} waiters[MAX_HOLDS];     /* processes that will load a pending driver, not held */
-	struct ffm_readier *readier;
-	struct ffm_worker *lookups; /* which driver a process uses, looked up off the loop */
-	struct lookup *asked[MAX_LOOKUPS]; /* the lookups asked and not taken */
-	int nasked;
-	struct ffm_analyzer *analyzer; /* each ended run's analysis, stored (daemon/analyzer.h) */
-	struct ffm_metrics *metrics;   /* NULL unless metrics_dir is set (daemon/metrics.h) */
-	uint64_t procs_total, held_total; /* job processes seen, and held (status shows the rate) */
+	} waiters[MAX_HOLDS];     /* drivers.c: processes that will load a pending driver, not held */
+	struct pending_copy copies[FFM_MAX_JOBS * 2]; /* jobs.c: id[0] == 0: free; full: the oldest
+						       * goes (copy_at for the status) */
+	struct ffmd_control ctl;  /* control.c */
+	struct ffmd_loop lp;      /* server.c */
+	struct ffmd_node node;    /* server.c sets it up; see struct ffmd_node */
+	uint64_t procs_total;     /* server.c: job processes seen (the status shows it) */
+	bool stop;                /* server.c sets it (a signal, teardown); jobs.c reads it */
 };
 
 /* ---- procfs.c ---- */

@@ -35,34 +35,34 @@
  */
 static void holds_write(struct ffmd *d)
 {
-	char tmp[sizeof(d->holds_path) + 8];
+	char tmp[sizeof(d->hl.path) + 8];
 	FILE *f;
 
-	d->holds_dirty = false;
-	if (!d->holds_path[0])
+	d->hl.dirty = false;
+	if (!d->hl.path[0])
 		return;
-	if (!d->nholds) {
-		unlink(d->holds_path);
+	if (!d->hl.n) {
+		unlink(d->hl.path);
 		return;
 	}
-	snprintf(tmp, sizeof(tmp), "%s.tmp", d->holds_path);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", d->hl.path);
 	f = fopen(tmp, "we");
 	if (!f) {
 		log_err("cannot write %s: %s; a process held now stays stopped if ffmd dies", tmp,
 			strerror(errno));
 		return;
 	}
-	for (int i = 0; i < d->nholds; i++)
-		fprintf(f, "%d %llu\n", d->holds[i].pid, d->holds[i].start);
-	if (fclose(f) != 0 || rename(tmp, d->holds_path) < 0)
-		log_err("cannot replace %s: %s", d->holds_path, strerror(errno));
+	for (int i = 0; i < d->hl.n; i++)
+		fprintf(f, "%d %llu\n", d->hl.list[i].pid, d->hl.list[i].start);
+	if (fclose(f) != 0 || rename(tmp, d->hl.path) < 0)
+		log_err("cannot replace %s: %s", d->hl.path, strerror(errno));
 }
 
 struct hold *hold_find(struct ffmd *d, pid_t pid)
 {
-	for (int i = 0; i < d->nholds; i++)
-		if (d->holds[i].pid == pid)
-			return &d->holds[i];
+	for (int i = 0; i < d->hl.n; i++)
+		if (d->hl.list[i].pid == pid)
+			return &d->hl.list[i];
 	return NULL;
 }
 
@@ -87,23 +87,23 @@ struct hold *hold(struct ffmd *d, pid_t pid, bool bpf_stopped)
 		if (!bpf_stopped && ppid && st != 'T' && st != 't' && waits_for_stops(ppid))
 			return NULL;
 
-		if (d->nholds == MAX_HOLDS) {
+		if (d->hl.n == MAX_HOLDS) {
 			log_warn("more than %d processes held; process %d is not (its first calls may go "
 				 "unmeasured)", MAX_HOLDS, pid);
 			if (bpf_stopped)
 				kill(pid, SIGCONT);
 			return NULL;
 		}
-		h = &d->holds[d->nholds++];
+		h = &d->hl.list[d->hl.n++];
 		*h = (struct hold){ .pid = pid, .start = t, .ppid = ppid, .since = ffm_now_s() };
-		d->held_total++;
+		d->hl.total++;
 		if ((j = job_of_pid(d, pid)) >= 0)
 			d->jobs[j].held++;
 		/* A process BPF stopped is stopped already, and most are let go within this round of
 		 * records: written at the round's end (holds_expire) if still held, not while it
 		 * waits (0.3-0.6 ms a write on the development VM, most of ffmd's share of a hold). */
 		if (bpf_stopped)
-			d->holds_dirty = true;
+			d->hl.dirty = true;
 		else
 			holds_write(d);
 	}
@@ -132,8 +132,8 @@ static void parent_watch(struct ffmd *d, const struct hold *h)
 	if (h->ppid <= 1 || proc_stat(h->ppid, &st, NULL, &start) < 0)
 		return;
 	for (int i = 0; i < MAX_HOLDS; i++)
-		if (!d->parents[i].pid || d->parents[i].pid == h->ppid) {
-			d->parents[i] = (struct parent_watch){ h->ppid, start, ffm_now_s() + PARENT_WATCH_S };
+		if (!d->hl.parents[i].pid || d->hl.parents[i].pid == h->ppid) {
+			d->hl.parents[i] = (struct parent_watch){ h->ppid, start, ffm_now_s() + PARENT_WATCH_S };
 			return;
 		}
 }
@@ -151,7 +151,7 @@ void parents_check(struct ffmd *d)
 	double t = ffm_now_s();
 
 	for (int i = 0; i < MAX_HOLDS; i++) {
-		struct parent_watch *w = &d->parents[i];
+		struct parent_watch *w = &d->hl.parents[i];
 		unsigned long long start;
 		char st;
 
@@ -194,8 +194,8 @@ void hold_release(struct ffmd *d, pid_t pid)
 		overhead_charge(d, pid, FFM_OVERHEAD_HELD, t > from ? t - from : 0);
 		parent_watch(d, h);
 	}
-	*h = d->holds[--d->nholds];
-	d->holds_dirty = true; /* after its SIGCONT: at the round's end */
+	*h = d->hl.list[--d->hl.n];
+	d->hl.dirty = true; /* after its SIGCONT: at the round's end */
 }
 
 /* Whatever a hold waits for, it ends after HOLD_MAX_S: no process stays stopped for ffm. Then
@@ -204,14 +204,14 @@ void holds_expire(struct ffmd *d)
 {
 	double t = ffm_now_s();
 
-	for (int i = d->nholds - 1; i >= 0; i--)
-		if (t - d->holds[i].since > HOLD_MAX_S) {
+	for (int i = d->hl.n - 1; i >= 0; i--)
+		if (t - d->hl.list[i].since > HOLD_MAX_S) {
 			log_warn("process %d held for %.0f s%s: let go (its calls may go unmeasured)",
-				 d->holds[i].pid, t - d->holds[i].since,
-				 d->holds[i].wait ? " waiting for its driver" : "");
-			hold_release(d, d->holds[i].pid);
+				 d->hl.list[i].pid, t - d->hl.list[i].since,
+				 d->hl.list[i].wait ? " waiting for its driver" : "");
+			hold_release(d, d->hl.list[i].pid);
 		}
-	if (d->holds_dirty)
+	if (d->hl.dirty)
 		holds_write(d);
 }
 
@@ -219,7 +219,7 @@ void holds_expire(struct ffmd *d)
 void holds_resume(struct ffmd *d)
 {
 	unsigned long long start;
-	FILE *f = fopen(d->holds_path, "re");
+	FILE *f = fopen(d->hl.path, "re");
 	int pid;
 
 	if (!f)
@@ -234,7 +234,7 @@ void holds_resume(struct ffmd *d)
 			 "go unmeasured)", pid);
 	}
 	fclose(f);
-	unlink(d->holds_path);
+	unlink(d->hl.path);
 }
 
 /*

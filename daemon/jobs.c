@@ -442,7 +442,7 @@ static bool job_analyse(struct ffmd *d, const struct job *j)
 
 	if (d->stop || !d->analyzer || d->cfg.analysis_on_read)
 		return false; /* analysis = reader: `ffmctl report` computes it on read */
-	err = ffm_analyzer__submit(d->analyzer, d->node_root, j->key, j->owner, j->id);
+	err = ffm_analyzer__submit(d->analyzer, d->node.root, j->key, j->owner, j->id);
 	if (err < 0)
 		log_warn("job %s: its analysis is not stored: %s", j->id,
 			 err == -ENOSPC ? "too many analyses wait" : strerror(-err));
@@ -538,7 +538,7 @@ static void journal_close_run(struct ffmd *d, const struct job_spec *sp, int64_t
 	int err;
 
 	/* The run is in this node's store of the key (nodes/<host>/ once nodes/ exists). */
-	err = ffm_store__open_key(d->node_root, &(struct ffm_store_key){ .key = key, .uid = sp->owner },
+	err = ffm_store__open_key(d->node.root, &(struct ffm_store_key){ .key = key, .uid = sp->owner },
 				  &so, &s);
 	if (err < 0) {
 		log_err("journal: job %s: cannot open the store of key %s: %s", id, key,
@@ -560,7 +560,7 @@ static void journal_close_run(struct ffmd *d, const struct job_spec *sp, int64_t
 			log_err("journal: job %s: cannot close run %" PRId64 ": %s", id, run, ffm_store__strerror(err));
 	}
 	if (end_job && ffm_store__job_end(s, id, FFM_JOB_CANCELLED, time(NULL)) == 0)
-		publish_job(id, ffm_store__path(s), d->node_root);
+		publish_job(id, ffm_store__path(s), d->node.root);
 	ffm_store__free(s);
 }
 
@@ -608,9 +608,9 @@ void journal_resume(struct ffmd *d)
 	struct resume_count n = {};
 	int err;
 
-	d->resuming = true;
-	err = journal_read(d->journal, resume_line, d, &n);
-	d->resuming = false;
+	d->node.resuming = true;
+	err = journal_read(d->node.journal, resume_line, d, &n);
+	d->node.resuming = false;
 	if (err < 0)
 		return;
 	if (n.resumed || n.dropped)

@@ -61,11 +61,11 @@ static void unescape(char *s)
  */
 void journal_write(struct ffmd *d)
 {
-	char tmp[sizeof(d->journal) + 8];
+	char tmp[sizeof(d->node.journal) + 8];
 	FILE *f;
 	int fd;
 
-	snprintf(tmp, sizeof(tmp), "%s.tmp", d->journal);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", d->node.journal);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
 	if (fd < 0 || !(f = fdopen(fd, "w"))) {
 		log_err("cannot write %s: %s; jobs active now are not resumed after a crash", tmp,
@@ -107,8 +107,8 @@ void journal_write(struct ffmd *d)
 		unlink(tmp);
 		return;
 	}
-	if (rename(tmp, d->journal) < 0)
-		log_err("cannot replace %s: %s", d->journal, strerror(errno));
+	if (rename(tmp, d->node.journal) < 0)
+		log_err("cannot replace %s: %s", d->node.journal, strerror(errno));
 }
 
 /*

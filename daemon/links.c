@@ -130,9 +130,9 @@ static bool names_covered(struct ffmd *d)
 	for (size_t k = 0; k < nn; k++) {
 		int i;
 
-		for (i = 0; i < d->natt_names && strcmp(d->att_names[i], names[k]); i++)
+		for (i = 0; i < d->att.n && strcmp(d->att.names[i], names[k]); i++)
 			;
-		if (i == d->natt_names)
+		if (i == d->att.n)
 			return false;
 	}
 	return true;
@@ -143,12 +143,12 @@ static void remember_names(struct ffmd *d)
 	const char *names[256];
 	size_t nn = sync_union(d, names, 256);
 
-	for (int i = 0; i < d->natt_names; i++)
-		free(d->att_names[i]);
-	d->natt_names = 0;
+	for (int i = 0; i < d->att.n; i++)
+		free(d->att.names[i]);
+	d->att.n = 0;
 	for (size_t k = 0; k < nn; k++)
-		if ((d->att_names[d->natt_names] = strdup(names[k])))
-			d->natt_names++;
+		if ((d->att.names[d->att.n] = strdup(names[k])))
+			d->att.n++;
 }
 
 /*
@@ -675,8 +675,8 @@ int plinks_sample_tick(struct ffmd *d)
 			if (err < 0 && alive(pl->pid))
 				log_err("failed to put the wait probe back on %s for process %d: %s",
 					pl->dv->path, pl->pid, strerror(-err));
-			d->attach_sum_s += ffm_now_s() - t;
-			d->attach_count++;
+			d->att.sum_s += ffm_now_s() - t;
+			d->att.count++;
 			pl->wait_paused = err < 0;
 			sample_attached(d, pl, err == 0);
 			break;
@@ -819,7 +819,7 @@ void update_attachments(struct ffmd *d)
 	bool jobs = any_job(d);
 	uint64_t detail = detail_slots(d);
 	double t = ffm_now_s();
-	bool release_all = !jobs && d->idle_since && t - d->idle_since >= LINGER_S;
+	bool release_all = !jobs && d->att.idle_since && t - d->att.idle_since >= LINGER_S;
 	/* API probes do not linger: with entry/return pairs (kernels before uprobe sessions)
 	 * their return probes put the kernel's trampoline address into the stacks that stage-1
 	 * jobs walk (bpf/ffm.bpf.c reads it as the call site). */
@@ -831,8 +831,8 @@ void update_attachments(struct ffmd *d)
 		bridges_update(d, false);
 		return;
 	}
-	d->idle_since = jobs ? 0 : d->idle_since ? d->idle_since : t;
-	d->detail_idle_since = detail ? 0 : d->detail_idle_since ? d->detail_idle_since : t;
+	d->att.idle_since = jobs ? 0 : d->att.idle_since ? d->att.idle_since : t;
+	d->att.detail_idle_since = detail ? 0 : d->att.detail_idle_since ? d->att.detail_idle_since : t;
 	for (int i = 0; i < MAX_DRIVERS; i++) {
 		struct drv *dv = &d->drvs[i];
 		int err;

@@ -38,26 +38,26 @@ static void *look(void *arg, void *ctx)
 
 int lookups_start(struct ffmd *d)
 {
-	return ffm_worker__new(MAX_LOOKUPS, look, NULL, &d->lookups);
+	return ffm_worker__new(MAX_LOOKUPS, look, NULL, &d->lk.w);
 }
 
 int lookups_fd(const struct ffmd *d)
 {
-	return ffm_worker__fd(d->lookups);
+	return ffm_worker__fd(d->lk.w);
 }
 
 void lookups_stop(struct ffmd *d)
 {
-	if (d->lookups)
-		ffm_worker__free(d->lookups, free); /* answers nobody waits for any more */
-	d->lookups = NULL;
-	d->nasked = 0;
+	if (d->lk.w)
+		ffm_worker__free(d->lk.w, free); /* answers nobody waits for any more */
+	d->lk.w = NULL;
+	d->lk.n = 0;
 }
 
 bool lookup_pending(const struct ffmd *d, pid_t pid)
 {
-	for (int i = 0; i < d->nasked; i++)
-		if (d->asked[i]->pid == pid)
+	for (int i = 0; i < d->lk.n; i++)
+		if (d->lk.asked[i]->pid == pid)
 			return true;
 	return false;
 }
@@ -66,8 +66,8 @@ bool lookup_pending(const struct ffmd *d, pid_t pid)
  * what a lookup asked now would read. */
 static bool queued(const struct ffmd *d, pid_t pid)
 {
-	for (int i = 0; i < d->nasked; i++)
-		if (d->asked[i]->pid == pid && !atomic_load(&d->asked[i]->started))
+	for (int i = 0; i < d->lk.n; i++)
+		if (d->lk.asked[i]->pid == pid && !atomic_load(&d->lk.asked[i]->started))
 			return true;
 	return false;
 }
@@ -82,7 +82,7 @@ int lookup_ask(struct ffmd *d, pid_t pid, const struct ffm_rec_map *m)
 	 * they are after its mmap. */
 	if (!m && queued(d, pid))
 		return -EALREADY;
-	if (d->nasked >= MAX_LOOKUPS)
+	if (d->lk.n >= MAX_LOOKUPS)
 		return -ENOSPC;
 	if (!(l = calloc(1, sizeof(*l))))
 		return -ENOMEM;
@@ -93,22 +93,22 @@ int lookup_ask(struct ffmd *d, pid_t pid, const struct ffm_rec_map *m)
 		l->m = *m;
 	}
 	/* Listed first: once submitted, it is the worker's until taken (freed if refused). */
-	d->asked[d->nasked++] = l;
-	err = ffm_worker__submit(d->lookups, l);
+	d->lk.asked[d->lk.n++] = l;
+	err = ffm_worker__submit(d->lk.w, l);
 	if (err < 0)
-		d->nasked--;
+		d->lk.n--;
 	return err < 0 ? err : 0;
 }
 
 struct lookup *lookup_take(struct ffmd *d)
 {
-	struct lookup *l = ffm_worker__take(d->lookups);
+	struct lookup *l = ffm_worker__take(d->lk.w);
 
 	if (!l)
 		return NULL;
-	for (int i = 0; i < d->nasked; i++)
-		if (d->asked[i] == l) {
-			d->asked[i] = d->asked[--d->nasked];
+	for (int i = 0; i < d->lk.n; i++)
+		if (d->lk.asked[i] == l) {
+			d->lk.asked[i] = d->lk.asked[--d->lk.n];
 			break;
 		}
 	return l;

@@ -248,7 +248,7 @@ static int dirs_setup(struct ffmd *d, const struct ffmd_config *cfg)
 	if ((err = dir_check("state", cfg->state_dir)) < 0 ||
 	    (err = dir_check("runtime", cfg->runtime_dir)) < 0)
 		return err;
-	return dir_lock("runtime", cfg->runtime_dir, &d->lock_fds[0]);
+	return dir_lock("runtime", cfg->runtime_dir, &d->lp.lock_fds[0]);
 }
 
 static void *bind_thread(void *arg)
@@ -260,8 +260,8 @@ static void *bind_thread(void *arg)
 	/* This thread's own umask, not the process's (other threads create files meanwhile). */
 	if (unshare(CLONE_FS) == 0)
 		umask(0);
-	strcpy(sa.sun_path, d->sock_path);
-	if (bind(d->lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+	strcpy(sa.sun_path, d->ctl.sock_path);
+	if (bind(d->ctl.lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 		err = -errno;
 	return (void *)err;
 }
@@ -283,21 +283,21 @@ static int listen_socket(struct ffmd *d, const char *runtime_dir)
 		log_err("runtime directory path too long for a socket: %s", runtime_dir);
 		return -ENAMETOOLONG;
 	}
-	snprintf(d->sock_path, sizeof(d->sock_path), "%s/" FFM_PROTO_SOCKET, runtime_dir);
-	d->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	snprintf(d->ctl.sock_path, sizeof(d->ctl.sock_path), "%s/" FFM_PROTO_SOCKET, runtime_dir);
+	d->ctl.lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	/* The runtime directory is ours and locked: a socket there is a dead ffmd's. */
-	unlink(d->sock_path);
-	if (d->lfd < 0 || fchmod(d->lfd, 0666) < 0)
+	unlink(d->ctl.sock_path);
+	if (d->ctl.lfd < 0 || fchmod(d->ctl.lfd, 0666) < 0)
 		err = -errno;
 	else if ((err = pthread_create(&t, NULL, bind_thread, d)) == 0 &&
 		 (err = pthread_join(t, &ret)) == 0)
 		err = (int)(intptr_t)ret;
 	else
 		err = -err;
-	if (err == 0 && listen(d->lfd, 16) < 0)
+	if (err == 0 && listen(d->ctl.lfd, 16) < 0)
 		err = -errno;
 	if (err < 0)
-		log_err("cannot listen on %s: %s", d->sock_path, strerror(-err));
+		log_err("cannot listen on %s: %s", d->ctl.sock_path, strerror(-err));
 	return err;
 }
 
@@ -447,7 +447,7 @@ static int on_record(void *ctx, const void *rec, size_t size)
 
 static void tick(struct ffmd *d)
 {
-	double t = ffm_now_s(), dt = t - d->last_tick;
+	double t = ffm_now_s(), dt = t - d->lp.last_tick;
 	char status[256];
 	int njobs = 0;
 	double rate = 0;
@@ -466,21 +466,21 @@ static void tick(struct ffmd *d)
 		ffm_store__flush(ffm_jobrun__store(j->jr));
 	}
 	if (dt > 0.5)
-		d->last_tick = t;
-	if ((d->idle_since && t - d->idle_since >= LINGER_S) ||
-	    (d->detail_idle_since && t - d->detail_idle_since >= LINGER_S))
+		d->lp.last_tick = t;
+	if ((d->att.idle_since && t - d->att.idle_since >= LINGER_S) ||
+	    (d->att.detail_idle_since && t - d->att.detail_idle_since >= LINGER_S))
 		update_attachments(d);
 	answer_waiting(d, false); /* job-ends whose wait for the copy is over */
 	for (int i = 0; i < MAX_CONNS; i++)
-		if (d->conns[i].fd >= 0 && !d->conns[i].waiting && t > d->conns[i].deadline) {
+		if (d->ctl.conns[i].fd >= 0 && !d->ctl.conns[i].waiting && t > d->ctl.conns[i].deadline) {
 			/* Sent nothing in time: close it, the daemon never waits on a client. */
-			ep_del(d, d->conns[i].fd);
-			close(d->conns[i].fd);
-			d->conns[i].fd = -1;
+			ep_del(d, d->ctl.conns[i].fd);
+			close(d->ctl.conns[i].fd);
+			d->ctl.conns[i].fd = -1;
 		}
-	if (d->watchdog_usec && (t - d->last_watchdog) * 1e6 > d->watchdog_usec / 3) {
+	if (d->lp.watchdog_usec && (t - d->lp.last_watchdog) * 1e6 > d->lp.watchdog_usec / 3) {
 		ffm_notify("WATCHDOG=1");
-		d->last_watchdog = t;
+		d->lp.last_watchdog = t;
 	}
 	snprintf(status, sizeof(status), "STATUS=%d job%s, %.0f events/s", njobs,
 		 njobs == 1 ? "" : "s", rate);
@@ -492,7 +492,7 @@ static int set_timer(struct ffmd *d, long ms)
 {
 	struct timespec t = { (ms ? ms : 200) / 1000, ((ms ? ms : 200) % 1000) * 1000000 };
 
-	if (timerfd_settime(d->tfd, 0, &(struct itimerspec){ .it_interval = t, .it_value = t },
+	if (timerfd_settime(d->lp.tfd, 0, &(struct itimerspec){ .it_interval = t, .it_value = t },
 			    NULL) < 0) {
 		log_err("cannot set the flush timer: %s", strerror(errno));
 		return -errno;
@@ -531,8 +531,8 @@ static int apply_config(struct ffmd *d, const struct ffmd_config *cfg)
 				 d->cfg.admin_group);
 			log_no_admin_group(cfg, then);
 		} else {
-			d->have_admin_gid = found;
-			d->admin_gid = gid;
+			d->ctl.have_admin_gid = found;
+			d->ctl.admin_gid = gid;
 			snprintf(d->cfg.admin_group, sizeof(d->cfg.admin_group), "%s", cfg->admin_group);
 		}
 	}
@@ -605,19 +605,19 @@ static int ffmd_alloc(const struct ffmd_config *cfg, struct ffmd **ret)
 	if (!d)
 		return -ENOMEM;
 	d->cfg = *cfg;
-	d->ep = d->lfd = d->sfd = d->tfd = -1;
-	d->lock_fds[0] = d->lock_fds[1] = -1;
+	d->lp.ep = d->ctl.lfd = d->lp.sfd = d->lp.tfd = -1;
+	d->lp.lock_fds[0] = d->lp.lock_fds[1] = -1;
 	for (int i = 0; i < MAX_CONNS; i++)
-		d->conns[i].fd = -1;
+		d->ctl.conns[i].fd = -1;
 	*ret = d;
 	if ((err = routes_init(d)) < 0)
 		return err;
 	if (cfg->admin_group[0]) {
-		if (group_gid(cfg->admin_group, &d->admin_gid) < 0) {
+		if (group_gid(cfg->admin_group, &d->ctl.admin_gid) < 0) {
 			log_no_admin_group(cfg, "; ffmd does not start without it");
 			return -ENOENT;
 		}
-		d->have_admin_gid = true;
+		d->ctl.have_admin_gid = true;
 	}
 	return 0;
 }
@@ -633,20 +633,20 @@ static int node_setup(struct ffmd *d, const struct ffmd_config *cfg, char *journ
 		log_err("cannot read the host name: %s", strerror(errno));
 		return -errno;
 	}
-	if (ffm_state_path(cfg->state_dir, FFM_STATE_ROOT, host, d->node_root,
-			   sizeof(d->node_root)) < 0 ||
-	    ffm_state_path(cfg->state_dir, FFM_STATE_HOLDS, host, d->holds_path,
-			   sizeof(d->holds_path)) < 0 ||
+	if (ffm_state_path(cfg->state_dir, FFM_STATE_ROOT, host, d->node.root,
+			   sizeof(d->node.root)) < 0 ||
+	    ffm_state_path(cfg->state_dir, FFM_STATE_HOLDS, host, d->hl.path,
+			   sizeof(d->hl.path)) < 0 ||
 	    ffm_state_path(cfg->state_dir, FFM_STATE_JOURNAL, host, journal, len) < 0) {
 		log_err("state directory %s: path too long", cfg->state_dir);
 		return -ENAMETOOLONG;
 	}
-	if ((err = ffm_mkdir_p(d->node_root, 0751)) < 0) {
-		log_err("cannot create %s: %s", d->node_root, strerror(-err));
+	if ((err = ffm_mkdir_p(d->node.root, 0751)) < 0) {
+		log_err("cannot create %s: %s", d->node.root, strerror(-err));
 		return err;
 	}
 	/* Before anything of the node's is read or written (the holds, next). */
-	return dir_lock("state", d->node_root, &d->lock_fds[1]);
+	return dir_lock("state", d->node.root, &d->lp.lock_fds[1]);
 }
 
 static int trust_setup(const struct ffmd_config *cfg)
@@ -723,16 +723,16 @@ static int loop_setup(struct ffmd *d, const struct ffmd_config *cfg)
 	sigaddset(&mask, SIGHUP);
 	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0 || signal(SIGPIPE, SIG_IGN) == SIG_ERR)
 		return -errno;
-	d->sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-	d->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-	d->ep = epoll_create1(EPOLL_CLOEXEC);
-	if (d->sfd < 0 || d->tfd < 0 || d->ep < 0)
+	d->lp.sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	d->lp.tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	d->lp.ep = epoll_create1(EPOLL_CLOEXEC);
+	if (d->lp.sfd < 0 || d->lp.tfd < 0 || d->lp.ep < 0)
 		return -errno;
 	if ((err = set_timer(d, cfg->flush_ms)) < 0)
 		return err;
 	if ((err = ep_add(d, ffm_collector__fd(d->col), TAG_RING)) < 0 ||
-	    (err = ep_add(d, d->lfd, TAG_LISTEN)) < 0 || (err = ep_add(d, d->sfd, TAG_SIGNAL)) < 0 ||
-	    (err = ep_add(d, d->tfd, TAG_TIMER)) < 0 ||
+	    (err = ep_add(d, d->ctl.lfd, TAG_LISTEN)) < 0 || (err = ep_add(d, d->lp.sfd, TAG_SIGNAL)) < 0 ||
+	    (err = ep_add(d, d->lp.tfd, TAG_TIMER)) < 0 ||
 	    (err = ep_add(d, ffm_readier__fd(d->readier), TAG_READY)) < 0 ||
 	    (err = ep_add(d, ffm_analyzer__fd(d->analyzer), TAG_ANALYSED)) < 0 ||
 	    (err = ep_add(d, ffm_unwinder__fd(d->unwinder), TAG_UNWOUND)) < 0 ||
@@ -740,8 +740,8 @@ static int loop_setup(struct ffmd *d, const struct ffmd_config *cfg)
 		return err;
 	if (publish_fd() >= 0 && (err = ep_add(d, publish_fd(), TAG_PUBLISHED)) < 0)
 		return err;
-	d->watchdog_usec = ffm_watchdog_usec();
-	d->last_tick = d->last_watchdog = ffm_now_s();
+	d->lp.watchdog_usec = ffm_watchdog_usec();
+	d->lp.last_tick = d->lp.last_watchdog = ffm_now_s();
 	return 0;
 }
 
@@ -772,9 +772,9 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 	if ((err = apply_config(d, cfg)) < 0)
 		goto fail;
 	/* Set only now: until the journal is read back, nothing may rewrite it. */
-	snprintf(d->journal, sizeof(d->journal), "%s", journal);
+	snprintf(d->node.journal, sizeof(d->node.journal), "%s", journal);
 	journal_resume(d);
-	publish_stale(d->node_root); /* copies a stop or a crash cut short */
+	publish_stale(d->node.root); /* copies a stop or a crash cut short */
 	*ret = d;
 	return 0;
 fail:
@@ -786,19 +786,19 @@ fail:
 int ffmd__run(struct ffmd *d)
 {
 	ffm_notify("READY=1\nSTATUS=waiting for jobs");
-	log_info("ffmd ready: control socket %s, state in %s", d->sock_path, d->cfg.state_dir);
+	log_info("ffmd ready: control socket %s, state in %s", d->ctl.sock_path, d->cfg.state_dir);
 	while (!d->stop) {
 		struct epoll_event evs[16];
 		/* Adaptive stage 1's windows are timed by the rounds: 50 ms while a process has a
 		 * sampler (links.c, plinks_sample_tick). */
-		int n = epoll_wait(d->ep, evs, 16, d->sampling ? 50 : 100);
+		int n = epoll_wait(d->lp.ep, evs, 16, d->lp.sampling ? 50 : 100);
 
 		if (n < 0 && errno != EINTR)
 			return -errno;
 		/* Records are polled each round as well: BPF wakes us only when a share of
 		 * the buffer is filled (bpf/ffm.bpf.c). */
 		ffm_collector__consume(d->col);
-		d->sampling = plinks_sample_tick(d) > 0;
+		d->lp.sampling = plinks_sample_tick(d) > 0;
 		bridges_update(d, true);
 		end_finished_jobs(d);
 		parents_check(d);
@@ -809,7 +809,7 @@ int ffmd__run(struct ffmd *d)
 			if (tag == TAG_LISTEN) {
 				accept_conn(d);
 			} else if (tag == TAG_CONN) {
-				struct conn *c = &d->conns[evs[i].data.u64 >> 8];
+				struct conn *c = &d->ctl.conns[evs[i].data.u64 >> 8];
 
 				if (c->fd >= 0)
 					handle_request(d, c);
@@ -827,12 +827,12 @@ int ffmd__run(struct ffmd *d)
 			} else if (tag == TAG_TIMER) {
 				uint64_t x;
 
-				if (read(d->tfd, &x, sizeof(x)) > 0)
+				if (read(d->lp.tfd, &x, sizeof(x)) > 0)
 					tick(d);
 			} else if (tag == TAG_SIGNAL) {
 				struct signalfd_siginfo si;
 
-				while (read(d->sfd, &si, sizeof(si)) == sizeof(si)) {
+				while (read(d->lp.sfd, &si, sizeof(si)) == sizeof(si)) {
 					if (si.ssi_signo == SIGHUP) {
 						reload(d);
 						continue;
@@ -857,7 +857,7 @@ struct ffmd *ffmd__free(struct ffmd *d)
 	for (int i = 0; i < FFM_MAX_JOBS; i++)
 		if (d->jobs[i].used)
 			job_end(d, &d->jobs[i], true);
-	if (d->journal[0])
+	if (d->node.journal[0])
 		journal_write(d);
 	publish_wait(); /* the copies of the stores of the jobs just ended */
 	copies_take(d);
@@ -868,8 +868,8 @@ struct ffmd *ffmd__free(struct ffmd *d)
 	detacher_stop(d);
 	/* Nobody stays stopped for a driver whose result nobody waits for any more; the worker
 	 * ends after its current driver. */
-	while (d->nholds)
-		hold_release(d, d->holds[0].pid);
+	while (d->hl.n)
+		hold_release(d, d->hl.list[0].pid);
 	holds_expire(d); /* none left: the holds file goes */
 	d->readier = ffm_readier__free(d->readier);
 	lookups_stop(d);
@@ -881,20 +881,20 @@ struct ffmd *ffmd__free(struct ffmd *d)
 	}
 	drivers_release(d);
 	for (int i = 0; i < MAX_CONNS; i++)
-		if (d->conns[i].fd >= 0)
-			close(d->conns[i].fd);
-	if (d->lfd >= 0) {
-		close(d->lfd);
-		unlink(d->sock_path);
+		if (d->ctl.conns[i].fd >= 0)
+			close(d->ctl.conns[i].fd);
+	if (d->ctl.lfd >= 0) {
+		close(d->ctl.lfd);
+		unlink(d->ctl.sock_path);
 	}
 	for (int i = 0; i < 2; i++)
-		if (d->lock_fds[i] >= 0)
-			close(d->lock_fds[i]); /* last: the socket is gone when the next ffmd locks */
-	for (int i = 0, fds[] = { d->sfd, d->tfd, d->ep }; i < 3; i++)
+		if (d->lp.lock_fds[i] >= 0)
+			close(d->lp.lock_fds[i]); /* last: the socket is gone when the next ffmd locks */
+	for (int i = 0, fds[] = { d->lp.sfd, d->lp.tfd, d->lp.ep }; i < 3; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
-	for (int i = 0; i < d->natt_names; i++)
-		free(d->att_names[i]);
+	for (int i = 0; i < d->att.n; i++)
+		free(d->att.names[i]);
 	d->unwinder = ffm_unwinder__free(d->unwinder); /* the jobs, its submitters, are gone */
 	ffm_symbolizer__free(d->sym);
 	ffm_apis__free(d->apis);
