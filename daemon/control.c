@@ -8,7 +8,7 @@
  * is, and starting and ending one, is jobs.c's.
  *
  * Runs on the loop. A request is one datagram, read when epoll says it is there; the daemon
- * never waits on a client (a connection that sends nothing in time is closed by tick()).
+ * never waits on a client (a connection that sends nothing in time is closed each tick: conns_expire).
  *
  * A job-end is answered once the job's copy for its readers is in place (its analysis stored,
  * then the copy: jobs.c, publisher.c), so that its owner's report right after it finds the
@@ -18,12 +18,15 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -124,15 +127,15 @@ static json_t *status_driver(struct ffmd *d, const struct drv *dv, bool named)
  * (per driver) since ffmd started. */
 static json_t *status_bridge(const struct ffmd *d)
 {
+	struct bridge_counts bc;
 	int drivers = 0;
 
+	bridge_counts(d, &bc);
 	for (int i = 0; i < MAX_DRIVERS; i++)
 		drivers += d->drvs[i].bridge_att != NULL;
 	return json_pack("{s:b,s:b,s:i,s:i,s:I,s:I}", "possible", ffm_collector__bridge_ok(d->col),
-			 "open", d->bridge.open != 0, "drivers", drivers,
-			 "jobs", __builtin_popcountll(d->bridge.slots),
-			 "attaches", (json_int_t)d->bridge.attaches,
-			 "detaches", (json_int_t)d->bridge.detaches);
+			 "open", bc.open, "drivers", drivers, "jobs", bc.jobs,
+			 "attaches", (json_int_t)bc.attaches, "detaches", (json_int_t)bc.detaches);
 }
 
 static json_t *status_sampling(struct ffmd *d, const struct job *j)
@@ -233,9 +236,13 @@ static size_t status_json(struct ffmd *d, const struct conn *conn, char *out, si
 	for (int i = 0; admin && i < FFM_MAX_RULES; i++)
 		if (d->rules[i].used)
 			json_array_append_new(rules, status_rule(d, &d->rules[i]));
-	for (size_t i = 0; i < sizeof(d->copies) / sizeof(d->copies[0]); i++)
-		if (d->copies[i].id[0] && (admin || d->copies[i].owner == c->uid))
-			json_array_append_new(copying, ffm_json_string(d->copies[i].id));
+	for (size_t i = 0; i < MAX_COPIES; i++) {
+		uint32_t owner;
+		const char *id = copy_at(d, i, &owner);
+
+		if (id && (admin || owner == c->uid))
+			json_array_append_new(copying, ffm_json_string(id));
+	}
 	return json_body(json_pack("{s:i,s:s,s:s,s:b,s:b,s:o,s:o,s:o,s:o,s:I,s:I,"
 				   "s:{s:o,s:o,s:o,s:o},s:o}",
 				   "version", FFM_PROTO_VERSION,
@@ -246,11 +253,10 @@ static size_t status_json(struct ffmd *d, const struct conn *conn, char *out, si
 				   "drivers", drivers, "jobs", jobs, "rules", rules,
 				   "publishing", copying,
 				   "processes_seen", (json_int_t)d->procs_total,
-				   "processes_held", (json_int_t)d->hl.total,
+				   "processes_held", (json_int_t)holds_total(d),
 				   "sampling", "budget_pct", ffm_json_fixed(d->cfg.sample_budget * 100, 4),
 				   "wait_cost_us", ffm_json_fixed(d->cfg.wait_cost_us, 2),
-				   "attach_ms", ffm_json_fixed(d->att.count ? 1e3 * d->att.sum_s /
-								(double)d->att.count : 0, 2),
+				   "attach_ms", ffm_json_fixed(attach_mean_ms(d), 2),
 				   "detach_ms", ffm_json_fixed(1e3 * detach_mean_s(d), 2),
 				   "bridge", status_bridge(d)),
 			 out, len);
@@ -553,6 +559,112 @@ void ep_del(struct ffmd *d, int fd)
 {
 	if (epoll_ctl(d->lp.ep, EPOLL_CTL_DEL, fd, NULL) < 0)
 		log_warn("cannot stop watching descriptor %d: %s", fd, strerror(errno));
+}
+
+void control_init(struct ffmd *d)
+{
+	d->ctl.lfd = -1;
+	for (int i = 0; i < MAX_CONNS; i++)
+		d->ctl.conns[i].fd = -1;
+}
+
+static void *bind_thread(void *arg)
+{
+	struct ffmd *d = arg;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	intptr_t err = 0;
+
+	/* This thread's own umask, not the process's (other threads create files meanwhile). */
+	if (unshare(CLONE_FS) == 0)
+		umask(0);
+	strcpy(sa.sun_path, d->ctl.sock_path);
+	if (bind(d->ctl.lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		err = -errno;
+	return (void *)err;
+}
+
+/*
+ * The control socket, 0666 whatever the umask: anyone may connect; what they may do is decided
+ * per request from the peer's credentials at connect time. The mode is the socket's own
+ * (fchmod before bind, bound with a umask of 0 by a thread of its own): no chmod by path,
+ * which would follow a link planted in its place.
+ */
+int control_listen(struct ffmd *d, const char *runtime_dir)
+{
+	void *ret = NULL;
+	pthread_t t;
+	int err;
+
+	if (strlen(runtime_dir) + 1 + strlen(FFM_PROTO_SOCKET) >=
+	    sizeof(((struct sockaddr_un *)0)->sun_path)) {
+		log_err("runtime directory path too long for a socket: %s", runtime_dir);
+		return -ENAMETOOLONG;
+	}
+	snprintf(d->ctl.sock_path, sizeof(d->ctl.sock_path), "%s/" FFM_PROTO_SOCKET, runtime_dir);
+	d->ctl.lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	/* The runtime directory is ours and locked: a socket there is a dead ffmd's. */
+	unlink(d->ctl.sock_path);
+	if (d->ctl.lfd < 0 || fchmod(d->ctl.lfd, 0666) < 0)
+		err = -errno;
+	else if ((err = pthread_create(&t, NULL, bind_thread, d)) == 0 &&
+		 (err = pthread_join(t, &ret)) == 0)
+		err = (int)(intptr_t)ret;
+	else
+		err = -err;
+	if (err == 0 && listen(d->ctl.lfd, 16) < 0)
+		err = -errno;
+	if (err < 0)
+		log_err("cannot listen on %s: %s", d->ctl.sock_path, strerror(-err));
+	return err;
+}
+
+int control_fd(const struct ffmd *d)
+{
+	return d->ctl.lfd;
+}
+
+const char *control_socket(const struct ffmd *d)
+{
+	return d->ctl.sock_path;
+}
+
+void control_admin_set(struct ffmd *d, bool have, gid_t gid)
+{
+	d->ctl.have_admin_gid = have;
+	d->ctl.admin_gid = gid;
+}
+
+void conn_ready(struct ffmd *d, uint64_t idx)
+{
+	struct conn *c = idx < MAX_CONNS ? &d->ctl.conns[idx] : NULL;
+
+	if (c && c->fd >= 0)
+		handle_request(d, c);
+}
+
+void conns_expire(struct ffmd *d, double t)
+{
+	for (int i = 0; i < MAX_CONNS; i++) {
+		struct conn *c = &d->ctl.conns[i];
+
+		if (c->fd >= 0 && !c->waiting && t > c->deadline) {
+			/* Sent nothing in time: close it, the daemon never waits on a client. */
+			ep_del(d, c->fd);
+			close(c->fd);
+			c->fd = -1;
+		}
+	}
+}
+
+void control_close(struct ffmd *d)
+{
+	for (int i = 0; i < MAX_CONNS; i++)
+		if (d->ctl.conns[i].fd >= 0)
+			close(d->ctl.conns[i].fd);
+	if (d->ctl.lfd >= 0) {
+		close(d->ctl.lfd);
+		unlink(d->ctl.sock_path);
+	}
 }
 
 void accept_conn(struct ffmd *d)

@@ -195,12 +195,9 @@ static void drivers_release_waiters(struct ffmd *d, struct drv *dv)
 			if (proc_start_time(pid) == d->waiters[i].start)
 				driver_use(d, pid, dv, NULL);
 		}
-	for (int i = d->hl.n - 1; i >= 0; i--) {
-		struct hold *h = &d->hl.list[i];
+	for (struct hold *h; (h = hold_waiting_for(d, dv));) {
 		pid_t pid = h->pid;
 
-		if (h->wait != dv)
-			continue;
 		overhead_charge(d, pid, FFM_OVERHEAD_DRIVER, took);
 		h->wait = NULL;
 		driver_use(d, pid, dv, h->mapped ? (const uint64_t[]){ h->kdev, h->kino } : NULL);

@@ -44,6 +44,7 @@ struct ffm_worker;
 #define MAX_HOLDS 64
 #define MAX_PLINKS 1024
 #define MAX_DETACH 256
+#define MAX_COPIES (FFM_MAX_JOBS * 2) /* job copies being made (jobs.c) */
 #define MAX_LOOKUPS 1024 /* processes' drivers being looked up at once (lookups.c) */
 #define LINGER_S 30.0 /* probes stay attached this long after the last job that needed them */
 /* The bridge (links.c) comes off this long after the last process that needed it, and a process
@@ -319,8 +320,8 @@ struct ffmd {
 		unsigned long long start;
 		struct drv *dv;
 	} waiters[MAX_HOLDS];     /* drivers.c: processes that will load a pending driver, not held */
-	struct pending_copy copies[FFM_MAX_JOBS * 2]; /* jobs.c: id[0] == 0: free; full: the oldest
-						       * goes (copy_at for the status) */
+	struct pending_copy copies[MAX_COPIES]; /* jobs.c: id[0] == 0: free; full: the oldest goes
+						 * (copy_at for the status) */
 	struct ffmd_control ctl;  /* control.c */
 	struct ffmd_loop lp;      /* server.c */
 	struct ffmd_node node;    /* server.c sets it up; see struct ffmd_node */
@@ -449,6 +450,16 @@ void detacher_start(struct ffmd *d);
 /* The detaches done for job @job's processes since last asked: into its price. */
 void detach_overhead_take(struct ffmd *d, int job);
 void detacher_stop(struct ffmd *d);
+void attachments_linger(struct ffmd *d, double t);
+double attach_mean_ms(const struct ffmd *d);
+/* The bridge, for the status: on or not, the jobs it serves, its attaches and detaches. */
+struct bridge_counts {
+	bool open;
+	int jobs;
+	uint64_t attaches, detaches;
+};
+void bridge_counts(const struct ffmd *d, struct bridge_counts *bc);
+void attachments_free(struct ffmd *d);
 
 /* ---- holds.c ---- */
 struct hold *hold_find(struct ffmd *d, pid_t pid);
@@ -458,6 +469,10 @@ void holds_expire(struct ffmd *d);
 void holds_resume(struct ffmd *d);
 void parents_check(struct ffmd *d);
 void on_fork_stopped(struct ffmd *d, const struct ffm_rec_proc *p);
+int holds_path_set(struct ffmd *d, const char *state_dir, const char *host);
+struct hold *hold_waiting_for(struct ffmd *d, const struct drv *dv);
+uint64_t holds_total(const struct ffmd *d); /* job processes held since start */
+void holds_release_all(struct ffmd *d);
 
 /* ---- drivers.c ---- */
 struct drv *driver_get(struct ffmd *d, const char *path, bool sync);
@@ -478,6 +493,8 @@ void analyses_take(struct ffmd *d); /* the analyzer's results (the loop's TAG_AN
 /* Whether job @id's copy for its readers is still being made (its analysis, then the copy). */
 bool copy_pending(const struct ffmd *d, const char *id);
 void copies_made(struct ffmd *d, uint64_t ticket); /* publish_take's ticket: those forgotten */
+/* Copy @i (< MAX_COPIES) being made: its job's id and owner, NULL: none there. */
+const char *copy_at(const struct ffmd *d, size_t i, uint32_t *owner);
 void metrics_write(struct ffmd *d);
 void journal_resume(struct ffmd *d);
 
@@ -491,7 +508,18 @@ int rules_reload(struct ffmd *d, const struct ffmd_config *cfg);
  * stop watching it (logged when refused: the descriptor is closed next either way). */
 int ep_add(struct ffmd *d, int fd, uint64_t tag);
 void ep_del(struct ffmd *d, int fd);
+/* The control socket (struct ffmd_control): its connections none yet; listening on
+ * <runtime_dir>/FFM_PROTO_SOCKET, 0666 whatever the umask (the failure logged); its descriptor
+ * and path; the admin group (@have: one is set); closed with its connections at ffmd's end. */
+void control_init(struct ffmd *d);
+int control_listen(struct ffmd *d, const char *runtime_dir);
+int control_fd(const struct ffmd *d);
+const char *control_socket(const struct ffmd *d);
+void control_admin_set(struct ffmd *d, bool have, gid_t gid);
+void control_close(struct ffmd *d);
 void accept_conn(struct ffmd *d);
+void conn_ready(struct ffmd *d, uint64_t idx); /* TAG_CONN's: connection @idx has a request */
+void conns_expire(struct ffmd *d, double t);   /* close those that sent nothing in time */
 void handle_request(struct ffmd *d, struct conn *c);
 /* Answer the job-end requests whose copy is in place, or past their wait (@all: every one). */
 void answer_waiting(struct ffmd *d, bool all);

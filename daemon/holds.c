@@ -262,3 +262,31 @@ void on_fork_stopped(struct ffmd *d, const struct ffm_rec_proc *p)
 	}
 	hold_release(d, pid);
 }
+
+/* The holds file of node @host of @state_dir (before holds_resume): <0 if its path is too long. */
+int holds_path_set(struct ffmd *d, const char *state_dir, const char *host)
+{
+	return ffm_state_path(state_dir, FFM_STATE_HOLDS, host, d->hl.path, sizeof(d->hl.path));
+}
+
+/* The last hold (in the list's order) waiting for driver @dv, or NULL. */
+struct hold *hold_waiting_for(struct ffmd *d, const struct drv *dv)
+{
+	for (int i = d->hl.n - 1; i >= 0; i--)
+		if (d->hl.list[i].wait == dv)
+			return &d->hl.list[i];
+	return NULL;
+}
+
+uint64_t holds_total(const struct ffmd *d)
+{
+	return d->hl.total;
+}
+
+/* At ffmd's end: every hold let go, and the holds file removed. */
+void holds_release_all(struct ffmd *d)
+{
+	while (d->hl.n)
+		hold_release(d, d->hl.list[0].pid);
+	holds_expire(d); /* none left: the holds file goes */
+}

@@ -427,6 +427,14 @@ static void copy_expect(struct ffmd *d, const char *id, uint32_t owner, uint64_t
 	c->ticket = ticket;
 }
 
+const char *copy_at(const struct ffmd *d, size_t i, uint32_t *owner)
+{
+	if (i >= MAX_COPIES || !d->copies[i].id[0])
+		return NULL;
+	*owner = d->copies[i].owner;
+	return d->copies[i].id;
+}
+
 void copies_made(struct ffmd *d, uint64_t ticket)
 {
 	for (size_t i = 0; i < sizeof(d->copies) / sizeof(d->copies[0]); i++)

@@ -878,3 +878,33 @@ bool driver_in_use(const struct ffmd *d, const struct drv *dv)
 			return true;
 	return false;
 }
+
+/* Each tick: the probes no job has needed for LINGER_S come off (update_attachments). */
+void attachments_linger(struct ffmd *d, double t)
+{
+	if ((d->att.idle_since && t - d->att.idle_since >= LINGER_S) ||
+	    (d->att.detail_idle_since && t - d->att.detail_idle_since >= LINGER_S))
+		update_attachments(d);
+}
+
+/* Adaptive stage 1's attaches: the mean time one took, in ms (0: none yet). */
+double attach_mean_ms(const struct ffmd *d)
+{
+	return d->att.count ? 1e3 * d->att.sum_s / (double)d->att.count : 0;
+}
+
+void bridge_counts(const struct ffmd *d, struct bridge_counts *bc)
+{
+	bc->open = d->bridge.open != 0;
+	bc->jobs = __builtin_popcountll(d->bridge.slots);
+	bc->attaches = d->bridge.attaches;
+	bc->detaches = d->bridge.detaches;
+}
+
+/* At ffmd's end, once nothing is attached: what the attachments kept. */
+void attachments_free(struct ffmd *d)
+{
+	for (int i = 0; i < d->att.n; i++)
+		free(d->att.names[i]);
+	d->att.n = 0;
+}

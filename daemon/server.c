@@ -45,8 +45,6 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
-#include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,7 +55,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "daemon/analyzer.h"
@@ -251,56 +248,6 @@ static int dirs_setup(struct ffmd *d, const struct ffmd_config *cfg)
 	return dir_lock("runtime", cfg->runtime_dir, &d->lp.lock_fds[0]);
 }
 
-static void *bind_thread(void *arg)
-{
-	struct ffmd *d = arg;
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	intptr_t err = 0;
-
-	/* This thread's own umask, not the process's (other threads create files meanwhile). */
-	if (unshare(CLONE_FS) == 0)
-		umask(0);
-	strcpy(sa.sun_path, d->ctl.sock_path);
-	if (bind(d->ctl.lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		err = -errno;
-	return (void *)err;
-}
-
-/*
- * The control socket, 0666 whatever the umask: anyone may connect; what they may do is decided
- * per request from the peer's credentials at connect time. The mode is the socket's own
- * (fchmod before bind, bound with a umask of 0 by a thread of its own): no chmod by path,
- * which would follow a link planted in its place.
- */
-static int listen_socket(struct ffmd *d, const char *runtime_dir)
-{
-	void *ret = NULL;
-	pthread_t t;
-	int err;
-
-	if (strlen(runtime_dir) + 1 + strlen(FFM_PROTO_SOCKET) >=
-	    sizeof(((struct sockaddr_un *)0)->sun_path)) {
-		log_err("runtime directory path too long for a socket: %s", runtime_dir);
-		return -ENAMETOOLONG;
-	}
-	snprintf(d->ctl.sock_path, sizeof(d->ctl.sock_path), "%s/" FFM_PROTO_SOCKET, runtime_dir);
-	d->ctl.lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	/* The runtime directory is ours and locked: a socket there is a dead ffmd's. */
-	unlink(d->ctl.sock_path);
-	if (d->ctl.lfd < 0 || fchmod(d->ctl.lfd, 0666) < 0)
-		err = -errno;
-	else if ((err = pthread_create(&t, NULL, bind_thread, d)) == 0 &&
-		 (err = pthread_join(t, &ret)) == 0)
-		err = (int)(intptr_t)ret;
-	else
-		err = -err;
-	if (err == 0 && listen(d->ctl.lfd, 16) < 0)
-		err = -errno;
-	if (err < 0)
-		log_err("cannot listen on %s: %s", d->ctl.sock_path, strerror(-err));
-	return err;
-}
-
 /* The job a record (@core: its row's, daemon/records.h) belongs to (index in jobs[]), or -1. */
 static int record_job(struct ffmd *d, const struct ffm_rec_hdr *h, enum ffm_rec_core core)
 {
@@ -467,17 +414,9 @@ static void tick(struct ffmd *d)
 	}
 	if (dt > 0.5)
 		d->lp.last_tick = t;
-	if ((d->att.idle_since && t - d->att.idle_since >= LINGER_S) ||
-	    (d->att.detail_idle_since && t - d->att.detail_idle_since >= LINGER_S))
-		update_attachments(d);
+	attachments_linger(d, t);
 	answer_waiting(d, false); /* job-ends whose wait for the copy is over */
-	for (int i = 0; i < MAX_CONNS; i++)
-		if (d->ctl.conns[i].fd >= 0 && !d->ctl.conns[i].waiting && t > d->ctl.conns[i].deadline) {
-			/* Sent nothing in time: close it, the daemon never waits on a client. */
-			ep_del(d, d->ctl.conns[i].fd);
-			close(d->ctl.conns[i].fd);
-			d->ctl.conns[i].fd = -1;
-		}
+	conns_expire(d, t);
 	if (d->lp.watchdog_usec && (t - d->lp.last_watchdog) * 1e6 > d->lp.watchdog_usec / 3) {
 		ffm_notify("WATCHDOG=1");
 		d->lp.last_watchdog = t;
@@ -531,8 +470,7 @@ static int apply_config(struct ffmd *d, const struct ffmd_config *cfg)
 				 d->cfg.admin_group);
 			log_no_admin_group(cfg, then);
 		} else {
-			d->ctl.have_admin_gid = found;
-			d->ctl.admin_gid = gid;
+			control_admin_set(d, found, gid);
 			snprintf(d->cfg.admin_group, sizeof(d->cfg.admin_group), "%s", cfg->admin_group);
 		}
 	}
@@ -605,19 +543,20 @@ static int ffmd_alloc(const struct ffmd_config *cfg, struct ffmd **ret)
 	if (!d)
 		return -ENOMEM;
 	d->cfg = *cfg;
-	d->lp.ep = d->ctl.lfd = d->lp.sfd = d->lp.tfd = -1;
+	d->lp.ep = d->lp.sfd = d->lp.tfd = -1;
 	d->lp.lock_fds[0] = d->lp.lock_fds[1] = -1;
-	for (int i = 0; i < MAX_CONNS; i++)
-		d->ctl.conns[i].fd = -1;
+	control_init(d);
 	*ret = d;
 	if ((err = routes_init(d)) < 0)
 		return err;
 	if (cfg->admin_group[0]) {
-		if (group_gid(cfg->admin_group, &d->ctl.admin_gid) < 0) {
+		gid_t gid;
+
+		if (group_gid(cfg->admin_group, &gid) < 0) {
 			log_no_admin_group(cfg, "; ffmd does not start without it");
 			return -ENOENT;
 		}
-		d->ctl.have_admin_gid = true;
+		control_admin_set(d, true, gid);
 	}
 	return 0;
 }
@@ -635,8 +574,7 @@ static int node_setup(struct ffmd *d, const struct ffmd_config *cfg, char *journ
 	}
 	if (ffm_state_path(cfg->state_dir, FFM_STATE_ROOT, host, d->node.root,
 			   sizeof(d->node.root)) < 0 ||
-	    ffm_state_path(cfg->state_dir, FFM_STATE_HOLDS, host, d->hl.path,
-			   sizeof(d->hl.path)) < 0 ||
+	    holds_path_set(d, cfg->state_dir, host) < 0 ||
 	    ffm_state_path(cfg->state_dir, FFM_STATE_JOURNAL, host, journal, len) < 0) {
 		log_err("state directory %s: path too long", cfg->state_dir);
 		return -ENAMETOOLONG;
@@ -731,7 +669,7 @@ static int loop_setup(struct ffmd *d, const struct ffmd_config *cfg)
 	if ((err = set_timer(d, cfg->flush_ms)) < 0)
 		return err;
 	if ((err = ep_add(d, ffm_collector__fd(d->col), TAG_RING)) < 0 ||
-	    (err = ep_add(d, d->ctl.lfd, TAG_LISTEN)) < 0 || (err = ep_add(d, d->lp.sfd, TAG_SIGNAL)) < 0 ||
+	    (err = ep_add(d, control_fd(d), TAG_LISTEN)) < 0 || (err = ep_add(d, d->lp.sfd, TAG_SIGNAL)) < 0 ||
 	    (err = ep_add(d, d->lp.tfd, TAG_TIMER)) < 0 ||
 	    (err = ep_add(d, ffm_readier__fd(d->readier), TAG_READY)) < 0 ||
 	    (err = ep_add(d, ffm_analyzer__fd(d->analyzer), TAG_ANALYSED)) < 0 ||
@@ -765,7 +703,7 @@ int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 	    (err = ffm_unwinder__new(d->sym, 2 * FFM_MAX_JOBS, &d->unwinder)) < 0)
 		goto fail;
 	system_drivers(d);
-	if ((err = listen_socket(d, cfg->runtime_dir)) < 0 || (err = loop_setup(d, cfg)) < 0)
+	if ((err = control_listen(d, cfg->runtime_dir)) < 0 || (err = loop_setup(d, cfg)) < 0)
 		goto fail;
 	/* Rules from the config, then the jobs a crash interrupted. */
 	d->cfg.nrules = 0;
@@ -786,7 +724,8 @@ fail:
 int ffmd__run(struct ffmd *d)
 {
 	ffm_notify("READY=1\nSTATUS=waiting for jobs");
-	log_info("ffmd ready: control socket %s, state in %s", d->ctl.sock_path, d->cfg.state_dir);
+	log_info("ffmd ready: control socket %s, state in %s", control_socket(d),
+		 d->cfg.state_dir);
 	while (!d->stop) {
 		struct epoll_event evs[16];
 		/* Adaptive stage 1's windows are timed by the rounds: 50 ms while a process has a
@@ -809,10 +748,7 @@ int ffmd__run(struct ffmd *d)
 			if (tag == TAG_LISTEN) {
 				accept_conn(d);
 			} else if (tag == TAG_CONN) {
-				struct conn *c = &d->ctl.conns[evs[i].data.u64 >> 8];
-
-				if (c->fd >= 0)
-					handle_request(d, c);
+				conn_ready(d, evs[i].data.u64 >> 8);
 			} else if (tag == TAG_READY) {
 				drivers_take(d);
 			} else if (tag == TAG_ANALYSED) {
@@ -868,9 +804,7 @@ struct ffmd *ffmd__free(struct ffmd *d)
 	detacher_stop(d);
 	/* Nobody stays stopped for a driver whose result nobody waits for any more; the worker
 	 * ends after its current driver. */
-	while (d->hl.n)
-		hold_release(d, d->hl.list[0].pid);
-	holds_expire(d); /* none left: the holds file goes */
+	holds_release_all(d);
 	d->readier = ffm_readier__free(d->readier);
 	lookups_stop(d);
 	d->analyzer = ffm_analyzer__free(d->analyzer);
@@ -880,21 +814,14 @@ struct ffmd *ffmd__free(struct ffmd *d)
 		d->metrics = ffm_metrics__free(d->metrics);
 	}
 	drivers_release(d);
-	for (int i = 0; i < MAX_CONNS; i++)
-		if (d->ctl.conns[i].fd >= 0)
-			close(d->ctl.conns[i].fd);
-	if (d->ctl.lfd >= 0) {
-		close(d->ctl.lfd);
-		unlink(d->ctl.sock_path);
-	}
+	control_close(d);
 	for (int i = 0; i < 2; i++)
 		if (d->lp.lock_fds[i] >= 0)
 			close(d->lp.lock_fds[i]); /* last: the socket is gone when the next ffmd locks */
 	for (int i = 0, fds[] = { d->lp.sfd, d->lp.tfd, d->lp.ep }; i < 3; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
-	for (int i = 0; i < d->att.n; i++)
-		free(d->att.names[i]);
+	attachments_free(d);
 	d->unwinder = ffm_unwinder__free(d->unwinder); /* the jobs, its submitters, are gone */
 	ffm_symbolizer__free(d->sym);
 	ffm_apis__free(d->apis);
