@@ -8,7 +8,9 @@
  * is, and starting and ending one, is jobs.c's.
  *
  * Runs on the loop. A request is one datagram, read when epoll says it is there; the daemon
- * never waits on a client (a connection that sends nothing in time is closed each tick: conns_expire).
+ * never waits on a client (a connection that sends nothing in time is closed at the next tick:
+ * conns_expire). Owns the control socket (struct ffmd_control: made by control_listen, closed
+ * with its connections by control_close).
  *
  * A job-end is answered once the job's copy for its readers is in place (its analysis stored,
  * then the copy: jobs.c, publisher.c), so that its owner's report right after it finds the

@@ -253,6 +253,7 @@ struct ffmd_loop {
 	double last_tick, last_watchdog;
 	unsigned long long watchdog_usec;
 	bool sampling;            /* a process has an adaptive stage-1 sampler (links.c says) */
+	size_t steps;             /* start-up steps begun (server.c's STEPS) */
 };
 
 /* This node's store root (store/ffm_store.h, FFM_STATE_ROOT: the state directory, or
@@ -260,6 +261,7 @@ struct ffmd_loop {
  * the journal written by journal.c, read back by jobs.c (resuming meanwhile). */
 struct ffmd_node {
 	char root[PATH_MAX];
+	char journal_at[PATH_MAX]; /* where it is */
 	char journal[PATH_MAX];   /* "" until read back: nothing may rewrite it before */
 	bool resuming;            /* journal_resume() reads it: do not rewrite it yet */
 };

@@ -533,37 +533,68 @@ static int workers_start(struct ffmd *d, const struct ffmd_config *cfg)
 	return 0;
 }
 
-/* A struct ffmd with nothing open yet (every descriptor -1), its admin group looked up. */
-static int ffmd_alloc(const struct ffmd_config *cfg, struct ffmd **ret)
+/* A struct ffmd with nothing open yet (every descriptor -1), or NULL. */
+static struct ffmd *ffmd_alloc(const struct ffmd_config *cfg)
 {
 	struct ffmd *d = calloc(1, sizeof(*d));
-	int err;
 
-	*ret = NULL;
 	if (!d)
-		return -ENOMEM;
+		return NULL;
 	d->cfg = *cfg;
 	d->lp.ep = d->lp.sfd = d->lp.tfd = -1;
 	d->lp.lock_fds[0] = d->lp.lock_fds[1] = -1;
 	control_init(d);
-	*ret = d;
-	if ((err = routes_init(d)) < 0)
-		return err;
-	if (cfg->admin_group[0]) {
-		gid_t gid;
+	return d;
+}
 
-		if (group_gid(cfg->admin_group, &gid) < 0) {
-			log_no_admin_group(cfg, "; ffmd does not start without it");
-			return -ENOENT;
-		}
-		control_admin_set(d, true, gid);
+static int tables_setup(struct ffmd *d, const struct ffmd_config *cfg)
+{
+	(void)cfg;
+	return routes_init(d);
+}
+
+static void tables_free(struct ffmd *d)
+{
+	attachments_free(d);
+	routes_free(d);
+}
+
+/* The admin group, when one is set: ffmd does not start without it. */
+static int admin_setup(struct ffmd *d, const struct ffmd_config *cfg)
+{
+	gid_t gid;
+
+	if (!cfg->admin_group[0])
+		return 0;
+	if (group_gid(cfg->admin_group, &gid) < 0) {
+		log_no_admin_group(cfg, "; ffmd does not start without it");
+		return -ENOENT;
 	}
+	control_admin_set(d, true, gid);
 	return 0;
 }
 
-/* One ffmd per node: its journal (@journal) and holds beside this node's stores, so that nodes
- * sharing a state directory never share them; the node's directory locked. */
-static int node_setup(struct ffmd *d, const struct ffmd_config *cfg, char *journal, size_t len)
+static void lock_close(struct ffmd *d, int i)
+{
+	if (d->lp.lock_fds[i] >= 0)
+		close(d->lp.lock_fds[i]);
+	d->lp.lock_fds[i] = -1;
+}
+
+/* The runtime directory's lock (dirs_setup), then the node's (node_setup). */
+static void dirs_unlock(struct ffmd *d)
+{
+	lock_close(d, 0);
+}
+
+static void node_unlock(struct ffmd *d)
+{
+	lock_close(d, 1);
+}
+
+/* One ffmd per node: its journal and holds beside this node's stores, so that nodes sharing a
+ * state directory never share them; the node's directory locked. */
+static int node_setup(struct ffmd *d, const struct ffmd_config *cfg)
 {
 	char host[256] = "";
 	int err;
@@ -575,7 +606,8 @@ static int node_setup(struct ffmd *d, const struct ffmd_config *cfg, char *journ
 	if (ffm_state_path(cfg->state_dir, FFM_STATE_ROOT, host, d->node.root,
 			   sizeof(d->node.root)) < 0 ||
 	    holds_path_set(d, cfg->state_dir, host) < 0 ||
-	    ffm_state_path(cfg->state_dir, FFM_STATE_JOURNAL, host, journal, len) < 0) {
+	    ffm_state_path(cfg->state_dir, FFM_STATE_JOURNAL, host, d->node.journal_at,
+			   sizeof(d->node.journal_at)) < 0) {
 		log_err("state directory %s: path too long", cfg->state_dir);
 		return -ENAMETOOLONG;
 	}
@@ -587,11 +619,12 @@ static int node_setup(struct ffmd *d, const struct ffmd_config *cfg, char *journ
 	return dir_lock("state", d->node.root, &d->lp.lock_fds[1]);
 }
 
-static int trust_setup(const struct ffmd_config *cfg)
+static int trust_setup(struct ffmd *d, const struct ffmd_config *cfg)
 {
 	char why[FFM_TRUSTED_DIRS_MAX + 256];
 	int err = ffm_driver_trust_dirs(cfg->trusted_driver_dirs, why, sizeof(why));
 
+	(void)d;
 	if (err < 0)
 		log_err("%s%s%s", cfg->config_path, cfg->config_path[0] ? ": " : "", why);
 	return err;
@@ -633,12 +666,13 @@ static int collector_setup(struct ffmd *d, const struct ffmd_config *cfg)
 }
 
 /* The system's drivers are made ready (calibrated) now, attached when a job starts. */
-static void system_drivers(struct ffmd *d)
+static int system_drivers(struct ffmd *d, const struct ffmd_config *cfg)
 {
 	struct ffm_driver_list *sys = NULL;
 
+	(void)cfg;
 	if (ffm_driver_find_system(NULL, &sys) < 0)
-		return;
+		return 0;
 	for (size_t i = 0; i < sys->n; i++) {
 		const struct ffm_driver_loc *l = &sys->locs[i];
 		struct drv *dv = driver_get(d, l->open_path ? l->open_path : l->path, true);
@@ -647,6 +681,7 @@ static void system_drivers(struct ffmd *d)
 			dv->system = true;
 	}
 	ffm_driver_list__free(sys);
+	return 0;
 }
 
 /* Signals, the flush timer and every descriptor the loop waits on, in one epoll set. */
@@ -659,17 +694,19 @@ static int loop_setup(struct ffmd *d, const struct ffmd_config *cfg)
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGHUP);
-	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0 || signal(SIGPIPE, SIG_IGN) == SIG_ERR)
-		return -errno;
-	d->lp.sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-	d->lp.tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-	d->lp.ep = epoll_create1(EPOLL_CLOEXEC);
-	if (d->lp.sfd < 0 || d->lp.tfd < 0 || d->lp.ep < 0)
-		return -errno;
+	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0 || signal(SIGPIPE, SIG_IGN) == SIG_ERR ||
+	    (d->lp.sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK)) < 0 ||
+	    (d->lp.tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK)) < 0 ||
+	    (d->lp.ep = epoll_create1(EPOLL_CLOEXEC)) < 0) {
+		err = -errno;
+		log_err("cannot set up the loop's signals, timer or epoll set: %s", strerror(-err));
+		return err;
+	}
 	if ((err = set_timer(d, cfg->flush_ms)) < 0)
 		return err;
 	if ((err = ep_add(d, ffm_collector__fd(d->col), TAG_RING)) < 0 ||
-	    (err = ep_add(d, control_fd(d), TAG_LISTEN)) < 0 || (err = ep_add(d, d->lp.sfd, TAG_SIGNAL)) < 0 ||
+	    (err = ep_add(d, control_fd(d), TAG_LISTEN)) < 0 ||
+	    (err = ep_add(d, d->lp.sfd, TAG_SIGNAL)) < 0 ||
 	    (err = ep_add(d, d->lp.tfd, TAG_TIMER)) < 0 ||
 	    (err = ep_add(d, ffm_readier__fd(d->readier), TAG_READY)) < 0 ||
 	    (err = ep_add(d, ffm_analyzer__fd(d->analyzer), TAG_ANALYSED)) < 0 ||
@@ -683,42 +720,165 @@ static int loop_setup(struct ffmd *d, const struct ffmd_config *cfg)
 	return 0;
 }
 
-/* Start-up, one step a line: each step logs its own failure. */
+static void loop_close(struct ffmd *d)
+{
+	for (int i = 0, fds[] = { d->lp.sfd, d->lp.tfd, d->lp.ep }; i < 3; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	d->lp.sfd = d->lp.tfd = d->lp.ep = -1;
+}
+
+static int holds_step(struct ffmd *d, const struct ffmd_config *cfg)
+{
+	(void)cfg;
+	holds_resume(d); /* the processes a previous ffmd held when it died let go */
+	return 0;
+}
+
+static void collector_free(struct ffmd *d)
+{
+	ffm_collector__free(d->col);
+	d->col = NULL;
+}
+
+static int detacher_step(struct ffmd *d, const struct ffmd_config *cfg)
+{
+	(void)cfg;
+	detacher_start(d);
+	return 0;
+}
+
+static void workers_stop(struct ffmd *d)
+{
+	/* Nobody stays stopped for a driver whose result nobody waits for any more (the holds
+	 * went at the run's end); the worker ends after its current driver. */
+	d->readier = ffm_readier__free(d->readier);
+	lookups_stop(d);
+	d->analyzer = ffm_analyzer__free(d->analyzer);
+	if (d->metrics) {
+		ffm_metrics__set_up(d->metrics, false);
+		metrics_write(d);
+		d->metrics = ffm_metrics__free(d->metrics);
+	}
+}
+
+static int apis_setup(struct ffmd *d, const struct ffmd_config *cfg)
+{
+	(void)cfg;
+	return ffm_apis__new(&d->apis);
+}
+
+static void apis_free(struct ffmd *d)
+{
+	ffm_apis__free(d->apis);
+	d->apis = NULL;
+}
+
+static int symbolizer_setup(struct ffmd *d, const struct ffmd_config *cfg)
+{
+	(void)cfg;
+	return ffm_symbolizer__new(NULL, &d->sym);
+}
+
+static void symbolizer_free(struct ffmd *d)
+{
+	ffm_symbolizer__free(d->sym);
+	d->sym = NULL;
+}
+
+static int unwinder_setup(struct ffmd *d, const struct ffmd_config *cfg)
+{
+	(void)cfg;
+	return ffm_unwinder__new(d->sym, 2 * FFM_MAX_JOBS, &d->unwinder);
+}
+
+static void unwinder_free(struct ffmd *d)
+{
+	d->unwinder = ffm_unwinder__free(d->unwinder); /* the jobs, its submitters, are gone */
+}
+
+static void drivers_step_free(struct ffmd *d)
+{
+	drivers_release(d);
+}
+
+static int socket_setup(struct ffmd *d, const struct ffmd_config *cfg)
+{
+	return control_listen(d, cfg->runtime_dir);
+}
+
+/* Rules from the config. */
+static int rules_setup(struct ffmd *d, const struct ffmd_config *cfg)
+{
+	d->cfg.nrules = 0;
+	return apply_config(d, cfg);
+}
+
+/* The jobs a crash interrupted, then the copies a stop or a crash cut short. */
+static int journal_setup(struct ffmd *d, const struct ffmd_config *cfg)
+{
+	(void)cfg;
+	/* Set only now: until the journal is read back, nothing may rewrite it. */
+	snprintf(d->node.journal, sizeof(d->node.journal), "%s", d->node.journal_at);
+	journal_resume(d);
+	publish_stale(d->node.root);
+	return 0;
+}
+
+/*
+ * Start-up, one step a row, in order (systemd's manager_startup shape): each step either
+ * succeeds or logs one line saying why not (@logs: the step says it; else ffmd__new does,
+ * with the step's name), and ffmd__free undoes the steps begun, the last first, with their
+ * @teardown (NULL: nothing to undo). A teardown copes with its step's partial setup.
+ */
+struct ffmd_step {
+	const char *name;
+	int (*setup)(struct ffmd *d, const struct ffmd_config *cfg);
+	void (*teardown)(struct ffmd *d);
+	bool logs;
+};
+
+static const struct ffmd_step STEPS[] = {
+	{ "the route table", tables_setup, tables_free, false },
+	{ "the admin group", admin_setup, NULL, true },
+	{ "the state and runtime directories", dirs_setup, dirs_unlock, true },
+	{ "the node's directory", node_setup, node_unlock, true },
+	{ "the trusted driver directories", trust_setup, NULL, true },
+	{ "the holds of a previous ffmd", holds_step, NULL, true },
+	{ "the BPF collector", collector_setup, collector_free, true },
+	{ "the detacher", detacher_step, detacher_stop, true },
+	{ "the worker threads", workers_start, workers_stop, true },
+	{ "the API probes' table", apis_setup, apis_free, false },
+	{ "the symbolizer", symbolizer_setup, symbolizer_free, false },
+	{ "the unwinder", unwinder_setup, unwinder_free, false },
+	{ "the system's drivers", system_drivers, drivers_step_free, true },
+	{ "the control socket", socket_setup, control_close, true },
+	{ "the loop", loop_setup, loop_close, true },
+	{ "the rules", rules_setup, NULL, true },
+	{ "the journal", journal_setup, NULL, true },
+};
+
 int ffmd__new(const struct ffmd_config *cfg, struct ffmd **ret)
 {
-	char journal[PATH_MAX];
-	struct ffmd *d;
-	int err;
+	struct ffmd *d = ffmd_alloc(cfg);
+	int err = 0;
 
-	if ((err = ffmd_alloc(cfg, &d)) < 0 || (err = dirs_setup(d, cfg)) < 0 ||
-	    (err = node_setup(d, cfg, journal, sizeof(journal))) < 0 ||
-	    (err = trust_setup(cfg)) < 0)
-		goto fail;
-	holds_resume(d);
-	if ((err = collector_setup(d, cfg)) < 0)
-		goto fail;
-	detacher_start(d);
-	if ((err = workers_start(d, cfg)) < 0 || (err = ffm_apis__new(&d->apis)) < 0 ||
-	    (err = ffm_symbolizer__new(NULL, &d->sym)) < 0 ||
-	    (err = ffm_unwinder__new(d->sym, 2 * FFM_MAX_JOBS, &d->unwinder)) < 0)
-		goto fail;
-	system_drivers(d);
-	if ((err = control_listen(d, cfg->runtime_dir)) < 0 || (err = loop_setup(d, cfg)) < 0)
-		goto fail;
-	/* Rules from the config, then the jobs a crash interrupted. */
-	d->cfg.nrules = 0;
-	if ((err = apply_config(d, cfg)) < 0)
-		goto fail;
-	/* Set only now: until the journal is read back, nothing may rewrite it. */
-	snprintf(d->node.journal, sizeof(d->node.journal), "%s", journal);
-	journal_resume(d);
-	publish_stale(d->node.root); /* copies a stop or a crash cut short */
+	*ret = NULL;
+	if (!d) {
+		log_err("cannot start: %s", strerror(ENOMEM));
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < sizeof(STEPS) / sizeof(STEPS[0]); i++) {
+		d->lp.steps = i + 1; /* a step that fails is undone too */
+		if ((err = STEPS[i].setup(d, cfg)) < 0) {
+			if (!STEPS[i].logs)
+				log_err("cannot start: %s: %s", STEPS[i].name, strerror(-err));
+			ffmd__free(d);
+			return err;
+		}
+	}
 	*ret = d;
 	return 0;
-fail:
-	*ret = NULL;
-	ffmd__free(d);
-	return err;
 }
 
 int ffmd__run(struct ffmd *d)
@@ -783,10 +943,9 @@ int ffmd__run(struct ffmd *d)
 	return 0;
 }
 
-struct ffmd *ffmd__free(struct ffmd *d)
+/* The run's end: what its jobs, processes and clients hold, before any step is undone. */
+static void run_end(struct ffmd *d)
 {
-	if (!d)
-		return NULL;
 	/* Jobs still active end as aborted runs: what they recorded is kept. A clean stop
 	 * leaves no job to resume. */
 	d->stop = true;
@@ -802,31 +961,21 @@ struct ffmd *ffmd__free(struct ffmd *d)
 		if (d->plinks[i].pid)
 			plink_free(d, &d->plinks[i]);
 	detacher_stop(d);
-	/* Nobody stays stopped for a driver whose result nobody waits for any more; the worker
-	 * ends after its current driver. */
 	holds_release_all(d);
-	d->readier = ffm_readier__free(d->readier);
-	lookups_stop(d);
-	d->analyzer = ffm_analyzer__free(d->analyzer);
-	if (d->metrics) {
-		ffm_metrics__set_up(d->metrics, false);
-		metrics_write(d);
-		d->metrics = ffm_metrics__free(d->metrics);
+}
+
+struct ffmd *ffmd__free(struct ffmd *d)
+{
+	if (!d)
+		return NULL;
+	run_end(d);
+	/* Last: the directories' locks (the socket is gone when the next ffmd locks). */
+	while (d->lp.steps > 0) {
+		const struct ffmd_step *st = &STEPS[--d->lp.steps];
+
+		if (st->teardown)
+			st->teardown(d);
 	}
-	drivers_release(d);
-	control_close(d);
-	for (int i = 0; i < 2; i++)
-		if (d->lp.lock_fds[i] >= 0)
-			close(d->lp.lock_fds[i]); /* last: the socket is gone when the next ffmd locks */
-	for (int i = 0, fds[] = { d->lp.sfd, d->lp.tfd, d->lp.ep }; i < 3; i++)
-		if (fds[i] >= 0)
-			close(fds[i]);
-	attachments_free(d);
-	d->unwinder = ffm_unwinder__free(d->unwinder); /* the jobs, its submitters, are gone */
-	ffm_symbolizer__free(d->sym);
-	ffm_apis__free(d->apis);
-	ffm_collector__free(d->col);
-	routes_free(d);
 	free(d);
 	return NULL;
 }
