@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ffmd's core, inside: the state every file of the core shares (struct ffmd and its tables),
- * the limits, and what each file offers the others. Not for anything outside the core:
- * daemon/server.h is the core's face (ffmd.c, the tests).
+ * ffmd's core, inside: its state (struct ffmd: a sub-object per part, changed by its owner
+ * alone, and the tables the parts share), the limits, and what each file offers the others.
+ * Not for anything outside the core: daemon/server.h is the core's face (ffmd.c, the tests).
  *
  * The core is cut by concern, one file each, lowest first, in the order of docs/DESIGN.md's
  * table "The daemon's rooms" (each file's header says what it owns), which the sections below
