@@ -5,8 +5,10 @@
  * a timer (store flush, rates, watchdog), the readier's results (drivers.c), the lookups'
  * (which driver a process uses, lookups.c) and the unwinder's (stacks stored,
  * daemon/unwinder.c). The records of the ring buffer are dispatched here
- * (on_record): each to its job's run, a process a rule matched made a job on its first record
- * (record_job, rules.c), the map guard's and forks' stops to drivers.c and holds.c.
+ * (on_record) to the parts their type's row in daemon/records.c names: the map guard's and
+ * forks' stops to drivers.c and holds.c, releases and waits to the sampler, then each to its
+ * job's run, a process a rule matched made a job on its first record (record_job, rules.c).
+ * Start-up is a table of steps (STEPS), undone in reverse by ffmd__free.
  * daemon/ffmd_int.h says how the rest of the core is cut.
  *
  * SIGHUP re-reads the config file (systemd's ExecReload): rules are replaced, active jobs go on.
