@@ -1015,6 +1015,7 @@ CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEn
 
 static CUresult mem_alloc(CUdeviceptr *dptr, size_t bytesize, bool low32)
 {
+	uint64_t t0 = fk_now_ns();
 	struct fk_ctx *ctx;
 	void *p;
 
@@ -1023,6 +1024,13 @@ static CUresult mem_alloc(CUdeviceptr *dptr, size_t bytesize, bool low32)
 		return CUDA_ERROR_INVALID_VALUE;
 	CHECK(fk_mem_alloc(ctx, bytesize, FK_MEM_DEVICE, 0, low32, &p));
 	*dptr = (CUdeviceptr)(uintptr_t)p;
+	/* The planted cost of an allocation (FAKECUDA_ALLOC_US, FAKECUDA_ALLOC_MIB_US): the
+	 * call lasts that long, the simulation's own mapping included, when that is shorter. */
+	if (fk_config.alloc_ns || fk_config.alloc_mib_ns)
+		fk_engine_sleep_until(t0 + fk_config.alloc_ns +
+				      (uint64_t)((double)fk_config.alloc_mib_ns * (double)bytesize /
+						 (1024.0 * 1024.0)));
+	fk_alloc_log("alloc", bytesize, fk_now_ns() - t0);
 	return CUDA_SUCCESS;
 }
 
@@ -1050,12 +1058,22 @@ static CUresult mem_free(uintptr_t p, unsigned int kinds)
 {
 	struct fk_ctx *ctx;
 	struct fk_alloc a;
+	uint64_t t;
+	CUresult r;
 
 	CHECK(cur_ctx(&ctx));
 	if (!fk_mem_lookup(p, &a) || a.base != p || !(kinds & KIND_BIT(a.kind)))
 		return CUDA_ERROR_INVALID_VALUE;
 	CHECK(sync_ctx(ctx));
-	return fk_mem_release(p, kinds);
+	t = fk_now_ns();
+	r = fk_mem_release(p, kinds);
+	/* The planted cost of a free of device or managed memory after its wait
+	 * (FAKECUDA_FREE_US): as an allocation's, the unmapping included. */
+	if (fk_config.free_ns && a.kind != FK_MEM_PINNED)
+		fk_engine_sleep_until(t + fk_config.free_ns);
+	if (a.kind != FK_MEM_PINNED)
+		fk_alloc_log("free", a.size, fk_now_ns() - t);
+	return r;
 }
 
 CUresult cuMemFree_v2(CUdeviceptr dptr)

@@ -109,7 +109,7 @@ void fk_config_load(void)
 {
 	double lat_us = 8, gbps = 12, dtod_gbps = -1, launch_us = 0, spin_us = 50;
 	double pageable_gbps = -1, exit_us[3] = { 0, 0, 0 }, long_us = 0, long_after_us = 1000;
-	double migrate_us = 0, fault_us = 0;
+	double migrate_us = 0, fault_us = 0, alloc_us = 0, alloc_mib_us = 0, free_us = 0;
 	bool ok = true;
 
 	ok &= env_number("FAKECUDA_COPY_LAT_US", &lat_us);
@@ -125,6 +125,9 @@ void fk_config_load(void)
 	ok &= env_number("FAKECUDA_EXIT_LONG_AFTER_US", &long_after_us);
 	ok &= env_number("FAKECUDA_MIGRATE_PAGE_US", &migrate_us);
 	ok &= env_number("FAKECUDA_FAULT_PAGE_US", &fault_us);
+	ok &= env_number("FAKECUDA_ALLOC_US", &alloc_us);
+	ok &= env_number("FAKECUDA_ALLOC_MIB_US", &alloc_mib_us);
+	ok &= env_number("FAKECUDA_FREE_US", &free_us);
 	/* A bandwidth of 0 would make every copy infinite. */
 	if (gbps <= 0 || dtod_gbps == 0 || pageable_gbps == 0)
 		ok = false;
@@ -144,6 +147,9 @@ void fk_config_load(void)
 	fk_config.exit_long_after_ns = (uint64_t)(long_after_us * 1000.0);
 	fk_config.migrate_page_ns = (uint64_t)(migrate_us * 1000.0);
 	fk_config.fault_page_ns = (uint64_t)(fault_us * 1000.0);
+	fk_config.alloc_ns = (uint64_t)(alloc_us * 1000.0);
+	fk_config.alloc_mib_ns = (uint64_t)(alloc_mib_us * 1000.0);
+	fk_config.free_ns = (uint64_t)(free_us * 1000.0);
 }
 
 bool fk_config_valid(void)
@@ -275,32 +281,62 @@ static FK_NOINLINE CUresult fake_wait(struct fk_ctx *ctx, struct fk_fence *f)
 }
 
 /*
- * FAKECUDA_WAIT_LOG=FILE: each host wait's duration, measured around the call of fake_wait,
- * appended to FILE as a decimal count of nanoseconds per line, in the order the waits ended.
- * The ground truth for tests that check what a tracer measured: on a loaded machine a wait
- * lasts longer than the simulated GPU work says, and only the truth tells a tracer's error
- * from the scheduler's. Opened at the first wait; -1 once it cannot be (no log, no error).
+ * Ground-truth logs, one line appended per event to the file an environment variable names:
+ * for tests that check what a tracer measured: on a loaded machine a call lasts longer than
+ * the simulation says, and only the truth tells a tracer's error from the scheduler's. Opened
+ * at the first event; -1 once it cannot be (no log, no error).
  */
-static int wait_log_fd = -2;
-static pthread_mutex_t wait_log_lock = PTHREAD_MUTEX_INITIALIZER;
+struct truth_log {
+	const char *env;
+	int fd;
+	pthread_mutex_t lock;
+};
+
+static void truth_log(struct truth_log *l, const char *line, size_t n)
+{
+	pthread_mutex_lock(&l->lock);
+	if (l->fd == -2) {
+		const char *path = getenv(l->env);
+
+		l->fd = path && *path ? open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644) : -1;
+	}
+	if (l->fd >= 0 && write(l->fd, line, n) != (ssize_t)n)
+		l->fd = -1; /* a short log would lie: stop it */
+	pthread_mutex_unlock(&l->lock);
+}
+
+/*
+ * FAKECUDA_WAIT_LOG=FILE: each host wait's duration, measured around the call of fake_wait,
+ * as a decimal count of nanoseconds per line, in the order the waits ended.
+ */
+static struct truth_log wait_log_file = { "FAKECUDA_WAIT_LOG", -2, PTHREAD_MUTEX_INITIALIZER };
 
 static void wait_log(uint64_t ns)
 {
 	char line[32];
+	int n = snprintf(line, sizeof(line), "%llu\n", (unsigned long long)ns);
+
+	truth_log(&wait_log_file, line, (size_t)n);
+}
+
+/*
+ * FAKECUDA_ALLOC_LOG=FILE: each device allocation's and free's own time (a free's after its
+ * wait), a line "alloc|free PID COMM TID BYTES NS" each: what FAKECUDA_ALLOC_US and
+ * FAKECUDA_FREE_US planted, as the calls really took it.
+ */
+static struct truth_log alloc_log_file = { "FAKECUDA_ALLOC_LOG", -2, PTHREAD_MUTEX_INITIALIZER };
+
+void fk_alloc_log(const char *what, size_t bytes, uint64_t ns)
+{
+	char line[160], comm[32] = "?";
 	int n;
 
-	pthread_mutex_lock(&wait_log_lock);
-	if (wait_log_fd == -2) {
-		const char *path = getenv("FAKECUDA_WAIT_LOG");
-
-		wait_log_fd = path && *path ? open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644) : -1;
-	}
-	if (wait_log_fd >= 0) {
-		n = snprintf(line, sizeof(line), "%llu\n", (unsigned long long)ns);
-		if (write(wait_log_fd, line, (size_t)n) != n)
-			wait_log_fd = -1; /* a short log would lie: stop it */
-	}
-	pthread_mutex_unlock(&wait_log_lock);
+	if (prctl(PR_GET_NAME, comm, 0, 0, 0))
+		strcpy(comm, "?");
+	n = snprintf(line, sizeof(line), "%s %d %s %ld %zu %llu\n", what, (int)getpid(), comm,
+		     (long)syscall(SYS_gettid), bytes, (unsigned long long)ns);
+	if (n > 0 && (size_t)n < sizeof(line))
+		truth_log(&alloc_log_file, line, (size_t)n);
 }
 
 CUresult fk_host_sync(struct fk_ctx *ctx, struct fk_fence *f)

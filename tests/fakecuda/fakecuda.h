@@ -84,6 +84,10 @@ struct fk_config {
 	/* FAKECUDA_MIGRATE_PAGE_US: a device op on managed pages the host touched last, per page;
 	 * FAKECUDA_FAULT_PAGE_US: the host's fault on a managed page the device wrote last */
 	uint64_t migrate_page_ns, fault_page_ns;
+	/* FAKECUDA_ALLOC_US: host time of each device allocation, plus FAKECUDA_ALLOC_MIB_US per
+	 * MiB of it; FAKECUDA_FREE_US: host time of each free, outside its implicit wait (each
+	 * at least: the simulation's own mapping and unmapping are inside them) */
+	uint64_t alloc_ns, alloc_mib_ns, free_ns;
 };
 extern struct fk_config fk_config FK_HIDDEN;
 
@@ -261,6 +265,8 @@ void fk_kernel_run(const struct fk_function *fn, const uint64_t *args, uint64_t 
 uint64_t fk_now_ns(void) FK_HIDDEN;
 /* Sleeps (then spins the last fk_config.spin_ns) until CLOCK_MONOTONIC reaches t. */
 void fk_engine_sleep_until(uint64_t t) FK_HIDDEN;
+/* FAKECUDA_ALLOC_LOG: one allocation's ("alloc") or free's ("free") own time. */
+void fk_alloc_log(const char *what, size_t bytes, uint64_t ns) FK_HIDDEN;
 void fk_config_load(void) FK_HIDDEN;
 /* False if a FAKECUDA_* variable was malformed (cuInit then fails). */
 bool fk_config_valid(void) FK_HIDDEN;

@@ -370,4 +370,42 @@ TEST(managed_pages_migrate_and_fault)
 	FAIL("off the model by more than %.1f ms three times", FK_SLACK_MS);
 }
 
+static void child_alloc(struct result *r)
+{
+	CUcontext ctx = child_ctx(0);
+	CUdeviceptr d;
+	uint64_t t0 = fk_now();
+
+	CU_OK(cu.cuMemAlloc_v2(&d, 4096));
+	r->ms[0] = (double)(fk_now() - t0) / 1e6;
+	t0 = fk_now();
+	CU_OK(cu.cuMemFree_v2(d));
+	r->ms[1] = (double)(fk_now() - t0) / 1e6;
+	t0 = fk_now();
+	CU_OK(cu.cuMemAlloc_v2(&d, 8u << 20));
+	r->ms[2] = (double)(fk_now() - t0) / 1e6;
+	CU_OK(cu.cuMemFree_v2(d));
+	CU_OK(cu.cuCtxDestroy_v2(ctx));
+}
+
+TEST(alloc_and_free_cost)
+{
+	/* 2 ms an allocation and 1 ms a MiB of it; 3 ms a free. */
+	static const char *const env[] = { "FAKECUDA_ALLOC_US=2000", "FAKECUDA_ALLOC_MIB_US=1000",
+					   "FAKECUDA_FREE_US=3000", NULL };
+	struct result r;
+
+	for (int attempt = 0; attempt < 3; attempt++) {
+		bool ok = true;
+
+		in_child(env, child_alloc, &r);
+		ok &= check_ms(r.ms[0], 2.0 + 4096.0 / (1 << 20), "4 KiB allocation");
+		ok &= check_ms(r.ms[1], 3.0, "free of an idle device's buffer");
+		ok &= check_ms(r.ms[2], 2.0 + 8.0, "8 MiB allocation");
+		if (ok)
+			return;
+	}
+	FAIL("off the model by more than %.1f ms three times", FK_SLACK_MS);
+}
+
 TEST_MAIN()
