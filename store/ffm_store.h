@@ -638,6 +638,11 @@ int ffm_store__run_procs_span(struct ffm_store *s, int64_t run, uint64_t end_ns,
 			      uint64_t *hi);
 /* Events of a run in (start_ns, id) order, streamed: memory does not grow with the run. */
 int ffm_store__for_each_event(struct ffm_store *s, int64_t run, ffm_store_event_cb cb, void *ctx);
+/* The same, every column, for the events of the kinds in @kinds only (bit 1 << enum
+ * ffm_event_kind): the allocations, frees and memsets whose addresses the analysis pairs
+ * (analysis/reuse.c). -EINVAL for no kind. */
+int ffm_store__for_each_event_of(struct ffm_store *s, int64_t run, uint32_t kinds,
+				 ffm_store_event_cb cb, void *ctx);
 /* The share, in parts per million, of @run's wait time at call sites where no earlier run of
  * the key waited (drift of a monitoring run, stages/ffm_plan.h). */
 int ffm_store__new_wait_share(struct ffm_store *s, int64_t run, int64_t *ppm);

@@ -304,6 +304,8 @@ int ffm_store__dup_transfers(struct ffm_store *s, int64_t run, int64_t *any)
 #define TIMING_COLS(probe) "SELECT start_ns, id, dur_ns, wait_ns, info, pid, stack, stream, " probe
 #define OF_RUN " FROM events WHERE run = ?1 AND start_ns BETWEEN ?2 AND ?3 ORDER BY start_ns, id"
 #define REST_COLS ", bytes, src, dst, flags"
+#define OF_KINDS " FROM events WHERE run = ?1 AND ((1 << (info & 255)) & ?2) != 0"            \
+		 " ORDER BY start_ns, id"
 /* [timing][probe_ns column: schema v8 on; a reader of an older file reads 0] */
 static const char *const events_sql[2][2] = {
 	{ TIMING_COLS("0") REST_COLS OF_RUN, TIMING_COLS("probe_ns") REST_COLS OF_RUN },
@@ -430,6 +432,39 @@ int ffm_store__for_each_event(struct ffm_store *s, int64_t run, ffm_store_event_
 	}
 	ffm_store_cursor__free(c);
 	return r;
+}
+
+static int event_row(sqlite3_stmt *st, void *arg)
+{
+	struct cb_arg *a = arg;
+	struct ffm_store_event ev;
+
+	event_of_row(st, sqlite3_column_int64(st, 13), &ev);
+	return ((ffm_store_event_cb)a->cb)(&ev, a->ctx);
+}
+
+int ffm_store__for_each_event_of(struct ffm_store *s, int64_t run, uint32_t kinds,
+				 ffm_store_event_cb cb, void *ctx)
+{
+	struct cb_arg a = { (void *)cb, ctx, s };
+	sqlite3_stmt *st;
+	int err;
+
+	if (!kinds || !cb)
+		return -EINVAL;
+	if (s->in_txn) {
+		err = ffm_store_drain(s);
+		if (err)
+			return err;
+	}
+	err = prepare(s, s->version >= 8 ?
+		      TIMING_COLS("probe_ns") REST_COLS ", run" OF_KINDS :
+		      TIMING_COLS("0") REST_COLS ", run" OF_KINDS, &st);
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, run);
+	sqlite3_bind_int64(st, 2, kinds);
+	return each_row(s, st, event_row, &a);
 }
 
 static int agg_row(sqlite3_stmt *st, void *arg)
