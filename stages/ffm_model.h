@@ -48,6 +48,9 @@ enum ffm_problem {
 	FFM_PROBLEM_DUPLICATE_TRANSFER,
 	FFM_PROBLEM_HOST_READ,	    /* a small read of GPU results every iteration (see below) */
 	FFM_PROBLEM_LAUNCH_BLOCKED, /* a launch that waited: the GPU's queue was full */
+	/* the allocation of a temporary buffer allocated and freed every step: its fix (one
+	 * buffer reused) deletes the work of ffm_graph_opts.deleted_of, whichever side bounds */
+	FFM_PROBLEM_TEMP_BUFFER,
 	FFM_PROBLEM__MAX,
 };
 
@@ -138,7 +141,9 @@ struct ffm_graph_opts {
 	 * (stages/ffm_price.h). An unnecessary sync or host read then saves min(idle + deleted,
 	 * wait + removed) instead of min(idle, wait + removed): its CPU time outside the wait no
 	 * longer needs CPU work to hide under; a misplaced sync min(first use + deleted, wait)
-	 * (the exit latency a shorter wait saves). NULL: none. Borrowed for the graph's life. */
+	 * (the exit latency a shorter wait saves); a temporary buffer's allocation saves its
+	 * deleted work (the set's allocations, fills and frees but one: stages/ffm_price.h rule
+	 * (c)), whichever side bounds. NULL: none. Borrowed for the graph's life. */
 	const struct oatab *deleted_of;
 };
 

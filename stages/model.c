@@ -73,7 +73,8 @@ static bool kind_is_launch(unsigned kind)
 /* Problems of a wait (a CWait node), as opposed to the copy of a duplicate transfer. */
 static bool prob_is_sync(unsigned p)
 {
-	return p != FFM_PROBLEM_NONE && p != FFM_PROBLEM_DUPLICATE_TRANSFER;
+	return p != FFM_PROBLEM_NONE && p != FFM_PROBLEM_DUPLICATE_TRANSFER &&
+	       p != FFM_PROBLEM_TEMP_BUFFER;
 }
 
 /* ---- build ---------------------------------------------------------------------------------- */
@@ -158,8 +159,10 @@ static void emit(struct builder *b, unsigned type, uint64_t dur, uint32_t ev, ui
 	size_t i = g->n_nodes;
 
 	/* Adjacent CPU-work pieces merge: a gap followed by an alloc call is one stretch of CPU
-	 * time as far as the GPU is concerned. */
-	if (type == FFM_NODE_CWORK && i > b->chain_first && nb_type(g->bits[i - 1]) == FFM_NODE_CWORK) {
+	 * time as far as the GPU is concerned; a problem's piece (a temporary buffer's
+	 * allocation) stays a node of its own. */
+	if (type == FFM_NODE_CWORK && i > b->chain_first && nb_type(g->bits[i - 1]) == FFM_NODE_CWORK &&
+	    !(extra & NB_PROB_MASK) && !(g->bits[i - 1] & NB_PROB_MASK)) {
 		g->dur[i - 1] = sat_add(g->dur[i - 1], dur);
 		if (ev != FFM_NO_EVENT)
 			g->nev[i - 1] = ev;
@@ -202,6 +205,8 @@ static void emit_chain(struct builder *b, struct ffm_chain *c, const uint32_t *o
 					    ? (uint8_t)(e->problem << NB_PROB_SHIFT)
 					    : 0;
 			emit(b, FFM_NODE_CLAUNCH, pre, idx, p);
+		} else if (e->problem == FFM_PROBLEM_TEMP_BUFFER) {
+			emit(b, FFM_NODE_CWORK, pre, idx, (uint8_t)(e->problem << NB_PROB_SHIFT));
 		} else if (pre) {
 			emit(b, FFM_NODE_CWORK, pre, idx, 0);
 		}
@@ -739,6 +744,10 @@ static void run_fig5(const struct ffm_graph *g, const uint32_t *nodes, size_t n,
 			break;
 		case FFM_PROBLEM_DUPLICATE_TRANSFER:
 			est = dur;
+			break;
+		case FFM_PROBLEM_TEMP_BUFFER:
+			/* the set's deleted calls, wherever they lie (stages/ffm_price.h rule (c)) */
+			est = deleted_ns(g, i);
 			break;
 		default: /* launch blocked: a wait that stays, named but not removed */
 			break;

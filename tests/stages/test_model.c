@@ -475,6 +475,56 @@ TEST(misplaced_wait_saves_its_exit_latency)
 	ASSERT_EQ(first_benefit(ev, n_ev, 5000), 1000);
 }
 
+TEST(temp_buffer_saves_its_deleted_calls)
+{
+	/* A temporary buffer's allocation (80 ns) with the set's deleted calls, 5000 ns, on it
+	 * (its allocations, fills and frees but one: stages/ffm_price.h rule (c)): that much is
+	 * saved whichever side bounds, and nothing without them. Its piece of CPU time stays a
+	 * node of its own beside the CPU work around it, and it is no sync: the unnecessary sync
+	 * before it walks past it to the CPU work that absorbs its wait (100 + 300 ns). */
+	static const struct step st[] = {
+		{ .dur = 10, .kind = FFM_CALL_LAUNCH },
+		{ .gap = 0, .dur = 350, .wait = 350, .kind = FFM_CALL_FREE, .problem = UNN,
+		  .flags = FFM_EVENT_SYNC, .stack = 2 },
+		{ .gap = 100, .dur = 80, .kind = FFM_CALL_ALLOC, .problem = FFM_PROBLEM_TEMP_BUFFER,
+		  .stack = 1 },
+		{ .gap = 300, .dur = 60, .wait = 60, .kind = FFM_CALL_SYNC, .flags = FFM_EVENT_SYNC,
+		  .stack = 3 },
+		{ 0 },
+	};
+	struct ffm_event ev[MAX_STEPS];
+	size_t n_ev = lay_out(st, 4, ev);
+	struct oatab tab = OATAB_U32_INIT;
+	struct ffm_graph *g = NULL;
+	struct ffm_node nd;
+	uint64_t got[2] = { 0 };
+	int64_t k;
+
+	ASSERT_OK(oatab_put_u32(&tab, 2, 5000));
+	ASSERT_OK(ffm_graph__build(ev, n_ev, &(struct ffm_graph_opts){ .deleted_of = &tab }, &g));
+	ASSERT_EQ(ffm_graph__problem_count(g), 2);
+	k = ffm_graph__problem_node(g, 1);
+	ASSERT(k > 0);
+	ASSERT_OK(ffm_graph__node(g, (size_t)k, &nd));
+	ASSERT_EQ(nd.type, FFM_NODE_CWORK);
+	ASSERT_EQ(nd.dur_ns, 80);
+	ASSERT_EQ(nd.sync, 0);
+	ASSERT_OK(ffm_graph__node(g, (size_t)k - 1, &nd)); /* the 100 ns gap before it */
+	ASSERT_EQ(nd.dur_ns, 100);
+	ASSERT_OK(ffm_model__benefit(g, got, NULL));
+	ASSERT_EQ(got[0], 350); /* 100 + 300 ns of CPU work after the wait: all of it */
+	ASSERT_EQ(got[1], 5000);
+	ffm_graph__free(g);
+	/* without its deleted calls it saves nothing */
+	oatab_free(&tab);
+	tab = OATAB_U32_INIT;
+	ASSERT_OK(ffm_graph__build(ev, n_ev, &(struct ffm_graph_opts){ .deleted_of = &tab }, &g));
+	ASSERT_OK(ffm_model__benefit(g, got, NULL));
+	ASSERT_EQ(got[1], 0);
+	ffm_graph__free(g);
+	oatab_free(&tab);
+}
+
 TEST(graph_shape)
 {
 	/* gap 7, launch 5, gap 3, sync(wait 100, CPU 4 outside the wait), alloc 6, gap 2, end */
