@@ -32,6 +32,10 @@ static int run_passes(struct ffm_analysis *a)
 					   .run = a->res.run_timeline, .tl = &a->tl,
 					   .site_of = &a->site_of, .sites = a->res.sites, .si = a->si },
 					   &a->tl.deleted, &a->res.q);
+		err = err ? err : an_reuse(&(struct an_reuse_in){ .s = a->s,
+					   .run = a->res.run_timeline, .site_of = &a->site_of,
+					   .sites = a->res.sites, .n_sites = a->res.n_sites },
+					   &a->tl, &a->res.q);
 		an_phase(a, "modelling");
 		err = err ? err : an_build_graph(&a->tl, &a->g);
 		err = err ? err : an_run_model(&(struct an_model_in){ .g = a->g, .tl = &a->tl,

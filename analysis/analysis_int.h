@@ -380,6 +380,54 @@ struct an_price_in {
 	const struct site_int *si;	  /* parallel to sites */
 };
 int an_price(const struct an_price_in *in, struct oatab *deleted, struct ffm_an_quality *q);
+
+/* Price a temporary buffer's reuse (reuse.c): per thread, allocations paired with the frees of
+ * their addresses, repeated step after step, priced by rule (c) of stages/ffm_price.h; each
+ * set's allocations in tl become FFM_PROBLEM_TEMP_BUFFER with the saving in tl->deleted;
+ * q's pricing counts. */
+struct an_reuse_in {
+	struct ffm_store *s;
+	int64_t run;			 /* the timeline run: its allocations, frees, memsets */
+	const struct oatab *site_of;	 /* stack id -> site */
+	const struct ffm_an_site *sites; /* res.sites */
+	size_t n_sites;
+};
+int an_reuse(const struct an_reuse_in *in, struct an_timeline *tl, struct ffm_an_quality *q);
+
+/* The pairing, call by call in time order (table-tested: tests/analysis/test_reuse.c). */
+#define AN_REUSE_MIN_PAIRS 2 /* a set repeats: at least two steps */
+struct an_reuse_call {
+	uint32_t tid;
+	uint8_t kind;	 /* FFM_CALL_ALLOC, FFM_CALL_FREE or FFM_CALL_MEMSET */
+	int64_t stack;
+	uint64_t addr;	 /* allocation: the pointer it gave; free, memset: their destination */
+	uint64_t bytes;
+	uint64_t own_ns; /* its time outside its waits */
+	uint32_t api;
+};
+/* Pairs of one thread, allocation site, free site and size whose buffer lived within one step
+ * (no allocation of its site between its allocation and its free). */
+struct an_reuse_set {
+	uint32_t tid;
+	uint32_t alloc_api;
+	int64_t alloc_stack, free_stack;
+	uint64_t bytes;
+	uint64_t pairs;
+	uint64_t alloc_ns, free_ns;	       /* the pairs' own times, summed */
+	uint64_t first_alloc_ns, first_free_ns; /* ... the first pair's (the buffer that stays) */
+	uint64_t fills, fill_ns, fill_bytes; /* memsets of the buffers between, summed */
+};
+struct an_reuse_find {
+	struct oatab live, seq, sets, last;
+};
+void an_reuse_find_init(struct an_reuse_find *f);
+void an_reuse_find_fini(struct an_reuse_find *f);
+int an_reuse_find_call(struct an_reuse_find *f, const struct an_reuse_call *c);
+/* The sets of AN_REUSE_MIN_PAIRS pairs or more, one a call (*i from 0); NULL after the last. */
+const struct an_reuse_set *an_reuse_find_next(const struct an_reuse_find *f, size_t *i);
+struct ffm_price;
+/* Rule (c) over one set at its recorded times; @managed: its buffers are managed memory. */
+int an_reuse_price(const struct an_reuse_set *s, bool managed, struct ffm_price *p);
 int an_build_graph(const struct an_timeline *tl, struct ffm_graph **g);
 
 /* Run the model (model.c): each problem node's benefit; per site its problem counts and point

@@ -67,7 +67,9 @@ static uint64_t busiest_stream(struct an_timeline *tl, uint64_t *first, struct b
 /*
  * The part of the run before the busiest stream's first work that no fix can take away: the
  * time from the run's start to @first, less every wait that ended by then (a removed one could
- * bring that work forward; threads' waits are added up, which only makes this smaller).
+ * bring that work forward; threads' waits are added up, which only makes this smaller) and
+ * the calls a temporary buffer's reuse deletes by then (analysis/reuse.c: CPU time outside
+ * any wait, which brings that work forward the same way).
  */
 static uint64_t head_before(const struct an_timeline *tl, uint64_t first)
 {
@@ -79,8 +81,14 @@ static uint64_t head_before(const struct an_timeline *tl, uint64_t first)
 	for (size_t i = 0; i < tl->n_ev; i++) {
 		const struct ffm_event *e = &tl->ev[i];
 
-		if (e->wait_ns && e->start_ns + e->dur_ns <= first)
-			waits += e->wait_ns;
+		if (e->start_ns + e->dur_ns > first)
+			continue;
+		waits += e->wait_ns;
+		if (e->problem == FFM_PROBLEM_TEMP_BUFFER) {
+			uint32_t d = oatab_get_u32(&tl->deleted, i);
+
+			waits += d == UINT32_MAX ? 0 : d;
+		}
 	}
 	return head > waits ? head - waits : 0;
 }

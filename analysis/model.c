@@ -110,6 +110,7 @@ static int node_stats(const struct an_model_in *in, struct ffm_analysis_result *
 		x->n_dup += n.problem == FFM_PROBLEM_DUPLICATE_TRANSFER;
 		x->n_host_read += n.problem == FFM_PROBLEM_HOST_READ;
 		x->n_launch_blocked += n.problem == FFM_PROBLEM_LAUNCH_BLOCKED;
+		x->n_temp_buffer += n.problem == FFM_PROBLEM_TEMP_BUFFER;
 	}
 	return 0;
 }

@@ -47,7 +47,7 @@ static void head_of(const struct ffm_analysis *a, const char *tool_version,
 static void site_of(const struct ffm_an_site *x, struct ffm_store_site_result *o)
 {
 	uint64_t n[FFM_PROBLEM__MAX] = { 0, x->n_unnecessary, x->n_misplaced, x->n_dup,
-					 x->n_host_read, x->n_launch_blocked };
+					 x->n_host_read, x->n_launch_blocked, x->n_temp_buffer };
 
 	*o = (struct ffm_store_site_result){
 		.stack = x->stack, .api = x->api, .kind = x->kind, .function = x->function,

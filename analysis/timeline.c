@@ -372,9 +372,10 @@ static bool keep_site(const struct ffm_an_site *x)
 {
 	/* Decided from stage 2's per-stack totals alone, so the scan can start before stage 3's
 	 * verdicts are loaded: every sync can get a sync verdict, every copy or memset a
-	 * duplicate one. */
+	 * duplicate one, every allocation that repeats a temporary buffer's (reuse.c). */
 	return x->kind == FFM_EV_API || x->kind == FFM_EV_WAIT || x->wait_ns ||
-	       x->kind == FFM_EV_TRANSFER || x->kind == FFM_EV_MEMSET;
+	       x->kind == FFM_EV_TRANSFER || x->kind == FFM_EV_MEMSET ||
+	       (x->kind == FFM_EV_ALLOC && x->count >= AN_REUSE_MIN_PAIRS);
 }
 
 /* The sites whose events the slices hand over (keep_site()); how many events that makes. */

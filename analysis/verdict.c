@@ -147,6 +147,7 @@ const char *ffm_an_problem_name(unsigned problem)
 		[FFM_PROBLEM_DUPLICATE_TRANSFER] = "duplicate_transfer",
 		[FFM_PROBLEM_HOST_READ] = "host_read_every_iteration",
 		[FFM_PROBLEM_LAUNCH_BLOCKED] = "launch_blocked",
+		[FFM_PROBLEM_TEMP_BUFFER] = "temp_buffer",
 	};
 
 	return problem < FFM_PROBLEM__MAX && names[problem] ? names[problem] : "none";
@@ -172,7 +173,7 @@ unsigned ffm_an_main_problem(const uint64_t *n_type)
 unsigned ffm_an_site_problem(const struct ffm_an_site *x)
 {
 	uint64_t n[FFM_PROBLEM__MAX] = { 0, x->n_unnecessary, x->n_misplaced, x->n_dup,
-					 x->n_host_read, x->n_launch_blocked };
+					 x->n_host_read, x->n_launch_blocked, x->n_temp_buffer };
 
 	return ffm_an_main_problem(n);
 }

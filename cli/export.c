@@ -298,7 +298,8 @@ static const char *problem_name(unsigned p)
 	return p == FFM_PROBLEM_UNNECESSARY_SYNC ? "unnecessary synchronization" :
 	       p == FFM_PROBLEM_MISPLACED_SYNC ? "misplaced synchronization" :
 	       p == FFM_PROBLEM_HOST_READ ? "host read every iteration" :
-	       p == FFM_PROBLEM_LAUNCH_BLOCKED ? "launch blocked" : "duplicate transfer";
+	       p == FFM_PROBLEM_LAUNCH_BLOCKED ? "launch blocked" :
+	       p == FFM_PROBLEM_TEMP_BUFFER ? "temporary buffer" : "duplicate transfer";
 }
 
 /* args.problem of an event with a verdict; "" for none. */

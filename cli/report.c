@@ -92,6 +92,7 @@ static const char *type_text(unsigned p)
 	case FFM_PROBLEM_DUPLICATE_TRANSFER: return "duplicate transfer";
 	case FFM_PROBLEM_HOST_READ: return "host read every iteration";
 	case FFM_PROBLEM_LAUNCH_BLOCKED: return "launch blocked";
+	case FFM_PROBLEM_TEMP_BUFFER: return "temporary buffer";
 	default: return "none";
 	}
 }
@@ -498,6 +499,12 @@ static void print_evidence(FILE *o, const struct ffmctl_job_stores *js,
 			 "%" PRIu64 " launch%s waited for the GPU (its queue was full)",
 			 n[FFM_PROBLEM_LAUNCH_BLOCKED],
 			 n[FFM_PROBLEM_LAUNCH_BLOCKED] == 1 ? "" : "es");
+	if (n[FFM_PROBLEM_TEMP_BUFFER])
+		evidence(o, FFM_PROBLEM_TEMP_BUFFER, x, "temporary buffer",
+			 "temporary buffer allocated and freed every step: reuse one (%" PRIu64
+			 " allocation%s of %" PRIu64 " bytes)", n[FFM_PROBLEM_TEMP_BUFFER],
+			 ffmctl_s(n[FFM_PROBLEM_TEMP_BUFFER]),
+			 x->count ? x->bytes / x->count : 0);
 	if (mg->g.partial && mg->g.coverage_known)
 		fprintf(o, "       coverage partial: %.1f%% of the protected data was watched at least "
 			"once over these syncs; a use of the rest only would go unseen\n",
@@ -511,7 +518,8 @@ static void print_evidence(FILE *o, const struct ffmctl_job_stores *js,
 /* A site's problems, all types (a line's group lists its sites). */
 static uint64_t site_problems(const struct ffm_an_site *s)
 {
-	return s->n_unnecessary + s->n_misplaced + s->n_dup + s->n_host_read + s->n_launch_blocked;
+	return s->n_unnecessary + s->n_misplaced + s->n_dup + s->n_host_read + s->n_launch_blocked +
+	       s->n_temp_buffer;
 }
 
 /* The driver calls of a line that makes several, fixed together (point groups). */

@@ -114,6 +114,10 @@ const char *ffmctl_fix_text(unsigned p, const struct ffm_an_site *s, char *buf, 
 	case FFM_PROBLEM_LAUNCH_BLOCKED:
 		return "fewer, larger kernels or a CUDA graph (cuGraphLaunch, cudaGraphLaunch); "
 		       "no time is credited";
+	case FFM_PROBLEM_TEMP_BUFFER:
+		return "allocate the buffer once, outside the loop, and reuse it every step: the "
+		       "allocations, their fills and frees but one go (a stream-ordered "
+		       "cuMemAllocAsync/cuMemFreeAsync pool is another way)";
 	}
 	return "";
 }
