@@ -245,6 +245,9 @@ struct ffm_rec_call {
 	__u64 wait_ns; /* time inside the wait function during this call */
 	__u64 stack_key;
 	__u64 bytes;
+	/* copies, memsets, frees: their destination argument; allocations: the pointer they gave,
+	 * read through their out argument at the return (what pairs a buffer's allocation with
+	 * its free: analysis/reuse.c) */
 	__u64 dst;
 	__u64 src;
 	__u64 stream;
