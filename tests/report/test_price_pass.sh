@@ -119,7 +119,7 @@ fi
 # (FAKECUDA_ALLOC_LOG): per thread, its steps' allocations and frees but the first, the
 # largest thread's. Each variant (4 KiB and 64 MiB, with and without the fill, 1 and 4
 # threads) is profiled (`ffmctl profile`, stages 1-4) and its report must name the
-# allocation's line as a temporary buffer priced within 10% of that planted saving (15% on
+# allocation's line as a temporary buffer priced within 10% of that planted saving (20% on
 # four threads: see variant()); the control (the same program
 # --fixed: one allocation per thread) must report no temporary buffer and no problem worth
 # 0.5% of its wall time. The free's own implicit sync is the unnecessary sync it was before,
@@ -152,15 +152,17 @@ profile() {
 }
 
 # variant NAME ITERS BYTES MEMSET THREADS [ARGS...]: within 10% of the planted saving on one
-# thread, 15% on four: the model takes, per slice of the wall time, the largest thread's saving
-# (docs/ACCURACY.md, "Threads"), and a slice of ten steps where one thread's allocations number
-# one more than another's counts that one (+10%), although the four save the same side by side.
+# thread, 20% on four: the model takes, per slice of the wall time, the largest thread's saving
+# (docs/ACCURACY.md, "Threads"), and a slice of ten steps (two problems a step: the allocation
+# and the free's sync) where one thread's allocations number one more than another's counts
+# that one (+10%), although the four save the same side by side: +3.5% to +15% measured at
+# load 8-15 on the 2-core CI machine.
 variant() {
 	local name=$1 iters=$2 bytes=$3 fill=$4 threads=$5 planted knobs measured tol=0.10
 	local -a args=(--iters "$iters" --bytes "$bytes" --memset "$fill" --threads "$threads")
 	shift 5
 	args+=("$@")
-	[ "$threads" = 1 ] || tol=0.15
+	[ "$threads" = 1 ] || tol=0.20
 	knobs=$(awk -v n="$iters" -v b="$bytes" -v a="$FAKECUDA_ALLOC_US" \
 		-v m="$FAKECUDA_ALLOC_MIB_US" -v f="$FAKECUDA_FREE_US" \
 		'BEGIN { printf "%.6f", (n - 1) * (a + m * b / 1048576 + f) / 1e6 }')

@@ -24,7 +24,7 @@ static const struct wl_opt opts[] = {
 WL_NOINLINE static void step(struct wl *w, CUdeviceptr buf, CUdeviceptr tmp, unsigned int i)
 {
 	if (!w->fixed)
-		CK(cuMemAlloc(&tmp, scratch * 4 + 4));
+		CK(cuMemAlloc(&tmp, scratch * 4 + 4)); /* FFM-PLANT: free_in_loop temp-buffer */
 	wl_work(w, 0, buf, n, 3, i, kernel_us * 1000);
 	wl_work(w, 0, tmp, scratch, 0, i, 0);
 	if (!w->fixed)

@@ -13,7 +13,7 @@ WL_NOINLINE void seq_fetch_and_scratch(struct wl *w, struct seq *s, unsigned int
 
 	CK(cuMemcpyDtoHAsync(s->host, s->buf, s->n * 4, 0)); /* FFM-PLANT: sequence pageable-copy */
 	if (!w->fixed)
-		CK(cuMemAlloc(&tmp, s->scratch * 4 + 4));
+		CK(cuMemAlloc(&tmp, s->scratch * 4 + 4)); /* FFM-PLANT: sequence temp-buffer */
 	wl_work(w, 0, tmp, s->scratch, 0, i, s->scratch_us * 1000);
 	if (!w->fixed)
 		CK(cuMemFree(tmp)); /* FFM-PLANT: sequence free-sync */
