@@ -133,6 +133,7 @@ export FAKECUDA_ALLOC_US=8000 FAKECUDA_ALLOC_MIB_US=400
 export FAKECUDA_FREE_US=4000
 
 loop() { LD_LIBRARY_PATH=$DRV "$WL/temp_buffer" "$@" | awk '/^LOOP_S/ { print $2 }'; }
+ALLOC_LINE=$(grep -n "FFM-PLANT: temp_buffer temp-buffer" tests/workloads/temp_buffer.c | cut -d: -f1)
 
 # profile NAME ARGS...: a profile of temp_buffer ARGS into key NAME, its report in $T/NAME.json.
 profile() {
@@ -180,7 +181,7 @@ variant() {
 		"$T/$name.log" 2>/dev/null)
 	echo "# $name: planted (N - 1) * (A + F) = $knobs s a thread;" \
 		"the profiled run's calls took $planted s"
-	python3 - "$T/$name.json" "${planted:-0}" "$measured" "$name" "$tol" <<'EOF2'
+	python3 - "$T/$name.json" "${planted:-0}" "$measured" "$name" "$tol" "$ALLOC_LINE" <<'EOF2'
 import json, sys
 r = json.load(open(sys.argv[1])); planted = float(sys.argv[2])
 at = [p for p in r["problems"] if p["call_site"]["file"].endswith("temp_buffer.c")]
@@ -195,8 +196,8 @@ print("# %s: temporary buffer at line %d: %.3f s for %.3f s planted (%+.1f%%); o
       " %.3f s, headline %.3f s; plain - fixed measured %s s"
       % (sys.argv[4], line, est, planted, 100 * (est - planted) / planted, others,
          r["recoverable_s"], sys.argv[3]))
-tol = float(sys.argv[5])
-sys.exit(0 if len(tb) == 1 and line == 56 and abs(est - planted) <= tol * planted else 1)
+tol, want = float(sys.argv[5]), int(sys.argv[6])
+sys.exit(0 if len(tb) == 1 and line == want and abs(est - planted) <= tol * planted else 1)
 EOF2
 	rc=$?
 	check "$name: the allocation's line is a temporary buffer, priced within $(awk -v t="$tol" \
