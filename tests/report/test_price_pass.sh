@@ -133,7 +133,8 @@ export FAKECUDA_ALLOC_US=8000 FAKECUDA_ALLOC_MIB_US=400
 export FAKECUDA_FREE_US=4000
 
 loop() { LD_LIBRARY_PATH=$DRV "$WL/temp_buffer" "$@" | awk '/^LOOP_S/ { print $2 }'; }
-ALLOC_LINE=$(grep -n "FFM-PLANT: temp_buffer temp-buffer" tests/workloads/temp_buffer.c | cut -d: -f1)
+ALLOC_LINE=$(grep -n "FFM-PLANT: temp_buffer temp-buffer" tests/workloads/temp_buffer.c |
+	cut -d: -f1)
 
 # profile NAME ARGS...: a profile of temp_buffer ARGS into key NAME, its report in $T/NAME.json.
 profile() {
