@@ -4,19 +4,26 @@
  * the process's maps and environment and opens the LD_LIBRARY_PATH entries it names as its
  * user (daemon/resolve.c, procfs.c's driver_path_of): files the job's user controls, each open
  * up to its deadline (symbols/useropen.h), and a process the map guard stopped is waited for
- * first (500 ms at most). One worker thread (daemon/worker.h) takes the lookups in order; the
- * loop learns of finished ones through an eventfd (TAG_LOOKED) and acts on each answer
- * (drivers.c). Owns the worker and the list of lookups asked and not yet taken, by process,
- * so that one process is not looked up twice at once. Nothing here knows of jobs, holds or
- * the drivers' table; the worker touches nothing of struct ffmd.
+ * first (500 ms at most). A few worker threads (daemon/worker.h, a pool) take the lookups,
+ * at most one per user at a time, in order per user: one user whose files are slow (each open
+ * up to its deadline) or whose processes delay their stop holds one thread, never another
+ * user's lookups (docs/SECURITY.md). The loop learns of finished ones through an eventfd
+ * (TAG_LOOKED) and acts on each answer (drivers.c). Owns the workers and the list of lookups
+ * asked and not yet taken, by process, so that one process is not looked up twice at once.
+ * Nothing here knows of jobs, holds or the drivers' table; the workers touch nothing of
+ * struct ffmd.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "daemon/ffmd_int.h"
 #include "daemon/worker.h"
+
+/* Threads of the pool: as many users' lookups run at once. */
+#define LOOKUP_THREADS 4
 
 static void *look(void *arg, void *ctx)
 {
@@ -38,7 +45,7 @@ static void *look(void *arg, void *ctx)
 
 int lookups_start(struct ffmd *d)
 {
-	return ffm_worker__new(MAX_LOOKUPS, look, NULL, &d->lk.w);
+	return ffm_worker__new_pool(MAX_LOOKUPS, LOOKUP_THREADS, look, NULL, &d->lk.w);
 }
 
 int lookups_fd(const struct ffmd *d)
@@ -60,6 +67,17 @@ bool lookup_pending(const struct ffmd *d, pid_t pid)
 		if (d->lk.asked[i]->pid == pid)
 			return true;
 	return false;
+}
+
+/* The pool's key of @pid's lookups: its user (the owner of /proc/PID, its effective uid),
+ * plus one (0 is no key); processes already gone share one key (their lookups fail at once). */
+static uint64_t user_key(pid_t pid)
+{
+	char path[32];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%d", pid);
+	return stat(path, &st) == 0 ? (uint64_t)st.st_uid + 1 : 1ull << 33;
 }
 
 /* A lookup of @pid that the worker has not begun: what it reads of the process is as new as
@@ -94,7 +112,7 @@ int lookup_ask(struct ffmd *d, pid_t pid, const struct ffm_rec_map *m)
 	}
 	/* Listed first: once submitted, it is the worker's until taken (freed if refused). */
 	d->lk.asked[d->lk.n++] = l;
-	err = ffm_worker__submit(d->lk.w, l);
+	err = ffm_worker__submit_key(d->lk.w, l, user_key(pid));
 	if (err < 0)
 		d->lk.n--;
 	return err < 0 ? err : 0;
