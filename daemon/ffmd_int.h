@@ -97,6 +97,8 @@ struct hold {
 	pid_t ppid;
 	double since;
 	uint64_t stop_ns;     /* when it stopped (BPF's record), 0: at since; its price */
+	pid_t fork_parent;    /* a child BPF stopped at its fork, its stop not yet seen (holds.c) */
+	double fork_until;    /* ... looked for until then */
 };
 
 struct parent_watch {
@@ -475,6 +477,8 @@ int holds_path_set(struct ffmd *d, const char *state_dir, const char *host);
 struct hold *hold_waiting_for(struct ffmd *d, const struct drv *dv);
 uint64_t holds_total(const struct ffmd *d); /* job processes held since start */
 void holds_release_all(struct ffmd *d);
+/* Whether a forked child's stop is awaited (on_fork_stopped): the loop's rounds are then short. */
+bool forks_waiting(const struct ffmd *d);
 
 /* ---- drivers.c ---- */
 struct drv *driver_get(struct ffmd *d, const char *path, bool sync);

@@ -8,8 +8,10 @@
  * holds waiting for a driver once it is ready); a child stopped at its fork is given its
  * parent's probes here (on_fork_stopped, with links.c), then let go.
  *
- * Runs on the loop. No hold outlasts HOLD_MAX_S (holds_expire, each round of the loop); a
- * fork's stop is waited for at most 500 ms (wait_stopped).
+ * Runs on the loop, which waits for nothing here: no hold outlasts HOLD_MAX_S (holds_expire,
+ * each round of the loop); a fork's stop not yet seen is looked for at each round, for
+ * FORK_STOP_S at most (forks_check; a process that is continued before it stops costs the loop
+ * nothing).
  */
 #include <errno.h>
 #include <signal.h>
@@ -24,6 +26,7 @@
 
 #define HOLD_MAX_S 30.0        /* no process stays held longer, whatever ffmd waits for */
 #define PARENT_WATCH_S 2.0     /* how long a held process's parent is watched after the hold */
+#define FORK_STOP_S 0.5        /* how long a forked child's stop is looked for */
 
 /*
  * Holds. A process ffmd keeps stopped while its driver is made ready must not stay stopped if
@@ -198,12 +201,51 @@ void hold_release(struct ffmd *d, pid_t pid)
 	d->hl.dirty = true; /* after its SIGCONT: at the round's end */
 }
 
+static void fork_finish(struct ffmd *d, pid_t pid, pid_t ppid);
+
+static bool stopped_or_gone(pid_t pid)
+{
+	char st = proc_state(pid);
+
+	return st == 'T' || st == 't' || !alive(pid);
+}
+
+/* The forked children whose stop was not seen yet (on_fork_stopped): stopped now, gone, or
+ * looked for long enough, each gets its probes and is let go. */
+static void forks_check(struct ffmd *d)
+{
+	double t = ffm_now_s();
+
+	/* Downwards: a release moves the last hold, one already looked at, into its place. */
+	for (int i = d->hl.n - 1; i >= 0; i--) {
+		struct hold *h = &d->hl.list[i];
+		pid_t pid = h->pid, ppid = h->fork_parent;
+
+		if (!ppid || (!stopped_or_gone(pid) && t < h->fork_until))
+			continue;
+		h->fork_parent = 0;
+		if (!stopped_or_gone(pid))
+			log_warn("process %d did not stop at its fork; its first calls may go unmeasured",
+				 pid);
+		fork_finish(d, pid, ppid);
+	}
+}
+
+bool forks_waiting(const struct ffmd *d)
+{
+	for (int i = 0; i < d->hl.n; i++)
+		if (d->hl.list[i].fork_parent)
+			return true;
+	return false;
+}
+
 /* Whatever a hold waits for, it ends after HOLD_MAX_S: no process stays stopped for ffm. Then
  * the holds file, if the round's holds changed it. */
 void holds_expire(struct ffmd *d)
 {
 	double t = ffm_now_s();
 
+	forks_check(d);
 	for (int i = d->hl.n - 1; i >= 0; i--)
 		if (t - d->hl.list[i].since > HOLD_MAX_S) {
 			log_warn("process %d held for %.0f s%s: let go (its calls may go unmeasured)",
@@ -237,30 +279,40 @@ void holds_resume(struct ffmd *d)
 	unlink(d->hl.path);
 }
 
-/*
- * Per-process scope: a process with probes forked, and BPF stopped the child before it ran (see
- * FFM_PROC_STOPPED): it shares the parent's driver mappings, not its probes. Give it its own,
- * then let it go, whatever became of its job.
- */
-void on_fork_stopped(struct ffmd *d, const struct ffm_rec_proc *p)
+/* A child stopped at its fork (or not, or gone): its parent's probes, then let go. */
+static void fork_finish(struct ffmd *d, pid_t pid, pid_t ppid)
 {
-	pid_t pid = (pid_t)p->hdr.tgid;
-
-	struct hold *h = hold(d, pid, true);
-
-	if (h && !h->stop_ns)
-		h->stop_ns = p->hdr.ts_ns;
-	if (!wait_stopped(pid, 500) && alive(pid))
-		log_warn("process %d did not stop at its fork; its first calls may go unmeasured", pid);
 	for (int i = 0; i < MAX_PLINKS; i++) {
 		struct plink *parent = &d->plinks[i], *pl;
 
-		if (parent->pid != (pid_t)p->ppid || !(pl = link_process(d, pid, parent->dv)))
+		if (parent->pid != ppid || !(pl = link_process(d, pid, parent->dv)))
 			continue;
 		for (int k = 0; k < parent->nkeys; k++)
 			plink_key(d, pl, parent->keys[k].dev, parent->keys[k].ino);
 	}
 	hold_release(d, pid);
+}
+
+/*
+ * Per-process scope: a process with probes forked, and BPF stopped the child before it ran (see
+ * FFM_PROC_STOPPED): it shares the parent's driver mappings, not its probes. Give it its own,
+ * then let it go, whatever became of its job. Its probes are attached once its stop is seen,
+ * mostly at once; else it stays held and the loop looks again at its next rounds
+ * (forks_check), never waits for it.
+ */
+void on_fork_stopped(struct ffmd *d, const struct ffm_rec_proc *p)
+{
+	pid_t pid = (pid_t)p->hdr.tgid;
+	struct hold *h = hold(d, pid, true);
+
+	if (h && !h->stop_ns)
+		h->stop_ns = p->hdr.ts_ns;
+	if (h && !stopped_or_gone(pid)) {
+		h->fork_parent = (pid_t)p->ppid;
+		h->fork_until = ffm_now_s() + FORK_STOP_S;
+		return;
+	}
+	fork_finish(d, pid, (pid_t)p->ppid);
 }
 
 /* The holds file of node @host of @state_dir (before holds_resume): <0 if its path is too long. */

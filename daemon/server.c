@@ -891,8 +891,9 @@ int ffmd__run(struct ffmd *d)
 	while (!d->stop) {
 		struct epoll_event evs[16];
 		/* Adaptive stage 1's windows are timed by the rounds: 50 ms while a process has a
-		 * sampler (links.c, plinks_sample_tick). */
-		int n = epoll_wait(d->lp.ep, evs, 16, d->lp.sampling ? 50 : 100);
+		 * sampler (links.c, plinks_sample_tick); 2 ms while a forked child's stop is looked
+		 * for (holds.c), which it waits for meanwhile. */
+		int n = epoll_wait(d->lp.ep, evs, 16, forks_waiting(d) ? 2 : d->lp.sampling ? 50 : 100);
 
 		if (n < 0 && errno != EINTR)
 			return -errno;
