@@ -24,7 +24,7 @@ struct ffm_jobrun {
 	int64_t run;
 	char **sync_names;
 	size_t nsync, cap_sync;
-	char job_id[128];
+	char job_id[128], key[128];
 	bool ended;
 	struct ffm_memtrace *mt; /* stages 3-4 */
 	int64_t ref_run2;        /* the key's latest stage-2 run, for FFM_RUN_DIVERGENT */
@@ -38,6 +38,16 @@ struct ffm_jobrun {
 	struct ffm_jobrun *next_active; /* the runs of this process, for a user's bytes */
 	struct ffm_overhead price;          /* what its processes paid, per part (ffm_jobrun__overhead) */
 	uint32_t extra_flags;            /* run flags its owner adds (ffm_jobrun__set_flags) */
+	/* Its end, from ffm_jobrun__end or __end_async until the run is closed (end_finish). */
+	struct {
+		uint64_t ns;
+		double wall_s;
+		int exit_status;
+		uint32_t flags;
+		bool aborted, end_job;
+		ffm_jobrun_ended_fn done; /* an end that does not wait (NULL: one that does) */
+		void *ctx;
+	} end;
 };
 
 /* Every run of this process between begin and free (ffmd's loop, or ffmctl profile's: one
@@ -288,6 +298,9 @@ int ffm_jobrun__begin(const struct ffm_jobrun_opts *opts, struct ffm_jobrun **re
 	jr->o.limits = &jr->lim;
 	snprintf(jr->job_id, sizeof(jr->job_id), "%s", opts->job_id);
 	jr->o.job_id = jr->job_id;
+	/* Both outlive the caller's: the run may end after its job's slot is used again. */
+	snprintf(jr->key, sizeof(jr->key), "%s", opts->key ? opts->key : "");
+	jr->o.key = jr->key;
 	gethostname(host, sizeof(host) - 1);
 	node = opts->node ? opts->node : host;
 	err = open_store(jr, opts, node);
@@ -380,18 +393,19 @@ int ffm_jobrun__record(struct ffm_jobrun *jr, const void *rec, size_t size)
 	return ffm_recorder__record(jr->rec, rec, size);
 }
 
-int ffm_jobrun__end(struct ffm_jobrun *jr, double wall_s, int exit_status, bool aborted,
-		    bool end_job)
+/* The end's first part, at the end's call: what the collector counted for the run's slot (the
+ * slot serves another run next), and the end's parameters. */
+static void end_begin(struct ffm_jobrun *jr, double wall_s, int exit_status, bool aborted,
+		      bool end_job)
 {
 	struct ffm_rec_drops d = {};
-	struct ffm_recorder_stats st;
-	uint64_t end_ns = ffm_now_ns(), lo, hi;
-	uint32_t flags = 0;
-	int err;
 
-	if (jr->ended)
-		return 0;
 	jr->ended = true;
+	jr->end.ns = ffm_now_ns();
+	jr->end.wall_s = wall_s;
+	jr->end.exit_status = exit_status;
+	jr->end.aborted = aborted;
+	jr->end.end_job = end_job;
 	if (jr->o.collector && ffm_collector__drops(jr->o.collector, jr->o.slot, &d) == 0) {
 		static const int map[FFM_REC_DROP__MAX] = {
 			[FFM_REC_DROP_RINGBUF] = FFM_DROP_RINGBUF_FULL,
@@ -410,7 +424,7 @@ int ffm_jobrun__end(struct ffm_jobrun *jr, double wall_s, int exit_status, bool 
 			/* Entries without returns are expected when a process dies mid-call;
 			 * only lost records make the run's data incomplete. */
 			if (i != FFM_REC_DROP_UNMATCHED && i != FFM_REC_DROP_DEPTH)
-				flags |= FFM_RUN_DROPPED;
+				jr->end.flags |= FFM_RUN_DROPPED;
 		}
 	}
 	if (jr->o.collector) {
@@ -422,10 +436,14 @@ int ffm_jobrun__end(struct ffm_jobrun *jr, double wall_s, int exit_status, bool 
 		}
 		ffm_collector__clear_drops(jr->o.collector, jr->o.slot);
 	}
-	/* First: the stacks still being unwound and the records held behind them are stored. */
-	err = ffm_recorder__end(jr->rec);
-	if (err < 0)
-		return err;
+}
+
+/* The run's flags from what the recorder and the run's owner counted. */
+static uint32_t end_flags(struct ffm_jobrun *jr)
+{
+	struct ffm_recorder_stats st;
+	uint32_t flags = jr->end.flags | jr->extra_flags;
+
 	ffm_recorder__stats(jr->rec, &st);
 	if (st.unknown_keys) {
 		ffm_store__add_drops(jr->store, jr->run, FFM_DROP_OTHER, st.unknown_keys);
@@ -439,8 +457,7 @@ int ffm_jobrun__end(struct ffm_jobrun *jr, double wall_s, int exit_status, bool 
 		ffm_store__add_drops(jr->store, jr->run, FFM_DROP_STORE_CAP, st.not_stored);
 		flags |= FFM_RUN_DROPPED;
 	}
-	flags |= jr->extra_flags;
-	if (aborted)
+	if (jr->end.aborted)
 		flags |= FFM_RUN_ABORTED;
 	if (jr->unmeasured) {
 		/* Counted as lost records of no known kind: the report must not call this good. */
@@ -453,6 +470,23 @@ int ffm_jobrun__end(struct ffm_jobrun *jr, double wall_s, int exit_status, bool 
 		flags |= FFM_RUN_RETRACE; /* stages 3-4 follow it again */
 	if (ffm_plan__times_copies(&jr->plan))
 		flags |= FFM_RUN_COPIES;
+	return flags;
+}
+
+/* The end's second part, once the recorder has stored every record of the run (it waits for
+ * none when idle): the run, and the job if asked, closed in the store. */
+static int end_finish(struct ffm_jobrun *jr)
+{
+	double wall_s = jr->end.wall_s;
+	uint64_t lo, hi;
+	uint32_t flags;
+	int err;
+
+	/* First: the stacks still being unwound and the records held behind them are stored. */
+	err = ffm_recorder__end(jr->rec);
+	if (err < 0)
+		return err;
+	flags = end_flags(jr);
 	if (jr->mt) {
 		/* Windows still open end with the run; then coverage and divergence flags. */
 		err = ffm_memtrace__end(jr->mt, jr->ref_run2, &flags);
@@ -462,23 +496,108 @@ int ffm_jobrun__end(struct ffm_jobrun *jr, double wall_s, int exit_status, bool 
 	/* The wall time is the processes' lifetime, not the job's: a scheduler's job starts
 	 * before its program and ends after it. */
 	if (ffm_store__flush(jr->store) >= 0 &&
-	    ffm_store__run_procs_span(jr->store, jr->run, end_ns, &lo, &hi) == 0 && hi > lo)
+	    ffm_store__run_procs_span(jr->store, jr->run, jr->end.ns, &lo, &hi) == 0 && hi > lo)
 		wall_s = (double)(hi - lo) / 1e9;
 	err = ffm_store__put_overhead(jr->store, jr->run, &jr->price);
 	if (err < 0)
 		return err;
-	err = ffm_store__run_end(jr->store, jr->run, end_ns, wall_s, exit_status, flags);
+	err = ffm_store__run_end(jr->store, jr->run, jr->end.ns, wall_s, jr->end.exit_status, flags);
 	if (err < 0)
 		return err;
-	if (end_job) {
+	if (jr->end.end_job) {
 		err = ffm_store__job_end(jr->store, jr->job_id,
-					 aborted ? FFM_JOB_CANCELLED :
-					 exit_status ? FFM_JOB_FAILED : FFM_JOB_DONE,
+					 jr->end.aborted ? FFM_JOB_CANCELLED :
+					 jr->end.exit_status ? FFM_JOB_FAILED : FFM_JOB_DONE,
 					 time(NULL));
 		if (err < 0)
 			return err;
 	}
 	return ffm_store__flush(jr->store);
+}
+
+int ffm_jobrun__end(struct ffm_jobrun *jr, double wall_s, int exit_status, bool aborted,
+		    bool end_job)
+{
+	if (jr->ended)
+		return 0;
+	end_begin(jr, wall_s, exit_status, aborted, end_job);
+	return end_finish(jr);
+}
+
+/* An end that did not wait: closed now, told, freed. */
+static void end_done(void *arg)
+{
+	struct ffm_jobrun *jr = arg;
+	int err = end_finish(jr);
+
+	jr->end.done(jr, err, jr->end.ctx);
+	ffm_jobrun__free(jr);
+}
+
+int ffm_jobrun__end_async(struct ffm_jobrun *jr, double wall_s, int exit_status, bool aborted,
+			  bool end_job, ffm_jobrun_ended_fn done, void *ctx)
+{
+	int ending = 0;
+
+	if (jr->ended)
+		return -EALREADY;
+	for (struct ffm_jobrun *r = active_runs; r; r = r->next_active)
+		ending += r->end.done != NULL;
+	end_begin(jr, wall_s, exit_status, aborted, end_job);
+	jr->end.done = done;
+	jr->end.ctx = ctx;
+	/* Past FFM_JOBRUN_MAX_ENDING it waits (end_finish drains): the unwinder's queue holds one
+	 * request of each run, ending or not. */
+	if (ffm_recorder__idle(jr->rec) || ending >= FFM_JOBRUN_MAX_ENDING) {
+		end_done(jr);
+		return 0;
+	}
+	ffm_recorder__on_idle(jr->rec, end_done, jr);
+	return 1;
+}
+
+void ffm_jobrun__finish_ending(void)
+{
+	struct ffm_jobrun *jr;
+
+	do {
+		/* From the list's head each time: a drain may finish (and free) others. */
+		for (jr = active_runs; jr && !jr->end.done; jr = jr->next_active)
+			;
+		if (jr)
+			end_done(jr); /* drains: its on_idle is cleared first */
+	} while (jr);
+}
+
+struct ffm_store *ffm_jobrun__store_of_key(const char *key)
+{
+	for (struct ffm_jobrun *jr = active_runs; jr; jr = jr->next_active)
+		if (!strcmp(jr->key, key))
+			return jr->store;
+	return NULL;
+}
+
+bool ffm_jobrun__ending(const char *job_id)
+{
+	for (struct ffm_jobrun *jr = active_runs; jr; jr = jr->next_active)
+		if (jr->end.done && !strcmp(jr->job_id, job_id))
+			return true;
+	return false;
+}
+
+const char *ffm_jobrun__job_id(const struct ffm_jobrun *jr)
+{
+	return jr->job_id;
+}
+
+const char *ffm_jobrun__key(const struct ffm_jobrun *jr)
+{
+	return jr->key;
+}
+
+uint32_t ffm_jobrun__uid(const struct ffm_jobrun *jr)
+{
+	return jr->o.uid;
 }
 
 struct ffm_overhead *ffm_jobrun__overhead(struct ffm_jobrun *jr)

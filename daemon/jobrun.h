@@ -91,9 +91,34 @@ struct ffm_overhead *ffm_jobrun__overhead(struct ffm_jobrun *jr);
 json_t *ffm_overhead_json(const struct ffm_overhead *p, double run_s);
 /* Run flags (enum ffm_run_flags) the run's owner adds, stored at end (FFM_RUN_NO_ANALYSIS). */
 void ffm_jobrun__set_flags(struct ffm_jobrun *jr, uint32_t flags);
-/* End the run: drops from the collector, flags, wall time; ends the job too if @end_job. */
+/* End the run: drops from the collector, flags, wall time; ends the job too if @end_job. Waits
+ * for the run's stacks still on the unwinder (their opens of the user's files). */
 int ffm_jobrun__end(struct ffm_jobrun *jr, double wall_s, int exit_status, bool aborted,
 		    bool end_job);
+#define FFM_JOBRUN_MAX_ENDING 64 /* runs ending at once (ffmd's unwinder queue: 2 x jobs) */
+/* The end of an ffm_jobrun__end_async: @err 0 or the store's failure; @jr is freed after. */
+typedef void (*ffm_jobrun_ended_fn)(struct ffm_jobrun *jr, int err, void *ctx);
+/*
+ * End the run as ffm_jobrun__end does, without waiting (ffmd's loop): what the collector
+ * counted for the run's slot is taken now (the slot may serve another run once this returns);
+ * the run is closed once the recorder has stored its last records, each still in order (its
+ * stacks on the unwinder, the records held behind them): then @done runs, on the loop, and @jr
+ * is freed. The caller gives @jr up: it may be gone when this returns. 0: done already (@done
+ * has run), 1: later (from ffm_unwinder__take), -EALREADY: the run had ended. With
+ * FFM_JOBRUN_MAX_ENDING runs ending already, it waits for the last stacks as __end does.
+ */
+int ffm_jobrun__end_async(struct ffm_jobrun *jr, double wall_s, int exit_status, bool aborted,
+			  bool end_job, ffm_jobrun_ended_fn done, void *ctx);
+/* The runs still ending (ffm_jobrun__end_async) ended now, waiting for their last stacks
+ * (each open of the unwinder has its deadline): as ffmd stops. */
+void ffm_jobrun__finish_ending(void);
+/* Whether the run of job @job_id is still ending. */
+bool ffm_jobrun__ending(const char *job_id);
+/* The store of an open run of @key in this process (running or ending), NULL: none. */
+struct ffm_store *ffm_jobrun__store_of_key(const char *key);
+const char *ffm_jobrun__job_id(const struct ffm_jobrun *jr);
+const char *ffm_jobrun__key(const struct ffm_jobrun *jr);
+uint32_t ffm_jobrun__uid(const struct ffm_jobrun *jr);
 struct ffm_jobrun *ffm_jobrun__free(struct ffm_jobrun *jr);
 
 /* The default job key: a hash of uid, executable and arguments, as hex (buf >= 17 bytes). */

@@ -264,7 +264,8 @@ static void job_release(struct ffmd *d, struct job *j)
 	 * it just dropped (it wins over a rule), and the rule they pass to never matched again. */
 	j->used = false;
 	selectors_drop(d, j->sel, j->rule[0] ? 0 : j->nsel, j->slot);
-	ffm_jobrun__disarm(j->jr);
+	if (j->jr) /* NULL: its run, ending, is the jobrun's own (job_end) */
+		ffm_jobrun__disarm(j->jr);
 	routes_drop_job(d, (int)(j - d->jobs));
 	j->jr = ffm_jobrun__free(j->jr);
 }
@@ -292,6 +293,10 @@ int job_create(struct ffmd *d, const struct job_spec *sp, struct job **ret, cons
 		*msg = "a job with this id is already active";
 		return -EEXIST;
 	}
+	if (ffm_jobrun__ending(sp->id)) {
+		*msg = "a job with this id is still ending: its last stacks are being stored";
+		return -EBUSY;
+	}
 	slot = job_slot_free(d);
 	if (slot < 0) {
 		*msg = "too many active jobs";
@@ -313,9 +318,8 @@ int job_create(struct ffmd *d, const struct job_spec *sp, struct job **ret, cons
 	jo.job_id = j->id;
 	jo.uid = j->owner;
 	jo.slot = j->slot;
-	for (int i = 0; i < FFM_MAX_JOBS; i++)
-		if (d->jobs[i].used && d->jobs[i].jr && !strcmp(d->jobs[i].key, j->key))
-			jo.store = ffm_jobrun__store(d->jobs[i].jr);
+	/* Running or ending: one connection per store in this process (jobrun.h). */
+	jo.store = ffm_jobrun__store_of_key(j->key);
 	for (int i = 0; i < MAX_DRIVERS; i++)
 		if (d->drvs[i].used && d->drvs[i].state == DRV_READY) {
 			jo.driver_path = d->drvs[i].path;
@@ -444,15 +448,17 @@ void copies_made(struct ffmd *d, uint64_t ticket)
 
 /* The run's analysis, into the key's store off the loop (daemon/analyzer.h); not as ffmd stops.
  * Whether it was queued: its store is then published once the analysis is in it. */
-static bool job_analyse(struct ffmd *d, const struct job *j)
+static bool job_analyse(struct ffmd *d, struct ffm_jobrun *jr)
 {
+	const char *id = ffm_jobrun__job_id(jr);
 	int err;
 
 	if (d->stop || !d->analyzer || d->cfg.analysis_on_read)
 		return false; /* analysis = reader: `ffmctl report` computes it on read */
-	err = ffm_analyzer__submit(d->analyzer, d->node.root, j->key, j->owner, j->id);
+	err = ffm_analyzer__submit(d->analyzer, d->node.root, ffm_jobrun__key(jr),
+				   ffm_jobrun__uid(jr), id);
 	if (err < 0)
-		log_warn("job %s: its analysis is not stored: %s", j->id,
+		log_warn("job %s: its analysis is not stored: %s", id,
 			 err == -ENOSPC ? "too many analyses wait" : strerror(-err));
 	return err >= 0;
 }
@@ -489,9 +495,36 @@ void analyses_take(struct ffmd *d)
 		metrics_write(d);
 }
 
-/* Never called from inside the ring buffer callback (it consumes). */
+/* A run closed in its store (@err: or not): its analysis, else its copy for its readers now;
+ * the job-end requests waiting for it are told when its copy is in place (copy_expect). */
+static void run_closed(struct ffm_jobrun *jr, int err, void *ctx)
+{
+	struct ffmd *d = ctx;
+	const char *id = ffm_jobrun__job_id(jr);
+	struct pending_copy *c;
+	uint64_t ticket = 0;
+	bool later = false;
+
+	if (err < 0)
+		log_err("job %s: its run could not be closed in its store: %s", id,
+			ffm_store__strerror(err));
+	else if (!(later = job_analyse(d, jr)))
+		ticket = publish_job(id, ffm_store__path(ffm_jobrun__store(jr)), ffm_jobrun__root(jr));
+	if (later || ticket)
+		copy_expect(d, id, ffm_jobrun__uid(jr), ticket);
+	else if ((c = copy_find(d, id)))
+		c->id[0] = 0; /* no copy comes: a job-end waiting for it is answered */
+}
+
+/*
+ * Never called from inside the ring buffer callback (it consumes). The run's end does not wait
+ * for its stacks still on the unwinder (their opens of the user's files): the run is closed,
+ * analysed and published once they are stored (run_closed), the loop goes on meanwhile. As
+ * ffmd stops, it waits for them.
+ */
 int job_end(struct ffmd *d, struct job *j, bool aborted)
 {
+	struct ffm_jobrun *jr = j->jr;
 	double wall = ffm_now_s() - j->start;
 	int err;
 
@@ -499,24 +532,26 @@ int job_end(struct ffmd *d, struct job *j, bool aborted)
 	 * are before them: all that were sent until now. */
 	ffm_collector__drain(d->col);
 	if (j->nunmeasured)
-		ffm_jobrun__set_unmeasured(j->jr, j->nunmeasured);
+		ffm_jobrun__set_unmeasured(jr, j->nunmeasured);
 	detach_overhead_take(d, (int)(j - d->jobs));
 	if (d->cfg.analysis_on_read && !d->stop)
-		ffm_jobrun__set_flags(j->jr, FFM_RUN_NO_ANALYSIS); /* job_analyse leaves it out */
-	err = ffm_jobrun__end(j->jr, wall, j->exit_status, aborted, true);
+		ffm_jobrun__set_flags(jr, FFM_RUN_NO_ANALYSIS); /* job_analyse leaves it out */
+	ffm_jobrun__disarm(jr);
+	j->jr = NULL; /* the run's own from here on */
+	if (d->stop) {
+		err = ffm_jobrun__end(jr, wall, j->exit_status, aborted, true);
+		run_closed(jr, err, d);
+		ffm_jobrun__free(jr);
+	} else {
+		/* Its copy is awaited from now on: a job-end request waits for it. */
+		copy_expect(d, j->id, j->owner, 0);
+		err = ffm_jobrun__end_async(jr, wall, j->exit_status, aborted, true, run_closed, d);
+	}
 	log_info("job %s ended after %.2f s (%" PRIu64 " records; %u of %u processes held, %u traced "
 		 "by the bridge%s%s)%s", j->id, wall, j->events, j->held, j->procs, j->bridged,
 		 j->nunmeasured ? ", some not measured: " : "",
-		 j->nunmeasured ? "their driver could not be used" : "", err < 0 ? ", store error" : "");
-	/* The copy readers open: after the analysis is stored, else (a stop) now. */
-	if (err >= 0) {
-		bool later = job_analyse(d, j);
-		uint64_t ticket = later ? 0 : publish_job(j->id, ffm_store__path(ffm_jobrun__store(j->jr)),
-							  ffm_jobrun__root(j->jr));
-
-		if (later || ticket)
-			copy_expect(d, j->id, j->owner, ticket);
-	}
+		 j->nunmeasured ? "their driver could not be used" : "",
+		 err < 0 ? ", store error" : err == 1 ? ", its last stacks being stored" : "");
 	if (d->metrics) {
 		ffm_metrics__job(d->metrics, j->id, j->key, j->owner, j->stage, false);
 		metrics_write(d);
@@ -525,7 +560,7 @@ int job_end(struct ffmd *d, struct job *j, bool aborted)
 	update_attachments(d);
 	if (!d->stop)
 		journal_write(d);
-	return err;
+	return err < 0 ? err : 0;
 }
 
 /* Rule jobs whose last process exited during the last round of records. */

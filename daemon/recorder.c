@@ -80,6 +80,10 @@ struct ffm_recorder {
 	uint8_t *held;
 	size_t held_cap, held_head, held_tail;
 	int err; /* the first store failure of a held record, returned by the next call */
+	/* Called once the stack on the unwinder and the records held behind it are stored (a
+	 * run's end that does not wait: ffm_recorder__on_idle). */
+	void (*on_idle)(void *ctx);
+	void *idle_ctx;
 };
 
 struct held {
@@ -410,6 +414,20 @@ static void replay(struct ffm_recorder *r)
 		r->held_head = r->held_tail = 0;
 }
 
+/* After a request's callback: the records behind it, then, if the run waits for them to end,
+ * its end (which may free @r: the caller touches it no more). */
+static void resume(struct ffm_recorder *r)
+{
+	void (*fn)(void *ctx) = r->on_idle;
+
+	r->busy = false;
+	replay(r);
+	if (!r->busy && fn) {
+		r->on_idle = NULL;
+		fn(r->idle_ctx);
+	}
+}
+
 /* On the loop: a stack the unwinder's worker is done with. */
 static void stack_done(struct ffm_unwind_req *u)
 {
@@ -419,8 +437,7 @@ static void stack_done(struct ffm_unwind_req *u)
 
 	if (err < 0 && !r->err)
 		r->err = err;
-	r->busy = false;
-	replay(r);
+	resume(r);
 }
 
 /* Room for @need more bytes at held's tail: 0, or -ENOSPC past FFM_HELD_MAX_BYTES. */
@@ -468,6 +485,7 @@ static int hold(struct ffm_recorder *r, const void *rec, size_t size)
 /* Wait for the run's stack on the unwinder (and the records held behind it) to be stored. */
 static void drain(struct ffm_recorder *r)
 {
+	r->on_idle = NULL; /* the caller goes on once this returns */
 	while (r->busy && ffm_unwinder__wait(r->o.unwinder) == 0)
 		;
 	if (r->busy) { /* never: the worker lost the request */
@@ -667,6 +685,17 @@ static int on_sample(struct ffm_recorder *r, const struct ffm_rec_sample *x)
 	ke->cpu_ns[x->state] += x->period_ns;
 	ke->cpu_n[x->state]++;
 	return 0;
+}
+
+bool ffm_recorder__idle(const struct ffm_recorder *r)
+{
+	return !r->busy;
+}
+
+void ffm_recorder__on_idle(struct ffm_recorder *r, void (*fn)(void *ctx), void *ctx)
+{
+	r->on_idle = fn;
+	r->idle_ctx = ctx;
 }
 
 int ffm_recorder__end(struct ffm_recorder *r)

@@ -20,6 +20,7 @@
 #ifndef FFM_RECORDER_H
 #define FFM_RECORDER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -96,8 +97,14 @@ void ffm_recorder__stats(const struct ffm_recorder *r, struct ffm_recorder_stats
  * not stored, except the processes' starts and ends. */
 void ffm_recorder__full(struct ffm_recorder *r);
 /* The run ends: the stacks still being unwound and the records held behind them are stored
- * (this waits for the unwinder's worker, whose opens each have a deadline), then what is
- * summed until then (CPU samples). */
+ * (this waits for the unwinder's worker, whose opens each have a deadline, unless the recorder
+ * is idle), then what is summed until then (CPU samples). */
 int ffm_recorder__end(struct ffm_recorder *r);
+/* Whether nothing of the run is on the unwinder or held behind it: end waits for nothing. */
+bool ffm_recorder__idle(const struct ffm_recorder *r);
+/* @fn(@ctx) is called on the loop once the recorder is idle, from the unwinder's callback
+ * (ffm_unwinder__take), as the last thing the recorder does there: @fn may end and free it.
+ * Once only; NULL: none. For a run's end that does not wait for its last stacks. */
+void ffm_recorder__on_idle(struct ffm_recorder *r, void (*fn)(void *ctx), void *ctx);
 
 #endif

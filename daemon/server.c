@@ -955,6 +955,9 @@ static void run_end(struct ffmd *d)
 	for (int i = 0; i < FFM_MAX_JOBS; i++)
 		if (d->jobs[i].used)
 			job_end(d, &d->jobs[i], true);
+	/* Runs that ended before and wait for their last stacks: waited for now (each of the
+	 * unwinder's opens has its deadline, each user's slow ones a budget). */
+	ffm_jobrun__finish_ending();
 	if (d->node.journal[0])
 		journal_write(d);
 	publish_wait(); /* the copies of the stores of the jobs just ended */
