@@ -22,6 +22,7 @@
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 . tests/ops/lib.sh
+. tests/daemon/loop_lib.sh
 need_root
 need_sim_workloads
 PY=/usr/bin/python3.11
@@ -68,80 +69,7 @@ start_ffmd || { notok "ffmd starts"; finish; }
 ctl calibrate --driver "$FAKE/libcuda.so.1" >/dev/null 2>&1 ||
 	{ notok "calibrate the simulated driver"; finish; }
 
-# hold OUT FILE...: every open of a FILE by ffmd held HOLD_S, any other allowed at once. OUT gets
-# "error E", then "opens" once listening, then "opens ffmd-opens FILE-INDEXES..."; OUT.t the
-# monotonic time at which each of ffmd's held opens came.
-hold() {
-	python3 - "$T/stop" "$FFMD_PID" "$HOLD_S" "$@" <<'EOF'
-import ctypes, os, select, struct, sys, time
-stop, ffmd, hold_s = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-out, files = sys.argv[4], sys.argv[5:]
-libc = ctypes.CDLL(None, use_errno=True)
-FAN_CLASS_CONTENT, FAN_CLOEXEC, FAN_NONBLOCK = 0x4, 0x1, 0x2
-FAN_MARK_ADD, FAN_OPEN_PERM, FAN_ALLOW = 0x1, 0x10000, 0x1
-fd = libc.fanotify_init(FAN_CLASS_CONTENT | FAN_CLOEXEC | FAN_NONBLOCK, os.O_RDONLY)
-ok = fd >= 0 and all(libc.fanotify_mark(fd, FAN_MARK_ADD, ctypes.c_uint64(FAN_OPEN_PERM), -100,
-                                        f.encode()) == 0 for f in files)
-if not ok:
-    open(out, "w").write("error %d\n" % ctypes.get_errno())
-    sys.exit(1)
-ino = [os.stat(f).st_ino for f in files]
-opens, seen, held = 0, set(), []
-open(out, "w").write("0\n")
-tl = open(out + ".t", "w", buffering=1)
-while not os.path.exists(stop) or held:
-    select.select([fd], [], [], 0.02)
-    try:
-        buf = os.read(fd, 4096)
-    except BlockingIOError:
-        buf = b""
-    while len(buf) >= 24:
-        ln, _, _, _, _, efd, pid = struct.unpack_from("IBBHQii", buf)
-        buf = buf[ln:]
-        if pid != ffmd:
-            os.write(fd, struct.pack("iI", efd, FAN_ALLOW))
-            os.close(efd)
-            continue
-        held.append((time.monotonic() + hold_s, efd))
-        tl.write("%.3f\n" % time.monotonic())
-        opens += 1
-        st = os.fstat(efd)
-        seen |= {i for i, n in enumerate(ino) if n == st.st_ino}
-    for t, efd in [h for h in held if h[0] <= time.monotonic()]:
-        os.write(fd, struct.pack("iI", efd, FAN_ALLOW))
-        os.close(efd)
-        held.remove((t, efd))
-    open(out, "w").write("%d %s\n" % (opens, " ".join(map(str, sorted(seen)))))
-EOF
-}
-# ping OUT: until $T/stop, ffmd's socket pinged every 5 ms over a fresh connection; OUT.all gets
-# "start_time ms" for each.
-ping_loop() {
-	python3 - "$T/run/ffmd.sock" "$1" "$T/stop" <<'EOF'
-import os, socket, sys, time
-log = open(sys.argv[2] + ".all", "w", buffering=1)
-while not os.path.exists(sys.argv[3]):
-    t0 = time.monotonic()
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    s.settimeout(10)
-    try:
-        s.connect(sys.argv[1])
-        s.send(b"FFM/1 ping\n")
-        s.recv(1 << 16)
-    except OSError:
-        pass
-    s.close()
-    log.write("%.3f %.1f\n" % (t0, (time.monotonic() - t0) * 1e3))
-    time.sleep(0.005)
-EOF
-}
-
-rm -f "$T/stop"
-hold "$T/held" "$D2/lib/libcuda.so.1" "$D/python3.11" &
-hpid=$!
-for _ in $(seq 50); do [ -s "$T/held" ] && break; sleep 0.1; done
-read -r held_n _ <"$T/held"
-[ "$held_n" = 0 ] || { echo "# fanotify not available here: $held_n"; touch "$T/stop"; exit 77; }
+hold_start "$D2/lib/libcuda.so.1" "$D/python3.11"
 ctl job start slowpy --key slowpy --uid "$U1" >/dev/null &&
 	ctl job start slowlib --key slowlib --uid "$U2" >/dev/null || { notok "job start"; finish; }
 # (after the job's start: opening its store is the loop's, and not what is measured)
@@ -166,7 +94,7 @@ alive=0
 kill -0 "$FFMD_PID" 2>/dev/null && ctl status >/dev/null 2>&1 && alive=1
 touch "$T/stop"
 wait $ppid
-wait $hpid
+wait $HPID
 read -r held_n held_files <"$T/held"
 for j in slowpy slowlib; do
 	timeout 10 "$B/ffmctl" --runtime-dir "$T/run" job end $j >/dev/null 2>&1 || rc=98
