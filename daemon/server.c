@@ -22,19 +22,22 @@
  *     (each open up to 250 ms: the unwinder's thread, daemon/unwinder.c; the job's later
  *     records wait, in order, in its recorder); a new process's libcuda lookup (its
  *     environment and LD_LIBRARY_PATH entries opened as its user, daemon/resolve.c; a map
- *     guard's stop waited for: the lookups' thread, lookups.c; a process held for it stays
- *     held until its answer);
+ *     guard's stop waited for: the lookups' threads, one user's at a time each, lookups.c; a
+ *     process held for it stays held until its answer); the last stacks of a run that ended
+ *     (the run is closed once they are stored, jobs.c's run_closed);
  *   - before the loop runs, while ffmd starts: the system's drivers and the journal's made
  *     ready in place, the jobs a crash interrupted resumed (their uid and exe selectors'
  *     processes found by a scan of all of /proc, jobs.c);
  *   - on the loop, bounded: a job started (its store opened, at most MAX_TRACK_SCAN of its
  *     processes that run already tracked, jobs.c), a rule's match made a job (a store opened),
  *     a rule removed at SIGHUP (its waiting processes adopted, at most one job per free slot),
- *     a process a fork stopped waited for (500 ms at most, holds.c), the journal and the
+ *     a forked child's stop looked for (once a round, 2 ms apart: holds.c), the journal and the
  *     holds file rewritten (a few lines), the stores flushed (tick), probes attached
  *     (milliseconds, links.c; adaptive stage 1 puts a sampled process's wait probe back at
- *     the start of each window, and its detach goes to the detacher thread); a run's end,
- *     which waits for its stacks on the unwinder;
+ *     the start of each window, and its detach goes to the detacher thread); a run's end (what
+ *     its slot counted, its store closed once its stacks are stored);
+ *   - as ffmd stops: the runs still ending wait for their last stacks (each open up to 250 ms,
+ *     each user's slow ones 1 s in 10 s);
  *   - on the loop, as long as the system takes: detaching a driver's system-wide probes
  *     (probe_scope = system only; tens of ms, seconds for a stage-2 set on a busy machine).
  *     They go when no job needs them any more, and a new job may need them at once: detached
