@@ -54,7 +54,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FFM_STORE_SCHEMA_VERSION 12
+#define FFM_STORE_SCHEMA_VERSION 13
 #define FFM_STORE_MAX_STAGE 5
 
 struct ffm_store;
@@ -520,6 +520,16 @@ typedef int (*ffm_store_thread_waits_cb)(uint32_t tgid, uint32_t tid, uint64_t w
 /* Each thread of @run with counted waits (none before v12); cb's nonzero stops and is returned. */
 int ffm_store__for_each_thread_waits(struct ffm_store *s, int64_t run,
 				     ffm_store_thread_waits_cb cb, void *ctx);
+/* Stage 4 (v13): add to a call site's count of device operations (memset, copy) on managed
+ * memory and of the host's page faults in managed memory that followed its operations (a fault
+ * goes to the device operation, or the launch, that last preceded it in its process). */
+int ffm_store__add_managed_faults(struct ffm_store *s, int64_t run, int64_t stack, uint64_t ops,
+				  uint64_t faults);
+typedef int (*ffm_store_managed_faults_cb)(int64_t stack, uint64_t ops, uint64_t faults,
+					   void *ctx);
+/* Each call site of @run with counted faults or managed operations (none before v13). */
+int ffm_store__for_each_managed_faults(struct ffm_store *s, int64_t run,
+				       ffm_store_managed_faults_cb cb, void *ctx);
 /* Insert or complete a frame (symbol fields given here replace NULL ones). */
 int ffm_store__put_frame(struct ffm_store *s, const struct ffm_store_frame *f, int64_t *ret_id);
 /*

@@ -36,6 +36,9 @@ static const char *const stmt_sql[ST__MAX] = {
 			    " VALUES(?1, ?2, ?3, ?4, ?5) ON CONFLICT(run, tgid, tid) DO UPDATE SET"
 			    " waits = waits + excluded.waits,"
 			    " waits_slept = waits_slept + excluded.waits_slept",
+	[ST_MANAGED_FAULTS] = "INSERT INTO managed_faults(run, stack, ops, faults)"
+			      " VALUES(?1, ?2, ?3, ?4) ON CONFLICT(run, stack) DO UPDATE SET"
+			      " ops = ops + excluded.ops, faults = faults + excluded.faults",
 	[ST_PROCESS] = "INSERT INTO processes(run, tgid, ptgid, exe, start_ns, end_ns, exit_code)"
 		       " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
 	[ST_PROCESS_EXIT] = "UPDATE processes SET end_ns = ?3, exit_code = ?4 WHERE id ="
@@ -346,6 +349,14 @@ int ffm_store__add_thread_waits(struct ffm_store *s, int64_t run, uint32_t tgid,
 	if (slept > waits)
 		return -EINVAL;
 	return PUT_ROW(s, ST_THREAD_WAITS, NULL, run, tgid, tid, (int64_t)waits, (int64_t)slept);
+}
+
+int ffm_store__add_managed_faults(struct ffm_store *s, int64_t run, int64_t stack, uint64_t ops,
+				  uint64_t faults)
+{
+	if (ops > INT64_MAX || faults > INT64_MAX)
+		return -EINVAL;
+	return PUT_ROW(s, ST_MANAGED_FAULTS, NULL, run, stack, (int64_t)ops, (int64_t)faults);
 }
 
 int ffm_store__put_process(struct ffm_store *s, const struct ffm_store_process *p)

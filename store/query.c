@@ -105,6 +105,23 @@ int ffm_store__for_each_thread_waits(struct ffm_store *s, int64_t run,
 		       " AND waits > 0", &run, thread_waits_row, (void *)cb, ctx);
 }
 
+static int managed_faults_row(sqlite3_stmt *st, void *arg)
+{
+	struct cb_arg *a = arg;
+
+	return ((ffm_store_managed_faults_cb)a->cb)(col(st, 0), (uint64_t)col(st, 1),
+						    (uint64_t)col(st, 2), a->ctx);
+}
+
+int ffm_store__for_each_managed_faults(struct ffm_store *s, int64_t run,
+				       ffm_store_managed_faults_cb cb, void *ctx)
+{
+	if (s->version < 13) /* counted since v13 */
+		return 0;
+	return rows_of(s, "SELECT stack, ops, faults FROM managed_faults WHERE run = ?1", &run,
+		       managed_faults_row, (void *)cb, ctx);
+}
+
 int ffm_store__run_node_model(struct ffm_store *s, int64_t run, char **json)
 {
 	int err;

@@ -295,6 +295,12 @@ static const char step_v12[] =
 	"ALTER TABLE threads ADD COLUMN waits INTEGER NOT NULL DEFAULT 0;"
 	"ALTER TABLE threads ADD COLUMN waits_slept INTEGER NOT NULL DEFAULT 0;";
 
+/* v13: stage 4's count, per call site, of its device operations on managed memory and of the
+ * host's page faults in managed memory that followed them (analysis/managed.c prices them). */
+static const char step_v13[] =
+	"CREATE TABLE managed_faults(run INTEGER NOT NULL, stack INTEGER NOT NULL,"
+	"  ops INTEGER NOT NULL, faults INTEGER NOT NULL, PRIMARY KEY (run, stack)) WITHOUT ROWID;";
+
 const char *const ffm_store_migrations[FFM_STORE_SCHEMA_VERSION] = {
 	step_v1,
 	step_v2,
@@ -308,4 +314,5 @@ const char *const ffm_store_migrations[FFM_STORE_SCHEMA_VERSION] = {
 	step_v10,
 	step_v11,
 	step_v12,
+	step_v13,
 };

@@ -176,6 +176,8 @@ TEST(create_and_reopen)
 	"DELETE FROM sync_use_flags WHERE bit = 4;"
 
 /* What v8 added: the events' probe_ns column, in both views that show it. */
+/* What v13 added: stage 4's managed-memory fault counts. */
+#define DROP_V13 "DROP TABLE managed_faults;"
 /* What v12 added: the driver's node model. */
 #define DROP_V12                                                                                   \
 	"ALTER TABLE drivers DROP COLUMN node_model; ALTER TABLE threads DROP COLUMN waits;"        \
@@ -236,7 +238,7 @@ TEST(migrate_from_v3)
 	put_events(s, run, 50, 7000);
 	ASSERT_OK(ffm_store__flush(s));
 	s = ffm_store__free(s);
-	sql(path, "BEGIN;" DROP_V12 DROP_V11 DROP_V10 DROP_V9 DROP_V8 DROP_V7 DROP_V6 DROP_V5 DROP_V4 "UPDATE meta SET value = '3' WHERE name = 'schema_version';"
+	sql(path, "BEGIN;" DROP_V13 DROP_V12 DROP_V11 DROP_V10 DROP_V9 DROP_V8 DROP_V7 DROP_V6 DROP_V5 DROP_V4 "UPDATE meta SET value = '3' WHERE name = 'schema_version';"
 		  "PRAGMA user_version = 3; COMMIT;");
 	ASSERT_OK(ffm_store__open(path, &ropts, &s));
 	ASSERT_EQ(ffm_store__schema_version(s), 3);
@@ -273,7 +275,7 @@ TEST(migrate_from_v6_watched_bytes)
 	}
 	ASSERT_OK(ffm_store__flush(s));
 	s = ffm_store__free(s);
-	sql(path, "BEGIN;" DROP_V12 DROP_V11 DROP_V10 DROP_V9 DROP_V8 DROP_V7 "UPDATE meta SET value = '6' WHERE name = 'schema_version';"
+	sql(path, "BEGIN;" DROP_V13 DROP_V12 DROP_V11 DROP_V10 DROP_V9 DROP_V8 DROP_V7 "UPDATE meta SET value = '6' WHERE name = 'schema_version';"
 		  "PRAGMA user_version = 6; COMMIT;");
 	ASSERT_OK(ffm_store__open(path, &wopts, &s));
 	ASSERT_EQ(ffm_store__schema_version(s), FFM_STORE_SCHEMA_VERSION);
@@ -319,7 +321,7 @@ TEST(probe_ns_and_v7_files)
 	s = ffm_store__free(s);
 	ASSERT_EQ(sql_int(path, "SELECT sum(probe_ns = 1500) FROM calls"), 1);
 
-	sql(path, "BEGIN;" DROP_V12 DROP_V11 DROP_V10 DROP_V9 DROP_V8 "UPDATE meta SET value = '7' WHERE name = 'schema_version';"
+	sql(path, "BEGIN;" DROP_V13 DROP_V12 DROP_V11 DROP_V10 DROP_V9 DROP_V8 "UPDATE meta SET value = '7' WHERE name = 'schema_version';"
 		  "PRAGMA user_version = 7; COMMIT;");
 	ASSERT_OK(ffm_store__open(path, &ropts, &s));
 	ASSERT_EQ(ffm_store__schema_version(s), 7);
@@ -445,7 +447,7 @@ TEST(migrate_from_v1)
 	put_events(s, run, 100, 5000);
 	ASSERT_OK(ffm_store__flush(s));
 	s = ffm_store__free(s);
-	sql(path, "BEGIN;" DROP_V12 DROP_V11 DROP_V10 DROP_V9 DROP_V8 DROP_V7 DROP_V6 DROP_V5 DROP_V4 "DROP TABLE xfer_hashes; DROP TABLE sync_uses;"
+	sql(path, "BEGIN;" DROP_V13 DROP_V12 DROP_V11 DROP_V10 DROP_V9 DROP_V8 DROP_V7 DROP_V6 DROP_V5 DROP_V4 "DROP TABLE xfer_hashes; DROP TABLE sync_uses;"
 		  "UPDATE meta SET value = '1' WHERE name = 'schema_version';"
 		  "PRAGMA user_version = 1; COMMIT;");
 
@@ -658,6 +660,16 @@ static int thread_waits_cb(uint32_t tgid, uint32_t tid, uint64_t waits, uint64_t
 	return 0;
 }
 
+/* Managed-fault counts by stack: got[stack % 2] = { ops, faults }. */
+static int managed_faults_cb(int64_t stack, uint64_t ops, uint64_t faults, void *ctx)
+{
+	uint64_t (*got)[2] = ctx;
+
+	got[stack % 2][0] = ops;
+	got[stack % 2][1] = faults;
+	return 0;
+}
+
 TEST(ingest_flush_query_roundtrip)
 {
 	char *d = mktmp(), path[256];
@@ -719,6 +731,10 @@ TEST(ingest_flush_query_roundtrip)
 	ASSERT_OK(ffm_store__add_thread_waits(s, run, 10, 11, 2, 1)); /* adds up */
 	ASSERT_OK(ffm_store__add_thread_waits(s, run, 10, 12, 4, 0)); /* a thread not put yet */
 	ASSERT_EQ(ffm_store__add_thread_waits(s, run, 10, 11, 1, 2), -EINVAL);
+	ASSERT_OK(ffm_store__add_managed_faults(s, run, 4, 10, 5120));
+	ASSERT_OK(ffm_store__add_managed_faults(s, run, 4, 2, 1024)); /* adds up */
+	ASSERT_OK(ffm_store__add_managed_faults(s, run, 5, 3, 0));
+	ASSERT_EQ(ffm_store__add_managed_faults(s, run, 5, UINT64_MAX, 0), -EINVAL);
 	ASSERT_EQ(ffm_store__put_stack(s, 0xabcdef0123456789ull, fr, 2, &stack), 1);
 	ASSERT_EQ(ffm_store__put_stack(s, 0xabcdef0123456789ull, fr, 2, &stack2), 0);
 	ASSERT_EQ(stack, stack2);
@@ -735,6 +751,15 @@ TEST(ingest_flush_query_roundtrip)
 		ASSERT_EQ(got[1][0], 12);
 		ASSERT_EQ(got[1][1], 4);
 		ASSERT_EQ(got[1][2], 0);
+	}
+	{
+		uint64_t got[2][2] = { 0 };
+
+		ASSERT_OK(ffm_store__for_each_managed_faults(s, run, managed_faults_cb, got));
+		ASSERT_EQ(got[0][0], 12); /* stack 4: 12 operations, 6144 faults; 5: 3, 0 */
+		ASSERT_EQ(got[0][1], 6144);
+		ASSERT_EQ(got[1][0], 3);
+		ASSERT_EQ(got[1][1], 0);
 	}
 
 	/* 25 events with batches of 10: a concurrent reader sees whole batches only */
