@@ -36,6 +36,11 @@ static int run_passes(struct ffm_analysis *a)
 					   .run = a->res.run_timeline, .site_of = &a->site_of,
 					   .sites = a->res.sites, .n_sites = a->res.n_sites },
 					   &a->tl, &a->res.q);
+		err = err ? err : an_managed(&(struct an_managed_in){ .s = a->s,
+					     .run = a->res.run_timeline,
+					     .run_faults = a->res.run_first_use, .tl = &a->tl,
+					     .site_of = &a->site_of, .sites = a->res.sites,
+					     .deleted = &a->tl.deleted }, &a->res.q);
 		an_phase(a, "modelling");
 		err = err ? err : an_build_graph(&a->tl, &a->g);
 		err = err ? err : an_run_model(&(struct an_model_in){ .g = a->g, .tl = &a->tl,

@@ -428,6 +428,35 @@ const struct an_reuse_set *an_reuse_find_next(const struct an_reuse_find *f, siz
 struct ffm_price;
 /* Rule (c) over one set at its recorded times; @managed: its buffers are managed memory. */
 int an_reuse_price(const struct an_reuse_set *s, bool managed, struct ffm_price *p);
+
+struct ffm_node_model;
+/* The node model stored with @run's driver; false when there is none. */
+bool an_load_node_model(struct ffm_store *s, int64_t run, struct ffm_node_model *nm);
+
+/* A managed memset's fix (managed.c), after an_price: per occurrence of a memset of managed
+ * memory whose pages the host touched after it (stage 4's count), the work its fix deletes into
+ * *deleted and its faults into the event's removed_ns; the occurrence becomes an unnecessary
+ * sync. */
+struct an_managed_in {
+	struct ffm_store *s;
+	int64_t run;			  /* the timeline run: its driver's model */
+	int64_t run_faults;		  /* the stage-4 run that counted the faults; 0: none */
+	struct an_timeline *tl;		  /* its events' problems and removed_ns change */
+	const struct oatab *site_of;	  /* stack id -> site */
+	const struct ffm_an_site *sites; /* res.sites */
+	struct oatab *deleted;		  /* event index -> ns (tl->deleted) */
+};
+/* One call site as the rule sees it: its stage-2 totals and stage 4's counts. */
+struct an_managed_site {
+	uint32_t kind;		/* enum ffm_event_kind */
+	uint64_t calls, bytes;	/* stage 2: its calls and their bytes */
+	uint64_t ops, faults;	/* stage 4: its operations on managed memory, the faults after */
+};
+struct ffm_price_call;
+/* Whether occurrence @e of site @x is the pattern; its call to price (rule (a)) into *out. */
+bool an_managed_rule(const struct an_managed_site *x, const struct ffm_event *e,
+		     struct ffm_price_call *out);
+int an_managed(const struct an_managed_in *in, struct ffm_an_quality *q);
 int an_build_graph(const struct an_timeline *tl, struct ffm_graph **g);
 
 /* Run the model (model.c): each problem node's benefit; per site its problem counts and point

@@ -23,14 +23,13 @@
 #include "analysis/analysis_int.h"
 #include "stages/ffm_price.h"
 
-/* The node model stored with the timeline run's driver; false when there is none. */
-static bool load_model(const struct an_price_in *in, struct ffm_node_model *nm)
+bool an_load_node_model(struct ffm_store *s, int64_t run, struct ffm_node_model *nm)
 {
 	char *txt = NULL;
 	json_t *j;
 	bool ok;
 
-	if (ffm_store__run_node_model(in->s, in->run, &txt))
+	if (ffm_store__run_node_model(s, run, &txt))
 		return false;
 	j = json_loads(txt, 0, NULL);
 	free(txt);
@@ -121,7 +120,7 @@ static int64_t price_event(const struct an_price_in *in, const struct ffm_node_m
 int an_price(const struct an_price_in *in, struct oatab *deleted, struct ffm_an_quality *q)
 {
 	struct ffm_node_model nm;
-	bool have = load_model(in, &nm);
+	bool have = an_load_node_model(in->s, in->run, &nm);
 	struct oatab blocking = OATAB_U32_INIT;
 	int err;
 

@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Pass "a managed memset's fix" (analysis/analysis.c runs it right after analysis/price.c): a
+ * memset of managed memory that waits (the driver's memsets of managed memory are synchronous),
+ * whose pages the host touches after it, every time. Stage 4 counts, per call site, its device
+ * operations on managed memory and the host's page faults in managed memory that followed them
+ * (store v13, managed_faults; daemon/memtrace.c). The fix (a host memset, or device memory)
+ * deletes the whole call: its wait, the migration of the pages to the GPU and the host's faults
+ * that bring them back. It is priced by rule (a) of stages/ffm_price.h (ffm_price__delete): the
+ * call's own time, the migration of its bytes from the node model, the counted faults per call
+ * at the model's cost of a page moved to the host.
+ *
+ * What the model (stages/model.c) gets, per occurrence, so that nothing is counted twice:
+ *  - its wait stays the model's: the CPU work after it overlaps the GPU once the call is gone,
+ *    at most the wait (the wait holds the migration and the memset's GPU time too);
+ *  - deleted (tl.deleted): the own time and the migration: work gone whichever side bounds;
+ *  - the faults are CPU time in the stretch after the call, which the model already counts as
+ *    work that overlaps: they join the event's removed_ns (CPU time the fix deletes with the
+ *    wait), which raises the cap (wait + removed) by them.
+ * An occurrence whose verdict said the wait was required or misplaced (the host uses what the
+ * memset wrote) becomes an unnecessary sync: with the host writing the pages, nothing waits.
+ * Without a node model the call is priced by its recorded own time only (data quality
+ * `unpriced_calls`). Without a stage-4 count nothing changes: the wait is priced as before.
+ */
+#include <errno.h>
+#include <jansson.h>
+
+#include "analysis/analysis_int.h"
+#include "stages/ffm_price.h"
+
+bool an_managed_rule(const struct an_managed_site *x, const struct ffm_event *e,
+		     struct ffm_price_call *out)
+{
+	if (x->kind != FFM_EV_MEMSET || !x->calls || !x->bytes || !x->ops || !x->faults)
+		return false;
+	if (!(e->flags & FFM_EVENT_SYNC) || !e->wait_ns || (e->flags & FFM_EVENT_SPLIT))
+		return false;
+	if (e->problem != FFM_PROBLEM_NONE && e->problem != FFM_PROBLEM_UNNECESSARY_SYNC &&
+	    e->problem != FFM_PROBLEM_MISPLACED_SYNC)
+		return false;
+	*out = (struct ffm_price_call){
+		.kind = FFM_PRICE_MEMSET, .mem = FFM_MEM_MANAGED, .calls = 1,
+		.bytes = (x->bytes + x->calls / 2) / x->calls,
+		/* its own time outside the wait: the wait is the model's (see the top) */
+		.call_ns = (double)an_own_ns(e->dur_ns, e->wait_ns), .wait_ns = 0,
+		/* the faults followed this site's operations: the host touched the pages last
+		 * when the site sets them again, and touches them after */
+		.host_touched_before = true, .host_touches_after = true,
+		.host_faults = (int64_t)((x->faults + x->ops / 2) / x->ops),
+	};
+	if (!out->bytes)
+		out->bytes = 1;
+	return true;
+}
+
+/* What one occurrence's fix deletes (deleted, into the model) and the faults it removes. */
+static int price_one(const struct ffm_node_model *nm, const struct ffm_price_call *c,
+		     uint64_t *deleted, uint64_t *removed)
+{
+	struct ffm_price p;
+
+	if (!nm || ffm_price__delete(nm, c, &p)) {
+		*deleted = c->call_ns > 0 ? (uint64_t)c->call_ns : 0;
+		*removed = 0;
+		return -ENODATA;
+	}
+	*deleted = (uint64_t)(p.own_ns + p.migrate_ns);
+	*removed = (uint64_t)p.fault_ns;
+	return 0;
+}
+
+struct faults_ctx {
+	struct oatab *of; /* stack -> index in rows */
+	struct an_managed_site *rows;
+	size_t n, cap;
+};
+
+static int note_faults(int64_t stack, uint64_t ops, uint64_t faults, void *arg)
+{
+	struct faults_ctx *c = arg;
+
+	if (!ops || !faults)
+		return 0;
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 16;
+		struct an_managed_site *r = realloc(c->rows, cap * sizeof(*r));
+
+		if (!r)
+			return -ENOMEM;
+		c->rows = r;
+		c->cap = cap;
+	}
+	c->rows[c->n] = (struct an_managed_site){ .ops = ops, .faults = faults };
+	return oatab_put_u32(c->of, (uint64_t)stack, (uint32_t)c->n++) ? -ENOMEM : 0;
+}
+
+/* Apply the rule to event @i of the timeline (its site's stage-4 row @r). */
+static int apply_one(const struct an_managed_in *in, const struct ffm_node_model *nm,
+		     struct an_managed_site *r, size_t i, struct ffm_an_quality *q)
+{
+	struct ffm_event *e = &in->tl->ev[i];
+	uint32_t si = oatab_get_u32(in->site_of, e->stack_id);
+	struct ffm_price_call c;
+	uint64_t del, rem;
+	int err;
+
+	if (si == UINT32_MAX)
+		return 0;
+	r->kind = in->sites[si].kind;
+	r->calls = in->sites[si].count;
+	r->bytes = in->sites[si].bytes;
+	if (!an_managed_rule(r, e, &c))
+		return 0;
+	err = price_one(nm, &c, &del, &rem);
+	if (err)
+		q->unpriced_calls++;
+	else
+		q->priced_calls++;
+	q->priced_deleted_ns += del + rem;
+	if (e->problem != FFM_PROBLEM_UNNECESSARY_SYNC) {
+		/* first_use_ns shares its word with gpu_idle_ns: not known for this one */
+		e->problem = FFM_PROBLEM_UNNECESSARY_SYNC;
+		e->first_use_ns = 0;
+		e->flags &= (uint8_t)~FFM_EVENT_GPU_IDLE;
+	}
+	e->removed_ns += rem;
+	if (del >= UINT32_MAX)
+		del = UINT32_MAX - 1;
+	return oatab_put_u32(in->deleted, i, (uint32_t)del) ? -ENOMEM : 0;
+}
+
+int an_managed(const struct an_managed_in *in, struct ffm_an_quality *q)
+{
+	struct oatab of = OATAB_U32_INIT;
+	struct faults_ctx c = { .of = &of };
+	struct ffm_node_model nm;
+	bool have = false;
+	int err = 0;
+
+	if (in->run_faults)
+		err = ffm_store__for_each_managed_faults(in->s, in->run_faults, note_faults, &c);
+	if (!err && c.n)
+		have = an_load_node_model(in->s, in->run, &nm);
+	for (size_t i = 0; !err && c.n && i < in->tl->n_ev; i++) {
+		uint32_t k = oatab_get_u32(&of, in->tl->ev[i].stack_id);
+
+		if (k != UINT32_MAX)
+			err = apply_one(in, have ? &nm : NULL, &c.rows[k], i, q);
+	}
+	oatab_free(&of);
+	free(c.rows);
+	return err < 0 ? err : 0;
+}
