@@ -1365,6 +1365,40 @@ int watch_hit(struct bpf_perf_event_data *ctx)
 }
 
 /*
+ * Stage 4: the page faults of the threads user space samples them on (ffm_collector__faults: a
+ * software event of period 1 per thread, opened only in a process that allocated managed
+ * memory). A fault inside the driver is its own (it fills or moves pages): not reported. User
+ * space keeps the faults in managed ranges and gives each to the device operation before it.
+ */
+SEC("perf_event")
+int fault_hit(struct bpf_perf_event_data *ctx)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u64 id = bpf_get_current_pid_tgid();
+	struct pt_regs *regs = (struct pt_regs *)&ctx->regs;
+	__u32 job;
+	struct ffm_job_cfg *jc = job_with(id >> 32, FFM_JOB_MEMTRACE, &job);
+	struct ffm_rec_fault *r;
+	struct thr *t;
+
+	if (!jc)
+		return 0;
+	t = thread_state(false);
+	if (t && (t->call_depth || t->wait_depth))
+		return 0;
+	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+	if (!r) {
+		count_drop(job, FFM_REC_DROP_RINGBUF);
+		return 0;
+	}
+	fill_hdr(&r->hdr, FFM_REC_FAULT, id, job, now);
+	r->ip = PT_REGS_IP(regs);
+	r->addr = ctx->addr;
+	bpf_ringbuf_submit(r, rb_flags());
+	return 0;
+}
+
+/*
  * The watchpoints' timing offset (ffm_collector__use_latency): a first use is timed from the
  * sync's return probe to the watchpoint's program, and both sides cost time the application
  * does not spend: the return path after the probe's program and the trap before the watch's

@@ -18,7 +18,7 @@
 #include <linux/types.h>
 #endif
 
-#define FFM_ABI_VERSION 18
+#define FFM_ABI_VERSION 19
 
 #define FFM_MAX_JOBS 64           /* job slots active at once */
 #define FFM_MAX_PROCS 16384       /* tracked processes */
@@ -45,6 +45,7 @@ enum ffm_rec_type {
 	FFM_REC_SAMPLE = 12,  /* stage 2: a CPU sample of a Python thread (struct ffm_rec_sample) */
 	FFM_REC_PYCODE = 13,  /* a code object a new stack's Python frames run (struct ffm_rec_pycode) */
 	FFM_REC_FUNC = 14,    /* a kernel's handle and name at its getter's return (ffm_rec_func) */
+	FFM_REC_FAULT = 15,   /* stage 4: a page fault of a thread that samples them (ffm_rec_fault) */
 };
 
 /* The probe classes; the attach cookie carries one (see FFM_COOKIE). */
@@ -460,6 +461,16 @@ struct ffm_rec_hit {
 	 * (the call site's stack words, stage 3's hash of a destination) trap too when they touch
 	 * a watched word, so the first use is timed from here. */
 	__u64 sync_done_ns;
+};
+
+/* FFM_REC_FAULT (stage 4): a user page fault of a thread whose page faults user space samples
+ * (a perf software event, PERF_COUNT_SW_PAGE_FAULTS, period 1: opened only on the driver-calling
+ * threads of a process that allocated managed memory), outside the driver's calls. addr: the
+ * faulting address; ip: the faulting instruction. User space keeps those in managed memory. */
+struct ffm_rec_fault {
+	struct ffm_rec_hdr hdr;
+	__u64 ip;
+	__u64 addr;
 };
 
 /* FFM_REC_MAP: a tracked process is mapping (at mmap's entry, before the mapping exists) an

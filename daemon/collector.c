@@ -33,6 +33,7 @@ _Static_assert(sizeof(struct ffm_slots) == 8 + 4 * FFM_LEARNED_SLOTS, "ffm_slots
 _Static_assert(sizeof(struct ffm_rec_xfer) == 32 + 48, "ffm_rec_xfer layout");
 _Static_assert(sizeof(struct ffm_rec_range) == 32 + 40, "ffm_rec_range layout");
 _Static_assert(sizeof(struct ffm_rec_hit) == 32 + 32, "ffm_rec_hit layout");
+_Static_assert(sizeof(struct ffm_rec_fault) == 32 + 16, "ffm_rec_fault layout");
 _Static_assert(sizeof(struct ffm_rec_map) == 32 + 24, "ffm_rec_map layout");
 _Static_assert(sizeof(struct ffm_py_layout) == 80, "ffm_py_layout layout");
 _Static_assert(sizeof(struct ffm_rec_pycode) == 32 + 32 + FFM_PY_FILE_BYTES + FFM_PY_QUAL_BYTES +
@@ -186,6 +187,7 @@ static void configure_progs(struct ffm_collector *c)
 		bpf_program__set_autoload(c->skel->progs.api_entry_h, false);
 		bpf_program__set_autoload(c->skel->progs.api_exit_h, false);
 		bpf_program__set_autoload(c->skel->progs.watch_hit, false);
+		bpf_program__set_autoload(c->skel->progs.fault_hit, false);
 		bpf_program__set_autoload(c->skel->progs.calib_hit, false);
 	}
 }
@@ -1112,6 +1114,19 @@ int ffm_collector__watch(struct ffm_collector *c, pid_t tid, uint64_t addr, stru
 		return -EOPNOTSUPP;
 	bp_attr(&a, addr);
 	return perf_attach(&a, tid, c->skel->progs.watch_hit, ret);
+}
+
+int ffm_collector__faults(struct ffm_collector *c, pid_t tid, struct ffm_watch **ret)
+{
+	struct perf_event_attr a = {
+		.size = sizeof(a), .type = PERF_TYPE_SOFTWARE, .config = PERF_COUNT_SW_PAGE_FAULTS,
+		.sample_period = 1, .sample_type = PERF_SAMPLE_ADDR, .exclude_kernel = 1,
+	};
+
+	*ret = NULL;
+	if (!c->memtrace)
+		return -EOPNOTSUPP;
+	return perf_attach(&a, tid, c->skel->progs.fault_hit, ret);
 }
 
 int ffm_collector__sample(struct ffm_collector *c, pid_t tid, unsigned hz, struct ffm_watch **ret)

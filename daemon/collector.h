@@ -221,6 +221,9 @@ struct ffm_watch;
 /* Whether the loaded programs include the stage 3-4 ones (hashing twins, watch_hit). */
 bool ffm_collector__has_memtrace(const struct ffm_collector *c);
 int ffm_collector__watch(struct ffm_collector *c, pid_t tid, uint64_t addr, struct ffm_watch **ret);
+/* Stage 4: thread @tid's page faults, each one a FFM_REC_FAULT (see bpf/ffm.bpf.c, fault_hit);
+ * -EOPNOTSUPP without the stage 3-4 programs. */
+int ffm_collector__faults(struct ffm_collector *c, pid_t tid, struct ffm_watch **ret);
 /*
  * What timing a first use costs on this machine: the median, over FFM_USE_LATENCY_ROUNDS, of
  * the time from a return probe's program to the program of a watchpoint hit by the first read

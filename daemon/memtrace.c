@@ -61,6 +61,21 @@ struct thread {
 	struct pend_sync ps;
 	struct xcall ring[XFER_RING];
 	uint32_t ring_next;
+	/* stage 4: its page faults sampled (its process allocated managed memory), and the
+	 * stack of its last probed call, which its next faults in managed memory follow */
+	struct ffm_watch *fw;
+	int64_t last_stack;
+};
+
+/* A managed allocation of a process (stage 4: the faults in it are counted). */
+struct mrange {
+	uint64_t lo, hi;
+};
+
+/* Per call site (stage 4): its device operations on managed memory, the faults after them. */
+struct mfault {
+	int64_t stack;
+	uint64_t ops, faults;
 };
 
 struct proc {
@@ -72,6 +87,8 @@ struct proc {
 	uint64_t slot_addr[FFM_MEMTRACE_WATCHES];  /* watched word per slot, 0 = unused */
 	int slot_range[FFM_MEMTRACE_WATCHES];      /* index into r, -1 */
 	uint8_t slot_role[FFM_MEMTRACE_WATCHES];   /* enum role */
+	struct mrange *mr;
+	size_t nmr, capmr;
 };
 
 /* u64 key -> two values, open addressing, grows at 1/2 load; key 0 marks an empty slot.
@@ -94,7 +111,9 @@ struct ffm_memtrace {
 	struct frame_ent *frames;
 	size_t nframes, capframes;
 	struct ffm_memtrace_stats st;
-	bool warned_watch;
+	bool warned_watch, warned_faults;
+	struct mfault *mf;
+	size_t nmf, capmf;
 };
 
 uint32_t ffm_memtrace_job_flags(uint32_t probes)
@@ -177,6 +196,132 @@ static void apply_slot(struct ffm_memtrace *m, struct proc *p, struct thread *t,
 	}
 }
 
+/* ---- stage 4: the host's page faults in managed memory ---------------------------------------
+ *
+ * In a process that allocated managed memory, each thread that calls the driver has its page
+ * faults sampled (ffm_collector__faults). A fault in a managed range follows the thread's last
+ * probed call: when that call wrote managed memory (a memset or a copy into it), the host is
+ * bringing back pages the device operation took. Per call site, the operations on managed
+ * memory and the faults that followed its calls go to the store (managed_faults) at the end.
+ * Launches are not probed in stage 4: a kernel that uses the pages between the call and the
+ * faults leaves them to the call (docs/STAGES.md).
+ */
+
+static bool counting_faults(const struct ffm_memtrace *m)
+{
+	return m->o.stage == FFM_STAGE_SYNC_USE && watching(m);
+}
+
+static void sample_faults(struct ffm_memtrace *m, struct proc *p, struct thread *t)
+{
+	int err;
+
+	if (!p->nmr || t->fw || t->gone || !counting_faults(m))
+		return;
+	err = ffm_collector__faults(m->o.collector, t->tid, &t->fw);
+	if (err == -ESRCH)
+		t->gone = true;
+	else if (err && !m->warned_faults) {
+		log_warn("cannot sample the page faults of thread %u: %s; managed memory's faults are not counted",
+			 t->tid, strerror(-err));
+		m->warned_faults = true;
+	}
+}
+
+static bool in_managed(const struct proc *p, uint64_t a)
+{
+	for (size_t i = 0; i < p->nmr; i++)
+		if (a >= p->mr[i].lo && a < p->mr[i].hi)
+			return true;
+	return false;
+}
+
+static int managed_add(struct ffm_memtrace *m, struct proc *p, uint64_t lo, uint64_t bytes)
+{
+	if (!counting_faults(m) || lo + bytes < lo)
+		return 0;
+	if (FFM_GROW(p->mr, p->capmr, p->nmr + 1) < 0)
+		return -ENOMEM;
+	p->mr[p->nmr++] = (struct mrange){ lo, lo + bytes };
+	for (size_t i = 0; i < p->nt; i++)
+		sample_faults(m, p, &p->t[i]);
+	return 0;
+}
+
+static void managed_drop(struct proc *p, uint64_t lo)
+{
+	for (size_t i = 0; i < p->nmr;) {
+		if (p->mr[i].lo == lo)
+			p->mr[i] = p->mr[--p->nmr];
+		else
+			i++;
+	}
+}
+
+static struct mfault *mfault_of(struct ffm_memtrace *m, int64_t stack)
+{
+	for (size_t i = 0; i < m->nmf; i++)
+		if (m->mf[i].stack == stack)
+			return &m->mf[i];
+	if (FFM_GROW(m->mf, m->capmf, m->nmf + 1) < 0)
+		return NULL;
+	m->mf[m->nmf] = (struct mfault){ .stack = stack };
+	return &m->mf[m->nmf++];
+}
+
+/* A probed call of thread t: the stack its next faults follow; an operation on managed memory. */
+static int managed_call(struct ffm_memtrace *m, struct proc *p, struct thread *t,
+			const struct ffm_rec_call *c, const struct ffm_memtrace_call *info)
+{
+	struct mfault *f;
+
+	if (!p->nmr)
+		return 0;
+	t->last_stack = info->stack;
+	if ((info->kind != FFM_KIND_MEMSET && info->kind != FFM_KIND_MEMCPY) || c->ret ||
+	    !info->stack || !in_managed(p, c->dst))
+		return 0;
+	f = mfault_of(m, info->stack);
+	if (!f)
+		return -ENOMEM;
+	f->ops++;
+	return 0;
+}
+
+int ffm_memtrace__on_fault(struct ffm_memtrace *m, const struct ffm_rec_fault *f)
+{
+	struct proc *p = proc_get(m, f->hdr.tgid, false);
+	struct mfault *mf;
+
+	if (!p || !in_managed(p, f->addr))
+		return 0;
+	for (size_t i = 0; i < p->nt; i++) {
+		if (p->t[i].tid != f->hdr.tid || !p->t[i].last_stack)
+			continue;
+		mf = mfault_of(m, p->t[i].last_stack);
+		if (!mf)
+			return -ENOMEM;
+		mf->faults++;
+		m->st.managed_faults++;
+		break;
+	}
+	return 0;
+}
+
+/* The counts into the store: once, at the run's end. */
+static int managed_store(struct ffm_memtrace *m)
+{
+	for (size_t i = 0; i < m->nmf; i++) {
+		int err = ffm_store__add_managed_faults(m->o.store, m->o.run, m->mf[i].stack,
+							m->mf[i].ops, m->mf[i].faults);
+
+		if (err < 0)
+			return err;
+	}
+	m->nmf = 0;
+	return 0;
+}
+
 static struct thread *thread_get(struct ffm_memtrace *m, struct proc *p, uint32_t tid)
 {
 	struct thread *t;
@@ -194,6 +339,7 @@ static struct thread *thread_get(struct ffm_memtrace *m, struct proc *p, uint32_
 		for (int s = 0; s < FFM_MEMTRACE_WATCHES; s++)
 			if (p->slot_addr[s])
 				apply_slot(m, p, t, s);
+	sample_faults(m, p, t);
 	return t;
 }
 
@@ -589,6 +735,9 @@ int ffm_memtrace__on_call(struct ffm_memtrace *m, const struct ffm_rec_call *c,
 
 	if (!t)
 		return -ENOMEM;
+	err = managed_call(m, p, t, c, info);
+	if (err < 0)
+		return err;
 	if (info->kind == FFM_KIND_MEMCPY) {
 		struct xcall *x = &t->ring[t->ring_next++ % XFER_RING];
 
@@ -606,7 +755,11 @@ int ffm_memtrace__on_call(struct ffm_memtrace *m, const struct ffm_rec_call *c,
 		}
 	} else if (c->ret == 0 && !strcmp(name, "cuMemAllocManaged") && c->dst && c->bytes) {
 		add_range(m, p, c->dst, c->bytes, c->hdr.ts_ns, info->stack);
+		err = managed_add(m, p, c->dst, c->bytes);
+		if (err < 0)
+			return err;
 	} else if (c->ret == 0 && info->kind == FFM_KIND_FREE && c->dst) {
+		managed_drop(p, c->dst);
 		/* Only a range that starts at the freed pointer: allocation sizes are not tracked,
 		 * so a destination inside a freed block stays protected (conservative). */
 		for (size_t i = 0; i < p->nr;) {
@@ -692,16 +845,20 @@ int ffm_memtrace__on_hit(struct ffm_memtrace *m, const struct ffm_rec_hit *h, in
 
 static void proc_release(struct proc *p)
 {
-	for (size_t i = 0; i < p->nt; i++)
+	for (size_t i = 0; i < p->nt; i++) {
 		for (int s = 0; s < FFM_MEMTRACE_WATCHES; s++)
 			p->t[i].w[s] = ffm_watch__free(p->t[i].w[s]);
+		p->t[i].fw = ffm_watch__free(p->t[i].fw);
+	}
 	for (size_t i = 0; i < p->nr; i++)
 		free(p->r[i].seen);
 	free(p->t);
 	free(p->r);
+	free(p->mr);
 	p->t = NULL;
 	p->r = NULL;
-	p->nt = p->nr = p->capt = p->capr = 0;
+	p->mr = NULL;
+	p->nt = p->nr = p->capt = p->capr = p->nmr = p->capmr = 0;
 }
 
 /* A process's open windows closed (that of its last sync runs to its exit or the run's end),
@@ -870,6 +1027,7 @@ struct ffm_memtrace *ffm_memtrace__free(struct ffm_memtrace *m)
 	oatab_free(&m->dsts);
 	free(m->frames);
 	free(m->use_stacks);
+	free(m->mf);
 	free(m);
 	return NULL;
 }
@@ -905,6 +1063,8 @@ int ffm_memtrace__end(struct ffm_memtrace *m, int64_t ref_run, uint32_t *flags)
 			err = e;
 	}
 	m->np = 0;
+	if (!err)
+		err = managed_store(m);
 	if (err < 0)
 		return err;
 	if (m->st.syncs && (double)m->st.syncs_partial > FFM_MEMTRACE_PARTIAL_SHARE * (double)m->st.syncs)

@@ -49,6 +49,7 @@ struct ffm_memtrace_call {
 struct ffm_memtrace_stats {
 	uint64_t syncs, syncs_used, syncs_none, syncs_partial;
 	uint64_t xfers, xfers_failed, dup_same, dup_other, ranges;
+	uint64_t managed_faults; /* stage 4: the host's faults in managed memory after a call */
 	/* Taken off every first-use delay: the timing's own cost on this machine, measured
 	 * when the run began (ffm_collector__use_latency); 0 without watchpoints. */
 	uint64_t use_latency_ns;
@@ -66,6 +67,9 @@ int ffm_memtrace__on_wait(struct ffm_memtrace *m, const struct ffm_rec_wait *w, 
 int ffm_memtrace__on_range(struct ffm_memtrace *m, const struct ffm_rec_range *r, int64_t stack);
 int ffm_memtrace__on_xfer(struct ffm_memtrace *m, const struct ffm_rec_xfer *x);
 int ffm_memtrace__on_hit(struct ffm_memtrace *m, const struct ffm_rec_hit *h, int64_t stack);
+/* Stage 4: a page fault of a thread of a process with managed memory (counted per call site,
+ * see "the host's page faults in managed memory" in memtrace.c; stored at ffm_memtrace__end). */
+int ffm_memtrace__on_fault(struct ffm_memtrace *m, const struct ffm_rec_fault *f);
 int ffm_memtrace__on_exit(struct ffm_memtrace *m, uint32_t tgid);
 void ffm_memtrace__stats(const struct ffm_memtrace *m, struct ffm_memtrace_stats *out);
 /* Close every open window and release the watchpoints, then the run flags: FFM_RUN_PARTIAL

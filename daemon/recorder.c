@@ -751,6 +751,8 @@ static int on_memtrace(struct ffm_recorder *r, enum ffm_rec_store st, const void
 		ke = key_find(r, h->tgid, rr->stack_key, false);
 		return ffm_memtrace__on_range(r->o.memtrace, rr, ke ? ke->stack : 0);
 	}
+	if (st == FFM_STORE_FAULT)
+		return ffm_memtrace__on_fault(r->o.memtrace, rec);
 	const struct ffm_rec_hit *hit = rec;
 
 	return ffm_memtrace__on_hit(r->o.memtrace, hit, resolve_key(r, h->tgid, hit->stack_key, NULL));
@@ -846,7 +848,8 @@ static int dispatch(struct ffm_recorder *r, const void *rec, size_t size)
 	case FFM_STORE_PROC: return on_proc(r, rec);
 	case FFM_STORE_XFER:
 	case FFM_STORE_RANGE:
-	case FFM_STORE_HIT: return on_memtrace(r, k->store, rec);
+	case FFM_STORE_HIT:
+	case FFM_STORE_FAULT: return on_memtrace(r, k->store, rec);
 	case FFM_STORE_SAMPLE: return on_sample(r, rec);
 	case FFM_STORE_FUNC: return on_func(r, rec);
 	case FFM_STORE_PYCODE:

@@ -15,6 +15,7 @@ static const struct ffm_rec_kind KINDS[] = {
 	K(FFM_REC_XFER, ffm_rec_xfer, FFM_CORE_RUN, FFM_STORE_XFER),
 	K(FFM_REC_RANGE, ffm_rec_range, FFM_CORE_RUN, FFM_STORE_RANGE),
 	K(FFM_REC_HIT, ffm_rec_hit, FFM_CORE_RUN, FFM_STORE_HIT),
+	K(FFM_REC_FAULT, ffm_rec_fault, FFM_CORE_RUN, FFM_STORE_FAULT),
 	K(FFM_REC_MAP, ffm_rec_map, FFM_CORE_DRIVER, FFM_STORE_NONE),
 	K(FFM_REC_SAMPLE, ffm_rec_sample, FFM_CORE_RUN, FFM_STORE_SAMPLE),
 	K(FFM_REC_PYCODE, ffm_rec_pycode, FFM_CORE_RUN, FFM_STORE_PYCODE),

@@ -35,6 +35,7 @@ enum ffm_rec_store {
 	FFM_STORE_XFER,   /* memtrace: a transfer's hash */
 	FFM_STORE_RANGE,  /* memtrace: a DtoH copy's destination */
 	FFM_STORE_HIT,    /* memtrace: a watchpoint hit */
+	FFM_STORE_FAULT,  /* memtrace: a page fault in managed memory (stage 4) */
 	FFM_STORE_SAMPLE,
 	FFM_STORE_FUNC,
 	FFM_STORE_PYCODE,
