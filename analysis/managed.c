@@ -7,13 +7,17 @@
  * (store v13, managed_faults; daemon/memtrace.c). The fix (a host memset, or device memory)
  * deletes the whole call: its wait, the migration of the pages to the GPU and the host's faults
  * that bring them back. It is priced by rule (a) of stages/ffm_price.h (ffm_price__delete): the
- * call's own time, the migration of its bytes from the node model, the counted faults per call
- * at the model's cost of a page moved to the host.
+ * call's own time, the migration to the GPU of the pages the host brought back (its faults, at
+ * most the buffer) from the node model, the counted faults per call at the model's cost of a
+ * page moved to the host.
  *
  * What the model (stages/model.c) gets, per occurrence, so that nothing is counted twice:
- *  - its wait stays the model's: the CPU work after it overlaps the GPU once the call is gone,
- *    at most the wait (the wait holds the migration and the memset's GPU time too);
- *  - deleted (tl.deleted): the own time and the migration: work gone whichever side bounds;
+ *  - where its thread had other GPU work in flight (a kernel before it), its wait stays the
+ *    model's: the CPU work after it overlaps that work once the call is gone, at most the
+ *    wait; deleted (tl.deleted): its own time and the migration (modeled), gone whichever
+ *    side bounds;
+ *  - where nothing else of its thread was in flight, its wait was its own GPU work (the
+ *    migration and the set): deleted is the whole call, as recorded;
  *  - the faults are CPU time in the stretch after the call, which the model already counts as
  *    work that overlaps: they join the event's removed_ns (CPU time the fix deletes with the
  *    wait), which raises the cap (wait + removed) by them.
@@ -28,9 +32,11 @@
 #include "analysis/analysis_int.h"
 #include "stages/ffm_price.h"
 
-bool an_managed_rule(const struct an_managed_site *x, const struct ffm_event *e,
-		     struct ffm_price_call *out)
+bool an_managed_rule(const struct an_managed_site *x, const struct ffm_event *e, bool alone,
+		     uint64_t page_size, struct ffm_price_call *out)
 {
+	uint64_t faults;
+
 	if (x->kind != FFM_EV_MEMSET || !x->calls || !x->bytes || !x->ops || !x->faults)
 		return false;
 	if (!(e->flags & FFM_EVENT_SYNC) || !e->wait_ns || (e->flags & FFM_EVENT_SPLIT))
@@ -38,16 +44,24 @@ bool an_managed_rule(const struct an_managed_site *x, const struct ffm_event *e,
 	if (e->problem != FFM_PROBLEM_NONE && e->problem != FFM_PROBLEM_UNNECESSARY_SYNC &&
 	    e->problem != FFM_PROBLEM_MISPLACED_SYNC)
 		return false;
+	faults = (x->faults + x->ops / 2) / x->ops;
 	*out = (struct ffm_price_call){
 		.kind = FFM_PRICE_MEMSET, .mem = FFM_MEM_MANAGED, .calls = 1,
 		.bytes = (x->bytes + x->calls / 2) / x->calls,
-		/* its own time outside the wait: the wait is the model's (see the top) */
-		.call_ns = (double)an_own_ns(e->dur_ns, e->wait_ns), .wait_ns = 0,
+		/* alone: the whole call, its wait included, is its own work; else its own time
+		 * outside the wait, the wait being the model's (see the top) */
+		.call_ns = (double)(alone ? e->dur_ns : an_own_ns(e->dur_ns, e->wait_ns)),
+		.wait_ns = alone ? (double)e->wait_ns : 0,
 		/* the faults followed this site's operations: the host touched the pages last
 		 * when the site sets them again, and touches them after */
-		.host_touched_before = true, .host_touches_after = true,
-		.host_faults = (int64_t)((x->faults + x->ops / 2) / x->ops),
+		.host_touched_before = faults > 0, .host_touches_after = true,
+		.host_faults = (int64_t)faults,
 	};
+	/* What migrates to the GPU at a call is what the host brought back since the previous
+	 * one: its faults' pages, at most the buffer (a host that reads one page of it leaves
+	 * the rest on the GPU). */
+	if (page_size && faults && faults < (out->bytes + page_size - 1) / page_size)
+		out->bytes = faults * page_size;
 	if (!out->bytes)
 		out->bytes = 1;
 	return true;
@@ -94,9 +108,10 @@ static int note_faults(int64_t stack, uint64_t ops, uint64_t faults, void *arg)
 	return oatab_put_u32(c->of, (uint64_t)stack, (uint32_t)c->n++) ? -ENOMEM : 0;
 }
 
-/* Apply the rule to event @i of the timeline (its site's stage-4 row @r). */
+/* Apply the rule to event @i of the timeline (its site's stage-4 row @r); @alone: nothing else
+ * of its thread was in flight on the GPU when it was called. */
 static int apply_one(const struct an_managed_in *in, const struct ffm_node_model *nm,
-		     struct an_managed_site *r, size_t i, struct ffm_an_quality *q)
+		     struct an_managed_site *r, size_t i, bool alone, struct ffm_an_quality *q)
 {
 	struct ffm_event *e = &in->tl->ev[i];
 	uint32_t si = oatab_get_u32(in->site_of, e->stack_id);
@@ -109,7 +124,7 @@ static int apply_one(const struct an_managed_in *in, const struct ffm_node_model
 	r->kind = in->sites[si].kind;
 	r->calls = in->sites[si].count;
 	r->bytes = in->sites[si].bytes;
-	if (!an_managed_rule(r, e, &c))
+	if (!an_managed_rule(r, e, alone, nm ? nm->page_size : 0, &c))
 		return 0;
 	err = price_one(nm, &c, &del, &rem);
 	if (err)
@@ -129,9 +144,24 @@ static int apply_one(const struct an_managed_in *in, const struct ffm_node_model
 	return oatab_put_u32(in->deleted, i, (uint32_t)del) ? -ENOMEM : 0;
 }
 
+/* Whether event @e finds its thread's GPU work done (@busy: tid -> 1 while the thread has
+ * submitted since its last sync), and the thread's state after @e. */
+static int note_alone(struct oatab *busy, const struct ffm_event *e, bool *alone)
+{
+	bool submits = e->kind == FFM_CALL_LAUNCH || e->kind == FFM_CALL_TRANSFER ||
+		       e->kind == FFM_CALL_MEMSET;
+
+	*alone = oatab_get_u32(busy, e->tid) != 1;
+	if (e->flags & FFM_EVENT_SYNC)
+		return oatab_put_u32(busy, e->tid, 0) ? -ENOMEM : 0;
+	if (submits)
+		return oatab_put_u32(busy, e->tid, 1) ? -ENOMEM : 0;
+	return 0;
+}
+
 int an_managed(const struct an_managed_in *in, struct ffm_an_quality *q)
 {
-	struct oatab of = OATAB_U32_INIT;
+	struct oatab of = OATAB_U32_INIT, busy = OATAB_U32_INIT;
 	struct faults_ctx c = { .of = &of };
 	struct ffm_node_model nm;
 	bool have = false;
@@ -143,10 +173,13 @@ int an_managed(const struct an_managed_in *in, struct ffm_an_quality *q)
 		have = an_load_node_model(in->s, in->run, &nm);
 	for (size_t i = 0; !err && c.n && i < in->tl->n_ev; i++) {
 		uint32_t k = oatab_get_u32(&of, in->tl->ev[i].stack_id);
+		bool alone;
 
-		if (k != UINT32_MAX)
-			err = apply_one(in, have ? &nm : NULL, &c.rows[k], i, q);
+		err = note_alone(&busy, &in->tl->ev[i], &alone);
+		if (!err && k != UINT32_MAX)
+			err = apply_one(in, have ? &nm : NULL, &c.rows[k], i, alone, q);
 	}
+	oatab_free(&busy);
 	oatab_free(&of);
 	free(c.rows);
 	return err < 0 ? err : 0;

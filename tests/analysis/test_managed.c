@@ -64,7 +64,7 @@ TEST(managed_rule_detection_table)
 		e.problem = t[i].problem;
 		e.flags = t[i].flags;
 		e.wait_ns = t[i].wait_ns;
-		ASSERT_MSG(an_managed_rule(&t[i].x, &e, &c) == t[i].hit, "%s", t[i].name);
+		ASSERT_MSG(an_managed_rule(&t[i].x, &e, false, 4 * KiB, &c) == t[i].hit, "%s", t[i].name);
 	}
 }
 
@@ -79,7 +79,8 @@ static void planted(struct ffm_node_model *nm, double mig_us, double fault_us)
 }
 
 /* Each variant: the buffer, the pages the host reads back per call; what the fix deletes per
- * call is the own time, every page's migration and one fault per page read. */
+ * call is the own time, the migration of the pages the host read (the rest stays on the GPU)
+ * and one fault per page read. */
 TEST(managed_rule_prices_the_planted_costs)
 {
 	static const struct {
@@ -96,21 +97,27 @@ TEST(managed_rule_prices_the_planted_costs)
 	struct ffm_node_model nm;
 
 	planted(&nm, 2, 3);
-	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
-		struct an_managed_site x = { FFM_EV_MEMSET, t[i].calls, t[i].calls * t[i].bytes,
-					     t[i].calls, t[i].calls * t[i].pages_read };
+	for (size_t i = 0; i < 2 * sizeof(t) / sizeof(t[0]); i++) {
+		size_t v = i / 2;
+		bool alone = i % 2;
+		struct an_managed_site x = { FFM_EV_MEMSET, t[v].calls, t[v].calls * t[v].bytes,
+					     t[v].calls, t[v].calls * t[v].pages_read };
 		struct ffm_event e = sync_ev;
 		struct ffm_price_call c;
 		struct ffm_price p;
-		double own = 20 * US, mig = (double)(t[i].bytes / (4 * KiB)) * 2 * US,
-		       fault = (double)t[i].pages_read * 3 * US;
+		/* alone: the recorded call, whose wait holds the migration; else its time
+		 * outside the wait and the modeled migration of the pages the host read */
+		double own = alone ? 900 * US : 20 * US,
+		       mig = alone ? 0 : (double)t[v].pages_read * 2 * US,
+		       fault = (double)t[v].pages_read * 3 * US;
 
-		ASSERT_MSG(an_managed_rule(&x, &e, &c), "%s", t[i].name);
+		ASSERT_MSG(an_managed_rule(&x, &e, alone, 4 * KiB, &c), "%s", t[v].name);
 		ASSERT_OK(ffm_price__delete(&nm, &c, &p));
 		ASSERT_MSG(fabs(p.own_ns - own) < 1 && fabs(p.migrate_ns - mig) < 1 &&
 				   fabs(p.fault_ns - fault) < 1,
-			   "%s: own %.0f migrate %.0f fault %.0f, want %.0f %.0f %.0f", t[i].name,
-			   p.own_ns, p.migrate_ns, p.fault_ns, own, mig, fault);
+			   "%s%s: own %.0f migrate %.0f fault %.0f, want %.0f %.0f %.0f", t[v].name,
+			   alone ? " (alone)" : "", p.own_ns, p.migrate_ns, p.fault_ns, own, mig,
+			   fault);
 	}
 	/* without migration figures the rule wants a figure it lacks */
 	{
@@ -120,7 +127,7 @@ TEST(managed_rule_prices_the_planted_costs)
 		struct ffm_price p;
 
 		nm.page_size = 0;
-		ASSERT(an_managed_rule(&x, &e, &c));
+		ASSERT(an_managed_rule(&x, &e, false, 0, &c));
 		ASSERT_EQ(ffm_price__delete(&nm, &c, &p), -ENODATA);
 	}
 }
