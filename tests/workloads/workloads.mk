@@ -14,7 +14,7 @@ WL_SRC   := tests/workloads
 WL_OUT   := $(O)/workloads
 WL_NAMES := unnecessary_sync misplaced_sync free_in_loop dup_transfer pageable_async \
 	    managed_memset sequence control hang host_read threads sync_rate coverage \
-	    temp_buffer
+	    temp_buffer managed_host
 WORKLOADS := $(addprefix $(WL_OUT)/,$(WL_NAMES))
 
 # Sources per program: <name>.c, except the two-file sequence workload.
