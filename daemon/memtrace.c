@@ -222,8 +222,8 @@ static void sample_faults(struct ffm_memtrace *m, struct proc *p, struct thread 
 	if (err == -ESRCH)
 		t->gone = true;
 	else if (err && !m->warned_faults) {
-		log_warn("cannot sample the page faults of thread %u: %s; managed memory's faults are not counted",
-			 t->tid, strerror(-err));
+		log_warn("cannot sample the page faults of thread %u: %s; "
+			 "managed memory's faults are not counted", t->tid, strerror(-err));
 		m->warned_faults = true;
 	}
 }
