@@ -12,18 +12,36 @@
 # third here). Each variant is profiled (stages 1-4) and run plain and --fixed, 3 times each,
 # interleaved; the saving of the deleted call is the median plain loop less the median fixed
 # loop plus the fix's own work (its host memsets, FIX_S: ffm prices what the fix deletes, not
-# what it adds). The report's benefit of the planted line must be within 10% of it
-# (FFM_MANAGED_TOL=P to change). The control (--device 1: device memory, every call required)
-# must report nothing at its memset. FFM_MANAGED_VARIANTS="name ..." picks variants.
+# what it adds). The report's benefit of the planted line must be within the tolerance of it.
+# The control (--device 1: device memory, every call required) must report nothing at its
+# memset.
+# Modes, as tests/report/test_accuracy.sh: FFM_MANAGED=quick (default, what `make test` runs:
+# the control, 2 MiB read whole and 2 MiB read one page, tolerance 25%: the simulated faults
+# are real signals and mprotects, which a 2-core machine shared with other suites stretches
+# from run to run) or full (every variant, the 10% target, as docs/ACCURACY.md; a quiet
+# machine). FFM_MANAGED_TOL=P overrides the tolerance, FFM_MANAGED_VARIANTS="name ..." the
+# variants. On a sanitizer build the estimates are not judged (ffmd runs 2-3x slower).
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 B=${FFM_BUILD:-build}
 DRV=$B/fakecuda
 WL=$B/workloads
-TOL=${FFM_MANAGED_TOL:-10}
+MODE=${FFM_MANAGED:-quick}
+case $MODE in
+quick) VARIANTS="control 2m_all 2m_one" TOL=25 ;;
+full) VARIANTS="control 4k 2m_all 2m_one 64m_all 64m_one 2m_all_4t" TOL=10 ;;
+*) echo "Bail out! FFM_MANAGED is quick or full, not '$MODE'"; exit 2 ;;
+esac
+TOL=${FFM_MANAGED_TOL:-$TOL}
+VARIANTS=${FFM_MANAGED_VARIANTS:-$VARIANTS}
 n=0 fails=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 notok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; }
+notok_timing() {
+	if [ -n "${FFM_SANITIZE:-}" ]; then
+		n=$((n + 1)); echo "ok $n - $1 # SKIP not judged on a sanitizer build"
+	else notok "$1"; fi
+}
 if [ "$(id -u)" != 0 ]; then echo "1..0 # SKIP needs root for BPF uprobes"; exit 77; fi
 if [ ! -e "$DRV/libcuda.so.1" ] || [ ! -x "$WL/managed_host" ] || ! command -v python3 >/dev/null
 then
@@ -46,7 +64,6 @@ declare -A ARGS=(
 	[2m_all_4t]="--bytes 2097152 --threads 4 --cpu-us 20 --iters 8"
 	[control]="--device 1 --bytes 2097152 --iters 100"
 )
-VARIANTS=${FFM_MANAGED_VARIANTS:-"control 4k 2m_all 2m_one 64m_all 64m_one 2m_all_4t"}
 
 # The lines of the planted memset and the control's, from the source markers.
 marker() { grep -n "FFM-[A-Z]*: managed_host $1 " tests/workloads/managed_host.c | cut -d: -f1; }
@@ -113,11 +130,13 @@ for v in $VARIANTS; do
 	saved=$(measure "$v")
 	echo "# $v: estimate $est s, deleted call measured $saved s (plain $(med <"$T/plain")," \
 		"fixed $(med <"$T/fixed"), fix's own $(med <"$T/fix")); $priced calls priced, model $model"
-	if [ "$model" = 1 ] && awk -v e="$est" -v s="$saved" -v t="$TOL" \
+	if [ "$model" != 1 ] || [ "$priced" = 0 ]; then
+		notok "$v: the managed memsets are priced with the node model"
+	elif awk -v e="$est" -v s="$saved" -v t="$TOL" \
 		'BEGIN { d = e - s; if (d < 0) d = -d; exit !(s > 0 && d <= t / 100 * s) }'; then
 		ok "$v: the fix of the managed memset is priced within $TOL% of its saving"
 	else
-		notok "$v: the fix of the managed memset is priced within $TOL% of its saving"
+		notok_timing "$v: the fix of the managed memset is priced within $TOL% of its saving"
 	fi
 done
 echo "1..$n"
