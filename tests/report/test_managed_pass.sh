@@ -8,8 +8,8 @@
 # (FAKECUDA_FAULT_PAGE_US): tests/workloads/managed_host sets a managed buffer with cuMemsetD8
 # each iteration and the host reads it after (every page, or one), on 1 or 4 threads. The fix
 # (the host sets the buffer) deletes the call whole: its wait, the migration and the host's
-# faults, which stage 4 counts. Pricing the wait alone gives a fraction of that (a sixth to a
-# third here). Each variant is profiled (stages 1-4) and run plain and --fixed, 3 times each,
+# faults, which stage 4 counts. Without that count the memset's wait is judged required (the
+# host reads the buffer at once) and nothing is priced. Each variant is profiled (stages 1-4) and run plain and --fixed, 3 times each,
 # interleaved; the saving of the deleted call is the median plain loop less the median fixed
 # loop plus the fix's own work (its host memsets, FIX_S: ffm prices what the fix deletes, not
 # what it adds). The report's benefit of the planted line must be within the tolerance of it.
@@ -18,9 +18,10 @@
 # Modes, as tests/report/test_accuracy.sh: FFM_MANAGED=quick (default, what `make test` runs:
 # the control and 2 MiB read whole, tolerance 25%: the simulated faults are real signals and
 # mprotects, which a 2-core machine shared with other suites stretches from run to run; a
-# one-page read saves ~0.4 ms a call, which such load moves by half) or full (every variant, the 10% target, as docs/ACCURACY.md; a quiet
-# machine). FFM_MANAGED_TOL=P overrides the tolerance, FFM_MANAGED_VARIANTS="name ..." the
-# variants. On a sanitizer build the estimates are not judged (ffmd runs 2-3x slower).
+# one-page read saves ~0.4 ms a call, which such load moves by half) or full (every variant,
+# the 10% target, as docs/ACCURACY.md; a quiet machine). FFM_MANAGED_TOL=P overrides the
+# tolerance, FFM_MANAGED_VARIANTS="name ..." the variants. On a sanitizer build the estimates
+# are not judged (ffmd runs 2-3x slower).
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 B=${FFM_BUILD:-build}
