@@ -24,7 +24,7 @@
 # are not judged (ffmd runs 2-3x slower).
 set -u
 cd "$(dirname "$0")/../.." || exit 2
-B=${FFM_BUILD:-build}
+. tests/ops/lib.sh
 DRV=$B/fakecuda
 WL=$B/workloads
 MODE=${FFM_MANAGED:-quick}
@@ -35,21 +35,11 @@ full) VARIANTS="control 4k 2m_all 2m_one 64m_all 64m_one 2m_all_4t" TOL=10 ;;
 esac
 TOL=${FFM_MANAGED_TOL:-$TOL}
 VARIANTS=${FFM_MANAGED_VARIANTS:-$VARIANTS}
-n=0 fails=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-notok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; }
-notok_timing() {
-	if [ -n "${FFM_SANITIZE:-}" ]; then
-		n=$((n + 1)); echo "ok $n - $1 # SKIP not judged on a sanitizer build"
-	else notok "$1"; fi
-}
 if [ "$(id -u)" != 0 ]; then echo "1..0 # SKIP needs root for BPF uprobes"; exit 77; fi
 if [ ! -e "$DRV/libcuda.so.1" ] || [ ! -x "$WL/managed_host" ] || ! command -v python3 >/dev/null
 then
 	echo "1..0 # SKIP needs the simulated driver, the workloads (make) and python3"; exit 77
 fi
-T=$(mktemp -d /tmp/ffm-test-managed-pass-XXXXXX)
-trap 'rm -rf "$T"' EXIT
 # Planted costs well above the simulated fault's own (a signal and an mprotect per page).
 export FAKECUDA_COPY_GBPS=12 FAKECUDA_COPY_LAT_US=8 FAKECUDA_MIGRATE_PAGE_US=10
 export FAKECUDA_FAULT_PAGE_US=10 FFM_CALIB_PROG=$B/ffm-calib-probe
