@@ -465,8 +465,16 @@ struct ffm_rec_hit {
 
 /* FFM_REC_FAULT (stage 4): a user page fault of a thread whose page faults user space samples
  * (a perf software event, PERF_COUNT_SW_PAGE_FAULTS, period 1: opened only on the driver-calling
- * threads of a process that allocated managed memory), outside the driver's calls. addr: the
- * faulting address; ip: the faulting instruction. User space keeps those in managed memory. */
+ * threads of a process that allocated managed memory), outside the driver's calls, inside one of
+ * the process's managed ranges in the managed map. addr: the faulting address; ip: the faulting
+ * instruction. */
+#define FFM_MANAGED_RANGES 16
+/* The managed map (hash, tgid -> this): the process's managed allocations [lo, hi), at most
+ * FFM_MANAGED_RANGES of them (the newest; unused slots 0, 0), set by user space. */
+struct ffm_managed {
+	__u64 lo[FFM_MANAGED_RANGES];
+	__u64 hi[FFM_MANAGED_RANGES];
+};
 struct ffm_rec_fault {
 	struct ffm_rec_hdr hdr;
 	__u64 ip;

@@ -1129,6 +1129,22 @@ int ffm_collector__faults(struct ffm_collector *c, pid_t tid, struct ffm_watch *
 	return perf_attach(&a, tid, c->skel->progs.fault_hit, ret);
 }
 
+int ffm_collector__set_managed(struct ffm_collector *c, uint32_t tgid, const uint64_t *lo,
+			       const uint64_t *hi, size_t n)
+{
+	int fd = bpf_map__fd(c->skel->maps.managed);
+	struct ffm_managed v = { 0 };
+	size_t from = n > FFM_MANAGED_RANGES ? n - FFM_MANAGED_RANGES : 0;
+
+	if (!n)
+		return bpf_map_delete_elem(fd, &tgid) == 0 || errno == ENOENT ? 0 : -errno;
+	for (size_t i = from; i < n; i++) {
+		v.lo[i - from] = lo[i];
+		v.hi[i - from] = hi[i];
+	}
+	return bpf_map_update_elem(fd, &tgid, &v, BPF_ANY) ? -errno : 0;
+}
+
 int ffm_collector__sample(struct ffm_collector *c, pid_t tid, unsigned hz, struct ffm_watch **ret)
 {
 	struct perf_event_attr a = {

@@ -224,6 +224,10 @@ int ffm_collector__watch(struct ffm_collector *c, pid_t tid, uint64_t addr, stru
 /* Stage 4: thread @tid's page faults, each one a FFM_REC_FAULT (see bpf/ffm.bpf.c, fault_hit);
  * -EOPNOTSUPP without the stage 3-4 programs. */
 int ffm_collector__faults(struct ffm_collector *c, pid_t tid, struct ffm_watch **ret);
+/* The managed ranges [lo[i], hi[i]) of process @tgid whose faults are reported, at most
+ * FFM_MANAGED_RANGES (the last ones of the arrays); n = 0 forgets the process. */
+int ffm_collector__set_managed(struct ffm_collector *c, uint32_t tgid, const uint64_t *lo,
+			       const uint64_t *hi, size_t n);
 /*
  * What timing a first use costs on this machine: the median, over FFM_USE_LATENCY_ROUNDS, of
  * the time from a return probe's program to the program of a watchpoint hit by the first read

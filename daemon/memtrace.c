@@ -236,6 +236,26 @@ static bool in_managed(const struct proc *p, uint64_t a)
 	return false;
 }
 
+/* The process's managed ranges, the newest FFM_MANAGED_RANGES, to the fault program (none:
+ * the process forgotten there). */
+static void managed_push(struct ffm_memtrace *m, struct proc *p)
+{
+	uint64_t lo[FFM_MANAGED_RANGES], hi[FFM_MANAGED_RANGES];
+	size_t from = p->nmr > FFM_MANAGED_RANGES ? p->nmr - FFM_MANAGED_RANGES : 0, n = 0;
+	int err;
+
+	for (size_t i = from; i < p->nmr; i++, n++) {
+		lo[n] = p->mr[i].lo;
+		hi[n] = p->mr[i].hi;
+	}
+	err = ffm_collector__set_managed(m->o.collector, p->tgid, lo, hi, n);
+	if (err && !m->warned_faults) {
+		log_warn("cannot give process %u's managed ranges to the fault program: %s; "
+			 "managed memory's faults are not counted", p->tgid, strerror(-err));
+		m->warned_faults = true;
+	}
+}
+
 static int managed_add(struct ffm_memtrace *m, struct proc *p, uint64_t lo, uint64_t bytes)
 {
 	if (!counting_faults(m) || lo + bytes < lo)
@@ -243,19 +263,25 @@ static int managed_add(struct ffm_memtrace *m, struct proc *p, uint64_t lo, uint
 	if (FFM_GROW(p->mr, p->capmr, p->nmr + 1) < 0)
 		return -ENOMEM;
 	p->mr[p->nmr++] = (struct mrange){ lo, lo + bytes };
+	managed_push(m, p);
 	for (size_t i = 0; i < p->nt; i++)
 		sample_faults(m, p, &p->t[i]);
 	return 0;
 }
 
-static void managed_drop(struct proc *p, uint64_t lo)
+/* A freed managed range forgotten (the others kept in order: the newest go to BPF). */
+static void managed_drop(struct ffm_memtrace *m, struct proc *p, uint64_t lo)
 {
+	size_t n = p->nmr;
+
 	for (size_t i = 0; i < p->nmr;) {
 		if (p->mr[i].lo == lo)
-			p->mr[i] = p->mr[--p->nmr];
+			memmove(&p->mr[i], &p->mr[i + 1], (--p->nmr - i) * sizeof(p->mr[0]));
 		else
 			i++;
 	}
+	if (p->nmr != n)
+		managed_push(m, p);
 }
 
 static struct mfault *mfault_of(struct ffm_memtrace *m, int64_t stack)
@@ -759,7 +785,7 @@ int ffm_memtrace__on_call(struct ffm_memtrace *m, const struct ffm_rec_call *c,
 		if (err < 0)
 			return err;
 	} else if (c->ret == 0 && info->kind == FFM_KIND_FREE && c->dst) {
-		managed_drop(p, c->dst);
+		managed_drop(m, p, c->dst);
 		/* Only a range that starts at the freed pointer: allocation sizes are not tracked,
 		 * so a destination inside a freed block stays protected (conservative). */
 		for (size_t i = 0; i < p->nr;) {
@@ -867,6 +893,10 @@ static int close_proc(struct ffm_memtrace *m, struct proc *p)
 {
 	int err = 0;
 
+	if (p->nmr) {
+		p->nmr = 0;
+		managed_push(m, p);
+	}
 	for (size_t i = 0; i < p->nt; i++) {
 		int e = close_window(m, &p->t[i]);
 
