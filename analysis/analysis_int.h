@@ -433,7 +433,7 @@ struct ffm_node_model;
 /* The node model stored with @run's driver; false when there is none. */
 bool an_load_node_model(struct ffm_store *s, int64_t run, struct ffm_node_model *nm);
 
-/* A managed memset's fix (managed.c), after an_price: per occurrence of a memset of managed
+/* A managed memset's fix (managed.c), after an_reuse: per occurrence of a memset of managed
  * memory whose pages the host touched after it (stage 4's count), the work its fix deletes into
  * *deleted and its faults into the event's removed_ns; the occurrence becomes an unnecessary
  * sync. */

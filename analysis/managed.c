@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Pass "a managed memset's fix" (analysis/analysis.c runs it right after analysis/price.c): a
+ * Pass "a managed memset's fix" (analysis/analysis.c runs it after price.c and reuse.c): a
  * memset of managed memory that waits (the driver's memsets of managed memory are synchronous),
  * whose pages the host touches after it, every time. Stage 4 counts, per call site, its device
  * operations on managed memory and the host's page faults in managed memory that followed them
