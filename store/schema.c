@@ -296,10 +296,12 @@ static const char step_v12[] =
 	"ALTER TABLE threads ADD COLUMN waits_slept INTEGER NOT NULL DEFAULT 0;";
 
 /* v13: stage 4's count, per call site, of its device operations on managed memory and of the
- * host's page faults in managed memory that followed them (analysis/managed.c prices them). */
+ * host's page faults in managed memory that followed them (analysis/managed.c prices them); the
+ * name of problem type 6, a temporary buffer allocated and freed every step (analysis/reuse.c). */
 static const char step_v13[] =
 	"CREATE TABLE managed_faults(run INTEGER NOT NULL, stack INTEGER NOT NULL,"
-	"  ops INTEGER NOT NULL, faults INTEGER NOT NULL, PRIMARY KEY (run, stack)) WITHOUT ROWID;";
+	"  ops INTEGER NOT NULL, faults INTEGER NOT NULL, PRIMARY KEY (run, stack)) WITHOUT ROWID;"
+	"INSERT INTO problem_types VALUES(6,'temp_buffer');";
 
 const char *const ffm_store_migrations[FFM_STORE_SCHEMA_VERSION] = {
 	step_v1,

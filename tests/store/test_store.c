@@ -176,8 +176,8 @@ TEST(create_and_reopen)
 	"DELETE FROM sync_use_flags WHERE bit = 4;"
 
 /* What v8 added: the events' probe_ns column, in both views that show it. */
-/* What v13 added: stage 4's managed-memory fault counts. */
-#define DROP_V13 "DROP TABLE managed_faults;"
+/* What v13 added: stage 4's managed-memory fault counts, the name of problem type 6. */
+#define DROP_V13 "DROP TABLE managed_faults; DELETE FROM problem_types WHERE id = 6;"
 /* What v12 added: the driver's node model. */
 #define DROP_V12                                                                                   \
 	"ALTER TABLE drivers DROP COLUMN node_model; ALTER TABLE threads DROP COLUMN waits;"        \
