@@ -51,14 +51,6 @@ struct {
 	__type(value, struct ffm_job_cfg);
 } jobs SEC(".maps");
 
-/* Stage 4: each process's managed ranges, whose page faults fault_hit reports (user space). */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, FFM_MAX_PROCS);
-	__type(key, __u32);
-	__type(value, struct ffm_managed);
-} managed SEC(".maps");
-
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, FFM_MAX_JOBS + 1);
@@ -1373,50 +1365,6 @@ int watch_hit(struct bpf_perf_event_data *ctx)
 }
 
 /*
- * Stage 4: the page faults of the threads user space samples them on (ffm_collector__faults: a
- * software event of period 1 per thread, opened only in a process that allocated managed
- * memory), in the process's managed ranges (the managed map, user space's). A fault inside the
- * driver is its own (it fills or moves pages): not reported. User space gives each to the
- * thread's last probed call.
- */
-SEC("perf_event")
-int fault_hit(struct bpf_perf_event_data *ctx)
-{
-	__u64 now = bpf_ktime_get_ns();
-	__u64 id = bpf_get_current_pid_tgid();
-	struct pt_regs *regs = (struct pt_regs *)&ctx->regs;
-	__u32 job, tgid = id >> 32;
-	struct ffm_job_cfg *jc = job_with(tgid, FFM_JOB_MEMTRACE, &job);
-	struct ffm_managed *mr;
-	struct ffm_rec_fault *r;
-	struct thr *t;
-	bool in = false;
-
-	if (!jc)
-		return 0;
-	mr = bpf_map_lookup_elem(&managed, &tgid);
-	if (!mr)
-		return 0;
-	for (int i = 0; i < FFM_MANAGED_RANGES; i++)
-		in |= ctx->addr >= mr->lo[i] && ctx->addr < mr->hi[i];
-	if (!in)
-		return 0;
-	t = thread_state(false);
-	if (t && (t->call_depth || t->wait_depth))
-		return 0;
-	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
-	if (!r) {
-		count_drop(job, FFM_REC_DROP_RINGBUF);
-		return 0;
-	}
-	fill_hdr(&r->hdr, FFM_REC_FAULT, id, job, now);
-	r->ip = PT_REGS_IP(regs);
-	r->addr = ctx->addr;
-	bpf_ringbuf_submit(r, rb_flags());
-	return 0;
-}
-
-/*
  * The watchpoints' timing offset (ffm_collector__use_latency): a first use is timed from the
  * sync's return probe to the watchpoint's program, and both sides cost time the application
  * does not spend: the return path after the probe's program and the trap before the watch's
@@ -1541,3 +1489,5 @@ int cpu_sample(struct bpf_perf_event_data *ctx)
 
 /* Processes: job membership at exec/fork/exit and the holds (a part of its own). */
 #include "procs.bpf.h"
+/* Stage 4's faults in managed memory (a part of its own). */
+#include "managed.bpf.h"
