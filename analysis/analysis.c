@@ -19,12 +19,13 @@ static int run_passes(struct ffm_analysis *a)
 	struct an_scan_sink verdicts = an_apply_sink(&ap, a);
 	int err;
 
-	an_phase(a, "reading the runs");
+	an_phase(a->o.progress, "reading the runs");
 	err = an_load_runs_and_sites(a);
 	if (!err && an_has_timeline(a)) {
-		an_phase(a, "reading the timeline");
+		an_phase(a->o.progress, "reading the timeline");
 		err = an_site_kernels(a);
-		err = err ? err : an_load_cpu_samples(a);
+		err = err ? err : an_load_cpu_samples(a->s, a->o.py_library,
+							 a->res.run_timeline, &a->cpu);
 		/* scan the timeline, applying the verdicts to each event as it is read */
 		err = err ? err : an_scan_timeline(a, &verdicts);
 		err = err ? err : an_apply_finish(a);
@@ -41,7 +42,7 @@ static int run_passes(struct ffm_analysis *a)
 					     .run_faults = a->res.run_first_use, .tl = &a->tl,
 					     .site_of = &a->site_of, .sites = a->res.sites,
 					     .deleted = &a->tl.deleted }, &a->res.q);
-		an_phase(a, "modelling");
+		an_phase(a->o.progress, "modelling");
 		err = err ? err : an_build_graph(&a->tl, &a->g);
 		err = err ? err : an_run_model(&(struct an_model_in){ .g = a->g, .tl = &a->tl,
 								 .site_of = &a->site_of,
@@ -58,7 +59,7 @@ static int run_passes(struct ffm_analysis *a)
 		err = err ? err : an_evidence(a);
 		an_drop_graph(a);
 	}
-	an_phase(a, "grouping");
+	an_phase(a->o.progress, "grouping");
 	return err ? err : an_sort(a);
 }
 
@@ -78,7 +79,8 @@ int ffm_analysis__run(struct ffm_store *s, const struct ffm_analysis_opts *opts,
 		memcpy(&a->o, opts, opts->sz && opts->sz < sizeof(a->o) ? opts->sz : sizeof(a->o));
 	a->s = s;
 	a->res.read_every = a->o.read_every ? a->o.read_every : FFM_HOST_READ_EVERY;
-	a->site_of = a->api_of = a->fold_of = a->tl.thr_of = a->keep_of = a->cpu_of = OATAB_U32_INIT;
+	a->site_of = a->api_of = a->fold_of = a->tl.thr_of = a->keep_of = OATAB_U32_INIT;
+	a->cpu = (struct an_cpu)AN_CPU_INIT;
 	a->tl.deleted = OATAB_U32_INIT;
 	a->sync_last = OATAB_INIT(struct an_sync_last);
 	err = (unsigned)a->o.grouping >= FFM_GROUP__MAX ? -EINVAL : run_passes(a);
@@ -180,8 +182,7 @@ struct ffm_analysis *ffm_analysis__free(struct ffm_analysis *a)
 	free(a->evv);
 	free(a->tl.thr);
 	free(a->tl.busy);
-	free(a->cpu);
-	oatab_free(&a->cpu_of);
+	an_cpu_fini(&a->cpu);
 	oatab_free(&a->site_of);
 	oatab_free(&a->api_of);
 	oatab_free(&a->fold_of);

@@ -195,51 +195,22 @@ struct an_timeline {
 	struct oatab deleted;  /* event index -> work its fix deletes, ns (analysis/price.c) */
 };
 
-struct ffm_analysis {
-	struct ffm_analysis_result res;
-	struct ffm_analysis_opts o;
-	struct strpool pool;
-	struct ffm_store *s;
-	struct oatab site_of; /* store stack id -> site index (u32 map) */
-	struct site_int *si;  /* parallel to res.sites until they are sorted, then in the old order */
-	size_t cap_sites;
-	struct oatab api_of; /* api id -> index in res.apis */
-	size_t cap_apis;
-	struct oatab fold_of; /* folded-name hash -> fold id */
-	uint32_t n_folds;
-	struct an_timeline tl; /* the scan's and the verdicts' output */
-	struct oatab cpu_of; /* Python anchor -> index in cpu[] (analysis/cputime.c) */
-	uint64_t *cpu;	     /* CPU time sampled under the anchor, outside driver calls */
-	size_t n_cpu, cap_cpu;
-	struct oatab keep_of; /* stack id -> keep_site(), the scan threads' read-only copy */
-	struct oatab sync_last; /* (site key, tid) -> struct an_sync_last (analysis/hidden.c) */
-	int64_t base_runs[AN_BASELINE_RUNS]; /* an_baseline_runs(), once it has chosen */
-	size_t n_base_runs;
-	bool base_chosen;
-	struct ffm_graph *g;
-	struct an_seqs seqs; /* sequences (keep_graph), for ffm_analysis__subsequence() */
-	/* event verdicts (opts.event_verdicts), sorted by (run, event) once complete */
-	struct an_evv *evv;
-	size_t n_evv, cap_evv;
-	int err;
-};
-
 /* opts.progress, where the caller keeps one: the phase begun (its counts start at 0), what it
  * has read and will read. */
-static inline void an_phase(struct ffm_analysis *a, const char *phase)
+static inline void an_phase(struct ffm_an_progress *p, const char *phase)
 {
-	if (a->o.progress) {
-		atomic_store(&a->o.progress->done, 0);
-		atomic_store(&a->o.progress->total, 0);
-		atomic_store(&a->o.progress->phase, phase);
+	if (p) {
+		atomic_store(&p->done, 0);
+		atomic_store(&p->total, 0);
+		atomic_store(&p->phase, phase);
 	}
 }
 
-static inline void an_progress_add(struct ffm_analysis *a, uint64_t done, uint64_t total)
+static inline void an_progress_add(struct ffm_an_progress *p, uint64_t done, uint64_t total)
 {
-	if (a->o.progress) {
-		atomic_fetch_add(&a->o.progress->done, done);
-		atomic_fetch_add(&a->o.progress->total, total);
+	if (p) {
+		atomic_fetch_add(&p->done, done);
+		atomic_fetch_add(&p->total, total);
 	}
 }
 
@@ -318,10 +289,20 @@ struct an_py_anchor {
 };
 void an_py_anchor_frame(struct an_py_anchor *p, const struct ffm_store_frame *f,
 			const char *const *py_library);
-/* The stage-2 run's CPU samples outside driver calls, summed per anchor. */
-int an_load_cpu_samples(struct ffm_analysis *a);
+/* CPU time sampled per Python anchor, outside driver calls. */
+struct an_cpu {
+	struct oatab of; /* anchor -> index in ns[] */
+	uint64_t *ns;
+	size_t n, cap;
+};
+#define AN_CPU_INIT { .of = OATAB_U32_INIT }
+/* The CPU samples of run @run (the timeline, 0: none) outside driver calls, summed per anchor
+ * into *out (AN_CPU_INIT before; an_cpu_fini after). */
+int an_load_cpu_samples(struct ffm_store *s, const char *const *py_library, int64_t run,
+			struct an_cpu *out);
 /* ... for one anchor (0: none). */
-uint64_t an_cpu_at(const struct ffm_analysis *a, uint64_t anchor);
+uint64_t an_cpu_at(const struct an_cpu *c, uint64_t anchor);
+void an_cpu_fini(struct an_cpu *c);
 
 /* A timeline event as the scan hands it over (the store's columns the model's event needs). */
 struct an_raw {
@@ -519,5 +500,32 @@ int an_cmp_api(const void *x, const void *y);
 
 /* The graph and the events, unless opts.keep_graph keeps them (analysis.c). */
 void an_drop_graph(struct ffm_analysis *a);
+
+struct ffm_analysis {
+	struct ffm_analysis_result res;
+	struct ffm_analysis_opts o;
+	struct strpool pool;
+	struct ffm_store *s;
+	struct oatab site_of; /* store stack id -> site index (u32 map) */
+	struct site_int *si;  /* parallel to res.sites until they are sorted, then in the old order */
+	size_t cap_sites;
+	struct oatab api_of; /* api id -> index in res.apis */
+	size_t cap_apis;
+	struct oatab fold_of; /* folded-name hash -> fold id */
+	uint32_t n_folds;
+	struct an_timeline tl; /* the scan's and the verdicts' output */
+	struct an_cpu cpu;   /* the CPU samples' pass's output */
+	struct oatab keep_of; /* stack id -> keep_site(), the scan threads' read-only copy */
+	struct oatab sync_last; /* (site key, tid) -> struct an_sync_last (analysis/hidden.c) */
+	int64_t base_runs[AN_BASELINE_RUNS]; /* an_baseline_runs(), once it has chosen */
+	size_t n_base_runs;
+	bool base_chosen;
+	struct ffm_graph *g;
+	struct an_seqs seqs; /* sequences (keep_graph), for ffm_analysis__subsequence() */
+	/* event verdicts (opts.event_verdicts), sorted by (run, event) once complete */
+	struct an_evv *evv;
+	size_t n_evv, cap_evv;
+	int err;
+};
 
 #endif

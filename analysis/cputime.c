@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
+ * Pass "CPU samples". In: the store, the timeline run, opts.py_library. Out: struct an_cpu,
+ * the CPU time sampled under each Python anchor outside driver calls.
+ *
  * The CPU time a Python line's library call spends around its driver calls, from the CPU
  * samples of the stage-2 run (table cpu_samples; bpf/ffm.bpf.c cpu_sample).
  *
@@ -40,45 +43,60 @@ static int on_anchor_frame(const struct ffm_store_frame *f, uint32_t depth, void
 	return 0;
 }
 
+struct cpu_scan {
+	struct ffm_store *s;
+	const char *const *py_library;
+	struct an_cpu *out;
+};
+
 static int on_cpu_row(const struct ffm_store_cpu_samples *x, void *ctx)
 {
-	struct ffm_analysis *a = ctx;
-	struct an_py_anchor p = { .py_library = a->o.py_library };
+	struct cpu_scan *cs = ctx;
+	struct an_cpu *c = cs->out;
+	struct an_py_anchor p = { .py_library = cs->py_library };
 	uint32_t i;
 	int err;
 
 	if (x->state != 0)
 		return 0; /* inside a driver call or its wait: the events time them */
-	err = ffm_store__for_each_frame(a->s, x->stack, on_anchor_frame, &p);
+	err = ffm_store__for_each_frame(cs->s, x->stack, on_anchor_frame, &p);
 	if (err == -ENOENT || !p.h)
 		return 0;
 	if (err < 0)
 		return err;
-	i = oatab_get_u32(&a->cpu_of, p.h);
+	i = oatab_get_u32(&c->of, p.h);
 	if (i == UINT32_MAX) {
-		if (ffm_grow((void **)&a->cpu, &a->cap_cpu, a->n_cpu + 1, sizeof(*a->cpu)) ||
-		    oatab_put_u32(&a->cpu_of, p.h, (uint32_t)a->n_cpu))
+		if (ffm_grow((void **)&c->ns, &c->cap, c->n + 1, sizeof(*c->ns)) ||
+		    oatab_put_u32(&c->of, p.h, (uint32_t)c->n))
 			return -ENOMEM;
-		i = (uint32_t)a->n_cpu++;
-		a->cpu[i] = 0;
+		i = (uint32_t)c->n++;
+		c->ns[i] = 0;
 	}
-	a->cpu[i] += x->ns;
+	c->ns[i] += x->ns;
 	return 0;
 }
 
-int an_load_cpu_samples(struct ffm_analysis *a)
+int an_load_cpu_samples(struct ffm_store *s, const char *const *py_library, int64_t run,
+			struct an_cpu *out)
 {
+	struct cpu_scan cs = { .s = s, .py_library = py_library, .out = out };
 	int err;
 
-	if (!a->res.run_timeline)
+	if (!run)
 		return 0;
-	err = ffm_store__for_each_cpu_samples(a->s, a->res.run_timeline, on_cpu_row, a);
+	err = ffm_store__for_each_cpu_samples(s, run, on_cpu_row, &cs);
 	return err > 0 ? -EIO : err;
 }
 
-uint64_t an_cpu_at(const struct ffm_analysis *a, uint64_t anchor)
+uint64_t an_cpu_at(const struct an_cpu *c, uint64_t anchor)
 {
-	uint32_t i = anchor ? oatab_get_u32(&a->cpu_of, anchor) : UINT32_MAX;
+	uint32_t i = anchor ? oatab_get_u32(&c->of, anchor) : UINT32_MAX;
 
-	return i == UINT32_MAX ? 0 : a->cpu[i];
+	return i == UINT32_MAX ? 0 : c->ns[i];
+}
+
+void an_cpu_fini(struct an_cpu *c)
+{
+	free(c->ns);
+	oatab_free(&c->of);
 }

@@ -160,7 +160,7 @@ static uint64_t removed_cpu(struct ffm_analysis *a, const struct thread *t,
 	if (e->problem != FFM_PROBLEM_HOST_READ)
 		return 0;
 	if (si->py_anchor && si->n2) {
-		uint64_t lib = an_cpu_at(a, si->py_anchor) / si->n2;
+		uint64_t lib = an_cpu_at(&a->cpu, si->py_anchor) / si->n2;
 
 		a->res.q.read_lib_cpu_ns += lib;
 		own += lib;
@@ -425,7 +425,7 @@ static int apply_start(void *ctx, uint64_t expected)
 	a->tl.ev = malloc(a->tl.cap_ev * sizeof(*a->tl.ev));
 	if (!a->tl.ev)
 		return -ENOMEM;
-	an_phase(a, "reading the verdicts of stages 3 and 4");
+	an_phase(a->o.progress, "reading the verdicts of stages 3 and 4");
 	err = an_load_verdicts(a);
 	return err;
 }

@@ -238,7 +238,7 @@ static int consume(struct ffm_analysis *a, struct scan_ctl *ctl, struct slice *s
 		while (!err && (c = next_chunk(ctl, &sl[i]))) {
 			for (size_t k = 0; k < c->n && !err; k++)
 				err = sink->event(sink->ctx, &c->ev[k]);
-			an_progress_add(a, c->n, 0);
+			an_progress_add(a->o.progress, c->n, 0);
 			pthread_mutex_lock(&ctl->mu);
 			c->next = ctl->free;
 			ctl->free = c;
@@ -329,8 +329,8 @@ static int scan_slices(struct ffm_analysis *a, const struct an_scan_sink *sink, 
 	/* What the sink needs before the first event loads while the slices read. */
 	if (sink->start)
 		err = sink->start(sink->ctx, expected);
-	an_phase(a, "reading the timeline");
-	an_progress_add(a, 0, expected);
+	an_phase(a->o.progress, "reading the timeline");
+	an_progress_add(a->o.progress, 0, expected);
 	if (err)
 		stop_slices(&ctl);
 	else

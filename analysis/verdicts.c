@@ -80,7 +80,7 @@ static int on_sync_use(const struct ffm_store_sync_use *u, void *ctx)
 	struct verdicts *v;
 	uint32_t i;
 
-	an_progress_add(a, 1, 0);
+	an_progress_add(a->o.progress, 1, 0);
 	int err = an_site_for(a, u->stack, 0, FFM_EV_API, &i);
 	int64_t delay;
 	uint8_t val = ffm_verdict_seen(u, &delay);
@@ -118,7 +118,7 @@ static int on_xfer(const struct ffm_store_xfer_hash *h, void *ctx)
 	uint32_t i;
 	int err = an_site_for(a, h->stack, 0, FFM_EV_TRANSFER, &i);
 
-	an_progress_add(a, 1, 0);
+	an_progress_add(a->o.progress, 1, 0);
 
 	if (err)
 		return err;
