@@ -20,10 +20,11 @@ static int run_passes(struct ffm_analysis *a)
 	int err;
 
 	an_phase(a->o.progress, "reading the runs");
-	err = an_load_runs_and_sites(a);
-	if (!err && an_has_timeline(a)) {
+	err = an_load_runs_and_sites(&a->cat);
+	if (!err && an_has_timeline(&a->res)) {
 		an_phase(a->o.progress, "reading the timeline");
-		err = an_site_kernels(a);
+		an_choose_baseline(a->s, &a->res, &a->base);
+		err = an_site_kernels(&a->cat, a->res.run_timeline);
 		err = err ? err : an_load_cpu_samples(a->s, a->o.py_library,
 							 a->res.run_timeline, &a->cpu);
 		/* scan the timeline, applying the verdicts to each event as it is read */
@@ -31,7 +32,7 @@ static int run_passes(struct ffm_analysis *a)
 		err = err ? err : an_apply_finish(a);
 		err = err ? err : an_price(&(struct an_price_in){ .s = a->s,
 					   .run = a->res.run_timeline, .tl = &a->tl,
-					   .site_of = &a->site_of, .sites = a->res.sites, .si = a->si },
+					   .site_of = &a->cat.site_of, .sites = a->res.sites, .si = a->cat.si },
 					   &a->tl.deleted, &a->res.q);
 		err = err ? err : an_reuse(&(struct an_reuse_in){ .s = a->s,
 					   .run = a->res.run_timeline, .site_of = &a->site_of,
@@ -45,10 +46,10 @@ static int run_passes(struct ffm_analysis *a)
 		an_phase(a->o.progress, "modelling");
 		err = err ? err : an_build_graph(&a->tl, &a->g);
 		err = err ? err : an_run_model(&(struct an_model_in){ .g = a->g, .tl = &a->tl,
-								 .site_of = &a->site_of,
-								 .api_of = &a->api_of },
+								 .site_of = &a->cat.site_of,
+								 .api_of = &a->cat.api_of },
 					       &a->res, &model);
-		err = err ? err : an_group(&(struct an_group_in){ .g = a->g, .site_of = &a->site_of,
+		err = err ? err : an_group(&(struct an_group_in){ .g = a->g, .site_of = &a->cat.site_of,
 								 .model = &model,
 								 .grouping = a->o.grouping,
 								 .keep_seqs = a->o.keep_graph },
@@ -79,7 +80,8 @@ int ffm_analysis__run(struct ffm_store *s, const struct ffm_analysis_opts *opts,
 		memcpy(&a->o, opts, opts->sz && opts->sz < sizeof(a->o) ? opts->sz : sizeof(a->o));
 	a->s = s;
 	a->res.read_every = a->o.read_every ? a->o.read_every : FFM_HOST_READ_EVERY;
-	a->site_of = a->api_of = a->fold_of = a->tl.thr_of = a->keep_of = OATAB_U32_INIT;
+	a->cat = (struct an_catalog){ .s = s, .o = &a->o, .pool = &a->pool, .res = &a->res };
+	a->cat.site_of = a->cat.api_of = a->cat.fold_of = a->tl.thr_of = a->keep_of = OATAB_U32_INIT;
 	a->cpu = (struct an_cpu)AN_CPU_INIT;
 	a->tl.deleted = OATAB_U32_INIT;
 	a->sync_last = OATAB_INIT(struct an_sync_last);
@@ -162,14 +164,7 @@ struct ffm_analysis *ffm_analysis__free(struct ffm_analysis *a)
 		return NULL;
 	ffm_graph__free(a->g);
 	free(a->tl.ev);
-	for (size_t i = 0; i < a->res.n_sites && a->si; i++) {
-		an_verdicts_fini(&a->si[i].s3);
-		an_verdicts_fini(&a->si[i].s4);
-		an_verdicts_fini(&a->si[i].x3);
-		free(a->si[i].delays);
-		free(a->si[i].obs);
-	}
-	free(a->si);
+	an_catalog_fini(&a->cat);
 	for (size_t i = 0; i < a->res.n_groups; i++)
 		free(a->res.groups[i].seq_sites);
 	free(a->res.groups);
@@ -183,9 +178,6 @@ struct ffm_analysis *ffm_analysis__free(struct ffm_analysis *a)
 	free(a->tl.thr);
 	free(a->tl.busy);
 	an_cpu_fini(&a->cpu);
-	oatab_free(&a->site_of);
-	oatab_free(&a->api_of);
-	oatab_free(&a->fold_of);
 	oatab_free(&a->tl.thr_of);
 	oatab_free(&a->tl.deleted);
 	oatab_free(&a->keep_of);

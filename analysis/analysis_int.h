@@ -216,16 +216,39 @@ static inline void an_progress_add(struct ffm_an_progress *p, uint64_t done, uin
 
 /* ---- the store: runs, API names, call sites (runs.c, sites.c) ------------------------------ */
 
-int an_load_runs(struct ffm_analysis *a);
-struct ffm_an_api *an_api_slot(struct ffm_analysis *a, uint32_t api);
-int an_on_api_name(uint32_t api, const char *name, void *ctx);
+/* The driver functions and call sites the passes meet, each created on first use (runs.c,
+ * sites.c): res->apis and res->sites (nothing else of res), with the analysis's per-site state. */
+struct an_catalog {
+	struct ffm_store *s;
+	const struct ffm_analysis_opts *o; /* py_library, src_library */
+	struct strpool *pool;
+	struct ffm_analysis_result *res;
+	struct oatab site_of; /* store stack id -> site index (u32 map) */
+	struct site_int *si;  /* parallel to res->sites until they are sorted, then in the old order */
+	size_t cap_sites;
+	struct oatab api_of; /* api id -> index in res->apis */
+	size_t cap_apis;
+	struct oatab fold_of; /* folded-name hash -> fold id */
+	uint32_t n_folds;
+};
+void an_catalog_fini(struct an_catalog *cat);
+
+/* The runs of the key as opts select them into res->runs (in id order), the roles
+ * (res->run_baseline ...) and their drop and failure counts in res->q. */
+int an_load_runs(struct ffm_store *s, const struct ffm_analysis_opts *o,
+		 struct ffm_analysis_result *res);
+struct ffm_an_api *an_api_slot(struct an_catalog *cat, uint32_t api);
+int an_on_api_name(uint32_t api, const char *name, void *cat);
 /* The site of @stack, created (and described from its frames) on first use. */
-int an_site_for(struct ffm_analysis *a, int64_t stack, uint32_t api, uint32_t kind, uint32_t *ret);
-/* The kernels the timeline's launch sites launched, by name (ffm_an_site.kernel). */
-int an_site_kernels(struct ffm_analysis *a);
-int an_on_agg(const struct ffm_store_stack_agg *g, void *ctx);
-/* The sites of sampled run @run get estimates for the spans it sampled (sampled.c). */
-int an_apply_samples(struct ffm_analysis *a, int64_t run);
+int an_site_for(struct an_catalog *cat, int64_t stack, uint32_t api, uint32_t kind,
+		uint32_t *ret);
+/* The kernels run @run's launch sites launched, by name (ffm_an_site.kernel). */
+int an_site_kernels(struct an_catalog *cat, int64_t run);
+int an_on_agg(const struct ffm_store_stack_agg *g, void *cat);
+/* The sites of sampled run @run get estimates for the spans it sampled (sampled.c); *sampled
+ * once they have. */
+int an_apply_samples(struct ffm_store *s, int64_t run, const struct oatab *site_of,
+		     struct ffm_an_site *sites, bool *sampled);
 
 /* ---- stage 3/4 verdicts (verdicts.c) ------------------------------------------------------- */
 
@@ -241,7 +264,7 @@ int an_evv_sort(struct ffm_analysis *a);
 /* ---- the timeline and the model's input (timeline.c, events.c) ----------------------------- */
 
 /* The site key (ffm_an_site.key) of @stack with driver function @api, without a site. */
-int an_site_key(struct ffm_analysis *a, int64_t stack, uint32_t api, uint64_t *key);
+int an_site_key(struct an_catalog *cat, int64_t stack, uint32_t api, uint64_t *key);
 /* Another run's events by site key: each of its (stack, api) pairs keyed once. */
 struct an_key_cache {
 	struct oatab stacks; /* (stack, api) -> site key */
@@ -252,19 +275,23 @@ struct an_stack_key {
 	uint64_t key;
 };
 /* The site key of @ev through @c; 0 for an event without stack or API. */
-int an_event_key(struct ffm_analysis *a, struct an_key_cache *c, const struct ffm_store_event *ev,
+int an_event_key(struct an_catalog *cat, struct an_key_cache *c, const struct ffm_store_event *ev,
 		 uint64_t *key);
 void an_key_cache_fini(struct an_key_cache *c);
 /* Every event of @run with the timing columns only, in time order, to @fn (non-zero stops). */
-int an_scan_run(struct ffm_analysis *a, int64_t run,
+int an_scan_run(struct ffm_store *s, int64_t run,
 		int (*fn)(const struct ffm_store_event *ev, void *ctx), void *ctx);
 /* The stage-1 runs that stand for the program as the timeline sees it, newest first, at most
  * AN_BASELINE_RUNS: ended whole, not failed, not sampled, and after a re-trace for drift none
- * from before the run that saw it (analysis/runs.c). Chosen once per analysis; how many (0:
- * none is usable), their ids in *ids. */
-size_t an_baseline_runs(struct ffm_analysis *a, const int64_t **ids);
-/* Run @id's enum ffm_run_flags (0 for a run the analysis does not consider). */
-uint32_t an_run_flags(const struct ffm_analysis *a, int64_t id);
+ * from before the run that saw it (analysis/runs.c; n 0: none is usable). */
+struct an_baseline {
+	int64_t id[AN_BASELINE_RUNS];
+	size_t n;
+};
+void an_choose_baseline(struct ffm_store *s, const struct ffm_analysis_result *res,
+			struct an_baseline *out);
+/* Run @id's enum ffm_run_flags among @runs (in id order; 0 for a run not among them). */
+uint32_t an_run_flags(const struct ffm_an_run *runs, size_t n, int64_t id);
 /* The waits stage 2's probes hid at the sites a fix removes, added to what the removal takes
  * along (analysis/hidden.c). After the scan, before the graph. */
 int an_hidden_waits(struct ffm_analysis *a);
@@ -323,10 +350,11 @@ struct ffm_an_proc *an_proc_of(struct ffm_analysis_result *res, uint32_t tgid);
 
 /* ---- the passes, in the order analysis.c runs them (docs/DESIGN.md) ------------------------ */
 
-/* Load runs and sites (load.c): res.key, runs, apis, the profile run's sites. */
-int an_load_runs_and_sites(struct ffm_analysis *a);
+/* Load runs and sites (load.c). In: cat's store and options. Out: cat->res's key, runs, roles,
+ * run counts in q, wall time without a timeline; the catalog's apis and profile sites. */
+int an_load_runs_and_sites(struct an_catalog *cat);
 /* Whether the profile run is the timeline (the scan and the model run). */
-bool an_has_timeline(const struct ffm_analysis *a);
+bool an_has_timeline(const struct ffm_analysis_result *res);
 
 /* Scan the timeline (timeline.c): every kept event of the timeline run to @sink, in time
  * order; res.procs, res.events, tl.run_start_ns, tl.run_end_ns, tl.late. */
@@ -506,20 +534,12 @@ struct ffm_analysis {
 	struct ffm_analysis_opts o;
 	struct strpool pool;
 	struct ffm_store *s;
-	struct oatab site_of; /* store stack id -> site index (u32 map) */
-	struct site_int *si;  /* parallel to res.sites until they are sorted, then in the old order */
-	size_t cap_sites;
-	struct oatab api_of; /* api id -> index in res.apis */
-	size_t cap_apis;
-	struct oatab fold_of; /* folded-name hash -> fold id */
-	uint32_t n_folds;
+	struct an_catalog cat; /* the driver functions and call sites */
 	struct an_timeline tl; /* the scan's and the verdicts' output */
 	struct an_cpu cpu;   /* the CPU samples' pass's output */
 	struct oatab keep_of; /* stack id -> keep_site(), the scan threads' read-only copy */
 	struct oatab sync_last; /* (site key, tid) -> struct an_sync_last (analysis/hidden.c) */
-	int64_t base_runs[AN_BASELINE_RUNS]; /* an_baseline_runs(), once it has chosen */
-	size_t n_base_runs;
-	bool base_chosen;
+	struct an_baseline base; /* with a timeline: the baseline's runs */
 	struct ffm_graph *g;
 	struct an_seqs seqs; /* sequences (keep_graph), for ffm_analysis__subsequence() */
 	/* event verdicts (opts.event_verdicts), sorted by (run, event) once complete */

@@ -15,7 +15,7 @@
  * its watchpoints guard device-to-host destinations, which a host-to-device duplicate has none
  * of; stage 3 hashes every transfer's bytes inside the call and is no measure of it), and the
  * monitoring runs of a key whose copies repeat (stages/ffm_plan.h: they time the copies besides
- * stage 1's records, FFM_RUN_COPIES) among the baseline's stage-1 runs (an_baseline_runs()).
+ * stage 1's records, FFM_RUN_COPIES) among the baseline's stage-1 runs (an_choose_baseline()).
  * Per site key each run gives its mean own time (what the fix saves is the copies' sum: in
  * eight monitoring processes on the H100 the loop less that sum stayed within 0.4095-0.4131 s
  * while the sum went from 0.125 to 0.172 s; the median times the count, 0.122-0.152 s, fell
@@ -77,7 +77,7 @@ static int on_run_event(const struct ffm_store_event *ev, void *ctx)
 
 	if (ev->kind != FFM_EV_TRANSFER && ev->kind != FFM_EV_MEMSET)
 		return 0;
-	err = an_event_key(d->a, &d->stacks, ev, &key);
+	err = an_event_key(&d->a->cat, &d->stacks, ev, &key);
 	if (err || !key || !(p = oatab_get(&d->keys, key, 0)))
 		return err;
 	return an_i64s_push(&p->cur, (int64_t)an_own_ns(ev->dur_ns, ev->wait_ns));
@@ -95,7 +95,7 @@ static int64_t mean_of(const struct an_i64s *x)
 /* Run @run's copies at each key: its mean into the key's, where its count matches. */
 static int read_run(struct dup_scan *d, int64_t run)
 {
-	int err = an_scan_run(d->a, run, on_run_event, d);
+	int err = an_scan_run(d->a->s, run, on_run_event, d);
 
 	for (size_t i = 0; i < d->keys.cap; i++) {
 		struct dup_key *p = oatab_slot(&d->keys, i);
@@ -113,7 +113,7 @@ static int read_run(struct dup_scan *d, int64_t run)
 static struct dup_key *key_of(struct ffm_analysis *a, struct oatab *keys,
 			      const struct ffm_event *e, bool insert)
 {
-	uint32_t site = oatab_get_u32(&a->site_of, e->stack_id);
+	uint32_t site = oatab_get_u32(&a->cat.site_of, e->stack_id);
 
 	if (site == UINT32_MAX)
 		return NULL;
@@ -143,7 +143,7 @@ static int collect_timeline(struct ffm_analysis *a, struct oatab *keys)
 		struct dup_key *p = oatab_get(keys, res->sites[i].key, 0);
 
 		if (p)
-			p->calls2 += a->si[i].n2;
+			p->calls2 += a->cat.si[i].n2;
 	}
 	return 0;
 }
@@ -187,8 +187,8 @@ int an_dup_cost(struct ffm_analysis *a)
 			      .stacks = AN_KEY_CACHE_INIT };
 	struct oatab shifts = OATAB_INIT(struct tid_shift); /* tid -> time added so far */
 	bool first_use = res->run_first_use && res->run_first_use != res->run_timeline;
-	const int64_t *runs;
-	size_t n = an_baseline_runs(a, &runs);
+	const int64_t *runs = a->base.id;
+	size_t n = a->base.n;
 	uint32_t most = 0;
 	int err;
 
@@ -198,7 +198,7 @@ int an_dup_cost(struct ffm_analysis *a)
 	if (!err && d.keys.n && first_use)
 		err = read_run(&d, res->run_first_use);
 	for (size_t i = 0; i < n && !err && d.keys.n; i++)
-		if (an_run_flags(a, runs[i]) & FFM_RUN_COPIES) /* the others hold waits only */
+		if (an_run_flags(res->runs, res->n_runs, runs[i]) & FFM_RUN_COPIES) /* the others hold waits only */
 			err = read_run(&d, runs[i]);
 	for (size_t i = 0; i < d.keys.cap && !err; i++) {
 		struct dup_key *p = oatab_slot(&d.keys, i);

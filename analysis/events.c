@@ -276,7 +276,7 @@ static int event_problem(struct ffm_analysis *a, uint32_t site, uint64_t k, bool
 			 struct ffm_event *e, bool *dup, int64_t *use)
 {
 	struct ffm_an_site *x = &a->res.sites[site];
-	struct site_int *si = &a->si[site];
+	struct site_int *si = &a->cat.si[site];
 	uint8_t xv = 0;
 	int64_t dx;
 	int err;
@@ -346,16 +346,16 @@ static int on_raw_event(void *ctx, const struct an_raw *raw)
 		t->call_end = raw->start_ns + raw->dur_ns;
 	t->wait_sum += raw->kind == FFM_EV_WAIT ? raw->dur_ns : raw->wait_ns;
 	if (raw->stack != sc->last_stack || sc->last_site == UINT32_MAX) {
-		err = an_site_for(a, raw->stack, raw->api, raw->kind, &sc->last_site);
+		err = an_site_for(&a->cat, raw->stack, raw->api, raw->kind, &sc->last_site);
 		if (err)
 			return err;
 		sc->last_stack = raw->stack;
 		/* a stack the per-stack totals did not list: model it */
-		if (!a->si[sc->last_site].n2)
-			a->si[sc->last_site].keep = true;
+		if (!a->cat.si[sc->last_site].n2)
+			a->cat.si[sc->last_site].keep = true;
 	}
 	x = &res->sites[sc->last_site];
-	si = &a->si[sc->last_site];
+	si = &a->cat.si[sc->last_site];
 	if (!si->keep)
 		return 0;
 	k = si->seen++;
@@ -477,11 +477,11 @@ int an_apply_finish(struct ffm_analysis *a)
 	res->modelled_events = a->tl.n_ev;
 	/* The verdicts are in the events now: give their memory back before the graph. */
 	for (size_t i = 0; i < res->n_sites; i++) {
-		an_verdicts_fini(&a->si[i].s3);
-		an_verdicts_fini(&a->si[i].s4);
-		an_verdicts_fini(&a->si[i].x3);
+		an_verdicts_fini(&a->cat.si[i].s3);
+		an_verdicts_fini(&a->cat.si[i].s4);
+		an_verdicts_fini(&a->cat.si[i].x3);
 	}
-	err = decide_conditional(res, a->si);
+	err = decide_conditional(res, a->cat.si);
 	if (err)
 		return err;
 	for (size_t i = 0; i < a->tl.n_thr; i++) {

@@ -39,7 +39,7 @@ int an_evidence(struct ffm_analysis *a)
 
 	for (size_t i = 0; i < res->n_sites; i++) {
 		struct ffm_an_site *x = &res->sites[i];
-		struct site_int *si = &a->si[i];
+		struct site_int *si = &a->cat.si[i];
 		struct use_frame u = { .a = a };
 		int err = 0;
 
@@ -57,10 +57,10 @@ int an_evidence(struct ffm_analysis *a)
 		}
 		x->first_xfer_stack = si->first_stack;
 		if (si->first_stack) {
-			uint32_t fi = oatab_get_u32(&a->site_of, (uint64_t)si->first_stack);
+			uint32_t fi = oatab_get_u32(&a->cat.site_of, (uint64_t)si->first_stack);
 
 			if (fi == UINT32_MAX) {
-				err = an_site_for(a, si->first_stack, x->api, FFM_EV_TRANSFER, &fi);
+				err = an_site_for(&a->cat, si->first_stack, x->api, FFM_EV_TRANSFER, &fi);
 				if (err)
 					return err;
 				x = &res->sites[i]; /* site_for may move the array */

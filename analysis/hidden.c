@@ -107,7 +107,7 @@ static int64_t cpu_gap(struct an_sync_last *l, uint64_t end, uint64_t wsum)
 int an_note_sync(struct ffm_analysis *a, uint32_t site, struct thread *t, uint64_t end,
 		 uint64_t wait_ns, uint64_t probe_span_ns, bool copy)
 {
-	struct site_int *si = &a->si[site];
+	struct site_int *si = &a->cat.si[site];
 	/* per site key, as in the baseline: the stacks of one line take turns in some programs */
 	struct an_sync_last *l = oatab_find(&a->sync_last, a->res.sites[site].key, t->tid, true);
 
@@ -116,7 +116,7 @@ int an_note_sync(struct ffm_analysis *a, uint32_t site, struct thread *t, uint64
 	if (copy && t->last_ev && t->obs_ev == t->last_ev) {
 		/* the copy waited, and the sync its read made after it (whose span starts at the
 		 * copy) is part of the same wait for the GPU */
-		struct an_sync_obs *o = &a->si[t->last_site].obs[t->obs_idx];
+		struct an_sync_obs *o = &a->cat.si[t->last_site].obs[t->obs_idx];
 
 		wait_ns += (uint64_t)o->wait_ns;
 		probe_span_ns += (uint64_t)o->span_ns;
@@ -194,7 +194,7 @@ static int on_base_event(const struct ffm_store_event *ev, void *ctx)
 	if (!bt)
 		return -ENOMEM;
 	bt->wsum += ev->dur_ns;
-	err = an_event_key(h->a, &h->stacks, ev, &key);
+	err = an_event_key(&h->a->cat, &h->stacks, ev, &key);
 	if (err || !key)
 		return err;
 	if (!(p = oatab_get(&h->keys, key, 0))) {
@@ -326,7 +326,7 @@ int an_hidden_waits(struct ffm_analysis *a)
 		return 0;
 	/* The keys of the sites that lose syncs to a fix, with a probe cost to correct. */
 	for (size_t i = 0; i < res->n_sites && !err; i++) {
-		struct site_int *si = &a->si[i];
+		struct site_int *si = &a->cat.si[i];
 		struct per_key *p;
 
 		if (!si->n_removed || !si->n_obs)
@@ -345,15 +345,15 @@ int an_hidden_waits(struct ffm_analysis *a)
 		wanted++;
 	}
 	if (!err && wanted) {
-		const int64_t *runs;
-		size_t n = an_baseline_runs(a, &runs);
+		const int64_t *runs = a->base.id;
+		size_t n = a->base.n;
 
 		if (!n) { /* none is whole: the latest as it is */
 			runs = &res->run_baseline;
 			n = 1;
 		}
 		for (size_t i = 0; i < n && !err; i++) {
-			err = an_scan_run(a, runs[i], on_base_event, &h);
+			err = an_scan_run(a->s, runs[i], on_base_event, &h);
 			if (!err)
 				err = end_base_run(&h);
 		}
@@ -370,7 +370,7 @@ int an_hidden_waits(struct ffm_analysis *a)
 		}
 	}
 	for (size_t i = 0; i < res->n_sites && !err; i++) {
-		struct site_int *si = &a->si[i];
+		struct site_int *si = &a->cat.si[i];
 		struct per_key *p = si->n_removed && si->n_obs ?
 					    oatab_get(&h.keys, res->sites[i].key, 0) : NULL;
 
@@ -390,10 +390,10 @@ int an_hidden_waits(struct ffm_analysis *a)
 
 		if (e->problem != FFM_PROBLEM_UNNECESSARY_SYNC && e->problem != FFM_PROBLEM_HOST_READ)
 			continue;
-		site = oatab_get_u32(&a->site_of, e->stack_id);
+		site = oatab_get_u32(&a->cat.site_of, e->stack_id);
 		if (site == UINT32_MAX)
 			continue;
-		si = &a->si[site];
+		si = &a->cat.si[site];
 		e->removed_ns += si->hidden_ns;
 		res->q.hidden_removed_ns += si->hidden_ns;
 		if (si->ran_through && e->gpu_idle_ns) {

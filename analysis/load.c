@@ -4,14 +4,16 @@
  * them the analysis uses (analysis/runs.c), the driver functions' names, the profile run's call
  * sites from its per-stack totals (analysis/sites.c, sampled runs' estimates: sampled.c) and the
  * time per driver function. Without a timeline the wall time is the baseline's.
+ * In: the catalog's store and options. Out: res's key, runs, roles, run counts in q and (without
+ * a timeline) wall time; the catalog's driver functions and the profile run's sites.
  */
 #include <errno.h>
 
 #include "analysis/analysis_int.h"
 
-static int api_totals(struct ffm_analysis *a)
+static int api_totals(struct an_catalog *cat)
 {
-	struct ffm_analysis_result *res = &a->res;
+	struct ffm_analysis_result *res = cat->res;
 
 	for (size_t i = 0; i < res->n_sites; i++) {
 		const struct ffm_an_site *x = &res->sites[i];
@@ -19,7 +21,7 @@ static int api_totals(struct ffm_analysis *a)
 
 		if (!x->in_timeline)
 			continue;
-		api = an_api_slot(a, x->api);
+		api = an_api_slot(cat, x->api);
 		if (!api)
 			return -ENOMEM;
 		api->calls += x->count;
@@ -30,46 +32,49 @@ static int api_totals(struct ffm_analysis *a)
 }
 
 /* The run whose sites the report lists: the timeline, else the baseline, or as opts say. */
-static int64_t profile_run(const struct ffm_analysis *a)
+static int64_t profile_run(const struct ffm_analysis_opts *o,
+			   const struct ffm_analysis_result *res)
 {
-	if (a->o.profile_stage == 1)
-		return a->res.run_baseline;
-	if (a->o.profile_stage == 2)
-		return a->res.run_timeline;
-	return a->res.run_timeline ? a->res.run_timeline : a->res.run_baseline;
+	if (o->profile_stage == 1)
+		return res->run_baseline;
+	if (o->profile_stage == 2)
+		return res->run_timeline;
+	return res->run_timeline ? res->run_timeline : res->run_baseline;
 }
 
-bool an_has_timeline(const struct ffm_analysis *a)
+bool an_has_timeline(const struct ffm_analysis_result *res)
 {
-	return a->res.run_timeline && a->res.run_profile == a->res.run_timeline;
+	return res->run_timeline && res->run_profile == res->run_timeline;
 }
 
-int an_load_runs_and_sites(struct ffm_analysis *a)
+int an_load_runs_and_sites(struct an_catalog *cat)
 {
+	struct ffm_analysis_result *res = cat->res;
 	struct ffm_store_key key = { 0 };
-	int err = ffm_store__key(a->s, &key);
+	int err = ffm_store__key(cat->s, &key);
 
 	if (err && err != -ENOENT)
 		return err;
-	a->res.key = an_pool_dup(&a->pool, key.key, "?");
-	err = an_load_runs(a);
+	res->key = an_pool_dup(cat->pool, key.key, "?");
+	err = an_load_runs(cat->s, cat->o, res);
 	if (!err)
-		err = ffm_store__for_each_api_name(a->s, an_on_api_name, a);
+		err = ffm_store__for_each_api_name(cat->s, an_on_api_name, cat);
 	if (err)
 		return err;
-	a->res.run_profile = profile_run(a);
-	if (a->res.run_profile) {
-		err = ffm_store__for_each_stack_agg(a->s, a->res.run_profile, an_on_agg, a);
+	res->run_profile = profile_run(cat->o, res);
+	if (res->run_profile) {
+		err = ffm_store__for_each_stack_agg(cat->s, res->run_profile, an_on_agg, cat);
 		if (!err)
-			err = an_apply_samples(a, a->res.run_profile);
+			err = an_apply_samples(cat->s, res->run_profile, &cat->site_of, res->sites,
+					       &res->sampled);
 		if (err)
 			return err;
 	}
-	err = api_totals(a);
-	if (err || an_has_timeline(a) || !a->res.run_baseline)
+	err = api_totals(cat);
+	if (err || an_has_timeline(res) || !res->run_baseline)
 		return err;
-	for (size_t i = 0; i < a->res.n_runs; i++)
-		if (a->res.runs[i].id == a->res.run_baseline)
-			a->res.wall_ns = (uint64_t)(a->res.runs[i].wall_s * 1e9);
+	for (size_t i = 0; i < res->n_runs; i++)
+		if (res->runs[i].id == res->run_baseline)
+			res->wall_ns = (uint64_t)(res->runs[i].wall_s * 1e9);
 	return 0;
 }

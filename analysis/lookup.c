@@ -61,7 +61,7 @@ static bool from_rows(const struct ffm_analysis *a, const struct ffm_store_event
 
 	for (const struct an_evv *e = first;
 	     e && e < a->evv + a->n_evv && e->run == ev->run && e->event == ev->id; e++) {
-		const struct site_int *si = &a->si[e->si];
+		const struct site_int *si = &a->cat.si[e->si];
 		enum ffm_verdict vd;
 
 		if (!e->sync) {
@@ -88,7 +88,7 @@ static void from_site(const struct ffm_analysis *a, const struct ffm_store_event
 		      struct ffm_an_event_verdict *out)
 {
 	const struct ffm_analysis_result *res = &a->res;
-	uint32_t i = oatab_get_u32(&a->site_of, (uint64_t)ev->stack);
+	uint32_t i = oatab_get_u32(&a->cat.site_of, (uint64_t)ev->stack);
 	const struct ffm_an_site *x;
 
 	if (!ev->stack || i == UINT32_MAX)

@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* The store, part 1: which runs the analysis uses, and the API names. */
+/*
+ * The store, part 1 (the load pass's, analysis/load.c). In: the store, opts' job. Out: res's
+ * runs, roles and run counts in q; the baseline's runs (an_choose_baseline); the catalog's
+ * driver functions and their names (struct an_catalog).
+ */
 #include <errno.h>
 #include <stdio.h>
 
@@ -8,7 +12,8 @@
 /* ---- runs --------------------------------------------------------------------------------- */
 
 struct run_scan {
-	struct ffm_analysis *a;
+	const struct ffm_analysis_opts *o;
+	struct ffm_analysis_result *res;
 	size_t cap;
 	int64_t job_last; /* last run id of opts->job_id */
 };
@@ -16,12 +21,12 @@ struct run_scan {
 static int on_run(const struct ffm_store_run *r, void *ctx)
 {
 	struct run_scan *rs = ctx;
-	struct ffm_analysis_result *res = &rs->a->res;
+	struct ffm_analysis_result *res = rs->res;
 	struct ffm_an_run *x;
 
-	if (rs->a->o.job_id && r->job_id && !strcmp(rs->a->o.job_id, r->job_id))
+	if (rs->o->job_id && r->job_id && !strcmp(rs->o->job_id, r->job_id))
 		rs->job_last = r->id;
-	if (rs->a->o.job_only && (!r->job_id || strcmp(rs->a->o.job_id, r->job_id)))
+	if (rs->o->job_only && (!r->job_id || strcmp(rs->o->job_id, r->job_id)))
 		return 0;
 	if (ffm_grow((void **)&res->runs, &rs->cap, res->n_runs + 1, sizeof(*res->runs)))
 		return -ENOMEM;
@@ -52,18 +57,18 @@ static struct ffm_an_run *pick_run(struct ffm_analysis_result *res, int stage)
 	return best;
 }
 
-int an_load_runs(struct ffm_analysis *a)
+int an_load_runs(struct ffm_store *s, const struct ffm_analysis_opts *o,
+		 struct ffm_analysis_result *res)
 {
-	struct ffm_analysis_result *res = &a->res;
-	struct run_scan rs = { .a = a };
+	struct run_scan rs = { .o = o, .res = res };
 	int64_t *slot[5] = { NULL, &res->run_baseline, &res->run_timeline, &res->run_verdicts,
 			     &res->run_first_use };
 	int err;
 
-	err = ffm_store__for_each_run(a->s, on_run, &rs);
+	err = ffm_store__for_each_run(s, on_run, &rs);
 	if (err)
 		return err < 0 ? err : -EIO;
-	if (a->o.job_id) {
+	if (o->job_id) {
 		size_t n = 0;
 
 		if (!rs.job_last)
@@ -80,7 +85,7 @@ int an_load_runs(struct ffm_analysis *a)
 			continue;
 		r->role = st; /* enum ffm_an_role follows the stage numbers */
 		*slot[st] = r->id;
-		err = ffm_store__get_drops(a->s, r->id, &r->drops);
+		err = ffm_store__get_drops(s, r->id, &r->drops);
 		if (err)
 			return err;
 		for (int d = 0; d < FFM_DROP__MAX; d++)
@@ -104,38 +109,34 @@ static int any_sample(const struct ffm_store_sample *x, void *ctx)
 
 /* Whether stage-1 run @r can stand for the program in the baseline: ended whole, the program
  * did not fail, and not sampled (adaptive stage 1 keeps only windows of the waits). */
-static bool base_usable(struct ffm_analysis *a, const struct ffm_an_run *r)
+static bool base_usable(struct ffm_store *s, const struct ffm_an_run *r)
 {
 	return r->ended && r->stage == 1 && !r->exit_status &&
 	       !(r->flags & (RUN_INCOMPLETE | FFM_RUN_DROPPED)) &&
-	       ffm_store__for_each_sample(a->s, r->id, any_sample, NULL) == 0;
+	       ffm_store__for_each_sample(s, r->id, any_sample, NULL) == 0;
 }
 
-uint32_t an_run_flags(const struct ffm_analysis *a, int64_t id)
+uint32_t an_run_flags(const struct ffm_an_run *runs, size_t n, int64_t id)
 {
-	const struct ffm_analysis_result *res = &a->res;
-	size_t lo = 0, hi = res->n_runs; /* res->runs is in id order */
+	size_t lo = 0, hi = n;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 
-		if (res->runs[mid].id < id)
+		if (runs[mid].id < id)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	return lo < res->n_runs && res->runs[lo].id == id ? res->runs[lo].flags : 0;
+	return lo < n && runs[lo].id == id ? runs[lo].flags : 0;
 }
 
-size_t an_baseline_runs(struct ffm_analysis *a, const int64_t **ids)
+void an_choose_baseline(struct ffm_store *s, const struct ffm_analysis_result *res,
+			struct an_baseline *out)
 {
-	const struct ffm_analysis_result *res = &a->res;
 	int64_t from = 0, drift = 0; /* from: the oldest run id taken */
 
-	*ids = a->base_runs;
-	if (a->base_chosen)
-		return a->n_base_runs;
-	a->base_chosen = true;
+	out->n = 0;
 	/* After a re-trace for drift: from the stage-1 run that saw the drift on. */
 	for (size_t i = 0; i < res->n_runs; i++) {
 		const struct ffm_an_run *r = &res->runs[i];
@@ -148,26 +149,25 @@ size_t an_baseline_runs(struct ffm_analysis *a, const int64_t **ids)
 		if (r->stage == 1)
 			drift = r->id;
 	}
-	for (size_t i = res->n_runs; i-- > 0 && a->n_base_runs < AN_BASELINE_RUNS;) {
+	for (size_t i = res->n_runs; i-- > 0 && out->n < AN_BASELINE_RUNS;) {
 		const struct ffm_an_run *r = &res->runs[i];
 
-		if (r->id >= from && base_usable(a, r))
-			a->base_runs[a->n_base_runs++] = r->id;
+		if (r->id >= from && base_usable(s, r))
+			out->id[out->n++] = r->id;
 	}
-	return a->n_base_runs;
 }
 
 /* ---- api names ---------------------------------------------------------------------------- */
 
-struct ffm_an_api *an_api_slot(struct ffm_analysis *a, uint32_t api)
+struct ffm_an_api *an_api_slot(struct an_catalog *cat, uint32_t api)
 {
-	struct ffm_analysis_result *res = &a->res;
-	uint32_t i = oatab_get_u32(&a->api_of, api);
+	struct ffm_analysis_result *res = cat->res;
+	uint32_t i = oatab_get_u32(&cat->api_of, api);
 
 	if (i != UINT32_MAX)
 		return &res->apis[i];
-	if (ffm_grow((void **)&res->apis, &a->cap_apis, res->n_apis + 1, sizeof(*res->apis)) ||
-	    oatab_put_u32(&a->api_of, api, (uint32_t)res->n_apis))
+	if (ffm_grow((void **)&res->apis, &cat->cap_apis, res->n_apis + 1, sizeof(*res->apis)) ||
+	    oatab_put_u32(&cat->api_of, api, (uint32_t)res->n_apis))
 		return NULL;
 	res->apis[res->n_apis] = (struct ffm_an_api){
 		.api = api, .name = api ? "?" : "(unattributed wait)",
@@ -177,10 +177,10 @@ struct ffm_an_api *an_api_slot(struct ffm_analysis *a, uint32_t api)
 
 int an_on_api_name(uint32_t api, const char *name, void *ctx)
 {
-	struct ffm_analysis *a = ctx;
-	struct ffm_an_api *x = an_api_slot(a, api);
+	struct an_catalog *cat = ctx;
+	struct ffm_an_api *x = an_api_slot(cat, api);
 
-	if (!x || !(x->name = an_pool_dup(&a->pool, name, "?")))
+	if (!x || !(x->name = an_pool_dup(cat->pool, name, "?")))
 		return -ENOMEM;
 	return 0;
 }

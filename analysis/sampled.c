@@ -7,6 +7,8 @@
  * windows (ffm_sampling__estimate, at least what was recorded in the span), and the site gets
  * the estimate's standard error (spans add up in variance) and its `sampled` mark. Waits
  * outside every span were traced in full and stay as they are.
+ * In: the store's sample rows of the run, the stack -> site map. Out: the sites' counts, waits,
+ * standard errors and marks; res.sampled.
  */
 #include <errno.h>
 #include <math.h>
@@ -127,11 +129,12 @@ static int on_agg(const struct ffm_store_sample_agg *g, void *ctx)
 }
 
 /* Replace one (span, stack)'s recorded waits in its site by the span's estimate. */
-static int apply_one(struct ffm_analysis *a, struct sctx *c, const struct sent *e, double *len)
+static int apply_one(const struct oatab *site_of, struct ffm_an_site *sites, struct sctx *c,
+		     const struct sent *e, double *len)
 {
 	size_t sp = (size_t)e->k.a - 1, nw = 0;
 	const struct ffm_store_sample *s = &c->rows.r[sp];
-	uint32_t si = oatab_get_u32(&a->site_of, e->k.b);
+	uint32_t si = oatab_get_u32(site_of, e->k.b);
 	double xn = 0, en, sen, ew, sew;
 	struct ffm_an_site *x;
 
@@ -145,7 +148,7 @@ static int apply_one(struct ffm_analysis *a, struct sctx *c, const struct sent *
 	if (ffm_sampling__estimate(e->x_n, len, nw, (double)(s->end_ns - s->start_ns), xn, &en, &sen) ||
 	    ffm_sampling__estimate(e->x_w, len, nw, (double)(s->end_ns - s->start_ns), xn, &ew, &sew))
 		return 0; /* no window time: the recorded waits stand */
-	x = &a->res.sites[si];
+	x = &sites[si];
 	/* Never less than what was recorded in the span. */
 	en = en < e->span_n ? e->span_n : en;
 	ew = ew < e->span_w ? e->span_w : ew;
@@ -159,28 +162,29 @@ static int apply_one(struct ffm_analysis *a, struct sctx *c, const struct sent *
 	return 0;
 }
 
-int an_apply_samples(struct ffm_analysis *a, int64_t run)
+int an_apply_samples(struct ffm_store *s, int64_t run, const struct oatab *site_of,
+		     struct ffm_an_site *sites, bool *sampled)
 {
 	struct sctx c = { .ent = OATAB_INIT(struct sent) };
 	double *len = NULL;
 	int err;
 
-	err = ffm_store__for_each_sample(a->s, run, on_row, &c.rows);
+	err = ffm_store__for_each_sample(s, run, on_row, &c.rows);
 	if (err || !c.rows.n)
 		goto out;
 	err = index_rows(&c);
 	if (!err)
-		err = ffm_store__for_each_sample_agg(a->s, run, on_agg, &c);
+		err = ffm_store__for_each_sample_agg(s, run, on_agg, &c);
 	if (!err && !(len = calloc(c.rows.n, sizeof(double))))
 		err = -ENOMEM;
 	for (size_t i = 0; !err && i < c.ent.cap; i++) {
 		const struct sent *e = oatab_slot(&c.ent, i);
 
 		if (e)
-			err = apply_one(a, &c, e, len);
+			err = apply_one(site_of, sites, &c, e, len);
 	}
 	if (!err)
-		a->res.sampled = true;
+		*sampled = true;
 out:
 	for (size_t i = 0; i < c.ent.cap; i++) {
 		struct sent *e = oatab_slot(&c.ent, i);

@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* The store, part 2: call sites, their identity and their application frame. */
+/*
+ * The store, part 2: call sites, their identity and their application frame, created on first
+ * use by the passes that meet them. In: the store's frames, opts' library lists. Out: the
+ * catalog's sites (res->sites, struct site_int, the stack and fold maps; struct an_catalog).
+ */
 #include <errno.h>
 #include <stdio.h>
 
@@ -87,30 +91,30 @@ static int on_site_frame(const struct ffm_store_frame *f, uint32_t depth, void *
 	return 0;
 }
 
-static int new_site(struct ffm_analysis *a, int64_t stack, uint32_t *ret)
+static int new_site(struct an_catalog *cat, int64_t stack, uint32_t *ret)
 {
-	struct ffm_analysis_result *res = &a->res;
-	size_t cap = a->cap_sites;
+	struct ffm_analysis_result *res = cat->res;
+	size_t cap = cat->cap_sites;
 	struct ffm_an_site *x;
 	int err;
 
-	if (ffm_grow((void **)&res->sites, &a->cap_sites, res->n_sites + 1, sizeof(*res->sites)))
+	if (ffm_grow((void **)&res->sites, &cat->cap_sites, res->n_sites + 1, sizeof(*res->sites)))
 		return -ENOMEM;
-	if (a->cap_sites != cap) {
-		struct site_int *n = realloc(a->si, a->cap_sites * sizeof(*n));
+	if (cat->cap_sites != cap) {
+		struct site_int *n = realloc(cat->si, cat->cap_sites * sizeof(*n));
 
 		if (!n)
 			return -ENOMEM;
-		a->si = n;
+		cat->si = n;
 	}
 	x = &res->sites[res->n_sites];
 	memset(x, 0, sizeof(*x));
-	memset(&a->si[res->n_sites], 0, sizeof(a->si[0]));
+	memset(&cat->si[res->n_sites], 0, sizeof(cat->si[0]));
 	x->stack = stack;
 	x->api_name = x->function = x->file = x->module = x->folded = "";
 	x->use_delay_ns = -1;
 	x->first_xfer_site = -1;
-	err = oatab_put_u32(&a->site_of, (uint64_t)stack, (uint32_t)res->n_sites);
+	err = oatab_put_u32(&cat->site_of, (uint64_t)stack, (uint32_t)res->n_sites);
 	if (err)
 		return err;
 	*ret = (uint32_t)res->n_sites++;
@@ -118,7 +122,7 @@ static int new_site(struct ffm_analysis *a, int64_t stack, uint32_t *ret)
 }
 
 /* The frames of @stack scanned into a new *ret (free() it). */
-static int scan_frames(struct ffm_analysis *a, int64_t stack, struct frame_scan **ret)
+static int scan_frames(struct an_catalog *cat, int64_t stack, struct frame_scan **ret)
 {
 	struct frame_scan *fs = calloc(1, sizeof(*fs));
 	int err = 0;
@@ -128,20 +132,20 @@ static int scan_frames(struct ffm_analysis *a, int64_t stack, struct frame_scan 
 		return -ENOMEM;
 	fs->depth_app = -1;
 	fs->key = FFM_FNV1A_INIT;
-	fs->py_library = a->o.py_library;
-	fs->src_library = a->o.src_library;
+	fs->py_library = cat->o->py_library;
+	fs->src_library = cat->o->src_library;
 	if (stack)
-		err = ffm_store__for_each_frame(a->s, stack, on_site_frame, fs);
+		err = ffm_store__for_each_frame(cat->s, stack, on_site_frame, fs);
 	if (err == -ENOENT)
 		err = 0; /* a stack id without a stack row: a lost stack record */
 	return err < 0 ? err : 0;
 }
 
-int an_site_key(struct ffm_analysis *a, int64_t stack, uint32_t api, uint64_t *key)
+int an_site_key(struct an_catalog *cat, int64_t stack, uint32_t api, uint64_t *key)
 {
-	struct ffm_an_api *x = an_api_slot(a, api);
+	struct ffm_an_api *x = an_api_slot(cat, api);
 	struct frame_scan *fs;
-	int err = scan_frames(a, stack, &fs);
+	int err = scan_frames(cat, stack, &fs);
 
 	if (!err && !x)
 		err = -ENOMEM;
@@ -153,7 +157,7 @@ int an_site_key(struct ffm_analysis *a, int64_t stack, uint32_t api, uint64_t *k
 	return err;
 }
 
-int an_event_key(struct ffm_analysis *a, struct an_key_cache *c, const struct ffm_store_event *ev,
+int an_event_key(struct an_catalog *cat, struct an_key_cache *c, const struct ffm_store_event *ev,
 		 uint64_t *key)
 {
 	struct an_stack_key *sk;
@@ -165,7 +169,7 @@ int an_event_key(struct ffm_analysis *a, struct an_key_cache *c, const struct ff
 	if (!sk)
 		return ev->stack || ev->api ? -ENOMEM : 0;
 	if (!sk->key) {
-		err = an_site_key(a, ev->stack, ev->api, &sk->key);
+		err = an_site_key(cat, ev->stack, ev->api, &sk->key);
 		if (err)
 			return err;
 	}
@@ -178,12 +182,12 @@ void an_key_cache_fini(struct an_key_cache *c)
 	oatab_free(&c->stacks);
 }
 
-int an_scan_run(struct ffm_analysis *a, int64_t run,
+int an_scan_run(struct ffm_store *s, int64_t run,
 		int (*fn)(const struct ffm_store_event *ev, void *ctx), void *ctx)
 {
 	struct ffm_store_cursor *c;
 	struct ffm_store_event ev;
-	int r = ffm_store_cursor__new_timing(a->s, run, 0, 0, &c);
+	int r = ffm_store_cursor__new_timing(s, run, 0, 0, &c);
 
 	if (r)
 		return r;
@@ -215,41 +219,41 @@ static bool setup_api(const char *name)
 }
 
 /* Fill a site's application frame and key from its stack's frames. */
-static int describe_site(struct ffm_analysis *a, uint32_t idx)
+static int describe_site(struct an_catalog *cat, uint32_t idx)
 {
-	struct ffm_an_site *x = &a->res.sites[idx];
+	struct ffm_an_site *x = &cat->res->sites[idx];
 	struct frame_scan *fs;
 	struct ffm_an_api *api;
 	uint64_t fh;
 	uint32_t fid;
-	int err = scan_frames(a, x->stack, &fs);
+	int err = scan_frames(cat, x->stack, &fs);
 
 	if (err)
 		goto out;
-	api = an_api_slot(a, x->api);
+	api = an_api_slot(cat, x->api);
 	if (!api) {
 		err = -ENOMEM;
 		goto out;
 	}
 	x->api_name = api->name;
 	/* Decided once per site, not per event: the timeline scan reads them for every call. */
-	a->si[idx].explicit_sync = strstr(x->api_name, "Synchronize") != NULL;
-	a->si[idx].launch_api = !strncmp(x->api_name, "cuLaunch", 8);
-	a->si[idx].setup_api = setup_api(x->api_name);
-	a->si[idx].stream_scoped = !strcmp(x->api_name, "cuStreamSynchronize") ||
+	cat->si[idx].explicit_sync = strstr(x->api_name, "Synchronize") != NULL;
+	cat->si[idx].launch_api = !strncmp(x->api_name, "cuLaunch", 8);
+	cat->si[idx].setup_api = setup_api(x->api_name);
+	cat->si[idx].stream_scoped = !strcmp(x->api_name, "cuStreamSynchronize") ||
 				   x->kind == FFM_EV_TRANSFER || x->kind == FFM_EV_MEMSET;
-	a->si[idx].async_copy = x->kind == FFM_EV_TRANSFER && strstr(x->api_name, "Async");
+	cat->si[idx].async_copy = x->kind == FFM_EV_TRANSFER && strstr(x->api_name, "Async");
 	fs->key = ffm_fnv1a(fs->key, x->api_name, strlen(x->api_name) + 1);
 	x->key = fs->key ? fs->key : 1;
 	if (fs->depth_app >= 0) {
-		x->function = an_pool_dup(&a->pool, fs->demangled[0] ? fs->demangled : fs->func, "?");
-		x->file = an_pool_dup(&a->pool, fs->file, "");
-		x->module = an_pool_dup(&a->pool, fs->module, "?");
-		x->folded = an_pool_dup(&a->pool, fs->folded[0] ? fs->folded : x->function, "?");
+		x->function = an_pool_dup(cat->pool, fs->demangled[0] ? fs->demangled : fs->func, "?");
+		x->file = an_pool_dup(cat->pool, fs->file, "");
+		x->module = an_pool_dup(cat->pool, fs->module, "?");
+		x->folded = an_pool_dup(cat->pool, fs->folded[0] ? fs->folded : x->function, "?");
 		x->line = fs->f.line;
 		x->offset = fs->f.offset;
 		x->python = fs->py;
-		a->si[idx].py_anchor = fs->py_user ? fs->anchor.h : 0;
+		cat->si[idx].py_anchor = fs->py_user ? fs->anchor.h : 0;
 	} else {
 		x->function = x->folded = "?";
 		x->module = "?";
@@ -260,10 +264,10 @@ static int describe_site(struct ffm_analysis *a, uint32_t idx)
 	}
 	/* Fold id: interned by the folded name (the caller's function without template args). */
 	fh = an_str_hash(x->folded);
-	fid = oatab_get_u32(&a->fold_of, fh);
+	fid = oatab_get_u32(&cat->fold_of, fh);
 	if (fid == UINT32_MAX) {
-		fid = a->n_folds++;
-		err = oatab_put_u32(&a->fold_of, fh, fid);
+		fid = cat->n_folds++;
+		err = oatab_put_u32(&cat->fold_of, fh, fid);
 	}
 	x->fold_id = fid;
 out:
@@ -274,66 +278,80 @@ out:
 /* A kernel @name that the launches of @stack launched @n times (most first). */
 static int on_site_kernel(int64_t stack, const char *name, uint64_t n, void *ctx)
 {
-	struct ffm_analysis *a = ctx;
-	uint32_t i = oatab_get_u32(&a->site_of, (uint64_t)stack);
+	struct an_catalog *cat = ctx;
+	uint32_t i = oatab_get_u32(&cat->site_of, (uint64_t)stack);
 	struct ffm_an_site *x;
 	char *dm;
 
 	(void)n;
 	if (i == UINT32_MAX || !name)
 		return 0;
-	x = &a->res.sites[i];
+	x = &cat->res->sites[i];
 	if (x->kernel) {
 		x->other_kernels++;
 		return 0;
 	}
 	dm = ffm_demangle(name); /* NULL: not a C++ name, or no demangler */
-	x->kernel = an_pool_dup(&a->pool, dm ? dm : name, "?");
+	x->kernel = an_pool_dup(cat->pool, dm ? dm : name, "?");
 	free(dm);
 	return x->kernel ? 0 : -ENOMEM;
 }
 
-int an_site_kernels(struct ffm_analysis *a)
+int an_site_kernels(struct an_catalog *cat, int64_t run)
 {
-	return a->res.run_timeline ?
-		ffm_store__for_each_site_kernel(a->s, a->res.run_timeline, on_site_kernel, a) : 0;
+	return run ? ffm_store__for_each_site_kernel(cat->s, run, on_site_kernel, cat) : 0;
 }
 
-int an_site_for(struct ffm_analysis *a, int64_t stack, uint32_t api, uint32_t kind,
+int an_site_for(struct an_catalog *cat, int64_t stack, uint32_t api, uint32_t kind,
 		uint32_t *ret)
 {
-	uint32_t i = oatab_get_u32(&a->site_of, (uint64_t)stack);
+	uint32_t i = oatab_get_u32(&cat->site_of, (uint64_t)stack);
 	int err;
 
 	if (i != UINT32_MAX) {
 		*ret = i;
 		return 0;
 	}
-	err = new_site(a, stack, &i);
+	err = new_site(cat, stack, &i);
 	if (err)
 		return err;
-	a->res.sites[i].api = api;
-	a->res.sites[i].kind = kind;
-	err = describe_site(a, i);
+	cat->res->sites[i].api = api;
+	cat->res->sites[i].kind = kind;
+	err = describe_site(cat, i);
 	*ret = i;
 	return err;
 }
 
 int an_on_agg(const struct ffm_store_stack_agg *g, void *ctx)
 {
-	struct ffm_analysis *a = ctx;
+	struct an_catalog *cat = ctx;
 	struct ffm_an_site *x;
 	uint32_t i;
-	int err = an_site_for(a, g->stack, g->api, g->kind, &i);
+	int err = an_site_for(cat, g->stack, g->api, g->kind, &i);
 
 	if (err)
 		return err;
-	x = &a->res.sites[i];
+	x = &cat->res->sites[i];
 	x->in_timeline = true;
 	x->count += g->count;
 	x->dur_ns += g->dur_ns;
 	x->wait_ns += g->wait_ns;
 	x->bytes += g->bytes;
-	a->si[i].n2 += g->count;
+	cat->si[i].n2 += g->count;
 	return 0;
+}
+
+void an_catalog_fini(struct an_catalog *cat)
+{
+	for (size_t i = 0; i < cat->res->n_sites && cat->si; i++) {
+		an_verdicts_fini(&cat->si[i].s3);
+		an_verdicts_fini(&cat->si[i].s4);
+		an_verdicts_fini(&cat->si[i].x3);
+		free(cat->si[i].delays);
+		free(cat->si[i].obs);
+	}
+	free(cat->si);
+	oatab_free(&cat->site_of);
+	oatab_free(&cat->api_of);
+	oatab_free(&cat->fold_of);
 }

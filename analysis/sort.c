@@ -53,7 +53,7 @@ static int cmp_site_idx(const void *x, const void *y, void *arg)
 }
 
 /* Sort the sites (by time) once every index into them has been handed out, and renumber the
- * references: groups, first transfers, the stack map. The internal per-site state (a->si) is
+ * references: groups, first transfers, the stack map. The internal per-site state (a->cat.si) is
  * not needed after the scan and stays in the old order. */
 static int sort_sites(struct ffm_analysis *a)
 {
@@ -90,9 +90,9 @@ static int sort_sites(struct ffm_analysis *a)
 		for (uint32_t m = 0; m < gr->n_members; m++)
 			gr->seq_sites[m] = inv[gr->seq_sites[m]];
 	}
-	oatab_free(&a->site_of);
+	oatab_free(&a->cat.site_of);
 	for (size_t i = 0; i < n && !err; i++)
-		err = oatab_put_u32(&a->site_of, (uint64_t)res->sites[i].stack, (uint32_t)i);
+		err = oatab_put_u32(&a->cat.site_of, (uint64_t)res->sites[i].stack, (uint32_t)i);
 out:
 	free(tmp);
 	free(perm);
@@ -113,6 +113,6 @@ int an_sort(struct ffm_analysis *a)
 		return err;
 	if (res->n_apis) /* NULL when no run named an API */
 		qsort(res->apis, res->n_apis, sizeof(*res->apis), an_cmp_api);
-	oatab_free(&a->api_of);
+	oatab_free(&a->cat.api_of);
 	return an_evv_sort(a);
 }

@@ -387,10 +387,10 @@ static int keep_sites(struct ffm_analysis *a, uint64_t *total)
 	for (size_t i = 0; i < res->n_sites; i++) {
 		int err;
 
-		a->si[i].keep = keep_site(&res->sites[i]);
-		if (a->si[i].keep)
-			*total += a->si[i].n2;
-		err = oatab_put_u32(&a->keep_of, (uint64_t)res->sites[i].stack, a->si[i].keep);
+		a->cat.si[i].keep = keep_site(&res->sites[i]);
+		if (a->cat.si[i].keep)
+			*total += a->cat.si[i].n2;
+		err = oatab_put_u32(&a->keep_of, (uint64_t)res->sites[i].stack, a->cat.si[i].keep);
 		if (err)
 			return err;
 	}

@@ -81,13 +81,13 @@ static int on_sync_use(const struct ffm_store_sync_use *u, void *ctx)
 	uint32_t i;
 
 	an_progress_add(a->o.progress, 1, 0);
-	int err = an_site_for(a, u->stack, 0, FFM_EV_API, &i);
+	int err = an_site_for(&a->cat, u->stack, 0, FFM_EV_API, &i);
 	int64_t delay;
 	uint8_t val = ffm_verdict_seen(u, &delay);
 
 	if (err)
 		return err;
-	si = &a->si[i];
+	si = &a->cat.si[i];
 	v = us->stage4 ? &si->s4 : &si->s3;
 	if (!us->stage4 && ((u->flags & FFM_SYNC_USE_PARTIAL) || val == FFM_SEEN_NONE_PART))
 		a->res.sites[i].n_partial++;
@@ -116,13 +116,13 @@ static int on_xfer(const struct ffm_store_xfer_hash *h, void *ctx)
 	struct ffm_analysis *a = ctx;
 	struct site_int *si;
 	uint32_t i;
-	int err = an_site_for(a, h->stack, 0, FFM_EV_TRANSFER, &i);
+	int err = an_site_for(&a->cat, h->stack, 0, FFM_EV_TRANSFER, &i);
 
 	an_progress_add(a->o.progress, 1, 0);
 
 	if (err)
 		return err;
-	si = &a->si[i];
+	si = &a->cat.si[i];
 	if (h->dup == FFM_DUP_SAME_DST && !si->first_stack && h->first_stack)
 		si->first_stack = h->first_stack;
 	if (si->x3.n && si->x3.last_event == h->event && h->event)
@@ -232,7 +232,7 @@ static int judge_sites(struct ffm_analysis *a)
 
 	for (size_t i = 0; i < res->n_sites && !err; i++) {
 		struct ffm_an_site *x = &res->sites[i];
-		struct site_int *si = &a->si[i];
+		struct site_int *si = &a->cat.si[i];
 		bool div = false;
 
 		if (si->s3.n || si->x3.n)
