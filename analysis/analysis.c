@@ -57,11 +57,11 @@ static int run_passes(struct ffm_analysis *a)
 		an_model_out_fini(&model);
 		if (!err)
 			an_stream_bound(&a->tl, &a->res);
-		err = err ? err : an_evidence(a);
+		err = err ? err : an_evidence(&a->cat, &a->res.q);
 		an_drop_graph(a);
 	}
 	an_phase(a->o.progress, "grouping");
-	return err ? err : an_sort(a);
+	return err ? err : an_sort(&a->res, &a->cat.site_of, &a->cat.api_of, &a->evv);
 }
 
 int ffm_analysis__run(struct ffm_store *s, const struct ffm_analysis_opts *opts,
@@ -158,6 +158,23 @@ int ffm_analysis__subsequence(const struct ffm_analysis *a, uint64_t key, uint32
 	return 0;
 }
 
+int ffm_analysis__event_verdict(const struct ffm_analysis *a, const struct ffm_store_event *ev,
+				struct ffm_an_event_verdict *out)
+{
+	if (!a || !ev || !out || !a->o.event_verdicts)
+		return -EINVAL;
+	an_event_verdict(&a->evv, &a->cat, ev, out);
+	return 0;
+}
+
+int ffm_analysis__save(const struct ffm_analysis *a, struct ffm_store *s, const char *tool_version,
+		       int64_t *ret_id)
+{
+	return an_save(&(struct an_save_in){ .res = &a->res, .job_id = a->o.job_id,
+					     .grouping = a->o.grouping,
+					     .tool_version = tool_version }, s, ret_id);
+}
+
 struct ffm_analysis *ffm_analysis__free(struct ffm_analysis *a)
 {
 	if (!a)
@@ -174,7 +191,7 @@ struct ffm_analysis *ffm_analysis__free(struct ffm_analysis *a)
 	free(a->res.runs);
 	free(a->seqs.v);
 	free(a->seqs.pattern_key);
-	free(a->evv);
+	free(a->evv.v);
 	free(a->tl.thr);
 	free(a->tl.busy);
 	an_cpu_fini(&a->cpu);

@@ -178,6 +178,11 @@ struct an_evv {
 	bool sync;	     /* a sync row (else a transfer row) */
 	bool dup;	     /* timeline: also a duplicate transfer */
 };
+/* The event verdicts (opts.event_verdicts), sorted by (run, event) once complete. */
+struct an_evvs {
+	struct an_evv *v;
+	size_t n, cap;
+};
 
 /* The model's input, from the timeline scan and the verdicts applied to its events (timeline.c,
  * events.c): read by the graph, the model, the grouping and the stream bound. */
@@ -258,8 +263,11 @@ void an_verdicts_fini(struct verdicts *v);
 bool an_verdict_at(const struct verdicts *v, uint64_t k, uint64_t n2, uint8_t *val,
 		   int64_t *delay);
 /* Event verdicts (lookup.c): one more; sorted for lookups once the analysis is done. */
-int an_evv_add(struct ffm_analysis *a, const struct an_evv *e);
-int an_evv_sort(struct ffm_analysis *a);
+int an_evv_add(struct an_evvs *evv, const struct an_evv *e);
+int an_evv_sort(struct an_evvs *evv);
+/* ffm_analysis__event_verdict() of @ev from the sorted verdicts and the sites. */
+void an_event_verdict(const struct an_evvs *evv, const struct an_catalog *cat,
+		      const struct ffm_store_event *ev, struct ffm_an_event_verdict *out);
 
 /* ---- the timeline and the model's input (timeline.c, events.c) ----------------------------- */
 
@@ -519,12 +527,24 @@ void an_group_coverage(struct ffm_an_group *gr, bool known, double coverage);
 void an_stream_bound(struct an_timeline *tl, struct ffm_analysis_result *res);
 
 /* Collect evidence (evidence.c): first uses, first transfers, use delays of the sites. */
-int an_evidence(struct ffm_analysis *a);
+int an_evidence(struct an_catalog *cat, struct ffm_an_quality *q);
 
-/* Sort (sort.c): groups, sites (references renumbered), apis, event verdicts. */
-int an_sort(struct ffm_analysis *a);
+/* Sort (sort.c): groups, sites (references renumbered and @site_of anew), apis (@api_of freed),
+ * event verdicts. */
+int an_sort(struct ffm_analysis_result *res, struct oatab *site_of, struct oatab *api_of,
+	    struct an_evvs *evv);
 /* The driver functions' order: by time waited, then time, then name (also merge.c's). */
 int an_cmp_api(const void *x, const void *y);
+
+/* Save (save.c): a result as the store's result rows (an_save) or their headline. */
+struct an_save_in {
+	const struct ffm_analysis_result *res;
+	const char *job_id; /* the job the result is of (NULL: none, nothing saved) */
+	enum ffm_grouping grouping;
+	const char *tool_version;
+};
+int an_save(const struct an_save_in *in, struct ffm_store *s, int64_t *ret_id);
+void an_save_head(const struct an_save_in *in, struct ffm_store_analysis *h);
 
 /* The graph and the events, unless opts.keep_graph keeps them (analysis.c). */
 void an_drop_graph(struct ffm_analysis *a);
@@ -542,9 +562,7 @@ struct ffm_analysis {
 	struct an_baseline base; /* with a timeline: the baseline's runs */
 	struct ffm_graph *g;
 	struct an_seqs seqs; /* sequences (keep_graph), for ffm_analysis__subsequence() */
-	/* event verdicts (opts.event_verdicts), sorted by (run, event) once complete */
-	struct an_evv *evv;
-	size_t n_evv, cap_evv;
+	struct an_evvs evv;    /* event verdicts (opts.event_verdicts) */
 	int err;
 };
 

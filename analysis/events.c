@@ -405,7 +405,7 @@ static int on_raw_event(void *ctx, const struct an_raw *raw)
 				    .delay = e.first_use_ns ? (int64_t)e.first_use_ns : -1,
 				    .si = sc->last_site, .what = e.problem, .dup = dup };
 
-		err = an_evv_add(a, &v);
+		err = an_evv_add(&a->evv, &v);
 	}
 	if (!err)
 		err = push_event(a, &e);

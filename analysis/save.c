@@ -4,6 +4,8 @@
  * with their verdicts, the problem groups in the report's order and the per-function benefits,
  * so that SQL on the store sees what `ffmctl report` shows. Only the store's writer calls this
  * (ffmd at a job's end, ffmctl profile); the analysis itself still only reads.
+ * In: the result, the job and grouping it was made for (struct an_save_in). Out: the store's
+ * result rows (ffm_store__put_results), or their headline alone.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -22,17 +24,16 @@ static struct ffm_store_problem_counts counts_of(const uint64_t *n)
 	};
 }
 
-static void head_of(const struct ffm_analysis *a, const char *tool_version,
-		    struct ffm_store_analysis *h)
+void an_save_head(const struct an_save_in *in, struct ffm_store_analysis *h)
 {
-	const struct ffm_analysis_result *r = &a->res;
+	const struct ffm_analysis_result *r = in->res;
 	uint64_t lost = 0;
 
 	for (int i = 0; i < FFM_DROP__MAX; i++)
 		lost += r->q.drops[i];
 	*h = (struct ffm_store_analysis){
-		.job_id = a->o.job_id, .at_unix = time(NULL), .tool_version = tool_version,
-		.grouping = ffm_an_grouping_name(a->o.grouping), .run_baseline = r->run_baseline,
+		.job_id = in->job_id, .at_unix = time(NULL), .tool_version = in->tool_version,
+		.grouping = ffm_an_grouping_name(in->grouping), .run_baseline = r->run_baseline,
 		.run_timeline = r->run_timeline, .run_verdicts = r->run_verdicts,
 		.run_first_use = r->run_first_use, .have_problems = r->have_problems,
 		.wall_ns = r->wall_ns, .wait_ns = r->totals.wait_ns,
@@ -69,24 +70,23 @@ static void problem_of(const struct ffm_analysis_result *r, const struct ffm_an_
 	};
 }
 
-int ffm_analysis__save(const struct ffm_analysis *a, struct ffm_store *s, const char *tool_version,
-		       int64_t *ret_id)
+int an_save(const struct an_save_in *in, struct ffm_store *s, int64_t *ret_id)
 {
-	const struct ffm_analysis_result *r = &a->res;
+	const struct ffm_analysis_result *r = in->res;
 	struct ffm_store_site_result *sites;
 	struct ffm_store_problem_result *probs;
 	struct ffm_store_benefit_result *bens;
 	struct ffm_store_results out = { 0 };
 	int err = -ENOMEM;
 
-	if (!a->o.job_id)
+	if (!in->job_id)
 		return -EINVAL;
 	sites = calloc(r->n_sites + 1, sizeof(*sites));
 	probs = calloc(r->n_groups + 1, sizeof(*probs));
 	bens = calloc(r->n_apis + 1, sizeof(*bens));
 	if (!sites || !probs || !bens)
 		goto out;
-	head_of(a, tool_version, &out.a);
+	an_save_head(in, &out.a);
 	for (size_t i = 0; i < r->n_sites; i++)
 		site_of(&r->sites[i], &sites[i]);
 	/* conditional reads count in no total: not the store's problems either */
@@ -125,7 +125,9 @@ int ffm_analysis__store_job(struct ffm_store *s, const char *job_id, const char 
 	if (!err)
 		err = ffm_analysis__save(a, s, tool_version, NULL);
 	if (!err && head) {
-		head_of(a, tool_version, head);
+		an_save_head(&(struct an_save_in){ .res = ffm_analysis__result(a), .job_id = job_id,
+						   .grouping = ao.grouping,
+						   .tool_version = tool_version }, head);
 		head->job_id = NULL; /* the caller's */
 	}
 	ffm_analysis__free(a);

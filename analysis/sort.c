@@ -2,7 +2,8 @@
 /*
  * Pass "sort" (analysis/analysis.c runs the passes): the groups by benefit, the sites by time
  * (their references renumbered), the driver functions by time waited, the event verdicts by
- * (run, event) for lookups.
+ * (run, event) for lookups. In and out: res's groups, sites and apis, the stack -> site map
+ * (made anew), the event verdicts; the api map is freed.
  */
 #include <errno.h>
 
@@ -53,11 +54,10 @@ static int cmp_site_idx(const void *x, const void *y, void *arg)
 }
 
 /* Sort the sites (by time) once every index into them has been handed out, and renumber the
- * references: groups, first transfers, the stack map. The internal per-site state (a->cat.si) is
+ * references: groups, first transfers, the stack map. The internal per-site state (struct site_int) is
  * not needed after the scan and stays in the old order. */
-static int sort_sites(struct ffm_analysis *a)
+static int sort_sites(struct ffm_analysis_result *res, struct oatab *site_of)
 {
-	struct ffm_analysis_result *res = &a->res;
 	size_t n = res->n_sites;
 	struct ffm_an_site *tmp = NULL;
 	uint32_t *perm = NULL, *inv = NULL;
@@ -90,9 +90,9 @@ static int sort_sites(struct ffm_analysis *a)
 		for (uint32_t m = 0; m < gr->n_members; m++)
 			gr->seq_sites[m] = inv[gr->seq_sites[m]];
 	}
-	oatab_free(&a->cat.site_of);
+	oatab_free(site_of);
 	for (size_t i = 0; i < n && !err; i++)
-		err = oatab_put_u32(&a->cat.site_of, (uint64_t)res->sites[i].stack, (uint32_t)i);
+		err = oatab_put_u32(site_of, (uint64_t)res->sites[i].stack, (uint32_t)i);
 out:
 	free(tmp);
 	free(perm);
@@ -100,19 +100,19 @@ out:
 	return err;
 }
 
-int an_sort(struct ffm_analysis *a)
+int an_sort(struct ffm_analysis_result *res, struct oatab *site_of, struct oatab *api_of,
+	    struct an_evvs *evv)
 {
-	struct ffm_analysis_result *res = &a->res;
 	int err;
 
 	/* The subsequence lookup goes by pattern key, so the groups' order is free. */
 	if (res->n_groups) /* NULL when there is no group: qsort(NULL, 0) is UB */
 		qsort(res->groups, res->n_groups, sizeof(*res->groups), cmp_group);
-	err = sort_sites(a);
+	err = sort_sites(res, site_of);
 	if (err)
 		return err;
 	if (res->n_apis) /* NULL when no run named an API */
 		qsort(res->apis, res->n_apis, sizeof(*res->apis), an_cmp_api);
-	oatab_free(&a->cat.api_of);
-	return an_evv_sort(a);
+	oatab_free(api_of);
+	return an_evv_sort(evv);
 }

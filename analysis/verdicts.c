@@ -132,7 +132,7 @@ static int on_xfer(const struct ffm_store_xfer_hash *h, void *ctx)
 				    .first_event = h->first_event, .si = i,
 				    .what = FFM_DUP_SAME_DST };
 
-		err = an_evv_add(a, &e);
+		err = an_evv_add(&a->evv, &e);
 		if (err)
 			return err;
 	}
@@ -216,7 +216,7 @@ static int keep_sync_rows(struct ffm_analysis *a, uint32_t i, const struct verdi
 	for (size_t k = 0; k < v->n && v->event; k++) {
 		struct an_evv e = { .run = run, .event = v->event[k], .delay = v->delay[k], .si = i,
 				    .what = v->v[k], .sync = true };
-		int err = an_evv_add(a, &e);
+		int err = an_evv_add(&a->evv, &e);
 
 		if (err)
 			return err;
