@@ -28,7 +28,12 @@ static int run_passes(struct ffm_analysis *a)
 		err = err ? err : an_load_cpu_samples(a->s, a->o.py_library,
 							 a->res.run_timeline, &a->cpu);
 		/* scan the timeline, applying the verdicts to each event as it is read */
-		err = err ? err : an_scan_timeline(a, &verdicts);
+		err = err ? err : an_scan_timeline(&(struct an_scan_in){
+				.s = a->s, .scan_threads = a->o.scan_threads, .progress = a->o.progress,
+				.run = a->res.run_timeline, .runs = a->res.runs, .n_runs = a->res.n_runs,
+				.sites = a->res.sites, .n_sites = a->res.n_sites }, &verdicts,
+				&(struct an_scan_out){ .si = a->cat.si, .pool = &a->pool,
+						       .res = &a->res, .tl = &a->tl });
 		err = err ? err : an_apply_finish(a);
 		err = err ? err : an_price(&(struct an_price_in){ .s = a->s,
 					   .run = a->res.run_timeline, .tl = &a->tl,
@@ -81,7 +86,7 @@ int ffm_analysis__run(struct ffm_store *s, const struct ffm_analysis_opts *opts,
 	a->s = s;
 	a->res.read_every = a->o.read_every ? a->o.read_every : FFM_HOST_READ_EVERY;
 	a->cat = (struct an_catalog){ .s = s, .o = &a->o, .pool = &a->pool, .res = &a->res };
-	a->cat.site_of = a->cat.api_of = a->cat.fold_of = a->tl.thr_of = a->keep_of = OATAB_U32_INIT;
+	a->cat.site_of = a->cat.api_of = a->cat.fold_of = a->tl.thr_of = OATAB_U32_INIT;
 	a->cpu = (struct an_cpu)AN_CPU_INIT;
 	a->tl.deleted = OATAB_U32_INIT;
 	a->sync_last = OATAB_INIT(struct an_sync_last);
@@ -197,7 +202,6 @@ struct ffm_analysis *ffm_analysis__free(struct ffm_analysis *a)
 	an_cpu_fini(&a->cpu);
 	oatab_free(&a->tl.thr_of);
 	oatab_free(&a->tl.deleted);
-	oatab_free(&a->keep_of);
 	oatab_free(&a->sync_last);
 	an_pool_fini(&a->pool);
 	free(a);

@@ -365,14 +365,31 @@ int an_load_runs_and_sites(struct an_catalog *cat);
 bool an_has_timeline(const struct ffm_analysis_result *res);
 
 /* Scan the timeline (timeline.c): every kept event of the timeline run to @sink, in time
- * order; res.procs, res.events, tl.run_start_ns, tl.run_end_ns, tl.late. */
+ * order. */
 struct an_scan_sink {
 	/* once, while the slices start reading: @expected events will be handed over */
 	int (*start)(void *ctx, uint64_t expected);
 	int (*event)(void *ctx, const struct an_raw *raw); /* non-zero stops the scan */
 	void *ctx;
 };
-int an_scan_timeline(struct ffm_analysis *a, const struct an_scan_sink *sink);
+struct an_scan_in {
+	struct ffm_store *s;
+	unsigned scan_threads;		  /* opts.scan_threads */
+	struct ffm_an_progress *progress; /* opts.progress */
+	int64_t run;			  /* the timeline run */
+	const struct ffm_an_run *runs;	  /* res.runs */
+	size_t n_runs;
+	const struct ffm_an_site *sites;  /* res.sites */
+	size_t n_sites;
+};
+struct an_scan_out {
+	struct site_int *si;		  /* parallel to sites: reads n2, writes keep */
+	struct strpool *pool;
+	struct ffm_analysis_result *res;  /* writes procs, n_procs, events */
+	struct an_timeline *tl;		  /* writes run_start_ns, run_end_ns, late */
+};
+int an_scan_timeline(const struct an_scan_in *in, const struct an_scan_sink *sink,
+		     struct an_scan_out *out);
 
 /* Apply verdicts (events.c, verdicts.c, hidden.c, dupcost.c): the scan's events into a->tl
  * with stage 3/4's verdict of each occurrence; then what the probes hid and what the
@@ -557,7 +574,6 @@ struct ffm_analysis {
 	struct an_catalog cat; /* the driver functions and call sites */
 	struct an_timeline tl; /* the scan's and the verdicts' output */
 	struct an_cpu cpu;   /* the CPU samples' pass's output */
-	struct oatab keep_of; /* stack id -> keep_site(), the scan threads' read-only copy */
 	struct oatab sync_last; /* (site key, tid) -> struct an_sync_last (analysis/hidden.c) */
 	struct an_baseline base; /* with a timeline: the baseline's runs */
 	struct ffm_graph *g;

@@ -1,5 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* Reading the timeline (stage 2's events) in parallel slices, and the run's processes. */
+/*
+ * Pass "scan the timeline": stage 2's events read in parallel slices, and the run's processes.
+ * In: struct an_scan_in (the store, the timeline run, the sites and their occurrence counts).
+ * Out: every kept event to the sink in time order; struct an_scan_out (which sites are kept,
+ * res's processes and event count, the run's span and its last threads in the timeline).
+ */
 #include <errno.h>
 #include <pthread.h>
 #include <unistd.h>
@@ -37,8 +42,15 @@ struct scan_ctl {
 	bool stop;	    /* the consumer failed: producers end early */
 };
 
+/* The pass's state: its input, output and the kept sites' stack ids. */
+struct scan {
+	const struct an_scan_in *in;
+	struct an_scan_out *out;
+	struct oatab keep_of; /* stack id -> keep_site(), the slices' read-only copy */
+};
+
 struct slice {
-	struct ffm_analysis *a;
+	const struct scan *sc;
 	struct scan_ctl *ctl;
 	pthread_t th;
 	bool started, done; /* done: no more chunks will be queued */
@@ -124,19 +136,19 @@ static void late_note(struct an_late *l, uint32_t tid, uint64_t end)
 static void *scan_slice(void *arg)
 {
 	struct slice *sl = arg;
-	struct ffm_analysis *a = sl->a;
+	const struct scan *sc = sl->sc;
 	struct ffm_store_opts so = { .sz = sizeof(so), .read_only = true };
 	struct ffm_store *s = NULL;
 	struct ffm_store_cursor *cur = NULL;
 	struct ffm_store_event se;
 	int err;
 
-	so.immutable = ffm_store__immutable(a->s); /* a published copy: no lock, no side file */
-	err = ffm_store__open(ffm_store__path(a->s), &so, &s);
+	so.immutable = ffm_store__immutable(sc->in->s); /* a published copy: no lock, no side file */
+	err = ffm_store__open(ffm_store__path(sc->in->s), &so, &s);
 	if (!err)
-		err = ffm_store_cursor__new_timing(s, a->res.run_timeline, sl->from, sl->to, &cur);
+		err = ffm_store_cursor__new_timing(s, sc->in->run, sl->from, sl->to, &cur);
 	while (!err && (err = ffm_store_cursor__next(cur, &se)) == 1) {
-		uint32_t keep = oatab_get_u32(&a->keep_of, (uint64_t)se.stack);
+		uint32_t keep = oatab_get_u32(&sc->keep_of, (uint64_t)se.stack);
 
 		err = 0;
 		sl->scanned++;
@@ -227,7 +239,7 @@ static struct chunk *next_chunk(struct scan_ctl *ctl, struct slice *sl)
 }
 
 /* Every chunk to the sink in time order: slice by slice, chunk by chunk. */
-static int consume(struct ffm_analysis *a, struct scan_ctl *ctl, struct slice *sl, unsigned n,
+static int consume(const struct scan *sc, struct scan_ctl *ctl, struct slice *sl, unsigned n,
 		   const struct an_scan_sink *sink)
 {
 	int err = 0;
@@ -238,7 +250,7 @@ static int consume(struct ffm_analysis *a, struct scan_ctl *ctl, struct slice *s
 		while (!err && (c = next_chunk(ctl, &sl[i]))) {
 			for (size_t k = 0; k < c->n && !err; k++)
 				err = sink->event(sink->ctx, &c->ev[k]);
-			an_progress_add(a->o.progress, c->n, 0);
+			an_progress_add(sc->in->progress, c->n, 0);
 			pthread_mutex_lock(&ctl->mu);
 			c->next = ctl->free;
 			ctl->free = c;
@@ -280,10 +292,10 @@ static int join_slices(struct scan_ctl *ctl, struct slice *sl, unsigned n, struc
 }
 
 /* How many slices: opts.scan_threads, else by the events expected and the CPUs. */
-static unsigned slice_count(const struct ffm_analysis *a, uint64_t expected, uint64_t lo,
+static unsigned slice_count(const struct an_scan_in *in, uint64_t expected, uint64_t lo,
 			    uint64_t hi)
 {
-	unsigned n = a->o.scan_threads;
+	unsigned n = in->scan_threads;
 
 	if (!n) {
 		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -300,11 +312,11 @@ static unsigned slice_count(const struct ffm_analysis *a, uint64_t expected, uin
 	return n;
 }
 
-static int scan_slices(struct ffm_analysis *a, const struct an_scan_sink *sink, uint64_t expected,
+static int scan_slices(struct scan *sc, const struct an_scan_sink *sink, uint64_t expected,
 		       uint64_t lo, uint64_t hi, struct scan_sum *sum)
 {
 	struct scan_ctl ctl = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
-	unsigned n = slice_count(a, expected, lo, hi);
+	unsigned n = slice_count(sc->in, expected, lo, hi);
 	struct slice *sl = calloc(n, sizeof(*sl));
 	int err = 0;
 
@@ -313,7 +325,7 @@ static int scan_slices(struct ffm_analysis *a, const struct an_scan_sink *sink, 
 	for (unsigned i = 0; i < n; i++) {
 		uint64_t span = (hi - lo) / n;
 
-		sl[i].a = a;
+		sl[i].sc = sc;
 		sl[i].ctl = &ctl;
 		sl[i].sub_of = OATAB_INIT(struct sub_ent);
 		sl[i].lo = UINT64_MAX;
@@ -329,19 +341,19 @@ static int scan_slices(struct ffm_analysis *a, const struct an_scan_sink *sink, 
 	/* What the sink needs before the first event loads while the slices read. */
 	if (sink->start)
 		err = sink->start(sink->ctx, expected);
-	an_phase(a->o.progress, "reading the timeline");
-	an_progress_add(a->o.progress, 0, expected);
+	an_phase(sc->in->progress, "reading the timeline");
+	an_progress_add(sc->in->progress, 0, expected);
 	if (err)
 		stop_slices(&ctl);
 	else
-		err = consume(a, &ctl, sl, n, sink);
+		err = consume(sc, &ctl, sl, n, sink);
 	err = join_slices(&ctl, sl, n, sum, err);
 	free(sl);
 	return err;
 }
 
 struct proc_scan {
-	struct ffm_analysis *a;
+	struct an_scan_out *out;
 	size_t cap;
 	uint64_t lo, hi;
 };
@@ -349,14 +361,14 @@ struct proc_scan {
 static int on_process(const struct ffm_store_process *p, void *ctx)
 {
 	struct proc_scan *ps = ctx;
-	struct ffm_analysis_result *res = &ps->a->res;
+	struct ffm_analysis_result *res = ps->out->res;
 	struct ffm_an_proc *x;
 
 	if (ffm_grow((void **)&res->procs, &ps->cap, res->n_procs + 1, sizeof(*res->procs)))
 		return -ENOMEM;
 	x = &res->procs[res->n_procs++];
 	*x = (struct ffm_an_proc){ .tgid = p->tgid, .start_ns = p->start_ns, .end_ns = p->end_ns };
-	x->exe = an_pool_dup(&ps->a->pool, p->exe, "?");
+	x->exe = an_pool_dup(ps->out->pool, p->exe, "?");
 	return x->exe ? 0 : -ENOMEM;
 }
 
@@ -379,53 +391,56 @@ static bool keep_site(const struct ffm_an_site *x)
 }
 
 /* The sites whose events the slices hand over (keep_site()); how many events that makes. */
-static int keep_sites(struct ffm_analysis *a, uint64_t *total)
+static int keep_sites(struct scan *sc, uint64_t *total)
 {
-	struct ffm_analysis_result *res = &a->res;
+	const struct an_scan_in *in = sc->in;
+	struct site_int *si = sc->out->si;
 
 	*total = 0;
-	for (size_t i = 0; i < res->n_sites; i++) {
+	for (size_t i = 0; i < in->n_sites; i++) {
 		int err;
 
-		a->cat.si[i].keep = keep_site(&res->sites[i]);
-		if (a->cat.si[i].keep)
-			*total += a->cat.si[i].n2;
-		err = oatab_put_u32(&a->keep_of, (uint64_t)res->sites[i].stack, a->cat.si[i].keep);
+		si[i].keep = keep_site(&in->sites[i]);
+		if (si[i].keep)
+			*total += si[i].n2;
+		err = oatab_put_u32(&sc->keep_of, (uint64_t)in->sites[i].stack, si[i].keep);
 		if (err)
 			return err;
 	}
 	return 0;
 }
 
-int an_scan_timeline(struct ffm_analysis *a, const struct an_scan_sink *sink)
+static int scan_run(struct scan *sc, const struct an_scan_sink *sink)
 {
-	struct ffm_analysis_result *res = &a->res;
-	struct proc_scan ps = { .a = a };
+	const struct an_scan_in *in = sc->in;
+	struct an_scan_out *out = sc->out;
+	struct ffm_analysis_result *res = out->res;
+	struct proc_scan ps = { .out = out };
 	struct scan_sum sum = { .lo = UINT64_MAX };
 	uint64_t total, lo, hi, run_lo = 0, run_hi = 0;
-	int err = keep_sites(a, &total);
+	int err = keep_sites(sc, &total);
 
 	if (err)
 		return err;
 	/* The slices split the run's time: its processes' span, else the run's own. */
-	err = ffm_store__for_each_process(a->s, res->run_timeline, on_process, &ps);
+	err = ffm_store__for_each_process(in->s, in->run, on_process, &ps);
 	if (err)
 		return err < 0 ? err : -EIO;
-	for (size_t i = 0; i < res->n_runs; i++)
-		if (res->runs[i].id == res->run_timeline) {
-			run_lo = res->runs[i].start_ns;
-			run_hi = res->runs[i].end_ns;
+	for (size_t i = 0; i < in->n_runs; i++)
+		if (in->runs[i].id == in->run) {
+			run_lo = in->runs[i].start_ns;
+			run_hi = in->runs[i].end_ns;
 		}
 	/* The processes' lifetime, as the run's stored wall time (one definition: a process that
 	 * did not exit ends with the run). */
-	err = ffm_store__run_procs_span(a->s, res->run_timeline, run_hi, &ps.lo, &ps.hi);
+	err = ffm_store__run_procs_span(in->s, in->run, run_hi, &ps.lo, &ps.hi);
 	if (err)
 		return err;
 	if (!ps.hi || !ps.lo)
 		ps.lo = UINT64_MAX;
 	lo = ps.lo == UINT64_MAX ? run_lo : ps.lo;
 	hi = ps.hi ? ps.hi : run_hi;
-	err = scan_slices(a, sink, total, lo == UINT64_MAX ? 0 : lo, hi, &sum);
+	err = scan_slices(sc, sink, total, lo == UINT64_MAX ? 0 : lo, hi, &sum);
 	res->events += sum.scanned;
 	if (err)
 		return err;
@@ -436,8 +451,18 @@ int an_scan_timeline(struct ffm_analysis *a, const struct an_scan_sink *sink)
 			p->end_ns = ps.hi;
 	}
 	/* The run: its processes' lifetimes, at least every event's span. */
-	a->tl.run_start_ns = ps.lo < sum.lo ? ps.lo : sum.lo != UINT64_MAX ? sum.lo : 0;
-	a->tl.run_end_ns = ps.hi > sum.hi ? ps.hi : sum.hi;
-	a->tl.late = sum.late;
+	out->tl->run_start_ns = ps.lo < sum.lo ? ps.lo : sum.lo != UINT64_MAX ? sum.lo : 0;
+	out->tl->run_end_ns = ps.hi > sum.hi ? ps.hi : sum.hi;
+	out->tl->late = sum.late;
 	return 0;
+}
+
+int an_scan_timeline(const struct an_scan_in *in, const struct an_scan_sink *sink,
+		     struct an_scan_out *out)
+{
+	struct scan sc = { .in = in, .out = out, .keep_of = OATAB_U32_INIT };
+	int err = scan_run(&sc, sink);
+
+	oatab_free(&sc.keep_of);
+	return err;
 }
