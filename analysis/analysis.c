@@ -8,15 +8,94 @@
 
 #include "analysis/analysis_int.h"
 
+/* The analysis: the result, what the passes hand each other, and what the public entries keep
+ * (the graph and sequences for ffm_analysis__subsequence, the event verdicts). Only this file
+ * sees it; each pass is handed its parts. */
+struct ffm_analysis {
+	struct ffm_analysis_result res;
+	struct ffm_analysis_opts o;
+	struct strpool pool;
+	struct ffm_store *s;
+	struct an_catalog cat; /* the driver functions and call sites */
+	struct an_timeline tl; /* the scan's and the verdicts' output */
+	struct an_cpu cpu;   /* the CPU samples' pass's output */
+	struct an_baseline base; /* with a timeline: the baseline's runs */
+	struct ffm_graph *g;
+	struct an_seqs seqs; /* sequences (keep_graph), for ffm_analysis__subsequence() */
+	struct an_evvs evv;    /* event verdicts (opts.event_verdicts) */
+};
+
+static void drop_graph(struct ffm_analysis *a);
+
+/* Scan the timeline, applying stage 3/4's verdicts to each event as it is read; then what the
+ * probes hid and what the duplicate copies cost. In: the catalog, the CPU samples, the baseline.
+ * Out: a->tl, the sites' verdict counts, the event verdicts. */
+static int scan_and_apply(struct ffm_analysis *a)
+{
+	struct an_apply_ctx actx = {
+		.s = a->s, .o = &a->o, .cpu = &a->cpu, .base = &a->base, .cat = &a->cat,
+		.res = &a->res, .tl = &a->tl, .evv = &a->evv,
+		.sync_last = OATAB_INIT(struct an_sync_last),
+	};
+	struct an_apply ap;
+	struct an_scan_sink verdicts = an_apply_sink(&ap, &actx);
+	int err = an_scan_timeline(&(struct an_scan_in){
+			.s = a->s, .scan_threads = a->o.scan_threads, .progress = a->o.progress,
+			.run = a->res.run_timeline, .runs = a->res.runs, .n_runs = a->res.n_runs,
+			.sites = a->res.sites, .n_sites = a->res.n_sites }, &verdicts,
+		&(struct an_scan_out){ .si = a->cat.si, .pool = &a->pool, .res = &a->res,
+				       .tl = &a->tl });
+
+	err = err ? err : an_apply_finish(&actx);
+	an_apply_fini(&actx);
+	return err;
+}
+
+/* Price each fix, build the graph, run the model, group, bound by the busiest stream. In: a->tl,
+ * the catalog. Out: a->g, a->seqs, res's benefits, groups and quality counts. */
+static int model_and_group(struct ffm_analysis *a)
+{
+	struct an_model_out model = { 0 };
+	int err = an_price(&(struct an_price_in){ .s = a->s, .run = a->res.run_timeline,
+						  .tl = &a->tl, .site_of = &a->cat.site_of,
+						  .sites = a->res.sites, .si = a->cat.si },
+			   &a->tl.deleted, &a->res.q);
+
+	err = err ? err : an_reuse(&(struct an_reuse_in){ .s = a->s, .run = a->res.run_timeline,
+							 .site_of = &a->cat.site_of,
+							 .sites = a->res.sites,
+							 .n_sites = a->res.n_sites },
+				   &a->tl, &a->res.q);
+	err = err ? err : an_managed(&(struct an_managed_in){ .s = a->s,
+							     .run = a->res.run_timeline,
+							     .run_faults = a->res.run_first_use,
+							     .tl = &a->tl, .site_of = &a->cat.site_of,
+							     .sites = a->res.sites,
+							     .deleted = &a->tl.deleted },
+				     &a->res.q);
+	an_phase(a->o.progress, "modelling");
+	err = err ? err : an_build_graph(&a->tl, &a->g);
+	err = err ? err : an_run_model(&(struct an_model_in){ .g = a->g, .tl = &a->tl,
+							 .site_of = &a->cat.site_of,
+							 .api_of = &a->cat.api_of },
+				       &a->res, &model);
+	err = err ? err : an_group(&(struct an_group_in){ .g = a->g, .site_of = &a->cat.site_of,
+							 .model = &model, .grouping = a->o.grouping,
+							 .keep_seqs = a->o.keep_graph },
+				   &a->res, &a->seqs);
+	an_model_out_fini(&model);
+	if (!err)
+		an_stream_bound(&a->tl, &a->res);
+	return err;
+}
+
 /*
- * The method. With a timeline (a stage-2 run that is the profile run) the events are scanned and
- * modelled; without one the report has the profile run's sites, by time, and no problems.
+ * The method (docs/DESIGN.md, "The analysis's passes"). With a timeline (a stage-2 run that is
+ * the profile run) the events are scanned and modelled; without one the report has the profile
+ * run's sites, by time, and no problems.
  */
 static int run_passes(struct ffm_analysis *a)
 {
-	struct an_model_out model = { 0 };
-	struct an_apply ap;
-	struct an_scan_sink verdicts = an_apply_sink(&ap, a);
 	int err;
 
 	an_phase(a->o.progress, "reading the runs");
@@ -25,45 +104,12 @@ static int run_passes(struct ffm_analysis *a)
 		an_phase(a->o.progress, "reading the timeline");
 		an_choose_baseline(a->s, &a->res, &a->base);
 		err = an_site_kernels(&a->cat, a->res.run_timeline);
-		err = err ? err : an_load_cpu_samples(a->s, a->o.py_library,
-							 a->res.run_timeline, &a->cpu);
-		/* scan the timeline, applying the verdicts to each event as it is read */
-		err = err ? err : an_scan_timeline(&(struct an_scan_in){
-				.s = a->s, .scan_threads = a->o.scan_threads, .progress = a->o.progress,
-				.run = a->res.run_timeline, .runs = a->res.runs, .n_runs = a->res.n_runs,
-				.sites = a->res.sites, .n_sites = a->res.n_sites }, &verdicts,
-				&(struct an_scan_out){ .si = a->cat.si, .pool = &a->pool,
-						       .res = &a->res, .tl = &a->tl });
-		err = err ? err : an_apply_finish(a);
-		err = err ? err : an_price(&(struct an_price_in){ .s = a->s,
-					   .run = a->res.run_timeline, .tl = &a->tl,
-					   .site_of = &a->cat.site_of, .sites = a->res.sites, .si = a->cat.si },
-					   &a->tl.deleted, &a->res.q);
-		err = err ? err : an_reuse(&(struct an_reuse_in){ .s = a->s,
-					   .run = a->res.run_timeline, .site_of = &a->site_of,
-					   .sites = a->res.sites, .n_sites = a->res.n_sites },
-					   &a->tl, &a->res.q);
-		err = err ? err : an_managed(&(struct an_managed_in){ .s = a->s,
-					     .run = a->res.run_timeline,
-					     .run_faults = a->res.run_first_use, .tl = &a->tl,
-					     .site_of = &a->site_of, .sites = a->res.sites,
-					     .deleted = &a->tl.deleted }, &a->res.q);
-		an_phase(a->o.progress, "modelling");
-		err = err ? err : an_build_graph(&a->tl, &a->g);
-		err = err ? err : an_run_model(&(struct an_model_in){ .g = a->g, .tl = &a->tl,
-								 .site_of = &a->cat.site_of,
-								 .api_of = &a->cat.api_of },
-					       &a->res, &model);
-		err = err ? err : an_group(&(struct an_group_in){ .g = a->g, .site_of = &a->cat.site_of,
-								 .model = &model,
-								 .grouping = a->o.grouping,
-								 .keep_seqs = a->o.keep_graph },
-					   &a->res, &a->seqs);
-		an_model_out_fini(&model);
-		if (!err)
-			an_stream_bound(&a->tl, &a->res);
+		err = err ? err : an_load_cpu_samples(a->s, a->o.py_library, a->res.run_timeline,
+						      &a->cpu);
+		err = err ? err : scan_and_apply(a);
+		err = err ? err : model_and_group(a);
 		err = err ? err : an_evidence(&a->cat, &a->res.q);
-		an_drop_graph(a);
+		drop_graph(a);
 	}
 	an_phase(a->o.progress, "grouping");
 	return err ? err : an_sort(&a->res, &a->cat.site_of, &a->cat.api_of, &a->evv);
@@ -89,7 +135,6 @@ int ffm_analysis__run(struct ffm_store *s, const struct ffm_analysis_opts *opts,
 	a->cat.site_of = a->cat.api_of = a->cat.fold_of = a->tl.thr_of = OATAB_U32_INIT;
 	a->cpu = (struct an_cpu)AN_CPU_INIT;
 	a->tl.deleted = OATAB_U32_INIT;
-	a->sync_last = OATAB_INIT(struct an_sync_last);
 	err = (unsigned)a->o.grouping >= FFM_GROUP__MAX ? -EINVAL : run_passes(a);
 	if (err) {
 		ffm_analysis__free(a);
@@ -202,13 +247,13 @@ struct ffm_analysis *ffm_analysis__free(struct ffm_analysis *a)
 	an_cpu_fini(&a->cpu);
 	oatab_free(&a->tl.thr_of);
 	oatab_free(&a->tl.deleted);
-	oatab_free(&a->sync_last);
 	an_pool_fini(&a->pool);
 	free(a);
 	return NULL;
 }
 
-void an_drop_graph(struct ffm_analysis *a)
+/* The graph and the events, unless opts.keep_graph keeps them. */
+static void drop_graph(struct ffm_analysis *a)
 {
 	if (a->o.keep_graph)
 		return;

@@ -255,9 +255,23 @@ int an_on_agg(const struct ffm_store_stack_agg *g, void *cat);
 int an_apply_samples(struct ffm_store *s, int64_t run, const struct oatab *site_of,
 		     struct ffm_an_site *sites, bool *sampled);
 
-/* ---- stage 3/4 verdicts (verdicts.c) ------------------------------------------------------- */
+/* ---- applying the verdicts (events.c, verdicts.c, hidden.c, dupcost.c) -------------------- */
 
-int an_load_verdicts(struct ffm_analysis *a);
+/* What the pass "apply verdicts" works on: what it reads, then what it writes. */
+struct an_apply_ctx {
+	struct ffm_store *s;
+	const struct ffm_analysis_opts *o; /* read_every, event_verdicts, progress */
+	const struct an_cpu *cpu;	   /* CPU time per Python anchor */
+	const struct an_baseline *base;	   /* the baseline's runs */
+	struct an_catalog *cat;		   /* the sites' counts and verdict notes; new sites */
+	struct ffm_analysis_result *res;   /* q, modelled_events, the processes' threads */
+	struct an_timeline *tl;		   /* the model's events, threads and busy streams */
+	struct an_evvs *evv;		   /* event verdicts (opts.event_verdicts) */
+	struct oatab sync_last; /* (site key, tid) -> struct an_sync_last (hidden.c), its own */
+};
+
+
+int an_load_verdicts(struct an_apply_ctx *a);
 void an_verdicts_fini(struct verdicts *v);
 /* The verdict for occurrence k of a site's n2 timeline occurrences. */
 bool an_verdict_at(const struct verdicts *v, uint64_t k, uint64_t n2, uint8_t *val,
@@ -302,16 +316,16 @@ void an_choose_baseline(struct ffm_store *s, const struct ffm_analysis_result *r
 uint32_t an_run_flags(const struct ffm_an_run *runs, size_t n, int64_t id);
 /* The waits stage 2's probes hid at the sites a fix removes, added to what the removal takes
  * along (analysis/hidden.c). After the scan, before the graph. */
-int an_hidden_waits(struct ffm_analysis *a);
+int an_hidden_waits(struct an_apply_ctx *a);
 /* A sync occurrence of site @site on thread @t (whose wait_sum counts its wait already) ending
  * at @end, with its probe span, for an_hidden_waits(). With @copy (a host read that takes its
  * copy along: site_int.copy_site) the copy's occurrence just before, if it was a sync, becomes
  * part of this one: its wait and span added, its own left out. */
-int an_note_sync(struct ffm_analysis *a, uint32_t site, struct thread *t, uint64_t end,
+int an_note_sync(struct an_apply_ctx *a, uint32_t site, struct thread *t, uint64_t end,
 		 uint64_t wait_ns, uint64_t probe_span_ns, bool copy);
 /* The duplicate copies' own time, from the lower of the timeline's and the first-use run's
  * medians per site (analysis/dupcost.c). After the scan, before the graph. */
-int an_dup_cost(struct ffm_analysis *a);
+int an_dup_cost(struct an_apply_ctx *a);
 
 /* ---- CPU samples (cputime.c) -------------------------------------------------------------- */
 
@@ -393,14 +407,15 @@ int an_scan_timeline(const struct an_scan_in *in, const struct an_scan_sink *sin
 
 /* Apply verdicts (events.c, verdicts.c, hidden.c, dupcost.c): the scan's events into a->tl
  * with stage 3/4's verdict of each occurrence; then what the probes hid and what the
- * duplicate copies cost (an_apply_finish). */
+ * duplicate copies cost (an_apply_finish). In and out: struct an_apply_ctx. */
 struct an_apply {
-	struct ffm_analysis *a;
+	struct an_apply_ctx *a;
 	int64_t last_stack; /* the previous event's stack and site */
 	uint32_t last_site;
 };
-struct an_scan_sink an_apply_sink(struct an_apply *ap, struct ffm_analysis *a);
-int an_apply_finish(struct ffm_analysis *a);
+struct an_scan_sink an_apply_sink(struct an_apply *ap, struct an_apply_ctx *a);
+int an_apply_finish(struct an_apply_ctx *a);
+void an_apply_fini(struct an_apply_ctx *a);
 
 /* Build the graph (graph.c) of the timeline's events. */
 /* Price the fix's work (price.c): per problem event of tl, the work its fix deletes into
@@ -563,23 +578,6 @@ struct an_save_in {
 int an_save(const struct an_save_in *in, struct ffm_store *s, int64_t *ret_id);
 void an_save_head(const struct an_save_in *in, struct ffm_store_analysis *h);
 
-/* The graph and the events, unless opts.keep_graph keeps them (analysis.c). */
-void an_drop_graph(struct ffm_analysis *a);
 
-struct ffm_analysis {
-	struct ffm_analysis_result res;
-	struct ffm_analysis_opts o;
-	struct strpool pool;
-	struct ffm_store *s;
-	struct an_catalog cat; /* the driver functions and call sites */
-	struct an_timeline tl; /* the scan's and the verdicts' output */
-	struct an_cpu cpu;   /* the CPU samples' pass's output */
-	struct oatab sync_last; /* (site key, tid) -> struct an_sync_last (analysis/hidden.c) */
-	struct an_baseline base; /* with a timeline: the baseline's runs */
-	struct ffm_graph *g;
-	struct an_seqs seqs; /* sequences (keep_graph), for ffm_analysis__subsequence() */
-	struct an_evvs evv;    /* event verdicts (opts.event_verdicts) */
-	int err;
-};
 
 #endif

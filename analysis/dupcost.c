@@ -57,7 +57,7 @@ struct tid_shift {
 };
 
 struct dup_scan {
-	struct ffm_analysis *a;
+	struct an_apply_ctx *a;
 	struct oatab keys;	     /* site key -> struct dup_key */
 	struct an_key_cache stacks; /* the other runs' stacks */
 };
@@ -77,7 +77,7 @@ static int on_run_event(const struct ffm_store_event *ev, void *ctx)
 
 	if (ev->kind != FFM_EV_TRANSFER && ev->kind != FFM_EV_MEMSET)
 		return 0;
-	err = an_event_key(&d->a->cat, &d->stacks, ev, &key);
+	err = an_event_key(d->a->cat, &d->stacks, ev, &key);
 	if (err || !key || !(p = oatab_get(&d->keys, key, 0)))
 		return err;
 	return an_i64s_push(&p->cur, (int64_t)an_own_ns(ev->dur_ns, ev->wait_ns));
@@ -110,30 +110,30 @@ static int read_run(struct dup_scan *d, int64_t run)
 }
 
 /* The key of the site of @e, 0 when @e's site has no duplicates or no key entry. */
-static struct dup_key *key_of(struct ffm_analysis *a, struct oatab *keys,
+static struct dup_key *key_of(struct an_apply_ctx *a, struct oatab *keys,
 			      const struct ffm_event *e, bool insert)
 {
-	uint32_t site = oatab_get_u32(&a->cat.site_of, e->stack_id);
+	uint32_t site = oatab_get_u32(&a->cat->site_of, e->stack_id);
 
 	if (site == UINT32_MAX)
 		return NULL;
-	return insert ? oatab_find(keys, a->res.sites[site].key, 0, true)
-		      : oatab_get(keys, a->res.sites[site].key, 0);
+	return insert ? oatab_find(keys, a->res->sites[site].key, 0, true)
+		      : oatab_get(keys, a->res->sites[site].key, 0);
 }
 
 /* The keys of the sites with duplicates, each with its timeline copies' own times. */
-static int collect_timeline(struct ffm_analysis *a, struct oatab *keys)
+static int collect_timeline(struct an_apply_ctx *a, struct oatab *keys)
 {
-	struct ffm_analysis_result *res = &a->res;
+	struct ffm_analysis_result *res = a->res;
 
-	for (size_t i = 0; i < a->tl.n_ev; i++) {
-		const struct ffm_event *e = &a->tl.ev[i];
+	for (size_t i = 0; i < a->tl->n_ev; i++) {
+		const struct ffm_event *e = &a->tl->ev[i];
 
 		if (e->problem == FFM_PROBLEM_DUPLICATE_TRANSFER && !key_of(a, keys, e, true))
 			return -ENOMEM;
 	}
-	for (size_t i = 0; i < a->tl.n_ev && keys->n; i++) {
-		const struct ffm_event *e = &a->tl.ev[i];
+	for (size_t i = 0; i < a->tl->n_ev && keys->n; i++) {
+		const struct ffm_event *e = &a->tl->ev[i];
 		struct dup_key *p = copy_call(e) ? key_of(a, keys, e, false) : NULL;
 
 		if (p && an_i64s_push(&p->t2, (int64_t)an_own_ns(e->dur_ns, e->wait_ns)))
@@ -143,7 +143,7 @@ static int collect_timeline(struct ffm_analysis *a, struct oatab *keys)
 		struct dup_key *p = oatab_get(keys, res->sites[i].key, 0);
 
 		if (p)
-			p->calls2 += a->cat.si[i].n2;
+			p->calls2 += a->cat->si[i].n2;
 	}
 	return 0;
 }
@@ -180,15 +180,15 @@ static void free_keys(struct oatab *keys)
 	oatab_free(keys);
 }
 
-int an_dup_cost(struct ffm_analysis *a)
+int an_dup_cost(struct an_apply_ctx *a)
 {
-	struct ffm_analysis_result *res = &a->res;
+	struct ffm_analysis_result *res = a->res;
 	struct dup_scan d = { .a = a, .keys = OATAB_INIT(struct dup_key),
 			      .stacks = AN_KEY_CACHE_INIT };
 	struct oatab shifts = OATAB_INIT(struct tid_shift); /* tid -> time added so far */
 	bool first_use = res->run_first_use && res->run_first_use != res->run_timeline;
-	const int64_t *runs = a->base.id;
-	size_t n = a->base.n;
+	const int64_t *runs = a->base->id;
+	size_t n = a->base->n;
 	uint32_t most = 0;
 	int err;
 
@@ -210,8 +210,8 @@ int an_dup_cost(struct ffm_analysis *a)
 			most = (uint32_t)p->means.n + 1;
 		price_of(p);
 	}
-	for (size_t i = 0; i < a->tl.n_ev && !err && d.keys.n; i++) {
-		struct ffm_event *e = &a->tl.ev[i];
+	for (size_t i = 0; i < a->tl->n_ev && !err && d.keys.n; i++) {
+		struct ffm_event *e = &a->tl->ev[i];
 		struct tid_shift *sh = oatab_get(&shifts, e->tid, 0);
 		struct dup_key *p;
 		uint64_t own, now;

@@ -8,17 +8,17 @@
 
 #include "analysis/analysis_int.h"
 
-static struct thread *thread_of(struct ffm_analysis *a, uint32_t tid, uint32_t tgid)
+static struct thread *thread_of(struct an_apply_ctx *a, uint32_t tid, uint32_t tgid)
 {
-	uint32_t i = oatab_get_u32(&a->tl.thr_of, tid);
+	uint32_t i = oatab_get_u32(&a->tl->thr_of, tid);
 
 	if (i != UINT32_MAX)
-		return &a->tl.thr[i];
-	if (ffm_grow((void **)&a->tl.thr, &a->tl.cap_thr, a->tl.n_thr + 1, sizeof(*a->tl.thr)) ||
-	    oatab_put_u32(&a->tl.thr_of, tid, (uint32_t)a->tl.n_thr))
+		return &a->tl->thr[i];
+	if (ffm_grow((void **)&a->tl->thr, &a->tl->cap_thr, a->tl->n_thr + 1, sizeof(*a->tl->thr)) ||
+	    oatab_put_u32(&a->tl->thr_of, tid, (uint32_t)a->tl->n_thr))
 		return NULL;
-	a->tl.thr[a->tl.n_thr] = (struct thread){ .tid = tid, .tgid = tgid };
-	return &a->tl.thr[a->tl.n_thr++];
+	a->tl->thr[a->tl->n_thr] = (struct thread){ .tid = tid, .tgid = tgid };
+	return &a->tl->thr[a->tl->n_thr++];
 }
 
 static uint8_t call_kind(uint32_t ev_kind)
@@ -35,19 +35,19 @@ static uint8_t call_kind(uint32_t ev_kind)
 	}
 }
 
-static int push_event(struct ffm_analysis *a, const struct ffm_event *e)
+static int push_event(struct an_apply_ctx *a, const struct ffm_event *e)
 {
-	if (a->tl.n_ev == a->tl.cap_ev) {
+	if (a->tl->n_ev == a->tl->cap_ev) {
 		/* Only a split (dup + sync on one transfer) gets here: grow by an eighth. */
-		size_t ncap = a->tl.cap_ev + a->tl.cap_ev / 8 + 64;
-		struct ffm_event *n = realloc(a->tl.ev, ncap * sizeof(*n));
+		size_t ncap = a->tl->cap_ev + a->tl->cap_ev / 8 + 64;
+		struct ffm_event *n = realloc(a->tl->ev, ncap * sizeof(*n));
 
 		if (!n)
 			return -ENOMEM;
-		a->tl.ev = n;
-		a->tl.cap_ev = ncap;
+		a->tl->ev = n;
+		a->tl->cap_ev = ncap;
 	}
-	a->tl.ev[a->tl.n_ev++] = *e;
+	a->tl->ev[a->tl->n_ev++] = *e;
 	return 0;
 }
 
@@ -60,10 +60,10 @@ static int note_delay(struct site_int *si, int64_t d)
 }
 
 /* The sync verdict of occurrence @k of site @x applied to @e (see ffm_verdict.h). */
-static int apply_sync_verdict(struct ffm_analysis *a, struct ffm_an_site *x, struct site_int *si,
+static int apply_sync_verdict(struct an_apply_ctx *a, struct ffm_an_site *x, struct site_int *si,
 			      uint64_t k, struct ffm_event *e, int64_t *use)
 {
-	struct ffm_analysis_result *res = &a->res;
+	struct ffm_analysis_result *res = a->res;
 	int64_t d3 = -1, d4 = -1, d = -1;
 	enum ffm_verdict vd;
 	uint8_t sv, v4;
@@ -98,7 +98,7 @@ static int apply_sync_verdict(struct ffm_analysis *a, struct ffm_an_site *x, str
 	}
 	e->problem = (uint8_t)ffm_verdict_problem(vd);
 	if (vd == FFM_VERDICT_REQUIRED && si->host_read &&
-	    ffm_verdict_host_read_removed(k, a->o.read_every)) {
+	    ffm_verdict_host_read_removed(k, a->o->read_every)) {
 		e->problem = FFM_PROBLEM_HOST_READ;
 		*use = d; /* stage 4's delay, else stage 3's: when the value was first used */
 	}
@@ -117,17 +117,17 @@ static bool same_line(const struct ffm_an_site *a, const struct ffm_an_site *b)
  * transfer made by the same line of the program just before: .item()'s cudaMemcpyAsync
  * before its stream sync) and not a duplicate one; NULL otherwise.
  */
-static const struct ffm_event *read_copy(const struct ffm_analysis *a, const struct thread *t,
+static const struct ffm_event *read_copy(const struct an_apply_ctx *a, const struct thread *t,
 					 const struct ffm_event *e, uint32_t site)
 {
 	const struct ffm_event *prev;
 
 	if (!t->last_ev)
 		return NULL;
-	prev = &a->tl.ev[t->last_ev - 1];
+	prev = &a->tl->ev[t->last_ev - 1];
 	if (prev->kind != FFM_CALL_TRANSFER || prev->problem == FFM_PROBLEM_DUPLICATE_TRANSFER ||
 	    prev->start_ns + prev->dur_ns > e->start_ns ||
-	    !same_line(&a->res.sites[t->last_site], &a->res.sites[site]))
+	    !same_line(&a->res->sites[t->last_site], &a->res->sites[site]))
 		return NULL;
 	return prev;
 }
@@ -145,7 +145,7 @@ static const struct ffm_event *read_copy(const struct ffm_analysis *a, const str
  * own CPU time around the driver calls too (the sampled time at its line, per read:
  * analysis/cputime.c).
  */
-static uint64_t removed_cpu(struct ffm_analysis *a, const struct thread *t,
+static uint64_t removed_cpu(struct an_apply_ctx *a, const struct thread *t,
 			    const struct site_int *si, const struct ffm_event *e, uint32_t site)
 {
 	uint64_t own = an_own_ns(e->dur_ns, e->wait_ns);
@@ -160,9 +160,9 @@ static uint64_t removed_cpu(struct ffm_analysis *a, const struct thread *t,
 	if (e->problem != FFM_PROBLEM_HOST_READ)
 		return 0;
 	if (si->py_anchor && si->n2) {
-		uint64_t lib = an_cpu_at(&a->cpu, si->py_anchor) / si->n2;
+		uint64_t lib = an_cpu_at(a->cpu, si->py_anchor) / si->n2;
 
-		a->res.q.read_lib_cpu_ns += lib;
+		a->res->q.read_lib_cpu_ns += lib;
 		own += lib;
 	}
 	prev = read_copy(a, t, e, site);
@@ -173,10 +173,10 @@ static uint64_t removed_cpu(struct ffm_analysis *a, const struct thread *t,
 }
 
 /*
- * A wait of @e on one stream (@stream: the call's stream argument) into a->tl.busy. The legacy
+ * A wait of @e on one stream (@stream: the call's stream argument) into a->tl->busy. The legacy
  * stream has two handles (0, CU_STREAM_LEGACY); the per-thread default stream is one per thread.
  */
-static int note_busy(struct ffm_analysis *a, const struct ffm_event *e, uint32_t tgid,
+static int note_busy(struct an_apply_ctx *a, const struct ffm_event *e, uint32_t tgid,
 		     uint64_t stream)
 {
 	uint64_t end = e->start_ns + e->dur_ns, wait = e->wait_ns < e->dur_ns ? e->wait_ns : e->dur_ns;
@@ -187,18 +187,18 @@ static int note_busy(struct ffm_analysis *a, const struct ffm_event *e, uint32_t
 	k = ffm_fnv1a(ffm_fnv1a(FFM_FNV1A_INIT, &tgid, sizeof(tgid)), &stream, sizeof(stream));
 	if (stream == 2) /* CU_STREAM_PER_THREAD */
 		k = ffm_fnv1a(k, &e->tid, sizeof(e->tid));
-	if (ffm_grow((void **)&a->tl.busy, &a->tl.cap_busy, a->tl.n_busy + 1, sizeof(*a->tl.busy)))
+	if (ffm_grow((void **)&a->tl->busy, &a->tl->cap_busy, a->tl->n_busy + 1, sizeof(*a->tl->busy)))
 		return -ENOMEM;
-	a->tl.busy[a->tl.n_busy++] = (struct busy){ .stream = k, .start = end - wait, .end = end,
+	a->tl->busy[a->tl->n_busy++] = (struct busy){ .stream = k, .start = end - wait, .end = end,
 					      .tgid = tgid, .tid = e->tid,
-					      .ev = (uint32_t)a->tl.n_ev, /* pushed next */
+					      .ev = (uint32_t)a->tl->n_ev, /* pushed next */
 					      .required = e->problem == FFM_PROBLEM_NONE };
 	return 0;
 }
 
 /* A duplicate transfer that is also a sync problem: the copy part is the duplicate, the wait
  * the sync problem, two model events. */
-static int split_duplicate(struct ffm_analysis *a, struct ffm_event *e)
+static int split_duplicate(struct an_apply_ctx *a, struct ffm_event *e)
 {
 	struct ffm_event cp = *e;
 	uint64_t wait = e->wait_ns < e->dur_ns ? e->wait_ns : e->dur_ns;
@@ -249,7 +249,7 @@ static uint64_t probe_span(struct thread *t, const struct an_raw *r, bool sync, 
  * (a stream sync's or a copy's own CPU time before it is a few µs, a copy's staging after
  * it more); a wait record inside the call, where there is one, says where it ended.
  */
-static void note_next_submit(struct ffm_analysis *a, struct thread *t, const struct an_raw *r,
+static void note_next_submit(struct an_apply_ctx *a, struct thread *t, const struct an_raw *r,
 			     bool submits)
 {
 	uint64_t sub = r->sub_start_ns ? r->sub_start_ns : submits ? r->start_ns : 0;
@@ -257,10 +257,10 @@ static void note_next_submit(struct ffm_analysis *a, struct thread *t, const str
 	if (!t->idle_ev || !sub)
 		return;
 	/* 0 is "not measured": a submission after the sync's return ends later than its wait */
-	a->tl.ev[t->idle_ev - 1].gpu_idle_ns = sub > t->wait_end ? sub - t->wait_end : 1;
-	if (a->tl.ev[t->idle_ev - 1].problem == FFM_PROBLEM_HOST_READ && t->read_use_ns >= 0) {
+	a->tl->ev[t->idle_ev - 1].gpu_idle_ns = sub > t->wait_end ? sub - t->wait_end : 1;
+	if (a->tl->ev[t->idle_ev - 1].problem == FFM_PROBLEM_HOST_READ && t->read_use_ns >= 0) {
 		/* the required-read rule: a use before this submission may have fed it */
-		struct ffm_an_site *x = &a->res.sites[t->read_site];
+		struct ffm_an_site *x = &a->res->sites[t->read_site];
 
 		if (t->wait_end + (uint64_t)t->read_use_ns < sub)
 			x->n_use_first++;
@@ -272,11 +272,11 @@ static void note_next_submit(struct ffm_analysis *a, struct thread *t, const str
 
 /* The problem of occurrence @k of site @site: stage 3/4's verdict, then the rules for calls that
  * did not wait, set-up calls and launches that waited; *dup: it is a duplicate transfer. */
-static int event_problem(struct ffm_analysis *a, uint32_t site, uint64_t k, bool sync_call,
+static int event_problem(struct an_apply_ctx *a, uint32_t site, uint64_t k, bool sync_call,
 			 struct ffm_event *e, bool *dup, int64_t *use)
 {
-	struct ffm_an_site *x = &a->res.sites[site];
-	struct site_int *si = &a->cat.si[site];
+	struct ffm_an_site *x = &a->res->sites[site];
+	struct site_int *si = &a->cat->si[site];
 	uint8_t xv = 0;
 	int64_t dx;
 	int err;
@@ -309,11 +309,11 @@ static int event_problem(struct ffm_analysis *a, uint32_t site, uint64_t k, bool
 static void note_last(struct an_apply *sc, struct thread *t, const struct ffm_event *e,
 		      int64_t use)
 {
-	t->last_ev = sc->a->tl.n_ev;
+	t->last_ev = sc->a->tl->n_ev;
 	t->last_site = sc->last_site;
 	if (e->problem != FFM_PROBLEM_UNNECESSARY_SYNC && e->problem != FFM_PROBLEM_HOST_READ)
 		return;
-	t->idle_ev = sc->a->tl.n_ev;
+	t->idle_ev = sc->a->tl->n_ev;
 	t->read_use_ns = use;
 	t->read_site = sc->last_site;
 }
@@ -322,8 +322,8 @@ static void note_last(struct an_apply *sc, struct thread *t, const struct ffm_ev
 static int on_raw_event(void *ctx, const struct an_raw *raw)
 {
 	struct an_apply *sc = ctx;
-	struct ffm_analysis *a = sc->a;
-	struct ffm_analysis_result *res = &a->res;
+	struct an_apply_ctx *a = sc->a;
+	struct ffm_analysis_result *res = a->res;
 	struct thread *t = thread_of(a, raw->tid, raw->tgid);
 	struct ffm_event e = { .start_ns = raw->start_ns, .dur_ns = raw->dur_ns,
 			       .wait_ns = raw->wait_ns, .stack_id = (uint64_t)raw->stack,
@@ -346,16 +346,16 @@ static int on_raw_event(void *ctx, const struct an_raw *raw)
 		t->call_end = raw->start_ns + raw->dur_ns;
 	t->wait_sum += raw->kind == FFM_EV_WAIT ? raw->dur_ns : raw->wait_ns;
 	if (raw->stack != sc->last_stack || sc->last_site == UINT32_MAX) {
-		err = an_site_for(&a->cat, raw->stack, raw->api, raw->kind, &sc->last_site);
+		err = an_site_for(a->cat, raw->stack, raw->api, raw->kind, &sc->last_site);
 		if (err)
 			return err;
 		sc->last_stack = raw->stack;
 		/* a stack the per-stack totals did not list: model it */
-		if (!a->cat.si[sc->last_site].n2)
-			a->cat.si[sc->last_site].keep = true;
+		if (!a->cat->si[sc->last_site].n2)
+			a->cat->si[sc->last_site].keep = true;
 	}
 	x = &res->sites[sc->last_site];
-	si = &a->cat.si[sc->last_site];
+	si = &a->cat->si[sc->last_site];
 	if (!si->keep)
 		return 0;
 	k = si->seen++;
@@ -400,12 +400,12 @@ static int on_raw_event(void *ctx, const struct an_raw *raw)
 		e.removed_ns = removed_cpu(a, t, si, &e, sc->last_site);
 	if (e.problem == FFM_PROBLEM_UNNECESSARY_SYNC || e.problem == FFM_PROBLEM_HOST_READ)
 		si->n_removed++;
-	if (!err && a->o.event_verdicts && e.problem != FFM_PROBLEM_NONE) {
+	if (!err && a->o->event_verdicts && e.problem != FFM_PROBLEM_NONE) {
 		struct an_evv v = { .run = res->run_timeline, .event = raw->event,
 				    .delay = e.first_use_ns ? (int64_t)e.first_use_ns : -1,
 				    .si = sc->last_site, .what = e.problem, .dup = dup };
 
-		err = an_evv_add(&a->evv, &v);
+		err = an_evv_add(a->evv, &v);
 	}
 	if (!err)
 		err = push_event(a, &e);
@@ -418,19 +418,19 @@ static int on_raw_event(void *ctx, const struct an_raw *raw)
 static int apply_start(void *ctx, uint64_t expected)
 {
 	struct an_apply *ap = ctx;
-	struct ffm_analysis *a = ap->a;
+	struct an_apply_ctx *a = ap->a;
 	int err;
 
-	a->tl.cap_ev = expected + expected / 64 + 64;
-	a->tl.ev = malloc(a->tl.cap_ev * sizeof(*a->tl.ev));
-	if (!a->tl.ev)
+	a->tl->cap_ev = expected + expected / 64 + 64;
+	a->tl->ev = malloc(a->tl->cap_ev * sizeof(*a->tl->ev));
+	if (!a->tl->ev)
 		return -ENOMEM;
-	an_phase(a->o.progress, "reading the verdicts of stages 3 and 4");
+	an_phase(a->o->progress, "reading the verdicts of stages 3 and 4");
 	err = an_load_verdicts(a);
 	return err;
 }
 
-struct an_scan_sink an_apply_sink(struct an_apply *ap, struct ffm_analysis *a)
+struct an_scan_sink an_apply_sink(struct an_apply *ap, struct an_apply_ctx *a)
 {
 	*ap = (struct an_apply){ .a = a, .last_site = UINT32_MAX };
 	return (struct an_scan_sink){ .start = apply_start, .event = on_raw_event, .ctx = ap };
@@ -465,30 +465,35 @@ static int decide_conditional(struct ffm_analysis_result *res, const struct site
 	return err;
 }
 
-int an_apply_finish(struct ffm_analysis *a)
+int an_apply_finish(struct an_apply_ctx *a)
 {
-	struct ffm_analysis_result *res = &a->res;
+	struct ffm_analysis_result *res = a->res;
 	int err = an_hidden_waits(a);
 
 	if (!err)
 		err = an_dup_cost(a);
 	if (err)
 		return err;
-	res->modelled_events = a->tl.n_ev;
+	res->modelled_events = a->tl->n_ev;
 	/* The verdicts are in the events now: give their memory back before the graph. */
 	for (size_t i = 0; i < res->n_sites; i++) {
-		an_verdicts_fini(&a->cat.si[i].s3);
-		an_verdicts_fini(&a->cat.si[i].s4);
-		an_verdicts_fini(&a->cat.si[i].x3);
+		an_verdicts_fini(&a->cat->si[i].s3);
+		an_verdicts_fini(&a->cat->si[i].s4);
+		an_verdicts_fini(&a->cat->si[i].x3);
 	}
-	err = decide_conditional(res, a->cat.si);
+	err = decide_conditional(res, a->cat->si);
 	if (err)
 		return err;
-	for (size_t i = 0; i < a->tl.n_thr; i++) {
-		struct ffm_an_proc *p = an_proc_of(res, a->tl.thr[i].tgid);
+	for (size_t i = 0; i < a->tl->n_thr; i++) {
+		struct ffm_an_proc *p = an_proc_of(res, a->tl->thr[i].tgid);
 
 		if (p)
 			p->threads++;
 	}
 	return 0;
+}
+
+void an_apply_fini(struct an_apply_ctx *a)
+{
+	oatab_free(&a->sync_last);
 }

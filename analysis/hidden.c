@@ -104,19 +104,19 @@ static int64_t cpu_gap(struct an_sync_last *l, uint64_t end, uint64_t wsum)
 	return gap;
 }
 
-int an_note_sync(struct ffm_analysis *a, uint32_t site, struct thread *t, uint64_t end,
+int an_note_sync(struct an_apply_ctx *a, uint32_t site, struct thread *t, uint64_t end,
 		 uint64_t wait_ns, uint64_t probe_span_ns, bool copy)
 {
-	struct site_int *si = &a->cat.si[site];
+	struct site_int *si = &a->cat->si[site];
 	/* per site key, as in the baseline: the stacks of one line take turns in some programs */
-	struct an_sync_last *l = oatab_find(&a->sync_last, a->res.sites[site].key, t->tid, true);
+	struct an_sync_last *l = oatab_find(&a->sync_last, a->res->sites[site].key, t->tid, true);
 
 	if (!l || ffm_grow((void **)&si->obs, &si->cap_obs, si->n_obs + 1, sizeof(*si->obs)))
 		return -ENOMEM;
 	if (copy && t->last_ev && t->obs_ev == t->last_ev) {
 		/* the copy waited, and the sync its read made after it (whose span starts at the
 		 * copy) is part of the same wait for the GPU */
-		struct an_sync_obs *o = &a->cat.si[t->last_site].obs[t->obs_idx];
+		struct an_sync_obs *o = &a->cat->si[t->last_site].obs[t->obs_idx];
 
 		wait_ns += (uint64_t)o->wait_ns;
 		probe_span_ns += (uint64_t)o->span_ns;
@@ -124,7 +124,7 @@ int an_note_sync(struct ffm_analysis *a, uint32_t site, struct thread *t, uint64
 	}
 	si->obs[si->n_obs++] = (struct an_sync_obs){ (int64_t)wait_ns, (int64_t)probe_span_ns,
 						     cpu_gap(l, end, t->wait_sum) };
-	t->obs_ev = a->tl.n_ev + 1; /* the event's last_ev once pushed */
+	t->obs_ev = a->tl->n_ev + 1; /* the event's last_ev once pushed */
 	t->obs_idx = si->n_obs - 1;
 	return 0;
 }
@@ -154,7 +154,7 @@ struct base_thread {
 };
 
 struct hidden_scan {
-	struct ffm_analysis *a;
+	struct an_apply_ctx *a;
 	struct oatab keys;	     /* site key -> struct per_key */
 	struct oatab aliases;	     /* site key -> struct key_alias */
 	struct oatab threads;	     /* tid -> struct base_thread, of the run being read */
@@ -194,7 +194,7 @@ static int on_base_event(const struct ffm_store_event *ev, void *ctx)
 	if (!bt)
 		return -ENOMEM;
 	bt->wsum += ev->dur_ns;
-	err = an_event_key(&h->a->cat, &h->stacks, ev, &key);
+	err = an_event_key(h->a->cat, &h->stacks, ev, &key);
 	if (err || !key)
 		return err;
 	if (!(p = oatab_get(&h->keys, key, 0))) {
@@ -311,9 +311,9 @@ static void free_keys(struct oatab *keys)
 	oatab_free(keys);
 }
 
-int an_hidden_waits(struct ffm_analysis *a)
+int an_hidden_waits(struct an_apply_ctx *a)
 {
-	struct ffm_analysis_result *res = &a->res;
+	struct ffm_analysis_result *res = a->res;
 	struct hidden_scan h = { .a = a, .keys = OATAB_INIT(struct per_key),
 				 .aliases = OATAB_INIT(struct key_alias),
 				 .threads = OATAB_INIT(struct base_thread),
@@ -326,7 +326,7 @@ int an_hidden_waits(struct ffm_analysis *a)
 		return 0;
 	/* The keys of the sites that lose syncs to a fix, with a probe cost to correct. */
 	for (size_t i = 0; i < res->n_sites && !err; i++) {
-		struct site_int *si = &a->cat.si[i];
+		struct site_int *si = &a->cat->si[i];
 		struct per_key *p;
 
 		if (!si->n_removed || !si->n_obs)
@@ -345,8 +345,8 @@ int an_hidden_waits(struct ffm_analysis *a)
 		wanted++;
 	}
 	if (!err && wanted) {
-		const int64_t *runs = a->base.id;
-		size_t n = a->base.n;
+		const int64_t *runs = a->base->id;
+		size_t n = a->base->n;
 
 		if (!n) { /* none is whole: the latest as it is */
 			runs = &res->run_baseline;
@@ -370,7 +370,7 @@ int an_hidden_waits(struct ffm_analysis *a)
 		}
 	}
 	for (size_t i = 0; i < res->n_sites && !err; i++) {
-		struct site_int *si = &a->cat.si[i];
+		struct site_int *si = &a->cat->si[i];
 		struct per_key *p = si->n_removed && si->n_obs ?
 					    oatab_get(&h.keys, res->sites[i].key, 0) : NULL;
 
@@ -383,17 +383,17 @@ int an_hidden_waits(struct ffm_analysis *a)
 	}
 	/* The removed occurrences take it along; where the GPU ran through, the model bounds
 	 * each by the GPU's idle time after it (events.c, note_next_submit). */
-	for (size_t i = 0; i < a->tl.n_ev && !err && wanted; i++) {
-		struct ffm_event *e = &a->tl.ev[i];
+	for (size_t i = 0; i < a->tl->n_ev && !err && wanted; i++) {
+		struct ffm_event *e = &a->tl->ev[i];
 		const struct site_int *si;
 		uint32_t site;
 
 		if (e->problem != FFM_PROBLEM_UNNECESSARY_SYNC && e->problem != FFM_PROBLEM_HOST_READ)
 			continue;
-		site = oatab_get_u32(&a->cat.site_of, e->stack_id);
+		site = oatab_get_u32(&a->cat->site_of, e->stack_id);
 		if (site == UINT32_MAX)
 			continue;
-		si = &a->cat.si[site];
+		si = &a->cat->si[site];
 		e->removed_ns += si->hidden_ns;
 		res->q.hidden_removed_ns += si->hidden_ns;
 		if (si->ran_through && e->gpu_idle_ns) {

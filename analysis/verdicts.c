@@ -68,33 +68,33 @@ static void note_coverage(struct ffm_an_site *x, const struct ffm_store_sync_use
 }
 
 struct use_scan {
-	struct ffm_analysis *a;
+	struct an_apply_ctx *a;
 	bool stage4;
 };
 
 static int on_sync_use(const struct ffm_store_sync_use *u, void *ctx)
 {
 	struct use_scan *us = ctx;
-	struct ffm_analysis *a = us->a;
+	struct an_apply_ctx *a = us->a;
 	struct site_int *si;
 	struct verdicts *v;
 	uint32_t i;
 
-	an_progress_add(a->o.progress, 1, 0);
-	int err = an_site_for(&a->cat, u->stack, 0, FFM_EV_API, &i);
+	an_progress_add(a->o->progress, 1, 0);
+	int err = an_site_for(a->cat, u->stack, 0, FFM_EV_API, &i);
 	int64_t delay;
 	uint8_t val = ffm_verdict_seen(u, &delay);
 
 	if (err)
 		return err;
-	si = &a->cat.si[i];
+	si = &a->cat->si[i];
 	v = us->stage4 ? &si->s4 : &si->s3;
 	if (!us->stage4 && ((u->flags & FFM_SYNC_USE_PARTIAL) || val == FFM_SEEN_NONE_PART))
-		a->res.sites[i].n_partial++;
+		a->res->sites[i].n_partial++;
 	if (val == FFM_SEEN_USED && !us->stage4)
 		si->any_used3 = true;
 	if (!us->stage4)
-		note_coverage(&a->res.sites[i], u);
+		note_coverage(&a->res->sites[i], u);
 	if (val == FFM_SEEN_USED && !si->use_stack && !si->use_frame) {
 		si->use_stack = u->use_stack;
 		si->use_frame = u->use_frame;
@@ -108,31 +108,31 @@ static int on_sync_use(const struct ffm_store_sync_use *u, void *ctx)
 	}
 	if (!us->stage4)
 		note_prot(si, u, true);
-	return verdict_add(v, u->event, val, delay, a->o.event_verdicts);
+	return verdict_add(v, u->event, val, delay, a->o->event_verdicts);
 }
 
 static int on_xfer(const struct ffm_store_xfer_hash *h, void *ctx)
 {
-	struct ffm_analysis *a = ctx;
+	struct an_apply_ctx *a = ctx;
 	struct site_int *si;
 	uint32_t i;
-	int err = an_site_for(&a->cat, h->stack, 0, FFM_EV_TRANSFER, &i);
+	int err = an_site_for(a->cat, h->stack, 0, FFM_EV_TRANSFER, &i);
 
-	an_progress_add(a->o.progress, 1, 0);
+	an_progress_add(a->o->progress, 1, 0);
 
 	if (err)
 		return err;
-	si = &a->cat.si[i];
+	si = &a->cat->si[i];
 	if (h->dup == FFM_DUP_SAME_DST && !si->first_stack && h->first_stack)
 		si->first_stack = h->first_stack;
 	if (si->x3.n && si->x3.last_event == h->event && h->event)
 		return 0;
-	if (a->o.event_verdicts && h->dup == FFM_DUP_SAME_DST) {
+	if (a->o->event_verdicts && h->dup == FFM_DUP_SAME_DST) {
 		struct an_evv e = { .run = h->run, .event = h->event, .delay = -1,
 				    .first_event = h->first_event, .si = i,
 				    .what = FFM_DUP_SAME_DST };
 
-		err = an_evv_add(&a->evv, &e);
+		err = an_evv_add(a->evv, &e);
 		if (err)
 			return err;
 	}
@@ -210,13 +210,13 @@ static void decide_host_read(struct ffm_an_site *x, struct site_int *si)
 }
 
 /* The sync rows of a stage-3/4 run as event verdicts (opts.event_verdicts). */
-static int keep_sync_rows(struct ffm_analysis *a, uint32_t i, const struct verdicts *v,
+static int keep_sync_rows(struct an_apply_ctx *a, uint32_t i, const struct verdicts *v,
 			  int64_t run)
 {
 	for (size_t k = 0; k < v->n && v->event; k++) {
 		struct an_evv e = { .run = run, .event = v->event[k], .delay = v->delay[k], .si = i,
 				    .what = v->v[k], .sync = true };
-		int err = an_evv_add(&a->evv, &e);
+		int err = an_evv_add(a->evv, &e);
 
 		if (err)
 			return err;
@@ -225,14 +225,14 @@ static int keep_sync_rows(struct ffm_analysis *a, uint32_t i, const struct verdi
 }
 
 /* Counts against the timeline's, majorities, misplaced decisions, once every row is in. */
-static int judge_sites(struct ffm_analysis *a)
+static int judge_sites(struct an_apply_ctx *a)
 {
-	struct ffm_analysis_result *res = &a->res;
+	struct ffm_analysis_result *res = a->res;
 	int err = 0;
 
 	for (size_t i = 0; i < res->n_sites && !err; i++) {
 		struct ffm_an_site *x = &res->sites[i];
-		struct site_int *si = &a->cat.si[i];
+		struct site_int *si = &a->cat->si[i];
 		bool div = false;
 
 		if (si->s3.n || si->x3.n)
@@ -269,9 +269,9 @@ static int judge_sites(struct ffm_analysis *a)
 	return err;
 }
 
-int an_load_verdicts(struct ffm_analysis *a)
+int an_load_verdicts(struct an_apply_ctx *a)
 {
-	struct ffm_analysis_result *res = &a->res;
+	struct ffm_analysis_result *res = a->res;
 	struct use_scan us = { .a = a };
 	int err;
 
