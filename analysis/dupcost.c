@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What a duplicate copy costs, timed in several runs.
+ * What a duplicate copy costs, timed in several runs: part of the pass "apply verdicts", after
+ * the scan. In: the model's events, the timeline's, first-use and baseline runs in the store.
+ * Out: the duplicate copies' own time in the model's events (later events shifted to match).
  *
  * A duplicate transfer's fix deletes the call, so its benefit is the call's own time (outside
  * its wait; stages/ffm_model.h), measured in the timeline run. For a large copy from pageable
@@ -197,8 +199,9 @@ int an_dup_cost(struct an_apply_ctx *a)
 	err = collect_timeline(a, &d.keys);
 	if (!err && d.keys.n && first_use)
 		err = read_run(&d, res->run_first_use);
+	/* the runs without FFM_RUN_COPIES hold waits only */
 	for (size_t i = 0; i < n && !err && d.keys.n; i++)
-		if (an_run_flags(res->runs, res->n_runs, runs[i]) & FFM_RUN_COPIES) /* the others hold waits only */
+		if (an_run_flags(res->runs, res->n_runs, runs[i]) & FFM_RUN_COPIES)
 			err = read_run(&d, runs[i]);
 	for (size_t i = 0; i < d.keys.cap && !err; i++) {
 		struct dup_key *p = oatab_slot(&d.keys, i);

@@ -2,6 +2,9 @@
 /*
  * The model's input: timeline events (stage 2) -> struct ffm_event, each with the verdict of
  * stages 3/4 for its occurrence (ffm_analysis.h, "Events" and "Verdicts").
+ * Part of the pass "apply verdicts" (the scan's sink). In: each scanned event
+ * (struct an_raw), the sites' verdict tables, the CPU samples. Out (struct an_apply_ctx): the
+ * model's events, threads and busy streams in a->tl, the sites' problem counts, event verdicts.
  */
 #include <errno.h>
 #include <string.h>

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Waits that stage 2's probes hid.
+ * Waits that stage 2's probes hid: part of the pass "apply verdicts", after the scan. In: the
+ * model's events, the sites' sync occurrences, the baseline's runs in the store. Out: the
+ * sites' hidden waits (struct site_int), the events' removed time, q's hidden-wait totals.
  *
  * Every probed call of stage 2 costs its thread a few microseconds (the traps and ffm's
  * programs: 2-4 us a call on the H100, docs/OVERHEAD.md). Where the GPU runs through a

@@ -54,8 +54,8 @@ static int cmp_site_idx(const void *x, const void *y, void *arg)
 }
 
 /* Sort the sites (by time) once every index into them has been handed out, and renumber the
- * references: groups, first transfers, the stack map. The internal per-site state (struct site_int) is
- * not needed after the scan and stays in the old order. */
+ * references: groups, first transfers, the stack map. The internal per-site state (struct
+ * site_int) is not needed after the scan and stays in the old order. */
 static int sort_sites(struct ffm_analysis_result *res, struct oatab *site_of)
 {
 	size_t n = res->n_sites;

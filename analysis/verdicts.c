@@ -4,6 +4,8 @@
  * ffm_verdict.h: each sync occurrence's rows folded into one, the counts checked against the
  * timeline's (majority when they differ), each site's misplaced decision. The timeline scan
  * (events.c) then applies them occurrence by occurrence.
+ * Part of the pass "apply verdicts", before the first event. In: the store's stage 3/4
+ * rows, the catalog's sites. Out: the sites' verdict tables and notes, event verdicts.
  */
 #include <errno.h>
 
