@@ -225,12 +225,39 @@ int ffm_analysis__save(const struct ffm_analysis *a, struct ffm_store *s, const 
 					     .tool_version = tool_version }, s, ret_id);
 }
 
+int ffm_analysis__store_job(struct ffm_store *s, const char *job_id, const char *tool_version,
+			    struct ffm_store_analysis *head)
+{
+	struct ffm_analysis_opts ao = { .sz = sizeof(ao), .job_id = job_id };
+	struct ffm_analysis *a = NULL;
+	int err;
+
+	err = ffm_analysis__run(s, &ao, &a);
+	if (!err)
+		err = ffm_analysis__save(a, s, tool_version, NULL);
+	if (!err && head) {
+		an_save_head(&(struct an_save_in){ .res = &a->res, .job_id = a->o.job_id,
+						   .grouping = a->o.grouping,
+						   .tool_version = tool_version }, head);
+		head->job_id = NULL; /* the caller's */
+	}
+	ffm_analysis__free(a);
+	return err;
+}
+
 struct ffm_analysis *ffm_analysis__free(struct ffm_analysis *a)
 {
 	if (!a)
 		return NULL;
 	ffm_graph__free(a->g);
 	free(a->tl.ev);
+	for (size_t i = 0; i < a->res.n_sites && a->cat.si; i++) {
+		an_verdicts_fini(&a->cat.si[i].s3);
+		an_verdicts_fini(&a->cat.si[i].s4);
+		an_verdicts_fini(&a->cat.si[i].x3);
+		free(a->cat.si[i].delays);
+		free(a->cat.si[i].obs);
+	}
 	an_catalog_fini(&a->cat);
 	for (size_t i = 0; i < a->res.n_groups; i++)
 		free(a->res.groups[i].seq_sites);

@@ -236,6 +236,7 @@ struct an_catalog {
 	struct oatab fold_of; /* folded-name hash -> fold id */
 	uint32_t n_folds;
 };
+/* The per-site array and the maps (what the passes keep in each site_int is theirs to free). */
 void an_catalog_fini(struct an_catalog *cat);
 
 /* The runs of the key as opts select them into res->runs (in id order), the roles

@@ -113,23 +113,3 @@ out:
 	free(bens);
 	return err;
 }
-
-int ffm_analysis__store_job(struct ffm_store *s, const char *job_id, const char *tool_version,
-			    struct ffm_store_analysis *head)
-{
-	struct ffm_analysis_opts ao = { .sz = sizeof(ao), .job_id = job_id };
-	struct ffm_analysis *a = NULL;
-	int err;
-
-	err = ffm_analysis__run(s, &ao, &a);
-	if (!err)
-		err = ffm_analysis__save(a, s, tool_version, NULL);
-	if (!err && head) {
-		an_save_head(&(struct an_save_in){ .res = ffm_analysis__result(a), .job_id = job_id,
-						   .grouping = ao.grouping,
-						   .tool_version = tool_version }, head);
-		head->job_id = NULL; /* the caller's */
-	}
-	ffm_analysis__free(a);
-	return err;
-}

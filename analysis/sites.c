@@ -343,13 +343,6 @@ int an_on_agg(const struct ffm_store_stack_agg *g, void *ctx)
 
 void an_catalog_fini(struct an_catalog *cat)
 {
-	for (size_t i = 0; i < cat->res->n_sites && cat->si; i++) {
-		an_verdicts_fini(&cat->si[i].s3);
-		an_verdicts_fini(&cat->si[i].s4);
-		an_verdicts_fini(&cat->si[i].x3);
-		free(cat->si[i].delays);
-		free(cat->si[i].obs);
-	}
 	free(cat->si);
 	oatab_free(&cat->site_of);
 	oatab_free(&cat->api_of);
