@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What the analysis's files share (not part of its interface; see ffm_analysis.h). Memory: the
- * event array (sized before the scan) and the model's graph dominate; everything else is per
- * call site or per problem, never per event.
+ * What the analysis's files share (not part of its interface; see ffm_analysis.h): the types
+ * each pass takes as its input and writes as its output, and the passes themselves. Only
+ * analysis.c holds struct ffm_analysis and hands each pass its parts (docs/DESIGN.md, "The
+ * analysis's passes"). Memory: the event array (sized before the scan) and the model's graph
+ * dominate; everything else is per call site or per problem, never per event.
  */
 #ifndef FFM_ANALYSIS_INT_H
 #define FFM_ANALYSIS_INT_H
@@ -173,7 +175,7 @@ struct an_evv {
 	int64_t run, event;
 	int64_t delay;	     /* sync: first-use delay, -1 none */
 	int64_t first_event; /* duplicate rows: the first transfer */
-	uint32_t si;	     /* its site (index into a->si) */
+	uint32_t si;	     /* its site (index into the catalog's si) */
 	uint8_t what;	     /* timeline: enum ffm_problem; stage 3/4: enum ffm_seen / ffm_dup_kind */
 	bool sync;	     /* a sync row (else a transfer row) */
 	bool dup;	     /* timeline: also a duplicate transfer */
@@ -244,13 +246,13 @@ void an_catalog_fini(struct an_catalog *cat);
 int an_load_runs(struct ffm_store *s, const struct ffm_analysis_opts *o,
 		 struct ffm_analysis_result *res);
 struct ffm_an_api *an_api_slot(struct an_catalog *cat, uint32_t api);
-int an_on_api_name(uint32_t api, const char *name, void *cat);
+int an_on_api_name(uint32_t api, const char *name, void *ctx); /* ctx: the catalog */
 /* The site of @stack, created (and described from its frames) on first use. */
 int an_site_for(struct an_catalog *cat, int64_t stack, uint32_t api, uint32_t kind,
 		uint32_t *ret);
 /* The kernels run @run's launch sites launched, by name (ffm_an_site.kernel). */
 int an_site_kernels(struct an_catalog *cat, int64_t run);
-int an_on_agg(const struct ffm_store_stack_agg *g, void *cat);
+int an_on_agg(const struct ffm_store_stack_agg *g, void *ctx); /* ctx: the catalog */
 /* The sites of sampled run @run get estimates for the spans it sampled (sampled.c); *sampled
  * once they have. */
 int an_apply_samples(struct ffm_store *s, int64_t run, const struct oatab *site_of,
@@ -406,7 +408,7 @@ struct an_scan_out {
 int an_scan_timeline(const struct an_scan_in *in, const struct an_scan_sink *sink,
 		     struct an_scan_out *out);
 
-/* Apply verdicts (events.c, verdicts.c, hidden.c, dupcost.c): the scan's events into a->tl
+/* Apply verdicts (events.c, verdicts.c, hidden.c, dupcost.c): the scan's events into tl
  * with stage 3/4's verdict of each occurrence; then what the probes hid and what the
  * duplicate copies cost (an_apply_finish). In and out: struct an_apply_ctx. */
 struct an_apply {
