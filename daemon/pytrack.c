@@ -64,6 +64,9 @@ struct ffm_pytrack {
 	struct ffm_worker *early;
 	bool early_failed;
 	_Atomic bool early_stop;
+	/* walks done and not yet taken: the loop looks at the worker only then (its take reads an
+	 * eventfd, and take_early runs at every record) */
+	_Atomic unsigned early_done;
 };
 
 /* An early walk: a process's build found (unless given) and checked, its decoder made and its
@@ -346,7 +349,7 @@ static int early_try(struct early_walk *w, bool *none)
  */
 static void *early_run(void *req, void *ctx)
 {
-	struct ffm_pytrack *t = ctx; /* only its thread and stop flag */
+	struct ffm_pytrack *t = ctx; /* only its thread, stop flag and done count */
 	struct early_walk *w = req;
 	uint64_t t0 = ffm_now_ns(), cpu;
 	bool none;
@@ -364,8 +367,10 @@ static void *early_run(void *req, void *ctx)
 	if (w->err != -EAGAIN ||
 	    t0 - w->first_ns > (none ? EARLY_NONE_WALL_NS : EARLY_WALL_NS) ||
 	    (cpu = cpu_ns(w->proc_root, w->tgid)) == UINT64_MAX || w->cpu0_ns == UINT64_MAX ||
-	    cpu - w->cpu0_ns > (none ? EARLY_NONE_CPU_NS : EARLY_CPU_NS))
+	    cpu - w->cpu0_ns > (none ? EARLY_NONE_CPU_NS : EARLY_CPU_NS)) {
+		t->early_done++; /* before the worker lists it: a take may find it a moment later */
 		return w;
+	}
 	w->next_ns = t0 + EARLY_GAP_NS;
 	ffm_worker__submit(t->early, w); /* full: freed there (the stacks look) */
 	return NULL;
@@ -430,10 +435,11 @@ uint64_t ffm_pytrack__take_early(struct ffm_pytrack *t)
 	struct early_walk *w;
 	uint64_t ns = 0;
 
-	while (t->early && (w = ffm_worker__take(t->early))) {
+	while (t->early && t->early_done && (w = ffm_worker__take(t->early))) {
 		uint32_t tgid = w->tgid;
 		struct proc *p = oatab_find(&t->procs, tgid, 0, false);
 
+		t->early_done--;
 		take_one(t, p, w);
 		ns += w->ns;
 		early_drop(w);
