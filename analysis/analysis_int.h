@@ -495,7 +495,7 @@ struct an_managed_in {
 	int64_t run_faults;		  /* the stage-4 run that counted the faults; 0: none */
 	struct an_timeline *tl;		  /* its events' problems and removed_ns change */
 	const struct oatab *site_of;	  /* stack id -> site */
-	const struct ffm_an_site *sites; /* res.sites */
+	struct ffm_an_site *sites;	  /* res.sites: read; .managed_fix set where it applies */
 	struct oatab *deleted;		  /* event index -> ns (tl->deleted) */
 };
 /* One call site as the rule sees it: its stage-2 totals and stage 4's counts. */

@@ -65,6 +65,9 @@ struct ffm_an_site {
 	bool coverage_known;
 	uint64_t n_host_read, n_launch_blocked;
 	uint64_t n_temp_buffer; /* allocations of a temporary buffer reused by the fix */
+	/* a memset of managed memory that the host faulted back after it (analysis/managed.c):
+	 * its fix sets the buffer on the host or keeps it in device memory, not an async memset */
+	bool managed_fix;
 	uint64_t read_bytes; /* host read: the most bytes one of its syncs protected */
 	/* host read: its removed reads whose first use came before the thread's next GPU
 	 * submission (the value may feed it), and those whose use came after; conditional: the

@@ -126,6 +126,7 @@ static int apply_one(const struct an_managed_in *in, const struct ffm_node_model
 	r->bytes = in->sites[si].bytes;
 	if (!an_managed_rule(r, e, alone, nm ? nm->page_size : 0, &c))
 		return 0;
+	in->sites[si].managed_fix = true;
 	err = price_one(nm, &c, &del, &rem);
 	if (err)
 		q->unpriced_calls++;

@@ -82,6 +82,11 @@ const char *ffmctl_fix_text(unsigned p, const struct ffm_an_site *s, char *buf, 
 
 	switch (p) {
 	case FFM_PROBLEM_UNNECESSARY_SYNC:
+		if (s->managed_fix)
+			return "set the buffer with a host memset where the host reads it next, or "
+			       "keep it in device memory (cuMemAlloc, cudaMalloc) and copy back what "
+			       "the host reads: the call, its wait, the pages' move to the GPU and the "
+			       "host's page faults that bring them back go";
 		if (!nw)
 			return "delete the sync; where another stream's work must wait for this "
 			       "one, record an event after it (cuEventRecord, cudaEventRecord) and "
@@ -127,6 +132,9 @@ const char *ffmctl_unnecessary_text(const struct ffm_an_site *s)
 {
 	enum api_kind k = api_kind(s->api_name);
 
+	if (s->managed_fix)
+		return "this memset of managed memory waited for the GPU and moved the pages to it, "
+		       "and the host faults them back when it reads them after";
 	if (k == API_COPY || k == API_COPY_ASYNC) {
 		switch (copy_dir(s->api_name)) {
 		case DIR_TO_GPU:

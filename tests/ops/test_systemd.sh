@@ -101,7 +101,12 @@ PY
 for _ in $(seq 50); do [ -S "$T/notify" ] && break; sleep 0.1; done
 # PrivateTmp=yes: a private mount namespace whose /tmp is a fresh tmpfs; this test's own
 # directory ($T: the installed files, state, socket) is bound back in at its path.
-OLDTMP=$PWD/$B/test-privtmp.$$
+# The shared /tmp's new place must be outside /tmp (a checkout under /tmp: /var/tmp instead),
+# or the private tmpfs would hide it.
+case "$PWD/$B" in
+/tmp/*) OLDTMP=/var/tmp/ffm-test-privtmp.$$ ;;
+*) OLDTMP=$PWD/$B/test-privtmp.$$ ;;
+esac
 mkdir -p "$OLDTMP"
 privtmp_run() { # privtmp_run CMD...: CMD with a private /tmp when the unit says so
 	if [ "$privtmp" != yes ]; then exec "$@"; fi

@@ -13,6 +13,7 @@
 # interleaved; the saving of the deleted call is the median plain loop less the median fixed
 # loop plus the fix's own work (its host memsets, FIX_S: ffm prices what the fix deletes, not
 # what it adds). The report's benefit of the planted line must be within the tolerance of it.
+# The fix the report names for it must be a host memset or device memory (not an async memset).
 # The control (--device 1: device memory, every call required) must report nothing at its
 # memset.
 # Modes, as tests/report/test_accuracy.sh: FFM_MANAGED=quick (default, what `make test` runs:
@@ -93,6 +94,17 @@ print("%.6f %d %d" % (est, q["priced_calls"], 1 if q["node_model"] else 0))
 EOF2
 }
 
+# The fix the report gives for the problems at LINE of managed_host.c (JSON "fixes").
+fixes() { # fixes JSON LINE
+	python3 - "$1" "$2" <<'EOF2'
+import json, sys
+r = json.load(open(sys.argv[1])); line = int(sys.argv[2])
+print(" | ".join(f for p in r["problems"]
+                 if p["call_site"]["file"].endswith("managed_host.c") and p["call_site"]["line"] == line
+                 for f in p.get("fixes", {}).values()))
+EOF2
+}
+
 for v in $VARIANTS; do
 	# shellcheck disable=SC2086
 	if ! LD_LIBRARY_PATH=$DRV "$B/ffmctl" --state-dir "$T/s" profile --quiet --stages 1-4 \
@@ -118,6 +130,11 @@ for v in $VARIANTS; do
 		continue
 	fi
 	read -r est priced model <<<"$(benefit "$T/r.json" "$PLANT")"
+	fix=$(fixes "$T/r.json" "$PLANT")
+	case "$fix" in
+	*"host memset"*"device memory"*) ok "$v: the fix named is a host memset or device memory" ;;
+	*) notok "$v: the fix named is a host memset or device memory (it says: $fix)" ;;
+	esac
 	saved=$(measure "$v")
 	echo "# $v: estimate $est s, deleted call measured $saved s (plain $(med <"$T/plain")," \
 		"fixed $(med <"$T/fixed"), fix's own $(med <"$T/fix")); $priced calls priced, model $model"
