@@ -387,8 +387,8 @@ static void stack_pre(struct ffm_unwind_req *u)
 	q->npy = ffm_pytrack__frames(q->r->py, (const void *)q->rec, q->py, FFM_PY_FRAMES);
 }
 
-/* What the early Python walks found (daemon/pytrack.h), installed while the unwinder's worker
- * is not using r->py (no stack of the run is there). */
+/* What the early Python walks found (daemon/pytrack.h), installed before each record is
+ * dispatched: the unwinder's worker is not using r->py then (no stack of the run is there). */
 static void take_early(struct ffm_recorder *r)
 {
 	uint64_t ns = ffm_pytrack__take_early(r->py);
@@ -404,7 +404,6 @@ static void replay(struct ffm_recorder *r)
 		struct held *h = (struct held *)(r->held + r->held_head);
 		int err;
 
-		take_early(r);
 		r->held_head += sizeof(*h) + ((h->size + 7) & ~(uint64_t)7);
 		err = dispatch(r, h->rec, h->size);
 		if (err < 0 && !r->err)
@@ -841,6 +840,7 @@ static int dispatch(struct ffm_recorder *r, const void *rec, size_t size)
 	const struct ffm_rec_hdr *h = rec;
 	const struct ffm_rec_kind *k = ffm_rec_kind(h->type);
 
+	take_early(r); /* called only while no request of the run is on the worker */
 	switch (k ? k->store : FFM_STORE_NONE) {
 	case FFM_STORE_WAIT: return on_wait(r, rec);
 	case FFM_STORE_CALL: return on_call(r, rec);
@@ -866,11 +866,7 @@ static int dispatch(struct ffm_recorder *r, const void *rec, size_t size)
 
 int ffm_recorder__record(struct ffm_recorder *r, const void *rec, size_t size)
 {
-	int err;
-
-	if (!r->busy)
-		take_early(r);
-	err = r->busy ? hold(r, rec, size) : dispatch(r, rec, size);
+	int err = r->busy ? hold(r, rec, size) : dispatch(r, rec, size);
 
 	if (r->err && err >= 0) {
 		err = r->err;
