@@ -134,7 +134,7 @@ int ffm_analysis__run(struct ffm_store *s, const struct ffm_analysis_opts *opts,
 	a->cat = (struct an_catalog){ .s = s, .o = &a->o, .pool = &a->pool, .res = &a->res };
 	a->cat.site_of = a->cat.api_of = a->cat.fold_of = a->tl.thr_of = OATAB_U32_INIT;
 	a->cpu = (struct an_cpu)AN_CPU_INIT;
-	a->tl.deleted = OATAB_U32_INIT;
+	a->tl.deleted = a->tl.streams = OATAB_U32_INIT;
 	err = (unsigned)a->o.grouping >= FFM_GROUP__MAX ? -EINVAL : run_passes(a);
 	if (err) {
 		ffm_analysis__free(a);
@@ -274,6 +274,7 @@ struct ffm_analysis *ffm_analysis__free(struct ffm_analysis *a)
 	an_cpu_fini(&a->cpu);
 	oatab_free(&a->tl.thr_of);
 	oatab_free(&a->tl.deleted);
+	oatab_free(&a->tl.streams);
 	an_pool_fini(&a->pool);
 	free(a);
 	return NULL;

@@ -151,7 +151,8 @@ struct busy {
 	uint64_t stream; /* key: process, stream handle, thread for the per-thread stream */
 	uint64_t start, end;
 	uint32_t tgid, tid; /* who waited */
-	uint32_t ev;	    /* the waiting event's index in tl.ev (its tl.deleted work) */
+	uint32_t ev;	    /* the waiting event's index in tl.ev (its tl.deleted work); UINT32_MAX:
+			     * the stream's first work, no wait */
 	bool required;	    /* the wait is kept by every fix (no problem of its own) */
 };
 
@@ -194,12 +195,13 @@ struct an_timeline {
 	struct thread *thr;   /* every thread seen, in order of first event */
 	size_t n_thr, cap_thr;
 	struct oatab thr_of;  /* tid -> index in thr */
-	struct busy *busy;    /* waits on one stream, for ffm_an_quality.stream_busy_ns */
+	struct busy *busy;    /* waits on one stream, and each stream's first work (empty) */
 	size_t n_busy, cap_busy;
 	uint64_t run_start_ns; /* the timeline run's start (its processes' first), for the bound */
 	uint64_t run_end_ns;   /* ... and its end (its processes' last) */
 	struct an_late late;   /* the timeline's threads that called the driver last */
 	struct oatab deleted;  /* event index -> work its fix deletes, ns (analysis/price.c) */
+	struct oatab streams;  /* stream key -> 1: its first work is in busy */
 };
 
 /* opts.progress, where the caller keeps one: the phase begun (its counts start at 0), what it

@@ -19,7 +19,7 @@ static int cmp_busy(const void *x, const void *y)
  * pageable copy's staging runs inside its wait, and a pinned buffer takes it off the stream). */
 static uint64_t deleted_in(const struct an_timeline *tl, const struct busy *b)
 {
-	uint32_t v = oatab_get_u32(&tl->deleted, b->ev);
+	uint32_t v = b->ev == UINT32_MAX ? UINT32_MAX : oatab_get_u32(&tl->deleted, b->ev);
 
 	return v == UINT32_MAX ? 0 : v;
 }
@@ -50,8 +50,8 @@ static uint64_t busiest_stream(struct an_timeline *tl, uint64_t *first, struct b
 		}
 		if (!b)
 			break;
-		if (!sum)
-			start = b->start;
+		if (!i || b->stream != tl->busy[i - 1].stream)
+			start = b->start; /* its first work (analysis/events.c), or first wait */
 		if (b->end > cov_end) {
 			uint64_t add = b->end - (b->start > cov_end ? b->start : cov_end);
 			uint64_t del = deleted_in(tl, b);

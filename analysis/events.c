@@ -175,28 +175,58 @@ static uint64_t removed_cpu(struct an_apply_ctx *a, const struct thread *t,
 						       an_own_ns(prev->dur_ns, prev->wait_ns));
 }
 
-/*
- * A wait of @e on one stream (@stream: the call's stream argument) into a->tl->busy. The legacy
- * stream has two handles (0, CU_STREAM_LEGACY); the per-thread default stream is one per thread.
- */
-static int note_busy(struct an_apply_ctx *a, const struct ffm_event *e, uint32_t tgid,
-		     uint64_t stream)
+/* The key of the stream @stream (the call's stream argument) of process @tgid, thread @tid:
+ * the legacy stream has two handles (0, CU_STREAM_LEGACY); the per-thread default stream is
+ * one per thread. */
+static uint64_t stream_key(uint32_t tgid, uint32_t tid, uint64_t stream)
 {
-	uint64_t end = e->start_ns + e->dur_ns, wait = e->wait_ns < e->dur_ns ? e->wait_ns : e->dur_ns;
 	uint64_t k;
 
 	if (stream == 1) /* CU_STREAM_LEGACY */
 		stream = 0;
 	k = ffm_fnv1a(ffm_fnv1a(FFM_FNV1A_INIT, &tgid, sizeof(tgid)), &stream, sizeof(stream));
-	if (stream == 2) /* CU_STREAM_PER_THREAD */
-		k = ffm_fnv1a(k, &e->tid, sizeof(e->tid));
-	if (ffm_grow((void **)&a->tl->busy, &a->tl->cap_busy, a->tl->n_busy + 1, sizeof(*a->tl->busy)))
+	return stream == 2 ? ffm_fnv1a(k, &tid, sizeof(tid)) : k; /* CU_STREAM_PER_THREAD */
+}
+
+static int push_busy(struct an_timeline *tl, struct busy b)
+{
+	if (ffm_grow((void **)&tl->busy, &tl->cap_busy, tl->n_busy + 1, sizeof(*tl->busy)))
 		return -ENOMEM;
-	a->tl->busy[a->tl->n_busy++] = (struct busy){ .stream = k, .start = end - wait, .end = end,
-					      .tgid = tgid, .tid = e->tid,
-					      .ev = (uint32_t)a->tl->n_ev, /* pushed next */
-					      .required = e->problem == FFM_PROBLEM_NONE };
+	tl->busy[tl->n_busy++] = b;
 	return 0;
+}
+
+/* A wait of @e on one stream (@stream: the call's stream argument) into a->tl->busy. */
+static int note_busy(struct an_apply_ctx *a, const struct ffm_event *e, uint32_t tgid,
+		     uint64_t stream)
+{
+	uint64_t end = e->start_ns + e->dur_ns, wait = e->wait_ns < e->dur_ns ? e->wait_ns : e->dur_ns;
+
+	return push_busy(a->tl, (struct busy){ .stream = stream_key(tgid, e->tid, stream),
+					       .start = end - wait, .end = end, .tgid = tgid,
+					       .tid = e->tid, .ev = (uint32_t)a->tl->n_ev, /* next */
+					       .required = e->problem == FFM_PROBLEM_NONE });
+}
+
+/*
+ * A stream's first work (a launch, copy or memset on it) as an empty interval of a->tl->busy,
+ * once per stream: where the stream's work begins, for the bound's head (analysis/bound.c),
+ * even where none of its waits is kept (a loop whose only waits are its duplicate copies'
+ * own, or staging a pinned buffer removes: the H200's dup_transfer variant was capped at the
+ * one wait of its last read, 5% of its saving).
+ */
+static int note_stream_start(struct an_apply_ctx *a, const struct an_raw *raw,
+			     uint32_t tgid)
+{
+	uint64_t k = stream_key(tgid, raw->tid, raw->stream);
+
+	if (oatab_get_u32(&a->tl->streams, k) != UINT32_MAX)
+		return 0;
+	if (oatab_put_u32(&a->tl->streams, k, 1))
+		return -ENOMEM;
+	return push_busy(a->tl, (struct busy){ .stream = k, .start = raw->start_ns,
+					       .end = raw->start_ns, .tgid = tgid, .tid = raw->tid,
+					       .ev = UINT32_MAX });
 }
 
 /* A duplicate transfer that is also a sync problem: the copy part is the duplicate, the wait
@@ -387,6 +417,8 @@ static int on_raw_event(void *ctx, const struct an_raw *raw)
 	/* A wait for GPU work that the fix keeps (not a duplicate copy's own transfer). */
 	if (!err && si->stream_scoped && e.wait_ns && !dup)
 		err = note_busy(a, &e, t->tgid, raw->stream);
+	if (!err && submits)
+		err = note_stream_start(a, raw, t->tgid);
 	if (!err && raw->kind != FFM_EV_WAIT && sync_call) {
 		/* A read that waits inside its copy (a .cpu() of a CUDA tensor copies to pageable
 		 * memory; its stream sync then finds the GPU done): the copy's wait is the read's,
