@@ -97,6 +97,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ffmd: unexpected argument '%s' (ffmd --help)\n", argv[optind]);
 		return 2;
 	}
+	libbpf_set_print(ffm_log_libbpf);
 	if (!config && access(DEFAULT_CONFIG, F_OK) == 0)
 		config = DEFAULT_CONFIG;
 	if (ffmd_config_load(&cfg, config, err, sizeof(err)) < 0) {

@@ -12,6 +12,8 @@
 #include <systemd/sd-daemon.h>
 #endif
 
+#include <bpf/libbpf.h>
+
 #include "daemon/log.h"
 
 int ffm_log_level = LOG_INFO;
@@ -33,6 +35,21 @@ void ffm_log(int prio, const char *fmt, ...)
 	va_end(ap);
 	fputc('\n', stderr);
 	funlockfile(stderr);
+}
+
+int ffm_log_libbpf(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	char line[1024];
+	int n;
+
+	if (level == LIBBPF_DEBUG || ffm_log_level < LOG_DEBUG)
+		return 0;
+	n = vsnprintf(line, sizeof(line), fmt, ap);
+	if (n < 0)
+		return n;
+	n = (int)strcspn(line, "\n"); /* one line of the log each (its lines end in one) */
+	ffm_log(LOG_DEBUG, "%.*s", n, line);
+	return n;
 }
 
 int ffm_notify(const char *state)
