@@ -61,10 +61,13 @@ struct thread {
 	struct pend_sync ps;
 	struct xcall ring[XFER_RING];
 	uint32_t ring_next;
-	/* stage 4: its page faults sampled (its process allocated managed memory), and the
-	 * stack of its last probed call, which its next faults in managed memory follow */
+	/* stage 4: its page faults sampled (its process allocated managed memory), the stack
+	 * of its last probed call, and its last operation on managed memory with the bytes it
+	 * wrote: its next faults in managed memory follow that operation when they are in its
+	 * bytes, else the last call */
 	struct ffm_watch *fw;
-	int64_t last_stack;
+	int64_t last_stack, op_stack;
+	uint64_t op_lo, op_hi;
 };
 
 /* A managed allocation of a process (stage 4: the faults in it are counted). */
@@ -200,8 +203,11 @@ static void apply_slot(struct ffm_memtrace *m, struct proc *p, struct thread *t,
  *
  * In a process that allocated managed memory, each thread that calls the driver has its page
  * faults sampled (ffm_collector__faults). A fault in a managed range follows the thread's last
- * probed call: when that call wrote managed memory (a memset or a copy into it), the host is
- * bringing back pages the device operation took. Per call site, the operations on managed
+ * operation on managed memory (a memset or a copy into it) when it falls in the bytes that
+ * operation wrote: the host is bringing back pages the device operation took, whatever the
+ * thread called in between (the sync before it reads them: on the H200 the variant that reads
+ * after a cudaStreamSynchronize had its faults on the sync, and its memset went unpriced). Any
+ * other fault follows the thread's last probed call. Per call site, the operations on managed
  * memory and the faults that followed its calls go to the store (managed_faults) at the end.
  * Launches are not probed in stage 4: a kernel that uses the pages between the call and the
  * faults leaves them to the call (docs/STAGES.md).
@@ -228,12 +234,18 @@ static void sample_faults(struct ffm_memtrace *m, struct proc *p, struct thread 
 	}
 }
 
-static bool in_managed(const struct proc *p, uint64_t a)
+/* The managed allocation of @p that holds address @a, NULL: none. */
+static const struct mrange *managed_at(const struct proc *p, uint64_t a)
 {
 	for (size_t i = 0; i < p->nmr; i++)
 		if (a >= p->mr[i].lo && a < p->mr[i].hi)
-			return true;
-	return false;
+			return &p->mr[i];
+	return NULL;
+}
+
+static bool in_managed(const struct proc *p, uint64_t a)
+{
+	return managed_at(p, a) != NULL;
 }
 
 /* The process's managed ranges, the newest FFM_MANAGED_RANGES, to the fault program (none:
@@ -311,6 +323,11 @@ static int managed_call(struct ffm_memtrace *m, struct proc *p, struct thread *t
 	if (!f)
 		return -ENOMEM;
 	f->ops++;
+	t->op_stack = info->stack;
+	t->op_lo = c->dst;
+	/* a call that says no size: the whole allocation it writes into */
+	t->op_hi = c->bytes && c->dst + c->bytes > c->dst ? c->dst + c->bytes
+							  : managed_at(p, c->dst)->hi;
 	return 0;
 }
 
@@ -322,9 +339,15 @@ int ffm_memtrace__on_fault(struct ffm_memtrace *m, const struct ffm_rec_fault *f
 	if (!p || !in_managed(p, f->addr))
 		return 0;
 	for (size_t i = 0; i < p->nt; i++) {
-		if (p->t[i].tid != f->hdr.tid || !p->t[i].last_stack)
+		const struct thread *t = &p->t[i];
+		/* The pages a device operation took come back: its fault, whatever calls the
+		 * thread made since (a launch, the sync before the host reads them). */
+		int64_t st = t->op_stack && f->addr >= t->op_lo && f->addr < t->op_hi ? t->op_stack
+										      : t->last_stack;
+
+		if (t->tid != f->hdr.tid || !st)
 			continue;
-		mf = mfault_of(m, p->t[i].last_stack);
+		mf = mfault_of(m, st);
 		if (!mf)
 			return -ENOMEM;
 		mf->faults++;

@@ -30,8 +30,8 @@ DRV=$B/fakecuda
 WL=$B/workloads
 MODE=${FFM_MANAGED:-quick}
 case $MODE in
-quick) VARIANTS="control 2m_all" TOL=25 ;;
-full) VARIANTS="control 4k 2m_all 2m_one 64m_all 64m_one 2m_all_4t" TOL=10 ;;
+quick) VARIANTS="control 2m_all 2m_sync" TOL=25 ;;
+full) VARIANTS="control 4k 2m_all 2m_sync 2m_one 64m_all 64m_one 2m_all_4t" TOL=10 ;;
 *) echo "Bail out! FFM_MANAGED is quick or full, not '$MODE'"; exit 2 ;;
 esac
 TOL=${FFM_MANAGED_TOL:-$TOL}
@@ -46,10 +46,13 @@ export FAKECUDA_COPY_GBPS=12 FAKECUDA_COPY_LAT_US=8 FAKECUDA_MIGRATE_PAGE_US=10
 export FAKECUDA_FAULT_PAGE_US=10 FFM_CALIB_PROG=$B/ffm-calib-probe
 unset FFM_SCHED
 
-# name: the workload's arguments (sizes 4 KiB to 64 MiB; every page read or one; 1 or 4 threads)
+# name: the workload's arguments (sizes 4 KiB to 64 MiB; every page read or one; 1 or 4 threads;
+# a sync before the read)
 declare -A ARGS=(
 	[4k]="--bytes 4096 --cpu-us 20 --iters 2000"
 	[2m_all]="--bytes 2097152 --cpu-us 20 --iters 30"
+	# a sync between the set and the read: the faults still follow the set (daemon/memtrace.c)
+	[2m_sync]="--bytes 2097152 --sync-after 1 --cpu-us 20 --iters 30"
 	[2m_one]="--bytes 2097152 --read-pages 1 --cpu-us 20 --iters 1000"
 	[64m_all]="--bytes 67108864 --cpu-us 20 --iters 3"
 	[64m_one]="--bytes 67108864 --read-pages 1 --cpu-us 20 --iters 20"

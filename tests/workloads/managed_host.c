@@ -30,11 +30,12 @@
 
 #define MAX_THREADS 16
 
-static long long bytes = 2 << 20, read_pages, cpu_us = 200, nthreads = 1, device;
+static long long bytes = 2 << 20, read_pages, cpu_us = 200, nthreads = 1, device, sync_after;
 
 static const struct wl_opt opts[] = {
 	{ "bytes", &bytes, "size of each thread's buffer (a multiple of the page size)" },
 	{ "read-pages", &read_pages, "pages the host reads after each memset (0: every page)" },
+	{ "sync-after", &sync_after, "1: a cuCtxSynchronize between the set and the host's read" },
 	{ "cpu-us", &cpu_us, "CPU work of each iteration" },
 	{ "threads", &nthreads, "host threads, each with its own buffer and loop" },
 	{ "device", &device, "1: the control, on device memory (every call required)" },
@@ -81,6 +82,8 @@ WL_NOINLINE static void step_managed(struct worker *k, unsigned int i, size_t pa
 		memset(p, (int)(i & 0xff), nb); /* the fix: the host sets what it reads */
 		k->fix_ns += wl_now_ns() - t0;
 	}
+	if (sync_after) /* a call between the set and the faults (as a stream sync before a read) */
+		CK(cuCtxSynchronize());
 	k->sum += read_back(p, pages);
 	wl_cpu_work(cpu_us * 1000);
 }
