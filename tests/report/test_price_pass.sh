@@ -55,12 +55,14 @@ if ! LD_LIBRARY_PATH=$DRV "$B/ffmctl" --state-dir "$T/s" profile --quiet --stage
 fi
 "$B/ffmctl" --state-dir "$T/s" report --json price >"$T/r.json" 2>"$T/r.err"
 check "the report of the profile" $?
-python3 - "$T/r.json" "$saved" <<'EOF2'
+COPY_LINE=$(grep -n "FFM-PLANT: pageable_async pageable-copy" tests/workloads/pageable_async.c |
+	cut -d: -f1)
+python3 - "$T/r.json" "$saved" "$COPY_LINE" <<'EOF2'
 import json, sys
-r = json.load(open(sys.argv[1])); saved = float(sys.argv[2])
+r = json.load(open(sys.argv[1])); saved = float(sys.argv[2]); line = int(sys.argv[3])
 q = r["data_quality"]
 est = sum(p["benefit_s"] for p in r["problems"]
-          if p["call_site"]["file"].endswith("pageable_async.c") and p["call_site"]["line"] == 30)
+          if p["call_site"]["file"].endswith("pageable_async.c") and p["call_site"]["line"] == line)
 print("# node model %s, %d calls priced, %.3f s deleted; estimate %.3f s of %.3f s saved (%+.0f%%)"
       % (q["node_model"], q["priced_calls"], q["priced_deleted_s"], est, saved,
          100 * (est - saved) / saved))
