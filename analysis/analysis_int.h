@@ -507,11 +507,13 @@ struct an_managed_site {
 	uint64_t ops, faults;	/* stage 4: its operations on managed memory, the faults after */
 };
 struct ffm_price_call;
+struct ffm_node_model;
 /* Whether occurrence @e of site @x is the pattern; its call to price (rule (a)) into *out, with
- * the bytes that migrate: the pages of @page_size the host faulted back (0: unknown, all).
- * @alone: its thread had no other GPU work in flight, so its wait is its own work. */
+ * the pages the host faulted back (its faults times the pages @nm says a fault brings back, at
+ * most the buffer) and the bytes that migrate with them (@nm NULL or without a page size:
+ * all). @alone: its thread had no other GPU work in flight, so its wait is its own work. */
 bool an_managed_rule(const struct an_managed_site *x, const struct ffm_event *e, bool alone,
-		     uint64_t page_size, struct ffm_price_call *out);
+		     const struct ffm_node_model *nm, struct ffm_price_call *out);
 int an_managed(const struct an_managed_in *in, struct ffm_an_quality *q);
 int an_build_graph(const struct an_timeline *tl, struct ffm_graph **g);
 

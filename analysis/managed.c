@@ -7,9 +7,11 @@
  * (store v13, managed_faults; daemon/memtrace.c). The fix (a host memset, or device memory)
  * deletes the whole call: its wait, the migration of the pages to the GPU and the host's faults
  * that bring them back. It is priced by rule (a) of stages/ffm_price.h (ffm_price__delete): the
- * call's own time, the migration to the GPU of the pages the host brought back (its faults, at
- * most the buffer) from the node model, the counted faults per call at the model's cost of a
- * page moved to the host.
+ * call's own time, the migration to the GPU of the pages the host brought back (its faults
+ * times the pages the driver brings back per fault, as the node model counted them: about 20
+ * on the H200, whose stage 4 counted 25 faults for the 512 pages of a 2 MiB buffer; at most
+ * the buffer) from the node model, and those pages at the model's cost of a page moved to
+ * the host.
  *
  * What the model (stages/model.c) gets, per occurrence, so that nothing is counted twice:
  *  - where its thread had other GPU work in flight (a kernel before it), its wait stays the
@@ -35,9 +37,11 @@
 #include "stages/ffm_price.h"
 
 bool an_managed_rule(const struct an_managed_site *x, const struct ffm_event *e, bool alone,
-		     uint64_t page_size, struct ffm_price_call *out)
+		     const struct ffm_node_model *nm, struct ffm_price_call *out)
 {
-	uint64_t faults;
+	uint64_t page_size = nm ? nm->page_size : 0, faults, pages = 0;
+	/* each counted fault brought this many pages back (the driver's read-ahead) */
+	double ppf = nm && nm->host_pages_per_fault > 1 ? nm->host_pages_per_fault : 1;
 
 	if (x->kind != FFM_EV_MEMSET || !x->calls || !x->bytes || !x->ops || !x->faults)
 		return false;
@@ -47,6 +51,12 @@ bool an_managed_rule(const struct an_managed_site *x, const struct ffm_event *e,
 	    e->problem != FFM_PROBLEM_MISPLACED_SYNC)
 		return false;
 	faults = (x->faults + x->ops / 2) / x->ops;
+	if (page_size) { /* the pages the faults brought back, at most the buffer */
+		uint64_t buf = (x->bytes / x->calls + page_size - 1) / page_size;
+
+		pages = (uint64_t)((double)faults * ppf + 0.5);
+		faults = pages = pages < buf ? pages : buf;
+	}
 	*out = (struct ffm_price_call){
 		.kind = FFM_PRICE_MEMSET, .mem = FFM_MEM_MANAGED, .calls = 1,
 		.bytes = (x->bytes + x->calls / 2) / x->calls,
@@ -62,8 +72,8 @@ bool an_managed_rule(const struct an_managed_site *x, const struct ffm_event *e,
 	/* What migrates to the GPU at a call is what the host brought back since the previous
 	 * one: its faults' pages, at most the buffer (a host that reads one page of it leaves
 	 * the rest on the GPU). */
-	if (page_size && faults && faults < (out->bytes + page_size - 1) / page_size)
-		out->bytes = faults * page_size;
+	if (pages && pages < (out->bytes + page_size - 1) / page_size)
+		out->bytes = pages * page_size;
 	if (!out->bytes)
 		out->bytes = 1;
 	return true;
@@ -145,7 +155,7 @@ static int apply_one(const struct an_managed_in *in, const struct ffm_node_model
 	r->kind = in->sites[si].kind;
 	r->calls = in->sites[si].count;
 	r->bytes = in->sites[si].bytes;
-	if (!an_managed_rule(r, e, alone, nm ? nm->page_size : 0, &c))
+	if (!an_managed_rule(r, e, alone, nm, &c))
 		return 0;
 	in->sites[si].managed_fix = true;
 	err = price_one(nm, &c, &del, &rem);

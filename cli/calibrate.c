@@ -52,6 +52,10 @@ static void print_node_model(const struct ffm_node_model *nm)
 	printf("  managed pages     to device %.2f us, to host (fault) %.2f us per %" PRIu64
 	       "-byte page\n", nm->to_device_ns_per_page / 1e3, nm->to_host_ns_per_page / 1e3,
 	       nm->page_size);
+	if (nm->host_pages_per_fault > 0)
+		printf("                    %.1f pages back per host fault\n", nm->host_pages_per_fault);
+	else
+		printf("                    pages back per host fault not counted (taken as 1)\n");
 	printf("  exit latency, us  ");
 	for (int i = 0; i < nm->nwaits; i++)
 		printf(" %6.0fu", nm->wait_ns[i] / 1e3);

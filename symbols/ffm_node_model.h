@@ -9,8 +9,9 @@
  *    linearly; beyond the largest, the last segment's slope); the pageable copy's staging cost
  *    is the part a pinned buffer removes: pageable time - pinned time;
  *  - the cost of migrating managed pages: to the device (a device write after the host
- *    touched the pages) and back to the host (the host's faults after a device write), per
- *    page of the measured page size;
+ *    read the pages) and back to the host (the host's reads after a device write: its
+ *    faults), per page of the measured page size, and how many pages each of those faults
+ *    brings back;
  *  - the wait's exit latency by wait length (20 us .. 5 ms) and schedule mode (spin, yield,
  *    blocking sync): host time of "launch a kernel of length L, wait for it" minus the
  *    kernel's event-timed length. Each figure also holds the launch's submission, the same at
@@ -44,6 +45,11 @@ struct ffm_node_model {
 	double copy_ns[FFM_COPY_DIRS][FFM_MEM_KINDS][FFM_NM_MAX_POINTS]; /* < 0: not measured */
 	uint64_t page_size;     /* of the migration figures; 0: migration not measured */
 	double to_device_ns_per_page, to_host_ns_per_page;
+	/* Pages the host gets back per page fault after a device write (the driver's fault
+	 * read-ahead: about 20 on the H200, 1 on the simulated driver), counted in the to_host
+	 * measurement; 0: not counted (a model cached before, or no page-fault counter), taken
+	 * as 1. */
+	double host_pages_per_fault;
 	int nwaits; /* wait lengths measured, ascending */
 	uint64_t wait_ns[FFM_NM_MAX_POINTS];
 	double exit_ns[FFM_SCHED_MODES][FFM_NM_MAX_POINTS]; /* NAN: not measured */
@@ -65,6 +71,7 @@ void ffm_node_model__init(struct ffm_node_model *nm);
  * Read one line of the probe's MEASURE answer into @nm:
  *   GPU <key...>                       COPY <dir> <kind> <bytes> <ns>
  *   MIGRATE <to_device|to_host> <page_size> <pages> <ns>
+ *   FAULTS to_host <pages> <faults>    (the faults of that to_host measurement)
  *   EXIT <mode> <wait_ns> <ns>         MEASURED <seconds>
  * Returns 1 for MEASURED (the end), 0 for a line taken, -EINVAL for anything else (a size or
  * length out of order, more points than FFM_NM_MAX_POINTS, a negative or absurd figure).

@@ -113,6 +113,19 @@ static int parse_migrate(struct ffm_node_model *nm, const char *args)
 	return 0;
 }
 
+/* FAULTS to_host PAGES FAULTS: the page faults of the host's reads of PAGES pages. */
+static int parse_faults(struct ffm_node_model *nm, const char *args)
+{
+	unsigned long long pages, faults;
+	char way[16];
+
+	if (sscanf(args, "%15s %llu %llu", way, &pages, &faults) != 3 || strcmp(way, "to_host") ||
+	    !pages || !faults || faults > pages)
+		return -EINVAL;
+	nm->host_pages_per_fault = (double)pages / (double)faults;
+	return 0;
+}
+
 static int parse_exit(struct ffm_node_model *nm, const char *args)
 {
 	unsigned long long wait;
@@ -146,6 +159,8 @@ int ffm_node_model__parse_line(struct ffm_node_model *nm, const char *line)
 		return parse_copy(nm, line + 5);
 	if (!strncmp(line, "MIGRATE ", 8))
 		return parse_migrate(nm, line + 8);
+	if (!strncmp(line, "FAULTS ", 7))
+		return parse_faults(nm, line + 7);
 	if (!strncmp(line, "EXIT ", 5))
 		return parse_exit(nm, line + 5);
 	if (!strncmp(line, "MEASURED ", 9)) {
@@ -253,12 +268,13 @@ json_t *ffm_node_model__to_json(const struct ffm_node_model *nm)
 				ffm_json_append(exits, json_pack("{s:s,s:o,s:o}", "mode",
 						mode_names[m], "wait_ns", ffm_json_u64(nm->wait_ns[i]),
 						"ns", ffm_json_fixed(nm->exit_ns[m][i], 0)));
-	return json_pack("{s:i,s:o,s:o,s:o,s:{s:o,s:o,s:o},s:o}", "version", nm->version,
+	return json_pack("{s:i,s:o,s:o,s:o,s:{s:o,s:o,s:o,s:o},s:o}", "version", nm->version,
 			 "gpu", ffm_json_string(nm->gpu), "seconds", ffm_json_fixed(nm->seconds, 3),
 			 "copies", copies ? copies : json_null(), "migration",
 			 "page_size", ffm_json_u64(nm->page_size),
 			 "to_device_ns_per_page", ffm_json_fixed(nm->to_device_ns_per_page, 1),
 			 "to_host_ns_per_page", ffm_json_fixed(nm->to_host_ns_per_page, 1),
+			 "host_pages_per_fault", ffm_json_fixed(nm->host_pages_per_fault, 2),
 			 "exit_latency", exits ? exits : json_null());
 }
 
@@ -289,7 +305,7 @@ int ffm_node_model__from_json(const json_t *v, struct ffm_node_model *nm)
 {
 	const json_t *copies = json_object_get(v, "copies"), *exits, *mig;
 	const char *gpu = ffm_json_get_str(v, "gpu", "");
-	double page, to_dev, to_host;
+	double page, to_dev, to_host, ppf;
 
 	ffm_node_model__init(nm);
 	if (!json_is_object(v))
@@ -312,5 +328,10 @@ int ffm_node_model__from_json(const json_t *v, struct ffm_node_model *nm)
 	nm->page_size = (uint64_t)page;
 	nm->to_device_ns_per_page = to_dev;
 	nm->to_host_ns_per_page = to_host;
+	/* absent from the models cached before it was counted: 0, taken as 1 */
+	ppf = ffm_json_get_num(mig, "host_pages_per_fault", 0);
+	if (!isfinite(ppf) || ppf < 0 || (ppf > 0 && ppf < 1) || ppf > (double)(1u << 20))
+		return -EINVAL;
+	nm->host_pages_per_fault = ppf;
 	return from_items(nm, copies, exits);
 }

@@ -57,6 +57,8 @@ TEST(managed_rule_detection_table)
 		  FFM_PROBLEM_UNNECESSARY_SYNC, FFM_EVENT_SYNC, 880000, false },
 	};
 
+	const struct ffm_node_model nm4k = { .page_size = 4 * KiB };
+
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
 		struct ffm_event e = sync_ev;
 		struct ffm_price_call c;
@@ -64,7 +66,7 @@ TEST(managed_rule_detection_table)
 		e.problem = t[i].problem;
 		e.flags = t[i].flags;
 		e.wait_ns = t[i].wait_ns;
-		ASSERT_MSG(an_managed_rule(&t[i].x, &e, false, 4 * KiB, &c) == t[i].hit, "%s", t[i].name);
+		ASSERT_MSG(an_managed_rule(&t[i].x, &e, false, &nm4k, &c) == t[i].hit, "%s", t[i].name);
 	}
 }
 
@@ -111,7 +113,7 @@ TEST(managed_rule_prices_the_planted_costs)
 		       mig = alone ? 0 : (double)t[v].pages_read * 2 * US,
 		       fault = (double)t[v].pages_read * 3 * US;
 
-		ASSERT_MSG(an_managed_rule(&x, &e, alone, 4 * KiB, &c), "%s", t[v].name);
+		ASSERT_MSG(an_managed_rule(&x, &e, alone, &nm, &c), "%s", t[v].name);
 		ASSERT_OK(ffm_price__delete(&nm, &c, &p));
 		ASSERT_MSG(fabs(p.own_ns - own) < 1 && fabs(p.migrate_ns - mig) < 1 &&
 				   fabs(p.fault_ns - fault) < 1,
@@ -119,6 +121,27 @@ TEST(managed_rule_prices_the_planted_costs)
 			   alone ? " (alone)" : "", p.own_ns, p.migrate_ns, p.fault_ns, own, mig,
 			   fault);
 	}
+	/* A driver that brings 16 pages back per fault (read-ahead): stage 4 counts a sixteenth
+	 * of the faults (at least one), the node model says so, and the price is of the pages. */
+	nm.host_pages_per_fault = 16;
+	for (size_t v = 0; v < sizeof(t) / sizeof(t[0]); v++) {
+		uint64_t counted = (t[v].pages_read + 15) / 16, pages = counted * 16,
+			 buf = t[v].bytes / (4 * KiB);
+		struct an_managed_site x = { FFM_EV_MEMSET, t[v].calls, t[v].calls * t[v].bytes,
+					     t[v].calls, t[v].calls * counted };
+		struct ffm_event e = sync_ev;
+		struct ffm_price_call c;
+		struct ffm_price p;
+		double fault = (double)(pages < buf ? pages : buf) * 3 * US;
+
+		ASSERT_MSG(an_managed_rule(&x, &e, false, &nm, &c), "%s", t[v].name);
+		ASSERT_OK(ffm_price__delete(&nm, &c, &p));
+		ASSERT_MSG(fabs(p.fault_ns - fault) < 1 &&
+				   fabs(p.migrate_ns - fault / 3 * 2) < 1,
+			   "%s, 16 pages a fault: fault %.0f migrate %.0f, want %.0f %.0f", t[v].name,
+			   p.fault_ns, p.migrate_ns, fault, fault / 3 * 2);
+	}
+	nm.host_pages_per_fault = 0;
 	/* without migration figures the rule wants a figure it lacks */
 	{
 		struct an_managed_site x = { FFM_EV_MEMSET, 1, 2 * MiB, 1, 512 };
@@ -127,7 +150,7 @@ TEST(managed_rule_prices_the_planted_costs)
 		struct ffm_price p;
 
 		nm.page_size = 0;
-		ASSERT(an_managed_rule(&x, &e, false, 0, &c));
+		ASSERT(an_managed_rule(&x, &e, false, &nm, &c));
 		ASSERT_EQ(ffm_price__delete(&nm, &c, &p), -ENODATA);
 	}
 }

@@ -31,6 +31,7 @@ static const char *const probe_lines[] = {
 	"COPY h2d managed 67108864 3500000", "COPY d2h pinned 67108864 2900000",
 	"COPY d2h pageable 67108864 16000000", "COPY d2h managed 67108864 3700000",
 	"MIGRATE to_device 4096 256 128000", "MIGRATE to_host 4096 256 512000",
+	"FAULTS to_host 256 16",
 	"EXIT spin 20000 1000", "EXIT yield 20000 3000", "EXIT blocking 20000 5000",
 	"EXIT spin 100000 1000", "EXIT yield 100000 4000", "EXIT blocking 100000 10000",
 	"EXIT spin 1000000 1000", "EXIT yield 1000000 6000", "EXIT blocking 1000000 60000",
@@ -316,6 +317,9 @@ TEST(node_model_lines)
 	ASSERT_EQ(ffm_node_model__parse_line(&nm, "COPY h2d pinned 65536 1e300"), -EINVAL);
 	ASSERT_EQ(ffm_node_model__parse_line(&nm, "MIGRATE to_device 3000 2 100"), -EINVAL);
 	ASSERT_EQ(ffm_node_model__parse_line(&nm, "MIGRATE sideways 4096 2 100"), -EINVAL);
+	ASSERT_EQ(ffm_node_model__parse_line(&nm, "FAULTS to_host 16 17"), -EINVAL); /* > pages */
+	ASSERT_EQ(ffm_node_model__parse_line(&nm, "FAULTS to_host 16 0"), -EINVAL);
+	ASSERT_EQ(ffm_node_model__parse_line(&nm, "FAULTS to_device 16 1"), -EINVAL);
 	ASSERT_EQ(ffm_node_model__parse_line(&nm, "EXIT spinning 20000 5"), -EINVAL);
 	ASSERT_EQ(ffm_node_model__parse_line(&nm, "HELLO"), -EINVAL);
 	ASSERT_EQ(ffm_node_model__parse_line(&nm, "GPU "), -EINVAL);
@@ -338,6 +342,7 @@ TEST(node_model_json_round_trip)
 	ASSERT_EQ(back.nsizes, nm.nsizes);
 	ASSERT_EQ(back.nwaits, nm.nwaits);
 	ASSERT_NEAR(back.to_host_ns_per_page, 2000, 0.1);
+	ASSERT_NEAR(back.host_pages_per_fault, 16, 0.01);
 	ASSERT_NEAR(ffm_node_model__copy_ns(&back, FFM_COPY_D2H, FFM_MEM_MANAGED, 1 * MiB), 90000, 1);
 	ASSERT_NEAR(ffm_node_model__exit_ns(&back, FFM_SCHED_BLOCKING, 5000000), 90000, 1);
 	ASSERT_OK(ffm_node_model__complete(&back));
@@ -345,6 +350,12 @@ TEST(node_model_json_round_trip)
 	json_object_set_new(v, "version", json_integer(FFM_NODE_MODEL_VERSION + 1));
 	ASSERT_EQ(ffm_node_model__from_json(v, &back), -ESTALE);
 	json_object_set_new(v, "version", json_integer(FFM_NODE_MODEL_VERSION));
+	/* a model cached before the faults were counted: 1 page a fault, as before */
+	json_object_del(json_object_get(v, "migration"), "host_pages_per_fault");
+	ASSERT_OK(ffm_node_model__from_json(v, &back));
+	ASSERT_EQ(back.host_pages_per_fault, 0);
+	json_object_set_new(json_object_get(v, "migration"), "host_pages_per_fault", json_real(0.5));
+	ASSERT_EQ(ffm_node_model__from_json(v, &back), -EINVAL);
 	json_object_set_new(v, "gpu", json_string(""));
 	ASSERT_EQ(ffm_node_model__from_json(v, &back), -EINVAL);
 	json_decref(v);

@@ -229,6 +229,9 @@ TEST(node_model_measured_on_fakecuda)
 	ASSERT(page > 2e6 && page > 2 * pin);
 	ASSERT(nm->to_device_ns_per_page > 10000 && nm->to_device_ns_per_page < 60000);
 	ASSERT(nm->to_host_ns_per_page > 36000 && nm->to_host_ns_per_page < 500000);
+	/* the simulated driver faults each page back on its own (a signal per page) */
+	ASSERT_MSG(nm->host_pages_per_fault >= 0.9 && nm->host_pages_per_fault <= 1.1,
+		   "pages per fault %.2f", nm->host_pages_per_fault);
 	ASSERT(blk > 15e6 && blk < 60e6); /* 20 ms planted */
 	ASSERT(spin < 10e6);
 	o.force = false;
