@@ -67,7 +67,7 @@ setpriv --reuid="$U1" --regid="$G1" --clear-groups sh -c \
 wl=$!
 ctl job start done-1 --key dk --pid $wl >/dev/null || notok "job start done-1"
 wait $wl
-ctl job end done-1 >/dev/null
+ctl job end done-1 >"$T/end.out" 2>&1
 for _ in $(seq 100); do ls "$T/state/done/$U1/"*.db >/dev/null 2>&1 && break; sleep 0.1; done
 if [ -e "$T/state/done/$U1" ] && ! as_u2 ls "$T/state/done" >/dev/null 2>&1 &&
 	! as_u2 stat "$T/state/done/$U1" >/dev/null 2>&1 &&
@@ -77,6 +77,8 @@ else
 	notok "done/ is root's (mode $(stat -c %a "$T/state/done"); done/$U1 seen by another user:" \
 		"$(as_u2 stat -c %n "$T/state/done/$U1" 2>&1))"
 	[ -f "$T/rep.err" ] && diag <"$T/rep.err"
+	# why: what job end said, what done/ holds, what ffmd logged of the job
+	{ cat "$T/end.out"; ls -lR "$T/state/done" 2>&1; grep "done-1" "$T/ffmd.log"; } | diag
 fi
 
 # ---- one ffmd per directory -----------------------------------------------------------------
