@@ -470,7 +470,7 @@ static NOINLINE uint64_t free_in_loop(const struct opts *o, cudaStream_t s, doub
 	for (int i = 0; i < o->iters; i++) {
 		launch(s, d, n, 1, 1, o->kernel_us);
 		if (!o->fixed)
-			CHECK(cudaMalloc(&tmp, 4096));
+			CHECK(cudaMalloc(&tmp, 4096)); /* FFM-PLANT: free_in_loop */
 		launch(s, tmp, 0, 1, 0, 0); /* a kernel that is handed the temporary */
 		if (!o->fixed)
 			CHECK(cudaFree(tmp)); /* FFM-PLANT: free_in_loop */
