@@ -209,8 +209,9 @@ static int note_busy(struct an_apply_ctx *a, const struct ffm_event *e, uint32_t
 }
 
 /*
- * A stream's first work (a launch, copy or memset on it) as an empty interval of a->tl->busy,
- * once per stream: where the stream's work begins, for the bound's head (analysis/bound.c),
+ * A stream's first work (a copy or memset on it, or a launch of a site the model keeps: one
+ * that waited; timeline.c leaves the others out) as an empty interval of a->tl->busy, once per
+ * stream: where the stream's work begins, for the bound's head (analysis/bound.c),
  * even where none of its waits is kept (a loop whose only waits are its duplicate copies'
  * own, or staging a pinned buffer removes: the H200's dup_transfer variant was capped at the
  * one wait of its last read, 5% of its saving).
