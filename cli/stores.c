@@ -62,16 +62,19 @@ static int cmp_node(const void *a, const void *b)
 }
 
 /* Whether ffmd says that job @job_id's copy for its readers is being made (its status's
- * "publishing", which names the caller's jobs only); false when ffmd does not answer. */
-static bool being_published(const char *job_id)
+ * "publishing", which names the caller's jobs only): 1 yes, 0 no or no ffmd to ask, -1 ffmd
+ * did not answer within @timeout_ms (a busy node: the copy may still be coming). */
+static int being_published(const char *job_id, int timeout_ms)
 {
 	struct ffm_reply *rep = NULL;
 	json_t *body = NULL, *v;
-	bool found = false;
+	int err, found = 0;
 	size_t i;
 
-	if (ffm_client__call(ffmctl_g.runtime_dir, FFM_VERB_STATUS, NULL, 0, 2000, &rep) == 0 &&
-	    !rep->status && (body = ffm_json_parse(rep->body, rep->body_len, NULL)))
+	err = ffm_client__call(ffmctl_g.runtime_dir, FFM_VERB_STATUS, NULL, 0, timeout_ms, &rep);
+	if (err == -ETIMEDOUT)
+		return -1;
+	if (!err && !rep->status && (body = ffm_json_parse(rep->body, rep->body_len, NULL)))
 		json_array_foreach(json_object_get(body, "publishing"), i, v)
 			found |= json_is_string(v) && !strcmp(json_string_value(v), job_id);
 	json_decref(body);
@@ -100,21 +103,23 @@ static int open_once(const char *state_dir, const char *job_id, struct ffmctl_jo
 int ffmctl_job_stores__open(const char *state_dir, const char *job_id,
 			    struct ffmctl_job_stores *out)
 {
-	int err = open_once(state_dir, job_id, out);
+	int err = open_once(state_dir, job_id, out), pub;
 	/* A job that just ended: its copy comes once its analysis is stored. Wait for it as
-	 * long as for an answer of ffmd, 30 s at most. */
-	double until = ffm_now_s() + (ffmctl_g.timeout_ms < 30000 ? ffmctl_g.timeout_ms : 30000) / 1e3;
+	 * long as for an answer of ffmd, 30 s at most, also while ffmd is too busy to say. */
+	int wait_ms = ffmctl_g.timeout_ms < 30000 ? ffmctl_g.timeout_ms : 30000;
+	double until = ffm_now_s() + wait_ms / 1e3;
 
-	if (err != -ENOENT || !being_published(job_id))
+	if (err != -ENOENT || !(pub = being_published(job_id, wait_ms)))
 		return err;
 	while (ffm_now_s() < until) {
 		usleep(100000);
 		if ((err = open_once(state_dir, job_id, out)) != -ENOENT)
 			return err;
-		if (!being_published(job_id))
+		pub = being_published(job_id, (int)((until - ffm_now_s()) * 1e3) + 1);
+		if (!pub)
 			return open_once(state_dir, job_id, out);
 	}
-	return -EINPROGRESS;
+	return pub < 0 ? -ENOENT : -EINPROGRESS;
 }
 
 /* ---- a job no store holds ------------------------------------------------------------- */

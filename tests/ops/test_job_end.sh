@@ -1,5 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
+# ffm-test: timing: a job's copy for its owner has, once in 4 clean-clone CI suites each,
+# not appeared in time (the owner's report, done/ after 10 s); not reproduced in 5 runs here, loaded
+# or not. tests/run-tests.sh runs it once more and keeps the first log, whose failing check
+# prints what ffmd logged of the job and what it says it publishes.
 #
 # A job's end as its owner sees it (TAP; issue 41, items 4 and 5), with a user of our own and a
 # private ffmd on the simulated driver:
@@ -77,6 +81,9 @@ if uctl report e2 --json >"$T/r2.json" 2>"$T/err"; then
 	ok "the owner's report waits for a copy being written"
 else
 	notok "the owner's report of a job being published"; diag <"$T/err"; diag <"$T/end2"
+	# why: what ffmd logged of e2 (its end, analysis, copy) and says it publishes now
+	{ grep "e2" "$T/ffmd.log"; ctl status --json | python3 -c 'import json,sys
+print("publishing now:", json.load(sys.stdin).get("publishing"))'; } 2>&1 | diag
 fi
 if [[ $(cat "$T/end2") == *"job e2 ended: key kend, stage 2; its report is being written"* ]]; then
 	ok "job end --wait 0 says the report is being written"
