@@ -19,7 +19,7 @@ static int cmp_busy(const void *x, const void *y)
  * pageable copy's staging runs inside its wait, and a pinned buffer takes it off the stream). */
 static uint64_t deleted_in(const struct an_timeline *tl, const struct busy *b)
 {
-	uint32_t v = b->ev == UINT32_MAX ? UINT32_MAX : oatab_get_u32(&tl->deleted, b->ev);
+	uint32_t v = oatab_get_u32(&tl->deleted, b->ev); /* a stream's first work: none */
 
 	return v == UINT32_MAX ? 0 : v;
 }

@@ -39,9 +39,7 @@
 bool an_managed_rule(const struct an_managed_site *x, const struct ffm_event *e, bool alone,
 		     const struct ffm_node_model *nm, struct ffm_price_call *out)
 {
-	uint64_t page_size = nm ? nm->page_size : 0, faults, pages = 0;
-	/* each counted fault brought this many pages back (the driver's read-ahead) */
-	double ppf = nm && nm->host_pages_per_fault > 1 ? nm->host_pages_per_fault : 1;
+	uint64_t page_size = nm ? nm->page_size : 0, bytes, pages;
 
 	if (x->kind != FFM_EV_MEMSET || !x->calls || !x->bytes || !x->ops || !x->faults)
 		return false;
@@ -50,32 +48,33 @@ bool an_managed_rule(const struct an_managed_site *x, const struct ffm_event *e,
 	if (e->problem != FFM_PROBLEM_NONE && e->problem != FFM_PROBLEM_UNNECESSARY_SYNC &&
 	    e->problem != FFM_PROBLEM_MISPLACED_SYNC)
 		return false;
-	faults = (x->faults + x->ops / 2) / x->ops;
-	if (page_size) { /* the pages the faults brought back, at most the buffer */
-		uint64_t buf = (x->bytes / x->calls + page_size - 1) / page_size;
+	bytes = (x->bytes + x->calls / 2) / x->calls;
+	pages = (x->faults + x->ops / 2) / x->ops; /* faults per call */
+	if (page_size) {
+		/* the pages those faults brought back (the driver's read-ahead), at most the
+		 * buffer: what migrates to the GPU at the next call (a host that reads one page
+		 * of it leaves the rest on the GPU) */
+		uint64_t buf = (bytes + page_size - 1) / page_size;
 
-		pages = (uint64_t)((double)faults * ppf + 0.5);
-		faults = pages = pages < buf ? pages : buf;
+		if (nm->host_pages_per_fault > 1)
+			pages = (uint64_t)((double)pages * nm->host_pages_per_fault + 0.5);
+		if (pages >= buf)
+			pages = buf;
+		else if (pages)
+			bytes = pages * page_size;
 	}
 	*out = (struct ffm_price_call){
 		.kind = FFM_PRICE_MEMSET, .mem = FFM_MEM_MANAGED, .calls = 1,
-		.bytes = (x->bytes + x->calls / 2) / x->calls,
+		.bytes = bytes ? bytes : 1,
 		/* alone: the whole call, its wait included, is its own work; else its own time
 		 * outside the wait, the wait being the model's (see the top) */
 		.call_ns = (double)(alone ? e->dur_ns : an_own_ns(e->dur_ns, e->wait_ns)),
 		.wait_ns = alone ? (double)e->wait_ns : 0,
 		/* the faults followed this site's operations: the host touched the pages last
 		 * when the site sets them again, and touches them after */
-		.host_touched_before = faults > 0, .host_touches_after = true,
-		.host_faults = (int64_t)faults,
+		.host_touched_before = pages > 0, .host_touches_after = true,
+		.host_faults = (int64_t)pages,
 	};
-	/* What migrates to the GPU at a call is what the host brought back since the previous
-	 * one: its faults' pages, at most the buffer (a host that reads one page of it leaves
-	 * the rest on the GPU). */
-	if (pages && pages < (out->bytes + page_size - 1) / page_size)
-		out->bytes = pages * page_size;
-	if (!out->bytes)
-		out->bytes = 1;
 	return true;
 }
 
